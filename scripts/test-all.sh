@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: Rust (unit, integration, header check), then the C tests
+# with meson against the freshly built libumq.so, then the Python suite when present.
+# Installs meson / ninja (pip) if they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+echo "== cargo build + test"
+cargo build --release --all-targets
+cargo test --release --all-targets 2>&1 | tail -n +1
+
+echo "== shared library names"
+lib="$root/target/release"
+ln -sf libumq.so "$lib/libumq.so.0"
+ln -sf libumq.so "$lib/libumq_buf.so"
+readelf -d "$lib/libumq.so" | grep -q 'SONAME.*libumq.so.0'
+exported=$(nm -D --defined-only "$lib/libumq.so" | awk '{print $3}' | grep -v '^umq_' || true)
+if [ -n "$exported" ]; then echo "unexpected exported symbols: $exported"; exit 1; fi
+echo "soname libumq.so.0, $(nm -D --defined-only "$lib/libumq.so" | grep -c ' umq_') umq_* symbols exported"
+
+echo "== C tests (meson)"
+if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then
+  python3 -m pip install --quiet meson ninja
+fi
+rm -rf build-c
+meson setup build-c -Dlibdir_rust="$lib" >/dev/null
+meson test -C build-c --print-errorlogs
+
+if [ -d python/tests ]; then
+  echo "== Python tests"
+  python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet pytest hypothesis
+  UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
+fi
+echo "== all tests passed"

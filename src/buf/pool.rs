@@ -1,0 +1,358 @@
+//! Buffer pools: size classes of fixed slots carved from large chunks, reused through free lists.
+//!
+//! A chunk holds `count` slots. In combine mode a slot is the 128-byte header followed by its data
+//! area; in split mode headers and data areas live in two separate arrays. A side table per chunk
+//! records each slot's state (free or handed out), its allocation size and headroom, so a double
+//! free, a foreign pointer or `umq_data_to_head` on a stray address is detected instead of
+//! corrupting the pool. Each chunk has a token id and a random token value: peers present them to
+//! WRITE into or READ from a buffer of the chunk.
+
+use crate::abi::types::*;
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+pub const HEADER_SIZE: usize = 128;
+const CHUNK_TARGET: usize = 2 << 20;
+const MAX_SLOTS_PER_CHUNK: usize = 256;
+const FREE: u8 = 0;
+const IN_USE: u8 = 1;
+
+struct SlotMeta {
+    state: AtomicU8,
+    request_size: AtomicU32,
+    headroom: AtomicU16,
+}
+
+pub struct Chunk {
+    class: usize,
+    count: usize,
+    data_cap: usize,
+    hdr_base: usize,
+    hdr_stride: usize,
+    data_base: usize,
+    data_stride: usize,
+    pub token_id: u32,
+    pub token_value: u32,
+    memory: *mut u8,
+    layout: Layout,
+    meta: Box<[SlotMeta]>,
+}
+
+// The chunk's memory is shared by design; every mutable access goes through slot ownership.
+unsafe impl Send for Chunk {}
+unsafe impl Sync for Chunk {}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        unsafe { std::alloc::dealloc(self.memory, self.layout) };
+    }
+}
+
+impl Chunk {
+    fn header(&self, i: usize) -> *mut umq_buf_t {
+        (self.hdr_base + i * self.hdr_stride) as *mut umq_buf_t
+    }
+    fn data(&self, i: usize) -> *mut u8 {
+        (self.data_base + i * self.data_stride) as *mut u8
+    }
+    fn slot_of_header(&self, addr: usize) -> Option<usize> {
+        let off = addr.checked_sub(self.hdr_base)?;
+        (off % self.hdr_stride == 0 && off / self.hdr_stride < self.count)
+            .then(|| off / self.hdr_stride)
+    }
+    fn slot_of_data(&self, addr: usize) -> Option<usize> {
+        let off = addr.checked_sub(self.data_base)?;
+        let i = off / self.data_stride;
+        (i < self.count && off % self.data_stride < self.data_cap).then_some(i)
+    }
+}
+
+struct Class {
+    data_cap: usize,
+    free: Mutex<Vec<NonNull<umq_buf_t>>>,
+}
+unsafe impl Send for Class {}
+unsafe impl Sync for Class {}
+
+/// Address ranges -> chunk, sorted by start, for pointer validation.
+#[derive(Default)]
+struct Registry {
+    headers: Vec<(usize, usize, Arc<Chunk>)>,
+    data: Vec<(usize, usize, Arc<Chunk>)>,
+}
+
+fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>> {
+    let i = ranges.partition_point(|(start, _, _)| *start <= addr);
+    let (start, end, c) = ranges.get(i.checked_sub(1)?)?;
+    (addr >= *start && addr < *end).then(|| c.clone())
+}
+
+pub struct Pool {
+    split: bool,
+    pub default_headroom: u16,
+    classes: Vec<Class>,
+    registry: RwLock<Registry>,
+    next_token_id: AtomicU32,
+}
+
+/// A buffer slot found from a pointer.
+pub struct SlotRef {
+    pub chunk: Arc<Chunk>,
+    pub index: usize,
+}
+
+impl SlotRef {
+    pub fn header(&self) -> *mut umq_buf_t {
+        self.chunk.header(self.index)
+    }
+    pub fn data_start(&self) -> *mut u8 {
+        self.chunk.data(self.index)
+    }
+    pub fn data_cap(&self) -> usize {
+        self.chunk.data_cap
+    }
+    fn meta(&self) -> &SlotMeta {
+        &self.chunk.meta[self.index]
+    }
+    pub fn in_use(&self) -> bool {
+        self.meta().state.load(Ordering::Acquire) == IN_USE
+    }
+    pub fn alloc_headroom(&self) -> u16 {
+        self.meta().headroom.load(Ordering::Relaxed)
+    }
+    pub fn alloc_request_size(&self) -> u32 {
+        self.meta().request_size.load(Ordering::Relaxed)
+    }
+}
+
+fn random_u32() -> u32 {
+    let mut v = 0u32;
+    let n = unsafe { libc::getrandom(&mut v as *mut u32 as *mut _, 4, 0) };
+    if n != 4 {
+        v = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0x5eed);
+    }
+    v | 1
+}
+
+impl Pool {
+    pub fn new(split: bool, small_block: umq_buf_block_size_t, default_headroom: u16) -> Pool {
+        let first = 8192usize << small_block.min(BLOCK_SIZE_64K);
+        let need = UMQ_MAX_BUF_REQUEST_SIZE as usize + u16::MAX as usize;
+        let mut classes = Vec::new();
+        let mut cap = first;
+        loop {
+            classes.push(Class {
+                data_cap: cap,
+                free: Mutex::new(Vec::new()),
+            });
+            if cap >= need {
+                break;
+            }
+            cap *= 2;
+        }
+        Pool {
+            split,
+            default_headroom,
+            classes,
+            registry: RwLock::new(Registry::default()),
+            next_token_id: AtomicU32::new(1),
+        }
+    }
+
+    pub fn class_for(&self, bytes: usize) -> Option<usize> {
+        self.classes.iter().position(|c| c.data_cap >= bytes)
+    }
+
+    fn grow(&self, class: usize) -> Result<(), i32> {
+        let data_cap = self.classes[class].data_cap;
+        let slot = HEADER_SIZE + data_cap;
+        let count = (CHUNK_TARGET / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
+        let layout = Layout::from_size_align(slot * count, 4096)
+            .map_err(|_| -crate::abi::errno::UMQ_ERR_ENOMEM)?;
+        let memory = unsafe { std::alloc::alloc_zeroed(layout) };
+        if memory.is_null() {
+            return Err(-crate::abi::errno::UMQ_ERR_ENOMEM);
+        }
+        let base = memory as usize;
+        let (hdr_base, hdr_stride, data_base, data_stride) = if self.split {
+            (base, HEADER_SIZE, base + HEADER_SIZE * count, data_cap)
+        } else {
+            (base, slot, base + HEADER_SIZE, slot)
+        };
+        let chunk = Arc::new(Chunk {
+            class,
+            count,
+            data_cap,
+            hdr_base,
+            hdr_stride,
+            data_base,
+            data_stride,
+            token_id: self.next_token_id.fetch_add(1, Ordering::Relaxed) & 0xf_ffff,
+            token_value: random_u32(),
+            memory,
+            layout,
+            meta: (0..count)
+                .map(|_| SlotMeta {
+                    state: AtomicU8::new(FREE),
+                    request_size: AtomicU32::new(0),
+                    headroom: AtomicU16::new(0),
+                })
+                .collect(),
+        });
+        {
+            let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+            let hdr_end = hdr_base + hdr_stride * (count - 1) + HEADER_SIZE;
+            let data_end = data_base + data_stride * (count - 1) + data_cap;
+            insert_sorted(&mut reg.headers, (hdr_base, hdr_end, chunk.clone()));
+            insert_sorted(&mut reg.data, (data_base, data_end, chunk.clone()));
+        }
+        let mut free = self.classes[class]
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        free.extend(
+            (0..count)
+                .rev()
+                .map(|i| NonNull::new(chunk.header(i)).unwrap()),
+        );
+        Ok(())
+    }
+
+    /// Takes `n` slots of `class`, growing the pool when the free list runs short.
+    fn take(&self, class: usize, n: usize, out: &mut Vec<NonNull<umq_buf_t>>) -> Result<(), i32> {
+        loop {
+            {
+                let mut free = self.classes[class]
+                    .free
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                if free.len() >= n {
+                    let at = free.len() - n;
+                    out.extend(free.drain(at..).rev());
+                    return Ok(());
+                }
+            }
+            self.grow(class)?;
+        }
+    }
+
+    /// Allocates `num` buffers, each with room for `request_size` bytes after `headroom`, chained
+    /// by `qbuf_next`.
+    pub fn alloc(
+        &self,
+        request_size: u32,
+        num: u32,
+        headroom: u16,
+        umqh: u64,
+    ) -> Result<*mut umq_buf_t, i32> {
+        let class = self
+            .class_for(headroom as usize + request_size as usize)
+            .ok_or(-crate::abi::errno::UMQ_ERR_EINVAL)?;
+        let mut bufs = Vec::with_capacity(num as usize);
+        self.take(class, num as usize, &mut bufs)?;
+        let mut next: *mut umq_buf_t = std::ptr::null_mut();
+        for b in bufs.iter().rev() {
+            let slot = self.slot_of_header(b.as_ptr() as usize).expect("pool slot");
+            slot.meta()
+                .request_size
+                .store(request_size, Ordering::Relaxed);
+            slot.meta().headroom.store(headroom, Ordering::Relaxed);
+            slot.meta().state.store(IN_USE, Ordering::Release);
+            unsafe { init_header(&slot, b.as_ptr(), request_size, headroom, umqh, next) };
+            next = b.as_ptr();
+        }
+        Ok(next)
+    }
+
+    pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef> {
+        let chunk = find(
+            &self
+                .registry
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .headers,
+            addr,
+        )?;
+        let index = chunk.slot_of_header(addr)?;
+        Some(SlotRef { chunk, index })
+    }
+
+    pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef> {
+        let chunk = find(
+            &self.registry.read().unwrap_or_else(|p| p.into_inner()).data,
+            addr,
+        )?;
+        let index = chunk.slot_of_data(addr)?;
+        Some(SlotRef { chunk, index })
+    }
+
+    /// Returns one buffer to its free list. Refuses (and reports) foreign pointers and double frees.
+    pub fn free_one(&self, buf: *mut umq_buf_t) -> Result<(), &'static str> {
+        let slot = self
+            .slot_of_header(buf as usize)
+            .ok_or("not a buffer of this library's pools")?;
+        let meta = slot.meta();
+        if meta
+            .state
+            .compare_exchange(IN_USE, FREE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err("buffer is already free (double free)");
+        }
+        let mut free = self.classes[slot.chunk.class]
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        free.push(NonNull::new(buf).unwrap());
+        Ok(())
+    }
+
+    /// Is `[addr, addr + len)` inside one in-use buffer's data area of a chunk with this token?
+    pub fn check_remote(&self, addr: u64, len: u32, token_id: u32, token_value: u32) -> bool {
+        let Some(slot) = self.slot_of_data(addr as usize) else {
+            return false;
+        };
+        let start = slot.data_start() as u64;
+        slot.in_use()
+            && slot.chunk.token_id == token_id
+            && slot.chunk.token_value == token_value
+            && addr
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= start + slot.data_cap() as u64)
+    }
+}
+
+fn insert_sorted(v: &mut Vec<(usize, usize, Arc<Chunk>)>, item: (usize, usize, Arc<Chunk>)) {
+    let at = v.partition_point(|(s, _, _)| *s < item.0);
+    v.insert(at, item);
+}
+
+/// Writes a fresh header: sizes, data pointer, token; everything else zero.
+unsafe fn init_header(
+    slot: &SlotRef,
+    b: *mut umq_buf_t,
+    request_size: u32,
+    headroom: u16,
+    umqh: u64,
+    next: *mut umq_buf_t,
+) {
+    unsafe {
+        std::ptr::write_bytes(b as *mut u8, 0, HEADER_SIZE);
+        let h = &mut *b;
+        h.qbuf_next = next;
+        h.umqh = umqh;
+        h.headroom_size = headroom;
+        h.buf_size = (slot.data_cap() - headroom as usize) as u32;
+        h.data_size = request_size;
+        h.total_data_size = request_size;
+        h.buf_data = slot.data_start().add(headroom as usize) as *mut _;
+        h.set_first_fragment(true);
+        h.set_token(slot.chunk.token_id, 0);
+        h.token_value = slot.chunk.token_value;
+    }
+}

@@ -1,0 +1,182 @@
+//! Diagnostics (`umq_dfx_cmd_process`): per-queue message counters, error counters, and latency
+//! records of the API calls, with histograms over user thresholds.
+//!
+//! Results are written into library-owned memory that stays valid until the next GET_RESULT of
+//! the same module or `umq_uninit`; the caller never frees it.
+
+use crate::abi::errno::*;
+use crate::abi::types::*;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+static STATS_ON: AtomicBool = AtomicBool::new(false);
+static PERF_ON: AtomicBool = AtomicBool::new(false);
+static ERR_STATS: [AtomicU64; 24] = [const { AtomicU64::new(0) }; 24];
+
+const FIELDS: usize = 4 + 9;
+static PERF: [[AtomicU64; FIELDS]; 22] = [const { [const { AtomicU64::new(0) }; FIELDS] }; 22];
+static THRESH: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+static THRESH_NUM: AtomicU32 = AtomicU32::new(0);
+
+struct Outputs {
+    stats: Vec<u64>,
+    perf: Vec<u64>,
+}
+static OUT: Mutex<Outputs> = Mutex::new(Outputs {
+    stats: Vec::new(),
+    perf: Vec::new(),
+});
+
+pub fn reset(feature: u32) {
+    STATS_ON.store(feature & UMQ_FEATURE_ENABLE_STATS != 0, Ordering::Relaxed);
+    PERF_ON.store(feature & UMQ_FEATURE_ENABLE_PERF != 0, Ordering::Relaxed);
+    clear_stats();
+    clear_perf();
+}
+
+pub fn release() {
+    let mut out = OUT.lock().unwrap_or_else(|p| p.into_inner());
+    out.stats = Vec::new();
+    out.perf = Vec::new();
+}
+
+pub fn stats_on() -> bool {
+    STATS_ON.load(Ordering::Relaxed)
+}
+
+pub fn count_err(kind: umq_err_stats_type_t) {
+    ERR_STATS[kind as usize % 24].fetch_add(1, Ordering::Relaxed);
+}
+
+fn clear_stats() {
+    ERR_STATS.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+    for q in crate::queue::table::all() {
+        q.stats.send.store(0, Ordering::Relaxed);
+        q.stats.receive.store(0, Ordering::Relaxed);
+        q.stats.read.store(0, Ordering::Relaxed);
+    }
+}
+
+fn clear_perf() {
+    for rec in &PERF {
+        for (i, c) in rec.iter().enumerate() {
+            c.store(if i == 1 { u64::MAX } else { 0 }, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Starts a latency sample when perf collection is on.
+pub fn perf_start() -> Option<Instant> {
+    PERF_ON.load(Ordering::Relaxed).then(Instant::now)
+}
+
+pub fn perf_record(kind: umq_perf_record_type_t, start: Option<Instant>) {
+    let Some(t) = start else { return };
+    let ns = t.elapsed().as_nanos() as u64;
+    let rec = &PERF[kind as usize % 22];
+    rec[0].fetch_add(ns, Ordering::Relaxed);
+    rec[1].fetch_min(ns, Ordering::Relaxed);
+    rec[2].fetch_max(ns, Ordering::Relaxed);
+    rec[3].fetch_add(1, Ordering::Relaxed);
+    let n = THRESH_NUM.load(Ordering::Relaxed) as usize;
+    let bucket = (0..n)
+        .find(|&i| ns < THRESH[i].load(Ordering::Relaxed))
+        .unwrap_or(n);
+    rec[4 + bucket].fetch_add(1, Ordering::Relaxed);
+}
+
+fn stats_result(result: &mut umq_dfx_result_t) {
+    let queues = crate::queue::table::all();
+    let mut out = OUT.lock().unwrap_or_else(|p| p.into_inner());
+    // u64 storage keeps the 8-byte alignment umq_stats_infos_t needs.
+    out.stats = vec![0u64; 25 + 4 * queues.len()];
+    let infos = out.stats.as_mut_ptr() as *mut umq_stats_infos_t;
+    unsafe {
+        for (i, c) in ERR_STATS.iter().enumerate() {
+            (*infos).err_stats[i] = c.load(Ordering::Relaxed);
+        }
+        (*infos).stats_info_num = queues.len() as u32;
+        let inst = (*infos).stats_info.as_mut_ptr();
+        for (i, q) in queues.iter().enumerate() {
+            *inst.add(i) = umq_stats_info_instance_t {
+                stats: [
+                    q.stats.send.load(Ordering::Relaxed),
+                    q.stats.receive.load(Ordering::Relaxed),
+                    q.stats.read.load(Ordering::Relaxed),
+                ],
+                umqh: q.handle,
+            };
+        }
+        result.out.stats_out_parm = infos;
+    }
+}
+
+fn perf_result(result: &mut umq_dfx_result_t) {
+    let mut out = OUT.lock().unwrap_or_else(|p| p.into_inner());
+    let record_words = size_of::<umq_perf_record_t>().div_ceil(8);
+    out.perf = vec![0u64; 2 + record_words];
+    let base = out.perf.as_mut_ptr();
+    unsafe {
+        let infos = base as *mut umq_perf_infos_t;
+        let record = base.add(2) as *mut umq_perf_record_t;
+        for (t, rec) in PERF.iter().enumerate() {
+            let r = &mut (*record).type_record[t];
+            r.accumulation = rec[0].load(Ordering::Relaxed);
+            r.min = if rec[3].load(Ordering::Relaxed) == 0 {
+                0
+            } else {
+                rec[1].load(Ordering::Relaxed)
+            };
+            r.max = rec[2].load(Ordering::Relaxed);
+            r.cnt = rec[3].load(Ordering::Relaxed);
+            for b in 0..9 {
+                r.bucket[b] = rec[4 + b].load(Ordering::Relaxed);
+            }
+        }
+        (*record).is_used = true;
+        (*infos).perf_record_num = 1;
+        *(*infos).perf_record.as_mut_ptr() = record;
+        result.out.perf_out_parm = infos;
+    }
+}
+
+pub fn process(cmd: &umq_dfx_cmd_t, result: &mut umq_dfx_result_t) {
+    result.module_id = cmd.module_id;
+    result.cmd = cmd.cmd;
+    result.err_code = 0;
+    let id = unsafe { cmd.cmd.stats_cmd_id };
+    match (cmd.module_id, id) {
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_START) => STATS_ON.store(true, Ordering::Relaxed),
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_STOP) => STATS_ON.store(false, Ordering::Relaxed),
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_CLEAR) => clear_stats(),
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_GET_RESULT) => stats_result(result),
+        (UMQ_DFX_MODULE_PERF, UMQ_PERF_CMD_START) => {
+            let p = unsafe { cmd.input.perf_in_parm };
+            if p.thresh_num > UMQ_PERF_QUANTILE_MAX_NUM
+                || p.thresh_array[..p.thresh_num.min(8) as usize]
+                    .windows(2)
+                    .any(|w| w[0] >= w[1])
+            {
+                crate::log_err!(
+                    "umq_dfx_cmd_process",
+                    "perf thresholds must be at most 8 and strictly increasing"
+                );
+                result.err_code = -UMQ_ERR_EINVAL;
+                return;
+            }
+            for (i, t) in THRESH.iter().enumerate() {
+                t.store(p.thresh_array[i], Ordering::Relaxed);
+            }
+            THRESH_NUM.store(p.thresh_num, Ordering::Relaxed);
+            PERF_ON.store(true, Ordering::Relaxed);
+        }
+        (UMQ_DFX_MODULE_PERF, UMQ_PERF_CMD_STOP) => PERF_ON.store(false, Ordering::Relaxed),
+        (UMQ_DFX_MODULE_PERF, UMQ_PERF_CMD_CLEAR) => clear_perf(),
+        (UMQ_DFX_MODULE_PERF, UMQ_PERF_CMD_GET_RESULT) => perf_result(result),
+        (m, c) => {
+            crate::log_err!("umq_dfx_cmd_process", "unknown module {m} / command {c}");
+            result.err_code = -UMQ_ERR_EINVAL;
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Error values: negated `UMQ_ERR_*` codes, each logged once where it is decided.
+
+use crate::abi::errno::*;
+use crate::abi::types::UMQ_LOG_LEVEL_ERR;
+
+/// A negative errno as the C API returns it.
+pub type Errno = i32;
+pub type UmqResult<T> = Result<T, Errno>;
+
+fn fail(code: i32, func: &str, why: std::fmt::Arguments<'_>) -> Errno {
+    crate::log::write(UMQ_LOG_LEVEL_ERR, func, why);
+    -code
+}
+
+/// Logs `why` for `func` and returns `-UMQ_ERR_EINVAL`.
+pub fn einval(func: &str, why: std::fmt::Arguments<'_>) -> Errno {
+    fail(UMQ_ERR_EINVAL, func, why)
+}
+pub fn eperm(func: &str, why: std::fmt::Arguments<'_>) -> Errno {
+    fail(UMQ_ERR_EPERM, func, why)
+}
+pub fn enomem(func: &str, why: std::fmt::Arguments<'_>) -> Errno {
+    fail(UMQ_ERR_ENOMEM, func, why)
+}
+pub fn ebusy(func: &str, why: std::fmt::Arguments<'_>) -> Errno {
+    fail(UMQ_ERR_EBUSY, func, why)
+}
+
+/// Sets the C `errno` for calls that return NULL or 0.
+pub fn set_errno(negative_code: Errno) {
+    unsafe { *libc::__errno_location() = -negative_code };
+}

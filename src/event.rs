@@ -1,0 +1,119 @@
+//! Wake-up file descriptors and the async event queue.
+
+use crate::abi::errno::*;
+use crate::abi::types::*;
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+
+/// A non-blocking eventfd: `signal` adds to its counter, `take` reads and clears it, and the fd
+/// is readable (for poll/epoll) while the counter is non-zero.
+pub struct EventFd {
+    fd: RawFd,
+}
+
+impl EventFd {
+    pub fn new(semaphore: bool) -> Result<EventFd, i32> {
+        let flags = libc::EFD_NONBLOCK
+            | libc::EFD_CLOEXEC
+            | if semaphore { libc::EFD_SEMAPHORE } else { 0 };
+        let fd = unsafe { libc::eventfd(0, flags) };
+        if fd < 0 {
+            return Err(-UMQ_ERR_ENOMEM);
+        }
+        Ok(EventFd { fd })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // A full counter (2^64 - 2) cannot happen in practice; a failed write leaves it readable.
+        unsafe { libc::write(self.fd, &one as *const u64 as *const _, 8) };
+    }
+
+    /// Reads the counter (or one unit in semaphore mode); 0 when nothing is pending.
+    pub fn take(&self) -> u64 {
+        let mut v: u64 = 0;
+        let n = unsafe { libc::read(self.fd, &mut v as *mut u64 as *mut _, 8) };
+        if n == 8 { v } else { 0 }
+    }
+
+    /// Waits until readable: timeout in ms, 0 = do not wait, -1 = forever. Returns whether it is.
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+            if r >= 0 {
+                return r > 0;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return false;
+            }
+        }
+    }
+}
+
+impl Drop for EventFd {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Queue errors and other asynchronous events, readable through one fd per process.
+pub struct AsyncEvents {
+    fd: EventFd,
+    pending: Mutex<VecDeque<umq_async_event_t>>,
+}
+
+// Events are plain data; `priv` is always NULL in the events we raise.
+unsafe impl Send for AsyncEvents {}
+unsafe impl Sync for AsyncEvents {}
+
+impl AsyncEvents {
+    pub fn new() -> Result<AsyncEvents, i32> {
+        Ok(AsyncEvents {
+            fd: EventFd::new(true)?,
+            pending: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.fd()
+    }
+
+    pub fn raise(
+        &self,
+        event_type: umq_async_event_type_t,
+        umqh: u64,
+        trans_mode: umq_trans_mode_t,
+        code: i32,
+    ) {
+        let mut ev: umq_async_event_t = unsafe { std::mem::zeroed() };
+        ev.trans_info.trans_mode = trans_mode;
+        ev.element.umqh = umqh;
+        ev.event_type = event_type;
+        ev.original_code = code;
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(ev);
+        self.fd.signal();
+    }
+
+    pub fn next(&self) -> Option<umq_async_event_t> {
+        let ev = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()?;
+        self.fd.take();
+        Some(ev)
+    }
+}

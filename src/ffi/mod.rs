@@ -1,0 +1,107 @@
+//! The `extern "C"` surface. Every export runs inside `ffi_guard!`, so a panic becomes the
+//! function's documented failure value and never unwinds into C; pointers from C are checked
+//! before use.
+
+pub mod api;
+pub mod pro_api;
+
+use crate::abi::errno::*;
+use crate::error::UmqResult;
+
+/// What an export returns when its body panicked.
+pub trait Failure {
+    fn failure() -> Self;
+}
+impl Failure for i32 {
+    fn failure() -> i32 {
+        UMQ_FAIL
+    }
+}
+impl Failure for u32 {
+    fn failure() -> u32 {
+        0
+    }
+}
+impl Failure for u64 {
+    fn failure() -> u64 {
+        UMQ_INVALID_HANDLE
+    }
+}
+impl Failure for () {
+    fn failure() {}
+}
+impl<T> Failure for *mut T {
+    fn failure() -> *mut T {
+        std::ptr::null_mut()
+    }
+}
+
+pub fn panicked(func: &str) {
+    crate::log_err!(
+        func,
+        "internal error (panic caught at the C boundary); please report it"
+    );
+    crate::error::set_errno(-libc::EFAULT);
+}
+
+macro_rules! ffi_guard {
+    ($name:literal, $body:block) => {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| $body)) {
+            Ok(v) => v,
+            Err(_) => {
+                crate::ffi::panicked($name);
+                crate::ffi::Failure::failure()
+            }
+        }
+    };
+}
+pub(crate) use ffi_guard;
+
+/// A reference from a C pointer: None for NULL or a misaligned pointer.
+pub fn checked<'a, T>(p: *const T) -> Option<&'a T> {
+    if p.is_null() || !(p as usize).is_multiple_of(align_of::<T>()) {
+        return None;
+    }
+    Some(unsafe { &*p })
+}
+
+pub fn checked_mut<'a, T>(p: *mut T) -> Option<&'a mut T> {
+    if p.is_null() || !(p as usize).is_multiple_of(align_of::<T>()) {
+        return None;
+    }
+    Some(unsafe { &mut *p })
+}
+
+/// Requires a non-NULL, aligned pointer or reports `-UMQ_ERR_EINVAL` naming the argument.
+pub fn need<'a, T>(func: &str, what: &str, p: *const T) -> UmqResult<&'a T> {
+    checked(p)
+        .ok_or_else(|| crate::error::einval(func, format_args!("{what} is NULL or misaligned")))
+}
+
+pub fn need_mut<'a, T>(func: &str, what: &str, p: *mut T) -> UmqResult<&'a mut T> {
+    checked_mut(p)
+        .ok_or_else(|| crate::error::einval(func, format_args!("{what} is NULL or misaligned")))
+}
+
+/// `0` or the negative error, as C callers expect.
+pub fn code(r: UmqResult<()>) -> i32 {
+    match r {
+        Ok(()) => UMQ_SUCCESS,
+        Err(e) => e,
+    }
+}
+
+/// For functions that return NULL/0 on failure: sets errno and yields the failure value.
+pub fn or_errno<T: Failure>(r: UmqResult<T>) -> T {
+    r.unwrap_or_else(|e| {
+        crate::error::set_errno(e);
+        T::failure()
+    })
+}
+
+/// Stores into an optional `bad_qbuf` out-parameter.
+pub fn set_bad(bad: *mut *mut crate::abi::types::umq_buf_t, v: *mut crate::abi::types::umq_buf_t) {
+    if let Some(slot) = checked_mut(bad) {
+        *slot = v;
+    }
+}

@@ -1,0 +1,115 @@
+//! Exports of `umq_pro_api.h`: posting work requests and polling their completions.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use super::{checked, ffi_guard, set_bad};
+use crate::abi::errno::*;
+use crate::abi::types::*;
+use crate::error::einval;
+use crate::queue::with_queue;
+use std::ffi::c_int;
+
+/// Posts tx WRs (`UMQ_IO_TX`; the chain is cut into WRs by each first buffer's `total_data_size`)
+/// or receive buffers (`UMQ_IO_RX`; one buffer each), at most `UMQ_BATCH_SIZE` per call (more:
+/// `-UMQ_ERR_EINVAL`, nothing posted). On failure `*bad_qbuf` is the first buffer not posted; it
+/// and the rest of its list still belong to the caller. `-UMQ_ERR_EAGAIN`: queue full, poll and
+/// retry. Posted buffers belong to the library until `umq_poll` returns them.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_post(
+    umqh: u64,
+    qbuf: *mut umq_buf_t,
+    io_direction: umq_io_direction_t,
+    bad_qbuf: *mut *mut umq_buf_t,
+) -> c_int {
+    ffi_guard!("umq_post", {
+        let mut bad = std::ptr::null_mut();
+        let r = with_queue("umq_post", umqh, |q| {
+            if qbuf.is_null() {
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
+                return Err(einval("umq_post", format_args!("qbuf is NULL")));
+            }
+            let t = crate::dfx::perf_start();
+            let r = q.post(qbuf, io_direction, &mut bad);
+            crate::dfx::perf_record(
+                if io_direction == UMQ_IO_TX {
+                    UMQ_PERF_RECORD_POST_TX
+                } else {
+                    UMQ_PERF_RECORD_POST_RX
+                },
+                t,
+            );
+            r
+        });
+        set_bad(
+            bad_qbuf,
+            if r.is_err() && bad.is_null() {
+                qbuf
+            } else {
+                bad
+            },
+        );
+        r.map(|_| UMQ_SUCCESS).unwrap_or_else(|e| e)
+    })
+}
+
+/// Polls up to `max_buf_count` completions of `UMQ_IO_TX`, `UMQ_IO_RX` or `UMQ_IO_ALL` into `buf`.
+/// Returns how many (>= 0) or a negative error. Each returned buffer heads one WR: its `status`,
+/// `qbuf_ext` (`user_ctx`, `imm_data`, opcode) and, for receives, `data_size` are set.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_poll(
+    umqh: u64,
+    io_direction: umq_io_direction_t,
+    buf: *mut *mut umq_buf_t,
+    max_buf_count: u32,
+) -> c_int {
+    ffi_guard!("umq_poll", {
+        let r = with_queue("umq_poll", umqh, |q| {
+            if buf.is_null() || max_buf_count == 0 {
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
+                return Err(einval(
+                    "umq_poll",
+                    format_args!("buf is NULL or max_buf_count is 0"),
+                ));
+            }
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
+            };
+            let t = crate::dfx::perf_start();
+            let n = q.poll(io_direction, out)?;
+            let kind = match (io_direction, n) {
+                (UMQ_IO_TX, 0) => UMQ_PERF_RECORD_POLL_TX_EMPTY,
+                (UMQ_IO_TX, _) => UMQ_PERF_RECORD_POLL_TX,
+                (UMQ_IO_RX, 0) => UMQ_PERF_RECORD_POLL_RX_EMPTY,
+                (UMQ_IO_RX, _) => UMQ_PERF_RECORD_POLL_RX,
+                (_, 0) => UMQ_PERF_RECORD_POLL_ALL_EMPTY,
+                _ => UMQ_PERF_RECORD_POLL_ALL,
+            };
+            crate::dfx::perf_record(kind, t);
+            Ok(n as i32)
+        });
+        r.unwrap_or_else(|e| e)
+    })
+}
+
+/// The fd of the TX or RX completion channel (`option->direction`) of an interrupt-mode queue,
+/// for poll/epoll; `UMQ_INVALID_FD` on error. The fd belongs to the queue: do not close it.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_interrupt_fd_get(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
+    ffi_guard!("umq_interrupt_fd_get", {
+        with_queue("umq_interrupt_fd_get", umqh, |q| {
+            q.interrupt_fd(checked(option))
+        })
+        .unwrap_or(UMQ_INVALID_FD)
+    })
+}
+
+/// Consumes the channel's pending events without blocking; returns how many (0 if none) or a
+/// negative error.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_get_cq_event(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
+    ffi_guard!("umq_get_cq_event", {
+        with_queue("umq_get_cq_event", umqh, |q| {
+            q.get_cq_event(checked(option))
+        })
+        .unwrap_or_else(|e| e)
+    })
+}

@@ -1,0 +1,17 @@
+//! libumq: the UMQ message-queue C API, implemented in Rust.
+//!
+//! Layers, top down: `ffi` (the `extern "C"` functions), `abi` (the C types), `queue` (lifecycle,
+//! post / poll, base API, interrupts), `buf` (pools), `transport` (how WRs reach the peer), plus
+//! process-wide `runtime`, `log`, `event` and `dfx`. See docs/DESIGN.md.
+
+pub mod abi;
+pub mod buf;
+pub mod dfx;
+pub mod error;
+pub mod event;
+pub mod ffi;
+#[macro_use]
+pub mod log;
+pub mod queue;
+pub mod runtime;
+pub mod transport;

@@ -1,0 +1,158 @@
+//! Bind information: what a peer needs to connect to a queue, versioned and checksummed.
+//!
+//! Layout (little endian, 52 bytes): magic "UMQB", version, length, transport, api, flow control
+//! flag, reserved, pid, runtime instance, umqh, rx/tx depth, rx/tx buffer size, FNV-1a checksum of
+//! everything before it.
+
+use super::Queue;
+use crate::error::{UmqResult, einval};
+use crate::runtime::Runtime;
+use std::sync::Once;
+
+pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
+pub const VERSION: u16 = 1;
+pub const LEN: usize = 52;
+pub const TRANSPORT_LOOPBACK: u8 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindInfo {
+    pub transport: u8,
+    pub pro_api: bool,
+    pub flow_control: bool,
+    pub pid: u32,
+    pub instance: u64,
+    pub umqh: u64,
+    pub rx_depth: u32,
+    pub tx_depth: u32,
+    pub rx_buf_size: u32,
+    pub tx_buf_size: u32,
+}
+
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    })
+}
+
+pub fn of_queue(q: &Queue) -> BindInfo {
+    BindInfo {
+        transport: TRANSPORT_LOOPBACK,
+        pro_api: q.rt.pro_api,
+        flow_control: q.rt.flow_control.enabled,
+        pid: std::process::id(),
+        instance: q.rt.instance,
+        umqh: q.handle,
+        rx_depth: q.cfg.rx_depth,
+        tx_depth: q.cfg.tx_depth,
+        rx_buf_size: q.cfg.rx_buf_size,
+        tx_buf_size: q.cfg.tx_buf_size,
+    }
+}
+
+pub fn encode(b: &BindInfo) -> [u8; LEN] {
+    let mut out = [0u8; LEN];
+    let mut w = 0;
+    let mut put = |bytes: &[u8]| {
+        out[w..w + bytes.len()].copy_from_slice(bytes);
+        w += bytes.len();
+    };
+    put(&MAGIC.to_le_bytes());
+    put(&VERSION.to_le_bytes());
+    put(&(LEN as u16).to_le_bytes());
+    put(&[b.transport, b.pro_api as u8, b.flow_control as u8, 0]);
+    put(&b.pid.to_le_bytes());
+    put(&b.instance.to_le_bytes());
+    put(&b.umqh.to_le_bytes());
+    for v in [b.rx_depth, b.tx_depth, b.rx_buf_size, b.tx_buf_size] {
+        put(&v.to_le_bytes());
+    }
+    let sum = fnv1a(&out[..LEN - 4]);
+    out[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
+    out
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
+    if b.len() < LEN {
+        return Err(einval(
+            func,
+            format_args!("bind info of {} bytes is shorter than {LEN}", b.len()),
+        ));
+    }
+    if u32_at(b, 0) != MAGIC {
+        return Err(einval(
+            func,
+            format_args!("bind info has no UMQ magic (not produced by umq_bind_info_get)"),
+        ));
+    }
+    let version = u16::from_le_bytes([b[4], b[5]]);
+    if version != VERSION {
+        return Err(einval(
+            func,
+            format_args!(
+                "bind info version {version} is not supported (this library speaks {VERSION})"
+            ),
+        ));
+    }
+    let len = u16::from_le_bytes([b[6], b[7]]) as usize;
+    if len != LEN || fnv1a(&b[..LEN - 4]) != u32_at(b, LEN - 4) {
+        return Err(einval(
+            func,
+            format_args!("bind info is corrupt (length or checksum mismatch)"),
+        ));
+    }
+    Ok(BindInfo {
+        transport: b[8],
+        pro_api: b[9] != 0,
+        flow_control: b[10] != 0,
+        pid: u32_at(b, 12),
+        instance: u64_at(b, 16),
+        umqh: u64_at(b, 24),
+        rx_depth: u32_at(b, 32),
+        tx_depth: u32_at(b, 36),
+        rx_buf_size: u32_at(b, 40),
+        tx_buf_size: u32_at(b, 44),
+    })
+}
+
+/// Refuses peers this build cannot serve, saying why.
+pub fn check_compatible(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<()> {
+    if remote.transport != TRANSPORT_LOOPBACK {
+        return Err(einval(
+            func,
+            format_args!("unknown transport {} in bind info", remote.transport),
+        ));
+    }
+    if remote.pid != std::process::id() || remote.instance != rt.instance {
+        return Err(einval(
+            func,
+            format_args!(
+                "peer queue lives in another process (pid {}); only in-process peers are supported by this build",
+                remote.pid
+            ),
+        ));
+    }
+    if remote.flow_control != rt.flow_control.enabled {
+        return Err(einval(
+            func,
+            format_args!("flow control is enabled on one side only"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn log_transport_once() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        crate::log_info!(
+            "umq_bind",
+            "transport: loopback (peer queue in this process)"
+        )
+    });
+}

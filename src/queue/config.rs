@@ -1,0 +1,159 @@
+//! Validation of `umq_create_option_t` and `umq_trans_info_t`, and the resulting queue settings.
+
+use crate::abi::types::*;
+use crate::error::{UmqResult, einval};
+use std::ffi::CStr;
+
+pub const DEFAULT_DEPTH: u32 = 1024;
+pub const MAX_DEPTH: u32 = 32768;
+pub const DEFAULT_BUF_SIZE: u32 = 8192;
+
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    pub name: String,
+    pub trans_mode: umq_trans_mode_t,
+    pub rx_buf_size: u32,
+    pub tx_buf_size: u32,
+    pub rx_depth: u32,
+    pub tx_depth: u32,
+    pub interrupt: bool,
+}
+
+/// A C string that must end inside its array.
+fn c_text<'a>(func: &str, what: &str, bytes: &'a [std::ffi::c_char]) -> UmqResult<&'a str> {
+    let raw: &[u8] =
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const u8, bytes.len()) };
+    let s = CStr::from_bytes_until_nul(raw)
+        .map_err(|_| einval(func, format_args!("{what} is not NUL-terminated")))?;
+    s.to_str()
+        .map_err(|_| einval(func, format_args!("{what} is not valid text")))
+}
+
+pub fn check_dev_assign(func: &str, d: &umq_dev_assign_t) -> UmqResult<()> {
+    let u = &d.u;
+    match d.assign_mode {
+        UMQ_DEV_ASSIGN_MODE_IPV4 => {
+            let s = c_text(func, "dev_info.ipv4.ip_addr", unsafe { &u.ipv4.ip_addr })?;
+            s.parse::<std::net::Ipv4Addr>()
+                .map_err(|_| einval(func, format_args!("'{s}' is not an IPv4 address")))?;
+        }
+        UMQ_DEV_ASSIGN_MODE_IPV6 => {
+            let s = c_text(func, "dev_info.ipv6.ip_addr", unsafe { &u.ipv6.ip_addr })?;
+            s.parse::<std::net::Ipv6Addr>()
+                .map_err(|_| einval(func, format_args!("'{s}' is not an IPv6 address")))?;
+        }
+        UMQ_DEV_ASSIGN_MODE_EID => {}
+        UMQ_DEV_ASSIGN_MODE_DEV => {
+            if c_text(func, "dev_info.dev.dev_name", unsafe { &u.dev.dev_name })?.is_empty() {
+                return Err(einval(func, format_args!("dev_info.dev.dev_name is empty")));
+            }
+        }
+        m => {
+            return Err(einval(
+                func,
+                format_args!("dev_info.assign_mode {m} out of range"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn check_trans_info(func: &str, t: &umq_trans_info_t) -> UmqResult<()> {
+    if t.trans_mode >= UMQ_TRANS_MODE_MAX {
+        return Err(einval(
+            func,
+            format_args!("trans_mode {} out of range", t.trans_mode),
+        ));
+    }
+    check_dev_assign(func, &t.dev_info)
+}
+
+fn flagged(
+    func: &str,
+    what: &str,
+    set: bool,
+    value: u32,
+    default: u32,
+    max: u32,
+) -> UmqResult<u32> {
+    if !set {
+        return Ok(default);
+    }
+    if value == 0 || value > max {
+        return Err(einval(
+            func,
+            format_args!("{what} {value} outside 1..={max}"),
+        ));
+    }
+    Ok(value)
+}
+
+pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
+    const F: &str = "umq_create";
+    let known = UMQ_CREATE_FLAG_RX_BUF_SIZE
+        | UMQ_CREATE_FLAG_TX_BUF_SIZE
+        | UMQ_CREATE_FLAG_RX_DEPTH
+        | UMQ_CREATE_FLAG_TX_DEPTH
+        | UMQ_CREATE_FLAG_QUEUE_MODE;
+    if o.create_flag & !known != 0 {
+        return Err(einval(
+            F,
+            format_args!("unknown create_flag bits {:#x}", o.create_flag & !known),
+        ));
+    }
+    if o.trans_mode >= UMQ_TRANS_MODE_MAX {
+        return Err(einval(
+            F,
+            format_args!("trans_mode {} out of range", o.trans_mode),
+        ));
+    }
+    check_dev_assign(F, &o.dev_info)?;
+    let name = c_text(F, "name", &o.name)?.to_string();
+    let f = o.create_flag;
+    let mode = if f & UMQ_CREATE_FLAG_QUEUE_MODE != 0 {
+        o.mode
+    } else {
+        UMQ_MODE_POLLING
+    };
+    if mode >= UMQ_MODE_MAX {
+        return Err(einval(F, format_args!("mode {mode} out of range")));
+    }
+    let max_buf = UMQ_MAX_BUF_REQUEST_SIZE;
+    Ok(QueueConfig {
+        name,
+        trans_mode: o.trans_mode,
+        rx_buf_size: flagged(
+            F,
+            "rx_buf_size",
+            f & UMQ_CREATE_FLAG_RX_BUF_SIZE != 0,
+            o.rx_buf_size,
+            DEFAULT_BUF_SIZE,
+            max_buf,
+        )?,
+        tx_buf_size: flagged(
+            F,
+            "tx_buf_size",
+            f & UMQ_CREATE_FLAG_TX_BUF_SIZE != 0,
+            o.tx_buf_size,
+            DEFAULT_BUF_SIZE,
+            max_buf,
+        )?,
+        rx_depth: flagged(
+            F,
+            "rx_depth",
+            f & UMQ_CREATE_FLAG_RX_DEPTH != 0,
+            o.rx_depth,
+            DEFAULT_DEPTH,
+            MAX_DEPTH,
+        )?,
+        tx_depth: flagged(
+            F,
+            "tx_depth",
+            f & UMQ_CREATE_FLAG_TX_DEPTH != 0,
+            o.tx_depth,
+            DEFAULT_DEPTH,
+            MAX_DEPTH,
+        )?,
+        interrupt: mode == UMQ_MODE_INTERRUPT,
+    })
+}

@@ -1,0 +1,143 @@
+//! Interrupt mode: one eventfd per completion direction, armed by `umq_rearm_interrupt` and
+//! signalled by the next completion in that direction (the `ibv_req_notify_cq` contract).
+
+use super::Queue;
+use crate::abi::types::*;
+use crate::error::{UmqResult, einval};
+use crate::event::EventFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub struct Channel {
+    fd: EventFd,
+    armed: AtomicBool,
+    pub acked: AtomicU64,
+}
+
+impl Channel {
+    fn new() -> Result<Channel, i32> {
+        Ok(Channel {
+            fd: EventFd::new(false)?,
+            armed: AtomicBool::new(false),
+            acked: AtomicU64::new(0),
+        })
+    }
+    fn fire_if_armed(&self) {
+        if self.armed.swap(false, Ordering::AcqRel) {
+            self.fd.signal();
+        }
+    }
+}
+
+pub struct Interrupts {
+    tx: Channel,
+    rx: Channel,
+}
+
+impl Interrupts {
+    pub fn new() -> Result<Interrupts, i32> {
+        Ok(Interrupts {
+            tx: Channel::new()?,
+            rx: Channel::new()?,
+        })
+    }
+    pub fn notify(&self, tx: bool, rx: bool) {
+        if tx {
+            self.tx.fire_if_armed();
+        }
+        if rx {
+            self.rx.fire_if_armed();
+        }
+    }
+}
+
+/// The direction an interrupt option names: TX or RX, with the direction flag set.
+pub fn direction(
+    func: &str,
+    option: Option<&umq_interrupt_option_t>,
+) -> UmqResult<umq_io_direction_t> {
+    let o = option.ok_or_else(|| einval(func, format_args!("option is NULL")))?;
+    if o.flag & UMQ_INTERRUPT_FLAG_IO_DIRECTION == 0 {
+        return Err(einval(
+            func,
+            format_args!("option.flag lacks UMQ_INTERRUPT_FLAG_IO_DIRECTION"),
+        ));
+    }
+    match o.direction {
+        UMQ_IO_TX | UMQ_IO_RX => Ok(o.direction),
+        d => Err(einval(
+            func,
+            format_args!("option.direction {d} must be UMQ_IO_TX or UMQ_IO_RX"),
+        )),
+    }
+}
+
+impl Queue {
+    fn channel(
+        &self,
+        func: &str,
+        option: Option<&umq_interrupt_option_t>,
+    ) -> UmqResult<(&Channel, umq_io_direction_t)> {
+        let dir = direction(func, option)?;
+        let irq = self.irq.as_ref().ok_or_else(|| {
+            einval(
+                func,
+                format_args!(
+                    "queue {:#x} was not created in UMQ_MODE_INTERRUPT",
+                    self.handle
+                ),
+            )
+        })?;
+        Ok((if dir == UMQ_IO_TX { &irq.tx } else { &irq.rx }, dir))
+    }
+
+    pub fn interrupt_fd(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<i32> {
+        Ok(self.channel("umq_interrupt_fd_get", option)?.0.fd.fd())
+    }
+
+    /// Arms the channel. Completions already waiting signal at once, so the usual
+    /// rearm-then-wait sequence can never miss one (a wake-up may be spurious, never lost).
+    pub fn rearm(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<()> {
+        let (ch, dir) = self.channel("umq_rearm_interrupt", option)?;
+        ch.armed.store(true, Ordering::Release);
+        if self.has_completions(dir) {
+            ch.fire_if_armed();
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms` (0 = no wait, -1 = forever) and consumes the events; returns how
+    /// many there were (0 on timeout).
+    pub fn wait_interrupt(
+        &self,
+        timeout_ms: i32,
+        option: Option<&umq_interrupt_option_t>,
+    ) -> UmqResult<i32> {
+        let (ch, _) = self.channel("umq_wait_interrupt", option)?;
+        if timeout_ms < -1 {
+            return Err(einval(
+                "umq_wait_interrupt",
+                format_args!("time_out {timeout_ms} < -1"),
+            ));
+        }
+        if !ch.fd.wait(timeout_ms) {
+            return Ok(0);
+        }
+        Ok(ch.fd.take().min(i32::MAX as u64) as i32)
+    }
+
+    /// Consumes pending events without waiting (for callers that watch the fd themselves).
+    pub fn get_cq_event(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<i32> {
+        let (ch, _) = self.channel("umq_get_cq_event", option)?;
+        Ok(ch.fd.take().min(i32::MAX as u64) as i32)
+    }
+
+    pub fn ack_interrupt(
+        &self,
+        nevents: u32,
+        option: Option<&umq_interrupt_option_t>,
+    ) -> UmqResult<()> {
+        let (ch, _) = self.channel("umq_ack_interrupt", option)?;
+        ch.acked.fetch_add(nevents as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}

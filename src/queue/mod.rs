@@ -1,0 +1,600 @@
+//! Queues: lifecycle, bind, and the post / poll paths of the pro API.
+
+pub mod base;
+pub mod bind_info;
+pub mod config;
+pub mod ctl;
+pub mod interrupt;
+pub mod table;
+
+use crate::abi::errno::*;
+use crate::abi::pro_types::*;
+use crate::abi::types::*;
+use crate::error::{UmqResult, einval, eperm};
+use crate::runtime::Runtime;
+use crate::transport::loopback::{self, Outcome, Side, Wire};
+use config::QueueConfig;
+use interrupt::Interrupts;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+const BATCH: usize = UMQ_BATCH_SIZE as usize;
+/// Most buffers one WR may gather.
+pub const MAX_SGE: usize = 64;
+
+#[derive(Default)]
+pub struct QueueStats {
+    pub send: AtomicU64,
+    pub receive: AtomicU64,
+    pub read: AtomicU64,
+}
+
+pub struct Queue {
+    pub handle: u64,
+    /// Slot index: the global lock order between two queues.
+    index: u32,
+    pub cfg: QueueConfig,
+    pub rt: Arc<Runtime>,
+    state: AtomicU32,
+    pub wire: Mutex<Wire>,
+    peer: RwLock<Option<Arc<Queue>>>,
+    /// Our peer has WRs waiting for our receive buffers.
+    rnr_waiting: AtomicBool,
+    pub irq: Option<Interrupts>,
+    pub stats: QueueStats,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Locks two queues' wires in slot order (so two threads never wait on each other), returning
+/// them in argument order.
+fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (MutexGuard<'a, Wire>, MutexGuard<'a, Wire>) {
+    if a.index < b.index {
+        let ga = lock(&a.wire);
+        (ga, lock(&b.wire))
+    } else {
+        let gb = lock(&b.wire);
+        (lock(&a.wire), gb)
+    }
+}
+
+pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
+    let rt = crate::runtime::require("umq_create")?;
+    let cfg = config::from_option(option)?;
+    let irq = if cfg.interrupt {
+        Some(Interrupts::new()?)
+    } else {
+        None
+    };
+    let q = table::insert(|handle, index| {
+        Ok(Queue {
+            handle,
+            index,
+            wire: Mutex::new(Wire::new(cfg.rx_depth, cfg.tx_depth)),
+            cfg,
+            rt,
+            state: AtomicU32::new(QUEUE_STATE_IDLE),
+            peer: RwLock::new(None),
+            rnr_waiting: AtomicBool::new(false),
+            irq,
+            stats: QueueStats::default(),
+        })
+    })
+    .map_err(|e| {
+        crate::log_err!("umq_create", "no free queue slot");
+        e
+    })?;
+    crate::log_info!(
+        "umq_create",
+        "queue {:#x} '{}' created: {:?}",
+        q.handle,
+        q.cfg.name,
+        q.cfg
+    );
+    Ok(q.handle)
+}
+
+/// Destroys a queue; a bound queue is unbound first. Buffers it still held are returned to the
+/// pool, since the application can no longer poll them.
+pub fn destroy(umqh: u64) -> UmqResult<()> {
+    let q = table::remove(umqh)
+        .ok_or_else(|| einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}")))?;
+    if q.peer().is_some() {
+        q.disconnect();
+    }
+    let held = q.release_all_buffers();
+    if held > 0 && q.rt.pro_api {
+        crate::log_warn!(
+            "umq_destroy",
+            "queue {umqh:#x} still held {held} posted buffers; returned them to the pool"
+        );
+    }
+    Ok(())
+}
+
+pub fn with_queue<R>(
+    func: &str,
+    umqh: u64,
+    f: impl FnOnce(&Arc<Queue>) -> UmqResult<R>,
+) -> UmqResult<R> {
+    table::with(umqh, f).unwrap_or_else(|| {
+        Err(einval(
+            func,
+            format_args!("bad or stale queue handle {umqh:#x}"),
+        ))
+    })
+}
+
+impl Queue {
+    pub fn state(&self) -> umq_state_t {
+        self.state.load(Ordering::Acquire)
+    }
+
+    fn peer(&self) -> Option<Arc<Queue>> {
+        self.peer.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Moves the queue to `QUEUE_STATE_ERR` once and raises `UMQ_EVENT_QH_ERR`.
+    pub fn set_error(&self, why: &str) {
+        if self.state.swap(QUEUE_STATE_ERR, Ordering::AcqRel) != QUEUE_STATE_ERR {
+            crate::log_err!(
+                "umq",
+                "queue {:#x} '{}' entered the error state: {why}",
+                self.handle,
+                self.cfg.name
+            );
+            self.rt
+                .events
+                .raise(UMQ_EVENT_QH_ERR, self.handle, self.cfg.trans_mode, 0);
+        }
+    }
+
+    pub fn bind(&self, info: &[u8]) -> UmqResult<()> {
+        const F: &str = "umq_bind";
+        let remote = bind_info::parse(F, info)?;
+        bind_info::check_compatible(F, &self.rt, &remote)?;
+        let peer = table::get(remote.umqh).ok_or_else(|| {
+            einval(
+                F,
+                format_args!("peer queue {:#x} no longer exists", remote.umqh),
+            )
+        })?;
+        if peer.handle == self.handle {
+            return Err(einval(
+                F,
+                format_args!("queue {:#x} cannot bind to itself", self.handle),
+            ));
+        }
+        {
+            let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
+            if slot.is_some() {
+                crate::log_err!(
+                    F,
+                    "queue {:#x} is already bound (umq_unbind first)",
+                    self.handle
+                );
+                return Err(-UMQ_ERR_EEXIST);
+            }
+            *slot = Some(peer);
+        }
+        bind_info::log_transport_once();
+        self.state.store(QUEUE_STATE_READY, Ordering::Release);
+        if !self.rt.pro_api {
+            base::post_initial_rx(self)?;
+        }
+        self.kick_blocked_sender();
+        Ok(())
+    }
+
+    pub fn unbind(&self) -> UmqResult<()> {
+        if self.peer().is_none() {
+            return Err(einval(
+                "umq_unbind",
+                format_args!("queue {:#x} is not bound", self.handle),
+            ));
+        }
+        self.disconnect();
+        if !self.rt.pro_api {
+            self.release_all_buffers();
+        }
+        Ok(())
+    }
+
+    /// Flushes everything in flight in both directions and forgets the peer. The peer, if still
+    /// bound to us, goes to the error state: its sends have nowhere to land.
+    fn disconnect(&self) {
+        let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let peer_bound_to_us = peer.peer().is_some_and(|p| p.handle == self.handle);
+        let (mine, theirs) = {
+            let (mut mine, mut theirs) = lock_two(self, &peer);
+            let rx = mine.flush_rx();
+            let tx = mine.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+            let theirs_failed = if peer_bound_to_us {
+                theirs.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR)
+            } else {
+                0
+            };
+            ((tx, rx), theirs_failed)
+        };
+        self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+        self.notify(mine.0 > 0, mine.1 > 0);
+        if peer_bound_to_us {
+            peer.set_error("peer queue unbound");
+            peer.notify(theirs > 0, false);
+        }
+    }
+
+    /// Frees every buffer the queue holds (posted or completed), returning how many.
+    fn release_all_buffers(&self) -> usize {
+        let mut w = lock(&self.wire);
+        w.flush_rx();
+        w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        let mut n = 0;
+        let pool = &self.rt.pool;
+        let w = &mut *w;
+        for head in w.sq.drain(..).chain(w.rx_cq.drain(..).map(|(h, _)| h)) {
+            for b in crate::buf::iter(head).collect::<Vec<_>>() {
+                n += 1;
+                let _ = pool.free_one(b);
+            }
+        }
+        w.delivered = 0;
+        w.rx_cq_bufs = 0;
+        n
+    }
+
+    fn require_pro(&self, func: &str) -> UmqResult<()> {
+        if self.rt.pro_api {
+            Ok(())
+        } else {
+            Err(eperm(
+                func,
+                format_args!(
+                    "queue {:#x}: pro API call but umq_init did not set UMQ_FEATURE_API_PRO",
+                    self.handle
+                ),
+            ))
+        }
+    }
+
+    pub fn post(
+        &self,
+        head: *mut umq_buf_t,
+        dir: umq_io_direction_t,
+        bad: &mut *mut umq_buf_t,
+    ) -> UmqResult<()> {
+        self.require_pro("umq_post").inspect_err(|_| *bad = head)?;
+        match dir {
+            UMQ_IO_TX => self.post_tx(head, bad),
+            UMQ_IO_RX => self.post_rx(head, bad),
+            _ => {
+                *bad = head;
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_IO_DIRECTION_INVALID);
+                Err(einval(
+                    "umq_post",
+                    format_args!("io_direction {dir} must be UMQ_IO_TX or UMQ_IO_RX"),
+                ))
+            }
+        }
+    }
+
+    fn ready_peer(&self, func: &str) -> UmqResult<Arc<Queue>> {
+        let peer = self
+            .peer()
+            .ok_or_else(|| einval(func, format_args!("queue {:#x} is not bound", self.handle)))?;
+        if self.state() == QUEUE_STATE_ERR {
+            return Err(einval(
+                func,
+                format_args!("queue {:#x} is in the error state", self.handle),
+            ));
+        }
+        Ok(peer)
+    }
+
+    pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        let batch = parse_tx(head).inspect_err(|_| *bad = head)?;
+        let peer = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
+        let (accepted, out) = {
+            let (mut mine, mut theirs) = lock_two(self, &peer);
+            let room = self.cfg.tx_depth as usize - mine.sq.len();
+            let accepted = batch.n.min(room);
+            for i in 0..accepted {
+                unsafe {
+                    (*batch.tails[i]).qbuf_next = ptr::null_mut();
+                    (*batch.heads[i]).set_io_direction(UMQ_IO_TX);
+                    (*batch.heads[i]).set_status(UMQ_BUF_SUCCESS);
+                }
+                mine.sq.push_back(batch.heads[i]);
+            }
+            let mut dst = Side {
+                umqh: peer.handle,
+                wire: &mut theirs,
+                fragments: !peer.rt.pro_api,
+            };
+            (
+                accepted,
+                loopback::deliver(&mut mine, &mut dst, &self.rt.pool),
+            )
+        };
+        self.after_delivery(&peer, &out, true);
+        if accepted < batch.n {
+            *bad = batch.heads[accepted];
+            crate::log_at!(
+                UMQ_LOG_LEVEL_DEBUG,
+                "umq_post",
+                "queue {:#x}: send queue full ({} WRs)",
+                self.handle,
+                self.cfg.tx_depth
+            );
+            return Err(-UMQ_ERR_EAGAIN);
+        }
+        if let Some((b, e)) = batch.stop {
+            *bad = b;
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Wake-ups and counters after a delivery from `sender` (self if `self_is_sender`) to the other.
+    fn after_delivery(&self, other: &Queue, out: &Outcome, self_is_sender: bool) {
+        let (sender, receiver) = if self_is_sender {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        if out.blocked {
+            receiver.rnr_waiting.store(true, Ordering::Release);
+        }
+        if crate::dfx::stats_on() {
+            sender.stats.send.fetch_add(out.sends, Ordering::Relaxed);
+            sender.stats.read.fetch_add(out.reads, Ordering::Relaxed);
+            receiver
+                .stats
+                .receive
+                .fetch_add(out.rx_done as u64, Ordering::Relaxed);
+        }
+        sender.notify(out.tx_done > 0, false);
+        receiver.notify(false, out.rx_done > 0);
+    }
+
+    fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        let mut bufs = [ptr::null_mut::<umq_buf_t>(); BATCH];
+        let mut n = 0;
+        for b in crate::buf::iter(head) {
+            if n == BATCH {
+                *bad = head;
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_WR_COUNT_INVALID);
+                return Err(einval(
+                    "umq_post",
+                    format_args!("more than UMQ_BATCH_SIZE ({BATCH}) receive buffers in one call"),
+                ));
+            }
+            bufs[n] = b;
+            n += 1;
+        }
+        let accepted = self.push_rx(&bufs[..n]);
+        self.kick_blocked_sender();
+        if accepted < n {
+            *bad = bufs[accepted];
+            return Err(-UMQ_ERR_EAGAIN);
+        }
+        Ok(())
+    }
+
+    /// Posts receive buffers up to the free receive depth; returns how many were taken.
+    pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> usize {
+        let mut w = lock(&self.wire);
+        let accepted = bufs
+            .len()
+            .min(self.cfg.rx_depth as usize - w.rx_outstanding());
+        for &b in &bufs[..accepted] {
+            unsafe {
+                (*b).qbuf_next = ptr::null_mut();
+                (*b).set_io_direction(UMQ_IO_RX);
+                (*b).set_status(UMQ_BUF_SUCCESS);
+            }
+            w.rx_posted.push_back(b);
+        }
+        accepted
+    }
+
+    /// Delivers the peer's WRs that were waiting for our receive buffers.
+    pub(crate) fn kick_blocked_sender(&self) {
+        if !self.rnr_waiting.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let Some(sender) = self.peer() else {
+            self.rnr_waiting.store(true, Ordering::Release);
+            return;
+        };
+        let out = {
+            let (mut theirs, mut mine) = lock_two(&sender, self);
+            let mut dst = Side {
+                umqh: self.handle,
+                wire: &mut mine,
+                fragments: !self.rt.pro_api,
+            };
+            loopback::deliver(&mut theirs, &mut dst, &self.rt.pool)
+        };
+        self.after_delivery(&sender, &out, false);
+    }
+
+    /// Fails the oldest waiting WR after the RNR timeout, as RDMA's retry limit would.
+    fn expire_rnr(&self, w: &mut Wire) -> bool {
+        match w.blocked_since {
+            Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
+                w.fail_undelivered(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
+                self.set_error("peer posted no receive buffer within the RNR timeout");
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
+        self.require_pro("umq_poll")?;
+        if dir >= UMQ_IO_MAX {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_IO_DIRECTION_INVALID);
+            return Err(einval(
+                "umq_poll",
+                format_args!("io_direction {dir} out of range"),
+            ));
+        }
+        Ok(self.poll_inner(dir, out))
+    }
+
+    pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
+        let mut n = 0;
+        let mut w = lock(&self.wire);
+        if dir != UMQ_IO_RX {
+            self.expire_rnr(&mut w);
+            let take = w.delivered.min(out.len());
+            for slot in &mut out[..take] {
+                *slot = w.sq.pop_front().unwrap();
+            }
+            w.delivered -= take;
+            n = take;
+        }
+        if dir != UMQ_IO_TX {
+            while n < out.len() {
+                let Some((head, k)) = w.rx_cq.pop_front() else {
+                    break;
+                };
+                w.rx_cq_bufs -= k as usize;
+                out[n] = head;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn notify(&self, tx: bool, rx: bool) {
+        if let Some(irq) = &self.irq {
+            irq.notify(tx, rx);
+        }
+    }
+
+    /// Whether completions are waiting in a direction (for interrupt re-arming).
+    pub fn has_completions(&self, dir: umq_io_direction_t) -> bool {
+        let w = lock(&self.wire);
+        match dir {
+            UMQ_IO_TX => w.delivered > 0,
+            _ => !w.rx_cq.is_empty(),
+        }
+    }
+
+    pub fn tx_room(&self) -> usize {
+        self.cfg.tx_depth as usize - lock(&self.wire).sq.len()
+    }
+
+    pub fn rx_room(&self) -> usize {
+        self.cfg.rx_depth as usize - lock(&self.wire).rx_outstanding()
+    }
+}
+
+/// A validated batch of tx WRs: heads and tails of the first `n`, and where validation stopped.
+struct TxBatch {
+    heads: [*mut umq_buf_t; BATCH],
+    tails: [*mut umq_buf_t; BATCH],
+    n: usize,
+    stop: Option<(*mut umq_buf_t, i32)>,
+}
+
+fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
+    const F: &str = "umq_post";
+    let h = unsafe { &*head };
+    let pro = h.pro();
+    let op = pro.opcode;
+    if !matches!(
+        op,
+        UMQ_OPC_WRITE
+            | UMQ_OPC_WRITE_IMM
+            | UMQ_OPC_READ
+            | UMQ_OPC_SEND
+            | UMQ_OPC_SEND_IMM
+            | UMQ_OPC_NOP
+    ) {
+        return Err(einval(
+            F,
+            format_args!("buffer {head:p}: unknown opcode {op:#x}"),
+        ));
+    }
+    let Some((tail, nbufs)) = crate::buf::message_span(head, MAX_SGE) else {
+        crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_SGE_NUM_INVALID);
+        return Err(einval(
+            F,
+            format_args!(
+                "buffer {head:p}: total_data_size {} is not the sum of data_size over at most {MAX_SGE} buffers",
+                h.total_data_size
+            ),
+        ));
+    };
+    let mut room = 0u64;
+    for b in crate::buf::iter(head).take(nbufs) {
+        let b = unsafe { &*b };
+        if b.data_size > b.buf_size && op != UMQ_OPC_READ {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_DATA_SIZE_INVALID);
+            return Err(einval(
+                F,
+                format_args!(
+                    "buffer {b:p}: data_size {} > buf_size {}",
+                    b.data_size, b.buf_size
+                ),
+            ));
+        }
+        if b.buf_data.is_null() && b.buf_size > 0 {
+            return Err(einval(F, format_args!("buffer {b:p}: buf_data is NULL")));
+        }
+        room += b.buf_size as u64;
+    }
+    if op == UMQ_OPC_READ && (pro.remote_sge.length as u64) > room {
+        return Err(einval(
+            F,
+            format_args!(
+                "READ of {} bytes into {} bytes of local buffers",
+                pro.remote_sge.length, room
+            ),
+        ));
+    }
+    Ok(tail)
+}
+
+/// Splits a chain into WRs (each first buffer's `total_data_size` says where the WR ends).
+/// More than `UMQ_BATCH_SIZE` WRs refuses the whole call; an invalid WR ends the batch there.
+fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
+    let mut b = TxBatch {
+        heads: [ptr::null_mut(); BATCH],
+        tails: [ptr::null_mut(); BATCH],
+        n: 0,
+        stop: None,
+    };
+    let mut cur = head;
+    while !cur.is_null() {
+        if b.n == BATCH {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_WR_COUNT_INVALID);
+            return Err(einval(
+                "umq_post",
+                format_args!("more than UMQ_BATCH_SIZE ({BATCH}) WRs in one call"),
+            ));
+        }
+        match check_wr(cur) {
+            Ok(tail) => {
+                b.heads[b.n] = cur;
+                b.tails[b.n] = tail;
+                b.n += 1;
+                cur = unsafe { (*tail).qbuf_next };
+            }
+            Err(e) => {
+                b.stop = Some((cur, e));
+                break;
+            }
+        }
+    }
+    Ok(b)
+}

@@ -1,0 +1,143 @@
+//! The process-wide state created by `umq_init`: configuration, the buffer pool, async events.
+
+use crate::abi::errno::*;
+use crate::abi::types::*;
+use crate::buf::pool::Pool;
+use crate::error::{UmqResult, einval};
+use crate::event::AsyncEvents;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug)]
+pub struct FlowControlConfig {
+    pub enabled: bool,
+    pub initial_window: u16,
+    pub notify_interval: u16,
+    pub use_atomic_window: bool,
+}
+
+pub struct Runtime {
+    pub feature: u32,
+    pub pro_api: bool,
+    pub pool: Pool,
+    pub flow_control: FlowControlConfig,
+    /// Random per-`umq_init` value carried in bind info, so a queue of another process (or of an
+    /// earlier init) is never mistaken for one of ours.
+    pub instance: u64,
+    pub rnr_timeout: Duration,
+    pub events: AsyncEvents,
+    pub trans_info: Vec<umq_trans_info_t>,
+}
+
+static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+
+pub fn get() -> Option<Arc<Runtime>> {
+    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
+    get().ok_or_else(|| einval(func, format_args!("umq_init has not been called")))
+}
+
+fn rnr_timeout_from_env() -> Duration {
+    let ms = std::env::var("UMQ_RNR_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(1000);
+    Duration::from_millis(ms.max(1))
+}
+
+fn random_u64() -> u64 {
+    let mut v = 0u64;
+    unsafe { libc::getrandom(&mut v as *mut u64 as *mut _, 8, 0) };
+    v ^ (std::process::id() as u64) << 32 ^ 1
+}
+
+pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
+    const F: &str = "umq_init";
+    let known = UMQ_FEATURE_API_PRO
+        | UMQ_FEATURE_ENABLE_TOKEN_POLICY
+        | UMQ_FEATURE_ENABLE_STATS
+        | UMQ_FEATURE_ENABLE_PERF
+        | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    if cfg.feature & !known != 0 {
+        return Err(einval(
+            F,
+            format_args!("unknown feature bits {:#x}", cfg.feature & !known),
+        ));
+    }
+    if cfg.buf_mode > UMQ_BUF_COMBINE {
+        return Err(einval(
+            F,
+            format_args!("buf_mode {} is neither SPLIT nor COMBINE", cfg.buf_mode),
+        ));
+    }
+    if cfg.block_cfg.small_block_size >= BLOCK_SIZE_MAX {
+        return Err(einval(
+            F,
+            format_args!(
+                "block_cfg.small_block_size {} out of range",
+                cfg.block_cfg.small_block_size
+            ),
+        ));
+    }
+    if cfg.trans_info_num as u32 > MAX_UMQ_TRANS_INFO_NUM {
+        return Err(einval(
+            F,
+            format_args!(
+                "trans_info_num {} > {}",
+                cfg.trans_info_num, MAX_UMQ_TRANS_INFO_NUM
+            ),
+        ));
+    }
+    let trans_info = cfg.trans_info[..cfg.trans_info_num as usize].to_vec();
+    for (i, t) in trans_info.iter().enumerate() {
+        crate::queue::config::check_trans_info(F, t).map_err(|e| {
+            crate::log_err!(F, "trans_info[{i}] rejected");
+            e
+        })?;
+    }
+    let mut slot = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
+    if slot.is_some() {
+        crate::log_err!(
+            F,
+            "already initialised in this process (call umq_uninit first)"
+        );
+        return Err(-UMQ_ERR_EEXIST);
+    }
+    let rt = Runtime {
+        feature: cfg.feature,
+        pro_api: cfg.feature & UMQ_FEATURE_API_PRO != 0,
+        pool: Pool::new(
+            cfg.buf_mode == UMQ_BUF_SPLIT,
+            cfg.block_cfg.small_block_size,
+            cfg.headroom_size,
+        ),
+        flow_control: FlowControlConfig {
+            enabled: cfg.feature & UMQ_FEATURE_ENABLE_FLOW_CONTROL != 0,
+            initial_window: cfg.flow_control.initial_window,
+            notify_interval: cfg.flow_control.notify_interval,
+            // Read as a byte: a C caller may store any value in a bool field.
+            use_atomic_window: unsafe {
+                *(&cfg.flow_control.use_atomic_window as *const bool as *const u8)
+            } != 0,
+        },
+        instance: random_u64(),
+        rnr_timeout: rnr_timeout_from_env(),
+        events: AsyncEvents::new()?,
+        trans_info,
+    };
+    crate::dfx::reset(cfg.feature);
+    *slot = Some(Arc::new(rt));
+    Ok(())
+}
+
+/// Destroys every queue and drops the runtime. Buffers still held by the application become
+/// invalid (their memory goes back to the system).
+pub fn uninit() {
+    for q in crate::queue::table::all() {
+        let _ = crate::queue::destroy(q.handle);
+    }
+    RUNTIME.write().unwrap_or_else(|p| p.into_inner()).take();
+    crate::dfx::release();
+}

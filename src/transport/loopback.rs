@@ -1,0 +1,292 @@
+//! In-process loopback: the receive side and send queue of one queue, and the delivery engine
+//! that executes a sender's WRs against its peer with the semantics of RDMA verbs (RC).
+//!
+//! The send queue `sq` holds every posted tx WR until the application polls its completion. The
+//! first `delivered` entries have executed; the rest wait, in order, for receive buffers at the
+//! peer (the RNR wait of RDMA). Completions are therefore FIFO per queue pair by construction.
+
+use crate::abi::errno::*;
+use crate::abi::pro_types::*;
+use crate::abi::types::*;
+use crate::buf::pool::Pool;
+use std::collections::VecDeque;
+use std::ptr;
+use std::time::Instant;
+
+pub struct Wire {
+    pub rx_posted: VecDeque<*mut umq_buf_t>,
+    /// Completed receives: message head and how many buffers the message used.
+    pub rx_cq: VecDeque<(*mut umq_buf_t, u32)>,
+    pub rx_cq_bufs: usize,
+    pub sq: VecDeque<*mut umq_buf_t>,
+    pub delivered: usize,
+    pub blocked_since: Option<Instant>,
+}
+
+// Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
+unsafe impl Send for Wire {}
+
+impl Wire {
+    pub fn new(rx_depth: u32, tx_depth: u32) -> Wire {
+        Wire {
+            rx_posted: VecDeque::with_capacity(rx_depth as usize),
+            rx_cq: VecDeque::with_capacity(rx_depth as usize),
+            rx_cq_bufs: 0,
+            sq: VecDeque::with_capacity(tx_depth as usize),
+            delivered: 0,
+            blocked_since: None,
+        }
+    }
+
+    pub fn rx_outstanding(&self) -> usize {
+        self.rx_posted.len() + self.rx_cq_bufs
+    }
+
+    pub fn undelivered(&self) -> usize {
+        self.sq.len() - self.delivered
+    }
+
+    /// Completes every undelivered WR with an error: `first` for the oldest, flush for the rest.
+    pub fn fail_undelivered(&mut self, first: umq_buf_status_t) -> usize {
+        let n = self.undelivered();
+        for (i, &b) in self.sq.iter().skip(self.delivered).enumerate() {
+            unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
+        }
+        self.delivered = self.sq.len();
+        self.blocked_since = None;
+        n
+    }
+
+    /// Returns every posted receive buffer as a completion with `UMQ_BUF_WR_FLUSH_ERR`.
+    pub fn flush_rx(&mut self) -> usize {
+        let n = self.rx_posted.len();
+        while let Some(b) = self.rx_posted.pop_front() {
+            unsafe {
+                (*b).set_status(UMQ_BUF_WR_FLUSH_ERR);
+                (*b).data_size = 0;
+            }
+            self.rx_cq.push_back((b, 1));
+            self.rx_cq_bufs += 1;
+        }
+        n
+    }
+}
+
+/// One side of a delivery: the queue's handle, its wire and how it receives.
+pub struct Side<'a> {
+    pub umqh: u64,
+    pub wire: &'a mut Wire,
+    /// Base-API receivers take a long message in several library-posted buffers.
+    pub fragments: bool,
+}
+
+/// What a delivery completed, for interrupt wake-ups and statistics.
+#[derive(Default, Debug)]
+pub struct Outcome {
+    pub tx_done: u32,
+    pub rx_done: u32,
+    pub sends: u64,
+    pub reads: u64,
+    pub blocked: bool,
+}
+
+fn pieces(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
+}
+
+fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
+}
+
+/// Copies from `src` pieces into `dst` pieces until either runs out; returns bytes copied.
+fn copy_pieces(
+    mut src: impl Iterator<Item = (*mut u8, usize)>,
+    mut dst: impl Iterator<Item = (*mut u8, usize)>,
+) -> usize {
+    let (Some((mut s, mut sl)), Some((mut d, mut dl))) = (src.next(), dst.next()) else {
+        return 0;
+    };
+    let mut total = 0;
+    loop {
+        let n = sl.min(dl);
+        // ptr::copy, not copy_nonoverlapping: a WRITE may target the very buffer it reads from.
+        unsafe { ptr::copy(s, d, n) };
+        total += n;
+        (s, sl, d, dl) = (s.wrapping_add(n), sl - n, d.wrapping_add(n), dl - n);
+        if sl == 0 {
+            let Some(next) = src.next() else { return total };
+            (s, sl) = next;
+        }
+        if dl == 0 {
+            let Some(next) = dst.next() else { return total };
+            (d, dl) = next;
+        }
+    }
+}
+
+fn needs_rx_buffer(opcode: umq_opcode_t) -> bool {
+    matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM)
+}
+
+/// How many posted receive buffers a message of `len` bytes takes, if enough are posted.
+fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
+    if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
+        return (!dst.wire.rx_posted.is_empty()).then_some(1);
+    }
+    let mut room = 0u64;
+    for (i, &b) in dst.wire.rx_posted.iter().enumerate() {
+        room += unsafe { (*b).buf_size } as u64;
+        if room >= len {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// Takes `n` posted receive buffers and links them into one message.
+fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
+    let head = dst.wire.rx_posted.pop_front().unwrap();
+    let mut tail = head;
+    for _ in 1..n {
+        let b = dst.wire.rx_posted.pop_front().unwrap();
+        unsafe { (*tail).qbuf_next = b };
+        tail = b;
+    }
+    unsafe { (*tail).qbuf_next = ptr::null_mut() };
+    head
+}
+
+/// Fills the receive completion of a message that landed in the `head` chain.
+unsafe fn complete_rx(
+    dst: &mut Side,
+    head: *mut umq_buf_t,
+    nbufs: usize,
+    len: u64,
+    opcode: umq_opcode_t,
+    imm: u64,
+    status: u32,
+) {
+    let mut left = len;
+    for (i, b) in crate::buf::iter(head).enumerate() {
+        let b = unsafe { &mut *b };
+        let used = left.min(b.buf_size as u64);
+        b.data_size = if opcode == UMQ_OPC_WRITE_IMM || status != UMQ_BUF_SUCCESS {
+            0
+        } else {
+            used as u32
+        };
+        left -= used;
+        b.umqh = dst.umqh;
+        b.set_status(status);
+        b.set_io_direction(UMQ_IO_RX);
+        b.set_first_fragment(i == 0);
+    }
+    let h = unsafe { &mut *head };
+    h.total_data_size = if opcode == UMQ_OPC_WRITE_IMM || status != UMQ_BUF_SUCCESS {
+        0
+    } else {
+        len as u32
+    };
+    let pro = h.pro_mut();
+    pro.opcode = opcode;
+    pro.imm_data = if opcode == UMQ_OPC_SEND { 0 } else { imm };
+    dst.wire.rx_cq.push_back((head, nbufs as u32));
+    dst.wire.rx_cq_bufs += nbufs;
+}
+
+/// Executes one WR; None when it must wait for a receive buffer.
+unsafe fn execute(
+    wr: *mut umq_buf_t,
+    dst: &mut Side,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let w = unsafe { &mut *wr };
+    let pro = *w.pro();
+    let len = w.total_data_size as u64;
+    let sge = pro.remote_sge;
+    let remote_ok = |n: u64| {
+        n <= sge.length as u64
+            && pool.check_remote(sge.addr, n as u32, sge.token_id, sge.token_value)
+    };
+    match pro.opcode {
+        UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
+        UMQ_OPC_WRITE => {
+            if !remote_ok(len) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            copy_pieces(
+                pieces(wr),
+                std::iter::once((sge.addr as *mut u8, len as usize)),
+            );
+            out.sends += 1;
+            Some(UMQ_BUF_SUCCESS)
+        }
+        UMQ_OPC_READ => {
+            let want = sge.length as u64;
+            if !remote_ok(want) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            let mut left = want;
+            for b in crate::buf::iter(wr) {
+                let b = unsafe { &mut *b };
+                b.data_size = left.min(b.buf_size as u64) as u32;
+                left -= b.data_size as u64;
+            }
+            w.total_data_size = want as u32;
+            copy_pieces(
+                std::iter::once((sge.addr as *mut u8, want as usize)),
+                room(wr),
+            );
+            out.reads += 1;
+            Some(UMQ_BUF_SUCCESS)
+        }
+        op if needs_rx_buffer(op) => {
+            let n = rx_buffers_needed(dst, len, op)?;
+            if op == UMQ_OPC_WRITE_IMM && !remote_ok(len) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            let head = take_rx(dst, n);
+            let fits =
+                op == UMQ_OPC_WRITE_IMM || len <= room(head).map(|(_, c)| c as u64).sum::<u64>();
+            let (rx_status, tx_status) = if fits {
+                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
+            } else {
+                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
+            };
+            if fits {
+                if op == UMQ_OPC_WRITE_IMM {
+                    copy_pieces(
+                        pieces(wr),
+                        std::iter::once((sge.addr as *mut u8, len as usize)),
+                    );
+                } else {
+                    copy_pieces(pieces(wr), room(head));
+                }
+                out.sends += 1;
+            }
+            unsafe { complete_rx(dst, head, n, len, op, pro.imm_data, rx_status) };
+            out.rx_done += 1;
+            Some(tx_status)
+        }
+        _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
+    }
+}
+
+/// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer.
+pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
+    let mut out = Outcome::default();
+    while src.delivered < src.sq.len() {
+        let wr = src.sq[src.delivered];
+        let Some(status) = (unsafe { execute(wr, dst, pool, &mut out) }) else {
+            src.blocked_since.get_or_insert_with(Instant::now);
+            out.blocked = true;
+            break;
+        };
+        unsafe { (*wr).set_status(status) };
+        src.delivered += 1;
+        src.blocked_since = None;
+        out.tx_done += 1;
+    }
+    out
+}
