@@ -30,3 +30,40 @@ pub fn message_span(head: *mut umq_buf_t, max_bufs: usize) -> Option<(*mut umq_b
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bufs(sizes: &[u32], total: u32) -> Vec<umq_buf_t> {
+        let mut v: Vec<umq_buf_t> = sizes
+            .iter()
+            .map(|&s| {
+                let mut b: umq_buf_t = unsafe { std::mem::zeroed() };
+                b.data_size = s;
+                b
+            })
+            .collect();
+        v[0].total_data_size = total;
+        for i in 0..v.len() - 1 {
+            let next = &mut v[i + 1] as *mut umq_buf_t;
+            v[i].qbuf_next = next;
+        }
+        v
+    }
+
+    #[test]
+    fn message_span_follows_total_data_size() {
+        let mut v = bufs(&[10, 20, 5], 30);
+        let (tail, n) = message_span(&mut v[0], 64).unwrap();
+        assert_eq!((tail, n), (&mut v[1] as *mut _, 2));
+        let mut v = bufs(&[10, 20], 25);
+        assert!(message_span(&mut v[0], 64).is_none(), "overshoot");
+        let mut v = bufs(&[10, 20], 40);
+        assert!(message_span(&mut v[0], 64).is_none(), "list ends first");
+        let mut v = bufs(&[0], 0);
+        assert_eq!(message_span(&mut v[0], 64).unwrap().1, 1);
+        let mut v = bufs(&[1, 1, 1], 3);
+        assert!(message_span(&mut v[0], 2).is_none(), "too many buffers");
+    }
+}

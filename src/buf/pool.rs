@@ -356,3 +356,67 @@ unsafe fn init_header(
         h.token_value = slot.chunk.token_value;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_reused_and_double_free_is_refused() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let a = pool.alloc(100, 2, 0, 0).unwrap();
+        let b = unsafe { (*a).qbuf_next };
+        assert_ne!(a, b);
+        assert_eq!(pool.free_one(a), Ok(()));
+        assert!(pool.free_one(a).is_err());
+        let c = pool.alloc(100, 1, 0, 0).unwrap();
+        assert_eq!(c, a, "the freed slot is reused");
+        let stack = 0u64;
+        assert!(
+            pool.free_one(&stack as *const u64 as *mut umq_buf_t)
+                .is_err()
+        );
+        assert!(
+            pool.free_one(unsafe { (b as *mut u8).add(8) } as *mut umq_buf_t)
+                .is_err(),
+            "inside a header, not at its start"
+        );
+    }
+
+    #[test]
+    fn split_mode_keeps_data_apart_and_maps_data_back_to_headers() {
+        let pool = Pool::new(true, BLOCK_SIZE_8K, 16);
+        let a = pool.alloc(1000, 1, 16, 0).unwrap();
+        let data = unsafe { (*a).buf_data } as usize;
+        assert_ne!(
+            data,
+            a as usize + HEADER_SIZE + 16,
+            "split mode: data is not behind the header"
+        );
+        assert_eq!(pool.slot_of_data(data + 500).unwrap().header(), a);
+        assert_eq!(unsafe { (*a).buf_size }, 8192 - 16);
+    }
+
+    #[test]
+    fn remote_access_needs_the_right_token_and_bounds() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let a = pool.alloc(64, 1, 0, 0).unwrap();
+        let (addr, id, val) = unsafe { ((*a).buf_data as u64, (*a).token_id(), (*a).token_value) };
+        assert!(pool.check_remote(addr, 64, id, val));
+        assert!(!pool.check_remote(addr, 64, id, val ^ 2));
+        assert!(!pool.check_remote(addr, 8193, id, val));
+        pool.free_one(a).unwrap();
+        assert!(
+            !pool.check_remote(addr, 64, id, val),
+            "a freed buffer is no longer exposed"
+        );
+    }
+
+    #[test]
+    fn large_requests_get_a_large_enough_class() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let a = pool.alloc(UMQ_MAX_BUF_REQUEST_SIZE, 1, 0, 0).unwrap();
+        assert!(unsafe { (*a).buf_size } >= UMQ_MAX_BUF_REQUEST_SIZE);
+        pool.free_one(a).unwrap();
+    }
+}

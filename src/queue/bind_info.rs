@@ -156,3 +156,55 @@ pub fn log_transport_once() {
         )
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> BindInfo {
+        BindInfo {
+            transport: TRANSPORT_LOOPBACK,
+            pro_api: true,
+            flow_control: false,
+            pid: 42,
+            instance: 0xfeed_beef,
+            umqh: 0x554d_0001_0000_0003,
+            rx_depth: 128,
+            tx_depth: 64,
+            rx_buf_size: 8192,
+            tx_buf_size: 4096,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(parse("t", &encode(&sample())), Ok(sample()));
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_refused() {
+        let good = encode(&sample());
+        for byte in 0..LEN {
+            for bit in 0..8 {
+                let mut bad = good;
+                bad[byte] ^= 1 << bit;
+                assert_eq!(
+                    parse("t", &bad),
+                    Err(-crate::abi::errno::UMQ_ERR_EINVAL),
+                    "byte {byte} bit {bit}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_and_foreign_versions_are_refused() {
+        let good = encode(&sample());
+        assert!(parse("t", &good[..LEN - 1]).is_err());
+        let mut v2 = good;
+        v2[4] = 2;
+        let sum = fnv1a(&v2[..LEN - 4]);
+        v2[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
+        assert!(parse("t", &v2).is_err());
+    }
+}

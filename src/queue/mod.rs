@@ -139,8 +139,13 @@ impl Queue {
 
     /// Moves the queue to `QUEUE_STATE_ERR` once and raises `UMQ_EVENT_QH_ERR`.
     pub fn set_error(&self, why: &str) {
+        self.set_error_at(UMQ_LOG_LEVEL_ERR, why)
+    }
+
+    fn set_error_at(&self, level: u32, why: &str) {
         if self.state.swap(QUEUE_STATE_ERR, Ordering::AcqRel) != QUEUE_STATE_ERR {
-            crate::log_err!(
+            crate::log_at!(
+                level,
                 "umq",
                 "queue {:#x} '{}' entered the error state: {why}",
                 self.handle,
@@ -224,7 +229,8 @@ impl Queue {
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
         self.notify(mine.0 > 0, mine.1 > 0);
         if peer_bound_to_us {
-            peer.set_error("peer queue unbound");
+            // An orderly shutdown unbinds one side first: worth a notice, not an error line.
+            peer.set_error_at(UMQ_LOG_LEVEL_NOTICE, "peer queue unbound");
             peer.notify(theirs > 0, false);
         }
     }
