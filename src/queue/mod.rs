@@ -289,10 +289,19 @@ impl Queue {
         }
     }
 
-    fn ready_peer(&self, func: &str) -> UmqResult<Arc<Queue>> {
-        let peer = self
-            .peer()
-            .ok_or_else(|| einval(func, format_args!("queue {:#x} is not bound", self.handle)))?;
+    /// The bound peer, borrowed through the peer lock's read guard (no reference-count traffic
+    /// on the send path).
+    fn ready_peer(
+        &self,
+        func: &str,
+    ) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Arc<Queue>>>> {
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        if peer.is_none() {
+            return Err(einval(
+                func,
+                format_args!("queue {:#x} is not bound", self.handle),
+            ));
+        }
         if self.state() == QUEUE_STATE_ERR {
             return Err(einval(
                 func,
@@ -304,7 +313,8 @@ impl Queue {
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         let batch = parse_tx(head).inspect_err(|_| *bad = head)?;
-        let peer = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
+        let peer_guard = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
+        let peer: &Queue = peer_guard.as_ref().unwrap();
         let (accepted, out) = {
             let (mut mine, mut theirs) = lock_two(self, &peer);
             let room = self.cfg.tx_depth as usize - mine.sq.len();
