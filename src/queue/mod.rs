@@ -505,9 +505,6 @@ impl Queue {
         }
     }
 
-    pub fn tx_room(&self) -> usize {
-        self.cfg.tx_depth as usize - lock(&self.wire).sq.len()
-    }
 
     pub fn rx_room(&self) -> usize {
         self.cfg.rx_depth as usize - lock(&self.wire).rx_outstanding()
