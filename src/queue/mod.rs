@@ -505,7 +505,6 @@ impl Queue {
         }
     }
 
-
     pub fn rx_room(&self) -> usize {
         self.cfg.rx_depth as usize - lock(&self.wire).rx_outstanding()
     }
