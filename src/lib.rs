@@ -10,6 +10,7 @@ pub mod dfx;
 pub mod error;
 pub mod event;
 pub mod ffi;
+pub mod flow;
 #[macro_use]
 pub mod log;
 pub mod queue;

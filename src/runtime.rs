@@ -25,6 +25,8 @@ pub struct Runtime {
     /// earlier init) is never mistaken for one of ours.
     pub instance: u64,
     pub rnr_timeout: Duration,
+    /// Default time a flow-controlled queue may wait for credit before reporting a stall.
+    pub credit_stall: Duration,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
 }
@@ -39,11 +41,11 @@ pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
     get().ok_or_else(|| einval(func, format_args!("umq_init has not been called")))
 }
 
-fn rnr_timeout_from_env() -> Duration {
-    let ms = std::env::var("UMQ_RNR_TIMEOUT_MS")
+fn millis_from_env(var: &str, default: u64) -> Duration {
+    let ms = std::env::var(var)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(1000);
+        .unwrap_or(default);
     Duration::from_millis(ms.max(1))
 }
 
@@ -123,7 +125,8 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
             } != 0,
         },
         instance: random_u64(),
-        rnr_timeout: rnr_timeout_from_env(),
+        rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", 1000),
+        credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", 1000),
         events: AsyncEvents::new()?,
         trans_info,
     };

@@ -3,6 +3,7 @@
 #![allow(non_camel_case_types, non_upper_case_globals)]
 
 pub mod errno;
+pub mod ext;
 pub mod pro_types;
 pub mod types;
 

@@ -3,6 +3,7 @@
 //! before use.
 
 pub mod api;
+pub mod fi;
 pub mod pro_api;
 
 use crate::abi::errno::*;

@@ -21,8 +21,17 @@ fn require_base(q: &Queue, func: &str) -> UmqResult<()> {
     Ok(())
 }
 
-/// Tops the queue's receive buffers up to rx_depth.
+/// Tops the queue's receive buffers up to rx_depth (announcing them, with flow control).
 pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
+    let mut announce = false;
+    let result = top_up_rx(q, &mut announce);
+    if announce {
+        q.flow_progress();
+    }
+    result
+}
+
+fn top_up_rx(q: &Queue, announce: &mut bool) -> UmqResult<()> {
     loop {
         let want = q.rx_room().min(UMQ_BATCH_SIZE as usize);
         if want == 0 {
@@ -41,7 +50,8 @@ pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
             unsafe { (*b).buf_size = q.cfg.rx_buf_size };
             *slot = b;
         }
-        let taken = q.push_rx(&bufs[..want]);
+        let (taken, progress) = q.push_rx(&bufs[..want]);
+        *announce |= progress;
         for &b in &bufs[taken..want] {
             let _ = q.rt.pool.free_one(b);
         }
@@ -126,17 +136,25 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
             return Ok(None);
         }
         let head = out[0];
-        if unsafe { (*head).status() } == UMQ_BUF_SUCCESS {
+        let (status, len) = unsafe { ((*head).status(), (*head).total_data_size) };
+        // A window update piggybacked on a message is still that message; a standalone update
+        // carries nothing for the application and its buffer goes straight back.
+        let is_message =
+            status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE && len > 0;
+        if is_message {
+            unsafe { (*head).set_status(UMQ_BUF_SUCCESS) };
             post_initial_rx(q)?;
             return Ok(Some(head));
         }
         free_chain(q, head);
+        post_initial_rx(q)?;
     }
 }
 
 pub fn notify(q: &Queue) -> UmqResult<()> {
     require_base(q, "umq_notify")?;
     reap_tx(q);
+    q.flow_progress();
     q.kick_blocked_sender();
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Bind information: what a peer needs to connect to a queue, versioned and checksummed.
 //!
 //! Layout (little endian, 52 bytes): magic "UMQB", version, length, transport, api, flow control
-//! flag, reserved, pid, runtime instance, umqh, rx/tx depth, rx/tx buffer size, FNV-1a checksum of
+//! flag, flow-control protocol version (0 when off), pid, runtime instance, umqh, rx/tx depth, rx/tx buffer size, FNV-1a checksum of
 //! everything before it.
 
 use super::Queue;
@@ -19,6 +19,7 @@ pub struct BindInfo {
     pub transport: u8,
     pub pro_api: bool,
     pub flow_control: bool,
+    pub flow_version: u8,
     pub pid: u32,
     pub instance: u64,
     pub umqh: u64,
@@ -39,6 +40,11 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         transport: TRANSPORT_LOOPBACK,
         pro_api: q.rt.pro_api,
         flow_control: q.rt.flow_control.enabled,
+        flow_version: if q.rt.flow_control.enabled {
+            crate::flow::PROTOCOL_VERSION
+        } else {
+            0
+        },
         pid: std::process::id(),
         instance: q.rt.instance,
         umqh: q.handle,
@@ -59,7 +65,12 @@ pub fn encode(b: &BindInfo) -> [u8; LEN] {
     put(&MAGIC.to_le_bytes());
     put(&VERSION.to_le_bytes());
     put(&(LEN as u16).to_le_bytes());
-    put(&[b.transport, b.pro_api as u8, b.flow_control as u8, 0]);
+    put(&[
+        b.transport,
+        b.pro_api as u8,
+        b.flow_control as u8,
+        b.flow_version,
+    ]);
     put(&b.pid.to_le_bytes());
     put(&b.instance.to_le_bytes());
     put(&b.umqh.to_le_bytes());
@@ -111,6 +122,7 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         transport: b[8],
         pro_api: b[9] != 0,
         flow_control: b[10] != 0,
+        flow_version: b[11],
         pid: u32_at(b, 12),
         instance: u64_at(b, 16),
         umqh: u64_at(b, 24),
@@ -141,10 +153,34 @@ pub fn check_compatible(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResul
     if remote.flow_control != rt.flow_control.enabled {
         return Err(einval(
             func,
-            format_args!("flow control is enabled on one side only"),
+            format_args!(
+                "flow control is {} here but {} at the peer; both sides must agree",
+                on_off(rt.flow_control.enabled),
+                on_off(remote.flow_control)
+            ),
+        ));
+    }
+    if remote.flow_control && remote.flow_version != crate::flow::PROTOCOL_VERSION {
+        return Err(einval(
+            func,
+            format_args!(
+                "peer speaks flow-control protocol version {}, this library speaks {}",
+                remote.flow_version,
+                crate::flow::PROTOCOL_VERSION
+            ),
+        ));
+    }
+    if remote.rx_depth == 0 || remote.tx_depth == 0 {
+        return Err(einval(
+            func,
+            format_args!("peer reports a zero queue depth"),
         ));
     }
     Ok(())
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
 }
 
 pub fn log_transport_once() {
@@ -165,7 +201,8 @@ mod tests {
         BindInfo {
             transport: TRANSPORT_LOOPBACK,
             pro_api: true,
-            flow_control: false,
+            flow_control: true,
+            flow_version: 1,
             pid: 42,
             instance: 0xfeed_beef,
             umqh: 0x554d_0001_0000_0003,

@@ -1,36 +1,71 @@
-//! `umq_user_ctl` operations.
+//! `umq_user_ctl` operations: the UMQ stats query and our flow-control extensions
+//! (`include/umq/umq_ext.h`).
 
 use super::Queue;
+use crate::abi::ext::*;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
+use std::sync::atomic::Ordering;
+
+const F: &str = "umq_user_ctl";
+
+/// Writes `value` to the caller's `out` buffer, which must be exactly its size and aligned.
+fn write_out<T>(out: &umq_user_ctl_out_t, what: &str, value: T) -> UmqResult<()> {
+    if out.addr == 0 || out.len as usize != size_of::<T>() {
+        return Err(einval(
+            F,
+            format_args!(
+                "out.addr NULL or out.len {} != sizeof({what}) ({})",
+                out.len,
+                size_of::<T>()
+            ),
+        ));
+    }
+    if !(out.addr as usize).is_multiple_of(align_of::<T>()) {
+        return Err(einval(F, format_args!("out.addr is misaligned")));
+    }
+    unsafe { *(out.addr as *mut T) = value };
+    Ok(())
+}
 
 pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) -> UmqResult<()> {
-    const F: &str = "umq_user_ctl";
     match input.opcode {
         UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY => {
-            if out.addr == 0 || out.len as usize != size_of::<umq_flowcontrol_stats_t>() {
+            write_out(out, "umq_flowcontrol_stats_t", q.flow_control_stats())
+        }
+        UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS => {
+            q.flow_progress();
+            write_out(
+                out,
+                "umq_ext_flow_control_stats_t",
+                q.flow_control_ext_stats(),
+            )
+        }
+        UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE => {
+            if input.addr > 1 {
                 return Err(einval(
                     F,
                     format_args!(
-                        "out.addr NULL or out.len {} != sizeof(umq_flowcontrol_stats_t)",
-                        out.len
+                        "queued mode takes in.addr 0 (off) or 1 (on), not {}",
+                        input.addr
                     ),
                 ));
             }
-            if !(out.addr as usize).is_multiple_of(align_of::<umq_flowcontrol_stats_t>()) {
-                return Err(einval(F, format_args!("out.addr is misaligned")));
-            }
-            let stats = q.flow_control_stats();
-            unsafe { *(out.addr as *mut umq_flowcontrol_stats_t) = stats };
+            q.queued_mode.store(input.addr == 1, Ordering::Relaxed);
+            // WRs already waiting keep their place and go out as credit arrives.
+            q.flow_progress();
             Ok(())
         }
-        op => Err(einval(F, format_args!("unknown opcode {op}"))),
-    }
-}
-
-impl Queue {
-    /// All zero until flow control is implemented (the window machinery fills them).
-    pub fn flow_control_stats(&self) -> umq_flowcontrol_stats_t {
-        umq_flowcontrol_stats_t::default()
+        UMQ_EXT_OPCODE_FLOW_CONTROL_STALL_TIMEOUT => {
+            if input.addr == 0 {
+                return Err(einval(
+                    F,
+                    format_args!("stall timeout must be at least 1 ms"),
+                ));
+            }
+            q.stall_timeout_ms.store(input.addr, Ordering::Relaxed);
+            Ok(())
+        }
+        op => Err(einval(F, format_args!("unknown opcode {op:#x}"))),
     }
 }

@@ -11,6 +11,7 @@ use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval, eperm};
+use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
 use crate::transport::loopback::{self, Outcome, Side, Wire};
 use config::QueueConfig;
@@ -43,6 +44,12 @@ pub struct Queue {
     rnr_waiting: AtomicBool,
     pub irq: Option<Interrupts>,
     pub stats: QueueStats,
+    /// Our peer-readable flow-control area (initial window and cumulative grants).
+    pub area: Area,
+    /// Queued-send mode: sends beyond the window wait in the send queue instead of EAGAIN.
+    pub queued_mode: AtomicBool,
+    /// How long the queue may sit with zero credit and work pending before it reports a stall.
+    pub stall_timeout_ms: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -69,6 +76,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
     } else {
         None
     };
+    let stall_ms = rt.credit_stall.as_millis() as u64;
     let q = table::insert(|handle, index| {
         Ok(Queue {
             handle,
@@ -81,6 +89,9 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             rnr_waiting: AtomicBool::new(false),
             irq,
             stats: QueueStats::default(),
+            area: Area::default(),
+            queued_mode: AtomicBool::new(false),
+            stall_timeout_ms: AtomicU64::new(stall_ms),
         })
     })
     .map_err(|e| {
@@ -129,8 +140,25 @@ pub fn with_queue<R>(
 }
 
 impl Queue {
+    /// With flow control, a bound queue is IDLE until the peer's initial window is readable.
     pub fn state(&self) -> umq_state_t {
-        self.state.load(Ordering::Acquire)
+        let s = self.state.load(Ordering::Acquire);
+        if s != QUEUE_STATE_IDLE || !self.rt.flow_control.enabled {
+            return s;
+        }
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        match peer.as_ref() {
+            Some(p) if p.area.initial_window() > 0 => {
+                let _ = self.state.compare_exchange(
+                    QUEUE_STATE_IDLE,
+                    QUEUE_STATE_READY,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                self.state.load(Ordering::Acquire)
+            }
+            _ => s,
+        }
     }
 
     fn peer(&self) -> Option<Arc<Queue>> {
@@ -186,12 +214,38 @@ impl Queue {
             *slot = Some(peer);
         }
         bind_info::log_transport_once();
-        self.state.store(QUEUE_STATE_READY, Ordering::Release);
+        if self.rt.flow_control.enabled {
+            self.start_flow_control(&remote);
+        } else {
+            self.state.store(QUEUE_STATE_READY, Ordering::Release);
+        }
         if !self.rt.pro_api {
             base::post_initial_rx(self)?;
         }
+        self.flow_progress();
         self.kick_blocked_sender();
         Ok(())
+    }
+
+    /// Fresh flow state for a new binding; buffers posted before bind count as posted now.
+    fn start_flow_control(&self, remote: &bind_info::BindInfo) {
+        let fc = &self.rt.flow_control;
+        let p = Params::new(
+            fc.initial_window,
+            fc.notify_interval,
+            self.cfg.rx_depth,
+            remote.rx_depth,
+        );
+        self.area.reset();
+        let mut w = lock(&self.wire);
+        let mut f = FlowState::new(p, fc.use_atomic_window);
+        f.rx_posted(w.rx_posted.len() as u64);
+        f.publish(&self.area);
+        w.flow = Some(f);
+        w.credited = 0;
+        w.starved_since = None;
+        w.stall_reported = false;
+        self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
     }
 
     pub fn unbind(&self) -> UmqResult<()> {
@@ -227,6 +281,7 @@ impl Queue {
             ((tx, rx), theirs_failed)
         };
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+        self.area.reset();
         self.notify(mine.0 > 0, mine.1 > 0);
         if peer_bound_to_us {
             // An orderly shutdown unbinds one side first: worth a notice, not an error line.
@@ -315,10 +370,20 @@ impl Queue {
         let batch = parse_tx(head).inspect_err(|_| *bad = head)?;
         let peer_guard = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
         let peer: &Queue = peer_guard.as_ref().unwrap();
-        let (accepted, out) = {
-            let (mut mine, mut theirs) = lock_two(self, &peer);
+        let (accepted, window_limited, out) = {
+            let (mut mine, mut theirs) = lock_two(self, peer);
+            let admit = match mine.flow.as_mut() {
+                Some(f) => self.admit(f, &peer.area, &batch),
+                None => Admission::everything(batch.n),
+            };
+            // The transport (our send queue) may still refuse WRs flow control let through.
             let room = self.cfg.tx_depth as usize - mine.sq.len();
-            let accepted = batch.n.min(room);
+            let accepted = admit.limit.min(room);
+            let window_limited = admit.limit < batch.n && accepted == admit.limit;
+            if let Some(f) = mine.flow.as_mut() {
+                let credited = admit.settle(f, &batch, accepted, &self.area);
+                mine.credited += credited;
+            }
             for i in 0..accepted {
                 unsafe {
                     (*batch.tails[i]).qbuf_next = ptr::null_mut();
@@ -332,20 +397,24 @@ impl Queue {
                 wire: &mut theirs,
                 fragments: !peer.rt.pro_api,
             };
-            (
-                accepted,
-                loopback::deliver(&mut mine, &mut dst, &self.rt.pool),
-            )
+            let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+            self.note_starvation(&mut mine, window_limited || out.credit_wait);
+            (accepted, window_limited, out)
         };
-        self.after_delivery(&peer, &out, true);
+        self.after_delivery(peer, &out, true);
         if accepted < batch.n {
             *bad = batch.heads[accepted];
             crate::log_at!(
                 UMQ_LOG_LEVEL_DEBUG,
                 "umq_post",
-                "queue {:#x}: send queue full ({} WRs)",
+                "queue {:#x}: {} after {accepted} of {} WRs",
                 self.handle,
-                self.cfg.tx_depth
+                if window_limited {
+                    "no flow-control credit"
+                } else {
+                    "send queue full"
+                },
+                batch.n
             );
             return Err(-UMQ_ERR_EAGAIN);
         }
@@ -355,6 +424,125 @@ impl Queue {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Flow control's verdict on a batch: credit for as many credit-needing WRs as the window
+    /// allows (re-reading the peer's area first if it looks short), and a piggybacked
+    /// announcement on the first plain SEND among them.
+    fn admit(&self, f: &mut FlowState, peer_area: &Area, batch: &TxBatch) -> Admission {
+        let needs = |i: usize| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode });
+        let need = (0..batch.n).filter(|&i| needs(i)).count() as u64;
+        if f.window() < need {
+            f.refresh(peer_area);
+        }
+        let got = f.take_credit(need) as usize;
+        // WRs before the first one without credit.
+        let mut credit_limit = batch.n;
+        let mut seen = 0;
+        for i in 0..batch.n {
+            if needs(i) {
+                if seen == got {
+                    credit_limit = i;
+                    break;
+                }
+                seen += 1;
+            }
+        }
+        let limit = if self.queued_mode.load(Ordering::Relaxed) {
+            batch.n
+        } else {
+            f.count_refused((batch.n - credit_limit) as u64);
+            credit_limit
+        };
+        let piggyback = (0..credit_limit)
+            .find(|&i| unsafe { (*batch.heads[i]).pro().opcode } == UMQ_OPC_SEND)
+            .and_then(|i| {
+                let (k, imm) = f.piggyback()?;
+                let head = batch.heads[i];
+                let pro = unsafe { (*head).pro_mut() };
+                let saved = pro.imm_data;
+                pro.opcode = UMQ_OPC_SEND_IMM;
+                pro.imm_data = imm;
+                Some(Piggyback {
+                    index: i,
+                    count: k,
+                    saved_imm: saved,
+                })
+            });
+        Admission {
+            limit,
+            credit_limit,
+            piggyback,
+        }
+    }
+
+    /// Reports a queue that has had work waiting and no credit for longer than its stall
+    /// timeout: once per stall, as a log line, a `UMQ_EVENT_QH_LIMIT` event and a counter.
+    fn note_starvation(&self, w: &mut Wire, starved: bool) {
+        let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
+        if !no_credit {
+            w.starved_since = None;
+            w.stall_reported = false;
+        }
+        if !(starved && no_credit) {
+            return;
+        }
+        let since = *w.starved_since.get_or_insert_with(std::time::Instant::now);
+        let limit = std::time::Duration::from_millis(self.stall_timeout_ms.load(Ordering::Relaxed));
+        if w.stall_reported || since.elapsed() < limit {
+            return;
+        }
+        w.stall_reported = true;
+        w.credit_stalls += 1;
+        crate::log_warn!(
+            "umq_flow_control",
+            "queue {:#x} '{}' has had no credit for {} ms with sends pending: the peer is not returning receive buffers",
+            self.handle,
+            self.cfg.name,
+            since.elapsed().as_millis()
+        );
+        self.rt
+            .events
+            .raise(UMQ_EVENT_QH_LIMIT, self.handle, self.cfg.trans_mode, 0);
+    }
+
+    /// Moves flow control along outside the send path: reads the peer's area, announces our
+    /// receive buffers (standalone or through the area), and sends WRs waiting for credit.
+    pub(crate) fn flow_progress(&self) {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(peer) = guard.as_ref() else {
+            return;
+        };
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return;
+        }
+        let (standalone, out) = {
+            let (mut mine, mut theirs) = lock_two(self, peer);
+            let Some(f) = mine.flow.as_mut() else {
+                return;
+            };
+            f.refresh(&peer.area);
+            f.publish(&self.area);
+            let mut dst = Side {
+                umqh: peer.handle,
+                wire: &mut theirs,
+                fragments: !peer.rt.pro_api,
+            };
+            let standalone = match f.standalone(&self.area, &peer.area) {
+                Some(imm) if !dst.wire.rx_posted.is_empty() => {
+                    loopback::deliver_standalone(&mut dst, imm);
+                    true
+                }
+                _ => false,
+            };
+            let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+            self.note_starvation(&mut mine, out.credit_wait);
+            (standalone, out)
+        };
+        if standalone {
+            peer.notify(false, true);
+        }
+        self.after_delivery(peer, &out, true);
     }
 
     /// Wake-ups and counters after a delivery from `sender` (self if `self_is_sender`) to the other.
@@ -379,7 +567,7 @@ impl Queue {
         receiver.notify(false, out.rx_done > 0);
     }
 
-    fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+    pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         let mut bufs = [ptr::null_mut::<umq_buf_t>(); BATCH];
         let mut n = 0;
         for b in crate::buf::iter(head) {
@@ -394,7 +582,10 @@ impl Queue {
             bufs[n] = b;
             n += 1;
         }
-        let accepted = self.push_rx(&bufs[..n]);
+        let (accepted, progress) = self.push_rx(&bufs[..n]);
+        if progress {
+            self.flow_progress();
+        }
         self.kick_blocked_sender();
         if accepted < n {
             *bad = bufs[accepted];
@@ -403,8 +594,9 @@ impl Queue {
         Ok(())
     }
 
-    /// Posts receive buffers up to the free receive depth; returns how many were taken.
-    pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> usize {
+    /// Posts receive buffers up to the free receive depth; returns how many were taken and
+    /// whether flow control has something to announce.
+    pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> (usize, bool) {
         let mut w = lock(&self.wire);
         let accepted = bufs
             .len()
@@ -417,7 +609,15 @@ impl Queue {
             }
             w.rx_posted.push_back(b);
         }
-        accepted
+        let Some(f) = w.flow.as_mut() else {
+            return (accepted, false);
+        };
+        f.rx_posted(accepted as u64);
+        if accepted < bufs.len() {
+            f.rx_refused((bufs.len() - accepted) as u64);
+        }
+        f.publish(&self.area);
+        (accepted, f.wants_standalone())
     }
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.
@@ -462,7 +662,27 @@ impl Queue {
                 format_args!("io_direction {dir} out of range"),
             ));
         }
-        Ok(self.poll_inner(dir, out))
+        let n = self.poll_inner(dir, out);
+        if self.flow_wants_progress() {
+            self.flow_progress();
+        }
+        Ok(n)
+    }
+
+    /// Whether flow control has an announcement due or WRs waiting for credit.
+    fn flow_wants_progress(&self) -> bool {
+        let mut w = lock(&self.wire);
+        let waiting = w.undelivered() > 0;
+        w.flow
+            .as_mut()
+            .is_some_and(|f| waiting || f.wants_standalone() || !f.peer_ready())
+    }
+
+    /// Flow-control statistics, after reading the peer's area (so they are current).
+    pub fn flow_control_stats(&self) -> umq_flowcontrol_stats_t {
+        self.flow_progress();
+        let mut w = lock(&self.wire);
+        w.flow.as_mut().map(|f| f.stats()).unwrap_or_default()
     }
 
     pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
@@ -502,6 +722,66 @@ impl Queue {
         match dir {
             UMQ_IO_TX => w.delivered > 0,
             _ => !w.rx_cq.is_empty(),
+        }
+    }
+
+    /// Send WRs that can be posted now without `EAGAIN` (None when unbound or failed): free
+    /// send-queue slots and, unless queued mode takes the excess, the credit window.
+    pub fn tx_size_left(&self) -> Option<u64> {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let peer = guard.as_ref()?;
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        let (mut mine, _theirs) = lock_two(self, peer);
+        let room = (self.cfg.tx_depth as usize - mine.sq.len()) as u64;
+        let queued = self.queued_mode.load(Ordering::Relaxed);
+        Some(match mine.flow.as_mut() {
+            Some(f) if !queued => {
+                f.refresh(&peer.area);
+                // Credit the undelivered WRs ahead already hold is not ours to count twice.
+                room.min(f.window())
+            }
+            _ => room,
+        })
+    }
+
+    /// Receive buffers that can be posted now (None when unbound or failed).
+    pub fn rx_size_left(&self) -> Option<u64> {
+        let bound = self
+            .peer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if !bound || self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        Some(self.rx_room() as u64)
+    }
+
+    /// Our flow-control extension statistics (zero when flow control is off).
+    pub fn flow_control_ext_stats(&self) -> crate::abi::ext::umq_ext_flow_control_stats_t {
+        let mut w = lock(&self.wire);
+        let queued = w.undelivered() as u64;
+        let stalls = w.credit_stalls;
+        let Some(f) = w.flow.as_mut() else {
+            return Default::default();
+        };
+        let (e, p) = (f.extra(), f.params());
+        crate::abi::ext::umq_ext_flow_control_stats_t {
+            piggybacked: e.piggybacked,
+            standalone: e.standalone,
+            area_only: e.area_only,
+            area_refreshes: e.area_refreshes,
+            ctrl_grants: e.ctrl_grants,
+            ctrl_budget: p.ctrl_budget,
+            ctrl_credit: f.ctrl_credit(),
+            queued_wr: queued,
+            credit_stalls: stalls,
+            initial_window: p.initial_window as u32,
+            notify_interval: p.notify_interval as u32,
+            queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
+            rsvd: 0,
         }
     }
 
@@ -609,4 +889,61 @@ fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
         }
     }
     Ok(b)
+}
+
+struct Piggyback {
+    index: usize,
+    count: u64,
+    saved_imm: u64,
+}
+
+/// What flow control admitted of a batch.
+struct Admission {
+    /// WRs flow control lets through (in queued mode: all of them).
+    limit: usize,
+    /// WRs before the first credit-needing WR that got no credit.
+    credit_limit: usize,
+    piggyback: Option<Piggyback>,
+}
+
+impl Admission {
+    fn everything(n: usize) -> Self {
+        Admission {
+            limit: n,
+            credit_limit: n,
+            piggyback: None,
+        }
+    }
+
+    /// Once the transport accepted `accepted` WRs: returns the credit of refused WRs, undoes a
+    /// piggyback on a refused WR (its buffer untouched again) or publishes it, clears bit 0 of
+    /// accepted user immediates, and returns how many accepted WRs hold credit.
+    fn settle(self, f: &mut FlowState, batch: &TxBatch, accepted: usize, mine: &Area) -> usize {
+        let needs = |i: usize| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode });
+        let credited_end = accepted.min(self.credit_limit);
+        let refunded = (credited_end..self.credit_limit)
+            .filter(|&i| needs(i))
+            .count();
+        if refunded > 0 {
+            f.return_credit(refunded as u64);
+        }
+        let carrier = self.piggyback.as_ref().map(|p| p.index);
+        match self.piggyback {
+            Some(p) if p.index >= accepted => {
+                f.undo(p.count);
+                let pro = unsafe { (*batch.heads[p.index]).pro_mut() };
+                pro.opcode = UMQ_OPC_SEND;
+                pro.imm_data = p.saved_imm;
+            }
+            Some(_) => f.commit(mine),
+            None => {}
+        }
+        for i in 0..accepted {
+            let pro = unsafe { (*batch.heads[i]).pro_mut() };
+            if matches!(pro.opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) && carrier != Some(i) {
+                pro.imm_data = crate::flow::user_imm(pro.imm_data);
+            }
+        }
+        (0..credited_end).filter(|&i| needs(i)).count()
+    }
 }

@@ -9,6 +9,7 @@ use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::buf::pool::Pool;
+use crate::flow::{self, FlowState};
 use std::collections::VecDeque;
 use std::ptr;
 use std::time::Instant;
@@ -21,6 +22,15 @@ pub struct Wire {
     pub sq: VecDeque<*mut umq_buf_t>,
     pub delivered: usize,
     pub blocked_since: Option<Instant>,
+    /// Flow control of the bound queue (None when disabled or never bound).
+    pub flow: Option<FlowState>,
+    /// How many undelivered credit-needing WRs already hold their credit. The rest (queued
+    /// mode only) take credit as they reach the head of the send queue.
+    pub credited: usize,
+    /// Since when the queue has had work waiting and no credit, and whether that was reported.
+    pub starved_since: Option<Instant>,
+    pub stall_reported: bool,
+    pub credit_stalls: u64,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -35,6 +45,11 @@ impl Wire {
             sq: VecDeque::with_capacity(tx_depth as usize),
             delivered: 0,
             blocked_since: None,
+            flow: None,
+            credited: 0,
+            starved_since: None,
+            stall_reported: false,
+            credit_stalls: 0,
         }
     }
 
@@ -54,6 +69,7 @@ impl Wire {
         }
         self.delivered = self.sq.len();
         self.blocked_since = None;
+        self.credited = 0;
         n
     }
 
@@ -88,6 +104,8 @@ pub struct Outcome {
     pub sends: u64,
     pub reads: u64,
     pub blocked: bool,
+    /// Stopped at a WR that waits for flow-control credit (queued mode).
+    pub credit_wait: bool,
 }
 
 fn pieces(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
@@ -124,7 +142,7 @@ fn copy_pieces(
     }
 }
 
-fn needs_rx_buffer(opcode: umq_opcode_t) -> bool {
+pub fn needs_rx_buffer(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM)
 }
 
@@ -156,6 +174,12 @@ fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
     head
 }
 
+/// Whether a receive with this status holds the message's data (a window update piggybacked on
+/// a SEND does).
+fn carries_data(status: u32) -> bool {
+    status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE
+}
+
 /// Fills the receive completion of a message that landed in the `head` chain.
 unsafe fn complete_rx(
     dst: &mut Side,
@@ -166,11 +190,12 @@ unsafe fn complete_rx(
     imm: u64,
     status: u32,
 ) {
+    let (opcode, imm, status) = receive_flow_control(dst, opcode, imm, status);
     let mut left = len;
     for (i, b) in crate::buf::iter(head).enumerate() {
         let b = unsafe { &mut *b };
         let used = left.min(b.buf_size as u64);
-        b.data_size = if opcode == UMQ_OPC_WRITE_IMM || status != UMQ_BUF_SUCCESS {
+        b.data_size = if opcode == UMQ_OPC_WRITE_IMM || !carries_data(status) {
             0
         } else {
             used as u32
@@ -182,7 +207,7 @@ unsafe fn complete_rx(
         b.set_first_fragment(i == 0);
     }
     let h = unsafe { &mut *head };
-    h.total_data_size = if opcode == UMQ_OPC_WRITE_IMM || status != UMQ_BUF_SUCCESS {
+    h.total_data_size = if opcode == UMQ_OPC_WRITE_IMM || !carries_data(status) {
         0
     } else {
         len as u32
@@ -192,6 +217,74 @@ unsafe fn complete_rx(
     pro.imm_data = if opcode == UMQ_OPC_SEND { 0 } else { imm };
     dst.wire.rx_cq.push_back((head, nbufs as u32));
     dst.wire.rx_cq_bufs += nbufs;
+}
+
+/// With flow control on: counts the arrival and takes a piggybacked window update out of the
+/// immediate, leaving the user a plain SEND marked `UMQ_BUF_FLOW_CONTROL_UPDATE`.
+fn receive_flow_control(
+    dst: &mut Side,
+    opcode: umq_opcode_t,
+    imm: u64,
+    status: u32,
+) -> (umq_opcode_t, u64, u32) {
+    let Some(f) = dst.wire.flow.as_mut() else {
+        return (opcode, imm, status);
+    };
+    f.data_arrived();
+    if opcode != UMQ_OPC_SEND_IMM || !flow::is_private(imm) {
+        return (opcode, imm, status);
+    }
+    if let Some(a) = flow::decode_imm(imm) {
+        f.on_announcement(a);
+    }
+    let status = if status == UMQ_BUF_SUCCESS {
+        UMQ_BUF_FLOW_CONTROL_UPDATE
+    } else {
+        status
+    };
+    (UMQ_OPC_SEND, 0, status)
+}
+
+/// Delivers a standalone window update into the peer's next posted buffer (one of those it
+/// reserved for control): no data, status `UMQ_BUF_FLOW_CONTROL_UPDATE`.
+pub fn deliver_standalone(dst: &mut Side, imm: u64) {
+    let f = dst
+        .wire
+        .flow
+        .as_mut()
+        .expect("standalone to a queue without flow control");
+    if let Some(a) = flow::decode_imm(imm) {
+        f.on_announcement(a);
+    }
+    f.ctrl_arrived();
+    let head = take_rx(dst, 1);
+    let b = unsafe { &mut *head };
+    b.data_size = 0;
+    b.total_data_size = 0;
+    b.umqh = dst.umqh;
+    b.set_status(UMQ_BUF_FLOW_CONTROL_UPDATE);
+    b.set_io_direction(UMQ_IO_RX);
+    b.set_first_fragment(true);
+    let pro = b.pro_mut();
+    pro.opcode = UMQ_OPC_SEND;
+    pro.imm_data = 0;
+    dst.wire.rx_cq.push_back((head, 1));
+    dst.wire.rx_cq_bufs += 1;
+}
+
+/// Whether the WR at the head may run as far as flow control goes, taking its credit.
+fn credit_for(src: &mut Wire, opcode: umq_opcode_t) -> bool {
+    let Some(f) = src.flow.as_mut() else {
+        return true;
+    };
+    if !needs_rx_buffer(opcode) {
+        return true;
+    }
+    if src.credited > 0 {
+        src.credited -= 1;
+        return true;
+    }
+    f.take_credit(1) == 1
 }
 
 /// Executes one WR; None when it must wait for a receive buffer.
@@ -273,17 +366,39 @@ unsafe fn execute(
     }
 }
 
+/// A user SEND that carried a window update goes back to the application as the SEND it posted.
+unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
+    let pro = unsafe { (*wr).pro_mut() };
+    if pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
+        pro.opcode = UMQ_OPC_SEND;
+        pro.imm_data = 0;
+    }
+}
+
 /// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer.
 pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     let mut out = Outcome::default();
     while src.delivered < src.sq.len() {
         let wr = src.sq[src.delivered];
+        let opcode = unsafe { (*wr).pro().opcode };
+        if !credit_for(src, opcode) {
+            out.credit_wait = true;
+            break;
+        }
         let Some(status) = (unsafe { execute(wr, dst, pool, &mut out) }) else {
+            if src.flow.is_some() && needs_rx_buffer(opcode) {
+                src.credited += 1;
+            }
             src.blocked_since.get_or_insert_with(Instant::now);
             out.blocked = true;
             break;
         };
-        unsafe { (*wr).set_status(status) };
+        unsafe {
+            (*wr).set_status(status);
+            if src.flow.is_some() {
+                restore_piggyback_carrier(wr);
+            }
+        }
         src.delivered += 1;
         src.blocked_since = None;
         out.tx_done += 1;

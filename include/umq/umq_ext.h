@@ -1,0 +1,49 @@
+/* libumq extensions to the UMQ API (not part of openEuler UMDK). Written by hand; the sizes and
+ * values are checked against the library by c-tests/test_flow.c. */
+#ifndef UMQ_EXT_H
+#define UMQ_EXT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* umq_user_ctl opcodes, far from UMQ's own values. */
+
+/* in->addr = 1: queued-send mode on; 0: off. A send beyond the credit window then waits in the
+ * send queue (bounded by tx_depth, order kept) instead of failing with -UMQ_ERR_EAGAIN, and goes
+ * out as credit arrives. Its completion is polled like any other. */
+#define UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE 0x554d0001u
+/* in->addr = milliseconds a queue may have zero credit with sends pending before it reports a
+ * stall: a log line, a UMQ_EVENT_QH_LIMIT async event, and credit_stalls below. Default 1000,
+ * or UMQ_CREDIT_STALL_MS from the environment at umq_init. */
+#define UMQ_EXT_OPCODE_FLOW_CONTROL_STALL_TIMEOUT 0x554d0002u
+/* Fills a umq_ext_flow_control_stats_t at out->addr (out->len = its size). */
+#define UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS 0x554d0003u
+
+typedef struct umq_ext_flow_control_stats {
+    uint64_t piggybacked;     /* announcements carried by user SENDs */
+    uint64_t standalone;      /* zero-length standalone announcements sent */
+    uint64_t area_only;       /* announcements published only in the peer-readable area */
+    uint64_t area_refreshes;  /* times the send path found new credit in the peer's area */
+    uint64_t ctrl_grants;     /* control-budget top-ups granted to the peer */
+    uint64_t ctrl_budget;     /* receive buffers held back for the peer's standalones */
+    uint64_t ctrl_credit;     /* standalones we may still send to the peer */
+    uint64_t queued_wr;       /* send WRs waiting in the send queue (queued mode) */
+    uint64_t credit_stalls;   /* stalls reported (zero credit with work pending too long) */
+    uint32_t initial_window;  /* after clamping */
+    uint32_t notify_interval; /* after clamping */
+    uint32_t queued_mode;
+    uint32_t rsvd;
+} umq_ext_flow_control_stats_t;
+
+/* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts
+ * that succeed now; -22 (FI_EINVAL) for a bad handle, -258 (FI_EOPBADSTATE) when unbound. */
+int64_t umq_tx_size_left(uint64_t umqh);
+int64_t umq_rx_size_left(uint64_t umqh);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+//! libumq's own extensions to the UMQ API, declared in `include/umq/umq_ext.h`.
+
+/// `umq_user_ctl` opcode: `in->addr` = 1 turns queued-send mode on, 0 off. In queued mode a
+/// send beyond the credit window waits in the send queue (bounded by tx_depth, in order)
+/// instead of failing with `-UMQ_ERR_EAGAIN`, and goes out as credit arrives.
+pub const UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE: u32 = 0x554d_0001;
+/// `umq_user_ctl` opcode: `in->addr` = milliseconds a queue may sit with zero credit and sends
+/// pending before it reports a stall (log line, `UMQ_EVENT_QH_LIMIT`, `credit_stalls`).
+pub const UMQ_EXT_OPCODE_FLOW_CONTROL_STALL_TIMEOUT: u32 = 0x554d_0002;
+/// `umq_user_ctl` opcode: fills a `umq_ext_flow_control_stats_t` at `out->addr`.
+pub const UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS: u32 = 0x554d_0003;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_flow_control_stats_t {
+    pub piggybacked: u64,
+    pub standalone: u64,
+    pub area_only: u64,
+    pub area_refreshes: u64,
+    pub ctrl_grants: u64,
+    pub ctrl_budget: u64,
+    pub ctrl_credit: u64,
+    pub queued_wr: u64,
+    pub credit_stalls: u64,
+    pub initial_window: u32,
+    pub notify_interval: u32,
+    pub queued_mode: u32,
+    pub rsvd: u32,
+}

@@ -1,0 +1,652 @@
+//! Receive-window flow control (`docs/FLOW_CONTROL.md`), as a sans-IO state machine.
+//!
+//! One [`Flow`] per queue holds both halves: the *receive side* (buffers the application posted
+//! here, and what has been announced to the peer) and the *send side* (credit the peer announced
+//! to us). Transports feed it events and carry what it returns; it never touches a buffer, a lock
+//! or a clock, so `tests/flow_model.rs` can drive the very same code through every interleaving
+//! of two peers.
+//!
+//! Why it cannot deadlock: every announcement is also published, as a cumulative total, in the
+//! queue's [`Area`], which the peer reads without needing a receive buffer (a shared word here,
+//! an RDMA READ on a network). A sender that runs out of credit re-reads the area before it
+//! gives up, so credit never waits for a message that itself needs credit. In-band
+//! announcements (piggybacked on a user SEND, or standalone) only make credit arrive sooner.
+//!
+//! Standalone announcements use a *control budget* data can never touch: the receiver keeps up
+//! to `ctrl_budget` posted buffers back from data credit as a landing zone for the peer's
+//! standalones, and grants them separately through the area. A standalone that lands consumes
+//! one of those buffers; refilling it is announced silently (area only, batched at half the
+//! budget), so an announcement never causes another one.
+
+pub mod word;
+
+use crate::abi::types::umq_flowcontrol_stats_t;
+use std::sync::atomic::{AtomicU64, Ordering};
+use word::Word;
+
+/// Version of the protocol below, exchanged in bind info.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+const IMM_PRIVATE: u64 = 1;
+const IMM_TYPE_SHIFT: u32 = 1;
+const IMM_TYPE_MASK: u64 = 0x1f;
+const IMM_TYPE_WINDOW: u64 = 1;
+const IMM_IN_USER_BUF: u64 = 1 << 6;
+const IMM_INCREMENT_SHIFT: u32 = 16;
+/// Bits 32..63 (reserved in the UMQ layout) carry the low half of the cumulative total, so an
+/// in-band announcement that arrives after the sender already read the area adds nothing twice.
+const IMM_CUMULATIVE_SHIFT: u32 = 32;
+
+/// A window update decoded from a private immediate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announcement {
+    pub increment: u16,
+    pub cumulative: u32,
+    pub in_user_buf: bool,
+}
+
+pub fn encode_imm(a: Announcement) -> u64 {
+    IMM_PRIVATE
+        | IMM_TYPE_WINDOW << IMM_TYPE_SHIFT
+        | if a.in_user_buf { IMM_IN_USER_BUF } else { 0 }
+        | (a.increment as u64) << IMM_INCREMENT_SHIFT
+        | (a.cumulative as u64) << IMM_CUMULATIVE_SHIFT
+}
+
+/// Whether an immediate belongs to the library (bit 0 set).
+pub fn is_private(imm: u64) -> bool {
+    imm & IMM_PRIVATE != 0
+}
+
+/// Decodes a private window update; None for user immediates and unknown private types.
+pub fn decode_imm(imm: u64) -> Option<Announcement> {
+    if !is_private(imm) || (imm >> IMM_TYPE_SHIFT) & IMM_TYPE_MASK != IMM_TYPE_WINDOW {
+        return None;
+    }
+    Some(Announcement {
+        increment: (imm >> IMM_INCREMENT_SHIFT) as u16,
+        cumulative: (imm >> IMM_CUMULATIVE_SHIFT) as u32,
+        in_user_buf: imm & IMM_IN_USER_BUF != 0,
+    })
+}
+
+/// User immediates keep 63 bits: bit 0 is the library's.
+pub fn user_imm(imm: u64) -> u64 {
+    imm & !IMM_PRIVATE
+}
+
+/// Settings of one queue, after clamping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Params {
+    pub initial_window: u64,
+    pub notify_interval: u64,
+    pub rx_depth: u64,
+    pub peer_rx_depth: u64,
+    /// Posted buffers held back as the landing zone of the peer's standalone announcements.
+    pub ctrl_budget: u64,
+}
+
+impl Params {
+    /// Applies the spec's defaults: 0 or out-of-range values become rx_depth/2 and rx_depth/16,
+    /// at least 1.
+    pub fn new(
+        initial_window: u16,
+        notify_interval: u16,
+        rx_depth: u32,
+        peer_rx_depth: u32,
+    ) -> Self {
+        let depth = rx_depth as u64;
+        let pick = |v: u16, default: u64| {
+            let v = v as u64;
+            if v == 0 || v > depth {
+                default.max(1)
+            } else {
+                v
+            }
+        };
+        Params {
+            initial_window: pick(initial_window, depth / 2),
+            notify_interval: pick(notify_interval, depth / 16),
+            rx_depth: depth,
+            peer_rx_depth: peer_rx_depth as u64,
+            ctrl_budget: (depth / 16).min(4),
+        }
+    }
+
+    /// Control credit is returned once half the budget has been used.
+    fn ack_threshold(&self) -> u64 {
+        (self.ctrl_budget / 2).max(1)
+    }
+}
+
+/// The peer-readable area of a queue. Only plain loads and stores touch it, and only its owner
+/// stores; cumulative totals make a stale or repeated read harmless.
+#[derive(Default, Debug)]
+pub struct Area {
+    /// The initial window once published, 0 before.
+    initial: AtomicU64,
+    data_granted: AtomicU64,
+    ctrl_granted: AtomicU64,
+}
+
+impl Area {
+    pub fn reset(&self) {
+        self.initial.store(0, Ordering::Release);
+        self.data_granted.store(0, Ordering::Release);
+        self.ctrl_granted.store(0, Ordering::Release);
+    }
+
+    pub fn initial_window(&self) -> u64 {
+        self.initial.load(Ordering::Acquire)
+    }
+}
+
+/// The nine counters of `umq_flowcontrol_stats_t`.
+#[derive(Default, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Counters<W> {
+    pub local_rx_posted: W,
+    pub remote_rx_window: W,
+    pub total_local_rx_posted: W,
+    pub total_local_rx_notified: W,
+    pub total_local_rx_posted_error: W,
+    pub total_remote_rx_received: W,
+    pub total_remote_rx_consumed: W,
+    pub total_remote_rx_received_error: W,
+    pub total_flow_controlled_wr: W,
+}
+
+/// Counters beyond the standard nine (our extension stats).
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Extra {
+    pub piggybacked: u64,
+    pub standalone: u64,
+    /// Announcements that went through the area only (no control credit for a standalone).
+    pub area_only: u64,
+    /// Times the send path found new credit in the peer's area.
+    pub area_refreshes: u64,
+    pub ctrl_grants: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Flow<W> {
+    pub p: Params,
+    pub c: Counters<W>,
+    pub extra: Extra,
+    // Receive side.
+    initial_published: bool,
+    data_notified: u64,
+    data_arrived: u64,
+    ctrl_granted: u64,
+    ctrl_arrived: u64,
+    // Send side.
+    peer_initial: bool,
+    data_seen: u64,
+    ctrl_seen: u64,
+    ctrl_used: u64,
+}
+
+impl<W: Word> Flow<W> {
+    pub fn new(p: Params) -> Self {
+        Flow {
+            p,
+            c: Counters::default(),
+            extra: Extra::default(),
+            initial_published: false,
+            data_notified: 0,
+            data_arrived: 0,
+            ctrl_granted: 0,
+            ctrl_arrived: 0,
+            peer_initial: false,
+            data_seen: 0,
+            ctrl_seen: 0,
+            ctrl_used: 0,
+        }
+    }
+
+    // ----- receive side -----
+
+    /// Counts `n` receive buffers just posted; refuses (and counts the error) if that would
+    /// pass rx_depth.
+    pub fn rx_posted(&mut self, n: u64) -> bool {
+        if self.c.local_rx_posted.add_bounded(n, self.p.rx_depth) {
+            self.c.total_local_rx_posted.add(n);
+            true
+        } else {
+            self.rx_refused(n);
+            false
+        }
+    }
+
+    /// Counts receive buffers the queue refused because its receive depth was full.
+    pub fn rx_refused(&mut self, n: u64) {
+        self.c.total_local_rx_posted_error.add(n);
+    }
+
+    /// A credit-consuming message (SEND, SEND_IMM, WRITE_IMM) arrived.
+    pub fn data_arrived(&mut self) {
+        self.data_arrived += 1;
+    }
+
+    /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
+    /// announced and consumed.
+    pub fn ctrl_arrived(&mut self) {
+        self.ctrl_arrived += 1;
+        self.c.local_rx_posted.sub(1);
+        self.c.total_local_rx_notified.add(1);
+    }
+
+    fn ctrl_outstanding(&self) -> u64 {
+        self.ctrl_granted - self.ctrl_arrived
+    }
+
+    /// Posted buffers neither announced nor held for control.
+    fn free(&self) -> u64 {
+        self.c
+            .local_rx_posted
+            .get()
+            .saturating_sub(self.ctrl_outstanding())
+    }
+
+    /// Credit the peer still holds or has in flight, as far as we can tell.
+    fn peer_outstanding(&self) -> u64 {
+        self.data_notified - self.data_arrived
+    }
+
+    /// Publishes the initial window once enough buffers are posted, and tops up the control
+    /// reserve. Returns true when the initial window was published just now.
+    pub fn publish(&mut self, mine: &Area) -> bool {
+        if !self.initial_published {
+            if self.c.local_rx_posted.get() < self.p.initial_window {
+                return false;
+            }
+            let k = self.c.local_rx_posted.take_all();
+            self.c.total_local_rx_notified.add(k);
+            self.data_notified += k;
+            self.initial_published = true;
+            mine.data_granted
+                .store(self.data_notified, Ordering::Release);
+            mine.initial.store(k, Ordering::Release);
+            return true;
+        }
+        let out = self.ctrl_outstanding();
+        let deficit = self.p.ctrl_budget - out;
+        let free = self.free();
+        if deficit > 0 && free > 0 && (deficit >= self.p.ack_threshold() || out == 0) {
+            self.ctrl_granted += deficit.min(free);
+            self.extra.ctrl_grants += 1;
+            mine.ctrl_granted
+                .store(self.ctrl_granted, Ordering::Release);
+        }
+        false
+    }
+
+    /// Whether an announcement should go out now. Piggybacks are free, so they go whenever a
+    /// notify interval has built up; a standalone waits until the peer runs low, so two-way
+    /// traffic rarely needs one. Either goes at once when the peer has no credit left.
+    fn announcement_due(&self, piggyback: bool) -> bool {
+        let free = self.free();
+        if !self.initial_published || free == 0 {
+            return false;
+        }
+        let outstanding = self.peer_outstanding();
+        outstanding == 0
+            || free >= self.p.notify_interval
+                && (piggyback || outstanding <= self.p.notify_interval)
+    }
+
+    fn take_announcement(&mut self, in_user_buf: bool) -> (u64, u64) {
+        let k = self.free();
+        self.c.local_rx_posted.sub(k);
+        self.c.total_local_rx_notified.add(k);
+        self.data_notified += k;
+        let imm = encode_imm(Announcement {
+            increment: k.min(u16::MAX as u64) as u16,
+            cumulative: self.data_notified as u32,
+            in_user_buf,
+        });
+        (k, imm)
+    }
+
+    /// An announcement to piggyback on a user SEND, if one is due: `(count, immediate)`.
+    /// Call [`Flow::commit`] once the transport took the WR, or [`Flow::undo`] if it refused it.
+    pub fn piggyback(&mut self) -> Option<(u64, u64)> {
+        self.announcement_due(true)
+            .then(|| self.take_announcement(true))
+    }
+
+    pub fn commit(&mut self, mine: &Area) {
+        self.extra.piggybacked += 1;
+        mine.data_granted
+            .store(self.data_notified, Ordering::Release);
+    }
+
+    /// Puts a piggybacked announcement whose WR was refused back into `local_rx_posted`.
+    pub fn undo(&mut self, k: u64) {
+        self.c.local_rx_posted.add(k);
+        self.c.total_local_rx_notified.sub(k);
+        self.data_notified -= k;
+    }
+
+    /// Announces through the area, plus a standalone message when control credit allows;
+    /// returns the standalone's immediate. The area is written first, so the message is only
+    /// ever a faster copy of what the peer can read anyway.
+    pub fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64> {
+        if !self.announcement_due(false) {
+            return None;
+        }
+        let (_, imm) = self.take_announcement(false);
+        mine.data_granted
+            .store(self.data_notified, Ordering::Release);
+        if self.take_ctrl(peer) {
+            self.extra.standalone += 1;
+            Some(imm)
+        } else {
+            self.extra.area_only += 1;
+            None
+        }
+    }
+
+    /// Whether [`Flow::standalone`] would announce now (a cheap test before taking locks).
+    pub fn wants_standalone(&self) -> bool {
+        self.announcement_due(false)
+    }
+
+    pub fn extra(&self) -> Extra {
+        self.extra
+    }
+
+    pub fn params(&self) -> Params {
+        self.p
+    }
+
+    // ----- send side -----
+
+    /// Whether the peer's initial window is known (the queue is READY).
+    pub fn peer_ready(&self) -> bool {
+        self.peer_initial
+    }
+
+    /// Reads the peer's area: the initial window, newer cumulative grants, control credit.
+    pub fn refresh(&mut self, peer: &Area) {
+        if !self.peer_initial {
+            if peer.initial.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            self.peer_initial = true;
+        }
+        let before = self.data_seen;
+        self.accept_grant(peer.data_granted.load(Ordering::Acquire));
+        if self.data_seen > before {
+            self.extra.area_refreshes += 1;
+        }
+        self.ctrl_seen = self
+            .ctrl_seen
+            .max(peer.ctrl_granted.load(Ordering::Acquire));
+    }
+
+    fn accept_grant(&mut self, cumulative: u64) {
+        if cumulative <= self.data_seen {
+            return;
+        }
+        let inc = cumulative - self.data_seen;
+        self.data_seen = cumulative;
+        if self
+            .c
+            .remote_rx_window
+            .add_bounded(inc, self.p.peer_rx_depth)
+        {
+            self.c.total_remote_rx_received.add(inc);
+        } else {
+            self.c.total_remote_rx_received_error.add(inc);
+            crate::log_warn!(
+                "umq_flow_control",
+                "peer announced {inc} credits, more than its rx depth {} allows; ignored",
+                self.p.peer_rx_depth
+            );
+        }
+    }
+
+    /// Applies an in-band announcement (its cumulative total; a repeat adds nothing).
+    pub fn on_announcement(&mut self, a: Announcement) {
+        self.peer_initial = true;
+        let ahead = a.cumulative.wrapping_sub(self.data_seen as u32);
+        if ahead != 0 && ahead < u32::MAX / 2 {
+            self.accept_grant(self.data_seen + ahead as u64);
+        }
+    }
+
+    pub fn window(&self) -> u64 {
+        self.c.remote_rx_window.get()
+    }
+
+    /// Takes up to `want` credits for data WRs; returns how many were granted.
+    pub fn take_credit(&mut self, want: u64) -> u64 {
+        let got = self.c.remote_rx_window.take_upto(want);
+        self.c.total_remote_rx_consumed.add(got);
+        got
+    }
+
+    /// Gives back credit taken for WRs the transport refused.
+    pub fn return_credit(&mut self, n: u64) {
+        self.c.remote_rx_window.add(n);
+        self.c.total_remote_rx_consumed.sub(n);
+    }
+
+    pub fn count_refused(&mut self, n: u64) {
+        self.c.total_flow_controlled_wr.add(n);
+    }
+
+    /// Uses one control credit for a standalone; it counts as one credit received and used.
+    fn take_ctrl(&mut self, peer: &Area) -> bool {
+        if self.ctrl_seen == self.ctrl_used {
+            self.ctrl_seen = self
+                .ctrl_seen
+                .max(peer.ctrl_granted.load(Ordering::Acquire));
+        }
+        if self.ctrl_seen == self.ctrl_used {
+            return false;
+        }
+        self.ctrl_used += 1;
+        self.c.total_remote_rx_received.add(1);
+        self.c.total_remote_rx_consumed.add(1);
+        true
+    }
+
+    /// Control credit we hold toward the peer.
+    pub fn ctrl_credit(&self) -> u64 {
+        self.ctrl_seen - self.ctrl_used
+    }
+
+    pub fn stats(&self) -> umq_flowcontrol_stats_t {
+        let c = &self.c;
+        umq_flowcontrol_stats_t {
+            local_rx_posted: c.local_rx_posted.get(),
+            remote_rx_window: c.remote_rx_window.get(),
+            total_local_rx_posted: c.total_local_rx_posted.get(),
+            total_local_rx_notified: c.total_local_rx_notified.get(),
+            total_local_rx_posted_error: c.total_local_rx_posted_error.get(),
+            total_remote_rx_received: c.total_remote_rx_received.get(),
+            total_remote_rx_consumed: c.total_remote_rx_consumed.get(),
+            total_remote_rx_received_error: c.total_remote_rx_received_error.get(),
+            total_flow_controlled_wr: c.total_flow_controlled_wr.get(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word::Plain;
+    use super::*;
+
+    fn flow(iw: u16, ni: u16, depth: u32) -> Flow<Plain> {
+        Flow::new(Params::new(iw, ni, depth, depth))
+    }
+
+    #[test]
+    fn defaults_and_clamping() {
+        let p = Params::new(0, 0, 64, 64);
+        assert_eq!((p.initial_window, p.notify_interval), (32, 4));
+        let p = Params::new(65, 65, 64, 64);
+        assert_eq!((p.initial_window, p.notify_interval), (32, 4));
+        let p = Params::new(0, 0, 1, 1);
+        assert_eq!((p.initial_window, p.notify_interval), (1, 1));
+        let p = Params::new(7, 3, 64, 64);
+        assert_eq!((p.initial_window, p.notify_interval), (7, 3));
+    }
+
+    #[test]
+    fn immediates_round_trip_and_user_bits() {
+        let a = Announcement {
+            increment: 513,
+            cumulative: 0xdead_beef,
+            in_user_buf: true,
+        };
+        let imm = encode_imm(a);
+        assert_eq!(imm & 1, 1);
+        assert_eq!((imm >> 1) & 0x1f, 1);
+        assert_eq!((imm >> 16) & 0xffff, 513);
+        assert_eq!(decode_imm(imm), Some(a));
+        assert_eq!(decode_imm(imm & !1), None);
+        assert_eq!(decode_imm(1 | 2 << 1), None, "unknown private type");
+        assert_eq!(user_imm(u64::MAX), u64::MAX - 1);
+    }
+
+    #[test]
+    fn initial_window_is_published_through_the_area() {
+        let (mut b, area) = (flow(4, 2, 16), Area::default());
+        let mut a = flow(4, 2, 16);
+        b.rx_posted(3);
+        assert!(!b.publish(&area));
+        a.refresh(&area);
+        assert!(!a.peer_ready());
+        b.rx_posted(2);
+        assert!(b.publish(&area));
+        assert_eq!(area.initial_window(), 5);
+        a.refresh(&area);
+        assert!(a.peer_ready());
+        assert_eq!(a.window(), 5);
+        assert_eq!(b.stats().local_rx_posted, 0);
+        assert_eq!(b.stats().total_local_rx_notified, 5);
+    }
+
+    #[test]
+    fn repeated_and_stale_announcements_add_nothing() {
+        let mut a = flow(4, 2, 16);
+        let ann = |cum| Announcement {
+            increment: 0,
+            cumulative: cum,
+            in_user_buf: false,
+        };
+        a.on_announcement(ann(6));
+        a.on_announcement(ann(6));
+        a.on_announcement(ann(3));
+        assert_eq!(a.window(), 6);
+        assert_eq!(a.stats().total_remote_rx_received, 6);
+    }
+
+    #[test]
+    fn overflowing_announcements_are_refused_and_counted() {
+        let mut a = flow(4, 2, 16);
+        a.on_announcement(Announcement {
+            increment: 17,
+            cumulative: 17,
+            in_user_buf: false,
+        });
+        let s = a.stats();
+        assert_eq!(
+            (s.remote_rx_window, s.total_remote_rx_received_error),
+            (0, 17)
+        );
+        let mut b = flow(4, 2, 16);
+        assert!(b.rx_posted(16));
+        assert!(!b.rx_posted(1));
+        assert_eq!(b.stats().total_local_rx_posted_error, 1);
+        assert_eq!(b.stats().total_local_rx_posted, 16);
+    }
+
+    #[test]
+    fn piggyback_undo_restores_everything() {
+        let (mut b, area) = (flow(2, 2, 16), Area::default());
+        b.rx_posted(2);
+        b.publish(&area);
+        b.rx_posted(3);
+        let before = b.clone();
+        let (k, imm) = b.piggyback().expect("due");
+        assert_eq!(k, 3);
+        assert_eq!(decode_imm(imm).unwrap().cumulative, 5);
+        b.undo(k);
+        assert_eq!(b, before);
+        assert_eq!(
+            area.data_granted.load(Ordering::Relaxed),
+            2,
+            "nothing published"
+        );
+    }
+
+    #[test]
+    fn credit_is_taken_partially_and_returned() {
+        let mut a = flow(4, 2, 16);
+        a.on_announcement(Announcement {
+            increment: 5,
+            cumulative: 5,
+            in_user_buf: false,
+        });
+        assert_eq!(a.take_credit(8), 5);
+        a.count_refused(3);
+        a.return_credit(2);
+        let s = a.stats();
+        assert_eq!((s.remote_rx_window, s.total_remote_rx_consumed), (2, 3));
+        assert_eq!(s.total_flow_controlled_wr, 3);
+        assert_eq!(
+            s.remote_rx_window,
+            s.total_remote_rx_received - s.total_remote_rx_consumed
+        );
+    }
+}
+
+/// The flow state of a bound queue, in the flavour `use_atomic_window` chose.
+#[derive(Debug)]
+pub enum FlowState {
+    Plain(Flow<word::Plain>),
+    Atomic(Flow<AtomicU64>),
+}
+
+macro_rules! dispatch {
+    ($( $(#[$m:meta])* fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        impl FlowState {
+            pub fn new(p: Params, atomic: bool) -> Self {
+                if atomic { FlowState::Atomic(Flow::new(p)) } else { FlowState::Plain(Flow::new(p)) }
+            }
+            $( $(#[$m])* pub fn $name(&mut self $(, $arg: $ty)*) -> $ret {
+                match self {
+                    FlowState::Plain(f) => f.$name($($arg),*),
+                    FlowState::Atomic(f) => f.$name($($arg),*),
+                }
+            } )*
+        }
+    };
+}
+
+dispatch! {
+    fn rx_posted(&mut self, n: u64) -> bool;
+    fn rx_refused(&mut self, n: u64) -> ();
+    fn data_arrived(&mut self) -> ();
+    fn ctrl_arrived(&mut self) -> ();
+    fn publish(&mut self, mine: &Area) -> bool;
+    fn piggyback(&mut self) -> Option<(u64, u64)>;
+    fn commit(&mut self, mine: &Area) -> ();
+    fn undo(&mut self, k: u64) -> ();
+    fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64>;
+    fn refresh(&mut self, peer: &Area) -> ();
+    fn on_announcement(&mut self, a: Announcement) -> ();
+    fn take_credit(&mut self, want: u64) -> u64;
+    fn return_credit(&mut self, n: u64) -> ();
+    fn count_refused(&mut self, n: u64) -> ();
+    fn wants_standalone(&mut self) -> bool;
+    fn peer_ready(&mut self) -> bool;
+    fn window(&mut self) -> u64;
+    fn ctrl_credit(&mut self) -> u64;
+    fn stats(&mut self) -> umq_flowcontrol_stats_t;
+    fn extra(&mut self) -> Extra;
+    fn params(&mut self) -> Params;
+}

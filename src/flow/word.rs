@@ -1,0 +1,116 @@
+//! The counter cell behind the flow-control statistics, in two flavours.
+//!
+//! `use_atomic_window = false` gives [`Plain`]: ordinary loads and stores, for a queue driven by
+//! one thread at a time. `true` gives `AtomicU64`, whose read-modify-write operations let the tx
+//! and rx paths of one queue (and lock-free readers such as the stats query) touch the counters at
+//! once. The algorithms are written once, against [`Word`], and `tests/loom_window.rs` checks the
+//! atomic flavour under every interleaving loom can produce.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub trait Word: Default {
+    fn get(&self) -> u64;
+    fn set(&self, v: u64);
+    /// Replaces the value with `f(current)` unless `f` returns None; returns the old value
+    /// when the update happened.
+    fn update(&self, f: impl FnMut(u64) -> Option<u64>) -> Option<u64>;
+
+    fn add(&self, n: u64) {
+        self.update(|v| Some(v.wrapping_add(n)));
+    }
+    fn sub(&self, n: u64) {
+        self.update(|v| Some(v.wrapping_sub(n)));
+    }
+    /// Takes up to `want` units; returns how many were taken.
+    fn take_upto(&self, want: u64) -> u64 {
+        let old = self.update(|v| Some(v - v.min(want))).unwrap_or(0);
+        old.min(want)
+    }
+    /// Adds `n` unless the sum would pass `max`; false (and nothing changed) when refused.
+    fn add_bounded(&self, n: u64, max: u64) -> bool {
+        self.update(|v| v.checked_add(n).filter(|&s| s <= max))
+            .is_some()
+    }
+    /// Takes everything, leaving zero.
+    fn take_all(&self) -> u64 {
+        self.update(|_| Some(0)).unwrap_or(0)
+    }
+}
+
+/// A plain counter: no atomic instruction anywhere.
+#[derive(Default, Clone, PartialEq, Eq)]
+pub struct Plain(Cell<u64>);
+
+impl std::hash::Hash for Plain {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.get().hash(h)
+    }
+}
+
+impl std::fmt::Debug for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.get().fmt(f)
+    }
+}
+
+impl Word for Plain {
+    fn get(&self) -> u64 {
+        self.0.get()
+    }
+    fn set(&self, v: u64) {
+        self.0.set(v)
+    }
+    fn update(&self, mut f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+        let old = self.0.get();
+        let new = f(old)?;
+        self.0.set(new);
+        Some(old)
+    }
+}
+
+impl Word for AtomicU64 {
+    fn get(&self) -> u64 {
+        self.load(Ordering::Acquire)
+    }
+    fn set(&self, v: u64) {
+        self.store(v, Ordering::Release)
+    }
+    fn update(&self, f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+        self.fetch_update(Ordering::AcqRel, Ordering::Acquire, f)
+            .ok()
+    }
+    fn add(&self, n: u64) {
+        self.fetch_add(n, Ordering::AcqRel);
+    }
+    fn sub(&self, n: u64) {
+        self.fetch_sub(n, Ordering::AcqRel);
+    }
+    fn take_all(&self) -> u64 {
+        self.swap(0, Ordering::AcqRel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise<W: Word>() -> Vec<u64> {
+        let w = W::default();
+        let mut seen = vec![];
+        w.add(5);
+        seen.push(w.take_upto(3));
+        seen.push(w.take_upto(9));
+        seen.push(w.add_bounded(4, 4) as u64);
+        seen.push(w.add_bounded(1, 4) as u64);
+        seen.push(w.take_all());
+        seen.push(w.get());
+        seen
+    }
+
+    #[test]
+    fn both_flavours_agree() {
+        assert_eq!(exercise::<Plain>(), vec![3, 2, 1, 0, 4, 0]);
+        assert_eq!(exercise::<AtomicU64>(), exercise::<Plain>());
+    }
+}
