@@ -139,6 +139,23 @@ impl Area {
     pub fn initial_window(&self) -> u64 {
         self.initial.load(Ordering::Acquire)
     }
+
+    /// The three words, for model checking: `[initial, data granted, control granted]`.
+    pub fn snapshot(&self) -> [u64; 3] {
+        [
+            self.initial.load(Ordering::Acquire),
+            self.data_granted.load(Ordering::Acquire),
+            self.ctrl_granted.load(Ordering::Acquire),
+        ]
+    }
+
+    pub fn from_snapshot(words: [u64; 3]) -> Self {
+        Area {
+            initial: AtomicU64::new(words[0]),
+            data_granted: AtomicU64::new(words[1]),
+            ctrl_granted: AtomicU64::new(words[2]),
+        }
+    }
 }
 
 /// The nine counters of `umq_flowcontrol_stats_t`.
