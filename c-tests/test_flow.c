@@ -172,7 +172,7 @@ int main(int argc, char **argv)
     cfg->flow_control.use_atomic_window = atomic;
     CHECK_EQ(umq_init(cfg), 0);
     free(cfg);
-    CHECK_EQ(sizeof(umq_ext_flow_control_stats_t), 88);
+    CHECK_EQ(sizeof(umq_ext_flow_control_stats_t), 96);
 
     uint64_t a, b;
     test_pair(16, UMQ_MODE_POLLING, &a, &b);
@@ -415,6 +415,8 @@ int main(int argc, char **argv)
         CHECK_EQ(post_rx(b, chain(got, done)), 0);
     check_identities(a, b);
 
+    CHECK_EQ(ext(a).rx_without_buffer, 0);
+    CHECK_EQ(ext(b).rx_without_buffer, 0);
     test_bad_input(a);
     test_bind_agreement(b);
     CHECK_EQ(umq_unbind(a), 0);

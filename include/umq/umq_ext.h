@@ -36,6 +36,7 @@ typedef struct umq_ext_flow_control_stats {
     uint32_t notify_interval; /* after clamping */
     uint32_t queued_mode;
     uint32_t rsvd;
+    uint64_t rx_without_buffer; /* messages that found no posted receive buffer here (RNR) */
 } umq_ext_flow_control_stats_t;
 
 /* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts

@@ -26,4 +26,5 @@ pub struct umq_ext_flow_control_stats_t {
     pub notify_interval: u32,
     pub queued_mode: u32,
     pub rsvd: u32,
+    pub rx_without_buffer: u64,
 }

@@ -29,6 +29,8 @@ pub struct QueueStats {
     pub send: AtomicU64,
     pub receive: AtomicU64,
     pub read: AtomicU64,
+    /// Messages that found no posted receive buffer here (RNR). Flow control keeps this zero.
+    pub rx_without_buffer: AtomicU64,
 }
 
 pub struct Queue {
@@ -554,6 +556,10 @@ impl Queue {
         };
         if out.blocked {
             receiver.rnr_waiting.store(true, Ordering::Release);
+            receiver
+                .stats
+                .rx_without_buffer
+                .fetch_add(1, Ordering::Relaxed);
         }
         if crate::dfx::stats_on() {
             sender.stats.send.fetch_add(out.sends, Ordering::Relaxed);
@@ -782,6 +788,7 @@ impl Queue {
             notify_interval: p.notify_interval as u32,
             queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
             rsvd: 0,
+            rx_without_buffer: self.stats.rx_without_buffer.load(Ordering::Relaxed),
         }
     }
 

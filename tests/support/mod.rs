@@ -1,0 +1,194 @@
+//! Helpers shared by the Rust tests that drive libumq through its C entry points.
+#![allow(dead_code)]
+
+use std::ptr;
+use umq::abi::errno::*;
+use umq::abi::ext::*;
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+use umq::ffi::api::*;
+use umq::ffi::pro_api::*;
+
+/// xorshift64*: small, seeded, reproducible.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+pub fn init_flow_control(iw: u16, ni: u16, atomic: bool) {
+    let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
+    cfg.buf_mode = UMQ_BUF_SPLIT;
+    cfg.feature = UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    cfg.flow_control.initial_window = iw;
+    cfg.flow_control.notify_interval = ni;
+    cfg.flow_control.use_atomic_window = atomic;
+    assert_eq!(umq_init(&mut cfg), 0);
+}
+
+pub fn create(name: &str, depth: u32) -> u64 {
+    let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
+    o.trans_mode = UMQ_TRANS_MODE_UB;
+    o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
+    for (d, s) in unsafe { o.dev_info.u.ipv4.ip_addr.iter_mut() }.zip(b"127.0.0.1") {
+        *d = *s as _;
+    }
+    for (d, s) in o.name.iter_mut().zip(name.bytes()) {
+        *d = s as _;
+    }
+    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH;
+    o.rx_depth = depth;
+    o.tx_depth = depth;
+    let h = umq_create(&mut o);
+    assert_ne!(h, 0);
+    h
+}
+
+pub fn bind_pair(a: u64, b: u64) {
+    let (mut ia, mut ib) = ([0u8; 512], [0u8; 512]);
+    let la = umq_bind_info_get(a, ia.as_mut_ptr(), 512);
+    let lb = umq_bind_info_get(b, ib.as_mut_ptr(), 512);
+    assert_eq!(umq_bind(a, ib.as_mut_ptr(), lb), 0);
+    assert_eq!(umq_bind(b, ia.as_mut_ptr(), la), 0);
+}
+
+pub fn stats(h: u64) -> umq_flowcontrol_stats_t {
+    let mut s = umq_flowcontrol_stats_t::default();
+    let mut i = umq_user_ctl_in_t {
+        opcode: UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY,
+        ..Default::default()
+    };
+    let mut o = umq_user_ctl_out_t {
+        addr: &mut s as *mut _ as u64,
+        len: size_of_val(&s) as u32,
+        reserved: 0,
+    };
+    assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0);
+    s
+}
+
+pub fn ext_stats(h: u64) -> umq_ext_flow_control_stats_t {
+    let mut s = umq_ext_flow_control_stats_t::default();
+    let mut i = umq_user_ctl_in_t {
+        opcode: UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS,
+        ..Default::default()
+    };
+    let mut o = umq_user_ctl_out_t {
+        addr: &mut s as *mut _ as u64,
+        len: size_of_val(&s) as u32,
+        reserved: 0,
+    };
+    assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0);
+    s
+}
+
+/// The spec's three identities for a quiescent pair.
+pub fn assert_identities(a: u64, b: u64) {
+    let (sa, sb) = (stats(a), stats(b));
+    for s in [&sa, &sb] {
+        assert_eq!(
+            s.remote_rx_window,
+            s.total_remote_rx_received - s.total_remote_rx_consumed,
+            "{s:?}"
+        );
+        assert_eq!(
+            s.local_rx_posted,
+            s.total_local_rx_posted - s.total_local_rx_notified,
+            "{s:?}"
+        );
+    }
+    assert_eq!(sa.total_local_rx_notified, sb.total_remote_rx_received);
+    assert_eq!(sb.total_local_rx_notified, sa.total_remote_rx_received);
+}
+
+/// Links buffers into one `qbuf_next` list.
+pub fn chain(bufs: &[*mut umq_buf_t]) -> *mut umq_buf_t {
+    for w in bufs.windows(2) {
+        unsafe { (*w[0]).qbuf_next = w[1] };
+    }
+    if let Some(&last) = bufs.last() {
+        unsafe { (*last).qbuf_next = ptr::null_mut() };
+    }
+    bufs.first().copied().unwrap_or(ptr::null_mut())
+}
+
+pub fn alloc(n: usize, size: u32) -> Vec<*mut umq_buf_t> {
+    let head = umq_buf_alloc(size, n as u32, 0, ptr::null_mut());
+    assert!(!head.is_null());
+    let mut v = Vec::with_capacity(n);
+    let mut b = head;
+    while !b.is_null() {
+        v.push(b);
+        b = unsafe { (*b).qbuf_next };
+    }
+    assert_eq!(v.len(), n);
+    v
+}
+
+/// One-buffer SEND WRs carrying an 8-byte sequence number each.
+pub fn sends(first_seq: u64, n: usize) -> Vec<*mut umq_buf_t> {
+    let v = alloc(n, 8);
+    for (k, &b) in v.iter().enumerate() {
+        let seq = first_seq + k as u64;
+        unsafe {
+            std::ptr::write_unaligned((*b).buf_data as *mut u64, seq);
+            (*b).data_size = 8;
+            (*b).total_data_size = 8;
+            (*b).qbuf_ext = [0; 8];
+            let pro = (*b).pro_mut();
+            pro.opcode = if seq % 4 == 0 {
+                UMQ_OPC_SEND_IMM
+            } else {
+                UMQ_OPC_SEND
+            };
+            pro.imm_data = seq << 1;
+        }
+    }
+    v
+}
+
+pub fn free_all(bufs: &[*mut umq_buf_t]) {
+    for &b in bufs {
+        unsafe { (*b).qbuf_next = ptr::null_mut() };
+        umq_buf_free(b);
+    }
+}
+
+/// Posts `bufs` in batches of at most 64; returns how many were taken.
+pub fn post(h: u64, dir: umq_io_direction_t, bufs: &[*mut umq_buf_t]) -> Result<usize, i32> {
+    let mut done = 0;
+    for batch in bufs.chunks(UMQ_BATCH_SIZE as usize) {
+        let mut bad = ptr::null_mut();
+        let rc = umq_post(h, chain(batch), dir, &mut bad);
+        if rc == 0 {
+            done += batch.len();
+            continue;
+        }
+        let taken = batch
+            .iter()
+            .position(|&b| b == bad)
+            .expect("bad_qbuf names a buffer of the batch");
+        assert_eq!(rc, -UMQ_ERR_EAGAIN);
+        return Ok(done + taken);
+    }
+    Ok(done)
+}
+
+pub fn poll(h: u64, dir: umq_io_direction_t, max: usize) -> Vec<*mut umq_buf_t> {
+    let mut out = vec![ptr::null_mut(); max];
+    let n = umq_poll(h, dir, out.as_mut_ptr(), max as u32);
+    assert!(n >= 0, "umq_poll failed: {n}");
+    out.truncate(n as usize);
+    out
+}
+
+pub fn seq_of(b: *mut umq_buf_t) -> u64 {
+    unsafe { std::ptr::read_unaligned((*b).buf_data as *const u64) }
+}
