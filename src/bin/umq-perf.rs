@@ -1,7 +1,10 @@
 //! umq-perf: measures the loopback transport through the public C API (two queues in one
 //! process), next to a bare crossbeam ArrayQueue moving the same payload in the same run.
 //!
-//! usage: umq-perf [--test lat|bw|all] [--size BYTES] [--iters N] [--batch N] [--depth N] [--json]
+//! usage: umq-perf [--test lat|bw|fc|all] [--size BYTES] [--iters N] [--batch N] [--depth N] [--json]
+//!
+//! `--test fc` measures the cost of flow control: the same streaming loop with flow control off
+//! and on, alternating in one run, plus standalone announcements per message one-way and two-way.
 
 use std::ptr;
 use std::time::Instant;
@@ -42,7 +45,7 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if !["lat", "bw", "all"].contains(&a.test.as_str())
+    if !["lat", "bw", "fc", "all"].contains(&a.test.as_str())
         || a.batch == 0
         || a.batch > UMQ_BATCH_SIZE
         || a.batch > a.depth
@@ -187,6 +190,147 @@ fn crossbeam_baseline(args: &Args) -> f64 {
     (rounds * args.batch as u64) as f64 / t.elapsed().as_secs_f64()
 }
 
+fn init(flow_control: bool, batch: u32) {
+    let mut cfg: Box<umq_init_cfg_t> = Box::new(unsafe { std::mem::zeroed() });
+    cfg.buf_mode = UMQ_BUF_COMBINE;
+    cfg.feature = UMQ_FEATURE_API_PRO;
+    if flow_control {
+        cfg.feature |= UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+        cfg.flow_control.notify_interval = batch as u16;
+    }
+    assert_eq!(umq_init(&mut *cfg), 0, "umq_init failed");
+}
+
+/// Posts all of `bufs`, retrying what `EAGAIN` refused after running `on_full` (which lets the
+/// peer return credit).
+fn post_all(h: u64, bufs: &[*mut umq_buf_t], mut on_full: impl FnMut()) {
+    let mut from = 0;
+    while from < bufs.len() {
+        let mut bad = ptr::null_mut();
+        let r = umq_post(h, chain(&bufs[from..]), UMQ_IO_TX, &mut bad);
+        if r == 0 {
+            return;
+        }
+        assert_eq!(r, -umq::abi::errno::UMQ_ERR_EAGAIN, "umq_post failed");
+        from += bufs[from..].iter().position(|&b| b == bad).unwrap();
+        on_full();
+    }
+}
+
+/// Receives whatever has arrived at `h` and posts the buffers straight back; returns how many
+/// carried data.
+fn recycle_rx(h: u64, scratch: &mut [*mut umq_buf_t]) -> usize {
+    let n = umq_poll(h, UMQ_IO_RX, scratch.as_mut_ptr(), scratch.len() as u32);
+    assert!(n >= 0);
+    let got = &scratch[..n as usize];
+    if got.is_empty() {
+        return 0;
+    }
+    let data = got
+        .iter()
+        .filter(|&&b| unsafe { (*b).total_data_size } > 0)
+        .count();
+    post(h, got, UMQ_IO_RX);
+    data
+}
+
+/// Streams `iters` messages a -> b (and b -> a too when `two_way`) with receivers that repost
+/// every buffer; returns messages per second and the standalone announcements per message.
+fn stream(args: &Args, flow_control: bool, two_way: bool) -> (f64, f64) {
+    init(flow_control, args.batch);
+    let (a, b) = pair(args.depth);
+    let batch = args.batch as usize;
+    for h in [a, b] {
+        for _ in 0..args.depth / batch as u32 {
+            post(
+                h,
+                &alloc(args.size.max(1), args.batch, UMQ_OPC_SEND),
+                UMQ_IO_RX,
+            );
+        }
+    }
+    let (ta, tb) = (
+        alloc(args.size, args.batch, UMQ_OPC_SEND),
+        alloc(args.size, args.batch, UMQ_OPC_SEND),
+    );
+    let mut scratch = vec![ptr::null_mut(); 64];
+    let mut done = vec![ptr::null_mut(); batch];
+    let rounds = (args.iters / batch as u64).max(1);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        post_all(a, &ta, || {
+            recycle_rx(b, &mut scratch);
+        });
+        poll_exact(a, UMQ_IO_TX, &mut done);
+        if two_way {
+            post_all(b, &tb, || {
+                recycle_rx(a, &mut scratch);
+            });
+            poll_exact(b, UMQ_IO_TX, &mut done);
+            while recycle_rx(a, &mut scratch) > 0 {}
+        }
+        while recycle_rx(b, &mut scratch) > 0 {}
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let sent = rounds * batch as u64 * if two_way { 2 } else { 1 };
+    let standalone = (ext_stats(a).standalone + ext_stats(b).standalone) as f64;
+    for h in [a, b] {
+        umq_unbind(h); // flushes the posted receive buffers back to us
+        loop {
+            let n = umq_poll(h, UMQ_IO_RX, scratch.as_mut_ptr(), 64);
+            if n <= 0 {
+                break;
+            }
+            scratch[..n as usize].iter().for_each(|&b| umq_buf_free(b));
+        }
+    }
+    umq_destroy(a);
+    umq_destroy(b);
+    umq_uninit();
+    (sent as f64 / secs, standalone / sent as f64)
+}
+
+fn ext_stats(h: u64) -> umq::abi::ext::umq_ext_flow_control_stats_t {
+    let mut s = umq::abi::ext::umq_ext_flow_control_stats_t::default();
+    let mut i = umq_user_ctl_in_t {
+        opcode: umq::abi::ext::UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS,
+        ..Default::default()
+    };
+    let mut o = umq_user_ctl_out_t {
+        addr: &mut s as *mut _ as u64,
+        len: size_of_val(&s) as u32,
+        reserved: 0,
+    };
+    assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0);
+    s
+}
+
+/// Flow control on vs off, alternating five times so drift hits both alike; best of each.
+fn flow_control_cost(args: &Args) {
+    let (mut off, mut on) = (0f64, 0f64);
+    for _ in 0..5 {
+        off = off.max(stream(args, false, false).0);
+        on = on.max(stream(args, true, false).0);
+    }
+    let (_, one_way) = stream(args, true, false);
+    let (_, two_way) = stream(args, true, true);
+    let per_interval = one_way * args.batch as f64;
+    if args.json {
+        println!(
+            "{{\"test\":\"fc\",\"provider\":\"loopback\",\"size\":{},\"batch\":{},\"off_msgs_per_s\":{off:.0},\"on_msgs_per_s\":{on:.0},\"ratio\":{:.3},\"standalone_per_msg_one_way\":{one_way:.4},\"standalone_per_notify_interval_one_way\":{per_interval:.3},\"standalone_per_msg_two_way\":{two_way:.4}}}",
+            args.size,
+            args.batch,
+            on / off
+        );
+    } else {
+        println!(
+            "flow control  off {off:>12.0} msg/s | on {on:>12.0} msg/s | on/off {:.3} | standalone per msg: one-way {one_way:.4} ({per_interval:.3} per notify interval of {}), two-way {two_way:.4}",
+            on / off,
+            args.batch
+        );
+    }
+}
+
 fn pct(s: &[f64], p: f64) -> f64 {
     s[((s.len() as f64 - 1.0) * p) as usize]
 }
@@ -196,15 +340,15 @@ fn main() {
         Ok(a) => a,
         Err(e) => {
             eprintln!(
-                "{e}\nusage: umq-perf [--test lat|bw|all] [--size BYTES] [--iters N] [--batch N] [--depth N] [--json]"
+                "{e}\nusage: umq-perf [--test lat|bw|fc|all] [--size BYTES] [--iters N] [--batch N] [--depth N] [--json]"
             );
             std::process::exit(if e.is_empty() { 0 } else { 2 });
         }
     };
-    let mut cfg: Box<umq_init_cfg_t> = Box::new(unsafe { std::mem::zeroed() });
-    cfg.buf_mode = UMQ_BUF_COMBINE;
-    cfg.feature = UMQ_FEATURE_API_PRO;
-    assert_eq!(umq_init(&mut *cfg), 0, "umq_init failed");
+    if args.test == "fc" {
+        return flow_control_cost(&args);
+    }
+    init(false, args.batch);
     let (a, b) = pair(args.depth);
     if !args.json {
         println!(
@@ -255,4 +399,7 @@ fn main() {
     umq_destroy(a);
     umq_destroy(b);
     umq_uninit();
+    if args.test == "all" {
+        flow_control_cost(&args);
+    }
 }

@@ -668,16 +668,15 @@ impl Queue {
                 format_args!("io_direction {dir} out of range"),
             ));
         }
-        let n = self.poll_inner(dir, out);
-        if self.flow_wants_progress() {
+        let (n, progress) = self.poll_locked(dir, out);
+        if progress {
             self.flow_progress();
         }
         Ok(n)
     }
 
     /// Whether flow control has an announcement due or WRs waiting for credit.
-    fn flow_wants_progress(&self) -> bool {
-        let mut w = lock(&self.wire);
+    fn flow_wants_progress(w: &mut Wire) -> bool {
         let waiting = w.undelivered() > 0;
         w.flow
             .as_mut()
@@ -692,6 +691,11 @@ impl Queue {
     }
 
     pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
+        self.poll_locked(dir, out).0
+    }
+
+    /// Takes completions and, under the same lock, says whether flow control wants to run.
+    fn poll_locked(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> (usize, bool) {
         let mut n = 0;
         let mut w = lock(&self.wire);
         if dir != UMQ_IO_RX {
@@ -713,7 +717,8 @@ impl Queue {
                 n += 1;
             }
         }
-        n
+        let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
+        (n, progress)
     }
 
     fn notify(&self, tx: bool, rx: bool) {
