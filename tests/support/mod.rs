@@ -91,7 +91,17 @@ pub fn ext_stats(h: u64) -> umq_ext_flow_control_stats_t {
 
 /// The spec's three identities for a quiescent pair.
 pub fn assert_identities(a: u64, b: u64) {
-    let (sa, sb) = (stats(a), stats(b));
+    // Each stats query lets its queue announce what is due, which can move the peer's counters:
+    // read until a pass changes nothing, so the snapshot is of a truly quiet pair.
+    let mut snap = (stats(a), stats(b));
+    for _ in 0..5 {
+        let again = (stats(a), stats(b));
+        if again == snap {
+            break;
+        }
+        snap = again;
+    }
+    let (sa, sb) = snap;
     for s in [&sa, &sb] {
         assert_eq!(
             s.remote_rx_window,
