@@ -685,9 +685,20 @@ impl Queue {
 
     /// Flow-control statistics, after reading the peer's area (so they are current).
     pub fn flow_control_stats(&self) -> umq_flowcontrol_stats_t {
-        self.flow_progress();
+        self.refresh_credit();
         let mut w = lock(&self.wire);
         w.flow.as_mut().map(|f| f.stats()).unwrap_or_default()
+    }
+
+    /// Reads the peer's area into our send-side view, and nothing else: a query must not
+    /// announce or send, or reading two queues' stats would move what it reads.
+    pub(crate) fn refresh_credit(&self) {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(peer) = guard.as_ref()
+            && let Some(f) = lock(&self.wire).flow.as_mut()
+        {
+            f.refresh(&peer.area);
+        }
     }
 
     pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {

@@ -59,49 +59,33 @@ pub fn bind_pair(a: u64, b: u64) {
     assert_eq!(umq_bind(b, ia.as_mut_ptr(), la), 0);
 }
 
-pub fn stats(h: u64) -> umq_flowcontrol_stats_t {
-    let mut s = umq_flowcontrol_stats_t::default();
+/// Runs a `umq_user_ctl` query whose result is a `T` at `out->addr`.
+fn query<T: Default>(h: u64, opcode: u32) -> T {
+    let mut s = T::default();
     let mut i = umq_user_ctl_in_t {
-        opcode: UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY,
+        opcode,
         ..Default::default()
     };
     let mut o = umq_user_ctl_out_t {
-        addr: &mut s as *mut _ as u64,
-        len: size_of_val(&s) as u32,
+        addr: &mut s as *mut T as u64,
+        len: size_of::<T>() as u32,
         reserved: 0,
     };
     assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0);
     s
 }
 
+pub fn stats(h: u64) -> umq_flowcontrol_stats_t {
+    query(h, UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY)
+}
+
 pub fn ext_stats(h: u64) -> umq_ext_flow_control_stats_t {
-    let mut s = umq_ext_flow_control_stats_t::default();
-    let mut i = umq_user_ctl_in_t {
-        opcode: UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS,
-        ..Default::default()
-    };
-    let mut o = umq_user_ctl_out_t {
-        addr: &mut s as *mut _ as u64,
-        len: size_of_val(&s) as u32,
-        reserved: 0,
-    };
-    assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0);
-    s
+    query(h, UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS)
 }
 
 /// The spec's three identities for a quiescent pair.
 pub fn assert_identities(a: u64, b: u64) {
-    // Each stats query lets its queue announce what is due, which can move the peer's counters:
-    // read until a pass changes nothing, so the snapshot is of a truly quiet pair.
-    let mut snap = (stats(a), stats(b));
-    for _ in 0..5 {
-        let again = (stats(a), stats(b));
-        if again == snap {
-            break;
-        }
-        snap = again;
-    }
-    let (sa, sb) = snap;
+    let (sa, sb) = (stats(a), stats(b));
     for s in [&sa, &sb] {
         assert_eq!(
             s.remote_rx_window,
