@@ -432,24 +432,22 @@ impl Queue {
     /// allows (re-reading the peer's area first if it looks short), and a piggybacked
     /// announcement on the first plain SEND among them.
     fn admit(&self, f: &mut FlowState, peer_area: &Area, batch: &TxBatch) -> Admission {
-        let needs = |i: usize| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode });
-        let need = (0..batch.n).filter(|&i| needs(i)).count() as u64;
+        let needs_credit = credit_mask(batch);
+        let need = needs_credit.count_ones() as u64;
         if f.window() < need {
             f.refresh(peer_area);
         }
-        let got = f.take_credit(need) as usize;
-        // WRs before the first one without credit.
-        let mut credit_limit = batch.n;
-        let mut seen = 0;
-        for i in 0..batch.n {
-            if needs(i) {
-                if seen == got {
-                    credit_limit = i;
-                    break;
-                }
-                seen += 1;
-            }
+        let got = f.take_credit(need) as u32;
+        // WRs before the first credit-needing one left without credit.
+        let mut uncredited = needs_credit;
+        for _ in 0..got {
+            uncredited &= uncredited - 1;
         }
+        let credit_limit = if uncredited == 0 {
+            batch.n
+        } else {
+            uncredited.trailing_zeros() as usize
+        };
         let limit = if self.queued_mode.load(Ordering::Relaxed) {
             batch.n
         } else {
@@ -474,6 +472,7 @@ impl Queue {
         Admission {
             limit,
             credit_limit,
+            needs_credit,
             piggyback,
         }
     }
@@ -914,6 +913,26 @@ fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
     Ok(b)
 }
 
+/// Which WRs of a batch (at most 64) need a flow-control credit, as a bit mask.
+fn credit_mask(batch: &TxBatch) -> u64 {
+    (0..batch.n)
+        .filter(|&i| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode }))
+        .fold(0, |m, i| m | 1 << i)
+}
+
+/// Set bits of `mask` in positions `from..to`.
+fn count_between(mask: u64, from: usize, to: usize) -> u64 {
+    if from >= to {
+        return 0;
+    }
+    let width = if to - from == 64 {
+        u64::MAX
+    } else {
+        (1u64 << (to - from)) - 1
+    };
+    ((mask >> from) & width).count_ones() as u64
+}
+
 struct Piggyback {
     index: usize,
     count: u64,
@@ -926,6 +945,8 @@ struct Admission {
     limit: usize,
     /// WRs before the first credit-needing WR that got no credit.
     credit_limit: usize,
+    /// Bit i: WR i needs a credit (SEND, SEND_IMM, WRITE_IMM).
+    needs_credit: u64,
     piggyback: Option<Piggyback>,
 }
 
@@ -934,6 +955,7 @@ impl Admission {
         Admission {
             limit: n,
             credit_limit: n,
+            needs_credit: 0,
             piggyback: None,
         }
     }
@@ -942,13 +964,10 @@ impl Admission {
     /// piggyback on a refused WR (its buffer untouched again) or publishes it, clears bit 0 of
     /// accepted user immediates, and returns how many accepted WRs hold credit.
     fn settle(self, f: &mut FlowState, batch: &TxBatch, accepted: usize, mine: &Area) -> usize {
-        let needs = |i: usize| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode });
         let credited_end = accepted.min(self.credit_limit);
-        let refunded = (credited_end..self.credit_limit)
-            .filter(|&i| needs(i))
-            .count();
+        let refunded = count_between(self.needs_credit, credited_end, self.credit_limit);
         if refunded > 0 {
-            f.return_credit(refunded as u64);
+            f.return_credit(refunded);
         }
         let carrier = self.piggyback.as_ref().map(|p| p.index);
         match self.piggyback {
@@ -967,6 +986,6 @@ impl Admission {
                 pro.imm_data = crate::flow::user_imm(pro.imm_data);
             }
         }
-        (0..credited_end).filter(|&i| needs(i)).count()
+        count_between(self.needs_credit, 0, credited_end) as usize
     }
 }
