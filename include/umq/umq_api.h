@@ -152,7 +152,8 @@ void umq_dfx_cmd_process(umq_dfx_cmd_t *cmd,
 int umq_buf_split(umq_buf_t *head, umq_buf_t *node);
 
 /**
- * An fd that is readable while async events (queue errors, ...) are pending.
+ * An fd that is readable while async events (queue errors, ...) are pending; `UMQ_INVALID_FD`
+ * with errno set on error.
  */
 int umq_async_event_fd_get(umq_trans_info_t *trans_info);
 

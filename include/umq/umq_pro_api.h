@@ -35,9 +35,10 @@ int umq_poll(uint64_t umqh,
 
 /**
  * The fd of the TX or RX completion channel (`option->direction`) of an interrupt-mode queue,
- * for poll/epoll; `UMQ_INVALID_FD` on error. The fd belongs to the queue: do not close it.
+ * for poll/epoll; `UMQ_INVALID_FD` with errno set on error. The fd belongs to the queue: do not close it.
  */
-int umq_interrupt_fd_get(uint64_t umqh, umq_interrupt_option_t *option);
+int umq_interrupt_fd_get(uint64_t umqh,
+                         umq_interrupt_option_t *option);
 
 /**
  * Consumes the channel's pending events without blocking; returns how many (0 if none) or a

@@ -2,7 +2,7 @@
 //! stay owned by the caller, and failures return a negated `UMQ_ERR_*` (or NULL / 0 with `errno`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::{checked, code, ffi_guard, need, need_mut, or_errno, set_bad};
+use super::{checked, code, fd_or_errno, ffi_guard, need, need_mut, or_errno, set_bad};
 use crate::abi::errno::*;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
@@ -313,14 +313,15 @@ pub extern "C" fn umq_buf_split(head: *mut umq_buf_t, node: *mut umq_buf_t) -> c
     })
 }
 
-/// An fd that is readable while async events (queue errors, ...) are pending.
+/// An fd that is readable while async events (queue errors, ...) are pending; `UMQ_INVALID_FD`
+/// with errno set on error.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_async_event_fd_get(trans_info: *mut umq_trans_info_t) -> c_int {
     ffi_guard!("umq_async_event_fd_get", {
         let r: UmqResult<i32> = need("umq_async_event_fd_get", "trans_info", trans_info)
             .and_then(|_| crate::runtime::require("umq_async_event_fd_get"))
             .map(|rt| rt.events.fd());
-        r.unwrap_or(UMQ_INVALID_FD)
+        fd_or_errno(r)
     })
 }
 

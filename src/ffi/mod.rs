@@ -100,6 +100,14 @@ pub fn or_errno<T: Failure>(r: UmqResult<T>) -> T {
     })
 }
 
+/// For functions that return a file descriptor: `UMQ_INVALID_FD` with errno set on failure.
+pub fn fd_or_errno(r: UmqResult<i32>) -> i32 {
+    r.unwrap_or_else(|e| {
+        crate::error::set_errno(e);
+        crate::abi::errno::UMQ_INVALID_FD
+    })
+}
+
 /// Stores into an optional `bad_qbuf` out-parameter.
 pub fn set_bad(bad: *mut *mut crate::abi::types::umq_buf_t, v: *mut crate::abi::types::umq_buf_t) {
     if let Some(slot) = checked_mut(bad) {

@@ -1,7 +1,7 @@
 //! Exports of `umq_pro_api.h`: posting work requests and polling their completions.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::{checked, ffi_guard, set_bad};
+use super::{checked, fd_or_errno, ffi_guard, set_bad};
 use crate::abi::errno::*;
 use crate::abi::types::*;
 use crate::error::einval;
@@ -91,14 +91,13 @@ pub extern "C" fn umq_poll(
 }
 
 /// The fd of the TX or RX completion channel (`option->direction`) of an interrupt-mode queue,
-/// for poll/epoll; `UMQ_INVALID_FD` on error. The fd belongs to the queue: do not close it.
+/// for poll/epoll; `UMQ_INVALID_FD` with errno set on error. The fd belongs to the queue: do not close it.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_interrupt_fd_get(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
     ffi_guard!("umq_interrupt_fd_get", {
-        with_queue("umq_interrupt_fd_get", umqh, |q| {
+        fd_or_errno(with_queue("umq_interrupt_fd_get", umqh, |q| {
             q.interrupt_fd(checked(option))
-        })
-        .unwrap_or(UMQ_INVALID_FD)
+        }))
     })
 }
 

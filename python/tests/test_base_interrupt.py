@@ -1,0 +1,121 @@
+"""Base API (enqueue / dequeue / notify), interrupt mode, async events and logging."""
+
+import ctypes as C
+import select
+
+import pytest
+
+import umq
+
+RX, TX = umq.UMQ_IO_RX, umq.UMQ_IO_TX
+
+
+def dequeue_all(q, want, spins=100_000):
+    got = []
+    for _ in range(spins):
+        if len(got) == want:
+            break
+        m = q.dequeue()
+        if m is not None:
+            got.append(m)
+    return got
+
+
+@pytest.fixture
+def base():
+    with umq.Umq(pro=False) as c:
+        yield c
+
+
+def test_base_api_roundtrip_in_order(base):
+    a, b = base.pair(depth=32)
+    msgs = [f"msg-{i}".encode() * (i % 5 + 1) for i in range(200)]
+    got = []
+    for i, m in enumerate(msgs):
+        a.enqueue(m)
+        if i % 10 == 9:
+            got += dequeue_all(b, 10)
+            a.notify()
+    assert got == msgs
+    assert b.dequeue() is None
+
+
+def test_base_api_large_message_is_reassembled(base):
+    a, b = base.pair(depth=16)
+    big = bytes(range(256)) * 150  # 38400 bytes: fragmented across receive buffers
+    a.enqueue(big)
+    assert dequeue_all(b, 1) == [big]
+
+
+def test_enqueue_bad_input(base):
+    a, _ = base.pair(depth=8)
+    lib = umq.lib()
+    bad = umq.core.BUF()
+    assert lib.umq_enqueue(a.handle, None, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+    C.set_errno(0)
+    assert not lib.umq_dequeue(0xBAD)
+    with umq.Buffers.for_payloads(base, [b"k"], a.handle) as bufs:
+        assert lib.umq_enqueue(0xBAD, bufs.chain(), C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+        assert bufs.read(0) == b"k"
+
+
+def test_interrupt_wait_timeout_then_event(ctx):
+    a, b = ctx.pair(depth=16, mode=umq.UMQ_MODE_INTERRUPT)
+    fd = b.interrupt_fd(RX)
+    assert fd >= 0
+    b.post_recv(4)
+    b.rearm(RX)
+    assert b.wait(0, RX) == 0  # nothing yet: immediate timeout
+    assert select.select([fd], [], [], 0)[0] == []
+    a.send([b"wake"])
+    assert select.select([fd], [], [], 5)[0] == [fd]  # the fd is pollable
+    n = b.wait(1000, RX)
+    assert n >= 1
+    b.ack(n, RX)
+    assert [c.data for c in b.poll(RX)] == [b"wake"]
+
+
+def test_interrupt_options_need_a_direction(ctx):
+    a, _ = ctx.pair(depth=8, mode=umq.UMQ_MODE_INTERRUPT)
+    lib = umq.lib()
+    no_dir = umq.types.umq_interrupt_option_t(flag=0, direction=RX)
+    C.set_errno(0)
+    assert lib.umq_interrupt_fd_get(a.handle, C.byref(no_dir)) == umq.UMQ_INVALID_FD
+    assert C.get_errno() == umq.UMQ_ERR_EINVAL
+    assert lib.umq_rearm_interrupt(a.handle, False, C.byref(no_dir)) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_wait_interrupt(a.handle, 0, C.byref(no_dir)) < 0
+    assert lib.umq_interrupt_fd_get(a.handle, None) == umq.UMQ_INVALID_FD
+
+
+def test_interrupt_calls_on_a_polling_queue_fail(pair):
+    a, _ = pair
+    with pytest.raises(umq.UmqError) as e:
+        a.interrupt_fd(RX)
+    assert e.value.code == -umq.UMQ_ERR_EINVAL
+
+
+def test_async_event_fd_and_empty_queue(ctx):
+    lib = umq.lib()
+    ti = ctx.cfg.trans_info[0]
+    fd = lib.umq_async_event_fd_get(C.byref(ti))
+    assert fd >= 0
+    assert select.select([fd], [], [], 0)[0] == []
+    ev = umq.types.umq_async_event_t()
+    assert lib.umq_get_async_event(C.byref(ti), C.byref(ev)) < 0  # nothing pending
+    assert lib.umq_async_event_fd_get(None) < 0
+
+
+def test_log_config_roundtrip_and_callback(ctx):
+    lib = umq.lib()
+    lines = []
+    cb = umq.types.umq_log_func_t(lambda level, msg: lines.append((level, msg)))
+    cfg = umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC | umq.UMQ_LOG_FLAG_LEVEL, func=cb,
+                                     level=umq.UMQ_LOG_LEVEL_INFO)
+    assert lib.umq_log_config_set(C.byref(cfg)) == 0
+    assert ctx.log_config().level == umq.UMQ_LOG_LEVEL_INFO
+    lib.umq_destroy(0xBAD)  # logs an error
+    assert any(level == umq.UMQ_LOG_LEVEL_ERR and b"stale" in msg for level, msg in lines), lines
+    bad = umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_LEVEL, level=umq.UMQ_LOG_LEVEL_MAX)
+    assert lib.umq_log_config_set(C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_log_config_set(None) == -umq.UMQ_ERR_EINVAL
+    lib.umq_log_config_set(C.byref(umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC)))

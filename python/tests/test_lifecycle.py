@@ -1,0 +1,102 @@
+"""init / uninit, create, bind info, bind, unbind, destroy, state; stale and forged handles."""
+
+import ctypes as C
+
+import pytest
+
+import umq
+
+FORGED = 0x1234_5678_9ABC_DEF0
+
+
+def test_second_init_is_eexist_and_reinit_after_uninit_works():
+    lib = umq.lib()
+    with umq.Umq() as ctx:
+        assert lib.umq_init(C.byref(ctx.cfg)) == -umq.UMQ_ERR_EEXIST
+    with umq.Umq() as ctx:  # a fresh runtime after uninit
+        a, b = ctx.pair()
+        assert a.state == umq.QUEUE_STATE_READY
+
+
+def test_init_rejects_unknown_features_and_null():
+    lib = umq.lib()
+    assert lib.umq_init(None) == -umq.UMQ_ERR_EINVAL
+    with pytest.raises(umq.UmqError) as e:
+        with umq.Umq(extra_features=1 << 30):
+            pass
+    assert (e.value.code, e.value.name) == (-umq.UMQ_ERR_EINVAL, "UMQ_ERR_EINVAL")
+
+
+def test_state_idle_then_ready_then_unbound(ctx):
+    a, b = ctx.queue("a"), ctx.queue("b")
+    assert (a.state, b.state) == (umq.QUEUE_STATE_IDLE, umq.QUEUE_STATE_IDLE)
+    a.bind(b.bind_info())
+    b.bind(a.bind_info())
+    assert (a.state, b.state) == (umq.QUEUE_STATE_READY, umq.QUEUE_STATE_READY)
+    a.unbind()
+    assert a.state == umq.QUEUE_STATE_IDLE
+
+
+def test_bind_info_is_validated(ctx):
+    a, b = ctx.queue("a"), ctx.queue("b")
+    info = b.bind_info()
+    for bad in (b"garbage" * 8, info[:20], b""):
+        with pytest.raises(umq.UmqError) as e:
+            a.bind(bad)
+        assert e.value.code == -umq.UMQ_ERR_EINVAL
+    flipped = bytearray(info)
+    flipped[20] ^= 0x40  # inside the checksummed part
+    with pytest.raises(umq.UmqError):
+        a.bind(bytes(flipped))
+    assert a.state == umq.QUEUE_STATE_IDLE
+    a.bind(info)  # the genuine one still works
+    with pytest.raises(umq.UmqError) as e:
+        a.bind(info)
+    assert e.value.code == -umq.UMQ_ERR_EEXIST
+
+
+def test_stale_and_forged_handles_are_einval(ctx):
+    lib = umq.lib()
+    q = ctx.queue("gone")
+    stale = q.handle
+    q.destroy()
+    for h in (stale, FORGED, 0):
+        assert lib.umq_destroy(h) == -umq.UMQ_ERR_EINVAL
+        assert lib.umq_unbind(h) == -umq.UMQ_ERR_EINVAL
+        C.set_errno(0)
+        assert lib.umq_state_get(h) == umq.QUEUE_STATE_MAX
+        assert C.get_errno() == umq.UMQ_ERR_EINVAL
+        C.set_errno(0)
+        assert lib.umq_bind_info_get(h, (C.c_uint8 * 512)(), 512) == 0
+        assert C.get_errno() == umq.UMQ_ERR_EINVAL
+
+
+def test_create_rejects_bad_options(ctx):
+    lib = umq.lib()
+    C.set_errno(0)
+    assert lib.umq_create(None) == 0
+    assert C.get_errno() == umq.UMQ_ERR_EINVAL
+    with pytest.raises(umq.UmqError) as e:
+        ctx.queue("q", mode=umq.UMQ_MODE_MAX)
+    assert e.value.code == -umq.UMQ_ERR_EINVAL
+
+
+def test_bind_info_size_too_small(ctx):
+    lib = umq.lib()
+    q = ctx.queue("q")
+    C.set_errno(0)
+    assert lib.umq_bind_info_get(q.handle, (C.c_uint8 * 8)(), 8) == 0
+    assert C.get_errno() != 0
+
+
+def test_ipc_mode_and_ub_mode_queues_bind(ctx):
+    for mode in (umq.UMQ_TRANS_MODE_IPC, umq.UMQ_TRANS_MODE_UB, umq.UMQ_TRANS_MODE_IB):
+        a = ctx.queue("a", trans_mode=mode)
+        b = ctx.queue("b", trans_mode=mode)
+        a.bind(b.bind_info())
+        b.bind(a.bind_info())
+        b.post_recv(1)
+        assert a.send([b"x"]) == 1
+        assert [c.data for c in b.poll_until(1, umq.UMQ_IO_RX)] == [b"x"]
+        a.destroy()
+        b.destroy()

@@ -1,0 +1,165 @@
+"""The pro API on a bound pair: every opcode, ordering, immediates, user_ctx, error statuses and
+the error codes of bad input (which must leave the caller's buffers the caller's)."""
+
+import ctypes as C
+
+import pytest
+
+import umq
+from umq.core import BUF
+
+RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
+
+
+def test_sends_arrive_in_order_with_their_bytes(pair):
+    a, b = pair
+    payloads = [i.to_bytes(4, "little") * (1 + i % 7) for i in range(300)]
+    got, sent = [], 0
+    b.post_recv(64)
+    while len(got) < len(payloads):
+        sent += a.send(payloads[sent : sent + 17])
+        rx = b.poll(RX)
+        got += [c.data for c in rx]
+        b.post_recv(len(rx))
+        a.poll(TX)
+    assert got == payloads
+    assert all(c.status == umq.UMQ_BUF_SUCCESS for c in a.poll(TX) + b.poll(RX))
+
+
+def test_send_imm_carries_imm_and_user_ctx(pair):
+    a, b = pair
+    b.post_recv(2)
+    assert a.send([b"one", b"two"], opcode=umq.UMQ_OPC_SEND_IMM, imm=[0xFFFF_FFFF_FFFF_FFFE, 6], user_ctx=[11, 12]) == 2
+    rx = b.poll_until(2, RX)
+    assert [(c.opcode, c.imm, c.data) for c in rx] == [
+        (umq.UMQ_OPC_SEND_IMM, 0xFFFF_FFFF_FFFF_FFFE, b"one"),
+        (umq.UMQ_OPC_SEND_IMM, 6, b"two"),
+    ]
+    tx = a.poll_until(2, TX)
+    assert [(c.direction, c.status, c.user_ctx) for c in tx] == [(TX, 0, 11), (TX, 0, 12)]
+
+
+def test_write_lands_in_the_exposed_buffer(ctx, pair):
+    a, b = pair
+    with ctx.alloc(256, 1, umqh=b.handle) as target:
+        target.write(0, bytes(256))
+        remote = b.expose(target)
+        assert a.write(b"remote bytes", remote, user_ctx=5) == 1
+        (c,) = a.poll_until(1, TX)
+        assert (c.status, c.opcode, c.user_ctx) == (umq.UMQ_BUF_SUCCESS, umq.UMQ_OPC_WRITE, 5)
+        assert C.string_at(remote.addr, 12) == b"remote bytes"
+        assert b.poll(RX) == []  # a plain WRITE is silent at the target
+
+
+def test_write_imm_consumes_a_receive_and_carries_imm(ctx, pair):
+    a, b = pair
+    with ctx.alloc(64, 1, umqh=b.handle) as target:
+        remote = b.expose(target)
+        b.post_recv(1)
+        assert a.write(b"wimm", remote, imm=0x42) == 1
+        (rx,) = b.poll_until(1, RX)
+        assert (rx.opcode, rx.imm, rx.status) == (umq.UMQ_OPC_WRITE_IMM, 0x42, umq.UMQ_BUF_SUCCESS)
+        assert C.string_at(remote.addr, 4) == b"wimm"
+
+
+def test_read_fetches_the_peer_bytes(ctx, pair):
+    a, b = pair
+    with ctx.alloc(64, 1, umqh=b.handle) as source:
+        source.write(0, b"read me please!!")
+        assert a.read(16, b.expose(source), user_ctx=9) == 1
+        (c,) = a.poll_until(1, TX)
+        assert (c.status, c.opcode, c.user_ctx, c.data) == (0, umq.UMQ_OPC_READ, 9, b"read me please!!")
+
+
+def test_write_with_a_wrong_token_fails_remotely(ctx, pair):
+    a, b = pair
+    with ctx.alloc(64, 1, umqh=b.handle) as target:
+        target.write(0, b"\0" * 8)
+        good = b.expose(target)
+        bad = umq.RemoteBuffer(good.addr, good.length, good.token_id, good.token_value ^ 1)
+        assert a.write(b"intruder", bad) == 1
+        (c,) = a.poll_until(1, TX)
+        assert c.status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+        assert C.string_at(good.addr, 8) == b"\0" * 8
+
+
+def test_nop_completes(pair):
+    a, _ = pair
+    assert a.send([b""], opcode=umq.UMQ_OPC_NOP, user_ctx=77) == 1
+    (c,) = a.poll_until(1, TX)
+    assert (c.opcode, c.status, c.user_ctx) == (umq.UMQ_OPC_NOP, 0, 77)
+
+
+def test_receive_buffer_too_small_is_loc_len_err(pair):
+    a, b = pair
+    b.post_recv(1, size=8)  # the pool rounds it up to its smallest block
+    too_big = b"x" * (64 * 1024)
+    assert a.send([too_big]) == 1
+    (rx,) = b.poll_until(1, RX)
+    assert rx.status == umq.UMQ_BUF_LOC_LEN_ERR
+
+
+def test_send_waits_for_a_receive_buffer_like_rnr_retry(pair):
+    a, b = pair
+    assert a.send([b"early"]) == 1
+    assert b.poll(RX) == []
+    b.post_recv(1)
+    assert [c.data for c in b.poll_until(1, RX)] == [b"early"]
+
+
+def test_poll_directions_are_separate(pair):
+    a, b = pair
+    a.post_recv(1)
+    b.post_recv(1)
+    a.send([b"to-b"])
+    b.send([b"to-a"])
+    assert [c.direction for c in a.poll_until(1, TX)] == [TX]
+    got = a.poll_until(1, RX)
+    assert [(c.direction, c.data) for c in got] == [(RX, b"to-a")]
+    both = b.poll_until(2, ALL)
+    assert sorted(c.direction for c in both) == [TX, RX]
+
+
+def test_oversize_batch_is_einval_and_buffers_stay_ours(ctx, pair):
+    a, _ = pair
+    lib = umq.lib()
+    with umq.Buffers.for_payloads(ctx, [b"p"] * (umq.UMQ_BATCH_SIZE + 1), a.handle) as bufs:
+        with pytest.raises(umq.UmqError) as e:
+            a.post(bufs)
+        assert e.value.code == -umq.UMQ_ERR_EINVAL
+        assert len(bufs) == umq.UMQ_BATCH_SIZE + 1  # nothing was handed over
+        assert all(lib.umq_buf_reset(umq.core._ptr(m[0])) == 0 for m in bufs.messages)
+        assert all(bufs.read(i) == b"p" for i in range(len(bufs)))
+
+
+def test_bad_input_error_codes(ctx, pair):
+    a, _ = pair
+    lib = umq.lib()
+    bad = BUF()
+    assert lib.umq_post(a.handle, None, TX, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+    out = (BUF * 4)()
+    assert lib.umq_poll(a.handle, 7, out, 4) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_poll(a.handle, RX, None, 4) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_poll(0xBAD, RX, out, 4) == -umq.UMQ_ERR_EINVAL
+    with umq.Buffers.for_payloads(ctx, [b"z"], a.handle) as bufs:
+        assert lib.umq_post(0xBAD, bufs.chain(), TX, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+        assert lib.umq_post(a.handle, bufs.chain(), umq.UMQ_IO_ALL, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+        bufs.pro(0).opcode = 3  # not an opcode
+        with pytest.raises(umq.UmqError) as e:
+            a.post(bufs)
+        assert (e.value.code, e.value.bad_index) == (-umq.UMQ_ERR_EINVAL, 0)
+        assert bufs.read(0) == b"z"
+
+
+def test_user_ctl_rejects_wrong_length_null_and_unknown_opcode(pair):
+    a, _ = pair
+    lib = umq.lib()
+    s = umq.types.umq_flowcontrol_stats_t()
+    cin = umq.types.umq_user_ctl_in_t(opcode=umq.UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY)
+    short = umq.types.umq_user_ctl_out_t(addr=C.addressof(s), len=C.sizeof(s) - 8)
+    assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(short)) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_user_ctl(a.handle, None, C.byref(short)) == -umq.UMQ_ERR_EINVAL
+    unknown = umq.types.umq_user_ctl_in_t(opcode=0x7777)
+    right = umq.types.umq_user_ctl_out_t(addr=C.addressof(s), len=C.sizeof(s))
+    assert lib.umq_user_ctl(a.handle, C.byref(unknown), C.byref(right)) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(right)) == 0

@@ -1,0 +1,289 @@
+"""UMQ constants and enumerations, equal to the C headers (checked by tests/test_abi.py against
+the ABI table). Every name is also available at module level, spelled as in C."""
+# Generated once from tests/data/constants.tsv; kept by hand since (the test catches drift).
+
+from enum import IntEnum
+
+UMQ_LOG_FLAG_FUNC = 1
+UMQ_LOG_FLAG_LEVEL = 2
+UMQ_LOG_FLAG_RATE_LIMITED = 4
+UMQ_EID_SIZE = 16
+UMQ_IPV4_SIZE = 16
+UMQ_IPV6_SIZE = 46
+UMQ_DEV_NAME_SIZE = 64
+UMQ_BATCH_SIZE = 64
+UMQ_MAX_BUF_REQUEST_SIZE = 10485760
+UMQ_INTERRUPT_FLAG_IO_DIRECTION = 1
+MAX_UMQ_TRANS_INFO_NUM = 128
+UMQ_FEATURE_API_BASE = 0
+UMQ_FEATURE_API_PRO = 1
+UMQ_FEATURE_ENABLE_TOKEN_POLICY = 2
+UMQ_FEATURE_ENABLE_STATS = 4
+UMQ_FEATURE_ENABLE_PERF = 8
+UMQ_FEATURE_ENABLE_FLOW_CONTROL = 16
+UMQ_NAME_MAX_LEN = 32
+UMQ_CREATE_FLAG_RX_BUF_SIZE = 1
+UMQ_CREATE_FLAG_TX_BUF_SIZE = 2
+UMQ_CREATE_FLAG_RX_DEPTH = 4
+UMQ_CREATE_FLAG_TX_DEPTH = 8
+UMQ_CREATE_FLAG_QUEUE_MODE = 16
+UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE = 1
+UMQ_PERF_QUANTILE_MAX_NUM = 8
+UMQ_MAX_ROUTES = 16
+UMQ_SUCCESS = 0
+UMQ_FAIL = -1
+UMQ_INVALID_HANDLE = 0
+UMQ_INVALID_FD = -1
+UMQ_ERR_EPERM = 1
+UMQ_ERR_EAGAIN = 11
+UMQ_ERR_ENOMEM = 12
+UMQ_ERR_EBUSY = 16
+UMQ_ERR_EEXIST = 17
+UMQ_ERR_EINVAL = 22
+UMQ_ERR_ENODEV = 19
+
+
+class LogLevel(IntEnum):
+    """`umq_log_level_t`."""
+
+    UMQ_LOG_LEVEL_EMERG = 0
+    UMQ_LOG_LEVEL_ALERT = 1
+    UMQ_LOG_LEVEL_CRIT = 2
+    UMQ_LOG_LEVEL_ERR = 3
+    UMQ_LOG_LEVEL_WARN = 4
+    UMQ_LOG_LEVEL_NOTICE = 5
+    UMQ_LOG_LEVEL_INFO = 6
+    UMQ_LOG_LEVEL_DEBUG = 7
+    UMQ_LOG_LEVEL_MAX = 8
+
+
+class BufMode(IntEnum):
+    """`umq_buf_mode_t`."""
+
+    UMQ_BUF_SPLIT = 0
+    UMQ_BUF_COMBINE = 1
+
+
+class IoDirection(IntEnum):
+    """`umq_io_direction_t`."""
+
+    UMQ_IO_ALL = 0
+    UMQ_IO_TX = 1
+    UMQ_IO_RX = 2
+    UMQ_IO_MAX = 3
+
+
+class QueueMode(IntEnum):
+    """`umq_queue_mode_t`."""
+
+    UMQ_MODE_POLLING = 0
+    UMQ_MODE_INTERRUPT = 1
+    UMQ_MODE_MAX = 2
+
+
+class TransMode(IntEnum):
+    """`umq_trans_mode_t`."""
+
+    UMQ_TRANS_MODE_UB = 0
+    UMQ_TRANS_MODE_IB = 1
+    UMQ_TRANS_MODE_UCP = 2
+    UMQ_TRANS_MODE_IPC = 3
+    UMQ_TRANS_MODE_UBMM = 4
+    UMQ_TRANS_MODE_UB_PLUS = 5
+    UMQ_TRANS_MODE_IB_PLUS = 6
+    UMQ_TRANS_MODE_UBMM_PLUS = 7
+    UMQ_TRANS_MODE_MAX = 8
+
+
+class DevAssignMode(IntEnum):
+    """`umq_dev_assign_mode_t`."""
+
+    UMQ_DEV_ASSIGN_MODE_IPV4 = 0
+    UMQ_DEV_ASSIGN_MODE_IPV6 = 1
+    UMQ_DEV_ASSIGN_MODE_EID = 2
+    UMQ_DEV_ASSIGN_MODE_DEV = 3
+    UMQ_DEV_ASSIGN_MODE_MAX = 4
+
+
+class BufBlockSize(IntEnum):
+    """`umq_buf_block_size_t`."""
+
+    BLOCK_SIZE_8K = 0
+    BLOCK_SIZE_16K = 1
+    BLOCK_SIZE_32K = 2
+    BLOCK_SIZE_64K = 3
+    BLOCK_SIZE_MAX = 4
+
+
+class State(IntEnum):
+    """`umq_state_t`."""
+
+    QUEUE_STATE_IDLE = 0
+    QUEUE_STATE_READY = 1
+    QUEUE_STATE_ERR = 2
+    QUEUE_STATE_MAX = 3
+
+
+class DfxModule(IntEnum):
+    """`umq_dfx_module_id_t`."""
+
+    UMQ_DFX_MODULE_PERF = 0
+    UMQ_DFX_MODULE_STATS = 1
+    UMQ_DFX_MODULE_MAX = 2
+
+
+class PerfCmd(IntEnum):
+    """`umq_perf_cmd_id_t`."""
+
+    UMQ_PERF_CMD_START = 0
+    UMQ_PERF_CMD_STOP = 1
+    UMQ_PERF_CMD_CLEAR = 2
+    UMQ_PERF_CMD_GET_RESULT = 3
+    UMQ_PERF_CMD_MAX = 4
+
+
+class StatsCmd(IntEnum):
+    """`umq_stats_cmd_id_t`."""
+
+    UMQ_STATS_CMD_START = 0
+    UMQ_STATS_CMD_STOP = 1
+    UMQ_STATS_CMD_CLEAR = 2
+    UMQ_STATS_CMD_GET_RESULT = 3
+    UMQ_STATS_CMD_MAX = 4
+
+
+class StatsType(IntEnum):
+    """`umq_stats_type_t`."""
+
+    UMQ_STATS_TYPE_SEND = 0
+    UMQ_STATS_TYPE_RECEIVE = 1
+    UMQ_STATS_TYPE_READ = 2
+    UMQ_STATS_TYPE_MAX = 3
+
+
+class ErrStatsType(IntEnum):
+    """`umq_err_stats_type_t`."""
+
+    UMQ_ERR_STATS_TYPE_POST_PARM_INVALID = 0
+    UMQ_ERR_STATS_TYPE_POST_SEND = 1
+    UMQ_ERR_STATS_TYPE_POST_RECV = 2
+    UMQ_ERR_STATS_TYPE_POST_IO_DIRECTION_INVALID = 3
+    UMQ_ERR_STATS_TYPE_POST_DATA_SIZE_INVALID = 4
+    UMQ_ERR_STATS_TYPE_POST_SGE_NUM_INVALID = 5
+    UMQ_ERR_STATS_TYPE_POST_WR_COUNT_INVALID = 6
+    UMQ_ERR_STATS_TYPE_POST_BIG_DATA = 7
+    UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID = 8
+    UMQ_ERR_STATS_TYPE_POLL_TX = 9
+    UMQ_ERR_STATS_TYPE_POLL_RX = 10
+    UMQ_ERR_STATS_TYPE_POLL_IO_DIRECTION_INVALID = 11
+    UMQ_ERR_STATS_TYPE_READ = 12
+    UMQ_ERR_STATS_TYPE_READ_BIND_CTX_INVALID = 13
+    UMQ_ERR_STATS_TYPE_READ_TSEG_INVALID = 14
+    UMQ_ERR_STATS_TYPE_ENQUEUE_PARM_INVALID = 15
+    UMQ_ERR_STATS_TYPE_ENQUEUE_DATA_NUM_INVALID = 16
+    UMQ_ERR_STATS_TYPE_ENQUEUE_POST_TX_BATCH = 17
+    UMQ_ERR_STATS_TYPE_ENQUEUE_SGE_NUM_INVALID = 18
+    UMQ_ERR_STATS_TYPE_DEQUEUE_PARM_INVALID = 19
+    UMQ_ERR_STATS_TYPE_DEQUEUE_BIND_CTX_INVALID = 20
+    UMQ_ERR_STATS_TYPE_DEQUEUE_SHM_QBUF = 21
+    UMQ_ERR_STATS_TYPE_QBUF_ALLOC = 22
+    UMQ_ERR_STATS_TYPE_RX_BUF_CTX_ALLOC = 23
+    UMQ_ERR_STATS_TYPE_MAX = 24
+
+
+class PerfRecordType(IntEnum):
+    """`umq_perf_record_type_t`."""
+
+    UMQ_PERF_RECORD_ENQUEUE = 0
+    UMQ_PERF_RECORD_DEQUEUE = 1
+    UMQ_PERF_RECORD_DEQUEUE_EMPTY = 2
+    UMQ_PERF_RECORD_POST_ALL = 3
+    UMQ_PERF_RECORD_POST_TX = 4
+    UMQ_PERF_RECORD_POST_RX = 5
+    UMQ_PERF_RECORD_POLL_ALL = 6
+    UMQ_PERF_RECORD_POLL_TX = 7
+    UMQ_PERF_RECORD_POLL_RX = 8
+    UMQ_PERF_RECORD_POLL_ALL_EMPTY = 9
+    UMQ_PERF_RECORD_POLL_TX_EMPTY = 10
+    UMQ_PERF_RECORD_POLL_RX_EMPTY = 11
+    UMQ_PERF_RECORD_NOTIFY = 12
+    UMQ_PERF_RECORD_TRANSPORT_POST_SEND = 13
+    UMQ_PERF_RECORD_TRANSPORT_POST_RECV = 14
+    UMQ_PERF_RECORD_TRANSPORT_POLL_TX = 15
+    UMQ_PERF_RECORD_TRANSPORT_POLL_RX = 16
+    UMQ_PERF_RECORD_TRANSPORT_POLL_TX_EMPTY = 17
+    UMQ_PERF_RECORD_TRANSPORT_POLL_RX_EMPTY = 18
+    UMQ_PERF_RECORD_TRANSPORT_READ = 19
+    UMQ_PERF_RECORD_TRANSPORT_SEND_IMM = 20
+    UMQ_PERF_RECORD_TRANSPORT_WRITE_IMM = 21
+    UMQ_PERF_RECORD_TYPE_MAX = 22
+
+
+class AsyncEventType(IntEnum):
+    """`umq_async_event_type_t`."""
+
+    UMQ_EVENT_QH_ERR = 0
+    UMQ_EVENT_QH_LIMIT = 1
+    UMQ_EVENT_PORT_ACTIVE = 2
+    UMQ_EVENT_PORT_DOWN = 3
+    UMQ_EVENT_DEV_FATAL = 4
+    UMQ_EVENT_EID_CHANGE = 5
+    UMQ_EVENT_ELR_ERR = 6
+    UMQ_EVENT_ELR_DONE = 7
+    UMQ_EVENT_OTHER = 8
+
+
+class UserCtlOpcode(IntEnum):
+    """`umq_user_ctl_opcode_t`."""
+
+    UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY = 0
+    UMQ_OPCODE_MAX = 1
+
+
+class BufStatus(IntEnum):
+    """`umq_buf_status_t`."""
+
+    UMQ_BUF_SUCCESS = 0
+    UMQ_BUF_UNSUPPORTED_OPCODE_ERR = 1
+    UMQ_BUF_LOC_LEN_ERR = 2
+    UMQ_BUF_LOC_OPERATION_ERR = 3
+    UMQ_BUF_LOC_ACCESS_ERR = 4
+    UMQ_BUF_REM_RESP_LEN_ERR = 5
+    UMQ_BUF_REM_UNSUPPORTED_REQ_ERR = 6
+    UMQ_BUF_REM_OPERATION_ERR = 7
+    UMQ_BUF_REM_ACCESS_ABORT_ERR = 8
+    UMQ_BUF_ACK_TIMEOUT_ERR = 9
+    UMQ_BUF_RNR_RETRY_CNT_EXC_ERR = 10
+    UMQ_BUF_WR_FLUSH_ERR = 11
+    UMQ_BUF_WR_SUSPEND_DONE = 12
+    UMQ_BUF_WR_FLUSH_ERR_DONE = 13
+    UMQ_BUF_WR_UNHANDLED = 14
+    UMQ_BUF_LOC_DATA_POISON = 15
+    UMQ_BUF_REM_DATA_POISON = 16
+    UMQ_BUF_FLOW_CONTROL_UPDATE = 128
+
+
+class Opcode(IntEnum):
+    """`umq_opcode_t`."""
+
+    UMQ_OPC_WRITE = 0
+    UMQ_OPC_WRITE_IMM = 1
+    UMQ_OPC_READ = 16
+    UMQ_OPC_SEND = 64
+    UMQ_OPC_SEND_IMM = 65
+    UMQ_OPC_NOP = 81
+    UMQ_OPC_LAST = 82
+
+
+ENUMS = (LogLevel, BufMode, IoDirection, QueueMode, TransMode, DevAssignMode, BufBlockSize, State, DfxModule, PerfCmd, StatsCmd, StatsType, ErrStatsType, PerfRecordType, AsyncEventType, UserCtlOpcode, BufStatus, Opcode)
+
+for _enum in ENUMS:
+    globals().update(_enum.__members__)
+del _enum
+
+# libumq extensions (include/umq/umq_ext.h, include/umq/umq_fi.h); absent from other implementations.
+UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE = 0x554D0001
+UMQ_EXT_OPCODE_FLOW_CONTROL_STALL_TIMEOUT = 0x554D0002
+UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS = 0x554D0003
+FI_EINVAL = 22
+FI_EOPBADSTATE = 258
