@@ -42,4 +42,6 @@ python3 -c 'import pytest, hypothesis' 2>/dev/null || python3 -m pip install --q
 python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-wheel ./python >/dev/null 2>&1 ||
   python3 -m pip wheel --quiet --no-deps -w target/python-wheel ./python >/dev/null
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
+echo "== Python tests again, every bind forced onto the shared-memory engine"
+UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
 echo "== all tests passed"

@@ -5,6 +5,7 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
+use crate::queue::bind_info::Transport;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ pub struct Runtime {
     pub rnr_timeout: Duration,
     /// Default time a flow-controlled queue may wait for credit before reporting a stall.
     pub credit_stall: Duration,
+    /// `UMQ_PROVIDER`: a transport forced for every bind (None: chosen per peer).
+    pub provider: Option<Transport>,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
 }
@@ -49,7 +52,20 @@ fn millis_from_env(var: &str, default: u64) -> Duration {
     Duration::from_millis(ms.max(1))
 }
 
-fn random_u64() -> u64 {
+/// `UMQ_PROVIDER=loopback|shm` forces a transport; unset or `auto` lets each bind choose.
+fn provider_from_env() -> UmqResult<Option<Transport>> {
+    match std::env::var("UMQ_PROVIDER").as_deref().map(str::trim) {
+        Err(_) | Ok("") | Ok("auto") => Ok(None),
+        Ok("loopback") => Ok(Some(Transport::Loopback)),
+        Ok("shm") => Ok(Some(Transport::Shm)),
+        Ok(other) => Err(einval(
+            "umq_init",
+            format_args!("UMQ_PROVIDER={other} is not one of loopback, shm, auto"),
+        )),
+    }
+}
+
+pub fn random_u64() -> u64 {
     let mut v = 0u64;
     unsafe { libc::getrandom(&mut v as *mut u64 as *mut _, 8, 0) };
     v ^ (std::process::id() as u64) << 32 ^ 1
@@ -127,6 +143,7 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
         instance: random_u64(),
         rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", 1000),
         credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", 1000),
+        provider: provider_from_env()?,
         events: AsyncEvents::new()?,
         trans_info,
     };

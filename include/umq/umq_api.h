@@ -115,7 +115,8 @@ int umq_enqueue(uint64_t umqh, umq_buf_t *qbuf, umq_buf_t **bad_qbuf);
 umq_buf_t *umq_dequeue(uint64_t umqh);
 
 /**
- * Base API: reclaims completed sends and pushes waiting messages forward.
+ * Base API: reclaims completed sends and pushes waiting messages forward. Pro API: moves flow
+ * control and waiting sends along (over shared memory it also takes in the peer's messages).
  */
 void umq_notify(uint64_t umqh);
 

@@ -232,7 +232,8 @@ pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
     })
 }
 
-/// Base API: reclaims completed sends and pushes waiting messages forward.
+/// Base API: reclaims completed sends and pushes waiting messages forward. Pro API: moves flow
+/// control and waiting sends along (over shared memory it also takes in the peer's messages).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_notify(umqh: u64) {
     ffi_guard!("umq_notify", {

@@ -122,6 +122,7 @@ impl Params {
 /// The peer-readable area of a queue. Only plain loads and stores touch it, and only its owner
 /// stores; cumulative totals make a stale or repeated read harmless.
 #[derive(Default, Debug)]
+#[repr(C)]
 pub struct Area {
     /// The initial window once published, 0 before.
     initial: AtomicU64,

@@ -151,9 +151,12 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
     }
 }
 
+/// Base API: reaps sent buffers and moves flow control and waiting sends along. Pro API: the
+/// same progress without reaping (over shared memory it also takes in the peer's messages).
 pub fn notify(q: &Queue) -> UmqResult<()> {
-    require_base(q, "umq_notify")?;
-    reap_tx(q);
+    if !q.rt.pro_api {
+        reap_tx(q);
+    }
     q.flow_progress();
     q.kick_blocked_sender();
     Ok(())

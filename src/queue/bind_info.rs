@@ -1,8 +1,10 @@
 //! Bind information: what a peer needs to connect to a queue, versioned and checksummed.
 //!
-//! Layout (little endian, 52 bytes): magic "UMQB", version, length, transport, api, flow control
-//! flag, flow-control protocol version (0 when off), pid, runtime instance, umqh, rx/tx depth, rx/tx buffer size, FNV-1a checksum of
-//! everything before it.
+//! Layout (little endian, 76 bytes): magic "UMQB", version, length, transports offered, api,
+//! flow control flag, flow-control protocol version (0 when off), pid, runtime instance, umqh,
+//! rx/tx depth, rx/tx buffer size, then for shared memory the host's boot id (hashed), the uid,
+//! the inbox memfd number (u32::MAX when there is none) and the inbox secret; last, an FNV-1a
+//! checksum of everything before it.
 
 use super::Queue;
 use crate::error::{UmqResult, einval};
@@ -10,9 +12,12 @@ use crate::runtime::Runtime;
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 1;
-pub const LEN: usize = 52;
+pub const VERSION: u16 = 2;
+pub const LEN: usize = 76;
+/// Transports a bind info offers, as bits.
 pub const TRANSPORT_LOOPBACK: u8 = 1;
+pub const TRANSPORT_SHM: u8 = 2;
+pub const NO_INBOX: u32 = u32::MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindInfo {
@@ -27,6 +32,10 @@ pub struct BindInfo {
     pub tx_depth: u32,
     pub rx_buf_size: u32,
     pub tx_buf_size: u32,
+    pub boot_id: u64,
+    pub uid: u32,
+    pub inbox_fd: u32,
+    pub secret: u64,
 }
 
 fn fnv1a(bytes: &[u8]) -> u32 {
@@ -35,9 +44,19 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     })
 }
 
+/// A hash of this boot's id: equal bind infos came from the same host and boot.
+pub fn boot_id() -> u64 {
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        let text = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        fnv1a(&text) as u64 | (fnv1a(&[&text[..], b"umq"].concat()) as u64) << 32
+    })
+}
+
 pub fn of_queue(q: &Queue) -> BindInfo {
+    let inbox = q.inbox_for_bind();
     BindInfo {
-        transport: TRANSPORT_LOOPBACK,
+        transport: TRANSPORT_LOOPBACK | if inbox.is_some() { TRANSPORT_SHM } else { 0 },
         pro_api: q.rt.pro_api,
         flow_control: q.rt.flow_control.enabled,
         flow_version: if q.rt.flow_control.enabled {
@@ -52,6 +71,10 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         tx_depth: q.cfg.tx_depth,
         rx_buf_size: q.cfg.rx_buf_size,
         tx_buf_size: q.cfg.tx_buf_size,
+        boot_id: boot_id(),
+        uid: unsafe { libc::getuid() },
+        inbox_fd: inbox.map_or(NO_INBOX, |(fd, _)| fd as u32),
+        secret: inbox.map_or(0, |(_, s)| s),
     }
 }
 
@@ -77,6 +100,10 @@ pub fn encode(b: &BindInfo) -> [u8; LEN] {
     for v in [b.rx_depth, b.tx_depth, b.rx_buf_size, b.tx_buf_size] {
         put(&v.to_le_bytes());
     }
+    put(&b.boot_id.to_le_bytes());
+    put(&b.uid.to_le_bytes());
+    put(&b.inbox_fd.to_le_bytes());
+    put(&b.secret.to_le_bytes());
     let sum = fnv1a(&out[..LEN - 4]);
     out[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
     out
@@ -130,23 +157,21 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         tx_depth: u32_at(b, 36),
         rx_buf_size: u32_at(b, 40),
         tx_buf_size: u32_at(b, 44),
+        boot_id: u64_at(b, 48),
+        uid: u32_at(b, 56),
+        inbox_fd: u32_at(b, 60),
+        secret: u64_at(b, 64),
     })
 }
 
 /// Refuses peers this build cannot serve, saying why.
 pub fn check_compatible(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<()> {
-    if remote.transport != TRANSPORT_LOOPBACK {
-        return Err(einval(
-            func,
-            format_args!("unknown transport {} in bind info", remote.transport),
-        ));
-    }
-    if remote.pid != std::process::id() || remote.instance != rt.instance {
+    if remote.transport & !(TRANSPORT_LOOPBACK | TRANSPORT_SHM) != 0 {
         return Err(einval(
             func,
             format_args!(
-                "peer queue lives in another process (pid {}); only in-process peers are supported by this build",
-                remote.pid
+                "unknown transport bits {:#x} in bind info",
+                remote.transport
             ),
         ));
     }
@@ -183,14 +208,73 @@ fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-pub fn log_transport_once() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        crate::log_info!(
-            "umq_bind",
-            "transport: loopback (peer queue in this process)"
-        )
-    });
+/// Which transport serves a bind, decided from the peer's bind info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Loopback,
+    Shm,
+}
+
+/// Loopback for a peer in this process (unless `UMQ_PROVIDER=shm` forces shared memory),
+/// shared memory for a peer of this host and user.
+pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Transport> {
+    let same_process = remote.pid == std::process::id() && remote.instance == rt.instance;
+    if same_process && rt.provider != Some(Transport::Shm) {
+        return Ok(Transport::Loopback);
+    }
+    if rt.provider == Some(Transport::Loopback) {
+        return Err(einval(
+            func,
+            format_args!(
+                "UMQ_PROVIDER=loopback but the peer queue lives in another process (pid {})",
+                remote.pid
+            ),
+        ));
+    }
+    if remote.boot_id != boot_id() {
+        return Err(einval(
+            func,
+            format_args!(
+                "the peer queue is on another host (or boot); this build has no network transport"
+            ),
+        ));
+    }
+    if remote.uid != unsafe { libc::getuid() } {
+        return Err(einval(
+            func,
+            format_args!(
+                "the peer process runs as uid {}, not as us: refused",
+                remote.uid
+            ),
+        ));
+    }
+    if remote.transport & TRANSPORT_SHM == 0 || remote.inbox_fd == NO_INBOX {
+        return Err(einval(
+            func,
+            format_args!("the peer offers no shared-memory inbox (UMQ_PROVIDER=loopback there?)"),
+        ));
+    }
+    Ok(Transport::Shm)
+}
+
+/// Logs each transport the first time it serves a bind.
+pub fn log_transport_once(t: Transport) {
+    static LOOPBACK: Once = Once::new();
+    static SHM: Once = Once::new();
+    match t {
+        Transport::Loopback => LOOPBACK.call_once(|| {
+            crate::log_info!(
+                "umq_bind",
+                "transport: loopback (peer queue in this process)"
+            )
+        }),
+        Transport::Shm => SHM.call_once(|| {
+            crate::log_info!(
+                "umq_bind",
+                "transport: shm (peer queue in another process of this host)"
+            )
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +294,10 @@ mod tests {
             tx_depth: 64,
             rx_buf_size: 8192,
             tx_buf_size: 4096,
+            boot_id: 0x1234_5678_9abc_def0,
+            uid: 1000,
+            inbox_fd: 7,
+            secret: 0x5ec2_e7,
         }
     }
 
@@ -239,7 +327,7 @@ mod tests {
         let good = encode(&sample());
         assert!(parse("t", &good[..LEN - 1]).is_err());
         let mut v2 = good;
-        v2[4] = 2;
+        v2[4] = 3;
         let sum = fnv1a(&v2[..LEN - 4]);
         v2[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
         assert!(parse("t", &v2).is_err());

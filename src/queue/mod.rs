@@ -14,11 +14,12 @@ use crate::error::{UmqResult, einval, eperm};
 use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
 use crate::transport::loopback::{self, Outcome, Side, Wire};
+use crate::transport::shm;
 use config::QueueConfig;
 use interrupt::Interrupts;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 const BATCH: usize = UMQ_BATCH_SIZE as usize;
 /// Most buffers one WR may gather.
@@ -33,6 +34,30 @@ pub struct QueueStats {
     pub rx_without_buffer: AtomicU64,
 }
 
+/// The other end of a binding.
+pub enum Peer {
+    /// A queue of this process: the sender executes WRs against it directly.
+    Local(Arc<Queue>),
+    /// A queue of another process, reached through its shared-memory inbox.
+    Shm(Arc<ShmLink>),
+}
+
+/// A binding over shared memory: the peer's inbox, mapped here.
+pub struct ShmLink {
+    pub seg: shm::Segment,
+    pub pid: u32,
+}
+
+impl Peer {
+    /// The peer's flow-control area.
+    fn area(&self) -> &Area {
+        match self {
+            Peer::Local(q) => q.area(),
+            Peer::Shm(l) => l.seg.area(),
+        }
+    }
+}
+
 pub struct Queue {
     pub handle: u64,
     /// Slot index: the global lock order between two queues.
@@ -41,13 +66,17 @@ pub struct Queue {
     pub rt: Arc<Runtime>,
     state: AtomicU32,
     pub wire: Mutex<Wire>,
-    peer: RwLock<Option<Arc<Queue>>>,
+    peer: RwLock<Option<Peer>>,
+    /// Our shared-memory inbox, created with the first bind info that offers it (None when
+    /// shared memory is off or could not be set up).
+    inbox: OnceLock<Option<shm::Segment>>,
     /// Our peer has WRs waiting for our receive buffers.
     rnr_waiting: AtomicBool,
     pub irq: Option<Interrupts>,
     pub stats: QueueStats,
-    /// Our peer-readable flow-control area (initial window and cumulative grants).
-    pub area: Area,
+    /// Our peer-readable flow-control area (initial window and cumulative grants) while the
+    /// queue has no inbox; with one, the area lives there (see `area()`).
+    local_area: Area,
     /// Queued-send mode: sends beyond the window wait in the send queue instead of EAGAIN.
     pub queued_mode: AtomicBool,
     /// How long the queue may sit with zero credit and work pending before it reports a stall.
@@ -88,10 +117,11 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             rt,
             state: AtomicU32::new(QUEUE_STATE_IDLE),
             peer: RwLock::new(None),
+            inbox: OnceLock::new(),
             rnr_waiting: AtomicBool::new(false),
             irq,
             stats: QueueStats::default(),
-            area: Area::default(),
+            local_area: Area::default(),
             queued_mode: AtomicBool::new(false),
             stall_timeout_ms: AtomicU64::new(stall_ms),
         })
@@ -115,7 +145,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
 pub fn destroy(umqh: u64) -> UmqResult<()> {
     let q = table::remove(umqh)
         .ok_or_else(|| einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}")))?;
-    if q.peer().is_some() {
+    if q.is_bound() {
         q.disconnect();
     }
     let held = q.release_all_buffers();
@@ -150,7 +180,7 @@ impl Queue {
         }
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
         match peer.as_ref() {
-            Some(p) if p.area.initial_window() > 0 => {
+            Some(p) if p.area().initial_window() > 0 => {
                 let _ = self.state.compare_exchange(
                     QUEUE_STATE_IDLE,
                     QUEUE_STATE_READY,
@@ -163,8 +193,65 @@ impl Queue {
         }
     }
 
-    fn peer(&self) -> Option<Arc<Queue>> {
-        self.peer.read().unwrap_or_else(|p| p.into_inner()).clone()
+    /// Our peer-readable flow-control area: in our inbox when we have one.
+    pub fn area(&self) -> &Area {
+        match self.inbox.get() {
+            Some(Some(seg)) => seg.area(),
+            _ => &self.local_area,
+        }
+    }
+
+    /// Our inbox for a bind info (its fd and secret), created on first use; None when shared
+    /// memory is off (`UMQ_PROVIDER=loopback`) or could not be set up. A bound queue does not
+    /// create one (its area must not move mid-binding).
+    pub fn inbox_for_bind(&self) -> Option<(i32, u64)> {
+        if self.rt.provider == Some(bind_info::Transport::Loopback) {
+            return None;
+        }
+        let bound = self
+            .peer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if bound && self.inbox.get().is_none() {
+            return None;
+        }
+        let seg = self.inbox.get_or_init(|| {
+            let secret = crate::runtime::random_u64();
+            shm::Segment::create(secret)
+                .inspect_err(|_| {
+                    crate::log_warn!(
+                        "umq_bind_info_get",
+                        "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
+                        self.handle
+                    )
+                })
+                .ok()
+        });
+        let seg = seg.as_ref()?;
+        if !bound {
+            seg.set_closed(false); // a new peer is about to bind
+        }
+        Some((seg.fd(), seg.secret()))
+    }
+
+    fn my_inbox(&self) -> Option<&shm::Segment> {
+        self.inbox.get().and_then(|s| s.as_ref())
+    }
+
+    /// The peer queue when it lives in this process.
+    fn local_peer(&self) -> Option<Arc<Queue>> {
+        match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(Peer::Local(q)) => Some(q.clone()),
+            _ => None,
+        }
+    }
+
+    fn is_bound(&self) -> bool {
+        self.peer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// Moves the queue to `QUEUE_STATE_ERR` once and raises `UMQ_EVENT_QH_ERR`.
@@ -191,18 +278,11 @@ impl Queue {
         const F: &str = "umq_bind";
         let remote = bind_info::parse(F, info)?;
         bind_info::check_compatible(F, &self.rt, &remote)?;
-        let peer = table::get(remote.umqh).ok_or_else(|| {
-            einval(
-                F,
-                format_args!("peer queue {:#x} no longer exists", remote.umqh),
-            )
-        })?;
-        if peer.handle == self.handle {
-            return Err(einval(
-                F,
-                format_args!("queue {:#x} cannot bind to itself", self.handle),
-            ));
-        }
+        let transport = bind_info::choose(F, &self.rt, &remote)?;
+        let peer = match transport {
+            bind_info::Transport::Loopback => Peer::Local(self.local_peer_for(&remote)?),
+            bind_info::Transport::Shm => Peer::Shm(self.open_shm_peer(&remote)?),
+        };
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
@@ -215,11 +295,19 @@ impl Queue {
             }
             *slot = Some(peer);
         }
-        bind_info::log_transport_once();
+        bind_info::log_transport_once(transport);
+        {
+            let mut w = lock(&self.wire);
+            w.in_flight = 0;
+            w.tx_done_seq = 0;
+        }
         if self.rt.flow_control.enabled {
             self.start_flow_control(&remote);
         } else {
             self.state.store(QUEUE_STATE_READY, Ordering::Release);
+        }
+        if transport == bind_info::Transport::Shm {
+            crate::transport::watchdog::watch(self, remote.pid);
         }
         if !self.rt.pro_api {
             base::post_initial_rx(self)?;
@@ -227,6 +315,48 @@ impl Queue {
         self.flow_progress();
         self.kick_blocked_sender();
         Ok(())
+    }
+
+    fn local_peer_for(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<Queue>> {
+        const F: &str = "umq_bind";
+        let peer = table::get(remote.umqh).ok_or_else(|| {
+            einval(
+                F,
+                format_args!("peer queue {:#x} no longer exists", remote.umqh),
+            )
+        })?;
+        if peer.handle == self.handle {
+            return Err(einval(
+                F,
+                format_args!("queue {:#x} cannot bind to itself", self.handle),
+            ));
+        }
+        Ok(peer)
+    }
+
+    fn open_shm_peer(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<ShmLink>> {
+        const F: &str = "umq_bind";
+        if self.inbox_for_bind().is_none() {
+            return Err(einval(
+                F,
+                format_args!(
+                    "queue {:#x} has no shared-memory inbox (call umq_bind_info_get first)",
+                    self.handle
+                ),
+            ));
+        }
+        if remote.pid == std::process::id() && remote.umqh == self.handle {
+            return Err(einval(
+                F,
+                format_args!("queue {:#x} cannot bind to itself", self.handle),
+            ));
+        }
+        let seg = shm::Segment::open_peer(remote.pid, remote.inbox_fd, remote.secret)
+            .map_err(|why| einval(F, format_args!("{why}")))?;
+        Ok(Arc::new(ShmLink {
+            seg,
+            pid: remote.pid,
+        }))
     }
 
     /// Fresh flow state for a new binding; buffers posted before bind count as posted now.
@@ -238,11 +368,10 @@ impl Queue {
             self.cfg.rx_depth,
             remote.rx_depth,
         );
-        self.area.reset();
         let mut w = lock(&self.wire);
         let mut f = FlowState::new(p, fc.use_atomic_window);
         f.rx_posted(w.rx_posted.len() as u64);
-        f.publish(&self.area);
+        f.publish(self.area());
         w.flow = Some(f);
         w.credited = 0;
         w.starved_since = None;
@@ -251,7 +380,7 @@ impl Queue {
     }
 
     pub fn unbind(&self) -> UmqResult<()> {
-        if self.peer().is_none() {
+        if !self.is_bound() {
             return Err(einval(
                 "umq_unbind",
                 format_args!("queue {:#x} is not bound", self.handle),
@@ -270,7 +399,24 @@ impl Queue {
         let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
-        let peer_bound_to_us = peer.peer().is_some_and(|p| p.handle == self.handle);
+        let peer = match peer {
+            Peer::Local(q) => q,
+            Peer::Shm(_) => {
+                // Tell the other process first, then forget everything of this binding.
+                let seg = self.my_inbox().expect("shm binding without inbox");
+                seg.set_closed(true);
+                crate::transport::watchdog::unwatch(self.handle);
+                let (tx, rx) = {
+                    let mut w = lock(&self.wire);
+                    (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
+                };
+                seg.reset_for_next_binding();
+                self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+                self.notify(tx > 0, rx > 0);
+                return;
+            }
+        };
+        let peer_bound_to_us = peer.local_peer().is_some_and(|p| p.handle == self.handle);
         let (mine, theirs) = {
             let (mut mine, mut theirs) = lock_two(self, &peer);
             let rx = mine.flush_rx();
@@ -283,13 +429,20 @@ impl Queue {
             ((tx, rx), theirs_failed)
         };
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
-        self.area.reset();
+        self.area().reset();
         self.notify(mine.0 > 0, mine.1 > 0);
         if peer_bound_to_us {
             // An orderly shutdown unbinds one side first: worth a notice, not an error line.
             peer.set_error_at(UMQ_LOG_LEVEL_NOTICE, "peer queue unbound");
             peer.notify(theirs > 0, false);
         }
+    }
+
+    /// The peer process died or left: error state, every send in flight flushed, waiters woken.
+    pub(crate) fn peer_lost(&self, why: &str) {
+        lock(&self.wire).fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        self.set_error(why);
+        self.notify(true, true);
     }
 
     /// Frees every buffer the queue holds (posted or completed), returning how many.
@@ -348,10 +501,7 @@ impl Queue {
 
     /// The bound peer, borrowed through the peer lock's read guard (no reference-count traffic
     /// on the send path).
-    fn ready_peer(
-        &self,
-        func: &str,
-    ) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Arc<Queue>>>> {
+    fn ready_peer(&self, func: &str) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Peer>>> {
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
         if peer.is_none() {
             return Err(einval(
@@ -371,39 +521,33 @@ impl Queue {
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         let batch = parse_tx(head).inspect_err(|_| *bad = head)?;
         let peer_guard = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
-        let peer: &Queue = peer_guard.as_ref().unwrap();
-        let (accepted, window_limited, out) = {
-            let (mut mine, mut theirs) = lock_two(self, peer);
-            let admit = match mine.flow.as_mut() {
-                Some(f) => self.admit(f, &peer.area, &batch),
-                None => Admission::everything(batch.n),
-            };
-            // The transport (our send queue) may still refuse WRs flow control let through.
-            let room = self.cfg.tx_depth as usize - mine.sq.len();
-            let accepted = admit.limit.min(room);
-            let window_limited = admit.limit < batch.n && accepted == admit.limit;
-            if let Some(f) = mine.flow.as_mut() {
-                let credited = admit.settle(f, &batch, accepted, &self.area);
-                mine.credited += credited;
+        let (accepted, window_limited) = match peer_guard.as_ref().unwrap() {
+            Peer::Local(peer) => {
+                let (accepted, window_limited, out) = {
+                    let (mut mine, mut theirs) = lock_two(self, peer);
+                    let (accepted, window_limited) = self.queue_tx(&mut mine, &peer.area(), &batch);
+                    let mut dst = Side {
+                        umqh: peer.handle,
+                        wire: &mut theirs,
+                        fragments: !peer.rt.pro_api,
+                    };
+                    let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+                    self.note_starvation(&mut mine, window_limited || out.credit_wait);
+                    (accepted, window_limited, out)
+                };
+                self.after_delivery(peer, &out, true);
+                (accepted, window_limited)
             }
-            for i in 0..accepted {
-                unsafe {
-                    (*batch.tails[i]).qbuf_next = ptr::null_mut();
-                    (*batch.heads[i]).set_io_direction(UMQ_IO_TX);
-                    (*batch.heads[i]).set_status(UMQ_BUF_SUCCESS);
-                }
-                mine.sq.push_back(batch.heads[i]);
+            Peer::Shm(link) => {
+                let mut mine = lock(&self.wire);
+                let (accepted, window_limited) = self.queue_tx(&mut mine, link.seg.area(), &batch);
+                let out = self.shm_round(&mut mine, link);
+                self.note_starvation(&mut mine, window_limited || out.credit_wait);
+                drop(mine);
+                self.after_shm_round(&out);
+                (accepted, window_limited)
             }
-            let mut dst = Side {
-                umqh: peer.handle,
-                wire: &mut theirs,
-                fragments: !peer.rt.pro_api,
-            };
-            let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
-            self.note_starvation(&mut mine, window_limited || out.credit_wait);
-            (accepted, window_limited, out)
         };
-        self.after_delivery(peer, &out, true);
         if accepted < batch.n {
             *bad = batch.heads[accepted];
             crate::log_at!(
@@ -426,6 +570,93 @@ impl Queue {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Admits what flow control and the send queue allow of a batch into our send queue;
+    /// returns how many WRs were accepted and whether the window was what limited them.
+    fn queue_tx(&self, mine: &mut Wire, peer_area: &Area, batch: &TxBatch) -> (usize, bool) {
+        let admit = match mine.flow.as_mut() {
+            Some(f) => self.admit(f, peer_area, batch),
+            None => Admission::everything(batch.n),
+        };
+        // The transport (our send queue) may still refuse WRs flow control let through.
+        let room = self.cfg.tx_depth as usize - mine.sq.len();
+        let accepted = admit.limit.min(room);
+        let window_limited = admit.limit < batch.n && accepted == admit.limit;
+        if let Some(f) = mine.flow.as_mut() {
+            let credited = admit.settle(f, batch, accepted, self.area());
+            mine.credited += credited;
+        }
+        for i in 0..accepted {
+            unsafe {
+                (*batch.tails[i]).qbuf_next = ptr::null_mut();
+                (*batch.heads[i]).set_io_direction(UMQ_IO_TX);
+                (*batch.heads[i]).set_status(UMQ_BUF_SUCCESS);
+            }
+            mine.sq.push_back(batch.heads[i]);
+        }
+        (accepted, window_limited)
+    }
+
+    /// One round of the shared-memory engine under our wire lock; a broken pair (peer gone,
+    /// corrupt ring) puts the queue in the error state.
+    fn shm_round(&self, w: &mut Wire, link: &ShmLink) -> Outcome {
+        let mine = self.my_inbox().expect("shm binding without inbox");
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return Outcome::default();
+        }
+        match shm::progress(
+            w,
+            mine,
+            &link.seg,
+            self.handle,
+            !self.rt.pro_api,
+            &self.rt.pool,
+        ) {
+            Ok(out) => out,
+            Err(why) => {
+                w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+                let level = if why == "peer queue unbound" {
+                    UMQ_LOG_LEVEL_NOTICE
+                } else {
+                    UMQ_LOG_LEVEL_ERR
+                };
+                self.set_error_at(level, why);
+                Outcome {
+                    tx_done: 1,
+                    rx_done: 1,
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// Wake-ups and counters after a shared-memory round (both directions are ours).
+    fn after_shm_round(&self, out: &Outcome) {
+        if out.blocked {
+            self.stats.rx_without_buffer.fetch_add(1, Ordering::Relaxed);
+        }
+        if crate::dfx::stats_on() {
+            self.stats.send.fetch_add(out.sends, Ordering::Relaxed);
+            self.stats.read.fetch_add(out.reads, Ordering::Relaxed);
+            self.stats
+                .receive
+                .fetch_add(out.rx_done as u64, Ordering::Relaxed);
+        }
+        self.notify(out.tx_done > 0, out.rx_done > 0);
+    }
+
+    /// Runs the shared-memory engine once if the queue is bound that way (for polls, receive
+    /// posts and the watchdog); returns whether it was.
+    pub(crate) fn shm_service(&self) -> bool {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(Peer::Shm(link)) = guard.as_ref() else {
+            return false;
+        };
+        let out = self.shm_round(&mut lock(&self.wire), link);
+        drop(guard);
+        self.after_shm_round(&out);
+        true
     }
 
     /// Flow control's verdict on a batch: credit for as many credit-needing WRs as the window
@@ -517,19 +748,42 @@ impl Queue {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return;
         }
+        let peer = match peer {
+            Peer::Local(peer) => peer,
+            Peer::Shm(link) => {
+                let mut mine = lock(&self.wire);
+                let Some(f) = mine.flow.as_mut() else {
+                    return;
+                };
+                f.refresh(link.seg.area());
+                f.publish(self.area());
+                // Only take control credit when the update can go out now; it is in our area
+                // either way.
+                if shm::has_room(&link.seg, 0)
+                    && let Some(imm) = f.standalone(self.area(), link.seg.area())
+                {
+                    shm::push_standalone(&link.seg, imm);
+                }
+                let out = self.shm_round(&mut mine, link);
+                self.note_starvation(&mut mine, out.credit_wait);
+                drop(mine);
+                self.after_shm_round(&out);
+                return;
+            }
+        };
         let (standalone, out) = {
             let (mut mine, mut theirs) = lock_two(self, peer);
             let Some(f) = mine.flow.as_mut() else {
                 return;
             };
-            f.refresh(&peer.area);
-            f.publish(&self.area);
+            f.refresh(peer.area());
+            f.publish(self.area());
             let mut dst = Side {
                 umqh: peer.handle,
                 wire: &mut theirs,
                 fragments: !peer.rt.pro_api,
             };
-            let standalone = match f.standalone(&self.area, &peer.area) {
+            let standalone = match f.standalone(self.area(), peer.area()) {
                 Some(imm) if !dst.wire.rx_posted.is_empty() => {
                     loopback::deliver_standalone(&mut dst, imm);
                     true
@@ -621,16 +875,19 @@ impl Queue {
         if accepted < bufs.len() {
             f.rx_refused((bufs.len() - accepted) as u64);
         }
-        f.publish(&self.area);
+        f.publish(self.area());
         (accepted, f.wants_standalone())
     }
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.
     pub(crate) fn kick_blocked_sender(&self) {
+        if self.shm_service() {
+            return;
+        }
         if !self.rnr_waiting.swap(false, Ordering::AcqRel) {
             return;
         }
-        let Some(sender) = self.peer() else {
+        let Some(sender) = self.local_peer() else {
             self.rnr_waiting.store(true, Ordering::Release);
             return;
         };
@@ -696,7 +953,7 @@ impl Queue {
         if let Some(peer) = guard.as_ref()
             && let Some(f) = lock(&self.wire).flow.as_mut()
         {
-            f.refresh(&peer.area);
+            f.refresh(peer.area());
         }
     }
 
@@ -706,6 +963,7 @@ impl Queue {
 
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     fn poll_locked(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> (usize, bool) {
+        self.shm_service();
         let mut n = 0;
         let mut w = lock(&self.wire);
         if dir != UMQ_IO_RX {
@@ -754,12 +1012,12 @@ impl Queue {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return None;
         }
-        let (mut mine, _theirs) = lock_two(self, peer);
+        let mut mine = lock(&self.wire);
         let room = (self.cfg.tx_depth as usize - mine.sq.len()) as u64;
         let queued = self.queued_mode.load(Ordering::Relaxed);
         Some(match mine.flow.as_mut() {
             Some(f) if !queued => {
-                f.refresh(&peer.area);
+                f.refresh(peer.area());
                 // Credit the undelivered WRs ahead already hold is not ours to count twice.
                 room.min(f.window())
             }
@@ -769,12 +1027,7 @@ impl Queue {
 
     /// Receive buffers that can be posted now (None when unbound or failed).
     pub fn rx_size_left(&self) -> Option<u64> {
-        let bound = self
-            .peer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some();
-        if !bound || self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+        if !self.is_bound() || self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return None;
         }
         Some(self.rx_room() as u64)
@@ -783,7 +1036,8 @@ impl Queue {
     /// Our flow-control extension statistics (zero when flow control is off).
     pub fn flow_control_ext_stats(&self) -> crate::abi::ext::umq_ext_flow_control_stats_t {
         let mut w = lock(&self.wire);
-        let queued = w.undelivered() as u64;
+        // WRs the peer already has are in flight, not queued.
+        let queued = (w.undelivered() - w.in_flight) as u64;
         let stalls = w.credit_stalls;
         let Some(f) = w.flow.as_mut() else {
             return Default::default();

@@ -31,6 +31,12 @@ pub struct Wire {
     pub starved_since: Option<Instant>,
     pub stall_reported: bool,
     pub credit_stalls: u64,
+    /// Shared memory only: WRs after `delivered` that the peer has but not yet executed, and
+    /// how many of our WRs have completed since bind (the peer's sequence numbers).
+    pub in_flight: usize,
+    pub tx_done_seq: u64,
+    /// Shared memory only: the oldest entry of our inbox waits for a receive buffer.
+    pub rx_blocked: bool,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -50,6 +56,9 @@ impl Wire {
             starved_since: None,
             stall_reported: false,
             credit_stalls: 0,
+            in_flight: 0,
+            tx_done_seq: 0,
+            rx_blocked: false,
         }
     }
 
@@ -68,6 +77,7 @@ impl Wire {
             unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
         }
         self.delivered = self.sq.len();
+        self.in_flight = 0;
         self.blocked_since = None;
         self.credited = 0;
         n
@@ -108,16 +118,16 @@ pub struct Outcome {
     pub credit_wait: bool,
 }
 
-fn pieces(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+pub(crate) fn pieces(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
     crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
 }
 
-fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+pub(crate) fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
     crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
 }
 
 /// Copies from `src` pieces into `dst` pieces until either runs out; returns bytes copied.
-fn copy_pieces(
+pub(crate) fn copy_pieces(
     mut src: impl Iterator<Item = (*mut u8, usize)>,
     mut dst: impl Iterator<Item = (*mut u8, usize)>,
 ) -> usize {
@@ -147,7 +157,7 @@ pub fn needs_rx_buffer(opcode: umq_opcode_t) -> bool {
 }
 
 /// How many posted receive buffers a message of `len` bytes takes, if enough are posted.
-fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
+pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
     if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
         return (!dst.wire.rx_posted.is_empty()).then_some(1);
     }
@@ -162,7 +172,7 @@ fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize
 }
 
 /// Takes `n` posted receive buffers and links them into one message.
-fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
+pub(crate) fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
     let head = dst.wire.rx_posted.pop_front().unwrap();
     let mut tail = head;
     for _ in 1..n {
@@ -181,7 +191,7 @@ fn carries_data(status: u32) -> bool {
 }
 
 /// Fills the receive completion of a message that landed in the `head` chain.
-unsafe fn complete_rx(
+pub(crate) unsafe fn complete_rx(
     dst: &mut Side,
     head: *mut umq_buf_t,
     nbufs: usize,
@@ -273,7 +283,7 @@ pub fn deliver_standalone(dst: &mut Side, imm: u64) {
 }
 
 /// Whether the WR at the head may run as far as flow control goes, taking its credit.
-fn credit_for(src: &mut Wire, opcode: umq_opcode_t) -> bool {
+pub(crate) fn credit_for(src: &mut Wire, opcode: umq_opcode_t) -> bool {
     let Some(f) = src.flow.as_mut() else {
         return true;
     };
@@ -367,7 +377,7 @@ unsafe fn execute(
 }
 
 /// A user SEND that carried a window update goes back to the application as the SEND it posted.
-unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
+pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
     let pro = unsafe { (*wr).pro_mut() };
     if pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
         pro.opcode = UMQ_OPC_SEND;

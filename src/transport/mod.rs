@@ -1,4 +1,6 @@
-//! Transports move work requests between two bound queues. Only the in-process loopback exists so
-//! far; it is what a bind between two queues of one process uses.
+//! Transports move work requests between two bound queues: `loopback` when both queues live in
+//! one process, `shm` between processes of one host.
 
 pub mod loopback;
+pub mod shm;
+pub mod watchdog;

@@ -1,0 +1,443 @@
+/* Two processes over the shared-memory transport: each side forks, calls umq_init itself, and
+ * exchanges bind info over a socketpair, as the reference examples do over TCP. Cases:
+ *   stream   - flow control on, 1e6 messages child -> parent in order, partial posts on EAGAIN
+ *   rdma     - WRITE and READ on a buffer the parent exposes (address and token sent over the socket)
+ *   base     - base API enqueue / dequeue both ways, a fragmented 40 KB message
+ *   irq      - interrupt mode: the parent sleeps in umq_wait_interrupt until the child sends
+ *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
+ *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
+#include "util.h"
+#include "umq_ext.h"
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int sock_send(int s, const void *p, uint32_t n)
+{
+    return write(s, &n, 4) == 4 && write(s, p, n) == (ssize_t)n ? 0 : -1;
+}
+
+static uint32_t sock_recv(int s, void *p, uint32_t cap)
+{
+    uint32_t n = 0;
+    if (read(s, &n, 4) != 4 || n > cap)
+        return 0;
+    uint32_t got = 0;
+    while (got < n) {
+        ssize_t r = read(s, (char *)p + got, n - got);
+        if (r <= 0)
+            return 0;
+        got += (uint32_t)r;
+    }
+    return n;
+}
+
+static void init(int pro, int flow_control)
+{
+    umq_init_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.feature = (pro ? UMQ_FEATURE_API_PRO : 0) | (flow_control ? UMQ_FEATURE_ENABLE_FLOW_CONTROL : 0);
+    cfg.flow_control.initial_window = 16;
+    cfg.trans_info_num = 1;
+    cfg.trans_info[0].trans_mode = UMQ_TRANS_MODE_IPC;
+    cfg.trans_info[0].dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
+    strcpy(cfg.trans_info[0].dev_info.ipv4.ip_addr, "127.0.0.1");
+    if (umq_init(&cfg) != 0) {
+        fprintf(stderr, "umq_init failed\n");
+        exit(2);
+    }
+}
+
+/* Creates a queue and binds it to the process at the other end of `s`. */
+static uint64_t connect_queue(int s, const char *name, uint32_t depth, umq_queue_mode_t mode)
+{
+    umq_create_option_t o = test_option(name, depth, mode);
+    o.trans_mode = UMQ_TRANS_MODE_IPC;
+    uint64_t q = umq_create(&o);
+    uint8_t mine[512], theirs[512];
+    uint32_t n = umq_bind_info_get(q, mine, sizeof(mine));
+    if (!q || !n || sock_send(s, mine, n) != 0) {
+        fprintf(stderr, "%s: setup failed\n", name);
+        exit(2);
+    }
+    uint32_t m = sock_recv(s, theirs, sizeof(theirs));
+    if (!m || umq_bind(q, theirs, m) != 0) {
+        fprintf(stderr, "%s: bind failed\n", name);
+        exit(2);
+    }
+    return q;
+}
+
+static void post_rx(uint64_t q, int n, uint32_t size)
+{
+    while (n > 0) {
+        int k = n > 32 ? 32 : n;
+        umq_buf_t *b = umq_buf_alloc(size, (uint32_t)k, 0, NULL), *bad = NULL;
+        int rc = umq_post(q, b, UMQ_IO_RX, &bad);
+        if (rc != 0) {
+            umq_buf_free(bad);
+            return;
+        }
+        n -= k;
+    }
+}
+
+static umq_buf_t *message(uint64_t seq, uint32_t size)
+{
+    umq_buf_t *b = umq_buf_alloc(size, 1, 0, NULL);
+    memset(b->qbuf_ext, 0, sizeof(b->qbuf_ext));
+    ((umq_buf_pro_t *)b->qbuf_ext)->opcode = UMQ_OPC_SEND;
+    memcpy(b->buf_data, &seq, sizeof(seq));
+    b->data_size = b->total_data_size = size;
+    return b;
+}
+
+/* Sends `count` sequence-numbered messages, retrying on EAGAIN, and waits for every completion. */
+static int stream_send(uint64_t q, uint64_t count)
+{
+    uint64_t next = 0, done = 0;
+    umq_buf_t *pending = NULL, *c[64];
+    while (done < count) {
+        if (!pending && next < count)
+            pending = message(next, 64);
+        if (pending) {
+            umq_buf_t *bad = NULL;
+            int rc = umq_post(q, pending, UMQ_IO_TX, &bad);
+            if (rc == 0) {
+                pending = NULL;
+                next++;
+            } else if (rc != -UMQ_ERR_EAGAIN) {
+                return -1;
+            }
+        }
+        int n = umq_poll(q, UMQ_IO_TX, c, 64);
+        if (n < 0)
+            return -1;
+        for (int i = 0; i < n; i++) {
+            if (c[i]->status != UMQ_BUF_SUCCESS)
+                return -1;
+            umq_buf_free(c[i]);
+        }
+        done += (uint64_t)n;
+    }
+    return 0;
+}
+
+static void test_stream(int s, int child)
+{
+    const uint64_t count = 1000000;
+    init(1, 1);
+    uint64_t q = connect_queue(s, child ? "stream-c" : "stream-p", 64, UMQ_MODE_POLLING);
+    if (child) {
+        int rc = stream_send(q, count);
+        char ok = rc == 0;
+        sock_send(s, &ok, 1);
+        umq_uninit();
+        _exit(rc == 0 ? 0 : 1);
+    }
+    post_rx(q, 64, 64);
+    uint64_t expect = 0, out_of_order = 0, updates = 0;
+    umq_buf_t *c[64];
+    while (expect < count) {
+        int n = umq_poll(q, UMQ_IO_RX, c, 64);
+        for (int i = 0; i < n; i++) {
+            if (c[i]->total_data_size == 0) {
+                updates++;
+            } else {
+                uint64_t seq;
+                memcpy(&seq, c[i]->buf_data, sizeof(seq));
+                out_of_order += seq != expect++;
+            }
+            c[i]->qbuf_next = NULL;
+            umq_buf_t *bad = NULL;
+            if (umq_post(q, c[i], UMQ_IO_RX, &bad) != 0)
+                umq_buf_free(c[i]);
+        }
+    }
+    char ok = 0;
+    CHECK_EQ(sock_recv(s, &ok, 1), 1);
+    CHECK(ok);
+    CHECK_EQ(out_of_order, 0);
+    CHECK_EQ(expect, count);
+    umq_ext_flow_control_stats_t e;
+    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS};
+    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&e, .len = sizeof(e)};
+    CHECK_EQ(umq_user_ctl(q, &in, &out), 0);
+    CHECK_EQ(e.rx_without_buffer, 0); /* flow control kept every message within our buffers */
+    printf("stream: %llu messages in order, %llu standalone updates\n", (unsigned long long)expect,
+           (unsigned long long)updates);
+    umq_uninit();
+}
+
+struct exposed {
+    uint64_t addr;
+    uint32_t len, token_id, token_value;
+};
+
+static umq_buf_t *poll_one(uint64_t q, umq_io_direction_t dir)
+{
+    umq_buf_t *b = NULL;
+    for (int i = 0; i < 20000000 && umq_poll(q, dir, &b, 1) == 0; i++)
+        ;
+    return b;
+}
+
+static void test_rdma(int s, int child)
+{
+    init(1, 0);
+    uint64_t q = connect_queue(s, child ? "rdma-c" : "rdma-p", 16, UMQ_MODE_POLLING);
+    if (!child) {
+        umq_buf_t *t = umq_buf_alloc(256, 1, q, NULL);
+        memset(t->buf_data, '.', 256);
+        struct exposed x = {(uint64_t)(uintptr_t)t->buf_data, 256, t->token_id, t->token_value};
+        sock_send(s, &x, sizeof(x));
+        char done = 0;
+        CHECK_EQ(sock_recv(s, &done, 1), 1);
+        CHECK(memcmp(t->buf_data, "written by the child", 20) == 0);
+        CHECK_EQ(t->buf_data[20], '.');
+        umq_buf_free(t);
+        umq_uninit();
+        return;
+    }
+    struct exposed x;
+    int fails = sock_recv(s, &x, sizeof(x)) != sizeof(x);
+    umq_buf_t *w = umq_buf_alloc(20, 1, 0, NULL);
+    memset(w->qbuf_ext, 0, sizeof(w->qbuf_ext));
+    memcpy(w->buf_data, "written by the child", 20);
+    umq_buf_pro_t *p = (umq_buf_pro_t *)w->qbuf_ext;
+    p->opcode = UMQ_OPC_WRITE;
+    p->remote_sge = (umq_ref_sge_t){.addr = x.addr, .length = 20, .token_id = x.token_id, .token_value = x.token_value};
+    umq_buf_t *bad = NULL;
+    fails += umq_post(q, w, UMQ_IO_TX, &bad) != 0;
+    umq_buf_t *c = poll_one(q, UMQ_IO_TX);
+    fails += !c || c->status != UMQ_BUF_SUCCESS;
+    /* READ back 24 bytes: the 20 written and 4 of the original dots. */
+    p->opcode = UMQ_OPC_READ;
+    p->remote_sge.length = 24;
+    memset(w->buf_data, 0, 24);
+    fails += umq_post(q, w, UMQ_IO_TX, &bad) != 0;
+    c = poll_one(q, UMQ_IO_TX);
+    fails += !c || c->status != UMQ_BUF_SUCCESS || c->total_data_size != 24;
+    fails += memcmp(w->buf_data, "written by the child....", 24) != 0;
+    /* A wrong token is refused by the target. */
+    p->opcode = UMQ_OPC_WRITE;
+    p->remote_sge.token_value ^= 1;
+    fails += umq_post(q, w, UMQ_IO_TX, &bad) != 0;
+    c = poll_one(q, UMQ_IO_TX);
+    fails += !c || c->status != UMQ_BUF_REM_ACCESS_ABORT_ERR;
+    umq_buf_free(w);
+    char done = 1;
+    sock_send(s, &done, 1);
+    umq_uninit();
+    _exit(fails ? 1 : 0);
+}
+
+static void test_base(int s, int child)
+{
+    init(0, 0);
+    uint64_t q = connect_queue(s, child ? "base-c" : "base-p", 32, UMQ_MODE_POLLING);
+    static char big[40000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)(i * 7);
+    if (child) {
+        int fails = 0;
+        for (int i = 0; i < 100; i++) {
+            umq_buf_t *b = umq_buf_alloc(16, 1, q, NULL), *bad = NULL;
+            b->data_size = b->total_data_size = (uint32_t)snprintf(b->buf_data, 16, "base-%d", i);
+            while (umq_enqueue(q, b, &bad) == -UMQ_ERR_EAGAIN)
+                umq_notify(q);
+        }
+        umq_buf_t *b = umq_buf_alloc(sizeof(big), 1, q, NULL), *bad = NULL;
+        memcpy(b->buf_data, big, sizeof(big));
+        b->data_size = b->total_data_size = sizeof(big);
+        fails += umq_enqueue(q, b, &bad) != 0;
+        char ack = 0;
+        fails += sock_recv(s, &ack, 1) != 1;
+        umq_uninit();
+        _exit(fails ? 1 : 0);
+    }
+    int in_order = 1, got = 0;
+    for (long spins = 0; got < 101 && spins < 50000000; spins++) {
+        umq_buf_t *m = umq_dequeue(q);
+        if (!m)
+            continue;
+        if (got < 100) {
+            char want[16];
+            int n = snprintf(want, sizeof(want), "base-%d", got);
+            in_order &= m->total_data_size == (uint32_t)n && memcmp(m->buf_data, want, (size_t)n) == 0;
+        } else {
+            size_t off = 0;
+            for (umq_buf_t *f = m; f; f = f->qbuf_next) {
+                in_order &= memcmp(f->buf_data, big + off, f->data_size) == 0;
+                off += f->data_size;
+            }
+            CHECK_EQ(off, sizeof(big));
+            CHECK_EQ(m->total_data_size, sizeof(big));
+        }
+        got++;
+        umq_buf_free(m);
+    }
+    CHECK_EQ(got, 101);
+    CHECK(in_order);
+    char ack = 1;
+    sock_send(s, &ack, 1);
+    umq_uninit();
+}
+
+static void test_irq(int s, int child)
+{
+    init(1, 0);
+    uint64_t q = connect_queue(s, child ? "irq-c" : "irq-p", 16, UMQ_MODE_INTERRUPT);
+    umq_interrupt_option_t rx = {UMQ_INTERRUPT_FLAG_IO_DIRECTION, UMQ_IO_RX};
+    if (child) {
+        char go = 0;
+        int fails = sock_recv(s, &go, 1) != 1;
+        usleep(50000); /* the parent is asleep in umq_wait_interrupt by now */
+        umq_buf_t *b = message(42, 64), *bad = NULL;
+        fails += umq_post(q, b, UMQ_IO_TX, &bad) != 0;
+        umq_interrupt_option_t tx = {UMQ_INTERRUPT_FLAG_IO_DIRECTION, UMQ_IO_TX};
+        umq_buf_t *c = NULL;
+        for (int i = 0; i < 1000 && !c; i++) {
+            umq_rearm_interrupt(q, false, &tx);
+            if (umq_poll(q, UMQ_IO_TX, &c, 1) == 0 && umq_wait_interrupt(q, 10, &tx) > 0)
+                umq_poll(q, UMQ_IO_TX, &c, 1);
+        }
+        fails += !c;
+        umq_uninit();
+        _exit(fails ? 1 : 0);
+    }
+    post_rx(q, 4, 64);
+    CHECK_EQ(umq_rearm_interrupt(q, false, &rx), 0);
+    char go = 1;
+    sock_send(s, &go, 1);
+    /* The usual loop: a wake-up may be spurious (never lost), so poll after each one. */
+    umq_buf_t *b = NULL;
+    int wakeups = 0;
+    for (int round = 0; round < 50 && !b; round++) {
+        int n = umq_wait_interrupt(q, 100, &rx);
+        wakeups += n > 0;
+        umq_ack_interrupt(q, (uint32_t)(n > 0 ? n : 0), &rx);
+        if (umq_poll(q, UMQ_IO_RX, &b, 1) != 1)
+            b = NULL;
+        umq_rearm_interrupt(q, false, &rx);
+    }
+    CHECK(wakeups > 0);
+    CHECK(b != NULL);
+    uint64_t seq = 0;
+    if (b) {
+        memcpy(&seq, b->buf_data, sizeof(seq));
+        umq_buf_free(b);
+    }
+    CHECK_EQ(seq, 42);
+    umq_uninit();
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void test_death(int s, int child, pid_t pid)
+{
+    init(1, 0);
+    uint64_t q = connect_queue(s, child ? "death-c" : "death-p", 16, UMQ_MODE_INTERRUPT);
+    if (child) {
+        char ready = 1; /* posts no receive buffer and never calls in again */
+        sock_send(s, &ready, 1);
+        for (;;)
+            pause();
+    }
+    char ready = 0;
+    CHECK_EQ(sock_recv(s, &ready, 1), 1);
+    /* 4 MiB each: three fill the peer's 16 MiB ring (a SEND completes once in the ring), the
+     * other five wait in our send queue. */
+    for (int i = 0; i < 8; i++) {
+        umq_buf_t *b = message((uint64_t)i, 4u << 20), *bad = NULL;
+        CHECK_EQ(umq_post(q, b, UMQ_IO_TX, &bad), 0);
+    }
+    umq_interrupt_option_t tx = {UMQ_INTERRUPT_FLAG_IO_DIRECTION, UMQ_IO_TX};
+    usleep(20000);
+    umq_buf_t *c[16];
+    int done = 0;
+    for (int n; (n = umq_poll(q, UMQ_IO_TX, c, 16)) > 0;)
+        for (int i = 0; i < n; i++, done++)
+            umq_buf_free(c[i]);
+    CHECK_EQ(done, 3);
+    CHECK_EQ(umq_state_get(q), QUEUE_STATE_READY);
+    CHECK_EQ(umq_rearm_interrupt(q, false, &tx), 0);
+    double t0 = now_ms();
+    kill(pid, SIGKILL);
+    int n = umq_wait_interrupt(q, 10000, &tx); /* returns: the flush completes the sends */
+    double waited = now_ms() - t0;
+    CHECK(n > 0);
+    CHECK_EQ(umq_state_get(q), QUEUE_STATE_ERR);
+    int flushed = 0;
+    for (int k; (k = umq_poll(q, UMQ_IO_TX, c, 16)) > 0;)
+        for (int i = 0; i < k; i++, done++) {
+            flushed += c[i]->status == UMQ_BUF_WR_FLUSH_ERR;
+            umq_buf_free(c[i]);
+        }
+    CHECK_EQ(done, 8);     /* every send came back: nothing leaked */
+    CHECK_EQ(flushed, 5);  /* the ones the dead peer never took were flushed */
+    umq_async_event_t ev;
+    int got_err = 0;
+    while (umq_get_async_event(&(umq_trans_info_t){0}, &ev) == 0) {
+        got_err |= ev.event_type == UMQ_EVENT_QH_ERR && ev.element.umqh == q;
+        umq_ack_async_event(&ev);
+    }
+    CHECK(got_err);
+    umq_buf_t *b = message(99, 64), *bad = NULL;
+    CHECK_EQ(umq_post(q, b, UMQ_IO_TX, &bad), -UMQ_ERR_EINVAL); /* refused, still ours */
+    CHECK(bad == b);
+    umq_buf_free(b);
+    printf("death: peer loss noticed after %.1f ms\n", waited);
+    umq_uninit();
+}
+
+typedef void (*pair_test)(int s, int child);
+
+static void run(const char *name, pair_test t, int death)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        exit(2);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        if (death)
+            test_death(sv[1], 1, 0);
+        else
+            t(sv[1], 1);
+        _exit(0);
+    }
+    close(sv[1]);
+    if (death)
+        test_death(sv[0], 0, pid);
+    else
+        t(sv[0], 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!death)
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(sv[0]);
+    printf("%s: done (%d failures so far)\n", name, test_failures);
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+    struct { const char *name; pair_test t; } cases[] = {
+        {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (!only || strcmp(only, cases[i].name) == 0)
+            run(cases[i].name, cases[i].t, 0);
+    if (!only || strcmp(only, "death") == 0)
+        run("death", NULL, 1);
+    TEST_DONE("shm");
+}

@@ -1,0 +1,644 @@
+//! Shared memory between two processes of one host.
+//!
+//! Every queue that may be bound across processes owns an *inbox*, a memfd mapping that its
+//! peer maps too:
+//! - a single-producer / single-consumer byte ring of entries the peer writes (work requests,
+//!   standalone window updates, READ responses);
+//! - the count and statuses of the peer's work requests this queue has executed, which are the
+//!   peer's send completions;
+//! - this queue's flow-control area (initial window and cumulative grants), so the peer reads
+//!   credit without a message.
+//!
+//! The memfd never has a name in /dev/shm, so nothing can be left behind by an exit or a crash.
+//! The peer opens it through `/proc/<pid>/fd/<fd>`, which the kernel only allows a process of
+//! the same user with ptrace-read access. The mapping is checked: size, owner uid, magic,
+//! version, owner pid and a random secret from the bind info. Every index and length read from
+//! the ring is bounds-checked before use, so a corrupt peer can stall the pair but not make this
+//! process touch memory outside the mapping.
+//!
+//! The receiving process executes the entries against its own buffers with the loopback
+//! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
+
+use super::loopback::{self, Outcome, Side, Wire};
+use crate::abi::errno::*;
+use crate::abi::pro_types::*;
+use crate::abi::types::*;
+use crate::buf::pool::Pool;
+use crate::flow::Area;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+/// Ring capacity: the largest message (`UMQ_MAX_BUF_REQUEST_SIZE`, 10 MiB) always fits. Pages
+/// are only backed once touched, so a queue that moves small messages uses little of it.
+pub const RING_BYTES: usize = 16 << 20;
+/// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
+const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
+const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
+const LAYOUT_VERSION: u32 = 1;
+/// Entries start on cache lines; a header is one line.
+const LINE: usize = 64;
+
+const KIND_PAD: u8 = 0;
+const KIND_WR: u8 = 1;
+const KIND_STANDALONE: u8 = 2;
+const KIND_READ_RESP: u8 = 3;
+
+#[repr(C, align(64))]
+struct Line<T>(T);
+
+/// The start of an inbox mapping. The ring follows at `ring_offset()`.
+#[repr(C)]
+pub struct Inbox {
+    magic: u64,
+    version: u32,
+    owner_pid: u32,
+    secret: u64,
+    /// Set by the owner when it unbinds or is destroyed: the peer stops and fails its sends.
+    closed: AtomicU32,
+    area: Line<Area>,
+    /// Bytes the producer (the peer) has written, and the consumer (the owner) has released.
+    prod: Line<AtomicU64>,
+    cons: Line<AtomicU64>,
+    /// WR entries the owner has executed; statuses[seq % STATUS_SLOTS] says how each went.
+    done: Line<AtomicU64>,
+    statuses: [AtomicU8; STATUS_SLOTS],
+}
+
+fn ring_offset() -> usize {
+    std::mem::size_of::<Inbox>().next_multiple_of(4096)
+}
+
+pub fn segment_len() -> usize {
+    ring_offset() + RING_BYTES
+}
+
+/// One ring entry's header, a cache line; the payload follows.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct Entry {
+    kind: u8,
+    opcode: u8,
+    _r0: u16,
+    /// Payload bytes after the header.
+    len: u32,
+    imm: u64,
+    /// WRITE / WRITE_IMM / READ: the remote address and token; READ_RESP: unused.
+    addr: u64,
+    token_id: u32,
+    token_value: u32,
+    /// READ: bytes requested.
+    rlen: u32,
+    _r1: u32,
+    /// READ_RESP: the sequence number of the READ it answers.
+    seq: u64,
+    _r2: [u64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == LINE);
+
+fn entry_bytes(len: usize) -> usize {
+    LINE + len.next_multiple_of(LINE)
+}
+
+/// A mapped inbox: ours (we created the memfd and keep it open for the peer to open), or the
+/// peer's (mapped, fd closed).
+pub struct Segment {
+    base: *mut u8,
+    len: usize,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+unsafe impl Send for Segment {}
+unsafe impl Sync for Segment {}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.base as *mut _, self.len) };
+    }
+}
+
+fn os_err() -> i32 {
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    crate::log_err!("umq_shm", "{}", std::io::Error::from_raw_os_error(e));
+    if e == libc::ENOMEM {
+        -UMQ_ERR_ENOMEM
+    } else {
+        -UMQ_ERR_EINVAL
+    }
+}
+
+fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(os_err());
+    }
+    Ok(p as *mut u8)
+}
+
+impl Segment {
+    /// A fresh inbox of this process, with mode 0600, marked with `secret`.
+    pub fn create(secret: u64) -> Result<Segment, i32> {
+        use std::os::fd::FromRawFd;
+        let fd = unsafe { libc::memfd_create(c"umq-inbox".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_err());
+        }
+        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let len = segment_len();
+        if unsafe { libc::fchmod(fd, 0o600) } != 0
+            || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0
+        {
+            return Err(os_err());
+        }
+        let base = map(fd, len)?;
+        let seg = Segment {
+            base,
+            len,
+            fd: Some(owned),
+        };
+        let inbox = unsafe { &mut *(base as *mut Inbox) };
+        inbox.magic = MAGIC;
+        inbox.version = LAYOUT_VERSION;
+        inbox.owner_pid = std::process::id();
+        inbox.secret = secret;
+        Ok(seg)
+    }
+
+    /// The fd number the peer opens through /proc.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// Maps the inbox of queue-owner `pid` (fd `fd`), checking that it is what its bind info
+    /// says: same user, right size, magic, version, owner and secret.
+    pub fn open_peer(pid: u32, fd: u32, secret: u64) -> Result<Segment, String> {
+        let path = format!("/proc/{pid}/fd/{fd}\0");
+        let raw = unsafe {
+            libc::open(
+                path.as_ptr() as *const libc::c_char,
+                libc::O_RDWR | libc::O_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(format!(
+                "cannot open the peer's inbox {}: {}",
+                path.trim_end_matches('\0'),
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let stat_ok = unsafe { libc::fstat(raw, &mut st) } == 0;
+        let len = segment_len();
+        let result = if !stat_ok {
+            Err("cannot stat the peer's inbox".to_string())
+        } else if st.st_uid != unsafe { libc::getuid() } {
+            Err(format!(
+                "the peer's inbox belongs to uid {}, not to us",
+                st.st_uid
+            ))
+        } else if st.st_size as usize != len {
+            Err(format!(
+                "the peer's inbox has {} bytes, expected {len}",
+                st.st_size
+            ))
+        } else {
+            map(raw, len).map_err(|_| "cannot map the peer's inbox".to_string())
+        };
+        unsafe { libc::close(raw) };
+        let seg = Segment {
+            base: result?,
+            len,
+            fd: None,
+        };
+        let i = seg.inbox();
+        if i.magic != MAGIC
+            || i.version != LAYOUT_VERSION
+            || i.owner_pid != pid
+            || i.secret != secret
+        {
+            return Err("the peer's inbox does not match its bind info".to_string());
+        }
+        Ok(seg)
+    }
+
+    pub fn inbox(&self) -> &Inbox {
+        unsafe { &*(self.base as *const Inbox) }
+    }
+
+    fn ring(&self) -> *mut u8 {
+        unsafe { self.base.add(ring_offset()) }
+    }
+
+    pub fn area(&self) -> &Area {
+        &self.inbox().area.0
+    }
+
+    pub fn set_closed(&self, closed: bool) {
+        self.inbox().closed.store(closed as u32, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inbox().closed.load(Ordering::Acquire) != 0
+    }
+
+    pub fn secret(&self) -> u64 {
+        self.inbox().secret
+    }
+
+    /// Clears the ring, the counters and the area once a binding ended (the closed mark stays
+    /// until the next bind info is handed out).
+    pub fn reset_for_next_binding(&self) {
+        let i = self.inbox();
+        i.prod.0.store(0, Ordering::Release);
+        i.cons.0.store(0, Ordering::Release);
+        i.done.0.store(0, Ordering::Release);
+        i.area.0.reset();
+    }
+
+    /// Whether an entry with `len` payload bytes fits in the ring now.
+    fn has_room(&self, len: usize) -> bool {
+        let i = self.inbox();
+        let used = i.prod.0.load(Ordering::Relaxed) - i.cons.0.load(Ordering::Acquire);
+        // Worst case: padding to the end of the ring first.
+        used as usize + 2 * entry_bytes(len) <= RING_BYTES
+    }
+
+    /// Producer side: appends an entry with `len` payload bytes written by `fill`; false when
+    /// the ring has no room now.
+    fn push(&self, mut e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
+        let i = self.inbox();
+        let prod = i.prod.0.load(Ordering::Relaxed);
+        let cons = i.cons.0.load(Ordering::Acquire);
+        let need = entry_bytes(len);
+        let off = prod as usize % RING_BYTES;
+        let pad = if RING_BYTES - off < need {
+            RING_BYTES - off
+        } else {
+            0
+        };
+        if (prod - cons) as usize + pad + need > RING_BYTES {
+            return false;
+        }
+        let ring = self.ring();
+        if pad > 0 {
+            let p = Entry {
+                kind: KIND_PAD,
+                len: (pad - LINE) as u32,
+                ..Default::default()
+            };
+            unsafe { (ring.add(off) as *mut Entry).write(p) };
+        }
+        let at = (off + pad) % RING_BYTES;
+        e.len = len as u32;
+        unsafe {
+            (ring.add(at) as *mut Entry).write(e);
+            fill(ring.add(at + LINE));
+        }
+        i.prod
+            .0
+            .store(prod + (pad + need) as u64, Ordering::Release);
+        true
+    }
+
+    /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
+    /// something impossible.
+    fn peek(&self) -> Result<Option<(Entry, *const u8)>, &'static str> {
+        let i = self.inbox();
+        let cons = i.cons.0.load(Ordering::Relaxed);
+        let prod = i.prod.0.load(Ordering::Acquire);
+        if prod == cons {
+            return Ok(None);
+        }
+        if prod < cons || prod - cons > RING_BYTES as u64 || prod % LINE as u64 != 0 {
+            return Err("ring indices out of range");
+        }
+        let off = cons as usize % RING_BYTES;
+        let e = unsafe { (self.ring().add(off) as *const Entry).read() };
+        let size = LINE as u64 + (e.len as u64).next_multiple_of(LINE as u64);
+        if off as u64 + size > RING_BYTES as u64 || size > prod - cons {
+            return Err("ring entry length out of range");
+        }
+        if e.kind > KIND_READ_RESP {
+            return Err("unknown ring entry kind");
+        }
+        Ok(Some((e, unsafe { self.ring().add(off + LINE) })))
+    }
+
+    fn pop(&self, e: &Entry) {
+        let i = self.inbox();
+        let cons = i.cons.0.load(Ordering::Relaxed);
+        i.cons
+            .0
+            .store(cons + entry_bytes(e.len as usize) as u64, Ordering::Release);
+    }
+
+    fn finish_wr(&self, status: umq_buf_status_t) {
+        let i = self.inbox();
+        let done = i.done.0.load(Ordering::Relaxed);
+        i.statuses[done as usize % STATUS_SLOTS].store(status as u8, Ordering::Relaxed);
+        i.done.0.store(done + 1, Ordering::Release);
+    }
+}
+
+/// Why the pair cannot go on.
+pub type Broken = &'static str;
+
+/// One round of progress for a queue bound over shared memory: takes what the peer sent into
+/// our receive buffers, completes our WRs the peer has executed, and pushes our waiting WRs.
+pub fn progress(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    umqh: u64,
+    fragments: bool,
+    pool: &Pool,
+) -> Result<Outcome, Broken> {
+    let mut out = Outcome::default();
+    // Read the count first: a READ counts as done only after its response is in our ring, and
+    // the drain below takes every response pushed before the count moved.
+    let done = peer.inbox().done.0.load(Ordering::Acquire);
+    receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
+    complete(w, peer, done, &mut out)?;
+    transmit(w, peer, &mut out);
+    if peer.is_closed() {
+        return Err("peer queue unbound");
+    }
+    Ok(out)
+}
+
+/// Completes our WRs in order: a SEND (or NOP) once it is in the peer's ring (its payload is copied, the
+/// buffer is free again: transmit-complete, as libfabric's shm provider), every other WR once
+/// the peer executed it (up to the peer's `done` count), with the status the peer recorded.
+fn complete(w: &mut Wire, peer: &Segment, done: u64, out: &mut Outcome) -> Result<(), Broken> {
+    if done > w.tx_done_seq + w.in_flight as u64 {
+        return Err("peer reports completions we never sent");
+    }
+    while w.in_flight > 0 {
+        let seq = w.tx_done_seq;
+        let wr = w.sq[w.delivered];
+        let status = if seq < done {
+            let raw = peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
+            if raw as u32 <= UMQ_BUF_REM_DATA_POISON {
+                raw as u32
+            } else {
+                UMQ_BUF_REM_OPERATION_ERR
+            }
+        } else if matches!(
+            unsafe { (*wr).pro().opcode },
+            UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP
+        ) {
+            UMQ_BUF_SUCCESS
+        } else {
+            break;
+        };
+        unsafe {
+            (*wr).set_status(status);
+            loopback::restore_piggyback_carrier(wr);
+        }
+        w.delivered += 1;
+        w.in_flight -= 1;
+        w.tx_done_seq += 1;
+        out.tx_done += 1;
+    }
+    Ok(())
+}
+
+/// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
+fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
+    while w.delivered + w.in_flight < w.sq.len() {
+        let wr = w.sq[w.delivered + w.in_flight];
+        let opcode = unsafe { (*wr).pro().opcode };
+        if !loopback::credit_for(w, opcode) {
+            out.credit_wait = true;
+            return;
+        }
+        if !push_wr(peer, wr) {
+            if w.flow.is_some() && loopback::needs_rx_buffer(opcode) {
+                w.credited += 1; // keep the credit for the retry
+            }
+            return;
+        }
+        w.in_flight += 1;
+        match opcode {
+            UMQ_OPC_READ => out.reads += 1,
+            UMQ_OPC_NOP => {}
+            _ => out.sends += 1,
+        }
+    }
+}
+
+fn push_wr(peer: &Segment, wr: *mut umq_buf_t) -> bool {
+    let h = unsafe { &*wr };
+    let pro = *h.pro();
+    let len = if pro.opcode == UMQ_OPC_READ || pro.opcode == UMQ_OPC_NOP {
+        0
+    } else {
+        h.total_data_size as usize
+    };
+    let e = Entry {
+        kind: KIND_WR,
+        opcode: pro.opcode as u8,
+        imm: pro.imm_data,
+        addr: pro.remote_sge.addr,
+        token_id: pro.remote_sge.token_id,
+        token_value: pro.remote_sge.token_value,
+        rlen: pro.remote_sge.length,
+        ..Default::default()
+    };
+    peer.push(e, len, |dst| {
+        loopback::copy_pieces(loopback::pieces(wr), std::iter::once((dst, len)));
+    })
+}
+
+/// Whether the peer's ring can take an entry of `len` payload bytes now.
+pub fn has_room(peer: &Segment, len: usize) -> bool {
+    peer.has_room(len)
+}
+
+/// Pushes a standalone window update; false when the ring is full (it is retried later: the
+/// announcement is already in our area either way).
+pub fn push_standalone(peer: &Segment, imm: u64) -> bool {
+    let e = Entry {
+        kind: KIND_STANDALONE,
+        imm,
+        ..Default::default()
+    };
+    peer.push(e, 0, |_| {})
+}
+
+/// Executes the peer's entries against our receive buffers and memory, in order, until the ring
+/// is empty or an entry must wait (no receive buffer, or no room for a READ response).
+fn receive(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    umqh: u64,
+    fragments: bool,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Result<(), Broken> {
+    while let Some((e, payload)) = mine.peek()? {
+        match e.kind {
+            KIND_PAD => {}
+            KIND_STANDALONE => {
+                if w.flow.is_none() {
+                    return Err("window update from a peer without flow control");
+                }
+                if w.rx_posted.is_empty() {
+                    note_blocked(w, out);
+                    return Ok(());
+                }
+                let mut dst = Side {
+                    umqh,
+                    wire: w,
+                    fragments,
+                };
+                loopback::deliver_standalone(&mut dst, e.imm);
+                out.rx_done += 1;
+            }
+            KIND_READ_RESP => read_response(w, &e, payload)?,
+            _ => {
+                let seq = mine.inbox().done.0.load(Ordering::Relaxed);
+                let at = Here {
+                    umqh,
+                    fragments,
+                    seq,
+                };
+                let Some(status) = execute(w, peer, &e, payload, &at, pool, out) else {
+                    if loopback::needs_rx_buffer(e.opcode as u32) {
+                        note_blocked(w, out);
+                    }
+                    return Ok(());
+                };
+                mine.finish_wr(status);
+            }
+        }
+        mine.pop(&e);
+        w.rx_blocked = false;
+    }
+    Ok(())
+}
+
+/// Counts a message that found no receive buffer once, not once per poll while it waits.
+fn note_blocked(w: &mut Wire, out: &mut Outcome) {
+    if !w.rx_blocked {
+        w.rx_blocked = true;
+        out.blocked = true;
+    }
+}
+
+fn remote_ok(pool: &Pool, e: &Entry, n: u64) -> bool {
+    n <= u32::MAX as u64 && pool.check_remote(e.addr, n as u32, e.token_id, e.token_value)
+}
+
+/// The receiving queue, and the sequence number of the WR being executed (how many of the
+/// peer's WRs ran before it).
+struct Here {
+    umqh: u64,
+    fragments: bool,
+    seq: u64,
+}
+
+/// Runs one of the peer's WRs here; None when it must wait.
+fn execute(
+    w: &mut Wire,
+    peer: &Segment,
+    e: &Entry,
+    payload: *const u8,
+    at: &Here,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let (umqh, fragments) = (at.umqh, at.fragments);
+    let len = e.len as u64;
+    let src = || std::iter::once((payload as *mut u8, len as usize));
+    match e.opcode as u32 {
+        UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
+        UMQ_OPC_WRITE => {
+            if !remote_ok(pool, e, len) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            loopback::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
+            Some(UMQ_BUF_SUCCESS)
+        }
+        UMQ_OPC_READ => {
+            let want = e.rlen as usize;
+            if !remote_ok(pool, e, want as u64) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            let resp = Entry {
+                kind: KIND_READ_RESP,
+                seq: at.seq,
+                ..Default::default()
+            };
+            let from = e.addr as *const u8;
+            let pushed = peer.push(resp, want, |dst| unsafe {
+                std::ptr::copy_nonoverlapping(from, dst, want)
+            });
+            pushed.then_some(UMQ_BUF_SUCCESS)
+        }
+        op @ (UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) => {
+            let mut dst = Side {
+                umqh,
+                wire: w,
+                fragments,
+            };
+            let n = loopback::rx_buffers_needed(&dst, len, op)?;
+            if op == UMQ_OPC_WRITE_IMM && !remote_ok(pool, e, len) {
+                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            let head = loopback::take_rx(&mut dst, n);
+            let room: u64 = loopback::room(head).map(|(_, c)| c as u64).sum();
+            let fits = op == UMQ_OPC_WRITE_IMM || len <= room;
+            if op == UMQ_OPC_WRITE_IMM {
+                loopback::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
+            } else if fits {
+                loopback::copy_pieces(src(), loopback::room(head));
+            }
+            let (rx, tx) = if fits {
+                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
+            } else {
+                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
+            };
+            unsafe { loopback::complete_rx(&mut dst, head, n, len, op, e.imm, rx) };
+            out.rx_done += 1;
+            Some(tx)
+        }
+        _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
+    }
+}
+
+/// Copies a READ response into the READ WR it answers (still in flight in our send queue).
+fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), Broken> {
+    let idx = e
+        .seq
+        .checked_sub(w.tx_done_seq)
+        .map(|k| w.delivered + k as usize)
+        .filter(|&i| i < w.delivered + w.in_flight)
+        .ok_or("READ response for no READ in flight")?;
+    let wr = w.sq[idx];
+    if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
+        return Err("READ response for a WR that is not a READ");
+    }
+    let mut left = e.len as u64;
+    for b in crate::buf::iter(wr) {
+        let b = unsafe { &mut *b };
+        b.data_size = left.min(b.buf_size as u64) as u32;
+        left -= b.data_size as u64;
+    }
+    unsafe { (*wr).total_data_size = e.len - left as u32 };
+    loopback::copy_pieces(
+        std::iter::once((payload as *mut u8, e.len as usize)),
+        loopback::room(wr),
+    );
+    Ok(())
+}
