@@ -70,6 +70,8 @@ pub struct Queue {
     /// Our shared-memory inbox, created with the first bind info that offers it (None when
     /// shared memory is off or could not be set up).
     inbox: OnceLock<Option<shm::Segment>>,
+    /// Bound over shared memory: lets the loopback poll path skip the peer lock.
+    over_shm: AtomicBool,
     /// Our peer has WRs waiting for our receive buffers.
     rnr_waiting: AtomicBool,
     pub irq: Option<Interrupts>,
@@ -118,6 +120,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             state: AtomicU32::new(QUEUE_STATE_IDLE),
             peer: RwLock::new(None),
             inbox: OnceLock::new(),
+            over_shm: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
             irq,
             stats: QueueStats::default(),
@@ -296,6 +299,8 @@ impl Queue {
             *slot = Some(peer);
         }
         bind_info::log_transport_once(transport);
+        self.over_shm
+            .store(transport == bind_info::Transport::Shm, Ordering::Release);
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;
@@ -402,6 +407,7 @@ impl Queue {
         let peer = match peer {
             Peer::Local(q) => q,
             Peer::Shm(_) => {
+                self.over_shm.store(false, Ordering::Release);
                 // Tell the other process first, then forget everything of this binding.
                 let seg = self.my_inbox().expect("shm binding without inbox");
                 seg.set_closed(true);
@@ -649,6 +655,9 @@ impl Queue {
     /// Runs the shared-memory engine once if the queue is bound that way (for polls, receive
     /// posts and the watchdog); returns whether it was.
     pub(crate) fn shm_service(&self) -> bool {
+        if !self.over_shm.load(Ordering::Relaxed) {
+            return false;
+        }
         let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
         let Some(Peer::Shm(link)) = guard.as_ref() else {
             return false;
