@@ -1,0 +1,106 @@
+//! The baseline: libfabric's own `fi_pingpong` (Debian `libfabric-bin`) on its `shm` provider,
+//! run as server and client on this host in the same invocation as our measurement.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// What `fi_pingpong` reported for one size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PingPong {
+    /// Half round trip (its "usec/xfer"), in ns.
+    pub half_rtt_ns: f64,
+    /// Transfers per second (its "Mxfers/sec").
+    pub xfers_per_s: f64,
+}
+
+pub fn available() -> bool {
+    Command::new("fi_pingpong")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// A TCP port nobody listens on right now, for fi_pingpong's out-of-band address exchange.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(47592)
+}
+
+/// Runs `fi_pingpong -p shm -e rdm` server and client for one size.
+pub fn pingpong(size: u32, iters: u64) -> Result<PingPong, String> {
+    let port = free_port().to_string();
+    let common = [
+        "-p",
+        "shm",
+        "-e",
+        "rdm",
+        "-I",
+        &iters.to_string(),
+        "-S",
+        &size.to_string(),
+    ]
+    .map(String::from);
+    let mut server = Command::new("fi_pingpong")
+        .args(&common)
+        .args(["-B", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start fi_pingpong: {e}"))?;
+    // The client gives up at once when the server is not listening yet: retry a few times.
+    let mut last = String::new();
+    for attempt in 0..20 {
+        std::thread::sleep(Duration::from_millis(if attempt == 0 { 100 } else { 250 }));
+        let out = Command::new("fi_pingpong")
+            .args(&common)
+            .args(["-P", &port, "127.0.0.1"])
+            .output()
+            .map_err(|e| format!("cannot start fi_pingpong: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            let _ = server.wait();
+            return parse(&text).ok_or(format!("cannot read fi_pingpong's output: {text}"));
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    Err(format!("fi_pingpong client failed: {last}"))
+}
+
+/// The numbers of fi_pingpong's result line:
+/// `bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec`.
+fn parse(text: &str) -> Option<PingPong> {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.split_whitespace().count() == 8 && !l.starts_with("bytes"))?;
+    let f: Vec<&str> = line.split_whitespace().collect();
+    Some(PingPong {
+        half_rtt_ns: f[6].parse::<f64>().ok()? * 1000.0,
+        xfers_per_s: f[7].parse::<f64>().ok()? * 1e6,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_result_line() {
+        let out = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n\
+                   64      100k    =100k    12m         0.06s    204.62       0.31       3.20\n";
+        assert_eq!(
+            parse(out),
+            Some(PingPong {
+                half_rtt_ns: 310.0,
+                xfers_per_s: 3.2e6
+            })
+        );
+        assert_eq!(parse("fi_getinfo(): ret=-61 (No data available)\n"), None);
+    }
+}

@@ -1,0 +1,374 @@
+//! umq-perf: latency and bandwidth of libumq through its public C API, on the in-process
+//! loopback transport (the default) or across two processes over shared memory, optionally
+//! next to libfabric's `fi_pingpong` on its `shm` provider, run in the same invocation.
+
+mod api;
+mod libfabric;
+mod loopback;
+mod report;
+mod shm;
+
+use api::Flow;
+use report::Row;
+
+const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc|all]
+                [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
+                [--flow-control on|off] [--atomic-window] [--rounds N]
+                [--compare libfabric] [--json] [--quiet]
+
+  --provider     loopback: two queues of this process (default); shm: a second process,
+                 started by umq-perf itself, over the shared-memory transport
+  --test         lat: ping-pong half round trip; bw: streaming messages/s;
+                 fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
+  --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
+  --flow-control default on
+  --rounds       repeat each measurement and report the median (default 1)
+  --compare      libfabric: also run fi_pingpong -p shm (Debian libfabric-bin) per size
+  --json         one JSON object per result line, nothing else on stdout
+  --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
+
+/// What is measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    Lat,
+    Bw,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lat => "lat",
+            Kind::Bw => "bw",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Kind, String> {
+        match s {
+            "lat" => Ok(Kind::Lat),
+            "bw" => Ok(Kind::Bw),
+            _ => Err(format!("unknown peer role {s}")),
+        }
+    }
+}
+
+/// The parameters of one measurement.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub size: u32,
+    pub iters: u64,
+    pub batch: u32,
+    pub depth: u32,
+    pub flow: Flow,
+    pub quiet: bool,
+}
+
+struct Args {
+    provider: String,
+    test: String,
+    sizes: Vec<u32>,
+    rounds: u32,
+    compare: bool,
+    json: bool,
+    peer: Option<Kind>,
+    run: Run,
+}
+
+const SWEEP: [u32; 6] = [64, 256, 1024, 4096, 16384, 65536];
+
+fn parse_sizes(v: &str) -> Result<Vec<u32>, String> {
+    if v == "sweep" {
+        return Ok(SWEEP.to_vec());
+    }
+    v.split(',')
+        .map(|s| s.trim().parse().map_err(|e| format!("--size {s}: {e}")))
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse().map_err(|e| format!("{flag} {v}: {e}"))
+}
+
+fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut a = Args {
+        provider: "loopback".into(),
+        test: "all".into(),
+        sizes: vec![64],
+        rounds: 1,
+        compare: false,
+        json: false,
+        peer: None,
+        run: Run {
+            size: 64,
+            iters: 200_000,
+            batch: 32,
+            depth: 1024,
+            flow: Flow {
+                on: true,
+                atomic_window: false,
+                notify_interval: 0,
+            },
+            quiet: false,
+        },
+    };
+    let mut it = argv;
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--provider" => a.provider = value()?,
+            "--test" => a.test = value()?,
+            "--size" => a.sizes = parse_sizes(&value()?)?,
+            "--iters" => a.run.iters = number(&flag, value()?)?,
+            "--batch" => a.run.batch = number(&flag, value()?)?,
+            "--depth" => a.run.depth = number(&flag, value()?)?,
+            "--rounds" => a.rounds = number(&flag, value()?)?,
+            "--flow-control" => {
+                a.run.flow.on = match value()?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    v => return Err(format!("--flow-control {v}: on or off")),
+                }
+            }
+            "--atomic-window" => a.run.flow.atomic_window = true,
+            "--compare" => match value()?.as_str() {
+                "libfabric" => a.compare = true,
+                v => return Err(format!("--compare {v}: only libfabric")),
+            },
+            "--json" => a.json = true,
+            "--quiet" => a.run.quiet = true,
+            "--peer" => a.peer = Some(Kind::parse(&value()?)?),
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    check(&a)?;
+    a.run.flow.notify_interval = a.run.batch as u16;
+    a.run.size = a.sizes[0];
+    a.run.quiet |= a.json;
+    Ok(a)
+}
+
+fn check(a: &Args) -> Result<(), String> {
+    let r = &a.run;
+    if !["loopback", "shm"].contains(&a.provider.as_str()) {
+        return Err(format!("--provider {}: loopback or shm", a.provider));
+    }
+    if !["lat", "bw", "fc", "all"].contains(&a.test.as_str()) {
+        return Err(format!("--test {}: lat, bw, fc or all", a.test));
+    }
+    if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {
+        return Err("--batch must be 1..=64 and at most --depth".into());
+    }
+    if !(64..=32768).contains(&r.depth) || r.iters == 0 || a.rounds == 0 {
+        return Err("--depth must be 64..=32768, --iters and --rounds at least 1".into());
+    }
+    if a.sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
+        return Err("--size: 1 byte to 1 MiB".into());
+    }
+    Ok(())
+}
+
+/// p50/p99/p999/mean of half round trips.
+pub fn latency_row(row: Row, mut s: Vec<f64>) -> Row {
+    s.sort_by(|x, y| x.total_cmp(y));
+    let pct = |p: f64| s[((s.len() as f64 - 1.0) * p) as usize].round();
+    let mean = s.iter().sum::<f64>() / s.len() as f64;
+    row.num("p50_ns", pct(0.5))
+        .num("p99_ns", pct(0.99))
+        .num("p999_ns", pct(0.999))
+        .num("mean_ns", mean.round())
+}
+
+pub fn bandwidth_row(row: Row, size: u32, msgs_per_s: f64) -> Row {
+    row.num("msgs_per_s", msgs_per_s.round())
+        .num("gbytes_per_s", msgs_per_s * size as f64 / 1e9)
+}
+
+fn measure(provider: &str, kind: Kind, run: &Run) -> Row {
+    match provider {
+        "shm" => shm::run(kind, run),
+        _ => loopback::measure(kind, run),
+    }
+}
+
+/// Flow control on vs off over shared memory: the streaming test alternating, medians.
+fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
+    let with = |on| Run {
+        flow: Flow { on, ..run.flow },
+        ..*run
+    };
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(3) {
+        off.push(shm::run(Kind::Bw, &with(false)));
+        on.push(shm::run(Kind::Bw, &with(true)));
+    }
+    let (off, on) = (report::median(off), report::median(on));
+    let rate = |r: &Row| r.get("msgs_per_s").unwrap_or(0.0);
+    let standalone: u64 = on.sides.iter().map(|(_, s)| s.ext.standalone).sum();
+    Row {
+        sides: on.sides.clone(),
+        ..Row::new("fc", "shm", run.size, true)
+            .num("off_msgs_per_s", rate(&off))
+            .num("on_msgs_per_s", rate(&on))
+            .num("ratio", rate(&on) / rate(&off))
+            .num(
+                "standalone_per_msg_one_way",
+                standalone as f64 / run.iters as f64,
+            )
+    }
+}
+
+/// Adds fi_pingpong's figures (median of `rounds`) and our ratio to a latency row.
+fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
+    let mut half = Vec::new();
+    let mut rate = Vec::new();
+    for _ in 0..rounds {
+        match libfabric::pingpong(run.size, run.iters) {
+            Ok(p) => {
+                half.push(p.half_rtt_ns);
+                rate.push(p.xfers_per_s);
+            }
+            Err(e) => return row.text("fi_pingpong", e),
+        }
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let fi = med(half);
+    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
+    row.num("fi_pingpong_half_rtt_ns", fi)
+        .num("fi_pingpong_xfers_per_s", med(rate).round())
+        .num("mean_vs_fi_pingpong", ours / fi)
+}
+
+fn emit(row: &Row, json: bool) {
+    if json {
+        println!("{}", row.json());
+    } else {
+        println!("{}", row.line());
+    }
+}
+
+fn main() {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            std::process::exit(if e.is_empty() { 0 } else { 2 });
+        }
+    };
+    if let Some(kind) = args.peer {
+        return shm::serve(kind, &args.run);
+    }
+    if args.compare && !libfabric::available() {
+        eprintln!("--compare libfabric: fi_pingpong not found (apt-get install libfabric-bin)");
+        std::process::exit(2);
+    }
+    let run = args.run;
+    if !args.json {
+        println!(
+            "umq-perf: provider {} ({}), {} iterations, batch {}, depth {}, flow control {}{}",
+            args.provider,
+            if args.provider == "shm" {
+                "two processes"
+            } else {
+                "two queues, one process"
+            },
+            run.iters,
+            run.batch,
+            run.depth,
+            if run.flow.on { "on" } else { "off" },
+            if run.flow.atomic_window {
+                " (atomic window)"
+            } else {
+                ""
+            }
+        );
+    }
+    let kinds: &[Kind] = match args.test.as_str() {
+        "lat" => &[Kind::Lat],
+        "bw" => &[Kind::Bw],
+        "fc" => &[],
+        _ => &[Kind::Lat, Kind::Bw],
+    };
+    let mut rows = Vec::new();
+    for &size in &args.sizes {
+        let run = Run { size, ..run };
+        for &kind in kinds {
+            let rounds = (0..args.rounds)
+                .map(|_| measure(&args.provider, kind, &run))
+                .collect();
+            let mut row = report::median(rounds);
+            if args.compare && kind == Kind::Lat {
+                row = compare_latency(row, &run, args.rounds);
+            }
+            emit(&row, args.json);
+            rows.push(row);
+        }
+        let fc = args.test == "fc" || (args.test == "all" && args.provider == "loopback");
+        if fc {
+            let row = match args.provider.as_str() {
+                "shm" => shm_flow_control_cost(&run, args.rounds),
+                _ => loopback::flow_control_cost(&run),
+            };
+            emit(&row, args.json);
+            rows.push(row);
+        }
+    }
+    if !args.json {
+        print!("{}", report::table(&rows));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Args, String> {
+        parse_args(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_main_job() {
+        let a = parse("").unwrap();
+        assert_eq!((a.provider.as_str(), a.test.as_str()), ("loopback", "all"));
+        assert_eq!(a.sizes, vec![64]);
+        assert!(a.run.flow.on && !a.run.flow.atomic_window);
+        assert_eq!(a.run.flow.notify_interval, 32);
+    }
+
+    #[test]
+    fn flags_are_read() {
+        let a = parse("--provider shm --test lat --size 64,4096 --iters 10 --depth 128 --batch 8 --flow-control off --atomic-window --rounds 3 --json").unwrap();
+        assert_eq!(a.provider, "shm");
+        assert_eq!(a.sizes, vec![64, 4096]);
+        assert_eq!(
+            (a.run.iters, a.run.depth, a.run.batch, a.rounds),
+            (10, 128, 8, 3)
+        );
+        assert!(!a.run.flow.on && a.run.flow.atomic_window && a.json && a.run.quiet);
+        assert_eq!(parse("--size sweep").unwrap().sizes, SWEEP.to_vec());
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        for bad in [
+            "--provider tcp",
+            "--test x",
+            "--batch 0",
+            "--batch 65",
+            "--depth 8",
+            "--flow-control maybe",
+            "--size 12,x",
+            "--size 0",
+            "--iters",
+            "--compare ucx",
+            "--bogus",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

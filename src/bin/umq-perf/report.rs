@@ -1,0 +1,288 @@
+//! What umq-perf prints: a progress bar on a terminal, one line (or one JSON object) per result
+//! as it is measured, and a closing table with the flow-control statistics of both sides.
+
+use crate::api::SideStats;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// A progress bar on stderr, drawn only when stderr is a terminal and at most every 100 ms.
+pub struct Progress {
+    label: String,
+    total: u64,
+    on: bool,
+    drawn: Instant,
+    calls: u32,
+}
+
+impl Progress {
+    pub fn new(label: String, total: u64, quiet: bool) -> Progress {
+        let on = !quiet && std::io::stderr().is_terminal();
+        let p = Progress {
+            label,
+            total: total.max(1),
+            on,
+            drawn: Instant::now(),
+            calls: 0,
+        };
+        p.draw(0);
+        p
+    }
+
+    /// Cheap enough for a hot loop: callers pass every iteration, it looks at the clock only
+    /// every 1024 calls (every call when the whole run is short).
+    #[inline]
+    pub fn tick(&mut self, done: u64) {
+        if !self.on {
+            return;
+        }
+        self.calls = self.calls.wrapping_add(1);
+        if (self.calls % 1024 == 0 || self.total < 1024)
+            && self.drawn.elapsed() >= Duration::from_millis(100)
+        {
+            self.drawn = Instant::now();
+            self.draw(done);
+        }
+    }
+
+    fn draw(&self, done: u64) {
+        if !self.on {
+            return;
+        }
+        const WIDTH: u64 = 30;
+        let filled = (done.min(self.total) * WIDTH / self.total) as usize;
+        eprint!(
+            "\r{:<28} [{}{}] {:>3}%",
+            self.label,
+            "#".repeat(filled),
+            " ".repeat(WIDTH as usize - filled),
+            done.min(self.total) * 100 / self.total
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.on {
+            eprint!("\r{:72}\r", "");
+        }
+    }
+}
+
+/// One value of a result.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Num(f64),
+    Text(String),
+}
+
+/// One measured result: which test, where, and named values (in print order).
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub test: &'static str,
+    pub provider: &'static str,
+    pub size: u32,
+    pub flow_control: bool,
+    pub values: Vec<(&'static str, Value)>,
+    /// The flow-control statistics of the two queues after the run: (side, stats).
+    pub sides: Vec<(&'static str, SideStats)>,
+}
+
+impl Row {
+    pub fn new(test: &'static str, provider: &'static str, size: u32, flow_control: bool) -> Row {
+        Row {
+            test,
+            provider,
+            size,
+            flow_control,
+            values: Vec::new(),
+            sides: Vec::new(),
+        }
+    }
+
+    pub fn num(mut self, name: &'static str, v: f64) -> Row {
+        self.values.push((name, Value::Num(v)));
+        self
+    }
+
+    pub fn text(mut self, name: &'static str, v: impl Into<String>) -> Row {
+        self.values.push((name, Value::Text(v.into())));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.values.iter().find_map(|(n, v)| match v {
+            Value::Num(x) if *n == name => Some(*x),
+            _ => None,
+        })
+    }
+
+    pub fn json(&self) -> String {
+        let mut s = format!(
+            "{{\"test\":\"{}\",\"provider\":\"{}\",\"size\":{},\"flow_control\":{}",
+            self.test, self.provider, self.size, self.flow_control
+        );
+        for (name, v) in &self.values {
+            match v {
+                Value::Num(x) if x.fract() == 0.0 || x.abs() >= 1000.0 => {
+                    s += &format!(",\"{name}\":{x:.0}")
+                }
+                Value::Num(x) => s += &format!(",\"{name}\":{x:.4}"),
+                Value::Text(t) => s += &format!(",\"{name}\":\"{}\"", t.replace('"', "'")),
+            }
+        }
+        for (side, st) in &self.sides {
+            s += &format!(
+                ",\"{side}_fc\":{{\"total_local_rx_posted\":{},\"total_local_rx_notified\":{},\"total_remote_rx_received\":{},\"total_remote_rx_consumed\":{},\"total_flow_controlled_wr\":{},\"piggybacked\":{},\"standalone\":{},\"area_only\":{}}}",
+                st.fc.total_local_rx_posted,
+                st.fc.total_local_rx_notified,
+                st.fc.total_remote_rx_received,
+                st.fc.total_remote_rx_consumed,
+                st.fc.total_flow_controlled_wr,
+                st.ext.piggybacked,
+                st.ext.standalone,
+                st.ext.area_only
+            );
+        }
+        s + "}"
+    }
+
+    /// The one-line human form printed as soon as the result is known.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{:<4} {:<8} {:>6} B  fc {:<3}",
+            self.test,
+            self.provider,
+            self.size,
+            if self.flow_control { "on" } else { "off" }
+        );
+        for (name, v) in &self.values {
+            match v {
+                Value::Num(x) => s += &format!("  {name} {}", human(*x)),
+                Value::Text(t) => s += &format!("  {name} {t}"),
+            }
+        }
+        s
+    }
+}
+
+fn human(x: f64) -> String {
+    if x.fract() == 0.0 || x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// The closing table: every result, then both sides' flow-control counters per run.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from("\nresults\n");
+    for r in rows {
+        s += &r.line();
+        s.push('\n');
+    }
+    if rows.iter().any(|r| r.flow_control && !r.sides.is_empty()) {
+        s += &format!(
+            "\nflow control, both sides after each run\n{:<4} {:<8} {:>7} {:<6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10}\n",
+            "test",
+            "provider",
+            "size",
+            "side",
+            "rx_posted",
+            "notified",
+            "received",
+            "consumed",
+            "fc_wr",
+            "piggyback",
+            "standalone",
+            "area_only"
+        );
+        for r in rows.iter().filter(|r| r.flow_control) {
+            for (side, st) in &r.sides {
+                s += &format!(
+                    "{:<4} {:<8} {:>7} {:<6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10}\n",
+                    r.test,
+                    r.provider,
+                    r.size,
+                    side,
+                    st.fc.total_local_rx_posted,
+                    st.fc.total_local_rx_notified,
+                    st.fc.total_remote_rx_received,
+                    st.fc.total_remote_rx_consumed,
+                    st.fc.total_flow_controlled_wr,
+                    st.ext.piggybacked,
+                    st.ext.standalone,
+                    st.ext.area_only
+                );
+            }
+        }
+    }
+    s
+}
+
+/// The median of a few rounds' results: for each numeric value, the median across rounds
+/// (the rows must be of one kind); the last round's statistics.
+pub fn median(mut rounds: Vec<Row>) -> Row {
+    let n = rounds.len();
+    let mut out = rounds.pop().expect("at least one round");
+    if n == 1 {
+        return out;
+    }
+    for (name, v) in out.values.iter_mut() {
+        if let Value::Num(x) = v {
+            let mut all: Vec<f64> = rounds.iter().filter_map(|r| r.get(name)).collect();
+            all.push(*x);
+            all.sort_by(|a, b| a.total_cmp(b));
+            *x = all[all.len() / 2];
+        }
+    }
+    out.values.push(("rounds", Value::Num(n as f64)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_one_object_with_every_value() {
+        let r = Row::new("lat", "shm", 64, true)
+            .num("p50_ns", 151.0)
+            .num("ratio", 0.4567)
+            .text("baseline", "fi_pingpong \"shm\"");
+        assert_eq!(
+            r.json(),
+            "{\"test\":\"lat\",\"provider\":\"shm\",\"size\":64,\"flow_control\":true,\"p50_ns\":151,\"ratio\":0.4567,\"baseline\":\"fi_pingpong 'shm'\"}"
+        );
+    }
+
+    #[test]
+    fn median_takes_the_middle_of_each_value() {
+        let rows = [3.0, 1.0, 2.0]
+            .iter()
+            .map(|&x| {
+                Row::new("bw", "shm", 64, false)
+                    .num("a", x)
+                    .num("b", 10.0 * x)
+            })
+            .collect();
+        let m = median(rows);
+        assert_eq!(m.get("a"), Some(2.0));
+        assert_eq!(m.get("b"), Some(20.0));
+        assert_eq!(m.get("rounds"), Some(3.0));
+    }
+
+    #[test]
+    fn table_lists_both_sides_only_for_flow_controlled_runs() {
+        let mut on = Row::new("bw", "shm", 64, true).num("msgs_per_s", 1e6);
+        let mut st = SideStats::default();
+        st.fc.total_local_rx_posted = 4242;
+        on.sides = vec![("client", SideStats::default()), ("server", st)];
+        let mut off = Row::new("lat", "shm", 64, false);
+        off.sides = vec![("client", SideStats::default())];
+        let t = table(&[on, off]);
+        assert!(t.contains("server"), "{t}");
+        assert!(t.contains("4242"), "{t}");
+        assert_eq!(t.matches("client").count(), 1, "{t}");
+    }
+}

@@ -1,0 +1,284 @@
+//! `--provider shm`: the two queues live in two processes. umq-perf starts a copy of itself as
+//! the peer (`--peer lat|bw`, hidden), exchanges bind infos with it over the child's stdin and
+//! stdout, as a real application would over a socket, and measures traffic that only crosses
+//! libumq's shared-memory transport. The peer sends its flow-control statistics back at the end.
+
+use crate::api::{self, Done, SideStats};
+use crate::report::{Progress, Row};
+use crate::{Kind, Run};
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::ptr;
+use std::time::Instant;
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+
+/// Length-prefixed frames over a byte stream.
+fn send_frame(w: &mut impl Write, bytes: &[u8]) {
+    w.write_all(&(bytes.len() as u32).to_le_bytes())
+        .and_then(|_| w.write_all(bytes))
+        .and_then(|_| w.flush())
+        .expect("peer pipe closed");
+}
+
+fn recv_frame(r: &mut impl Read) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).expect("peer pipe closed");
+    let mut v = vec![0u8; u32::from_le_bytes(len) as usize];
+    r.read_exact(&mut v).expect("peer pipe closed");
+    v
+}
+
+fn stats_bytes(s: &SideStats) -> Vec<u8> {
+    let p = s as *const SideStats as *const u8;
+    unsafe { std::slice::from_raw_parts(p, size_of::<SideStats>()) }.to_vec()
+}
+
+fn stats_from(bytes: &[u8]) -> SideStats {
+    assert_eq!(bytes.len(), size_of::<SideStats>(), "bad statistics frame");
+    unsafe { ptr::read_unaligned(bytes.as_ptr() as *const SideStats) }
+}
+
+/// One side's queue, bound to the other process's, with `depth` receive buffers posted.
+fn connect(run: &Run, out: &mut impl Write, inp: &mut impl Read) -> u64 {
+    api::init(run.flow);
+    let q = api::create(run.depth);
+    send_frame(out, &api::bind_info(q));
+    api::bind(q, recv_frame(inp));
+    let rx = api::alloc(run.size.max(8), run.depth, UMQ_OPC_SEND);
+    api::post_rx_all(q, &rx);
+    q
+}
+
+fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
+    let mut a = vec![
+        "--peer".into(),
+        kind.name().into(),
+        "--size".into(),
+        run.size.to_string(),
+        "--iters".into(),
+        run.iters.to_string(),
+        "--depth".into(),
+        run.depth.to_string(),
+        "--batch".into(),
+        run.batch.to_string(),
+        "--flow-control".into(),
+        if run.flow.on { "on" } else { "off" }.into(),
+    ];
+    if run.flow.atomic_window {
+        a.push("--atomic-window".into());
+    }
+    a
+}
+
+fn spawn_peer(kind: Kind, run: &Run) -> (Child, ChildStdin, ChildStdout) {
+    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
+    let mut child = Command::new(exe)
+        .args(peer_args(kind, run))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cannot start the peer process");
+    let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    (child, i, o)
+}
+
+/// The measuring side: starts the peer, runs `kind`, collects both sides' statistics.
+pub fn run(kind: Kind, run: &Run) -> Row {
+    let (mut child, mut to_peer, mut from_peer) = spawn_peer(kind, run);
+    let q = connect(run, &mut to_peer, &mut from_peer);
+    recv_frame(&mut from_peer); // the peer has bound and posted its receive buffers
+    let label = format!("{} shm {} B", kind.name(), run.size);
+    let mut progress = Progress::new(label, run.iters, run.quiet);
+    let row = Row::new(kind.name(), "shm", run.size, run.flow.on);
+    let row = match kind {
+        Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress)),
+        Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
+    };
+    drop(progress);
+    let theirs = stats_from(&recv_frame(&mut from_peer));
+    let mine = api::side_stats(q);
+    api::teardown(q);
+    send_frame(&mut to_peer, b"bye");
+    let status = child.wait().expect("waiting for the peer");
+    assert!(status.success(), "the peer process failed: {status}");
+    umq::ffi::api::umq_uninit();
+    Row {
+        sides: vec![("client", mine), ("server", theirs)],
+        ..row
+    }
+}
+
+/// The peer process (`umq-perf --peer ...`): serves one run, then exits.
+pub fn serve(kind: Kind, run: &Run) {
+    // Die with the measuring process rather than spin forever.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let q = connect(run, &mut out, &mut inp);
+    send_frame(&mut out, b"ready");
+    match kind {
+        Kind::Lat => pong(q, run),
+        Kind::Bw => stream_in(q, run),
+    }
+    send_frame(&mut out, &stats_bytes(&api::side_stats(q)));
+    recv_frame(&mut inp);
+    api::teardown(q);
+    umq::ffi::api::umq_uninit();
+}
+
+/// Posts the receive completions among `bufs` back as receive buffers.
+fn repost_received(q: u64, bufs: &[*mut umq_buf_t]) {
+    let mut rx = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    let mut n = 0;
+    for &b in bufs.iter().filter(|&&b| api::done(b) != Done::Sent) {
+        rx[n] = b;
+        n += 1;
+    }
+    if n > 0 {
+        api::post(q, &rx[..n], UMQ_IO_RX);
+    }
+}
+
+fn first_byte(b: *mut umq_buf_t) -> *mut u8 {
+    unsafe { (*b).buf_data as *mut u8 }
+}
+
+/// Warm-up round trips before the measured ones: caches, page faults, the first credit.
+pub fn warmup(iters: u64) -> u64 {
+    (iters / 10).clamp(100, 10_000)
+}
+
+/// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
+fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
+    let tx = api::alloc(run.size.max(1), 1, UMQ_OPC_SEND);
+    let b = tx[0];
+    unsafe { (*b).total_data_size = run.size };
+    let mut scratch = [ptr::null_mut(); 4];
+    let warm = warmup(run.iters);
+    let mut samples = Vec::with_capacity(run.iters as usize);
+    for i in 0..warm + run.iters {
+        let t = Instant::now();
+        unsafe { *first_byte(tx[0]) = i as u8 };
+        api::post_all(q, &tx, std::hint::spin_loop);
+        let (mut sent, mut echo) = (false, None);
+        while !sent || echo.is_none() {
+            let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+            for &b in &scratch[..n] {
+                match api::done(b) {
+                    Done::Sent => sent = true,
+                    Done::Received => echo = Some(unsafe { *first_byte(b) }),
+                    Done::WindowUpdate => {}
+                }
+            }
+            repost_received(q, &scratch[..n]);
+        }
+        if i >= warm {
+            samples.push(t.elapsed().as_nanos() as f64 / 2.0);
+            progress.tick(i - warm);
+        }
+        if run.size > 0 {
+            assert_eq!(echo, Some(i as u8), "echo {i} carried the wrong byte");
+        }
+    }
+    samples
+}
+
+/// Pong: echo every message's first byte back in a message of the same size.
+fn pong(q: u64, run: &Run) {
+    let tx = api::alloc(run.size.max(1), 1, UMQ_OPC_SEND);
+    let b = tx[0];
+    unsafe { (*b).total_data_size = run.size };
+    let mut scratch = [ptr::null_mut(); 4];
+    let mut tx_free = true;
+    let mut echoed = 0;
+    while echoed < warmup(run.iters) + run.iters || !tx_free {
+        let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+        let mut echo = None;
+        for &b in &scratch[..n] {
+            match api::done(b) {
+                Done::Sent => tx_free = true,
+                Done::Received => echo = Some(unsafe { *first_byte(b) }),
+                Done::WindowUpdate => {}
+            }
+        }
+        repost_received(q, &scratch[..n]);
+        if let Some(byte) = echo {
+            while !tx_free {
+                let mut c = [ptr::null_mut(); 1];
+                tx_free = api::poll(q, UMQ_IO_TX, &mut c) == 1;
+            }
+            unsafe { *first_byte(tx[0]) = byte };
+            api::post_all(q, &tx, std::hint::spin_loop);
+            tx_free = false;
+            echoed += 1;
+        }
+    }
+}
+
+/// Streams `iters` sequence-numbered messages, `batch` per post, then waits for the peer's
+/// "all received". Returns messages per second.
+fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
+    let mut free = api::alloc(run.size.max(8), run.depth, UMQ_OPC_SEND);
+    for &b in &free {
+        unsafe { (*b).total_data_size = run.size };
+    }
+    let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    let (mut sent, mut finished) = (0u64, false);
+    let t = Instant::now();
+    while !finished {
+        let k = (run.batch as usize)
+            .min(free.len())
+            .min((run.iters - sent) as usize);
+        if k > 0 {
+            let from = free.len() - k;
+            for (j, &b) in free[from..].iter().enumerate() {
+                if run.size >= 8 {
+                    unsafe { (first_byte(b) as *mut u64).write_unaligned(sent + j as u64) };
+                }
+            }
+            let n = api::post_tx_some(q, &free[from..]);
+            free.drain(from..from + n);
+            sent += n as u64;
+            progress.tick(sent);
+        }
+        let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+        for &b in &scratch[..n] {
+            match api::done(b) {
+                Done::Sent => free.push(b),
+                Done::Received => finished = true, // the peer's "all received"
+                Done::WindowUpdate => {}
+            }
+        }
+        repost_received(q, &scratch[..n]);
+    }
+    run.iters as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Receives `iters` messages, checking their order, reposting every buffer; then tells the
+/// sender it is done.
+fn stream_in(q: u64, run: &Run) {
+    let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    let mut got = 0u64;
+    while got < run.iters {
+        let n = api::poll(q, UMQ_IO_RX, &mut scratch);
+        if n == 0 {
+            continue;
+        }
+        for &b in &scratch[..n] {
+            if api::done(b) == Done::WindowUpdate {
+                continue;
+            }
+            if run.size >= 8 {
+                let seq = unsafe { (first_byte(b) as *const u64).read_unaligned() };
+                assert_eq!(seq, got, "message out of order");
+            }
+            got += 1;
+        }
+        api::post(q, &scratch[..n], UMQ_IO_RX);
+    }
+    let done = api::alloc(8, 1, UMQ_OPC_SEND);
+    api::post_all(q, &done, std::hint::spin_loop);
+    let mut c = [ptr::null_mut(); 1];
+    api::poll_exact(q, UMQ_IO_TX, &mut c);
+    umq::ffi::api::umq_buf_free(c[0]);
+}
