@@ -17,6 +17,7 @@ use crate::transport::loopback::{self, Outcome, Side, Wire};
 use crate::transport::shm;
 use config::QueueConfig;
 use interrupt::Interrupts;
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
@@ -42,11 +43,7 @@ pub enum Peer {
     Shm(Arc<ShmLink>),
 }
 
-/// A binding over shared memory: the peer's inbox, mapped here.
-pub struct ShmLink {
-    pub seg: shm::Segment,
-    pub pid: u32,
-}
+pub use shm::Link as ShmLink;
 
 impl Peer {
     /// The peer's flow-control area.
@@ -286,6 +283,10 @@ impl Queue {
             bind_info::Transport::Loopback => Peer::Local(self.local_peer_for(&remote)?),
             bind_info::Transport::Shm => Peer::Shm(self.open_shm_peer(&remote)?),
         };
+        let link = match &peer {
+            Peer::Shm(link) => Some(link.clone()),
+            Peer::Local(_) => None,
+        };
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
@@ -304,7 +305,9 @@ impl Queue {
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;
+            w.awaiting_peer = 0;
             w.tx_done_seq = 0;
+            w.shm = link;
         }
         if self.rt.flow_control.enabled {
             self.start_flow_control(&remote);
@@ -414,6 +417,7 @@ impl Queue {
                 crate::transport::watchdog::unwatch(self.handle);
                 let (tx, rx) = {
                     let mut w = lock(&self.wire);
+                    w.shm = None;
                     (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
                 };
                 seg.reset_for_next_binding();
@@ -525,7 +529,8 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        let batch = parse_tx(head).inspect_err(|_| *bad = head)?;
+        let mut batch = TxBatch::new();
+        parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
         let peer_guard = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
         let (accepted, window_limited) = match peer_guard.as_ref().unwrap() {
             Peer::Local(peer) => {
@@ -547,7 +552,7 @@ impl Queue {
             Peer::Shm(link) => {
                 let mut mine = lock(&self.wire);
                 let (accepted, window_limited) = self.queue_tx(&mut mine, link.seg.area(), &batch);
-                let out = self.shm_round(&mut mine, link);
+                let out = self.shm_round(&mut mine);
                 self.note_starvation(&mut mine, window_limited || out.credit_wait);
                 drop(mine);
                 self.after_shm_round(&out);
@@ -555,7 +560,7 @@ impl Queue {
             }
         };
         if accepted < batch.n {
-            *bad = batch.heads[accepted];
+            *bad = batch.head(accepted);
             crate::log_at!(
                 UMQ_LOG_LEVEL_DEBUG,
                 "umq_post",
@@ -595,18 +600,30 @@ impl Queue {
         }
         for i in 0..accepted {
             unsafe {
-                (*batch.tails[i]).qbuf_next = ptr::null_mut();
-                (*batch.heads[i]).set_io_direction(UMQ_IO_TX);
-                (*batch.heads[i]).set_status(UMQ_BUF_SUCCESS);
+                (*batch.tail(i)).qbuf_next = ptr::null_mut();
+                (*batch.head(i)).set_io_direction(UMQ_IO_TX);
+                (*batch.head(i)).set_status(UMQ_BUF_SUCCESS);
             }
-            mine.sq.push_back(batch.heads[i]);
+            mine.sq.push_back(batch.head(i));
         }
         (accepted, window_limited)
     }
 
-    /// One round of the shared-memory engine under our wire lock; a broken pair (peer gone,
-    /// corrupt ring) puts the queue in the error state.
-    fn shm_round(&self, w: &mut Wire, link: &ShmLink) -> Outcome {
+    /// One round of the shared-memory engine under our wire lock (nothing when the queue is not
+    /// bound that way); a broken pair (peer gone, corrupt ring) puts the queue in the error
+    /// state.
+    fn shm_round(&self, w: &mut Wire) -> Outcome {
+        // The link is moved out and back (no reference-count traffic) so the engine can borrow
+        // the wire mutably beside it.
+        let Some(link) = w.shm.take() else {
+            return Outcome::default();
+        };
+        let out = self.shm_round_on(w, &link);
+        w.shm = Some(link);
+        out
+    }
+
+    fn shm_round_on(&self, w: &mut Wire, link: &ShmLink) -> Outcome {
         let mine = self.my_inbox().expect("shm binding without inbox");
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return Outcome::default();
@@ -652,18 +669,13 @@ impl Queue {
         self.notify(out.tx_done > 0, out.rx_done > 0);
     }
 
-    /// Runs the shared-memory engine once if the queue is bound that way (for polls, receive
-    /// posts and the watchdog); returns whether it was.
+    /// Runs the shared-memory engine once if the queue is bound that way (for receive posts,
+    /// notify and the watchdog); returns whether it was.
     pub(crate) fn shm_service(&self) -> bool {
         if !self.over_shm.load(Ordering::Relaxed) {
             return false;
         }
-        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        let Some(Peer::Shm(link)) = guard.as_ref() else {
-            return false;
-        };
-        let out = self.shm_round(&mut lock(&self.wire), link);
-        drop(guard);
+        let out = self.shm_round(&mut lock(&self.wire));
         self.after_shm_round(&out);
         true
     }
@@ -672,7 +684,7 @@ impl Queue {
     /// allows (re-reading the peer's area first if it looks short), and a piggybacked
     /// announcement on the first plain SEND among them.
     fn admit(&self, f: &mut FlowState, peer_area: &Area, batch: &TxBatch) -> Admission {
-        let needs_credit = credit_mask(batch);
+        let needs_credit = batch.needs_credit;
         let need = needs_credit.count_ones() as u64;
         if f.window() < need {
             f.refresh(peer_area);
@@ -695,10 +707,10 @@ impl Queue {
             credit_limit
         };
         let piggyback = (0..credit_limit)
-            .find(|&i| unsafe { (*batch.heads[i]).pro().opcode } == UMQ_OPC_SEND)
+            .find(|&i| unsafe { (*batch.head(i)).pro().opcode } == UMQ_OPC_SEND)
             .and_then(|i| {
                 let (k, imm) = f.piggyback()?;
-                let head = batch.heads[i];
+                let head = batch.head(i);
                 let pro = unsafe { (*head).pro_mut() };
                 let saved = pro.imm_data;
                 pro.opcode = UMQ_OPC_SEND_IMM;
@@ -773,7 +785,7 @@ impl Queue {
                 {
                     shm::push_standalone(&link.seg, imm);
                 }
-                let out = self.shm_round(&mut mine, link);
+                let out = self.shm_round(&mut mine);
                 self.note_starvation(&mut mine, out.credit_wait);
                 drop(mine);
                 self.after_shm_round(&out);
@@ -854,7 +866,9 @@ impl Queue {
         if progress {
             self.flow_progress();
         }
-        self.kick_blocked_sender();
+        if !self.over_shm.load(Ordering::Relaxed) {
+            self.kick_blocked_sender();
+        }
         if accepted < n {
             *bad = bufs[accepted];
             return Err(-UMQ_ERR_EAGAIN);
@@ -863,7 +877,8 @@ impl Queue {
     }
 
     /// Posts receive buffers up to the free receive depth; returns how many were taken and
-    /// whether flow control has something to announce.
+    /// whether flow control has something to announce. Over shared memory, a message that was
+    /// waiting for a buffer is taken in at once, under the same lock.
     pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> (usize, bool) {
         let mut w = lock(&self.wire);
         let accepted = bufs
@@ -877,15 +892,23 @@ impl Queue {
             }
             w.rx_posted.push_back(b);
         }
-        let Some(f) = w.flow.as_mut() else {
-            return (accepted, false);
+        let announce = match w.flow.as_mut() {
+            Some(f) => {
+                f.rx_posted(accepted as u64);
+                if accepted < bufs.len() {
+                    f.rx_refused((bufs.len() - accepted) as u64);
+                }
+                f.publish(self.area());
+                f.wants_standalone()
+            }
+            None => false,
         };
-        f.rx_posted(accepted as u64);
-        if accepted < bufs.len() {
-            f.rx_refused((bufs.len() - accepted) as u64);
+        if w.rx_blocked && accepted > 0 {
+            let out = self.shm_round(&mut w);
+            drop(w);
+            self.after_shm_round(&out);
         }
-        f.publish(self.area());
-        (accepted, f.wants_standalone())
+        (accepted, announce)
     }
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.
@@ -972,9 +995,9 @@ impl Queue {
 
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     fn poll_locked(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> (usize, bool) {
-        self.shm_service();
         let mut n = 0;
         let mut w = lock(&self.wire);
+        let shm = self.shm_round(&mut w);
         if dir != UMQ_IO_RX {
             self.expire_rnr(&mut w);
             let take = w.delivered.min(out.len());
@@ -995,6 +1018,8 @@ impl Queue {
             }
         }
         let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
+        drop(w);
+        self.after_shm_round(&shm);
         (n, progress)
     }
 
@@ -1075,12 +1100,44 @@ impl Queue {
     }
 }
 
-/// A validated batch of tx WRs: heads and tails of the first `n`, and where validation stopped.
+/// A validated batch of tx WRs: heads and tails of the first `n`, which of them need a
+/// flow-control credit, and where validation stopped. Built in place on the poster's stack and
+/// never zeroed: a one-WR post touches one entry, not the 1 KiB of a full batch.
 struct TxBatch {
-    heads: [*mut umq_buf_t; BATCH],
-    tails: [*mut umq_buf_t; BATCH],
+    wrs: [MaybeUninit<(*mut umq_buf_t, *mut umq_buf_t)>; BATCH],
     n: usize,
+    /// Bit i: WR i is a SEND, SEND_IMM or WRITE_IMM (consumes a receive buffer, needs credit).
+    needs_credit: u64,
     stop: Option<(*mut umq_buf_t, i32)>,
+}
+
+impl TxBatch {
+    fn new() -> TxBatch {
+        TxBatch {
+            wrs: [const { MaybeUninit::uninit() }; BATCH],
+            n: 0,
+            needs_credit: 0,
+            stop: None,
+        }
+    }
+
+    fn push(&mut self, head: *mut umq_buf_t, tail: *mut umq_buf_t) {
+        if loopback::needs_rx_buffer(unsafe { (*head).pro().opcode }) {
+            self.needs_credit |= 1 << self.n;
+        }
+        self.wrs[self.n].write((head, tail));
+        self.n += 1;
+    }
+
+    fn head(&self, i: usize) -> *mut umq_buf_t {
+        assert!(i < self.n);
+        unsafe { self.wrs[i].assume_init().0 }
+    }
+
+    fn tail(&self, i: usize) -> *mut umq_buf_t {
+        assert!(i < self.n);
+        unsafe { self.wrs[i].assume_init().1 }
+    }
 }
 
 fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
@@ -1144,13 +1201,7 @@ fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
 
 /// Splits a chain into WRs (each first buffer's `total_data_size` says where the WR ends).
 /// More than `UMQ_BATCH_SIZE` WRs refuses the whole call; an invalid WR ends the batch there.
-fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
-    let mut b = TxBatch {
-        heads: [ptr::null_mut(); BATCH],
-        tails: [ptr::null_mut(); BATCH],
-        n: 0,
-        stop: None,
-    };
+fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
     let mut cur = head;
     while !cur.is_null() {
         if b.n == BATCH {
@@ -1162,9 +1213,7 @@ fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
         }
         match check_wr(cur) {
             Ok(tail) => {
-                b.heads[b.n] = cur;
-                b.tails[b.n] = tail;
-                b.n += 1;
+                b.push(cur, tail);
                 cur = unsafe { (*tail).qbuf_next };
             }
             Err(e) => {
@@ -1173,14 +1222,7 @@ fn parse_tx(head: *mut umq_buf_t) -> UmqResult<TxBatch> {
             }
         }
     }
-    Ok(b)
-}
-
-/// Which WRs of a batch (at most 64) need a flow-control credit, as a bit mask.
-fn credit_mask(batch: &TxBatch) -> u64 {
-    (0..batch.n)
-        .filter(|&i| loopback::needs_rx_buffer(unsafe { (*batch.heads[i]).pro().opcode }))
-        .fold(0, |m, i| m | 1 << i)
+    Ok(())
 }
 
 /// Set bits of `mask` in positions `from..to`.
@@ -1236,7 +1278,7 @@ impl Admission {
         match self.piggyback {
             Some(p) if p.index >= accepted => {
                 f.undo(p.count);
-                let pro = unsafe { (*batch.heads[p.index]).pro_mut() };
+                let pro = unsafe { (*batch.head(p.index)).pro_mut() };
                 pro.opcode = UMQ_OPC_SEND;
                 pro.imm_data = p.saved_imm;
             }
@@ -1244,7 +1286,7 @@ impl Admission {
             None => {}
         }
         for i in 0..accepted {
-            let pro = unsafe { (*batch.heads[i]).pro_mut() };
+            let pro = unsafe { (*batch.head(i)).pro_mut() };
             if matches!(pro.opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) && carrier != Some(i) {
                 pro.imm_data = crate::flow::user_imm(pro.imm_data);
             }

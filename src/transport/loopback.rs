@@ -35,8 +35,14 @@ pub struct Wire {
     /// how many of our WRs have completed since bind (the peer's sequence numbers).
     pub in_flight: usize,
     pub tx_done_seq: u64,
+    /// Shared memory only: WRs in flight that complete when the peer has executed them
+    /// (everything but SEND, SEND_IMM and NOP, which complete once in the peer's ring).
+    pub awaiting_peer: usize,
     /// Shared memory only: the oldest entry of our inbox waits for a receive buffer.
     pub rx_blocked: bool,
+    /// Shared memory only: the peer's inbox while bound (also held by the queue's peer slot;
+    /// kept here so the poll path needs no other lock).
+    pub shm: Option<std::sync::Arc<super::shm::Link>>,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -58,7 +64,9 @@ impl Wire {
             credit_stalls: 0,
             in_flight: 0,
             tx_done_seq: 0,
+            awaiting_peer: 0,
             rx_blocked: false,
+            shm: None,
         }
     }
 
@@ -78,6 +86,7 @@ impl Wire {
         }
         self.delivered = self.sq.len();
         self.in_flight = 0;
+        self.awaiting_peer = 0;
         self.blocked_since = None;
         self.credited = 0;
         n

@@ -16,6 +16,12 @@
 //! the ring is bounds-checked before use, so a corrupt peer can stall the pair but not make this
 //! process touch memory outside the mapping.
 //!
+//! An entry is published by its *stamp*, the last word of its header, set to its ring
+//! position + 1 after everything else is written. The consumer waits on the stamp of the next
+//! entry, so a message costs it one cache-line transfer, not a separate index line and then the
+//! entry. The producer reads the consumer's index only when its cached copy says the ring is
+//! full, and the sender reads the receiver's executed count only while a WR waits for it.
+//!
 //! The receiving process executes the entries against its own buffers with the loopback
 //! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
 
@@ -33,7 +39,7 @@ pub const RING_BYTES: usize = 16 << 20;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 1;
+const LAYOUT_VERSION: u32 = 2;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -55,7 +61,8 @@ pub struct Inbox {
     /// Set by the owner when it unbinds or is destroyed: the peer stops and fails its sends.
     closed: AtomicU32,
     area: Line<Area>,
-    /// Bytes the producer (the peer) has written, and the consumer (the owner) has released.
+    /// Bytes the producer (the peer) has written (its own record: the consumer follows stamps),
+    /// and the consumer (the owner) has released.
     prod: Line<AtomicU64>,
     cons: Line<AtomicU64>,
     /// WR entries the owner has executed; statuses[seq % STATUS_SLOTS] says how each went.
@@ -90,10 +97,23 @@ struct Entry {
     _r1: u32,
     /// READ_RESP: the sequence number of the READ it answers.
     seq: u64,
-    _r2: [u64; 2],
+    _r2: u64,
+    /// Ring position of the entry + 1, stored last (release): the entry is there.
+    stamp: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == LINE);
+const STAMP_AT: usize = std::mem::offset_of!(Entry, stamp);
+
+/// The stamp word of the entry at `at`.
+fn stamp_of(at: *mut u8) -> &'static AtomicU64 {
+    unsafe { &*(at.add(STAMP_AT) as *const AtomicU64) }
+}
+
+/// Writes header `e` at `at`, all but its stamp (which publishes it).
+fn write_header(at: *mut u8, e: &Entry) {
+    unsafe { std::ptr::copy_nonoverlapping(e as *const Entry as *const u8, at, STAMP_AT) };
+}
 
 fn entry_bytes(len: usize) -> usize {
     LINE + len.next_multiple_of(LINE)
@@ -105,6 +125,8 @@ pub struct Segment {
     base: *mut u8,
     len: usize,
     fd: Option<std::os::fd::OwnedFd>,
+    /// Producer side (the peer's inbox): the consumer index as last read, private to us.
+    cons_seen: AtomicU64,
 }
 
 unsafe impl Send for Segment {}
@@ -163,6 +185,7 @@ impl Segment {
             base,
             len,
             fd: Some(owned),
+            cons_seen: AtomicU64::new(0),
         };
         let inbox = unsafe { &mut *(base as *mut Inbox) };
         inbox.magic = MAGIC;
@@ -218,6 +241,7 @@ impl Segment {
             base: result?,
             len,
             fd: None,
+            cons_seen: AtomicU64::new(0),
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -255,21 +279,48 @@ impl Segment {
     }
 
     /// Clears the ring, the counters and the area once a binding ended (the closed mark stays
-    /// until the next bind info is handed out).
+    /// until the next bind info is handed out). The ring's pages are given back, which also
+    /// zeroes every stamp, so nothing of the old binding can look like a new entry.
     pub fn reset_for_next_binding(&self) {
         let i = self.inbox();
         i.prod.0.store(0, Ordering::Release);
         i.cons.0.store(0, Ordering::Release);
         i.done.0.store(0, Ordering::Release);
         i.area.0.reset();
+        self.cons_seen.store(0, Ordering::Relaxed);
+        let ring = self.ring();
+        let punched = unsafe {
+            libc::fallocate(
+                self.fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                ring_offset() as libc::off_t,
+                RING_BYTES as libc::off_t,
+            )
+        } == 0;
+        if !punched {
+            unsafe { std::ptr::write_bytes(ring, 0, RING_BYTES) };
+        }
+    }
+
+    /// Room the producer may assume: against the cached consumer index first, the shared one
+    /// only when that looks too small.
+    fn free_bytes(&self, prod: u64, want: usize) -> usize {
+        let cached = self.cons_seen.load(Ordering::Relaxed);
+        let free = RING_BYTES - (prod - cached) as usize;
+        if free >= want {
+            return free;
+        }
+        let cons = self.inbox().cons.0.load(Ordering::Acquire);
+        self.cons_seen.store(cons, Ordering::Relaxed);
+        RING_BYTES.saturating_sub(prod.saturating_sub(cons) as usize)
     }
 
     /// Whether an entry with `len` payload bytes fits in the ring now.
     fn has_room(&self, len: usize) -> bool {
-        let i = self.inbox();
-        let used = i.prod.0.load(Ordering::Relaxed) - i.cons.0.load(Ordering::Acquire);
+        let prod = self.inbox().prod.0.load(Ordering::Relaxed);
         // Worst case: padding to the end of the ring first.
-        used as usize + 2 * entry_bytes(len) <= RING_BYTES
+        let want = 2 * entry_bytes(len);
+        self.free_bytes(prod, want) >= want
     }
 
     /// Producer side: appends an entry with `len` payload bytes written by `fill`; false when
@@ -277,7 +328,6 @@ impl Segment {
     fn push(&self, mut e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
         let i = self.inbox();
         let prod = i.prod.0.load(Ordering::Relaxed);
-        let cons = i.cons.0.load(Ordering::Acquire);
         let need = entry_bytes(len);
         let off = prod as usize % RING_BYTES;
         let pad = if RING_BYTES - off < need {
@@ -285,7 +335,7 @@ impl Segment {
         } else {
             0
         };
-        if (prod - cons) as usize + pad + need > RING_BYTES {
+        if self.free_bytes(prod, pad + need) < pad + need {
             return false;
         }
         let ring = self.ring();
@@ -295,42 +345,41 @@ impl Segment {
                 len: (pad - LINE) as u32,
                 ..Default::default()
             };
-            unsafe { (ring.add(off) as *mut Entry).write(p) };
+            let at = unsafe { ring.add(off) };
+            write_header(at, &p);
+            stamp_of(at).store(prod + 1, Ordering::Release);
         }
-        let at = (off + pad) % RING_BYTES;
+        let pos = prod + pad as u64;
+        let at = unsafe { ring.add((off + pad) % RING_BYTES) };
         e.len = len as u32;
-        unsafe {
-            (ring.add(at) as *mut Entry).write(e);
-            fill(ring.add(at + LINE));
-        }
-        i.prod
-            .0
-            .store(prod + (pad + need) as u64, Ordering::Release);
+        write_header(at, &e);
+        fill(unsafe { at.add(LINE) });
+        stamp_of(at).store(pos + 1, Ordering::Release);
+        i.prod.0.store(pos + need as u64, Ordering::Relaxed);
         true
     }
 
     /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
     /// something impossible.
     fn peek(&self) -> Result<Option<(Entry, *const u8)>, &'static str> {
-        let i = self.inbox();
-        let cons = i.cons.0.load(Ordering::Relaxed);
-        let prod = i.prod.0.load(Ordering::Acquire);
-        if prod == cons {
-            return Ok(None);
-        }
-        if prod < cons || prod - cons > RING_BYTES as u64 || prod % LINE as u64 != 0 {
-            return Err("ring indices out of range");
+        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
+        if cons % LINE as u64 != 0 {
+            return Err("ring index out of range");
         }
         let off = cons as usize % RING_BYTES;
-        let e = unsafe { (self.ring().add(off) as *const Entry).read() };
+        let at = unsafe { self.ring().add(off) };
+        if stamp_of(at).load(Ordering::Acquire) != cons + 1 {
+            return Ok(None);
+        }
+        let e = unsafe { (at as *const Entry).read() };
         let size = LINE as u64 + (e.len as u64).next_multiple_of(LINE as u64);
-        if off as u64 + size > RING_BYTES as u64 || size > prod - cons {
+        if off as u64 + size > RING_BYTES as u64 {
             return Err("ring entry length out of range");
         }
         if e.kind > KIND_READ_RESP {
             return Err("unknown ring entry kind");
         }
-        Ok(Some((e, unsafe { self.ring().add(off + LINE) })))
+        Ok(Some((e, unsafe { at.add(LINE) })))
     }
 
     fn pop(&self, e: &Entry) {
@@ -349,6 +398,12 @@ impl Segment {
     }
 }
 
+/// A binding over shared memory: the peer's inbox, mapped here, and the peer's pid.
+pub struct Link {
+    pub seg: Segment,
+    pub pid: u32,
+}
+
 /// Why the pair cannot go on.
 pub type Broken = &'static str;
 
@@ -364,8 +419,9 @@ pub fn progress(
 ) -> Result<Outcome, Broken> {
     let mut out = Outcome::default();
     // Read the count first: a READ counts as done only after its response is in our ring, and
-    // the drain below takes every response pushed before the count moved.
-    let done = peer.inbox().done.0.load(Ordering::Acquire);
+    // the drain below takes every response pushed before the count moved. Only read it while
+    // a WR waits for it: the peer writes that line for every WR it executes.
+    let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
     receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
     complete(w, peer, done, &mut out)?;
     transmit(w, peer, &mut out);
@@ -375,34 +431,50 @@ pub fn progress(
     Ok(out)
 }
 
-/// Completes our WRs in order: a SEND (or NOP) once it is in the peer's ring (its payload is copied, the
-/// buffer is free again: transmit-complete, as libfabric's shm provider), every other WR once
-/// the peer executed it (up to the peer's `done` count), with the status the peer recorded.
-fn complete(w: &mut Wire, peer: &Segment, done: u64, out: &mut Outcome) -> Result<(), Broken> {
-    if done > w.tx_done_seq + w.in_flight as u64 {
+/// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
+/// copied, the buffer is free again: transmit-complete, as libfabric's shm provider).
+fn transmit_complete(wr: *mut umq_buf_t) -> bool {
+    matches!(
+        unsafe { (*wr).pro().opcode },
+        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP
+    )
+}
+
+/// Completes our WRs in order: transmit-complete ones at once, every other WR once the peer
+/// executed it (up to the peer's `done` count, read when such a WR was in flight), with the
+/// status the peer recorded.
+fn complete(
+    w: &mut Wire,
+    peer: &Segment,
+    done: Option<u64>,
+    out: &mut Outcome,
+) -> Result<(), Broken> {
+    if done.is_some_and(|d| d > w.tx_done_seq + w.in_flight as u64) {
         return Err("peer reports completions we never sent");
     }
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
         let wr = w.sq[w.delivered];
-        let status = if seq < done {
-            let raw = peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
-            if raw as u32 <= UMQ_BUF_REM_DATA_POISON {
-                raw as u32
-            } else {
-                UMQ_BUF_REM_OPERATION_ERR
+        let quick = transmit_complete(wr);
+        let status = match done {
+            Some(d) if seq < d => {
+                let raw =
+                    peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
+                if raw as u32 <= UMQ_BUF_REM_DATA_POISON {
+                    raw as u32
+                } else {
+                    UMQ_BUF_REM_OPERATION_ERR
+                }
             }
-        } else if matches!(
-            unsafe { (*wr).pro().opcode },
-            UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP
-        ) {
-            UMQ_BUF_SUCCESS
-        } else {
-            break;
+            _ if quick => UMQ_BUF_SUCCESS,
+            _ => break,
         };
         unsafe {
             (*wr).set_status(status);
             loopback::restore_piggyback_carrier(wr);
+        }
+        if !quick {
+            w.awaiting_peer -= 1;
         }
         w.delivered += 1;
         w.in_flight -= 1;
@@ -428,6 +500,9 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             return;
         }
         w.in_flight += 1;
+        if !transmit_complete(wr) {
+            w.awaiting_peer += 1;
+        }
         match opcode {
             UMQ_OPC_READ => out.reads += 1,
             UMQ_OPC_NOP => {}

@@ -13,13 +13,15 @@
 
 use crate::queue::table;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct Watched {
     umqh: u64,
     pid: u32,
-    pidfd: Option<OwnedFd>,
+    /// Shared with the thread's poll set, so the descriptor stays open (and its number cannot be
+    /// reused by another watch) until the thread has looked at what poll said about it.
+    pidfd: Option<Arc<OwnedFd>>,
     interrupt: bool,
 }
 
@@ -46,7 +48,7 @@ pub fn watch(q: &crate::queue::Queue, pid: u32) {
     w.0.push(Watched {
         umqh: q.handle,
         pid,
-        pidfd: pidfd_open(pid),
+        pidfd: pidfd_open(pid).map(Arc::new),
         interrupt: q.irq.is_some(),
     });
     if !w.1 {
@@ -65,47 +67,55 @@ pub fn unwatch(umqh: u64) {
 
 fn run() {
     loop {
-        let (fds, ticks) = {
+        let (pidfds, tick) = {
             let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
             if w.0.is_empty() {
                 w.1 = false;
                 return;
             }
-            let fds: Vec<libc::pollfd> =
-                w.0.iter()
-                    .filter_map(|e| e.pidfd.as_ref())
-                    .map(|fd| libc::pollfd {
-                        fd: fd.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    })
-                    .collect();
+            let pidfds: Vec<Arc<OwnedFd>> = w.0.iter().filter_map(|e| e.pidfd.clone()).collect();
             let fast = w.0.iter().any(|e| e.interrupt);
-            (fds, if fast { INTERRUPT_TICK } else { TICK })
+            (pidfds, if fast { INTERRUPT_TICK } else { TICK })
         };
-        let mut fds = fds;
-        unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                ticks.as_millis() as i32,
-            )
-        };
-        let exited: Vec<i32> = fds
-            .iter()
-            .filter(|p| p.revents != 0)
-            .map(|p| p.fd)
-            .collect();
+        let exited = wait_for_exits(&pidfds, tick);
         sweep(&exited);
     }
 }
 
+/// Polls the pidfds for up to `tick`; returns the ones whose process has exited.
+fn wait_for_exits(pidfds: &[Arc<OwnedFd>], tick: Duration) -> Vec<Arc<OwnedFd>> {
+    let mut fds: Vec<libc::pollfd> = pidfds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ready = unsafe {
+        libc::poll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tick.as_millis() as i32,
+        )
+    };
+    if ready <= 0 {
+        return Vec::new();
+    }
+    // A pidfd is readable (POLLIN) once its process has exited; nothing else means that.
+    fds.iter()
+        .zip(pidfds)
+        .filter(|(p, _)| p.revents & libc::POLLIN != 0)
+        .map(|(_, fd)| fd.clone())
+        .collect()
+}
+
 /// Reports dead peers and services the others.
-fn sweep(exited_fds: &[i32]) {
+fn sweep(exited: &[Arc<OwnedFd>]) {
     let (dead, live): (Vec<(u64, u32)>, Vec<u64>) = {
         let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
         let is_dead = |e: &Watched| match &e.pidfd {
-            Some(fd) => exited_fds.contains(&fd.as_raw_fd()),
+            Some(fd) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
             None => !alive(e.pid),
         };
         let dead =
@@ -126,5 +136,23 @@ fn sweep(exited_fds: &[i32]) {
         if let Some(q) = table::get(umqh) {
             q.shm_service();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_exited_process_is_reported() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let exiting = Arc::new(pidfd_open(child.id()).expect("pidfd_open"));
+        let living = Arc::new(pidfd_open(std::process::id()).unwrap());
+        child.wait().unwrap();
+        let both = [living.clone(), exiting.clone()];
+        let exited = wait_for_exits(&both, Duration::from_millis(1000));
+        assert_eq!(exited.len(), 1);
+        assert!(Arc::ptr_eq(&exited[0], &exiting));
+        assert!(wait_for_exits(&[living], Duration::from_millis(10)).is_empty());
     }
 }
