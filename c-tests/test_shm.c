@@ -4,6 +4,7 @@
  *   rdma     - WRITE and READ on a buffer the parent exposes (address and token sent over the socket)
  *   base     - base API enqueue / dequeue both ways, a fragmented 40 KB message
  *   irq      - interrupt mode: the parent sleeps in umq_wait_interrupt until the child sends
+ *   last_words - the child sends and exits at once: its completed sends still arrive, in order
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -334,6 +335,48 @@ static void test_irq(int s, int child)
     umq_uninit();
 }
 
+/* A peer that sends and dies at once: its sends completed (they were in our ring), so the
+ * messages must still arrive, in order, before the queue reports the loss. */
+static void test_last_words(int s, int child)
+{
+    init(1, 0);
+    uint64_t q = connect_queue(s, child ? "last-c" : "last-p", 16, UMQ_MODE_POLLING);
+    if (child) {
+        char go = 0;
+        int fails = sock_recv(s, &go, 1) != 1;
+        for (uint64_t i = 0; i < 5; i++) {
+            umq_buf_t *b = message(100 + i, 256), *bad = NULL;
+            fails += umq_post(q, b, UMQ_IO_TX, &bad) != 0;
+        }
+        for (int i = 0; i < 5; i++) {
+            umq_buf_t *c = poll_one(q, UMQ_IO_TX);
+            fails += !c || c->status != UMQ_BUF_SUCCESS;
+        }
+        _exit(fails ? 1 : 0); /* no unbind, no uninit: as if it crashed */
+    }
+    post_rx(q, 8, 256);
+    char go = 1;
+    sock_send(s, &go, 1);
+    for (int i = 0; i < 2000 && umq_state_get(q) != QUEUE_STATE_ERR; i++)
+        usleep(1000); /* not polling: the loss is noticed by the library alone */
+    CHECK_EQ(umq_state_get(q), QUEUE_STATE_ERR);
+    umq_buf_t *c[16];
+    int got = 0, in_order = 1;
+    for (int n; (n = umq_poll(q, UMQ_IO_RX, c, 16)) > 0;)
+        for (int i = 0; i < n; i++) {
+            uint64_t seq = 0;
+            memcpy(&seq, c[i]->buf_data, sizeof(seq));
+            if (c[i]->status == UMQ_BUF_SUCCESS) {
+                in_order &= seq == 100 + (uint64_t)got;
+                got++;
+            }
+            umq_buf_free(c[i]);
+        }
+    CHECK_EQ(got, 5);
+    CHECK(in_order);
+    umq_uninit();
+}
+
 static double now_ms(void)
 {
     struct timespec t;
@@ -433,6 +476,7 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     struct { const char *name; pair_test t; } cases[] = {
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
+        {"last_words", test_last_words},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)

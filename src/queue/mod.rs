@@ -450,6 +450,9 @@ impl Queue {
 
     /// The peer process died or left: error state, every send in flight flushed, waiters woken.
     pub(crate) fn peer_lost(&self, why: &str) {
+        // What the peer published before it died is whole (entries count only once stamped)
+        // and its sends already completed there: deliver it first, as a NIC would have.
+        self.shm_service();
         lock(&self.wire).fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
         self.set_error(why);
         self.notify(true, true);
