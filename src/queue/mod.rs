@@ -218,7 +218,7 @@ impl Queue {
         }
         let seg = self.inbox.get_or_init(|| {
             let secret = crate::runtime::random_u64();
-            shm::Segment::create(secret)
+            shm::Segment::create(secret, self.irq.is_some())
                 .inspect_err(|_| {
                     crate::log_warn!(
                         "umq_bind_info_get",
@@ -233,6 +233,15 @@ impl Queue {
             seg.set_closed(false); // a new peer is about to bind
         }
         Some((seg.fd(), seg.secret()))
+    }
+
+    /// For the watchdog, before it sleeps: our inbox's doorbell fd, armed (so the peer's next
+    /// change rings it), and whether the peer holds it; None without one.
+    pub(crate) fn arm_doorbell(&self) -> Option<(i32, bool)> {
+        let seg = self.my_inbox()?;
+        let bell = seg.doorbell()?;
+        seg.arm_doorbell();
+        Some(bell)
     }
 
     fn my_inbox(&self) -> Option<&shm::Segment> {

@@ -39,7 +39,7 @@ pub const RING_BYTES: usize = 16 << 20;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 2;
+const LAYOUT_VERSION: u32 = 3;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -67,8 +67,23 @@ pub struct Inbox {
     cons: Line<AtomicU64>,
     /// WR entries the owner has executed; statuses[seq % STATUS_SLOTS] says how each went.
     done: Line<AtomicU64>,
+    doorbell: Line<Doorbell>,
     statuses: [AtomicU8; STATUS_SLOTS],
 }
+
+/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's watchdog
+/// sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
+#[repr(C)]
+struct Doorbell {
+    /// The owner's eventfd number, `NO_DOORBELL` for a polling-mode owner.
+    fd: AtomicU32,
+    /// Set by the owner just before its watchdog sleeps; the peer that clears it rings.
+    armed: AtomicU32,
+    /// Set by the peer once it holds the eventfd: the owner may then sleep long.
+    peer_rings: AtomicU32,
+}
+
+const NO_DOORBELL: u32 = u32::MAX;
 
 fn ring_offset() -> usize {
     std::mem::size_of::<Inbox>().next_multiple_of(4096)
@@ -127,6 +142,11 @@ pub struct Segment {
     fd: Option<std::os::fd::OwnedFd>,
     /// Producer side (the peer's inbox): the consumer index as last read, private to us.
     cons_seen: AtomicU64,
+    /// Ours: the eventfd our watchdog sleeps on. The peer's: our duplicate of theirs.
+    doorbell: Option<std::os::fd::OwnedFd>,
+    /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
+    /// at their doorbell, so a round that changed nothing does not ring.
+    rung_at: [AtomicU64; 2],
 }
 
 unsafe impl Send for Segment {}
@@ -148,6 +168,46 @@ fn os_err() -> i32 {
     }
 }
 
+fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
+    std::os::fd::AsRawFd::as_raw_fd(fd)
+}
+
+fn new_eventfd() -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(os_err());
+    }
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
+/// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
+/// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
+/// else of the peer's.
+fn peer_doorbell(pid: u32, fd: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if pidfd < 0 {
+        return None;
+    }
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
+    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, raw(&pidfd), fd as i32, 0) };
+    if dup < 0 {
+        crate::log_info!(
+            "umq_bind",
+            "cannot take the peer's doorbell ({}): its interrupt-mode queue polls every 1 ms",
+            std::io::Error::last_os_error()
+        );
+        return None;
+    }
+    let dup = unsafe { std::os::fd::OwnedFd::from_raw_fd(dup as i32) };
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
+    let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
+    (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
+        .then_some(dup)
+}
+
 fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
     let p = unsafe {
         libc::mmap(
@@ -166,8 +226,9 @@ fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
 }
 
 impl Segment {
-    /// A fresh inbox of this process, with mode 0600, marked with `secret`.
-    pub fn create(secret: u64) -> Result<Segment, i32> {
+    /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
+    /// when the owning queue is in interrupt mode.
+    pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
         use std::os::fd::FromRawFd;
         let fd = unsafe { libc::memfd_create(c"umq-inbox".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
@@ -181,17 +242,26 @@ impl Segment {
             return Err(os_err());
         }
         let base = map(fd, len)?;
+        let doorbell = if with_doorbell {
+            Some(new_eventfd()?)
+        } else {
+            None
+        };
         let seg = Segment {
             base,
             len,
             fd: Some(owned),
             cons_seen: AtomicU64::new(0),
+            doorbell,
+            rung_at: Default::default(),
         };
         let inbox = unsafe { &mut *(base as *mut Inbox) };
         inbox.magic = MAGIC;
         inbox.version = LAYOUT_VERSION;
         inbox.owner_pid = std::process::id();
         inbox.secret = secret;
+        let bell = seg.doorbell.as_ref().map_or(NO_DOORBELL, |f| raw(f) as u32);
+        inbox.doorbell.0.fd.store(bell, Ordering::Release);
         Ok(seg)
     }
 
@@ -237,11 +307,13 @@ impl Segment {
             map(raw, len).map_err(|_| "cannot map the peer's inbox".to_string())
         };
         unsafe { libc::close(raw) };
-        let seg = Segment {
+        let mut seg = Segment {
             base: result?,
             len,
             fd: None,
             cons_seen: AtomicU64::new(0),
+            doorbell: None,
+            rung_at: Default::default(),
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -251,7 +323,33 @@ impl Segment {
         {
             return Err("the peer's inbox does not match its bind info".to_string());
         }
+        let bell = i.doorbell.0.fd.load(Ordering::Acquire);
+        if bell != NO_DOORBELL {
+            seg.doorbell = peer_doorbell(pid, bell);
+            if seg.doorbell.is_some() {
+                seg.inbox()
+                    .doorbell
+                    .0
+                    .peer_rings
+                    .store(1, Ordering::Release);
+            }
+        }
         Ok(seg)
+    }
+
+    /// Ours, before the watchdog's last look and sleep: the next change the peer makes rings.
+    pub fn arm_doorbell(&self) {
+        self.inbox().doorbell.0.armed.store(1, Ordering::Relaxed);
+        // Pairs with the peer's fence in `ring_if_changed`: either our look sees its entry or
+        // it sees the flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
+    pub fn doorbell(&self) -> Option<(i32, bool)> {
+        let fd = raw(self.doorbell.as_ref()?);
+        let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
+        Some((fd, heard))
     }
 
     pub fn inbox(&self) -> &Inbox {
@@ -287,6 +385,7 @@ impl Segment {
         i.cons.0.store(0, Ordering::Release);
         i.done.0.store(0, Ordering::Release);
         i.area.0.reset();
+        i.doorbell.0.peer_rings.store(0, Ordering::Release);
         self.cons_seen.store(0, Ordering::Relaxed);
         let ring = self.ring();
         let punched = unsafe {
@@ -425,10 +524,39 @@ pub fn progress(
     receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
     complete(w, peer, done, &mut out)?;
     transmit(w, peer, &mut out);
+    ring_if_changed(mine, peer);
     if peer.is_closed() {
         return Err("peer queue unbound");
     }
     Ok(out)
+}
+
+/// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
+/// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
+/// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
+/// sleeping watchdogs cannot wake each other forever.
+pub fn ring_if_changed(mine: &Segment, peer: &Segment) {
+    let Some(bell) = peer.doorbell.as_ref() else {
+        return;
+    };
+    let now = [
+        peer.inbox().prod.0.load(Ordering::Relaxed),
+        mine.inbox().cons.0.load(Ordering::Relaxed),
+    ];
+    if now[0] == peer.rung_at[0].load(Ordering::Relaxed)
+        && now[1] == peer.rung_at[1].load(Ordering::Relaxed)
+    {
+        return;
+    }
+    peer.rung_at[0].store(now[0], Ordering::Relaxed);
+    peer.rung_at[1].store(now[1], Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let armed = &peer.inbox().doorbell.0.armed;
+    if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
+        let one = 1u64;
+        // EAGAIN (counter saturated) still leaves it readable: the wake-up is not lost.
+        unsafe { libc::write(raw(bell), &one as *const u64 as *const libc::c_void, 8) };
+    }
 }
 
 /// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
@@ -716,4 +844,85 @@ fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), Brok
         loopback::room(wr),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn clear(fd: i32) {
+        let mut n = 0u64;
+        unsafe { libc::read(fd, &mut n as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    /// An owner (interrupt mode) and a peer that mapped its inbox, both in this process.
+    fn pair() -> (Segment, Segment, Segment) {
+        let owner = Segment::create(7, true).unwrap();
+        let peer_view = Segment::open_peer(std::process::id(), owner.fd() as u32, 7).unwrap();
+        let peer_own = Segment::create(8, false).unwrap();
+        (owner, peer_view, peer_own)
+    }
+
+    #[test]
+    fn a_change_rings_an_armed_owner_once() {
+        let (owner, view, peers_inbox) = pair();
+        let (bell, heard) = owner
+            .doorbell()
+            .expect("interrupt-mode inbox has a doorbell");
+        assert!(heard, "the peer took the doorbell and said so");
+        owner.arm_doorbell();
+        ring_if_changed(&peers_inbox, &view);
+        assert!(!readable(bell), "nothing changed: no ring");
+        assert!(push_standalone(&view, 1));
+        ring_if_changed(&peers_inbox, &view);
+        assert!(readable(bell), "an entry in the armed owner's ring rings");
+        clear(bell);
+        assert!(push_standalone(&view, 2));
+        ring_if_changed(&peers_inbox, &view);
+        assert!(
+            !readable(bell),
+            "disarmed by the first ring: the owner is awake"
+        );
+        owner.arm_doorbell();
+        ring_if_changed(&peers_inbox, &view);
+        assert!(
+            !readable(bell),
+            "re-armed, but nothing new since the last look"
+        );
+    }
+
+    #[test]
+    fn a_polling_owner_has_no_doorbell() {
+        let owner = Segment::create(9, false).unwrap();
+        assert!(owner.doorbell().is_none());
+        let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 9).unwrap();
+        assert!(view.doorbell.is_none());
+    }
+
+    #[test]
+    fn only_a_nonblocking_eventfd_is_taken_as_a_doorbell() {
+        let owner = Segment::create(10, true).unwrap();
+        let me = std::process::id();
+        let (bell, _) = owner.doorbell().unwrap();
+        assert!(peer_doorbell(me, bell as u32).is_some());
+        assert!(
+            peer_doorbell(me, owner.fd() as u32).is_none(),
+            "a memfd is refused"
+        );
+        let blocking = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(
+            peer_doorbell(me, blocking as u32).is_none(),
+            "a blocking eventfd is refused"
+        );
+        unsafe { libc::close(blocking) };
+    }
 }

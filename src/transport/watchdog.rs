@@ -7,9 +7,11 @@
 //! `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and interrupt waiters wake. Without
 //! pidfd (Linux < 5.3) it probes the pid every tick instead.
 //!
-//! It also runs the shared-memory engine of every watched queue each tick (every millisecond
-//! for interrupt-mode queues, which have no caller polling them): the peer's messages then raise
-//! interrupts, and one-sided WRITE / READ / NOP complete even when the target never calls in.
+//! It also runs the shared-memory engine of every watched queue each tick, so one-sided WRITE /
+//! READ / NOP complete even when the target never calls in. Interrupt-mode queues have no
+//! caller polling them: the thread also sleeps on their doorbells (eventfds their peers rang
+//! after a change, see `shm::ring_if_changed`), and services them at once when one rings. A
+//! queue whose peer could not take its doorbell is serviced every millisecond instead.
 
 use crate::queue::table;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -66,28 +68,50 @@ pub fn unwatch(umqh: u64) {
 }
 
 fn run() {
+    let mut exited = Vec::new();
     loop {
-        let (pidfds, tick) = {
-            let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-            if w.0.is_empty() {
-                w.1 = false;
-                return;
-            }
-            let pidfds: Vec<Arc<OwnedFd>> = w.0.iter().filter_map(|e| e.pidfd.clone()).collect();
-            let fast = w.0.iter().any(|e| e.interrupt);
-            (pidfds, if fast { INTERRUPT_TICK } else { TICK })
+        let Some((pidfds, sleepers)) = snapshot() else {
+            return;
         };
-        let exited = wait_for_exits(&pidfds, tick);
+        // Arm the doorbells before the last look: a change the look misses rings one.
+        let bells: Vec<(i32, bool)> = sleepers.iter().filter_map(|q| q.arm_doorbell()).collect();
         sweep(&exited);
+        // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
+        let all_rung = bells.len() == sleepers.len() && bells.iter().all(|&(_, heard)| heard);
+        let tick = if all_rung { TICK } else { INTERRUPT_TICK };
+        let doorbells: Vec<i32> = bells.iter().map(|&(fd, _)| fd).collect();
+        exited = wait(&pidfds, &doorbells, tick);
+        // `sleepers` kept the queues, so their doorbell fds stayed open until here.
+        drop(sleepers);
     }
 }
 
-/// Polls the pidfds for up to `tick`; returns the ones whose process has exited.
-fn wait_for_exits(pidfds: &[Arc<OwnedFd>], tick: Duration) -> Vec<Arc<OwnedFd>> {
+/// The watched peers' pidfds and the interrupt-mode queues, or None (the thread ends) when
+/// nothing is watched.
+fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<crate::queue::Queue>>)> {
+    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+    if w.0.is_empty() {
+        w.1 = false;
+        return None;
+    }
+    let pidfds = w.0.iter().filter_map(|e| e.pidfd.clone()).collect();
+    let sleepers =
+        w.0.iter()
+            .filter(|e| e.interrupt)
+            .filter_map(|e| table::get(e.umqh))
+            .collect();
+    Some((pidfds, sleepers))
+}
+
+/// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the pidfds
+/// of exited processes, and clears the doorbells that rang.
+fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[i32], tick: Duration) -> Vec<Arc<OwnedFd>> {
     let mut fds: Vec<libc::pollfd> = pidfds
         .iter()
+        .map(|fd| fd.as_raw_fd())
+        .chain(doorbells.iter().copied())
         .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
+            fd,
             events: libc::POLLIN,
             revents: 0,
         })
@@ -101,6 +125,12 @@ fn wait_for_exits(pidfds: &[Arc<OwnedFd>], tick: Duration) -> Vec<Arc<OwnedFd>> 
     };
     if ready <= 0 {
         return Vec::new();
+    }
+    for p in &fds[pidfds.len()..] {
+        if p.revents & libc::POLLIN != 0 {
+            let mut count = 0u64;
+            unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
+        }
     }
     // A pidfd is readable (POLLIN) once its process has exited; nothing else means that.
     fds.iter()
@@ -150,9 +180,9 @@ mod tests {
         let living = Arc::new(pidfd_open(std::process::id()).unwrap());
         child.wait().unwrap();
         let both = [living.clone(), exiting.clone()];
-        let exited = wait_for_exits(&both, Duration::from_millis(1000));
+        let exited = wait(&both, &[], Duration::from_millis(1000));
         assert_eq!(exited.len(), 1);
         assert!(Arc::ptr_eq(&exited[0], &exiting));
-        assert!(wait_for_exits(&[living], Duration::from_millis(10)).is_empty());
+        assert!(wait(&[living], &[], Duration::from_millis(10)).is_empty());
     }
 }
