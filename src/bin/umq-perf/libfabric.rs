@@ -1,5 +1,9 @@
-//! The baseline: libfabric's own `fi_pingpong` (Debian `libfabric-bin`) on its `shm` provider,
-//! run as server and client on this host in the same invocation as our measurement.
+//! The baselines, run on this host in the same invocation as our measurement, both on
+//! libfabric's `shm` provider:
+//! - latency: libfabric's own `fi_pingpong` (Debian `libfabric-bin`), server and client;
+//! - streaming: `fi_stream.c` (next to this file), a windowed one-way sender and receiver, since
+//!   Debian does not package fabtests' `fi_rdm_bw`. It is compiled here with the system C
+//!   compiler against libfabric-dev.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -72,6 +76,68 @@ pub fn pingpong(size: u32, iters: u64) -> Result<PingPong, String> {
     Err(format!("fi_pingpong client failed: {last}"))
 }
 
+/// The compiled streaming baseline, built once per run of umq-perf.
+fn fi_stream_exe() -> Result<&'static std::path::Path, String> {
+    static EXE: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("umq-perf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let src = dir.join("fi_stream.c");
+        let exe = dir.join("fi_stream");
+        std::fs::write(&src, include_str!("fi_stream.c")).map_err(|e| e.to_string())?;
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(&cc)
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lfabric")
+            .output()
+            .map_err(|e| format!("cannot run {cc}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cannot build fi_stream (needs libfabric-dev): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(exe)
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
+
+/// Streams `messages` of `size` bytes one way over libfabric shm; returns messages per second.
+pub fn stream(size: u32, messages: u64) -> Result<f64, String> {
+    let exe = fi_stream_exe()?;
+    let out = Command::new(exe)
+        .args(["-n", &messages.to_string(), "-S", &size.to_string()])
+        .output()
+        .map_err(|e| format!("cannot start fi_stream: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "fi_stream failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    field(&text, "msgs_per_s").ok_or(format!("cannot read fi_stream's output: {text}"))
+}
+
+/// The value of `name=value` in fi_stream's result line.
+fn field(text: &str, name: &str) -> Option<f64> {
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))?
+        .parse()
+        .ok()
+}
+
+/// Removes what `fi_stream_exe` built.
+pub fn clean_up() {
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("umq-perf-{}", std::process::id())),
+    );
+}
+
 /// The numbers of fi_pingpong's result line:
 /// `bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec`.
 fn parse(text: &str) -> Option<PingPong> {
@@ -102,5 +168,14 @@ mod tests {
             })
         );
         assert_eq!(parse("fi_getinfo(): ret=-61 (No data available)\n"), None);
+    }
+
+    #[test]
+    fn reads_fi_streams_result_line() {
+        let out =
+            "fi_stream provider=shm size=64 messages=100 elapsed_ns=5000 msgs_per_s=20000000\n";
+        assert_eq!(field(out, "msgs_per_s"), Some(2e7));
+        assert_eq!(field(out, "size"), Some(64.0));
+        assert_eq!(field(out, "rate"), None);
     }
 }

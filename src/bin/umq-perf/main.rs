@@ -23,7 +23,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
   --flow-control default on
   --rounds       repeat each measurement and report the median (default 1)
-  --compare      libfabric: also run fi_pingpong -p shm (Debian libfabric-bin) per size
+  --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
+                 latency (Debian libfabric-bin), a windowed stream for bandwidth (built
+                 here from fi_stream.c; needs libfabric-dev and a C compiler)
   --json         one JSON object per result line, nothing else on stdout
   --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
 
@@ -220,6 +222,12 @@ fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
     }
 }
 
+/// The median of a baseline's rounds (at least one).
+fn middle(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 /// Adds fi_pingpong's figures (median of `rounds`) and our ratio to a latency row.
 fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
     let mut half = Vec::new();
@@ -233,15 +241,26 @@ fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
             Err(e) => return row.text("fi_pingpong", e),
         }
     }
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let fi = med(half);
+    let fi = middle(half);
     let ours = row.get("mean_ns").unwrap_or(f64::NAN);
     row.num("fi_pingpong_half_rtt_ns", fi)
-        .num("fi_pingpong_xfers_per_s", med(rate).round())
+        .num("fi_pingpong_xfers_per_s", middle(rate).round())
         .num("mean_vs_fi_pingpong", ours / fi)
+}
+
+/// Adds the libfabric streaming baseline (median of `rounds`) and our ratio to a bandwidth row.
+fn compare_bandwidth(row: Row, run: &Run, rounds: u32) -> Row {
+    let mut rates = Vec::new();
+    for _ in 0..rounds {
+        match libfabric::stream(run.size, run.iters) {
+            Ok(r) => rates.push(r),
+            Err(e) => return row.text("fi_stream", e),
+        }
+    }
+    let fi = middle(rates);
+    let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
+    row.num("fi_stream_msgs_per_s", fi.round())
+        .num("msgs_vs_fi_stream", ours / fi)
 }
 
 fn emit(row: &Row, json: bool) {
@@ -302,8 +321,11 @@ fn main() {
                 .map(|_| measure(&args.provider, kind, &run))
                 .collect();
             let mut row = report::median(rounds);
-            if args.compare && kind == Kind::Lat {
-                row = compare_latency(row, &run, args.rounds);
+            if args.compare {
+                row = match kind {
+                    Kind::Lat => compare_latency(row, &run, args.rounds),
+                    Kind::Bw => compare_bandwidth(row, &run, args.rounds),
+                };
             }
             emit(&row, args.json);
             rows.push(row);
@@ -321,6 +343,7 @@ fn main() {
     if !args.json {
         print!("{}", report::table(&rows));
     }
+    libfabric::clean_up();
 }
 
 #[cfg(test)]
