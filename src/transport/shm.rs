@@ -22,9 +22,9 @@
 //! entry. The producer reads the consumer's index only when its cached copy says the ring is
 //! full, and the sender reads the receiver's executed count only while a WR waits for it.
 //!
-//! Only the first `HOT_BYTES` of the ring are populated up front (on both sides, so neither
+//! Only the first `HOT_BYTES` (1 MiB) of the ring are populated up front (on both sides, so neither
 //! takes page faults there). A producer past that point wraps back to the start early whenever
-//! the consumer has left it, so a stream of small messages cycles through a few hundred KiB
+//! the consumer has left it, so a stream of messages up to 128 KiB cycles through one MiB
 //! that stay in cache; the cold rest of the 16 MiB is there for large messages and bursts.
 //!
 //! The receiving process executes the entries against its own buffers with the loopback
@@ -44,9 +44,9 @@ pub const RING_BYTES: usize = 16 << 20;
 /// The start of the ring that small entries cycle through: its pages are populated (backed and
 /// mapped) on both sides at setup, so a message never waits for a page fault. A producer past
 /// it wraps to the start early when the consumer has room there, instead of touching new pages.
-const HOT_BYTES: usize = 256 << 10;
+const HOT_BYTES: usize = 1 << 20;
 /// Entries up to this size wrap early; larger ones run on through the cold part of the ring.
-const HOT_ENTRY_MAX: usize = 64 << 10;
+const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
