@@ -164,6 +164,40 @@ static void test_bad_input(uint64_t a)
     CHECK_EQ(umq_rx_size_left(999), -22);
 }
 
+/* A batch mixing a plain SEND with user immediates: every user immediate, and only those,
+ * loses bit 0, whatever its place in the batch. */
+static void test_immediates_in_one_batch(void)
+{
+    uint64_t a, b;
+    test_pair(16, UMQ_MODE_POLLING, &a, &b);
+    umq_buf_t *bad = NULL, *got[4];
+    CHECK_EQ(post_rx(a, rx_bufs(8)), 0);
+    CHECK_EQ(post_rx(b, rx_bufs(8)), 0);
+    umq_buf_t *batch = sends("c", 1, UMQ_OPC_SEND);
+    umq_buf_t *imms = sends("i", 2, UMQ_OPC_SEND_IMM);
+    pro(imms)->imm_data = UINT64_MAX;
+    pro(imms->qbuf_next)->imm_data = 7;
+    batch->qbuf_next = imms;
+    CHECK_EQ(umq_post(a, batch, UMQ_IO_TX, &bad), 0);
+    CHECK_EQ(poll_n(a, UMQ_IO_TX, got, 3), 3);
+    for (int i = 0; i < 3; i++)
+        umq_buf_free(got[i]);
+    CHECK_EQ(poll_n(b, UMQ_IO_RX, got, 3), 3);
+    CHECK_EQ(pro(got[0])->opcode, UMQ_OPC_SEND);
+    CHECK_EQ(pro(got[0])->imm_data, 0);
+    CHECK(got[0]->total_data_size == 3 && memcmp(got[0]->buf_data, "c-0", 3) == 0);
+    CHECK_EQ(pro(got[1])->opcode, UMQ_OPC_SEND_IMM);
+    CHECK_EQ(pro(got[1])->imm_data, UINT64_MAX - 1);
+    CHECK_EQ(pro(got[2])->opcode, UMQ_OPC_SEND_IMM);
+    CHECK_EQ(pro(got[2])->imm_data, 6);
+    for (int i = 0; i < 3; i++)
+        umq_buf_free(got[i]);
+    CHECK_EQ(umq_unbind(a), 0);
+    CHECK_EQ(umq_unbind(b), 0);
+    CHECK_EQ(umq_destroy(a), 0);
+    CHECK_EQ(umq_destroy(b), 0);
+}
+
 int main(int argc, char **argv)
 {
     int atomic = argc > 1 && strcmp(argv[1], "atomic") == 0;
@@ -423,6 +457,7 @@ int main(int argc, char **argv)
     CHECK_EQ(ext(b).rx_without_buffer, 0);
     test_bad_input(a);
     test_bind_agreement(b);
+    test_immediates_in_one_batch();
     CHECK_EQ(umq_unbind(a), 0);
     CHECK_EQ(umq_tx_size_left(a), -258);
     umq_uninit();

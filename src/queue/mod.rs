@@ -702,9 +702,9 @@ impl Queue {
             f.refresh(peer_area);
         }
         let got = f.take_credit(need) as u32;
-        // WRs before the first credit-needing one left without credit.
-        let mut uncredited = needs_credit;
-        for _ in 0..got {
+        // WRs before the first credit-needing one left without credit (none, usually).
+        let mut uncredited = if got as u64 == need { 0 } else { needs_credit };
+        for _ in 0..got.min(uncredited.count_ones()) {
             uncredited &= uncredited - 1;
         }
         let credit_limit = if uncredited == 0 {
@@ -1120,6 +1120,8 @@ struct TxBatch {
     n: usize,
     /// Bit i: WR i is a SEND, SEND_IMM or WRITE_IMM (consumes a receive buffer, needs credit).
     needs_credit: u64,
+    /// Bit i: WR i carries a user immediate (SEND_IMM or WRITE_IMM).
+    user_imm: u64,
     stop: Option<(*mut umq_buf_t, i32)>,
 }
 
@@ -1129,13 +1131,18 @@ impl TxBatch {
             wrs: [const { MaybeUninit::uninit() }; BATCH],
             n: 0,
             needs_credit: 0,
+            user_imm: 0,
             stop: None,
         }
     }
 
     fn push(&mut self, head: *mut umq_buf_t, tail: *mut umq_buf_t) {
-        if loopback::needs_rx_buffer(unsafe { (*head).pro().opcode }) {
+        let opcode = unsafe { (*head).pro().opcode };
+        if loopback::needs_rx_buffer(opcode) {
             self.needs_credit |= 1 << self.n;
+        }
+        if matches!(opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) {
+            self.user_imm |= 1 << self.n;
         }
         self.wrs[self.n].write((head, tail));
         self.n += 1;
@@ -1242,12 +1249,12 @@ fn count_between(mask: u64, from: usize, to: usize) -> u64 {
     if from >= to {
         return 0;
     }
-    let width = if to - from == 64 {
-        u64::MAX
-    } else {
-        (1u64 << (to - from)) - 1
-    };
-    ((mask >> from) & width).count_ones() as u64
+    ((mask >> from) & count_mask(to - from)).count_ones() as u64
+}
+
+/// Bits 0..n set (n <= 64).
+fn count_mask(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }
 
 struct Piggyback {
@@ -1297,11 +1304,16 @@ impl Admission {
             Some(_) => f.commit(mine),
             None => {}
         }
-        for i in 0..accepted {
+        // Only the WRs parse_tx marked: a batch of plain SENDs costs nothing here.
+        let mut user_imm = batch.user_imm & count_mask(accepted);
+        if let Some(c) = carrier {
+            user_imm &= !(1u64 << c);
+        }
+        while user_imm != 0 {
+            let i = user_imm.trailing_zeros() as usize;
+            user_imm &= user_imm - 1;
             let pro = unsafe { (*batch.head(i)).pro_mut() };
-            if matches!(pro.opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) && carrier != Some(i) {
-                pro.imm_data = crate::flow::user_imm(pro.imm_data);
-            }
+            pro.imm_data = crate::flow::user_imm(pro.imm_data);
         }
         count_between(self.needs_credit, 0, credited_end) as usize
     }
