@@ -24,6 +24,14 @@ impl EventFd {
         Ok(EventFd { fd })
     }
 
+    /// Takes ownership of an eventfd opened elsewhere (for example duplicated from another
+    /// process); the caller has checked that it is one.
+    pub fn from_owned(fd: std::os::fd::OwnedFd) -> EventFd {
+        EventFd {
+            fd: std::os::fd::IntoRawFd::into_raw_fd(fd),
+        }
+    }
+
     pub fn fd(&self) -> RawFd {
         self.fd
     }

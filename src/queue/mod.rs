@@ -702,11 +702,8 @@ impl Queue {
             f.refresh(peer_area);
         }
         let got = f.take_credit(need) as u32;
-        // WRs before the first credit-needing one left without credit (none, usually).
-        let mut uncredited = if got as u64 == need { 0 } else { needs_credit };
-        for _ in 0..got.min(uncredited.count_ones()) {
-            uncredited &= uncredited - 1;
-        }
+        // Credit goes to the first `got` WRs that need it; the batch stops at the next one.
+        let uncredited = without_lowest_bits(needs_credit, got);
         let credit_limit = if uncredited == 0 {
             batch.n
         } else {
@@ -1252,6 +1249,17 @@ fn count_between(mask: u64, from: usize, to: usize) -> u64 {
     ((mask >> from) & count_mask(to - from)).count_ones() as u64
 }
 
+/// `mask` without its `k` lowest set bits (0 when k covers them all: the usual case, no loop).
+fn without_lowest_bits(mut mask: u64, k: u32) -> u64 {
+    if k >= mask.count_ones() {
+        return 0;
+    }
+    for _ in 0..k {
+        mask &= mask - 1;
+    }
+    mask
+}
+
 /// Bits 0..n set (n <= 64).
 fn count_mask(n: usize) -> u64 {
     if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
@@ -1293,7 +1301,6 @@ impl Admission {
         if refunded > 0 {
             f.return_credit(refunded);
         }
-        let carrier = self.piggyback.as_ref().map(|p| p.index);
         match self.piggyback {
             Some(p) if p.index >= accepted => {
                 f.undo(p.count);
@@ -1304,11 +1311,9 @@ impl Admission {
             Some(_) => f.commit(mine),
             None => {}
         }
-        // Only the WRs parse_tx marked: a batch of plain SENDs costs nothing here.
+        // Only the WRs parse_tx marked (before any piggyback turned a SEND into SEND_IMM, so
+        // the carrier is never among them): a batch of plain SENDs costs nothing here.
         let mut user_imm = batch.user_imm & count_mask(accepted);
-        if let Some(c) = carrier {
-            user_imm &= !(1u64 << c);
-        }
         while user_imm != 0 {
             let i = user_imm.trailing_zeros() as usize;
             user_imm &= user_imm - 1;

@@ -35,6 +35,7 @@ use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::buf::pool::Pool;
+use crate::event::EventFd;
 use crate::flow::Area;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
@@ -154,7 +155,7 @@ pub struct Segment {
     /// Producer side (the peer's inbox): the consumer index as last read, private to us.
     cons_seen: AtomicU64,
     /// Ours: the eventfd our watchdog sleeps on. The peer's: our duplicate of theirs.
-    doorbell: Option<std::os::fd::OwnedFd>,
+    doorbell: Option<EventFd>,
     /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
     /// at their doorbell, so a round that changed nothing does not ring.
     rung_at: [AtomicU64; 2],
@@ -183,26 +184,13 @@ fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
     std::os::fd::AsRawFd::as_raw_fd(fd)
 }
 
-fn new_eventfd() -> Result<std::os::fd::OwnedFd, i32> {
-    use std::os::fd::FromRawFd;
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(os_err());
-    }
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
 /// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
 /// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
 /// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
 /// else of the peer's.
-fn peer_doorbell(pid: u32, fd: u32) -> Option<std::os::fd::OwnedFd> {
+fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
     use std::os::fd::FromRawFd;
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if pidfd < 0 {
-        return None;
-    }
-    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd as i32) };
+    let pidfd = super::watchdog::pidfd_open(pid)?;
     let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, raw(&pidfd), fd as i32, 0) };
     if dup < 0 {
         crate::log_info!(
@@ -216,7 +204,7 @@ fn peer_doorbell(pid: u32, fd: u32) -> Option<std::os::fd::OwnedFd> {
     let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
     let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
     (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
-        .then_some(dup)
+        .then(|| EventFd::from_owned(dup))
 }
 
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
@@ -266,7 +254,7 @@ impl Segment {
         }
         let base = map(fd, len)?;
         let doorbell = if with_doorbell {
-            Some(new_eventfd()?)
+            Some(EventFd::new(false)?)
         } else {
             None
         };
@@ -283,7 +271,7 @@ impl Segment {
         inbox.version = LAYOUT_VERSION;
         inbox.owner_pid = std::process::id();
         inbox.secret = secret;
-        let bell = seg.doorbell.as_ref().map_or(NO_DOORBELL, |f| raw(f) as u32);
+        let bell = seg.doorbell.as_ref().map_or(NO_DOORBELL, |f| f.fd() as u32);
         inbox.doorbell.0.fd.store(bell, Ordering::Release);
         populate_hot(seg.ring());
         Ok(seg)
@@ -372,7 +360,7 @@ impl Segment {
 
     /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
     pub fn doorbell(&self) -> Option<(i32, bool)> {
-        let fd = raw(self.doorbell.as_ref()?);
+        let fd = self.doorbell.as_ref()?.fd();
         let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
         Some((fd, heard))
     }
@@ -584,9 +572,7 @@ pub fn ring_if_changed(mine: &Segment, peer: &Segment) {
     std::sync::atomic::fence(Ordering::SeqCst);
     let armed = &peer.inbox().doorbell.0.armed;
     if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
-        let one = 1u64;
-        // EAGAIN (counter saturated) still leaves it readable: the wake-up is not lost.
-        unsafe { libc::write(raw(bell), &one as *const u64 as *const libc::c_void, 8) };
+        bell.signal();
     }
 }
 

@@ -33,7 +33,7 @@ static WATCHED: Mutex<(Vec<Watched>, bool)> = Mutex::new((Vec::new(), false));
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }

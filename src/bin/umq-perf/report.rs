@@ -132,17 +132,11 @@ impl Row {
             }
         }
         for (side, st) in &self.sides {
-            s += &format!(
-                ",\"{side}_fc\":{{\"total_local_rx_posted\":{},\"total_local_rx_notified\":{},\"total_remote_rx_received\":{},\"total_remote_rx_consumed\":{},\"total_flow_controlled_wr\":{},\"piggybacked\":{},\"standalone\":{},\"area_only\":{}}}",
-                st.fc.total_local_rx_posted,
-                st.fc.total_local_rx_notified,
-                st.fc.total_remote_rx_received,
-                st.fc.total_remote_rx_consumed,
-                st.fc.total_flow_controlled_wr,
-                st.ext.piggybacked,
-                st.ext.standalone,
-                st.ext.area_only
-            );
+            let fields: Vec<String> = counters(st)
+                .iter()
+                .map(|(name, _, v)| format!("\"{name}\":{v}"))
+                .collect();
+            s += &format!(",\"{side}_fc\":{{{}}}", fields.join(","));
         }
         s + "}"
     }
@@ -174,6 +168,42 @@ fn human(x: f64) -> String {
     }
 }
 
+const COUNTER_WIDTH: usize = 10;
+
+/// One side's flow-control counters: JSON name, table heading, value.
+fn counters(st: &SideStats) -> [(&'static str, &'static str, u64); 8] {
+    [
+        (
+            "total_local_rx_posted",
+            "rx_posted",
+            st.fc.total_local_rx_posted,
+        ),
+        (
+            "total_local_rx_notified",
+            "notified",
+            st.fc.total_local_rx_notified,
+        ),
+        (
+            "total_remote_rx_received",
+            "received",
+            st.fc.total_remote_rx_received,
+        ),
+        (
+            "total_remote_rx_consumed",
+            "consumed",
+            st.fc.total_remote_rx_consumed,
+        ),
+        (
+            "total_flow_controlled_wr",
+            "fc_wr",
+            st.fc.total_flow_controlled_wr,
+        ),
+        ("piggybacked", "piggyback", st.ext.piggybacked),
+        ("standalone", "standalone", st.ext.standalone),
+        ("area_only", "area_only", st.ext.area_only),
+    ]
+}
+
 /// The closing table: every result, then both sides' flow-control counters per run.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from("\nresults\n");
@@ -183,37 +213,20 @@ pub fn table(rows: &[Row]) -> String {
     }
     if rows.iter().any(|r| r.flow_control && !r.sides.is_empty()) {
         s += &format!(
-            "\nflow control, both sides after each run\n{:<4} {:<8} {:>7} {:<6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10}\n",
-            "test",
-            "provider",
-            "size",
-            "side",
-            "rx_posted",
-            "notified",
-            "received",
-            "consumed",
-            "fc_wr",
-            "piggyback",
-            "standalone",
-            "area_only"
+            "\nflow control, both sides after each run\n{:<4} {:<8} {:>7} {:<6}",
+            "test", "provider", "size", "side"
         );
+        for (_, heading, _) in counters(&SideStats::default()) {
+            s += &format!(" {heading:>COUNTER_WIDTH$}");
+        }
+        s += "\n";
         for r in rows.iter().filter(|r| r.flow_control) {
             for (side, st) in &r.sides {
-                s += &format!(
-                    "{:<4} {:<8} {:>7} {:<6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10}\n",
-                    r.test,
-                    r.provider,
-                    r.size,
-                    side,
-                    st.fc.total_local_rx_posted,
-                    st.fc.total_local_rx_notified,
-                    st.fc.total_remote_rx_received,
-                    st.fc.total_remote_rx_consumed,
-                    st.fc.total_flow_controlled_wr,
-                    st.ext.piggybacked,
-                    st.ext.standalone,
-                    st.ext.area_only
-                );
+                s += &format!("{:<4} {:<8} {:>7} {:<6}", r.test, r.provider, r.size, side);
+                for (_, _, v) in counters(st) {
+                    s += &format!(" {v:>COUNTER_WIDTH$}");
+                }
+                s += "\n";
             }
         }
     }
