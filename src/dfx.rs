@@ -71,8 +71,14 @@ pub fn perf_start() -> Option<Instant> {
     PERF_ON.load(Ordering::Relaxed).then(Instant::now)
 }
 
+#[inline]
 pub fn perf_record(kind: umq_perf_record_type_t, start: Option<Instant>) {
-    let Some(t) = start else { return };
+    if let Some(t) = start {
+        record(kind, t);
+    }
+}
+
+fn record(kind: umq_perf_record_type_t, t: Instant) {
     let ns = t.elapsed().as_nanos() as u64;
     let rec = &PERF[kind as usize % 22];
     rec[0].fetch_add(ns, Ordering::Relaxed);

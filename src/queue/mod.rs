@@ -4,6 +4,7 @@ pub mod base;
 pub mod bind_info;
 pub mod config;
 pub mod ctl;
+mod hazard;
 pub mod interrupt;
 pub mod table;
 
@@ -143,8 +144,18 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
 /// Destroys a queue; a bound queue is unbound first. Buffers it still held are returned to the
 /// pool, since the application can no longer poll them.
 pub fn destroy(umqh: u64) -> UmqResult<()> {
-    let q = table::remove(umqh)
-        .ok_or_else(|| einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}")))?;
+    let q = table::remove(umqh).map_err(|why| match why {
+        table::NotRemoved::Stale => {
+            einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}"))
+        }
+        table::NotRemoved::InUseHere => {
+            crate::log_err!(
+                "umq_destroy",
+                "queue {umqh:#x} is in use by a call this thread is inside (a callback?)"
+            );
+            -UMQ_ERR_EBUSY
+        }
+    })?;
     if q.is_bound() {
         q.disconnect();
     }
@@ -857,7 +868,8 @@ impl Queue {
     }
 
     pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        let mut bufs = [ptr::null_mut::<umq_buf_t>(); BATCH];
+        // Not zeroed: a one-buffer repost (every message of a ping-pong) touches one entry.
+        let mut bufs = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; BATCH];
         let mut n = 0;
         for b in crate::buf::iter(head) {
             if n == BATCH {
@@ -868,10 +880,13 @@ impl Queue {
                     format_args!("more than UMQ_BATCH_SIZE ({BATCH}) receive buffers in one call"),
                 ));
             }
-            bufs[n] = b;
+            bufs[n].write(b);
             n += 1;
         }
-        let (accepted, progress) = self.push_rx(&bufs[..n]);
+        let bufs = unsafe {
+            &*(&bufs[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t])
+        };
+        let (accepted, progress) = self.push_rx(bufs);
         if progress {
             self.flow_progress();
         }
@@ -925,7 +940,10 @@ impl Queue {
         if self.shm_service() {
             return;
         }
-        if !self.rnr_waiting.swap(false, Ordering::AcqRel) {
+        // A plain load first: the swap is a locked instruction, and a sender is rarely waiting.
+        if !self.rnr_waiting.load(Ordering::Acquire)
+            || !self.rnr_waiting.swap(false, Ordering::AcqRel)
+        {
             return;
         }
         let Some(sender) = self.local_peer() else {

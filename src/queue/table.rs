@@ -1,37 +1,61 @@
 //! Queue handles: generation-tagged indices into a fixed slot table (quinn's handle slab idea).
 //!
 //! A `umqh` is `TAG << 48 | generation << 32 | (index + 1)`. A zero, forged or destroyed handle
-//! fails the tag, range or generation check and is reported as an error instead of being
-//! dereferenced. Lookups take only the slot's read lock, never a table-wide lock.
+//! fails the tag, range, presence or handle check and is reported as an error instead of being
+//! dereferenced.
+//!
+//! Every API call looks its queue up, three times per message in a ping-pong, so a lookup takes
+//! no lock (a read lock costs two atomic read-modify-writes, about 11 ns on the benchmark
+//! machine). A slot holds one reference of its queue as a raw `Arc` pointer; a lookup publishes
+//! the slot in a per-thread hazard word before reading the pointer, and a removal clears the
+//! pointer and then waits until no thread publishes the slot (see `hazard`). So a queue is
+//! never freed under a call that uses it, and `umq_destroy` waits for calls in flight on its
+//! queue, as it did with a lock.
 
-use super::Queue;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use super::hazard;
+use std::mem::ManuallyDrop;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 const TAG: u64 = 0x554d; // "UM"
 pub const MAX_QUEUES: usize = 16384;
 
-struct Slot {
-    generation: AtomicU32,
-    queue: RwLock<Option<Arc<Queue>>>,
+/// What a table holds: something that knows its own handle.
+pub trait Named {
+    fn handle(&self) -> u64;
 }
 
-struct Table {
-    slots: Box<[Slot]>,
+impl Named for super::Queue {
+    fn handle(&self) -> u64 {
+        self.handle
+    }
+}
+
+struct Slot<T> {
+    generation: AtomicU32,
+    /// `Arc::into_raw` of the occupant, or null.
+    item: AtomicPtr<T>,
+}
+
+pub struct Table<T> {
+    slots: Box<[Slot<T>]>,
     free: Mutex<Vec<u32>>,
 }
 
-fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| Table {
-        slots: (0..MAX_QUEUES)
-            .map(|_| Slot {
-                generation: AtomicU32::new(1),
-                queue: RwLock::new(None),
-            })
-            .collect(),
-        free: Mutex::new((0..MAX_QUEUES as u32).rev().collect()),
-    })
+/// Why a removal did not happen.
+#[derive(Debug, PartialEq)]
+pub enum NotRemoved {
+    /// No live entry has that handle.
+    Stale,
+    /// The calling thread is itself inside a call on that entry (a callback destroying the
+    /// queue it was called from): removing it would free it under that call.
+    InUseHere,
+}
+
+fn queues() -> &'static Table<super::Queue> {
+    static TABLE: OnceLock<Table<super::Queue>> = OnceLock::new();
+    TABLE.get_or_init(|| Table::new(MAX_QUEUES))
 }
 
 pub fn encode(index: u32, generation: u32) -> u64 {
@@ -47,75 +71,252 @@ pub fn index_of(umqh: u64) -> Option<usize> {
     (1..=MAX_QUEUES).contains(&low).then(|| low - 1)
 }
 
-/// Reserves a slot and builds the queue with its final handle.
-pub fn insert(build: impl FnOnce(u64, u32) -> Result<Queue, i32>) -> Result<Arc<Queue>, i32> {
-    let t = table();
-    let index = t
-        .free
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .pop()
-        .ok_or(-crate::abi::errno::UMQ_ERR_ENOMEM)?;
-    let slot = &t.slots[index as usize];
-    let handle = encode(index, slot.generation.load(Ordering::Relaxed));
-    match build(handle, index) {
-        Ok(q) => {
-            let q = Arc::new(q);
-            *slot.queue.write().unwrap_or_else(|p| p.into_inner()) = Some(q.clone());
-            Ok(q)
+impl<T: Named> Table<T> {
+    pub fn new(capacity: usize) -> Self {
+        assert!(capacity <= MAX_QUEUES);
+        Table {
+            slots: (0..capacity)
+                .map(|_| Slot {
+                    generation: AtomicU32::new(1),
+                    item: AtomicPtr::new(ptr::null_mut()),
+                })
+                .collect(),
+            free: Mutex::new((0..capacity as u32).rev().collect()),
         }
-        Err(e) => {
-            t.free.lock().unwrap_or_else(|p| p.into_inner()).push(index);
-            Err(e)
+    }
+
+    /// The hazard id of a slot: its address, unique across tables.
+    fn id(&self, index: usize) -> usize {
+        &self.slots[index] as *const Slot<T> as usize
+    }
+
+    fn slot_of(&self, umqh: u64) -> Option<usize> {
+        index_of(umqh).filter(|&i| i < self.slots.len())
+    }
+
+    /// Reserves a slot and builds the entry with its final handle.
+    pub fn insert(&self, build: impl FnOnce(u64, u32) -> Result<T, i32>) -> Result<Arc<T>, i32> {
+        let index = self
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .ok_or(-crate::abi::errno::UMQ_ERR_ENOMEM)?;
+        let slot = &self.slots[index as usize];
+        let handle = encode(index, slot.generation.load(Ordering::Relaxed));
+        match build(handle, index) {
+            Ok(q) => {
+                let q = Arc::new(q);
+                slot.item
+                    .store(Arc::into_raw(q.clone()) as *mut T, Ordering::Release);
+                Ok(q)
+            }
+            Err(e) => {
+                self.free
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(index);
+                Err(e)
+            }
         }
+    }
+
+    /// Runs `f` on the live entry named by `umqh`; a concurrent removal waits for it to return.
+    pub fn with<R>(&self, umqh: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
+        let index = self.slot_of(umqh)?;
+        let _held = hazard::publish(self.id(index))?;
+        let p = self.slots[index].item.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // The slot's own reference, borrowed: the hazard keeps it alive until `_held` drops.
+        let q = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+        (q.handle() == umqh).then(|| f(&q))
+    }
+
+    /// Takes the entry out of the table, once no other thread is inside a call on it; its
+    /// handle becomes stale (the generation moves on).
+    pub fn remove(&self, umqh: u64) -> Result<Arc<T>, NotRemoved> {
+        let index = self.slot_of(umqh).ok_or(NotRemoved::Stale)?;
+        let id = self.id(index);
+        if hazard::held_here(id) {
+            return Err(NotRemoved::InUseHere);
+        }
+        let slot = &self.slots[index];
+        let p = {
+            let _held = hazard::publish(id).ok_or(NotRemoved::InUseHere)?;
+            let p = slot.item.load(Ordering::Acquire);
+            if p.is_null() || unsafe { (*p).handle() } != umqh {
+                return Err(NotRemoved::Stale);
+            }
+            // Of two concurrent removals only one clears the slot.
+            slot.item
+                .compare_exchange(p, ptr::null_mut(), Ordering::AcqRel, Ordering::Relaxed)
+                .map_err(|_| NotRemoved::Stale)?
+        };
+        hazard::wait_until_unused(id);
+        slot.generation.fetch_add(1, Ordering::Relaxed);
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(index as u32);
+        Ok(unsafe { Arc::from_raw(p) })
+    }
+
+    /// Every live entry.
+    pub fn all(&self) -> Vec<Arc<T>> {
+        (0..self.slots.len())
+            .filter_map(|i| {
+                let _held = hazard::publish(self.id(i))?;
+                let p = self.slots[i].item.load(Ordering::Acquire);
+                (!p.is_null()).then(|| {
+                    let q = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+                    Arc::clone(&q)
+                })
+            })
+            .collect()
     }
 }
 
-/// Runs `f` on the live queue named by `umqh` while holding the slot's read lock, so a concurrent
-/// destroy waits for the call to finish.
-pub fn with<R>(umqh: u64, f: impl FnOnce(&Arc<Queue>) -> R) -> Option<R> {
-    let index = index_of(umqh)?;
-    let guard = table().slots[index]
-        .queue
-        .read()
-        .unwrap_or_else(|p| p.into_inner());
-    match guard.as_ref() {
-        Some(q) if q.handle == umqh => Some(f(q)),
-        _ => None,
-    }
+/// Reserves a queue slot and builds the queue with its final handle.
+pub fn insert(
+    build: impl FnOnce(u64, u32) -> Result<super::Queue, i32>,
+) -> Result<Arc<super::Queue>, i32> {
+    queues().insert(build)
+}
+
+/// Runs `f` on the live queue named by `umqh` (a concurrent destroy waits for it).
+pub fn with<R>(umqh: u64, f: impl FnOnce(&Arc<super::Queue>) -> R) -> Option<R> {
+    queues().with(umqh, f)
 }
 
 /// A counted reference for calls that may block (interrupt waits).
-pub fn get(umqh: u64) -> Option<Arc<Queue>> {
+pub fn get(umqh: u64) -> Option<Arc<super::Queue>> {
     with(umqh, |q| q.clone())
 }
 
-/// Removes the queue; its handle becomes stale (the generation moves on).
-pub fn remove(umqh: u64) -> Option<Arc<Queue>> {
-    let index = index_of(umqh)?;
-    let t = table();
-    let slot = &t.slots[index];
-    let mut guard = slot.queue.write().unwrap_or_else(|p| p.into_inner());
-    match guard.as_ref() {
-        Some(q) if q.handle == umqh => {
-            let q = guard.take();
-            slot.generation.fetch_add(1, Ordering::Relaxed);
-            drop(guard);
-            t.free
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(index as u32);
-            q
-        }
-        _ => None,
-    }
+/// Removes the queue; its handle becomes stale.
+pub fn remove(umqh: u64) -> Result<Arc<super::Queue>, NotRemoved> {
+    queues().remove(umqh)
 }
 
 /// Every live queue (for stats and uninit).
-pub fn all() -> Vec<Arc<Queue>> {
-    table()
-        .slots
-        .iter()
-        .filter_map(|s| s.queue.read().unwrap_or_else(|p| p.into_inner()).clone())
-        .collect()
+pub fn all() -> Vec<Arc<super::Queue>> {
+    queues().all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    /// An entry that records its own drop outside its memory.
+    struct Probe {
+        handle: u64,
+        dropped: Arc<AtomicBool>,
+    }
+
+    impl Named for Probe {
+        fn handle(&self) -> u64 {
+            self.handle
+        }
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn probe(t: &Table<Probe>) -> (u64, Arc<AtomicBool>) {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let d = dropped.clone();
+        let q = t
+            .insert(|handle, _| Ok(Probe { handle, dropped: d }))
+            .unwrap();
+        (q.handle, dropped)
+    }
+
+    #[test]
+    fn stale_zero_and_forged_handles_find_nothing() {
+        let t = Table::<Probe>::new(4);
+        let (h, _) = probe(&t);
+        assert_eq!(t.with(h, |q| q.handle), Some(h));
+        assert_eq!(t.with(0, |_| ()), None);
+        assert_eq!(t.with(h ^ 1 << 32, |_| ()), None, "other generation");
+        assert_eq!(t.with(encode(3, 1), |_| ()), None, "empty slot");
+        assert_eq!(t.with(encode(9, 1), |_| ()), None, "out of range");
+        let q = t.remove(h).unwrap();
+        assert_eq!(q.handle, h);
+        assert_eq!(t.with(h, |_| ()), None);
+        assert_eq!(t.remove(h).err(), Some(NotRemoved::Stale));
+        let (h2, _) = probe(&t);
+        assert_ne!(h2, h, "a reused slot gets a new handle");
+        assert_eq!(t.all().len(), 1);
+    }
+
+    #[test]
+    fn a_removal_from_inside_a_call_on_the_same_entry_is_refused() {
+        let t = Table::<Probe>::new(2);
+        let (h, dropped) = probe(&t);
+        let inner = t.with(h, |_| t.remove(h).err()).unwrap();
+        assert_eq!(inner, Some(NotRemoved::InUseHere));
+        assert!(t.remove(h).is_ok());
+        assert!(dropped.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn lookups_nest() {
+        let t = Table::<Probe>::new(2);
+        let (a, _) = probe(&t);
+        let (b, _) = probe(&t);
+        let got = t.with(a, |qa| t.with(b, |qb| (qa.handle, qb.handle)));
+        assert_eq!(got, Some(Some((a, b))));
+    }
+
+    /// Readers hammer the table while a remover destroys and recreates entries: an entry is
+    /// never dropped while a reader is inside a call on it.
+    #[test]
+    fn an_entry_is_never_dropped_under_a_call() {
+        let t = Arc::new(Table::<Probe>::new(4));
+        let current = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (t, current, stop, calls) =
+                    (t.clone(), current.clone(), stop.clone(), calls.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let h = current.load(Ordering::Acquire);
+                        t.with(h, |q| {
+                            assert!(!q.dropped.load(Ordering::SeqCst), "dropped before the call");
+                            for _ in 0..50 {
+                                std::hint::spin_loop();
+                            }
+                            assert!(!q.dropped.load(Ordering::SeqCst), "dropped during the call");
+                            calls.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..2000 {
+            let (h, dropped) = probe(&t);
+            current.store(h, Ordering::Release);
+            std::thread::yield_now();
+            let q = t.remove(h).unwrap();
+            drop(q);
+            assert!(
+                dropped.load(Ordering::SeqCst),
+                "the table kept no reference"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        readers.into_iter().for_each(|r| r.join().unwrap());
+        assert!(
+            calls.load(Ordering::Relaxed) > 0,
+            "the readers never got in"
+        );
+    }
 }

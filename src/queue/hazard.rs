@@ -1,0 +1,145 @@
+//! Per-thread hazard words and the asymmetric fence behind lock-free handle lookups.
+//!
+//! A thread about to use a slot of the handle table *publishes* the slot in one of its hazard
+//! words (a plain store); a remover clears the slot and waits until no thread publishes it. For
+//! that to be safe each side needs a full fence between its store and its load (the Dekker
+//! pattern). Lookups happen on every API call and removals almost never, so the remover pays
+//! for both: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` makes every running thread of the
+//! process execute a full barrier, which turns the lookups' compiler fences into real ones
+//! (the technique of liburcu's membarrier flavour and folly's asymmetric fences). Where the
+//! kernel refuses membarrier, lookups fall back to a real fence.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, compiler_fence, fence};
+use std::sync::{Mutex, OnceLock};
+
+/// Lookups one thread may have open at once: a lookup inside a lookup (`umq_bind` looking up
+/// its peer, a log callback calling the API) takes the next word.
+const NEST: usize = 8;
+
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// One thread's hazard words (0: free). Never freed: a block whose thread exited is reused by
+/// the next new thread.
+struct Words {
+    held: [AtomicUsize; NEST],
+    claimed: AtomicBool,
+}
+
+fn registry() -> &'static Mutex<Vec<&'static Words>> {
+    static REGISTRY: OnceLock<Mutex<Vec<&'static Words>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// This thread's claim on a block, given back when the thread exits.
+struct Claim(&'static Words);
+
+impl Claim {
+    fn new() -> Claim {
+        let mut all = registry().lock().unwrap_or_else(|p| p.into_inner());
+        let reused = all.iter().find(|w| {
+            w.claimed
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        });
+        if let Some(w) = reused {
+            return Claim(w);
+        }
+        let w: &'static Words = Box::leak(Box::new(Words {
+            held: Default::default(),
+            claimed: AtomicBool::new(true),
+        }));
+        all.push(w);
+        Claim(w)
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        for h in &self.0.held {
+            h.store(0, Ordering::Release);
+        }
+        self.0.claimed.store(false, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static MINE: Claim = Claim::new();
+}
+
+/// Whether the kernel runs the heavy side of the fence for us (decided once per process).
+fn expedited() -> bool {
+    static EXPEDITED: OnceLock<bool> = OnceLock::new();
+    *EXPEDITED.get_or_init(|| membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+}
+
+fn membarrier(cmd: libc::c_long) -> bool {
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            cmd,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        ) == 0
+    }
+}
+
+/// The cheap side: orders a hazard store before the slot load that follows.
+fn light_fence() {
+    if expedited() {
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// The expensive side: orders a remover's slot store before its scan of the hazard words.
+fn heavy_fence() {
+    if !(expedited() && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// A published slot id; dropping it withdraws the id.
+pub struct Published(&'static AtomicUsize);
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Publishes `id` (not 0) for this thread until the guard drops. Loads made after this call
+/// see a remover's clearing store, or the remover sees `id`. None when lookups nest deeper
+/// than `NEST` or the thread is exiting.
+pub fn publish(id: usize) -> Option<Published> {
+    debug_assert_ne!(id, 0);
+    let word = MINE
+        .try_with(|c| c.0.held.iter().find(|w| w.load(Ordering::Relaxed) == 0))
+        .ok()
+        .flatten()?;
+    word.store(id, Ordering::Relaxed);
+    light_fence();
+    Some(Published(word))
+}
+
+/// Whether this thread itself has `id` published (a removal from inside a lookup of the same
+/// slot would wait for itself forever).
+pub fn held_here(id: usize) -> bool {
+    MINE.try_with(|c| c.0.held.iter().any(|w| w.load(Ordering::Relaxed) == id))
+        .unwrap_or(false)
+}
+
+/// Waits until no thread has `id` published. Call after making the slot unreachable: every
+/// lookup that could still reach it has published `id` by the time the fence returns.
+pub fn wait_until_unused(id: usize) {
+    heavy_fence();
+    while registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|w| w.held.iter().any(|h| h.load(Ordering::Acquire) == id))
+    {
+        std::thread::yield_now();
+    }
+}
