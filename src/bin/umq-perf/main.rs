@@ -3,6 +3,7 @@
 //! next to libfabric's `fi_pingpong` on its `shm` provider, run in the same invocation.
 
 mod api;
+mod floor;
 mod libfabric;
 mod loopback;
 mod report;
@@ -17,7 +18,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                 [--compare libfabric] [--json] [--quiet]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
-                 started by umq-perf itself, over the shared-memory transport
+                 started by umq-perf itself, over the shared-memory transport; its
+                 latency rows also carry the floor (the same bytes bounced between two
+                 processes through bare shared memory) and how far above it we are
   --test         lat: ping-pong half round trip; bw: streaming messages/s;
                  fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
@@ -248,6 +251,22 @@ fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
         .num("mean_vs_fi_pingpong", ours / fi)
 }
 
+/// Adds the bare shared-memory ping-pong of the same size (median of `rounds`) to a latency
+/// row, and how far above it we are: the cost of everything but moving the cache lines.
+fn with_floor(row: Row, run: &Run, rounds: u32) -> Row {
+    let mut half = Vec::new();
+    for _ in 0..rounds {
+        match floor::half_rtt_ns(run.size, run.iters) {
+            Ok(ns) => half.push(ns),
+            Err(e) => return row.text("floor", e),
+        }
+    }
+    let floor = middle(half);
+    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
+    row.num("floor_half_rtt_ns", floor.round())
+        .num("over_floor_ns", (ours - floor).round())
+}
+
 /// Adds the libfabric streaming baseline (median of `rounds`) and our ratio to a bandwidth row.
 fn compare_bandwidth(row: Row, run: &Run, rounds: u32) -> Row {
     let mut rates = Vec::new();
@@ -321,6 +340,9 @@ fn main() {
                 .map(|_| measure(&args.provider, kind, &run))
                 .collect();
             let mut row = report::median(rounds);
+            if args.provider == "shm" && kind == Kind::Lat {
+                row = with_floor(row, &run, args.rounds);
+            }
             if args.compare {
                 row = match kind {
                     Kind::Lat => compare_latency(row, &run, args.rounds),
