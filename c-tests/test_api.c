@@ -678,6 +678,42 @@ static void test_rnr_timeout_and_events(void)
     umq_destroy(b);
 }
 
+/* A log callback may call the API. Destroying the queue whose call is logging would free it
+ * under that call: refused with EBUSY, and the queue still works afterwards. */
+static uint64_t victim;
+static int destroy_in_callback = 1;
+static void destroying_log(int level, char *msg)
+{
+    (void)level;
+    (void)msg;
+    if (victim) {
+        uint64_t v = victim;
+        victim = 0;
+        destroy_in_callback = umq_destroy(v);
+    }
+}
+
+static void test_destroy_from_callback(void)
+{
+    uint64_t a, b;
+    test_pair(8, UMQ_MODE_POLLING, &a, &b);
+    umq_log_config_t lc = {.log_flag = UMQ_LOG_FLAG_FUNC, .func = destroying_log};
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+    umq_buf_t *c[1];
+    victim = a;
+    CHECK_EQ(umq_poll(a, (umq_io_direction_t)99, c, 1), -UMQ_ERR_EINVAL);
+    CHECK_EQ(destroy_in_callback, -UMQ_ERR_EBUSY);
+    CHECK(umq_state_get(a) != QUEUE_STATE_MAX);
+    /* Another queue may be destroyed from a callback. */
+    victim = b;
+    CHECK_EQ(umq_poll(a, (umq_io_direction_t)99, c, 1), -UMQ_ERR_EINVAL);
+    CHECK_EQ(destroy_in_callback, 0);
+    CHECK_EQ(umq_state_get(b), QUEUE_STATE_MAX);
+    lc.func = capture_log;
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+    CHECK_EQ(umq_destroy(a), 0);
+}
+
 static void test_unbind_flush(void)
 {
     uint64_t a, b;
@@ -719,6 +755,7 @@ int main(void)
     test_interrupts();
     test_rnr_timeout_and_events();
     test_unbind_flush();
+    test_destroy_from_callback();
     umq_destroy(a);
     umq_destroy(b);
     umq_uninit();

@@ -132,11 +132,15 @@ pub fn write(level_: u32, func: &str, args: std::fmt::Arguments<'_>) {
         return;
     }
     let line = format!("umq {} {}: {}", NAMES[level_.min(7) as usize], func, args);
-    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
-    if !admit(&mut sink) {
-        return;
-    }
-    match sink.func {
+    let func = {
+        let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+        if !admit(&mut sink) {
+            return;
+        }
+        sink.func
+    };
+    // The lock is released first: a callback may call the API, which may log again.
+    match func {
         Some(f) => {
             let c = CString::new(line.replace('\0', " ")).unwrap_or_default();
             // The callback is the user's; it gets a line valid for the duration of the call.

@@ -34,8 +34,10 @@ void umq_uninit(void);
 uint64_t umq_create(umq_create_option_t *option);
 
 /**
- * Destroys a queue (unbinding it first). Buffers it still held return to the pool. The handle
- * is stale afterwards: every call with it fails with `-UMQ_ERR_EINVAL`.
+ * Destroys a queue (unbinding it first), after any call other threads are making on it has
+ * returned. Buffers it still held return to the pool. The handle is stale afterwards: every
+ * call with it fails with `-UMQ_ERR_EINVAL`. `-UMQ_ERR_EBUSY`: called from inside a call on
+ * the same queue (a log callback), which would wait for itself.
  */
 int umq_destroy(uint64_t umqh);
 

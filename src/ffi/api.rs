@@ -35,8 +35,10 @@ pub extern "C" fn umq_create(option: *mut umq_create_option_t) -> u64 {
     })
 }
 
-/// Destroys a queue (unbinding it first). Buffers it still held return to the pool. The handle
-/// is stale afterwards: every call with it fails with `-UMQ_ERR_EINVAL`.
+/// Destroys a queue (unbinding it first), after any call other threads are making on it has
+/// returned. Buffers it still held return to the pool. The handle is stale afterwards: every
+/// call with it fails with `-UMQ_ERR_EINVAL`. `-UMQ_ERR_EBUSY`: called from inside a call on
+/// the same queue (a log callback), which would wait for itself.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_destroy(umqh: u64) -> c_int {
     ffi_guard!("umq_destroy", { code(queue::destroy(umqh)) })
