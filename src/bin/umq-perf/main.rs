@@ -251,35 +251,40 @@ fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
         .num("mean_vs_fi_pingpong", ours / fi)
 }
 
+/// The median of `rounds` runs of a baseline, or its first error.
+fn median_of(
+    rounds: u32,
+    mut baseline: impl FnMut() -> Result<f64, String>,
+) -> Result<f64, String> {
+    let runs = (0..rounds.max(1))
+        .map(|_| baseline())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(middle(runs))
+}
+
 /// Adds the bare shared-memory ping-pong of the same size (median of `rounds`) to a latency
 /// row, and how far above it we are: the cost of everything but moving the cache lines.
 fn with_floor(row: Row, run: &Run, rounds: u32) -> Row {
-    let mut half = Vec::new();
-    for _ in 0..rounds {
-        match floor::half_rtt_ns(run.size, run.iters) {
-            Ok(ns) => half.push(ns),
-            Err(e) => return row.text("floor", e),
+    match median_of(rounds, || floor::half_rtt_ns(run.size, run.iters)) {
+        Ok(floor) => {
+            let ours = row.get("mean_ns").unwrap_or(f64::NAN);
+            row.num("floor_half_rtt_ns", floor.round())
+                .num("over_floor_ns", (ours - floor).round())
         }
+        Err(e) => row.text("floor", e),
     }
-    let floor = middle(half);
-    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
-    row.num("floor_half_rtt_ns", floor.round())
-        .num("over_floor_ns", (ours - floor).round())
 }
 
 /// Adds the libfabric streaming baseline (median of `rounds`) and our ratio to a bandwidth row.
 fn compare_bandwidth(row: Row, run: &Run, rounds: u32) -> Row {
-    let mut rates = Vec::new();
-    for _ in 0..rounds {
-        match libfabric::stream(run.size, run.iters) {
-            Ok(r) => rates.push(r),
-            Err(e) => return row.text("fi_stream", e),
+    match median_of(rounds, || libfabric::stream(run.size, run.iters)) {
+        Ok(fi) => {
+            let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
+            row.num("fi_stream_msgs_per_s", fi.round())
+                .num("msgs_vs_fi_stream", ours / fi)
         }
+        Err(e) => row.text("fi_stream", e),
     }
-    let fi = middle(rates);
-    let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
-    row.num("fi_stream_msgs_per_s", fi.round())
-        .num("msgs_vs_fi_stream", ours / fi)
 }
 
 fn emit(row: &Row, json: bool) {
