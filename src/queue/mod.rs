@@ -883,6 +883,7 @@ impl Queue {
             bufs[n].write(b);
             n += 1;
         }
+        // SAFETY: the first n entries were written just above.
         let bufs = unsafe {
             &*(&bufs[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t])
         };

@@ -178,6 +178,18 @@ impl<T: Named> Table<T> {
     }
 }
 
+impl<T> Drop for Table<T> {
+    fn drop(&mut self) {
+        // `&mut self`: no lookup can be running, so each remaining reference can just go.
+        for slot in self.slots.iter_mut() {
+            let p = *slot.item.get_mut();
+            if !p.is_null() {
+                drop(unsafe { Arc::from_raw(p) });
+            }
+        }
+    }
+}
+
 /// Reserves a queue slot and builds the queue with its final handle.
 pub fn insert(
     build: impl FnOnce(u64, u32) -> Result<super::Queue, i32>,
@@ -262,6 +274,15 @@ mod tests {
         let inner = t.with(h, |_| t.remove(h).err()).unwrap();
         assert_eq!(inner, Some(NotRemoved::InUseHere));
         assert!(t.remove(h).is_ok());
+        assert!(dropped.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_dropped_table_releases_what_it_holds() {
+        let t = Table::<Probe>::new(2);
+        let (_, dropped) = probe(&t);
+        assert!(!dropped.load(Ordering::SeqCst));
+        drop(t);
         assert!(dropped.load(Ordering::SeqCst));
     }
 
