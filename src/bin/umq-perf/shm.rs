@@ -148,12 +148,33 @@ pub fn warmup(iters: u64) -> u64 {
     (iters / 10).clamp(100, 10_000)
 }
 
+/// One send buffer carrying `size` bytes.
+fn message(size: u32) -> *mut umq_buf_t {
+    let b = api::alloc(size.max(1), 1, UMQ_OPC_SEND)[0];
+    unsafe { (*b).total_data_size = size };
+    b
+}
+
+/// One poll of both directions: whether our send completed and the first byte of a message
+/// that arrived; received buffers are reposted.
+fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
+    let mut scratch = [ptr::null_mut(); 4];
+    let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+    let (mut sent, mut echo) = (false, None);
+    for &b in &scratch[..n] {
+        match api::done(b) {
+            Done::Sent => sent = true,
+            Done::Received => echo = Some(unsafe { *first_byte(b) }),
+            Done::WindowUpdate => {}
+        }
+    }
+    repost_received(q, &scratch[..n]);
+    (sent, echo)
+}
+
 /// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
-    let tx = api::alloc(run.size.max(1), 1, UMQ_OPC_SEND);
-    let b = tx[0];
-    unsafe { (*b).total_data_size = run.size };
-    let mut scratch = [ptr::null_mut(); 4];
+    let tx = [message(run.size)];
     let warm = warmup(run.iters);
     let mut samples = Vec::with_capacity(run.iters as usize);
     for i in 0..warm + run.iters {
@@ -162,15 +183,9 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
         api::post_all(q, &tx, std::hint::spin_loop);
         let (mut sent, mut echo) = (false, None);
         while !sent || echo.is_none() {
-            let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
-            for &b in &scratch[..n] {
-                match api::done(b) {
-                    Done::Sent => sent = true,
-                    Done::Received => echo = Some(unsafe { *first_byte(b) }),
-                    Done::WindowUpdate => {}
-                }
-            }
-            repost_received(q, &scratch[..n]);
+            let (s, e) = poll_ping_pong(q);
+            sent |= s;
+            echo = echo.or(e);
         }
         if i >= warm {
             samples.push(t.elapsed().as_nanos() as f64 / 2.0);
@@ -185,23 +200,12 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
 
 /// Pong: echo every message's first byte back in a message of the same size.
 fn pong(q: u64, run: &Run) {
-    let tx = api::alloc(run.size.max(1), 1, UMQ_OPC_SEND);
-    let b = tx[0];
-    unsafe { (*b).total_data_size = run.size };
-    let mut scratch = [ptr::null_mut(); 4];
+    let tx = [message(run.size)];
     let mut tx_free = true;
     let mut echoed = 0;
     while echoed < warmup(run.iters) + run.iters || !tx_free {
-        let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
-        let mut echo = None;
-        for &b in &scratch[..n] {
-            match api::done(b) {
-                Done::Sent => tx_free = true,
-                Done::Received => echo = Some(unsafe { *first_byte(b) }),
-                Done::WindowUpdate => {}
-            }
-        }
-        repost_received(q, &scratch[..n]);
+        let (sent, echo) = poll_ping_pong(q);
+        tx_free |= sent;
         if let Some(byte) = echo {
             while !tx_free {
                 let mut c = [ptr::null_mut(); 1];
