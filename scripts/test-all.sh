@@ -36,6 +36,12 @@ fi
 rm -rf build-c
 meson setup build-c -Dlibdir_rust="$lib" >/dev/null
 meson test -C build-c --print-errorlogs
+echo "== C tests again under AddressSanitizer and LeakSanitizer"
+# The tests' own memory errors around our buffers, and at exit every heap block nobody can reach
+# any more, the library's included (LeakSanitizer sees all of malloc, instrumented or not).
+rm -rf build-c-asan
+meson setup build-c-asan -Dlibdir_rust="$lib" -Dsanitize_tests=true >/dev/null
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 meson test -C build-c-asan --print-errorlogs
 
 echo "== Python package and tests"
 python3 -c 'import pytest, hypothesis' 2>/dev/null || python3 -m pip install --quiet pytest hypothesis
