@@ -5,6 +5,10 @@
  *   base     - base API enqueue / dequeue both ways, a fragmented 40 KB message
  *   irq      - interrupt mode: the parent sleeps in umq_wait_interrupt until the child sends
  *   last_words - the child sends and exits at once: its completed sends still arrive, in order
+ *   shared_pool - large sends out of the queue's shared pool cross by reference (one copy):
+ *              single-buffer, gathered and SEND_IMM arrive byte-exact, small or process-pool
+ *              sends still go through the ring, the counters say which went how, and the pool's
+ *              buffers stay usable after the queue is destroyed
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -441,6 +445,133 @@ static void test_death(int s, int child, pid_t pid)
     umq_uninit();
 }
 
+static void fill(umq_buf_t *b, uint32_t len, uint8_t seed)
+{
+    for (uint32_t i = 0; i < len; i++)
+        ((uint8_t *)b->buf_data)[i] = (uint8_t)(seed + i * 7);
+}
+
+/* Whether `len` bytes starting at `from` of a pattern `fill` made with `seed` are at `p`. */
+static int has_pattern(const uint8_t *p, uint32_t from, uint32_t len, uint8_t seed)
+{
+    for (uint32_t i = 0; i < len; i++)
+        if (p[i] != (uint8_t)(seed + (from + i) * 7))
+            return 0;
+    return 1;
+}
+
+static umq_ext_transport_stats_t transport_stats(uint64_t q)
+{
+    umq_ext_transport_stats_t t;
+    memset(&t, 0xff, sizeof(t));
+    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
+    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&t, .len = sizeof(t)};
+    if (umq_user_ctl(q, &in, &out) != 0)
+        memset(&t, 0xff, sizeof(t));
+    return t;
+}
+
+/* Posts one WR and waits for its send completion; returns its status. */
+static int send_and_wait(uint64_t q, umq_buf_t *wr, umq_opcode_t op, uint64_t imm)
+{
+    umq_buf_pro_t *p = (umq_buf_pro_t *)wr->qbuf_ext;
+    p->opcode = op;
+    p->imm_data = imm;
+    umq_buf_t *bad = NULL;
+    int rc;
+    while ((rc = umq_post(q, wr, UMQ_IO_TX, &bad)) == -UMQ_ERR_EAGAIN)
+        ;
+    if (rc != 0)
+        return -1;
+    umq_buf_t *c = poll_one(q, UMQ_IO_TX);
+    return c == wr ? (int)c->status : -1;
+}
+
+/* One buffer of `len` bytes (pattern `seed`) from queue `pool` (0: the process pool). */
+static umq_buf_t *patterned(uint64_t pool, uint32_t len, uint8_t seed)
+{
+    umq_buf_t *b = umq_buf_alloc(len, 1, pool, NULL);
+    if (!b)
+        return NULL;
+    memset(b->qbuf_ext, 0, sizeof(b->qbuf_ext));
+    fill(b, len, seed);
+    b->data_size = b->total_data_size = len;
+    return b;
+}
+
+static void test_shared_pool(int s, int child)
+{
+    init(1, 1);
+    uint64_t q = connect_queue(s, child ? "pool-c" : "pool-p", 64, UMQ_MODE_POLLING);
+    if (child) {
+        int fails = 0;
+        umq_ext_transport_stats_t t = transport_stats(q);
+        fails += t.transport != UMQ_EXT_TRANSPORT_SHM || t.shared_pool != 0;
+        umq_buf_t *big = patterned(q, 65536, 1);
+        /* Gathered: 40000 + 30000 bytes in two buffers of the pool. */
+        umq_buf_t *g1 = patterned(q, 40000, 2), *g2 = umq_buf_alloc(30000, 1, q, NULL);
+        fails += !big || !g1 || !g2;
+        if (fails) _exit(1);
+        for (uint32_t i = 0; i < 30000; i++)
+            ((uint8_t *)g2->buf_data)[i] = (uint8_t)(2 + (40000 + i) * 7);
+        g2->data_size = 30000;
+        g1->total_data_size = 70000;
+        g1->qbuf_next = g2;
+        umq_buf_t *imm = patterned(q, 20000, 3), *small = patterned(q, 64, 4);
+        umq_buf_t *plain = patterned(0, 32768, 5);
+        fails += send_and_wait(q, big, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
+        fails += send_and_wait(q, g1, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
+        fails += send_and_wait(q, imm, UMQ_OPC_SEND_IMM, 76) != UMQ_BUF_SUCCESS;
+        fails += send_and_wait(q, small, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
+        fails += send_and_wait(q, plain, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
+        t = transport_stats(q);
+        /* Only the three large sends from the pool went by reference. */
+        fails += t.shared_pool != 1 || t.shared_pool_bytes < 65536 + 70000 + 20000;
+        fails += t.by_ref_wr != 3 || t.by_ref_bytes != 65536 + 70000 + 20000;
+        if (fails)
+            fprintf(stderr, "shared_pool: transport %u pool %u by_ref %llu / %llu bytes\n", t.transport,
+                    t.shared_pool, (unsigned long long)t.by_ref_wr, (unsigned long long)t.by_ref_bytes);
+        char go = 0;
+        fails += sock_recv(s, &go, 1) != 1; /* the parent checked what arrived */
+        /* The pool outlives its queue: its buffers stay the application's until freed. */
+        fails += umq_destroy(q) != 0;
+        fill(big, 65536, 9);
+        umq_buf_free(big);
+        umq_buf_free(g1);
+        umq_buf_free(imm);
+        umq_buf_free(small);
+        umq_buf_free(plain);
+        fails += umq_buf_alloc(64, 1, q, NULL) != NULL; /* the queue is gone */
+        umq_uninit();
+        _exit(fails ? 1 : 0);
+    }
+    post_rx(q, 32, 131072);
+    struct { uint32_t len; uint8_t seed; umq_opcode_t op; uint64_t imm; } want[] = {
+        {65536, 1, UMQ_OPC_SEND, 0}, {70000, 2, UMQ_OPC_SEND, 0}, {20000, 3, UMQ_OPC_SEND_IMM, 76},
+        {64, 4, UMQ_OPC_SEND, 0}, {32768, 5, UMQ_OPC_SEND, 0},
+    };
+    for (int i = 0; i < 5;) {
+        umq_buf_t *b = poll_one(q, UMQ_IO_RX);
+        CHECK(b != NULL);
+        if (!b)
+            break;
+        if (b->status == UMQ_BUF_FLOW_CONTROL_UPDATE && b->total_data_size == 0) {
+            b->qbuf_next = NULL;
+            continue; /* a standalone window update */
+        }
+        umq_buf_pro_t *p = (umq_buf_pro_t *)b->qbuf_ext;
+        CHECK_EQ(b->total_data_size, want[i].len);
+        CHECK_EQ(p->opcode, want[i].op);
+        CHECK_EQ(p->imm_data, want[i].imm);
+        CHECK(has_pattern((const uint8_t *)b->buf_data, 0, want[i].len, want[i].seed));
+        umq_buf_free(b);
+        i++;
+    }
+    char go = 1;
+    sock_send(s, &go, 1);
+    umq_uninit();
+}
+
 typedef void (*pair_test)(int s, int child);
 
 static void run(const char *name, pair_test t, int death)
@@ -476,7 +607,7 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     struct { const char *name; pair_test t; } cases[] = {
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
-        {"last_words", test_last_words},
+        {"last_words", test_last_words}, {"shared_pool", test_shared_pool},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)

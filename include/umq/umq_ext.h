@@ -39,6 +39,23 @@ typedef struct umq_ext_flow_control_stats {
     uint64_t rx_without_buffer; /* messages that found no posted receive buffer here (RNR) */
 } umq_ext_flow_control_stats_t;
 
+/* Fills a umq_ext_transport_stats_t at out->addr (out->len = its size). */
+#define UMQ_EXT_OPCODE_TRANSPORT_STATS 0x554d0004u
+
+/* umq_ext_transport_stats_t.transport: what the library chose to serve the binding. */
+#define UMQ_EXT_TRANSPORT_NONE 0u     /* not bound */
+#define UMQ_EXT_TRANSPORT_LOOPBACK 1u /* the peer queue is in this process */
+#define UMQ_EXT_TRANSPORT_SHM 2u      /* another process of this host, over shared memory */
+
+typedef struct umq_ext_transport_stats {
+    uint32_t transport;
+    uint32_t shared_pool;       /* 1 once umq_buf_alloc with this queue's handle made its pool */
+    uint64_t shared_pool_bytes; /* memory the shared pool occupies */
+    uint64_t by_ref_wr;         /* WRs sent by reference out of the shared pool (one copy, by
+                                   the receiver) since the queue was created */
+    uint64_t by_ref_bytes;
+} umq_ext_transport_stats_t;
+
 /* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts
  * that succeed now; -22 (FI_EINVAL) for a bad handle, -258 (FI_EOPBADSTATE) when unbound. */
 int64_t umq_tx_size_left(uint64_t umqh);

@@ -28,3 +28,24 @@ pub struct umq_ext_flow_control_stats_t {
     pub rsvd: u32,
     pub rx_without_buffer: u64,
 }
+
+/// `umq_user_ctl` opcode: fills a `umq_ext_transport_stats_t` at `out->addr`.
+pub const UMQ_EXT_OPCODE_TRANSPORT_STATS: u32 = 0x554d_0004;
+
+/// `umq_ext_transport_stats_t::transport`: what serves the queue's binding.
+pub const UMQ_EXT_TRANSPORT_NONE: u32 = 0;
+pub const UMQ_EXT_TRANSPORT_LOOPBACK: u32 = 1;
+pub const UMQ_EXT_TRANSPORT_SHM: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_transport_stats_t {
+    pub transport: u32,
+    pub shared_pool: u32,
+    pub shared_pool_bytes: u64,
+    pub by_ref_wr: u64,
+    pub by_ref_bytes: u64,
+}
+
+// The hand-written umq_ext.h declares the same layout.
+const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 32);

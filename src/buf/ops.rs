@@ -24,12 +24,16 @@ pub fn alloc(
             format_args!("request_size {request_size} > UMQ_MAX_BUF_REQUEST_SIZE"),
         ));
     }
-    if umqh != 0 && crate::queue::table::get(umqh).is_none() {
-        return Err(einval(
-            F,
-            format_args!("umqh {umqh:#x} is not a live queue (pass 0 for the global pool)"),
-        ));
-    }
+    let queue = match umqh {
+        0 => None,
+        h => Some(crate::queue::table::get(h).ok_or_else(|| {
+            einval(
+                F,
+                format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
+            )
+        })?),
+    };
+    let shared = queue.as_ref().and_then(|q| q.shared_pool());
     let headroom = match option {
         Some(o) if o.flag & !UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE != 0 => {
             return Err(einval(
@@ -40,16 +44,18 @@ pub fn alloc(
         Some(o) if o.flag & UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE != 0 => o.headroom_size,
         _ => rt.pool.default_headroom,
     };
-    rt.pool
-        .alloc(request_size, num, headroom, umqh)
-        .map_err(|e| {
-            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_QBUF_ALLOC);
-            crate::log_err!(
-                F,
-                "cannot allocate {num} x {request_size} bytes (error {e})"
-            );
-            e
-        })
+    match shared {
+        Some(lists) => rt.pool.alloc_in(lists, request_size, num, headroom, umqh),
+        None => rt.pool.alloc(request_size, num, headroom, umqh),
+    }
+    .map_err(|e| {
+        crate::dfx::count_err(UMQ_ERR_STATS_TYPE_QBUF_ALLOC);
+        crate::log_err!(
+            F,
+            "cannot allocate {num} x {request_size} bytes (error {e})"
+        );
+        e
+    })
 }
 
 /// Frees a whole list; stops (and logs) at the first pointer that is not a live buffer of ours.

@@ -6,11 +6,18 @@
 //! free, a foreign pointer or `umq_data_to_head` on a stray address is detected instead of
 //! corrupting the pool. Each chunk has a token id and a random token value: peers present them to
 //! WRITE into or READ from a buffer of the chunk.
+//!
+//! A queue may also have a *shared pool* (`umq_buf_alloc` with its handle): the same size classes
+//! with their own free lists, carved from an [`Arena`] its peer process maps, so a message sent
+//! from such a buffer crosses with one copy. Its chunks are registered here like any other (so
+//! every buffer call and remote-access check works on them unchanged); when the queue is gone
+//! and the last of its buffers comes back, they are unregistered and the arena unmapped.
 
+use super::arena::Arena;
 use crate::abi::types::*;
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 pub const HEADER_SIZE: usize = 128;
@@ -36,8 +43,11 @@ pub struct Chunk {
     pub token_id: u32,
     pub token_value: u32,
     memory: *mut u8,
-    layout: Layout,
+    /// Heap chunks are freed with this layout; arena chunks go with their arena.
+    heap: Option<Layout>,
     meta: Box<[SlotMeta]>,
+    /// The free lists the chunk's slots return to.
+    lists: Arc<Lists>,
 }
 
 // The chunk's memory is shared by design; every mutable access goes through slot ownership.
@@ -46,7 +56,9 @@ unsafe impl Sync for Chunk {}
 
 impl Drop for Chunk {
     fn drop(&mut self) {
-        unsafe { std::alloc::dealloc(self.memory, self.layout) };
+        if let Some(layout) = self.heap {
+            unsafe { std::alloc::dealloc(self.memory, layout) };
+        }
     }
 }
 
@@ -69,12 +81,44 @@ impl Chunk {
     }
 }
 
+/// The free slots of one size class.
 struct Class {
-    data_cap: usize,
     free: Mutex<Vec<NonNull<umq_buf_t>>>,
 }
 unsafe impl Send for Class {}
 unsafe impl Sync for Class {}
+
+/// One set of free lists (per size class) and where its chunks' memory comes from: the heap for
+/// the process-wide pool, an arena for a queue's shared pool.
+pub struct Lists {
+    classes: Vec<Class>,
+    arena: Option<Arc<Arena>>,
+    /// Shared pools: buffers handed out and not yet freed, and whether the queue is gone.
+    in_use: AtomicUsize,
+    retired: AtomicBool,
+    unregistered: AtomicBool,
+}
+
+impl Lists {
+    fn new(caps: &[usize], arena: Option<Arc<Arena>>) -> Lists {
+        Lists {
+            classes: caps
+                .iter()
+                .map(|_| Class {
+                    free: Mutex::new(Vec::new()),
+                })
+                .collect(),
+            arena,
+            in_use: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            unregistered: AtomicBool::new(false),
+        }
+    }
+
+    pub fn arena(&self) -> Option<&Arc<Arena>> {
+        self.arena.as_ref()
+    }
+}
 
 /// Address ranges -> chunk, sorted by start, for pointer validation.
 #[derive(Default)]
@@ -92,7 +136,9 @@ fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>
 pub struct Pool {
     split: bool,
     pub default_headroom: u16,
-    classes: Vec<Class>,
+    /// Slot data capacity of each size class, smallest first.
+    caps: Vec<usize>,
+    main: Arc<Lists>,
     registry: RwLock<Registry>,
     next_token_id: AtomicU32,
 }
@@ -143,41 +189,68 @@ impl Pool {
     pub fn new(split: bool, small_block: umq_buf_block_size_t, default_headroom: u16) -> Pool {
         let first = 8192usize << small_block.min(BLOCK_SIZE_64K);
         let need = UMQ_MAX_BUF_REQUEST_SIZE as usize + u16::MAX as usize;
-        let mut classes = Vec::new();
-        let mut cap = first;
-        loop {
-            classes.push(Class {
-                data_cap: cap,
-                free: Mutex::new(Vec::new()),
-            });
-            if cap >= need {
-                break;
-            }
-            cap *= 2;
+        let mut caps = vec![first];
+        while *caps.last().unwrap() < need {
+            caps.push(caps.last().unwrap() * 2);
         }
         Pool {
             split,
             default_headroom,
-            classes,
+            main: Arc::new(Lists::new(&caps, None)),
+            caps,
             registry: RwLock::new(Registry::default()),
             next_token_id: AtomicU32::new(1),
         }
     }
 
     pub fn class_for(&self, bytes: usize) -> Option<usize> {
-        self.classes.iter().position(|c| c.data_cap >= bytes)
+        self.caps.iter().position(|&c| c >= bytes)
     }
 
-    fn grow(&self, class: usize) -> Result<(), i32> {
-        let data_cap = self.classes[class].data_cap;
-        let slot = HEADER_SIZE + data_cap;
-        let count = (CHUNK_TARGET / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
-        let layout = Layout::from_size_align(slot * count, 4096)
-            .map_err(|_| -crate::abi::errno::UMQ_ERR_ENOMEM)?;
+    /// Free lists for a new shared pool, with its own arena.
+    pub fn new_shared(&self, secret: u64) -> Result<Arc<Lists>, i32> {
+        let arena = Arena::create(secret)?;
+        Ok(Arc::new(Lists::new(&self.caps, Some(Arc::new(arena)))))
+    }
+
+    /// The queue of a shared pool is gone: its chunks leave the registry (and the arena is
+    /// unmapped) once the last of its buffers has been freed, now if none is out.
+    pub fn retire(&self, lists: &Arc<Lists>) {
+        lists.retired.store(true, Ordering::SeqCst);
+        if lists.in_use.load(Ordering::SeqCst) == 0 {
+            self.unregister(lists);
+        }
+    }
+
+    fn unregister(&self, lists: &Arc<Lists>) {
+        if lists.unregistered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+        reg.headers
+            .retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
+        reg.data.retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
+    }
+
+    /// Memory for a chunk: zeroed heap pages, or the next pages of the arena (zero when new).
+    fn chunk_memory(lists: &Lists, bytes: usize) -> Result<(*mut u8, Option<Layout>), i32> {
+        if let Some(arena) = &lists.arena {
+            return Ok((arena.extend(bytes)?, None));
+        }
+        let layout =
+            Layout::from_size_align(bytes, 4096).map_err(|_| -crate::abi::errno::UMQ_ERR_ENOMEM)?;
         let memory = unsafe { std::alloc::alloc_zeroed(layout) };
         if memory.is_null() {
             return Err(-crate::abi::errno::UMQ_ERR_ENOMEM);
         }
+        Ok((memory, Some(layout)))
+    }
+
+    fn grow(&self, lists: &Arc<Lists>, class: usize) -> Result<(), i32> {
+        let data_cap = self.caps[class];
+        let slot = HEADER_SIZE + data_cap;
+        let count = (CHUNK_TARGET / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
+        let (memory, heap) = Self::chunk_memory(lists, slot * count)?;
         let base = memory as usize;
         let (hdr_base, hdr_stride, data_base, data_stride) = if self.split {
             (base, HEADER_SIZE, base + HEADER_SIZE * count, data_cap)
@@ -195,7 +268,8 @@ impl Pool {
             token_id: self.next_token_id.fetch_add(1, Ordering::Relaxed) & 0xf_ffff,
             token_value: random_u32(),
             memory,
-            layout,
+            heap,
+            lists: lists.clone(),
             meta: (0..count)
                 .map(|_| SlotMeta {
                     state: AtomicU8::new(FREE),
@@ -211,7 +285,7 @@ impl Pool {
             insert_sorted(&mut reg.headers, (hdr_base, hdr_end, chunk.clone()));
             insert_sorted(&mut reg.data, (data_base, data_end, chunk.clone()));
         }
-        let mut free = self.classes[class]
+        let mut free = lists.classes[class]
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -224,10 +298,16 @@ impl Pool {
     }
 
     /// Takes `n` slots of `class`, growing the pool when the free list runs short.
-    fn take(&self, class: usize, n: usize, out: &mut Vec<NonNull<umq_buf_t>>) -> Result<(), i32> {
+    fn take(
+        &self,
+        lists: &Arc<Lists>,
+        class: usize,
+        n: usize,
+        out: &mut Vec<NonNull<umq_buf_t>>,
+    ) -> Result<(), i32> {
         loop {
             {
-                let mut free = self.classes[class]
+                let mut free = lists.classes[class]
                     .free
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
@@ -237,7 +317,7 @@ impl Pool {
                     return Ok(());
                 }
             }
-            self.grow(class)?;
+            self.grow(lists, class)?;
         }
     }
 
@@ -250,11 +330,26 @@ impl Pool {
         headroom: u16,
         umqh: u64,
     ) -> Result<*mut umq_buf_t, i32> {
+        self.alloc_in(&self.main, request_size, num, headroom, umqh)
+    }
+
+    /// `alloc` from a given set of free lists (a queue's shared pool).
+    pub fn alloc_in(
+        &self,
+        lists: &Arc<Lists>,
+        request_size: u32,
+        num: u32,
+        headroom: u16,
+        umqh: u64,
+    ) -> Result<*mut umq_buf_t, i32> {
         let class = self
             .class_for(headroom as usize + request_size as usize)
             .ok_or(-crate::abi::errno::UMQ_ERR_EINVAL)?;
         let mut bufs = Vec::with_capacity(num as usize);
-        self.take(class, num as usize, &mut bufs)?;
+        self.take(lists, class, num as usize, &mut bufs)?;
+        if lists.arena.is_some() {
+            lists.in_use.fetch_add(bufs.len(), Ordering::SeqCst);
+        }
         let mut next: *mut umq_buf_t = std::ptr::null_mut();
         for b in bufs.iter().rev() {
             let slot = self.slot_of_header(b.as_ptr() as usize).expect("pool slot");
@@ -304,11 +399,18 @@ impl Pool {
         {
             return Err("buffer is already free (double free)");
         }
-        let mut free = self.classes[slot.chunk.class]
+        let lists = &slot.chunk.lists;
+        lists.classes[slot.chunk.class]
             .free
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        free.push(NonNull::new(buf).unwrap());
+            .unwrap_or_else(|p| p.into_inner())
+            .push(NonNull::new(buf).unwrap());
+        if lists.arena.is_some()
+            && lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1
+            && lists.retired.load(Ordering::SeqCst)
+        {
+            self.unregister(lists);
+        }
         Ok(())
     }
 
@@ -409,6 +511,46 @@ mod tests {
         assert!(
             !pool.check_remote(addr, 64, id, val),
             "a freed buffer is no longer exposed"
+        );
+    }
+
+    #[test]
+    fn a_retired_shared_pool_leaves_the_registry_with_its_last_buffer() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(3).unwrap();
+        let a = pool.alloc_in(&shared, 100, 2, 0, 7).unwrap();
+        let b = unsafe { (*a).qbuf_next };
+        let arena = shared.arena().unwrap();
+        assert!(
+            arena
+                .offset_of(unsafe { (*a).buf_data } as *const u8, 100)
+                .is_some(),
+            "the buffer lives in the arena"
+        );
+        let (addr, id, val) = unsafe { ((*a).buf_data as u64, (*a).token_id(), (*a).token_value) };
+        assert!(
+            pool.check_remote(addr, 64, id, val),
+            "exposable like any buffer"
+        );
+        pool.free_one(b).unwrap();
+        pool.retire(&shared);
+        assert!(
+            pool.slot_of_header(a as usize).is_some(),
+            "one buffer is still out"
+        );
+        assert_eq!(unsafe { (*a).umqh }, 7);
+        pool.free_one(a).unwrap();
+        assert!(
+            pool.slot_of_header(a as usize).is_none(),
+            "unregistered with the last one"
+        );
+        assert!(pool.free_one(a).is_err(), "and no longer a buffer of ours");
+        let c = pool.alloc(100, 1, 0, 0).unwrap();
+        assert!(
+            arena
+                .offset_of(unsafe { (*c).buf_data } as *const u8, 1)
+                .is_none(),
+            "the process pool never hands out arena memory"
         );
     }
 

@@ -66,6 +66,9 @@ pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) 
             q.stall_timeout_ms.store(input.addr, Ordering::Relaxed);
             Ok(())
         }
+        UMQ_EXT_OPCODE_TRANSPORT_STATS => {
+            write_out(out, "umq_ext_transport_stats_t", q.transport_stats())
+        }
         op => Err(einval(F, format_args!("unknown opcode {op:#x}"))),
     }
 }

@@ -81,6 +81,9 @@ pub struct Queue {
     pub queued_mode: AtomicBool,
     /// How long the queue may sit with zero credit and work pending before it reports a stall.
     pub stall_timeout_ms: AtomicU64,
+    /// The queue's shared pool (`umq_buf_alloc` with its handle), made on first use; None when
+    /// its memory could not be set up (those allocations then come from the process pool).
+    shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,6 +128,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             local_area: Area::default(),
             queued_mode: AtomicBool::new(false),
             stall_timeout_ms: AtomicU64::new(stall_ms),
+            shared_pool: OnceLock::new(),
         })
     })
     .map_err(|e| {
@@ -160,6 +164,9 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
         q.disconnect();
     }
     let held = q.release_all_buffers();
+    if let Some(Some(lists)) = q.shared_pool.get() {
+        q.rt.pool.retire(lists);
+    }
     if held > 0 && q.rt.pro_api {
         crate::log_warn!(
             "umq_destroy",
@@ -240,6 +247,9 @@ impl Queue {
                 .ok()
         });
         let seg = seg.as_ref()?;
+        if let Some(arena) = &lock(&self.wire).arena {
+            seg.publish_pool(arena.fd(), arena.secret());
+        }
         if !bound {
             seg.set_closed(false); // a new peer is about to bind
         }
@@ -253,6 +263,36 @@ impl Queue {
         let bell = seg.doorbell()?;
         seg.arm_doorbell();
         Some(bell)
+    }
+
+    /// The free lists of this queue's shared pool, made on first use (None: could not be set
+    /// up; the caller then allocates from the process pool).
+    pub fn shared_pool(&self) -> Option<&Arc<crate::buf::pool::Lists>> {
+        self.shared_pool
+            .get_or_init(|| {
+                let lists = self
+                    .rt
+                    .pool
+                    .new_shared(crate::runtime::random_u64())
+                    .inspect_err(|_| {
+                        crate::log_warn!(
+                            "umq_buf_alloc",
+                            "queue {:#x}: no shared pool; its buffers come from the process pool and are copied",
+                            self.handle
+                        )
+                    })
+                    .ok()?;
+                let arena = lists.arena().expect("a shared pool has an arena").clone();
+                // Under the wire lock, which inbox creation also takes: whichever of the two
+                // comes second publishes the pool to the peer.
+                let mut w = lock(&self.wire);
+                if let Some(seg) = self.my_inbox() {
+                    seg.publish_pool(arena.fd(), arena.secret());
+                }
+                w.arena = Some(arena);
+                Some(lists)
+            })
+            .as_ref()
     }
 
     fn my_inbox(&self) -> Option<&shm::Segment> {
@@ -327,6 +367,7 @@ impl Queue {
             w.in_flight = 0;
             w.awaiting_peer = 0;
             w.tx_done_seq = 0;
+            w.by_ref_seqs.clear();
             w.shm = link;
         }
         if self.rt.flow_control.enabled {
@@ -434,6 +475,10 @@ impl Queue {
                 // Tell the other process first, then forget everything of this binding.
                 let seg = self.my_inbox().expect("shm binding without inbox");
                 seg.set_closed(true);
+                // Before the flush hands our buffers back: a peer still copying one by
+                // reference must see the mark once its copy could read a reuse (see
+                // shm::sender_left).
+                std::sync::atomic::fence(Ordering::SeqCst);
                 crate::transport::watchdog::unwatch(self.handle);
                 let (tx, rx) = {
                     let mut w = lock(&self.wire);
@@ -1120,6 +1165,24 @@ impl Queue {
             queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
             rsvd: 0,
             rx_without_buffer: self.stats.rx_without_buffer.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What serves the binding, the shared pool, and what went by reference.
+    pub fn transport_stats(&self) -> crate::abi::ext::umq_ext_transport_stats_t {
+        use crate::abi::ext::*;
+        let transport = match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            None => UMQ_EXT_TRANSPORT_NONE,
+            Some(Peer::Local(_)) => UMQ_EXT_TRANSPORT_LOOPBACK,
+            Some(Peer::Shm(_)) => UMQ_EXT_TRANSPORT_SHM,
+        };
+        let w = lock(&self.wire);
+        umq_ext_transport_stats_t {
+            transport,
+            shared_pool: w.arena.is_some() as u32,
+            shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.backed() as u64),
+            by_ref_wr: w.by_ref_wr,
+            by_ref_bytes: w.by_ref_bytes,
         }
     }
 

@@ -43,6 +43,15 @@ pub struct Wire {
     /// Shared memory only: the peer's inbox while bound (also held by the queue's peer slot;
     /// kept here so the poll path needs no other lock).
     pub shm: Option<std::sync::Arc<super::shm::Link>>,
+    /// The queue's shared pool, once it has one: WRs from its buffers cross shared memory by
+    /// reference.
+    pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
+    /// Shared memory only: sequence numbers of the WRs in flight that went by reference (they
+    /// complete when the peer has executed them), oldest first.
+    pub by_ref_seqs: VecDeque<u64>,
+    /// WRs (and their bytes) sent by reference since the queue was created.
+    pub by_ref_wr: u64,
+    pub by_ref_bytes: u64,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -67,6 +76,10 @@ impl Wire {
             awaiting_peer: 0,
             rx_blocked: false,
             shm: None,
+            arena: None,
+            by_ref_seqs: VecDeque::new(),
+            by_ref_wr: 0,
+            by_ref_bytes: 0,
         }
     }
 
@@ -87,6 +100,7 @@ impl Wire {
         self.delivered = self.sq.len();
         self.in_flight = 0;
         self.awaiting_peer = 0;
+        self.by_ref_seqs.clear();
         self.blocked_since = None;
         self.credited = 0;
         n
@@ -191,6 +205,16 @@ pub(crate) fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
     }
     unsafe { (*tail).qbuf_next = ptr::null_mut() };
     head
+}
+
+/// Gives back buffers `take_rx` took for a message that will not land after all: they are
+/// posted again, first in line, in their order.
+pub(crate) fn untake_rx(dst: &mut Side, head: *mut umq_buf_t) {
+    let bufs: Vec<_> = crate::buf::iter(head).collect();
+    for &b in bufs.iter().rev() {
+        unsafe { (*b).qbuf_next = ptr::null_mut() };
+        dst.wire.rx_posted.push_front(b);
+    }
 }
 
 /// Whether a receive with this status holds the message's data (a window update piggybacked on

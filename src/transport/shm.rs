@@ -29,11 +29,21 @@
 //!
 //! The receiving process executes the entries against its own buffers with the loopback
 //! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
+//!
+//! A large SEND or WRITE whose buffers come from the sender's shared pool (`umq_buf_alloc` with
+//! the queue's handle) goes *by reference* when nothing of ours is in flight: its
+//! entry lists the buffers' offsets in the pool's memfd, which the receiver maps read-only, and
+//! the receiver copies the payload once, straight into its own buffer. Such a WR completes at the
+//! sender when the receiver has executed it, like a WRITE, since until then its buffers are still
+//! being read. With WRs in flight or entries waiting in the ring, a stream is under way and the
+//! copy through the ring wins: the sender's copy of one message overlaps the receiver's copy of
+//! the one before, on two cores.
 
 use super::loopback::{self, Outcome, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
+use crate::buf::arena::{Arena, PeerArena};
 use crate::buf::pool::Pool;
 use crate::event::EventFd;
 use crate::flow::Area;
@@ -51,7 +61,7 @@ const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 3;
+const LAYOUT_VERSION: u32 = 4;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -59,6 +69,20 @@ const KIND_PAD: u8 = 0;
 const KIND_WR: u8 = 1;
 const KIND_STANDALONE: u8 = 2;
 const KIND_READ_RESP: u8 = 3;
+
+/// `Entry::flags`: the payload is a list of `RefPiece`s in the sender's shared pool.
+const FLAG_BY_REF: u16 = 1;
+/// Smallest message sent by reference: below it, a copy through the ring costs less than the
+/// sender's buffer waiting for the receiver to execute the WR.
+const BY_REF_MIN: usize = 16 << 10;
+
+/// One buffer of a WR sent by reference: where its bytes are in the sender's pool memfd.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RefPiece {
+    offset: u64,
+    len: u64,
+}
 
 #[repr(C, align(64))]
 struct Line<T>(T);
@@ -72,6 +96,10 @@ pub struct Inbox {
     secret: u64,
     /// Set by the owner when it unbinds or is destroyed: the peer stops and fails its sends.
     closed: AtomicU32,
+    /// The owner's shared pool, once it has one: its memfd number and the secret in its header
+    /// (`NO_POOL` until then). The peer maps it to copy WRs sent by reference.
+    pool_fd: AtomicU32,
+    pool_secret: AtomicU64,
     area: Line<Area>,
     /// Bytes the producer (the peer) has written (its own record: the consumer follows stamps),
     /// and the consumer (the owner) has released.
@@ -96,6 +124,9 @@ struct Doorbell {
 }
 
 const NO_DOORBELL: u32 = u32::MAX;
+/// Stored as the pool fd of a real inbox until the owner publishes one; 0 (a zeroed header)
+/// means the same, since fd 0 is never a pool memfd we made.
+const NO_POOL: u32 = u32::MAX;
 
 fn ring_offset() -> usize {
     std::mem::size_of::<Inbox>().next_multiple_of(4096)
@@ -111,7 +142,8 @@ pub fn segment_len() -> usize {
 struct Entry {
     kind: u8,
     opcode: u8,
-    _r0: u16,
+    /// `FLAG_BY_REF` or 0.
+    flags: u16,
     /// Payload bytes after the header.
     len: u32,
     imm: u64,
@@ -124,7 +156,8 @@ struct Entry {
     _r1: u32,
     /// READ_RESP: the sequence number of the READ it answers.
     seq: u64,
-    _r2: u64,
+    /// By reference: the message's bytes (the sum of its pieces).
+    total: u64,
     /// Ring position of the entry + 1, stored last (release): the entry is there.
     stamp: u64,
 }
@@ -159,6 +192,8 @@ pub struct Segment {
     /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
     /// at their doorbell, so a round that changed nothing does not ring.
     rung_at: [AtomicU64; 2],
+    /// The peer's: its shared pool, mapped on the first WR that came by reference.
+    peer_pool: std::sync::OnceLock<PeerArena>,
 }
 
 unsafe impl Send for Segment {}
@@ -207,6 +242,11 @@ fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
         .then(|| EventFd::from_owned(dup))
 }
 
+pub(crate) fn sealed_against_shrinking(fd: i32) -> bool {
+    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+}
+
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
 /// the pages fault in on first use instead, which is only slower).
 fn populate_hot(ring: *mut u8) {
@@ -241,14 +281,27 @@ impl Segment {
     /// when the owning queue is in interrupt mode.
     pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
         use std::os::fd::FromRawFd;
-        let fd = unsafe { libc::memfd_create(c"umq-inbox".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe {
+            libc::memfd_create(
+                c"umq-inbox".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
         if fd < 0 {
             return Err(os_err());
         }
         let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
         let len = segment_len();
+        // Sealed at its size: neither side can shrink the mapping under the other (SIGBUS).
         if unsafe { libc::fchmod(fd, 0o600) } != 0
             || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0
+            || unsafe {
+                libc::fcntl(
+                    fd,
+                    libc::F_ADD_SEALS,
+                    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+                )
+            } != 0
         {
             return Err(os_err());
         }
@@ -265,8 +318,10 @@ impl Segment {
             cons_seen: AtomicU64::new(0),
             doorbell,
             rung_at: Default::default(),
+            peer_pool: Default::default(),
         };
         let inbox = unsafe { &mut *(base as *mut Inbox) };
+        inbox.pool_fd = AtomicU32::new(NO_POOL);
         inbox.magic = MAGIC;
         inbox.version = LAYOUT_VERSION;
         inbox.owner_pid = std::process::id();
@@ -315,6 +370,8 @@ impl Segment {
                 "the peer's inbox has {} bytes, expected {len}",
                 st.st_size
             ))
+        } else if !sealed_against_shrinking(raw) {
+            Err("the peer's inbox is not sealed against shrinking".to_string())
         } else {
             map(raw, len).map_err(|_| "cannot map the peer's inbox".to_string())
         };
@@ -326,6 +383,7 @@ impl Segment {
             cons_seen: AtomicU64::new(0),
             doorbell: None,
             rung_at: Default::default(),
+            peer_pool: Default::default(),
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -377,6 +435,32 @@ impl Segment {
         &self.inbox().area.0
     }
 
+    /// Ours: tells the peer where our shared pool is.
+    pub fn publish_pool(&self, fd: i32, secret: u64) {
+        let i = self.inbox();
+        i.pool_secret.store(secret, Ordering::Relaxed);
+        i.pool_fd.store(fd as u32, Ordering::Release);
+    }
+
+    /// The peer's: its shared pool, mapped here on first use.
+    fn peer_pool(&self) -> Result<&PeerArena, Broken> {
+        if let Some(p) = self.peer_pool.get() {
+            return Ok(p);
+        }
+        let i = self.inbox();
+        let fd = i.pool_fd.load(Ordering::Acquire);
+        if fd == NO_POOL || fd == 0 {
+            return Err("peer sent by reference without a shared pool");
+        }
+        let secret = i.pool_secret.load(Ordering::Relaxed);
+        let view = PeerArena::open(i.owner_pid, fd, secret).map_err(|why| {
+            crate::log_err!("umq_shm", "{why}");
+            "cannot map the peer's shared pool"
+        })?;
+        let _ = self.peer_pool.set(view);
+        Ok(self.peer_pool.get().unwrap())
+    }
+
     pub fn set_closed(&self, closed: bool) {
         self.inbox().closed.store(closed as u32, Ordering::Release);
     }
@@ -426,6 +510,14 @@ impl Segment {
         let cons = self.inbox().cons.0.load(Ordering::Acquire);
         self.cons_seen.store(cons, Ordering::Relaxed);
         RING_BYTES.saturating_sub(prod.saturating_sub(cons) as usize)
+    }
+
+    /// Producer side: whether the consumer has taken every entry we pushed (reads its index).
+    fn caught_up(&self) -> bool {
+        let i = self.inbox();
+        let cons = i.cons.0.load(Ordering::Acquire);
+        self.cons_seen.store(cons, Ordering::Relaxed);
+        cons == i.prod.0.load(Ordering::Relaxed)
     }
 
     /// Whether an entry with `len` payload bytes fits in the ring now.
@@ -577,12 +669,38 @@ pub fn ring_if_changed(mine: &Segment, peer: &Segment) {
 }
 
 /// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
-/// copied, the buffer is free again: transmit-complete, as libfabric's shm provider).
-fn transmit_complete(wr: *mut umq_buf_t) -> bool {
+/// copied, the buffer is free again: transmit-complete, as libfabric's shm provider), unless
+/// they went by reference.
+fn transmit_complete(wr: *mut umq_buf_t, by_ref: bool) -> bool {
     matches!(
         unsafe { (*wr).pro().opcode },
         UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP
-    )
+    ) && !by_ref
+}
+
+/// Whether a WR may go by reference: a SEND, SEND_IMM, WRITE or WRITE_IMM of at least
+/// `BY_REF_MIN` bytes whose buffers all lie in our shared pool.
+fn may_go_by_ref(wr: *mut umq_buf_t, arena: &Arena) -> bool {
+    let h = unsafe { &*wr };
+    let opcode = h.pro().opcode;
+    (h.total_data_size as usize) >= BY_REF_MIN
+        && matches!(
+            opcode,
+            UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+        )
+        && message_pieces(wr).all(|(p, n)| arena.offset_of(p, n).is_some())
+}
+
+/// The data pieces of a WR's message (its buffers up to `total_data_size`).
+fn message_pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    let mut left = unsafe { (*wr).total_data_size } as usize;
+    loopback::pieces(wr)
+        .map(move |(p, n)| {
+            let n = n.min(left);
+            left -= n;
+            (p, n)
+        })
+        .take_while(|&(_, n)| n > 0)
 }
 
 /// Completes our WRs in order: transmit-complete ones at once, every other WR once the peer
@@ -600,7 +718,8 @@ fn complete(
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
         let wr = w.sq[w.delivered];
-        let quick = transmit_complete(wr);
+        let by_ref = w.by_ref_seqs.front() == Some(&seq);
+        let quick = transmit_complete(wr, by_ref);
         let status = match done {
             Some(d) if seq < d => {
                 let raw =
@@ -621,6 +740,9 @@ fn complete(
         if !quick {
             w.awaiting_peer -= 1;
         }
+        if by_ref {
+            w.by_ref_seqs.pop_front();
+        }
         w.delivered += 1;
         w.in_flight -= 1;
         w.tx_done_seq += 1;
@@ -638,14 +760,23 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             out.credit_wait = true;
             return;
         }
-        if !push_wr(peer, wr) {
+        let by_ref = w
+            .arena
+            .as_deref()
+            .filter(|&a| w.in_flight == 0 && may_go_by_ref(wr, a) && peer.caught_up());
+        if !push_wr(peer, wr, by_ref) {
             if w.flow.is_some() && loopback::needs_rx_buffer(opcode) {
                 w.credited += 1; // keep the credit for the retry
             }
             return;
         }
+        if by_ref.is_some() {
+            w.by_ref_seqs.push_back(w.tx_done_seq + w.in_flight as u64);
+            w.by_ref_wr += 1;
+            w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
+        }
         w.in_flight += 1;
-        if !transmit_complete(wr) {
+        if !transmit_complete(wr, by_ref.is_some()) {
             w.awaiting_peer += 1;
         }
         match opcode {
@@ -656,7 +787,8 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
     }
 }
 
-fn push_wr(peer: &Segment, wr: *mut umq_buf_t) -> bool {
+/// Pushes one WR: by reference into `by_ref` (our arena) when given, else with its payload.
+fn push_wr(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
     let h = unsafe { &*wr };
     let pro = *h.pro();
     let len = if pro.opcode == UMQ_OPC_READ || pro.opcode == UMQ_OPC_NOP {
@@ -664,7 +796,7 @@ fn push_wr(peer: &Segment, wr: *mut umq_buf_t) -> bool {
     } else {
         h.total_data_size as usize
     };
-    let e = Entry {
+    let mut e = Entry {
         kind: KIND_WR,
         opcode: pro.opcode as u8,
         imm: pro.imm_data,
@@ -674,6 +806,23 @@ fn push_wr(peer: &Segment, wr: *mut umq_buf_t) -> bool {
         rlen: pro.remote_sge.length,
         ..Default::default()
     };
+    if let Some(arena) = by_ref {
+        e.flags = FLAG_BY_REF;
+        e.total = len as u64;
+        let n = message_pieces(wr).count();
+        return peer.push(e, n * std::mem::size_of::<RefPiece>(), |dst| {
+            let dst = dst as *mut RefPiece;
+            for (i, (p, len)) in message_pieces(wr).enumerate() {
+                let offset = arena.offset_of(p, len).expect("checked by may_go_by_ref");
+                unsafe {
+                    dst.add(i).write(RefPiece {
+                        offset,
+                        len: len as u64,
+                    })
+                };
+            }
+        });
+    }
     peer.push(e, len, |dst| {
         loopback::copy_pieces(loopback::pieces(wr), std::iter::once((dst, len)));
     })
@@ -733,19 +882,60 @@ fn receive(
                     fragments,
                     seq,
                 };
-                let Some(status) = execute(w, peer, &e, payload, &at, pool, out) else {
+                let mut pieces = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
+                let src = source(&e, payload, peer, &mut pieces)?;
+                let Some(status) = execute(w, peer, &e, src, &at, pool, out)? else {
                     if loopback::needs_rx_buffer(e.opcode as u32) {
                         note_blocked(w, out);
                     }
                     return Ok(());
                 };
+                // Room first, then the count: a sender that sees its WR done also sees the
+                // ring caught up (which decides whether its next large WR goes by reference).
+                mine.pop(&e);
                 mine.finish_wr(status);
+                w.rx_blocked = false;
+                continue;
             }
         }
         mine.pop(&e);
         w.rx_blocked = false;
     }
     Ok(())
+}
+
+/// Where a WR's payload is: right behind its entry, or (by reference) in the sender's shared
+/// pool, each piece bounds-checked and translated into our mapping of it. The pieces are read
+/// once into `out`, so the sender cannot change them between the check and the copy.
+fn source<'a>(
+    e: &Entry,
+    payload: *const u8,
+    peer: &Segment,
+    out: &'a mut [(*mut u8, usize); crate::queue::MAX_SGE],
+) -> Result<&'a [(*mut u8, usize)], Broken> {
+    if e.flags & FLAG_BY_REF == 0 {
+        out[0] = (payload as *mut u8, e.len as usize);
+        return Ok(&out[..1]);
+    }
+    let size = std::mem::size_of::<RefPiece>();
+    let n = e.len as usize / size;
+    if e.len as usize % size != 0 || n == 0 || n > out.len() {
+        return Err("malformed by-reference entry");
+    }
+    let pool = peer.peer_pool()?;
+    let mut sum = 0u64;
+    for (i, slot) in out[..n].iter_mut().enumerate() {
+        let r = unsafe { (payload as *const RefPiece).add(i).read() };
+        let at = pool
+            .at(r.offset, r.len)
+            .ok_or("by-reference piece outside the peer's shared pool")?;
+        *slot = (at as *mut u8, r.len as usize);
+        sum += r.len;
+    }
+    if sum != e.total || sum > u32::MAX as u64 {
+        return Err("by-reference pieces do not add up to the message");
+    }
+    Ok(&out[..n])
 }
 
 /// Counts a message that found no receive buffer once, not once per poll while it waits.
@@ -768,24 +958,25 @@ struct Here {
     seq: u64,
 }
 
-/// Runs one of the peer's WRs here; None when it must wait.
+/// Runs one of the peer's WRs here, its payload in `src`; None when it must wait; Err when the
+/// pair broke under it.
 fn execute(
     w: &mut Wire,
     peer: &Segment,
     e: &Entry,
-    payload: *const u8,
+    src: &[(*mut u8, usize)],
     at: &Here,
     pool: &Pool,
     out: &mut Outcome,
-) -> Option<umq_buf_status_t> {
+) -> Result<Option<umq_buf_status_t>, Broken> {
     let (umqh, fragments) = (at.umqh, at.fragments);
-    let len = e.len as u64;
-    let src = || std::iter::once((payload as *mut u8, len as usize));
-    match e.opcode as u32 {
+    let len: u64 = src.iter().map(|&(_, n)| n as u64).sum();
+    let src = || src.iter().copied();
+    Ok(match e.opcode as u32 {
         UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
         UMQ_OPC_WRITE => {
             if !remote_ok(pool, e, len) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
             }
             loopback::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
             Some(UMQ_BUF_SUCCESS)
@@ -793,7 +984,7 @@ fn execute(
         UMQ_OPC_READ => {
             let want = e.rlen as usize;
             if !remote_ok(pool, e, want as u64) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
             }
             let resp = Entry {
                 kind: KIND_READ_RESP,
@@ -812,9 +1003,11 @@ fn execute(
                 wire: w,
                 fragments,
             };
-            let n = loopback::rx_buffers_needed(&dst, len, op)?;
+            let Some(n) = loopback::rx_buffers_needed(&dst, len, op) else {
+                return Ok(None);
+            };
             if op == UMQ_OPC_WRITE_IMM && !remote_ok(pool, e, len) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
             }
             let head = loopback::take_rx(&mut dst, n);
             let room: u64 = loopback::room(head).map(|(_, c)| c as u64).sum();
@@ -823,6 +1016,10 @@ fn execute(
                 loopback::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
             } else if fits {
                 loopback::copy_pieces(src(), loopback::room(head));
+            }
+            if e.flags & FLAG_BY_REF != 0 && sender_left(peer) {
+                loopback::untake_rx(&mut dst, head);
+                return Err("peer queue unbound");
             }
             let (rx, tx) = if fits {
                 (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
@@ -834,7 +1031,16 @@ fn execute(
             Some(tx)
         }
         _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
-    }
+    })
+}
+
+/// After copying a message by reference: whether the sender had left by then. A sender that
+/// unbinds flushes its WRs and its application may reuse their buffers at once, so what we
+/// copied may be torn. It marks itself closed before flushing; with this fence between our copy
+/// and our look, a copy that read a reused buffer always sees the mark.
+fn sender_left(peer: &Segment) -> bool {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    peer.is_closed()
 }
 
 /// Copies a READ response into the READ WR it answers (still in flight in our send queue).
@@ -974,6 +1180,109 @@ mod tests {
             assert_eq!(pop_numbered(&owner), Some(n));
         }
         assert_eq!(pop_numbered(&owner), None);
+    }
+
+    /// A sender's inbox as its receiver maps it, with the sender's shared pool published.
+    fn sender_with_pool() -> (Segment, Segment, Arena) {
+        let inbox = Segment::create(21, false).unwrap();
+        let arena = Arena::create(22).unwrap();
+        inbox.publish_pool(arena.fd(), arena.secret());
+        let view = Segment::open_peer(std::process::id(), inbox.fd() as u32, 21).unwrap();
+        (inbox, view, arena)
+    }
+
+    fn by_ref_entry(pieces: &[RefPiece], total: u64) -> (Entry, Vec<RefPiece>) {
+        let e = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            flags: FLAG_BY_REF,
+            len: std::mem::size_of_val(pieces) as u32,
+            total,
+            ..Default::default()
+        };
+        (e, pieces.to_vec())
+    }
+
+    fn resolve(
+        e: &Entry,
+        payload: &[RefPiece],
+        view: &Segment,
+    ) -> Result<Vec<(usize, usize)>, Broken> {
+        let mut out = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
+        let src = source(e, payload.as_ptr() as *const u8, view, &mut out)?;
+        Ok(src.iter().map(|&(p, n)| (p as usize, n)).collect())
+    }
+
+    #[test]
+    fn by_reference_pieces_resolve_into_the_senders_pool_and_nowhere_else() {
+        let (_inbox, view, arena) = sender_with_pool();
+        let chunk = arena.extend(8192).unwrap();
+        unsafe { chunk.add(10).write(0x5a) };
+        let off = arena.offset_of(chunk, 8192).unwrap();
+        let piece = |o: u64, n: u64| RefPiece { offset: o, len: n };
+
+        let (e, p) = by_ref_entry(&[piece(off + 10, 100), piece(off + 4096, 50)], 150);
+        let got = resolve(&e, &p, &view).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            unsafe { *(got[0].0 as *const u8) },
+            0x5a,
+            "our mapping of their byte"
+        );
+        assert_eq!((got[0].1, got[1].1), (100, 50));
+
+        let refused = [
+            by_ref_entry(&[piece(off, 8193)], 8193), // past the backed end
+            by_ref_entry(&[piece(0, 64)], 64),       // the pool's header page
+            by_ref_entry(&[piece(u64::MAX - 10, 64)], 64),
+            by_ref_entry(&[piece(off, 64)], 65), // pieces do not add up
+            by_ref_entry(&[], 0),
+        ];
+        for (e, p) in &refused {
+            assert!(resolve(e, p, &view).is_err(), "{:?}", e);
+        }
+        let (mut e, p) = by_ref_entry(&[piece(off, 64)], 64);
+        e.len -= 1;
+        assert!(resolve(&e, &p, &view).is_err(), "a torn piece list");
+    }
+
+    #[test]
+    fn a_reference_from_a_sender_without_a_pool_breaks_the_pair() {
+        let inbox = Segment::create(23, false).unwrap();
+        let view = Segment::open_peer(std::process::id(), inbox.fd() as u32, 23).unwrap();
+        let (e, p) = by_ref_entry(
+            &[RefPiece {
+                offset: 4096,
+                len: 8,
+            }],
+            8,
+        );
+        assert_eq!(
+            resolve(&e, &p, &view),
+            Err("peer sent by reference without a shared pool")
+        );
+        inbox.publish_pool(inbox.fd(), 1); // a memfd, but not a sealed pool
+        assert_eq!(
+            resolve(&e, &p, &view),
+            Err("cannot map the peer's shared pool")
+        );
+    }
+
+    #[test]
+    fn an_inbox_that_could_shrink_under_us_is_refused() {
+        let fake = unsafe { libc::memfd_create(c"fake".as_ptr(), libc::MFD_CLOEXEC) };
+        unsafe { libc::ftruncate(fake, segment_len() as libc::off_t) };
+        let e = Segment::open_peer(std::process::id(), fake as u32, 1)
+            .err()
+            .unwrap();
+        assert!(e.contains("sealed"), "{e}");
+        unsafe { libc::close(fake) };
+        let real = Segment::create(2, false).unwrap();
+        assert_ne!(
+            unsafe { libc::ftruncate(real.fd(), 4096) },
+            0,
+            "ours cannot shrink"
+        );
     }
 
     #[test]

@@ -60,11 +60,16 @@ pub fn bind(q: u64, mut info: Vec<u8>) {
 
 /// `n` single buffers of `size` bytes, unchained, with `opcode` set.
 pub fn alloc(size: u32, n: u32, opcode: umq_opcode_t) -> Vec<*mut umq_buf_t> {
+    alloc_from(0, size, n, opcode)
+}
+
+/// `alloc` from queue `umqh`'s shared pool (0: the process pool).
+pub fn alloc_from(umqh: u64, size: u32, n: u32, opcode: umq_opcode_t) -> Vec<*mut umq_buf_t> {
     let mut v = Vec::with_capacity(n as usize);
     let mut left = n;
     while left > 0 {
         let k = left.min(UMQ_BATCH_SIZE);
-        let head = umq_buf_alloc(size, k, 0, ptr::null_mut());
+        let head = umq_buf_alloc(size, k, umqh, ptr::null_mut());
         assert!(!head.is_null(), "umq_buf_alloc failed");
         v.extend(umq::buf::iter(head));
         left -= k;

@@ -14,8 +14,8 @@ use report::Row;
 
 const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
-                [--flow-control on|off] [--atomic-window] [--rounds N]
-                [--compare libfabric] [--json] [--quiet]
+                [--flow-control on|off] [--atomic-window] [--shared-pool on|off]
+                [--rounds N] [--compare libfabric] [--json] [--quiet]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
                  started by umq-perf itself, over the shared-memory transport; its
@@ -25,6 +25,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                  fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
   --flow-control default on
+  --shared-pool  shm: send buffers from the queue's shared pool (umq_buf_alloc with its
+                 handle), so messages of 16 KiB and more cross with one copy; off: from
+                 the process pool, copied through the ring (default on)
   --rounds       repeat each measurement and report the median (default 1)
   --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
                  latency (Debian libfabric-bin), a windowed stream for bandwidth (built
@@ -64,6 +67,8 @@ pub struct Run {
     pub batch: u32,
     pub depth: u32,
     pub flow: Flow,
+    /// shm: send buffers come from the queue's shared pool (large messages cross by reference).
+    pub shared_pool: bool,
     pub quiet: bool,
 }
 
@@ -96,6 +101,14 @@ where
     v.parse().map_err(|e| format!("{flag} {v}: {e}"))
 }
 
+fn on_off(flag: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{flag} {v}: on or off")),
+    }
+}
+
 fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         provider: "loopback".into(),
@@ -115,6 +128,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 atomic_window: false,
                 notify_interval: 0,
             },
+            shared_pool: true,
             quiet: false,
         },
     };
@@ -129,14 +143,9 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--batch" => a.run.batch = number(&flag, value()?)?,
             "--depth" => a.run.depth = number(&flag, value()?)?,
             "--rounds" => a.rounds = number(&flag, value()?)?,
-            "--flow-control" => {
-                a.run.flow.on = match value()?.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    v => return Err(format!("--flow-control {v}: on or off")),
-                }
-            }
+            "--flow-control" => a.run.flow.on = on_off(&flag, &value()?)?,
             "--atomic-window" => a.run.flow.atomic_window = true,
+            "--shared-pool" => a.run.shared_pool = on_off(&flag, &value()?)?,
             "--compare" => match value()?.as_str() {
                 "libfabric" => a.compare = true,
                 v => return Err(format!("--compare {v}: only libfabric")),

@@ -64,6 +64,8 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
         run.batch.to_string(),
         "--flow-control".into(),
         if run.flow.on { "on" } else { "off" }.into(),
+        "--shared-pool".into(),
+        if run.shared_pool { "on" } else { "off" }.into(),
     ];
     if run.flow.atomic_window {
         a.push("--atomic-window".into());
@@ -90,7 +92,14 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     recv_frame(&mut from_peer); // the peer has bound and posted its receive buffers
     let label = format!("{} shm {} B", kind.name(), run.size);
     let mut progress = Progress::new(label, run.iters, run.quiet);
-    let row = Row::new(kind.name(), "shm", run.size, run.flow.on);
+    let row = Row::new(kind.name(), "shm", run.size, run.flow.on).text(
+        "send_buffers",
+        if run.shared_pool {
+            "queue pool"
+        } else {
+            "process pool"
+        },
+    );
     let row = match kind {
         Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress)),
         Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
@@ -148,9 +157,16 @@ pub fn warmup(iters: u64) -> u64 {
     (iters / 10).clamp(100, 10_000)
 }
 
-/// One send buffer carrying `size` bytes.
-fn message(size: u32) -> *mut umq_buf_t {
-    let b = api::alloc(size.max(1), 1, UMQ_OPC_SEND)[0];
+/// Send buffers: from the queue's shared pool unless the run says otherwise.
+fn send_buffers(q: u64, run: &Run, n: u32) -> Vec<*mut umq_buf_t> {
+    let from = if run.shared_pool { q } else { 0 };
+    api::alloc_from(from, run.size.max(8), n, UMQ_OPC_SEND)
+}
+
+/// One send buffer carrying `run.size` bytes.
+fn message(q: u64, run: &Run) -> *mut umq_buf_t {
+    let b = send_buffers(q, run, 1)[0];
+    let size = run.size;
     unsafe { (*b).total_data_size = size };
     b
 }
@@ -174,7 +190,7 @@ fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
 
 /// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
-    let tx = [message(run.size)];
+    let tx = [message(q, run)];
     let warm = warmup(run.iters);
     let mut samples = Vec::with_capacity(run.iters as usize);
     for i in 0..warm + run.iters {
@@ -200,7 +216,7 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
 
 /// Pong: echo every message's first byte back in a message of the same size.
 fn pong(q: u64, run: &Run) {
-    let tx = [message(run.size)];
+    let tx = [message(q, run)];
     let mut tx_free = true;
     let mut echoed = 0;
     while echoed < warmup(run.iters) + run.iters || !tx_free {
@@ -222,7 +238,7 @@ fn pong(q: u64, run: &Run) {
 /// Streams `iters` sequence-numbered messages, `batch` per post, then waits for the peer's
 /// "all received". Returns messages per second.
 fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
-    let mut free = api::alloc(run.size.max(8), run.depth, UMQ_OPC_SEND);
+    let mut free = send_buffers(q, run, run.depth);
     for &b in &free {
         unsafe { (*b).total_data_size = run.size };
     }

@@ -1,0 +1,301 @@
+//! The memory of a queue's shared pool: one memfd that the queue's peer process maps too, so a
+//! message sent from one of its buffers is copied once, by the receiver, straight out of it.
+//!
+//! The arena reserves `RESERVE` bytes of address space up front and backs them page by page as
+//! the pool grows (`ftruncate`), so a buffer's offset in the memfd never changes and the peer
+//! maps the whole reserve once. The memfd is sealed against shrinking: a peer that maps it can
+//! rely on every byte below a size it once saw staying there (no SIGBUS). The first page is a
+//! header that lets the peer check it mapped what our inbox told it to.
+
+use crate::abi::errno::*;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Address space one shared pool may use (virtual: only what buffers occupy is ever backed).
+pub const RESERVE: usize = 1 << 30;
+/// The header page; chunks start after it.
+pub const HEADER_BYTES: usize = 4096;
+const MAGIC: u64 = u64::from_le_bytes(*b"UMQPOOL1");
+
+#[repr(C)]
+struct Header {
+    magic: u64,
+    secret: u64,
+    owner_pid: u32,
+}
+
+pub struct Arena {
+    fd: OwnedFd,
+    base: *mut u8,
+    /// Bytes backed so far (header included); only grows.
+    backed: AtomicUsize,
+    grow_lock: Mutex<()>,
+    secret: u64,
+}
+
+// The mapping is shared by design; slots are handed out by the pool's ownership rules.
+unsafe impl Send for Arena {}
+unsafe impl Sync for Arena {}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.base as *mut libc::c_void, RESERVE) };
+    }
+}
+
+fn os_error(what: &str) -> i32 {
+    let e = std::io::Error::last_os_error();
+    crate::log_err!("umq_buf_alloc", "shared pool: {what}: {e}");
+    if e.raw_os_error() == Some(libc::ENOMEM) {
+        -UMQ_ERR_ENOMEM
+    } else {
+        -UMQ_ERR_EINVAL
+    }
+}
+
+/// Maps `RESERVE` bytes of `fd` shared (the file may be shorter: pages past its end are only
+/// reached after it grew).
+pub fn map_reserve(fd: i32, prot: i32) -> Option<*mut u8> {
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            RESERVE,
+            prot,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+impl Arena {
+    pub fn create(secret: u64) -> Result<Arena, i32> {
+        let raw = unsafe {
+            libc::memfd_create(
+                c"umq-shared-pool".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if raw < 0 {
+            return Err(os_error("memfd_create"));
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        if unsafe { libc::fchmod(raw, 0o600) } != 0
+            || unsafe { libc::ftruncate(raw, HEADER_BYTES as libc::off_t) } != 0
+            || unsafe { libc::fcntl(raw, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } != 0
+        {
+            return Err(os_error("setting up the memfd"));
+        }
+        let base =
+            map_reserve(raw, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| os_error("mmap"))?;
+        unsafe {
+            (base as *mut Header).write(Header {
+                magic: MAGIC,
+                secret,
+                owner_pid: std::process::id(),
+            })
+        };
+        Ok(Arena {
+            fd,
+            base,
+            backed: AtomicUsize::new(HEADER_BYTES),
+            grow_lock: Mutex::new(()),
+            secret,
+        })
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn secret(&self) -> u64 {
+        self.secret
+    }
+
+    /// Bytes the arena occupies (its header page included).
+    pub fn backed(&self) -> usize {
+        self.backed.load(Ordering::Acquire)
+    }
+
+    /// Backs `bytes` more (a multiple of the page size) and returns where they start.
+    pub fn extend(&self, bytes: usize) -> Result<*mut u8, i32> {
+        let _g = self.grow_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.backed.load(Ordering::Relaxed);
+        let new = old + bytes.next_multiple_of(4096);
+        if new > RESERVE {
+            crate::log_err!(
+                "umq_buf_alloc",
+                "a queue's shared pool holds at most {} MiB",
+                RESERVE >> 20
+            );
+            return Err(-UMQ_ERR_ENOMEM);
+        }
+        if unsafe { libc::ftruncate(self.fd(), new as libc::off_t) } != 0 {
+            return Err(os_error("growing the memfd"));
+        }
+        let start = unsafe { self.base.add(old) };
+        // A buffer's first use must not pay a page-cache fault per page in the data path.
+        populate(start, new - old, libc::MADV_POPULATE_WRITE);
+        self.backed.store(new, Ordering::Release);
+        Ok(start)
+    }
+
+    /// The offset of `[p, p + len)` in the arena when it lies inside the backed chunks.
+    pub fn offset_of(&self, p: *const u8, len: usize) -> Option<u64> {
+        let off = (p as usize).checked_sub(self.base as usize)?;
+        let end = off.checked_add(len)?;
+        (off >= HEADER_BYTES && end <= self.backed.load(Ordering::Acquire)).then_some(off as u64)
+    }
+}
+
+/// A peer's arena as mapped here (read-only): the receiver copies messages out of it.
+pub struct PeerArena {
+    fd: OwnedFd,
+    base: *const u8,
+    /// Bytes known to be backed: the memfd cannot shrink (sealed), so this only grows.
+    known: AtomicUsize,
+}
+
+unsafe impl Send for PeerArena {}
+unsafe impl Sync for PeerArena {}
+
+impl Drop for PeerArena {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.base as *mut libc::c_void, RESERVE) };
+    }
+}
+
+impl PeerArena {
+    /// Maps the arena process `pid` holds as fd `fd`, checking owner uid, the shrink seal and the
+    /// header (magic, owner, secret).
+    pub fn open(pid: u32, fd: u32, secret: u64) -> Result<PeerArena, String> {
+        let path = format!("/proc/{pid}/fd/{fd}\0");
+        let raw = unsafe {
+            libc::open(
+                path.as_ptr() as *const libc::c_char,
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(format!(
+                "cannot open the peer's shared pool: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(raw, &mut st) } != 0 {
+            return Err("cannot stat the peer's shared pool".to_string());
+        }
+        let size = st.st_size as usize;
+        if st.st_uid != unsafe { libc::getuid() } {
+            return Err(format!(
+                "the peer's shared pool belongs to uid {}",
+                st.st_uid
+            ));
+        }
+        if !crate::transport::shm::sealed_against_shrinking(raw) || size < HEADER_BYTES {
+            return Err("the peer's shared pool is not a sealed pool memfd".to_string());
+        }
+        let base = map_reserve(raw, libc::PROT_READ).ok_or("cannot map the peer's shared pool")?;
+        let view = PeerArena {
+            fd,
+            base,
+            known: AtomicUsize::new(HEADER_BYTES),
+        };
+        view.learn_size(size);
+        let h = unsafe { (base as *const Header).read() };
+        if h.magic != MAGIC || h.owner_pid != pid || h.secret != secret {
+            return Err("the peer's shared pool does not match what its inbox says".to_string());
+        }
+        Ok(view)
+    }
+
+    /// Where `[off, off + len)` of the peer's arena is mapped here, if it is backed. A range past
+    /// what we knew asks the kernel for the current size (the arena grew).
+    pub fn at(&self, off: u64, len: u64) -> Option<*const u8> {
+        let end = off.checked_add(len)?;
+        if off < HEADER_BYTES as u64 || end > RESERVE as u64 {
+            return None;
+        }
+        if end > self.known.load(Ordering::Relaxed) as u64 {
+            let size = file_size(self.fd.as_raw_fd())?;
+            self.learn_size(size);
+            if end > size as u64 {
+                return None;
+            }
+        }
+        Some(unsafe { self.base.add(off as usize) })
+    }
+
+    /// Takes a larger size of the arena in, mapping the new pages here at once.
+    fn learn_size(&self, size: usize) {
+        let size = size.min(RESERVE);
+        let was = self.known.fetch_max(size, Ordering::Relaxed);
+        if size > was {
+            populate(
+                unsafe { self.base.add(was) },
+                size - was,
+                libc::MADV_POPULATE_READ,
+            );
+        }
+    }
+}
+
+/// Backs and maps `[p, p + len)` now (Linux 5.14+; older kernels fault the pages in on first
+/// use instead, which is only slower).
+fn populate(p: *const u8, len: usize, advice: i32) {
+    unsafe { libc::madvise(p as *mut libc::c_void, len, advice) };
+}
+
+fn file_size(fd: i32) -> Option<usize> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peer_sees_what_the_owner_writes_and_nothing_past_the_backed_end() {
+        let a = Arena::create(42).unwrap();
+        let chunk = a.extend(8192).unwrap();
+        unsafe { chunk.add(100).write(0xab) };
+        let view = PeerArena::open(std::process::id(), a.fd() as u32, 42).unwrap();
+        let off = a.offset_of(unsafe { chunk.add(100) }, 1).unwrap();
+        assert_eq!(off, HEADER_BYTES as u64 + 100);
+        assert_eq!(unsafe { *view.at(off, 1).unwrap() }, 0xab);
+        assert!(view.at(off, 8192).is_none(), "runs past the backed end");
+        assert!(view.at(0, 8).is_none(), "the header is not message memory");
+        let more = a.extend(4096).unwrap();
+        unsafe { more.write(7) };
+        let off2 = a.offset_of(more, 4096).unwrap();
+        assert_eq!(
+            unsafe { *view.at(off2, 4096).expect("grown after the peer mapped it") },
+            7
+        );
+        assert!(a.offset_of(unsafe { more.add(4096) }, 1).is_none());
+    }
+
+    #[test]
+    fn a_wrong_secret_or_a_plain_memfd_is_refused() {
+        let a = Arena::create(5).unwrap();
+        let me = std::process::id();
+        assert!(PeerArena::open(me, a.fd() as u32, 6).is_err());
+        let plain = unsafe { libc::memfd_create(c"plain".as_ptr(), libc::MFD_CLOEXEC) };
+        unsafe { libc::ftruncate(plain, 8192) };
+        let e = PeerArena::open(me, plain as u32, 5).err().unwrap();
+        assert!(e.contains("sealed"), "{e}");
+        unsafe { libc::close(plain) };
+    }
+
+    #[test]
+    fn the_arena_cannot_shrink() {
+        let a = Arena::create(1).unwrap();
+        a.extend(4096).unwrap();
+        assert_ne!(unsafe { libc::ftruncate(a.fd(), 0) }, 0);
+    }
+}
