@@ -409,6 +409,40 @@ unsafe fn execute(
     }
 }
 
+/// The common case in one pass: a one-buffer SEND or SEND_IMM into the next posted receive
+/// buffer, which holds it. None (nothing done) when the WR needs the general path.
+unsafe fn send_one(
+    wr: *mut umq_buf_t,
+    dst: &mut Side,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let w = unsafe { &*wr };
+    let pro = w.pro();
+    let op = pro.opcode;
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !w.qbuf_next.is_null() || dst.fragments {
+        return None;
+    }
+    let rx = *dst.wire.rx_posted.front()?;
+    let len = w.total_data_size;
+    if len > unsafe { (*rx).buf_size } || w.data_size != len {
+        return None;
+    }
+    dst.wire.rx_posted.pop_front();
+    unsafe {
+        // ptr::copy: nothing stops an application from posting one buffer both ways.
+        ptr::copy(
+            w.buf_data as *const u8,
+            (*rx).buf_data as *mut u8,
+            len as usize,
+        );
+        (*rx).qbuf_next = ptr::null_mut();
+        complete_rx(dst, rx, 1, len as u64, op, pro.imm_data, UMQ_BUF_SUCCESS);
+    }
+    out.sends += 1;
+    out.rx_done += 1;
+    Some(UMQ_BUF_SUCCESS)
+}
+
 /// A user SEND that carried a window update goes back to the application as the SEND it posted.
 pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
     let pro = unsafe { (*wr).pro_mut() };
@@ -428,7 +462,9 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
             out.credit_wait = true;
             break;
         }
-        let Some(status) = (unsafe { execute(wr, dst, pool, &mut out) }) else {
+        let done =
+            unsafe { send_one(wr, dst, &mut out).or_else(|| execute(wr, dst, pool, &mut out)) };
+        let Some(status) = done else {
             if src.flow.is_some() && needs_rx_buffer(opcode) {
                 src.credited += 1;
             }
