@@ -171,35 +171,13 @@ impl PeerArena {
     /// Maps the arena process `pid` holds as fd `fd`, checking owner uid, the shrink seal and the
     /// header (magic, owner, secret).
     pub fn open(pid: u32, fd: u32, secret: u64) -> Result<PeerArena, String> {
-        let path = format!("/proc/{pid}/fd/{fd}\0");
-        let raw = unsafe {
-            libc::open(
-                path.as_ptr() as *const libc::c_char,
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(format!(
-                "cannot open the peer's shared pool: {}",
-                std::io::Error::last_os_error()
-            ));
+        let (fd, size) =
+            crate::transport::shm::open_peer_memfd(pid, fd, libc::O_RDONLY, "shared pool")?;
+        if size < HEADER_BYTES {
+            return Err("the peer's shared pool has no header".to_string());
         }
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(raw, &mut st) } != 0 {
-            return Err("cannot stat the peer's shared pool".to_string());
-        }
-        let size = st.st_size as usize;
-        if st.st_uid != unsafe { libc::getuid() } {
-            return Err(format!(
-                "the peer's shared pool belongs to uid {}",
-                st.st_uid
-            ));
-        }
-        if !crate::transport::shm::sealed_against_shrinking(raw) || size < HEADER_BYTES {
-            return Err("the peer's shared pool is not a sealed pool memfd".to_string());
-        }
-        let base = map_reserve(raw, libc::PROT_READ).ok_or("cannot map the peer's shared pool")?;
+        let base = map_reserve(fd.as_raw_fd(), libc::PROT_READ)
+            .ok_or("cannot map the peer's shared pool")?;
         let view = PeerArena {
             fd,
             base,

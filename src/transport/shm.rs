@@ -242,9 +242,51 @@ fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
         .then(|| EventFd::from_owned(dup))
 }
 
-pub(crate) fn sealed_against_shrinking(fd: i32) -> bool {
+fn sealed_against_shrinking(fd: i32) -> bool {
     let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
     seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+}
+
+/// Opens memfd `fd` of process `pid` through /proc (which the kernel allows only to a process
+/// of the same user with ptrace-read access) and checks what every mapping of a peer's memory
+/// needs: it is ours (uid) and sealed against shrinking, so the peer cannot truncate it under
+/// our mapping (SIGBUS). Returns it and its size; `what` names it in errors.
+pub(crate) fn open_peer_memfd(
+    pid: u32,
+    fd: u32,
+    flags: i32,
+    what: &str,
+) -> Result<(std::os::fd::OwnedFd, usize), String> {
+    use std::os::fd::FromRawFd;
+    let path = format!("/proc/{pid}/fd/{fd}\0");
+    let opened = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            flags | libc::O_CLOEXEC,
+        )
+    };
+    if opened < 0 {
+        return Err(format!(
+            "cannot open the peer's {what} {}: {}",
+            path.trim_end_matches('\0'),
+            std::io::Error::last_os_error()
+        ));
+    }
+    let file = unsafe { std::os::fd::OwnedFd::from_raw_fd(opened) };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(opened, &mut st) } != 0 {
+        return Err(format!("cannot stat the peer's {what}"));
+    }
+    if st.st_uid != unsafe { libc::getuid() } {
+        return Err(format!(
+            "the peer's {what} belongs to uid {}, not to us",
+            st.st_uid
+        ));
+    }
+    if !sealed_against_shrinking(opened) {
+        return Err(format!("the peer's {what} is not sealed against shrinking"));
+    }
+    Ok((file, st.st_size as usize))
 }
 
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
@@ -341,43 +383,14 @@ impl Segment {
     /// Maps the inbox of queue-owner `pid` (fd `fd`), checking that it is what its bind info
     /// says: same user, right size, magic, version, owner and secret.
     pub fn open_peer(pid: u32, fd: u32, secret: u64) -> Result<Segment, String> {
-        let path = format!("/proc/{pid}/fd/{fd}\0");
-        let raw = unsafe {
-            libc::open(
-                path.as_ptr() as *const libc::c_char,
-                libc::O_RDWR | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(format!(
-                "cannot open the peer's inbox {}: {}",
-                path.trim_end_matches('\0'),
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        let stat_ok = unsafe { libc::fstat(raw, &mut st) } == 0;
+        let (file, size) = open_peer_memfd(pid, fd, libc::O_RDWR, "inbox")?;
         let len = segment_len();
-        let result = if !stat_ok {
-            Err("cannot stat the peer's inbox".to_string())
-        } else if st.st_uid != unsafe { libc::getuid() } {
-            Err(format!(
-                "the peer's inbox belongs to uid {}, not to us",
-                st.st_uid
-            ))
-        } else if st.st_size as usize != len {
-            Err(format!(
-                "the peer's inbox has {} bytes, expected {len}",
-                st.st_size
-            ))
-        } else if !sealed_against_shrinking(raw) {
-            Err("the peer's inbox is not sealed against shrinking".to_string())
-        } else {
-            map(raw, len).map_err(|_| "cannot map the peer's inbox".to_string())
-        };
-        unsafe { libc::close(raw) };
+        if size != len {
+            return Err(format!("the peer's inbox has {size} bytes, expected {len}"));
+        }
+        let base = map(raw(&file), len).map_err(|_| "cannot map the peer's inbox".to_string())?;
         let mut seg = Segment {
-            base: result?,
+            base,
             len,
             fd: None,
             cons_seen: AtomicU64::new(0),
@@ -919,7 +932,7 @@ fn source<'a>(
     }
     let size = std::mem::size_of::<RefPiece>();
     let n = e.len as usize / size;
-    if e.len as usize % size != 0 || n == 0 || n > out.len() {
+    if !(e.len as usize).is_multiple_of(size) || n == 0 || n > out.len() {
         return Err("malformed by-reference entry");
     }
     let pool = peer.peer_pool()?;
