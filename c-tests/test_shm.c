@@ -507,6 +507,16 @@ static void test_shared_pool(int s, int child)
         int fails = 0;
         umq_ext_transport_stats_t t = transport_stats(q);
         fails += t.transport != UMQ_EXT_TRANSPORT_SHM || t.shared_pool != 0;
+        {   /* a wrong length or a NULL buffer is refused and nothing is written */
+            umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
+            umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&t, .len = sizeof(t) - 8};
+            memset(&t, 0x5a, sizeof(t));
+            fails += umq_user_ctl(q, &in, &out) != -UMQ_ERR_EINVAL || t.by_ref_wr != 0x5a5a5a5a5a5a5a5aull;
+            out.addr = 0;
+            out.len = sizeof(t);
+            fails += umq_user_ctl(q, &in, &out) != -UMQ_ERR_EINVAL;
+            fails += umq_user_ctl(0x1234, &in, &out) != -UMQ_ERR_EINVAL;
+        }
         umq_buf_t *big = patterned(q, 65536, 1);
         /* Gathered: 40000 + 30000 bytes in two buffers of the pool. */
         umq_buf_t *g1 = patterned(q, 40000, 2), *g2 = umq_buf_alloc(30000, 1, q, NULL);

@@ -46,9 +46,10 @@ pub struct Wire {
     /// The queue's shared pool, once it has one: WRs from its buffers cross shared memory by
     /// reference.
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
-    /// Shared memory only: sequence numbers of the WRs in flight that went by reference (they
-    /// complete when the peer has executed them), oldest first.
-    pub by_ref_seqs: VecDeque<u64>,
+    /// Shared memory only: the oldest WR in flight went by reference (it completes when the
+    /// peer has executed it). A WR goes by reference only when nothing is in flight, so there is
+    /// at most one, and it is always the oldest.
+    pub by_ref_in_flight: bool,
     /// WRs (and their bytes) sent by reference since the queue was created.
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
@@ -77,7 +78,7 @@ impl Wire {
             rx_blocked: false,
             shm: None,
             arena: None,
-            by_ref_seqs: VecDeque::new(),
+            by_ref_in_flight: false,
             by_ref_wr: 0,
             by_ref_bytes: 0,
         }
@@ -100,7 +101,7 @@ impl Wire {
         self.delivered = self.sq.len();
         self.in_flight = 0;
         self.awaiting_peer = 0;
-        self.by_ref_seqs.clear();
+        self.by_ref_in_flight = false;
         self.blocked_since = None;
         self.credited = 0;
         n

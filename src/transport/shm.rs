@@ -731,7 +731,7 @@ fn complete(
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
         let wr = w.sq[w.delivered];
-        let by_ref = w.by_ref_seqs.front() == Some(&seq);
+        let by_ref = w.by_ref_in_flight; // only ever the oldest in flight
         let quick = transmit_complete(wr, by_ref);
         let status = match done {
             Some(d) if seq < d => {
@@ -753,9 +753,7 @@ fn complete(
         if !quick {
             w.awaiting_peer -= 1;
         }
-        if by_ref {
-            w.by_ref_seqs.pop_front();
-        }
+        w.by_ref_in_flight = false;
         w.delivered += 1;
         w.in_flight -= 1;
         w.tx_done_seq += 1;
@@ -784,7 +782,7 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             return;
         }
         if by_ref.is_some() {
-            w.by_ref_seqs.push_back(w.tx_done_seq + w.in_flight as u64);
+            w.by_ref_in_flight = true;
             w.by_ref_wr += 1;
             w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
