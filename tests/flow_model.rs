@@ -198,7 +198,7 @@ fn deliver(st: &mut State, i: usize) -> Result<bool, String> {
     side.completed += 1;
     match msg {
         Msg::Data(imm) => {
-            side.flow.data_arrived();
+            side.flow.data_arrived(1);
             if let Some(a) = imm.and_then(decode_imm) {
                 side.flow.on_announcement(a);
             }

@@ -39,6 +39,11 @@ impl umq_buf_t {
     pub fn set_io_direction(&mut self, dir: u32) {
         self.bits_40 = (self.bits_40 & !(3 << 32)) | ((dir as u64 & 3) << 32);
     }
+    /// Sets status and io direction together: they share one word, so one write instead of two
+    /// read-modify-writes on the hot paths.
+    pub fn set_status_and_direction(&mut self, status: u32, dir: u32) {
+        self.bits_40 = (self.bits_40 & !0x3_ffff_ffff) | status as u64 | ((dir as u64 & 3) << 32);
+    }
     /// The pro-API view of `qbuf_ext`.
     pub fn pro(&self) -> &umq_buf_pro_t {
         // qbuf_ext is 64 bytes with 8-byte alignment, exactly umq_buf_pro_t's size and alignment.

@@ -240,9 +240,9 @@ impl<W: Word> Flow<W> {
         self.c.total_local_rx_posted_error.add(n);
     }
 
-    /// A credit-consuming message (SEND, SEND_IMM, WRITE_IMM) arrived.
-    pub fn data_arrived(&mut self) {
-        self.data_arrived += 1;
+    /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
+    pub fn data_arrived(&mut self, n: u64) {
+        self.data_arrived += n;
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
@@ -648,7 +648,7 @@ macro_rules! dispatch {
 dispatch! {
     fn rx_posted(&mut self, n: u64) -> bool;
     fn rx_refused(&mut self, n: u64) -> ();
-    fn data_arrived(&mut self) -> ();
+    fn data_arrived(&mut self, n: u64) -> ();
     fn ctrl_arrived(&mut self) -> ();
     fn publish(&mut self, mine: &Area) -> bool;
     fn piggyback(&mut self) -> Option<(u64, u64)>;

@@ -531,7 +531,7 @@ impl Queue {
         let mut n = 0;
         let pool = &self.rt.pool;
         let w = &mut *w;
-        for head in w.sq.drain(..).chain(w.rx_cq.drain(..).map(|(h, _)| h)) {
+        for head in w.sq.drain().chain(w.rx_cq.drain().map(|(h, _)| h)) {
             for b in crate::buf::iter(head).collect::<Vec<_>>() {
                 n += 1;
                 let _ = pool.free_one(b);
@@ -666,13 +666,12 @@ impl Queue {
             let credited = admit.settle(f, batch, accepted, self.area());
             mine.credited += credited;
         }
-        for i in 0..accepted {
+        for &(head, tail) in &batch.parsed()[..accepted] {
             unsafe {
-                (*batch.tail(i)).qbuf_next = ptr::null_mut();
-                (*batch.head(i)).set_io_direction(UMQ_IO_TX);
-                (*batch.head(i)).set_status(UMQ_BUF_SUCCESS);
+                (*tail).qbuf_next = ptr::null_mut();
+                (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX);
             }
-            mine.sq.push_back(batch.head(i));
+            mine.sq.push_back(head);
         }
         (accepted, window_limited)
     }
@@ -957,8 +956,7 @@ impl Queue {
         for &b in &bufs[..accepted] {
             unsafe {
                 (*b).qbuf_next = ptr::null_mut();
-                (*b).set_io_direction(UMQ_IO_RX);
-                (*b).set_status(UMQ_BUF_SUCCESS);
+                (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
             }
             w.rx_posted.push_back(b);
         }
@@ -1074,11 +1072,8 @@ impl Queue {
         if dir != UMQ_IO_RX {
             self.expire_rnr(&mut w);
             let take = w.delivered.min(out.len());
-            for slot in &mut out[..take] {
-                *slot = w.sq.pop_front().unwrap();
-            }
-            w.delivered -= take;
-            n = take;
+            n = w.sq.pop_into(&mut out[..take]);
+            w.delivered -= n;
         }
         if dir != UMQ_IO_TX {
             while n < out.len() {
@@ -1227,23 +1222,34 @@ impl TxBatch {
         self.n += 1;
     }
 
-    fn head(&self, i: usize) -> *mut umq_buf_t {
-        assert!(i < self.n);
-        unsafe { self.wrs[i].assume_init().0 }
+    /// The parsed WRs, as (first buffer, last buffer).
+    fn parsed(&self) -> &[(*mut umq_buf_t, *mut umq_buf_t)] {
+        // SAFETY: push initialised the first n entries.
+        unsafe {
+            &*(&self.wrs[..self.n] as *const [_] as *const [(*mut umq_buf_t, *mut umq_buf_t)])
+        }
     }
 
-    fn tail(&self, i: usize) -> *mut umq_buf_t {
-        assert!(i < self.n);
-        unsafe { self.wrs[i].assume_init().1 }
+    fn head(&self, i: usize) -> *mut umq_buf_t {
+        self.parsed()[i].0
     }
 }
 
 fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
-    const F: &str = "umq_post";
     let h = unsafe { &*head };
-    let pro = h.pro();
-    let op = pro.opcode;
-    if !matches!(
+    // Most WRs are one buffer holding the whole message: that needs no walk.
+    let one_buffer = h.data_size == h.total_data_size
+        && h.data_size <= h.buf_size
+        && (!h.buf_data.is_null() || h.buf_size == 0);
+    let op = h.pro().opcode;
+    if one_buffer && op != UMQ_OPC_READ && is_known_opcode(op) {
+        return Ok(head);
+    }
+    check_wr_walk(head)
+}
+
+fn is_known_opcode(op: umq_opcode_t) -> bool {
+    matches!(
         op,
         UMQ_OPC_WRITE
             | UMQ_OPC_WRITE_IMM
@@ -1251,7 +1257,17 @@ fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
             | UMQ_OPC_SEND
             | UMQ_OPC_SEND_IMM
             | UMQ_OPC_NOP
-    ) {
+    )
+}
+
+/// `check_wr` for everything but a one-buffer non-READ WR.
+#[inline(never)]
+fn check_wr_walk(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
+    const F: &str = "umq_post";
+    let h = unsafe { &*head };
+    let pro = h.pro();
+    let op = pro.opcode;
+    if !is_known_opcode(op) {
         return Err(einval(
             F,
             format_args!("buffer {head:p}: unknown opcode {op:#x}"),
@@ -1403,5 +1419,52 @@ impl Admission {
             pro.imm_data = crate::flow::user_imm(pro.imm_data);
         }
         count_between(self.needs_credit, 0, credited_end) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(data: &mut [u8], data_size: u32, total: u32, op: umq_opcode_t) -> umq_buf_t {
+        let mut b: umq_buf_t = unsafe { std::mem::zeroed() };
+        b.buf_data = data.as_mut_ptr() as *mut _;
+        b.buf_size = data.len() as u32;
+        b.data_size = data_size;
+        b.total_data_size = total;
+        b.pro_mut().opcode = op;
+        b
+    }
+
+    /// The one-buffer shortcut of `check_wr` must agree with the full walk on every header.
+    #[test]
+    fn check_wr_shortcut_agrees_with_the_walk() {
+        let mut data = [0u8; 64];
+        let ops = [
+            UMQ_OPC_WRITE,
+            UMQ_OPC_WRITE_IMM,
+            UMQ_OPC_READ,
+            UMQ_OPC_SEND,
+            UMQ_OPC_SEND_IMM,
+            UMQ_OPC_NOP,
+            0x7,
+        ];
+        for op in ops {
+            for (ds, total) in [(0, 0), (10, 10), (64, 64), (65, 65), (10, 20), (20, 10)] {
+                for null_data in [false, true] {
+                    let mut b = buf(&mut data, ds, total, op);
+                    if null_data {
+                        b.buf_data = ptr::null_mut();
+                    }
+                    let p = &mut b as *mut umq_buf_t;
+                    let fast = check_wr(p).ok();
+                    let walk = check_wr_walk(p).ok();
+                    assert_eq!(
+                        fast, walk,
+                        "op {op:#x} data_size {ds} total {total} null {null_data}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -5,21 +5,21 @@
 //! first `delivered` entries have executed; the rest wait, in order, for receive buffers at the
 //! peer (the RNR wait of RDMA). Completions are therefore FIFO per queue pair by construction.
 
+use super::fifo::Fifo;
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::flow::{self, FlowState};
-use std::collections::VecDeque;
 use std::ptr;
 use std::time::Instant;
 
 pub struct Wire {
-    pub rx_posted: VecDeque<*mut umq_buf_t>,
+    pub rx_posted: Fifo<*mut umq_buf_t>,
     /// Completed receives: message head and how many buffers the message used.
-    pub rx_cq: VecDeque<(*mut umq_buf_t, u32)>,
+    pub rx_cq: Fifo<(*mut umq_buf_t, u32)>,
     pub rx_cq_bufs: usize,
-    pub sq: VecDeque<*mut umq_buf_t>,
+    pub sq: Fifo<*mut umq_buf_t>,
     pub delivered: usize,
     pub blocked_since: Option<Instant>,
     /// Flow control of the bound queue (None when disabled or never bound).
@@ -61,10 +61,10 @@ unsafe impl Send for Wire {}
 impl Wire {
     pub fn new(rx_depth: u32, tx_depth: u32) -> Wire {
         Wire {
-            rx_posted: VecDeque::with_capacity(rx_depth as usize),
-            rx_cq: VecDeque::with_capacity(rx_depth as usize),
+            rx_posted: Fifo::with_capacity(rx_depth as usize, ptr::null_mut()),
+            rx_cq: Fifo::with_capacity(rx_depth as usize, (ptr::null_mut(), 0)),
             rx_cq_bufs: 0,
-            sq: VecDeque::with_capacity(tx_depth as usize),
+            sq: Fifo::with_capacity(tx_depth as usize, ptr::null_mut()),
             delivered: 0,
             blocked_since: None,
             flow: None,
@@ -95,7 +95,7 @@ impl Wire {
     /// Completes every undelivered WR with an error: `first` for the oldest, flush for the rest.
     pub fn fail_undelivered(&mut self, first: umq_buf_status_t) -> usize {
         let n = self.undelivered();
-        for (i, &b) in self.sq.iter().skip(self.delivered).enumerate() {
+        for (i, b) in self.sq.iter().skip(self.delivered).enumerate() {
             unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
         }
         self.delivered = self.sq.len();
@@ -186,7 +186,7 @@ pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> O
         return (!dst.wire.rx_posted.is_empty()).then_some(1);
     }
     let mut room = 0u64;
-    for (i, &b) in dst.wire.rx_posted.iter().enumerate() {
+    for (i, b) in dst.wire.rx_posted.iter().enumerate() {
         room += unsafe { (*b).buf_size } as u64;
         if room >= len {
             return Some(i + 1);
@@ -224,7 +224,8 @@ fn carries_data(status: u32) -> bool {
     status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE
 }
 
-/// Fills the receive completion of a message that landed in the `head` chain.
+/// Fills the receive completion of a message that landed in the `head` chain. The caller counts
+/// the arrival for flow control (`FlowState::data_arrived`).
 pub(crate) unsafe fn complete_rx(
     dst: &mut Side,
     head: *mut umq_buf_t,
@@ -263,21 +264,21 @@ pub(crate) unsafe fn complete_rx(
     dst.wire.rx_cq_bufs += nbufs;
 }
 
-/// With flow control on: counts the arrival and takes a piggybacked window update out of the
-/// immediate, leaving the user a plain SEND marked `UMQ_BUF_FLOW_CONTROL_UPDATE`.
+/// With flow control on: takes a piggybacked window update out of the immediate, leaving the
+/// user a plain SEND marked `UMQ_BUF_FLOW_CONTROL_UPDATE`. (The engines count arrivals per
+/// round, not here.)
 fn receive_flow_control(
     dst: &mut Side,
     opcode: umq_opcode_t,
     imm: u64,
     status: u32,
 ) -> (umq_opcode_t, u64, u32) {
-    let Some(f) = dst.wire.flow.as_mut() else {
-        return (opcode, imm, status);
-    };
-    f.data_arrived();
     if opcode != UMQ_OPC_SEND_IMM || !flow::is_private(imm) {
         return (opcode, imm, status);
     }
+    let Some(f) = dst.wire.flow.as_mut() else {
+        return (opcode, imm, status);
+    };
     if let Some(a) = flow::decode_imm(imm) {
         f.on_announcement(a);
     }
@@ -331,7 +332,9 @@ pub(crate) fn credit_for(src: &mut Wire, opcode: umq_opcode_t) -> bool {
     f.take_credit(1) == 1
 }
 
-/// Executes one WR; None when it must wait for a receive buffer.
+/// Executes one WR; None when it must wait for a receive buffer. (Out of line: `send_one`
+/// takes the common case, and the loop around it stays small.)
+#[inline(never)]
 unsafe fn execute(
     wr: *mut umq_buf_t,
     dst: &mut Side,
@@ -423,25 +426,80 @@ unsafe fn send_one(
     if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !w.qbuf_next.is_null() || dst.fragments {
         return None;
     }
-    let rx = *dst.wire.rx_posted.front()?;
+    let rx = dst.wire.rx_posted.front()?;
     let len = w.total_data_size;
     if len > unsafe { (*rx).buf_size } || w.data_size != len {
         return None;
     }
     dst.wire.rx_posted.pop_front();
+    prefetch_rx(dst.wire, 16);
     unsafe {
-        // ptr::copy: nothing stops an application from posting one buffer both ways.
-        ptr::copy(
+        copy_bytes(
             w.buf_data as *const u8,
             (*rx).buf_data as *mut u8,
             len as usize,
         );
-        (*rx).qbuf_next = ptr::null_mut();
-        complete_rx(dst, rx, 1, len as u64, op, pro.imm_data, UMQ_BUF_SUCCESS);
+        complete_one(dst, rx, len, op, pro.imm_data);
     }
     out.sends += 1;
     out.rx_done += 1;
     Some(UMQ_BUF_SUCCESS)
+}
+
+/// Asks the cache for the header of the receive buffer `ahead` places down the posted queue:
+/// with a deep queue, each buffer was last touched a whole queue ago and is cold by now.
+#[inline]
+fn prefetch_rx(w: &Wire, ahead: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = w.rx_posted.get(ahead) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetching is a hint; it never faults, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(b as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>((b as *const i8).wrapping_add(64));
+        }
+    }
+}
+
+/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer.
+unsafe fn complete_one(dst: &mut Side, rx: *mut umq_buf_t, len: u32, op: umq_opcode_t, imm: u64) {
+    let (op, imm, status) = receive_flow_control(dst, op, imm, UMQ_BUF_SUCCESS);
+    let b = unsafe { &mut *rx };
+    b.qbuf_next = ptr::null_mut();
+    b.data_size = len;
+    b.total_data_size = len;
+    b.umqh = dst.umqh;
+    b.set_status_and_direction(status, UMQ_IO_RX);
+    b.set_first_fragment(true);
+    let pro = b.pro_mut();
+    pro.opcode = op;
+    pro.imm_data = if op == UMQ_OPC_SEND { 0 } else { imm };
+    dst.wire.rx_cq.push_back((rx, 1));
+    dst.wire.rx_cq_bufs += 1;
+}
+
+/// `ptr::copy` (a WR may name the very buffer it lands in), with small non-overlapping copies
+/// done inline: for a 64-byte message the call into libc costs more than the moves.
+#[inline]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    unsafe fn ends<const N: usize>(src: *const u8, dst: *mut u8, len: usize) {
+        // The first and the last N bytes (they overlap when len < 2N): covers N..=2N.
+        unsafe {
+            ptr::copy_nonoverlapping(src, dst, N);
+            ptr::copy_nonoverlapping(src.add(len - N), dst.add(len - N), N);
+        }
+    }
+    let apart = (src as usize).abs_diff(dst as usize) >= len;
+    unsafe {
+        match len {
+            _ if !apart || len > 64 => ptr::copy(src, dst, len),
+            32.. => ends::<32>(src, dst, len),
+            16.. => ends::<16>(src, dst, len),
+            8.. => ends::<8>(src, dst, len),
+            4.. => ends::<4>(src, dst, len),
+            _ => ptr::copy_nonoverlapping(src, dst, len),
+        }
+    }
 }
 
 /// A user SEND that carried a window update goes back to the application as the SEND it posted.
@@ -483,5 +541,36 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
         src.blocked_since = None;
         out.tx_done += 1;
     }
+    if out.rx_done > 0
+        && let Some(f) = dst.wire.flow.as_mut()
+    {
+        f.data_arrived(out.rx_done as u64);
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_bytes;
+
+    #[test]
+    fn copy_bytes_copies_every_length_apart_and_overlapping() {
+        let pattern: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in 0..=80usize {
+            // Apart: the destination gets exactly `len` bytes, nothing around them moves.
+            let mut dst = [0xeeu8; 100];
+            unsafe { copy_bytes(pattern.as_ptr(), dst.as_mut_ptr().add(5), len) };
+            assert_eq!(&dst[5..5 + len], &pattern[..len], "len {len}");
+            assert!(dst[..5].iter().chain(&dst[5 + len..]).all(|&b| b == 0xee));
+            // Overlapping both ways, and onto itself: memmove semantics.
+            for shift in [-9isize, -1, 0, 1, 9] {
+                let mut buf = pattern.clone();
+                let (from, to) = (50usize, (50 + shift) as usize);
+                let want: Vec<u8> = buf[from..from + len].to_vec();
+                let p = buf.as_mut_ptr();
+                unsafe { copy_bytes(p.add(from), p.add(to), len) };
+                assert_eq!(&buf[to..to + len], &want[..], "len {len} shift {shift}");
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Transports move work requests between two bound queues: `loopback` when both queues live in
 //! one process, `shm` between processes of one host.
 
+pub mod fifo;
 pub mod loopback;
 pub mod shm;
 pub mod watchdog;

@@ -1038,6 +1038,9 @@ fn execute(
                 (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
             };
             unsafe { loopback::complete_rx(&mut dst, head, n, len, op, e.imm, rx) };
+            if let Some(f) = dst.wire.flow.as_mut() {
+                f.data_arrived(1);
+            }
             out.rx_done += 1;
             Some(tx)
         }
