@@ -442,7 +442,7 @@ impl Queue {
         f.rx_posted(w.rx_posted.len() as u64);
         f.publish(self.area());
         w.flow = Some(f);
-        w.credited = 0;
+        w.clear_credit();
         w.starved_since = None;
         w.stall_reported = false;
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
@@ -664,7 +664,8 @@ impl Queue {
         let window_limited = admit.limit < batch.n && accepted == admit.limit;
         if let Some(f) = mine.flow.as_mut() {
             let credited = admit.settle(f, batch, accepted, self.area());
-            mine.credited += credited;
+            let needy = count_between(batch.needs_credit, 0, accepted) as usize;
+            mine.note_admitted(needy, credited);
         }
         for &(head, tail) in &batch.parsed()[..accepted] {
             unsafe {

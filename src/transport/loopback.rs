@@ -24,8 +24,12 @@ pub struct Wire {
     pub blocked_since: Option<Instant>,
     /// Flow control of the bound queue (None when disabled or never bound).
     pub flow: Option<FlowState>,
-    /// How many undelivered credit-needing WRs already hold their credit. The rest (queued
-    /// mode only) take credit as they reach the head of the send queue.
+    /// Credit-needing WRs waiting to go that were admitted without credit (queued mode only);
+    /// they take it as they reach the head of the send queue. While this is zero every waiting
+    /// WR holds its credit, so the engines check none (the common case, and the fast one).
+    pub uncovered: usize,
+    /// While `uncovered > 0`: how many waiting credit-needing WRs hold credit (the first ones
+    /// in line). Not kept up otherwise; recounted when `uncovered` leaves zero.
     pub credited: usize,
     /// Since when the queue has had work waiting and no credit, and whether that was reported.
     pub starved_since: Option<Instant>,
@@ -68,6 +72,7 @@ impl Wire {
             delivered: 0,
             blocked_since: None,
             flow: None,
+            uncovered: 0,
             credited: 0,
             starved_since: None,
             stall_reported: false,
@@ -103,8 +108,38 @@ impl Wire {
         self.awaiting_peer = 0;
         self.by_ref_in_flight = false;
         self.blocked_since = None;
-        self.credited = 0;
+        self.clear_credit();
         n
+    }
+
+    /// Forgets the credit bookkeeping of waiting WRs (none wait any more).
+    pub fn clear_credit(&mut self) {
+        self.uncovered = 0;
+        self.credited = 0;
+    }
+
+    /// Records WRs about to join the send queue: `needy` need credit, the first `credited` of
+    /// them hold it. Only a WR admitted without credit (queued mode) costs any work here.
+    pub fn note_admitted(&mut self, needy: usize, credited: usize) {
+        let short = needy - credited;
+        if self.uncovered == 0 {
+            if short == 0 {
+                return;
+            }
+            // Every credit-needing WR already waiting holds credit.
+            self.credited = self.waiting_needy();
+        }
+        self.credited += credited;
+        self.uncovered += short;
+    }
+
+    /// Credit-needing WRs not yet handed to the peer.
+    fn waiting_needy(&self) -> usize {
+        self.sq
+            .iter()
+            .skip(self.delivered + self.in_flight)
+            .filter(|&b| needs_rx_buffer(unsafe { (*b).pro().opcode }))
+            .count()
     }
 
     /// Returns every posted receive buffer as a completion with `UMQ_BUF_WR_FLUSH_ERR`.
@@ -317,19 +352,53 @@ pub fn deliver_standalone(dst: &mut Side, imm: u64) {
     dst.wire.rx_cq_bufs += 1;
 }
 
-/// Whether the WR at the head may run as far as flow control goes, taking its credit.
-pub(crate) fn credit_for(src: &mut Wire, opcode: umq_opcode_t) -> bool {
-    let Some(f) = src.flow.as_mut() else {
-        return true;
-    };
-    if !needs_rx_buffer(opcode) {
-        return true;
+/// Flow-control credit for the WRs an engine runs in one round. Unless queued mode let WRs in
+/// beyond the window, every waiting WR holds its credit and the gate lets all through
+/// unchecked; otherwise credit-needing WRs use the credit they hold first and then take it
+/// from the window, in order.
+pub(crate) struct CreditGate {
+    check: bool,
+    credited: usize,
+    uncovered: usize,
+}
+
+impl CreditGate {
+    pub(crate) fn open(w: &Wire) -> CreditGate {
+        CreditGate {
+            check: w.uncovered > 0 && w.flow.is_some(),
+            credited: w.credited,
+            uncovered: w.uncovered,
+        }
     }
-    if src.credited > 0 {
-        src.credited -= 1;
-        return true;
+
+    /// Whether the WR may run as far as flow control goes, taking its credit.
+    #[inline]
+    pub(crate) fn pass(&mut self, w: &mut Wire, opcode: umq_opcode_t) -> bool {
+        if !self.check || !needs_rx_buffer(opcode) {
+            return true;
+        }
+        if self.credited > 0 {
+            self.credited -= 1;
+            return true;
+        }
+        let got = w.flow.as_mut().is_some_and(|f| f.take_credit(1) == 1);
+        self.uncovered -= got as usize;
+        got
     }
-    f.take_credit(1) == 1
+
+    /// A WR that passed but could not go this round keeps its credit for the retry.
+    pub(crate) fn keep(&mut self, opcode: umq_opcode_t) {
+        if self.check && needs_rx_buffer(opcode) {
+            self.credited += 1;
+        }
+    }
+
+    pub(crate) fn close(self, w: &mut Wire) {
+        if self.check {
+            w.credited = self.credited;
+            w.uncovered = self.uncovered;
+        }
+    }
 }
 
 /// Executes one WR; None when it must wait for a receive buffer. (Out of line: `send_one`
@@ -415,6 +484,7 @@ unsafe fn execute(
 
 /// The common case in one pass: a one-buffer SEND or SEND_IMM into the next posted receive
 /// buffer, which holds it. None (nothing done) when the WR needs the general path.
+#[inline(always)]
 unsafe fn send_one(
     wr: *mut umq_buf_t,
     dst: &mut Side,
@@ -462,6 +532,7 @@ fn prefetch_rx(w: &Wire, ahead: usize) {
 }
 
 /// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer.
+#[inline(always)]
 unsafe fn complete_one(dst: &mut Side, rx: *mut umq_buf_t, len: u32, op: umq_opcode_t, imm: u64) {
     let (op, imm, status) = receive_flow_control(dst, op, imm, UMQ_BUF_SUCCESS);
     let b = unsafe { &mut *rx };
@@ -514,26 +585,28 @@ pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
 /// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer.
 pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     let mut out = Outcome::default();
+    let mut credit = CreditGate::open(src);
+    let flow_on = src.flow.is_some();
     while src.delivered < src.sq.len() {
         let wr = src.sq[src.delivered];
         let opcode = unsafe { (*wr).pro().opcode };
-        if !credit_for(src, opcode) {
+        if !credit.pass(src, opcode) {
             out.credit_wait = true;
             break;
         }
         let done =
             unsafe { send_one(wr, dst, &mut out).or_else(|| execute(wr, dst, pool, &mut out)) };
         let Some(status) = done else {
-            if src.flow.is_some() && needs_rx_buffer(opcode) {
-                src.credited += 1;
-            }
+            credit.keep(opcode);
             src.blocked_since.get_or_insert_with(Instant::now);
             out.blocked = true;
             break;
         };
         unsafe {
             (*wr).set_status(status);
-            if src.flow.is_some() {
+            // Only a SEND_IMM can be a piggyback carrier, and only with flow control on (off,
+            // bit 0 of an immediate is the user's).
+            if opcode == UMQ_OPC_SEND_IMM && flow_on {
                 restore_piggyback_carrier(wr);
             }
         }
@@ -541,6 +614,7 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
         src.blocked_since = None;
         out.tx_done += 1;
     }
+    credit.close(src);
     if out.rx_done > 0
         && let Some(f) = dst.wire.flow.as_mut()
     {
@@ -551,7 +625,65 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
 
 #[cfg(test)]
 mod tests {
-    use super::copy_bytes;
+    use super::*;
+    use crate::flow::{Area, Params};
+
+    fn wr(opcode: umq_opcode_t) -> Box<umq_buf_t> {
+        let mut b: Box<umq_buf_t> = Box::new(unsafe { std::mem::zeroed() });
+        b.pro_mut().opcode = opcode;
+        b
+    }
+
+    /// Queued mode admits WRs without credit behind WRs that hold it (a full ring keeps those
+    /// waiting over shared memory): the gate must spend what the waiting WRs hold first and
+    /// only then take from the window, in order, and stop when the window is empty.
+    #[test]
+    fn credit_gate_spends_held_credit_before_the_window() {
+        let area = Area::default();
+        let mut peer = FlowState::new(Params::new(4, 0, 8, 8), false);
+        peer.rx_posted(4);
+        peer.publish(&area);
+        let mut f = FlowState::new(Params::new(0, 0, 8, 8), false);
+        f.refresh(&area);
+        assert_eq!(f.window(), 4);
+        let mut w = Wire::new(8, 8);
+        w.flow = Some(f);
+        let mut wrs: Vec<Box<umq_buf_t>> = Vec::new();
+        let mut admit = |w: &mut Wire, ops: &[umq_opcode_t], credited: u64| {
+            let got = w.flow.as_mut().unwrap().take_credit(credited);
+            assert_eq!(got, credited);
+            let needy = ops.iter().filter(|&&op| needs_rx_buffer(op)).count();
+            w.note_admitted(needy, credited as usize);
+            for &op in ops {
+                let mut b = wr(op);
+                w.sq.push_back(&mut *b);
+                wrs.push(b);
+            }
+        };
+        // Two SENDs with credit wait: nothing to check for them.
+        admit(&mut w, &[UMQ_OPC_SEND, UMQ_OPC_SEND], 2);
+        assert_eq!(w.uncovered, 0);
+        // Queued mode lets in three more and a WRITE, only the first with credit.
+        admit(
+            &mut w,
+            &[
+                UMQ_OPC_SEND,
+                UMQ_OPC_SEND_IMM,
+                UMQ_OPC_WRITE,
+                UMQ_OPC_WRITE_IMM,
+            ],
+            1,
+        );
+        assert_eq!((w.uncovered, w.credited), (2, 3));
+        let mut gate = CreditGate::open(&w);
+        let ops: Vec<_> = w.sq.iter().map(|b| unsafe { (*b).pro().opcode }).collect();
+        let passed: Vec<bool> = ops.iter().map(|&op| gate.pass(&mut w, op)).collect();
+        // Three held credits, then the window's last one, the WRITE needs none, then empty.
+        assert_eq!(passed, [true, true, true, true, true, false]);
+        gate.close(&mut w);
+        assert_eq!((w.uncovered, w.credited), (1, 0));
+        assert_eq!(w.flow.as_mut().unwrap().window(), 0);
+    }
 
     #[test]
     fn copy_bytes_copies_every_length_apart_and_overlapping() {

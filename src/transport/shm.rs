@@ -39,7 +39,7 @@
 //! copy through the ring wins: the sender's copy of one message overlaps the receiver's copy of
 //! the one before, on two cores.
 
-use super::loopback::{self, Outcome, Side, Wire};
+use super::loopback::{self, CreditGate, Outcome, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -764,22 +764,21 @@ fn complete(
 
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
 fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
+    let mut credit = CreditGate::open(w);
     while w.delivered + w.in_flight < w.sq.len() {
         let wr = w.sq[w.delivered + w.in_flight];
         let opcode = unsafe { (*wr).pro().opcode };
-        if !loopback::credit_for(w, opcode) {
+        if !credit.pass(w, opcode) {
             out.credit_wait = true;
-            return;
+            break;
         }
         let by_ref = w
             .arena
             .as_deref()
             .filter(|&a| w.in_flight == 0 && may_go_by_ref(wr, a) && peer.caught_up());
         if !push_wr(peer, wr, by_ref) {
-            if w.flow.is_some() && loopback::needs_rx_buffer(opcode) {
-                w.credited += 1; // keep the credit for the retry
-            }
-            return;
+            credit.keep(opcode);
+            break;
         }
         if by_ref.is_some() {
             w.by_ref_in_flight = true;
@@ -796,6 +795,7 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             _ => out.sends += 1,
         }
     }
+    credit.close(w);
 }
 
 /// Pushes one WR: by reference into `by_ref` (our arena) when given, else with its payload.

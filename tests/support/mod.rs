@@ -83,6 +83,17 @@ pub fn ext_stats(h: u64) -> umq_ext_flow_control_stats_t {
     query(h, UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS)
 }
 
+/// Switches queued-send mode (our extension) on or off.
+pub fn queued_mode(h: u64, on: bool) {
+    let mut i = umq_user_ctl_in_t {
+        addr: on as u64,
+        opcode: UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE,
+        ..Default::default()
+    };
+    let mut o = umq_user_ctl_out_t::default();
+    assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0, "queued mode {on}");
+}
+
 /// The spec's three identities for a quiescent pair.
 pub fn assert_identities(a: u64, b: u64) {
     let (sa, sb) = (stats(a), stats(b));
