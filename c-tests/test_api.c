@@ -191,15 +191,19 @@ static void test_send_recv(uint64_t a, uint64_t b)
     umq_buf_free(c[0]);
     umq_buf_free(m);
 
-    /* SEND_IMM carries the immediate. */
+    /* SEND_IMM carries the immediate, all 64 bits without flow control (bit 0 included), and
+     * the sender's WR comes back as posted. */
     m = alloc_msg("imm", UMQ_OPC_SEND_IMM, 1);
-    ((umq_buf_pro_t *)m->qbuf_ext)->imm_data = 0x1234567890ull;
+    ((umq_buf_pro_t *)m->qbuf_ext)->imm_data = 0x8000001234567891ull;
     CHECK_EQ(umq_post(a, m, UMQ_IO_TX, &bad), 0);
     CHECK_EQ(test_poll_one(b, UMQ_IO_RX, c), 1);
-    CHECK_EQ(((umq_buf_pro_t *)c[0]->qbuf_ext)->imm_data, 0x1234567890ull);
+    CHECK_EQ(((umq_buf_pro_t *)c[0]->qbuf_ext)->imm_data, 0x8000001234567891ull);
     CHECK_EQ(((umq_buf_pro_t *)c[0]->qbuf_ext)->opcode, UMQ_OPC_SEND_IMM);
     umq_buf_free(c[0]);
     CHECK_EQ(test_poll_one(a, UMQ_IO_TX, c), 1);
+    CHECK(c[0] == m);
+    CHECK_EQ(((umq_buf_pro_t *)c[0]->qbuf_ext)->opcode, UMQ_OPC_SEND_IMM);
+    CHECK_EQ(((umq_buf_pro_t *)c[0]->qbuf_ext)->imm_data, 0x8000001234567891ull);
     umq_buf_free(c[0]);
 
     /* One WR gathered from three buffers: total_data_size on the first delimits it. */

@@ -584,6 +584,45 @@ static void test_shared_pool(int s, int child)
 
 typedef void (*pair_test)(int s, int child);
 
+/* Flow control off: immediates are the user's 64 bits, bit 0 included (with it on, bit 0 marks
+ * the library's own). Both the receiver's completion and the sender's WR keep them. */
+static void test_imm64(int s, int child)
+{
+    const uint64_t imm = 0x8000000000000003ull;
+    init(1, 0);
+    uint64_t q = connect_queue(s, child ? "imm-c" : "imm-p", 16, UMQ_MODE_POLLING);
+    if (!child) {
+        post_rx(q, 1, 64);
+        char go = 1;
+        sock_send(s, &go, 1);
+        umq_buf_t *r = poll_one(q, UMQ_IO_RX);
+        CHECK(r != NULL);
+        if (r) {
+            umq_buf_pro_t *p = (umq_buf_pro_t *)r->qbuf_ext;
+            CHECK_EQ(r->status, UMQ_BUF_SUCCESS);
+            CHECK_EQ(p->opcode, UMQ_OPC_SEND_IMM);
+            CHECK_EQ(p->imm_data, imm);
+            CHECK_EQ(r->total_data_size, 8);
+            CHECK(memcmp(r->buf_data, "odd imm!", 8) == 0);
+            umq_buf_free(r);
+        }
+        CHECK_EQ(sock_recv(s, &go, 1), 1);
+        umq_uninit();
+        return;
+    }
+    char go = 0;
+    int fails = sock_recv(s, &go, 1) != 1;
+    umq_buf_t *w = message(0, 8);
+    memcpy(w->buf_data, "odd imm!", 8);
+    fails += send_and_wait(q, w, UMQ_OPC_SEND_IMM, imm) != UMQ_BUF_SUCCESS;
+    umq_buf_pro_t *p = (umq_buf_pro_t *)w->qbuf_ext;
+    fails += p->opcode != UMQ_OPC_SEND_IMM || p->imm_data != imm;
+    umq_buf_free(w);
+    sock_send(s, &go, 1);
+    umq_uninit();
+    _exit(fails ? 1 : 0);
+}
+
 static void run(const char *name, pair_test t, int death)
 {
     int sv[2];
@@ -617,7 +656,7 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     struct { const char *name; pair_test t; } cases[] = {
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
-        {"last_words", test_last_words}, {"shared_pool", test_shared_pool},
+        {"last_words", test_last_words}, {"shared_pool", test_shared_pool}, {"imm64", test_imm64},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)

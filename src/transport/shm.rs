@@ -748,7 +748,10 @@ fn complete(
         };
         unsafe {
             (*wr).set_status(status);
-            loopback::restore_piggyback_carrier(wr);
+            // Flow control off, bit 0 of an immediate is the user's: nothing to restore.
+            if w.flow.is_some() {
+                loopback::restore_piggyback_carrier(wr);
+            }
         }
         if !quick {
             w.awaiting_peer -= 1;
