@@ -338,18 +338,18 @@ pub fn deliver_standalone(dst: &mut Side, imm: u64) {
     }
     f.ctrl_arrived();
     let head = take_rx(dst, 1);
-    let b = unsafe { &mut *head };
-    b.data_size = 0;
-    b.total_data_size = 0;
-    b.umqh = dst.umqh;
-    b.set_status(UMQ_BUF_FLOW_CONTROL_UPDATE);
-    b.set_io_direction(UMQ_IO_RX);
-    b.set_first_fragment(true);
-    let pro = b.pro_mut();
-    pro.opcode = UMQ_OPC_SEND;
-    pro.imm_data = 0;
-    dst.wire.rx_cq.push_back((head, 1));
-    dst.wire.rx_cq_bufs += 1;
+    // An empty SEND: no data, and the status says it carried a window update.
+    unsafe {
+        complete_rx(
+            dst,
+            head,
+            1,
+            0,
+            UMQ_OPC_SEND,
+            0,
+            UMQ_BUF_FLOW_CONTROL_UPDATE,
+        )
+    };
 }
 
 /// Flow-control credit for the WRs an engine runs in one round. Unless queued mode let WRs in
@@ -574,9 +574,12 @@ unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
 }
 
 /// A user SEND that carried a window update goes back to the application as the SEND it posted.
-pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) {
+/// Only with flow control on: off, bit 0 of an immediate is the user's, and a SEND_IMM with it
+/// set is the user's own.
+#[inline]
+pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t, flow_on: bool) {
     let pro = unsafe { (*wr).pro_mut() };
-    if pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
+    if flow_on && pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
         pro.opcode = UMQ_OPC_SEND;
         pro.imm_data = 0;
     }
@@ -604,11 +607,7 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
         };
         unsafe {
             (*wr).set_status(status);
-            // Only a SEND_IMM can be a piggyback carrier, and only with flow control on (off,
-            // bit 0 of an immediate is the user's).
-            if opcode == UMQ_OPC_SEND_IMM && flow_on {
-                restore_piggyback_carrier(wr);
-            }
+            restore_piggyback_carrier(wr, flow_on);
         }
         src.delivered += 1;
         src.blocked_since = None;

@@ -748,10 +748,7 @@ fn complete(
         };
         unsafe {
             (*wr).set_status(status);
-            // Flow control off, bit 0 of an immediate is the user's: nothing to restore.
-            if w.flow.is_some() {
-                loopback::restore_piggyback_carrier(wr);
-            }
+            loopback::restore_piggyback_carrier(wr, w.flow.is_some());
         }
         if !quick {
             w.awaiting_peer -= 1;
