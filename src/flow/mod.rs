@@ -265,6 +265,19 @@ impl<W: Word> Flow<W> {
             .saturating_sub(self.ctrl_outstanding())
     }
 
+    /// Free buffers the control reserve may take. Data comes first while the peer holds no data
+    /// credit: the last free buffer stays for data then, or an application that keeps fewer
+    /// buffers posted than the control budget (one, as `fi_pingpong` does) would hand them all
+    /// to control and its peer could never send again.
+    fn spare_for_control(&self) -> u64 {
+        let free = self.free();
+        if self.peer_outstanding() == 0 {
+            free.saturating_sub(1)
+        } else {
+            free
+        }
+    }
+
     /// Credit the peer still holds or has in flight, as far as we can tell.
     fn peer_outstanding(&self) -> u64 {
         self.data_notified - self.data_arrived
@@ -288,9 +301,9 @@ impl<W: Word> Flow<W> {
         }
         let out = self.ctrl_outstanding();
         let deficit = self.p.ctrl_budget - out;
-        let free = self.free();
-        if deficit > 0 && free > 0 && (deficit >= self.p.ack_threshold() || out == 0) {
-            self.ctrl_granted += deficit.min(free);
+        let spare = self.spare_for_control();
+        if deficit > 0 && spare > 0 && (deficit >= self.p.ack_threshold() || out == 0) {
+            self.ctrl_granted += deficit.min(spare);
             self.extra.ctrl_grants += 1;
             mine.ctrl_granted
                 .store(self.ctrl_granted, Ordering::Release);
