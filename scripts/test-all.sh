@@ -22,6 +22,9 @@ echo "soname libumq.so.0, $(nm -D --defined-only "$lib/libumq.so" | grep -c ' um
 echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'
 "$lib/umq-perf" --provider shm --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"bw", "lat"} and all(r["provider"] == "shm" for r in rows), rows; print(len(rows), "result lines over shm")'
+# One receive buffer per side, as fi_pingpong posts: flow control must still ping-pong (a
+# deadlock here once); the timeout turns a hang into a failure.
+timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'
 
 echo "== C tests (meson)"
 if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then

@@ -15,6 +15,8 @@ pub struct Flow {
     pub on: bool,
     pub atomic_window: bool,
     pub notify_interval: u16,
+    /// 0: the library's default (half the receive depth).
+    pub initial_window: u16,
 }
 
 pub fn init(flow: Flow) {
@@ -25,6 +27,7 @@ pub fn init(flow: Flow) {
         cfg.feature |= UMQ_FEATURE_ENABLE_FLOW_CONTROL;
         cfg.flow_control.notify_interval = flow.notify_interval;
         cfg.flow_control.use_atomic_window = flow.atomic_window;
+        cfg.flow_control.initial_window = flow.initial_window;
     }
     assert_eq!(umq_init(&mut *cfg), 0, "umq_init failed");
 }

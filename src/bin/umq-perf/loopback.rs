@@ -48,11 +48,11 @@ pub fn measure(kind: Kind, run: &Run) -> Row {
     finish(row, a, b)
 }
 
-/// One message at a time there and back, both sides keeping `depth` receive buffers posted
-/// (so flow control always has credit to give); returns half round trips in ns.
+/// One message at a time there and back, both sides keeping `rx_bufs` receive buffers posted;
+/// returns half round trips in ns.
 fn latency(a: u64, b: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     for h in [a, b] {
-        api::post_rx_all(h, &api::alloc(run.size.max(1), run.depth, UMQ_OPC_SEND));
+        api::post_rx_all(h, &api::alloc(run.size.max(1), run.rx_bufs, UMQ_OPC_SEND));
     }
     let (ta, tb) = (
         api::alloc(run.size.max(1), 1, UMQ_OPC_SEND),
@@ -126,7 +126,7 @@ fn recycle_rx(h: u64, scratch: &mut [*mut umq_buf_t]) -> usize {
 fn stream(a: u64, b: u64, run: &Run, two_way: bool, progress: &mut Progress) -> (f64, f64) {
     let batch = run.batch as usize;
     for h in [a, b] {
-        api::post_rx_all(h, &api::alloc(run.size.max(1), run.depth, UMQ_OPC_SEND));
+        api::post_rx_all(h, &api::alloc(run.size.max(1), run.rx_bufs, UMQ_OPC_SEND));
     }
     let (ta, tb) = (
         api::alloc(run.size, run.batch, UMQ_OPC_SEND),

@@ -14,6 +14,7 @@ use report::Row;
 
 const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
+                [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|off]
                 [--rounds N] [--compare libfabric] [--json] [--quiet]
 
@@ -24,6 +25,10 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
   --test         lat: ping-pong half round trip; bw: streaming messages/s;
                  fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
+  --rx-bufs      receive buffers each side keeps posted (at most --depth); by default
+                 as the baseline: 16 for lat (fi_pingpong posts one; 16 stay as warm),
+                 64 for bw over shm (the libfabric stream posts 64), --depth for bw on
+                 loopback
   --flow-control default on
   --shared-pool  shm: send buffers from the queue's shared pool (umq_buf_alloc with its
                  handle), so messages of 16 KiB and more cross with one copy; off: from
@@ -34,6 +39,42 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                  here from fi_stream.c; needs libfabric-dev and a C compiler)
   --json         one JSON object per result line, nothing else on stdout
   --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
+
+/// Receive buffers a latency test keeps posted on each side by default. A ping-pong has one
+/// message in flight and `fi_pingpong` posts a single receive, reposted after each message;
+/// a deep ring of large buffers would only measure cold memory (1024 posted 64 KiB buffers are
+/// 64 MiB, each written once per 1024 messages). Sixteen stay in cache like that one buffer
+/// (1 MiB at 64 KiB) and let flow control batch its announcements; with one, every reply
+/// carries one (`--rx-bufs 1` measures that).
+const LAT_RX_BUFS: u32 = 16;
+/// The same for streaming over shared memory: the libfabric stream keeps 64 receives posted.
+const SHM_BW_RX_BUFS: u32 = 64;
+
+impl Run {
+    /// This run with the receive buffers of `kind` on `provider` settled: `--rx-bufs`, or the
+    /// posting of the baseline the test is compared with (loopback streaming, which has no
+    /// receive side in its baseline, keeps the whole receive queue posted, `--depth`). With
+    /// flow control the initial window is at most what is posted, or the queues would wait
+    /// for buffers that never come, and the notify interval at most a quarter of it, so
+    /// replies carry the announcements before the peer runs dry (which costs a standalone).
+    pub fn for_test(&self, kind: Kind, shm: bool) -> Run {
+        let rx_bufs = match (self.rx_bufs, kind, shm) {
+            (0, Kind::Lat, _) => LAT_RX_BUFS,
+            (0, Kind::Bw, true) => SHM_BW_RX_BUFS.min(self.depth),
+            (0, Kind::Bw, false) => self.depth,
+            (n, _, _) => n,
+        };
+        Run {
+            rx_bufs,
+            flow: Flow {
+                initial_window: rx_bufs.min(self.depth / 2) as u16,
+                notify_interval: self.flow.notify_interval.min((rx_bufs / 4).max(1) as u16),
+                ..self.flow
+            },
+            ..*self
+        }
+    }
+}
 
 /// What is measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,6 +107,8 @@ pub struct Run {
     pub iters: u64,
     pub batch: u32,
     pub depth: u32,
+    /// Receive buffers each side keeps posted; 0 until `for_test` picks the test's default.
+    pub rx_bufs: u32,
     pub flow: Flow,
     /// shm: send buffers come from the queue's shared pool (large messages cross by reference).
     pub shared_pool: bool,
@@ -123,10 +166,12 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             iters: 200_000,
             batch: 32,
             depth: 1024,
+            rx_bufs: 0,
             flow: Flow {
                 on: true,
                 atomic_window: false,
                 notify_interval: 0,
+                initial_window: 0,
             },
             shared_pool: true,
             quiet: false,
@@ -142,6 +187,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--iters" => a.run.iters = number(&flag, value()?)?,
             "--batch" => a.run.batch = number(&flag, value()?)?,
             "--depth" => a.run.depth = number(&flag, value()?)?,
+            "--rx-bufs" => a.run.rx_bufs = number(&flag, value()?)?,
             "--rounds" => a.rounds = number(&flag, value()?)?,
             "--flow-control" => a.run.flow.on = on_off(&flag, &value()?)?,
             "--atomic-window" => a.run.flow.atomic_window = true,
@@ -178,6 +224,13 @@ fn check(a: &Args) -> Result<(), String> {
     if !(64..=32768).contains(&r.depth) || r.iters == 0 || a.rounds == 0 {
         return Err("--depth must be 64..=32768, --iters and --rounds at least 1".into());
     }
+    if r.rx_bufs > r.depth {
+        return Err("--rx-bufs must be at most --depth".into());
+    }
+    let streams = a.peer.map_or(a.test != "lat", |k| k == Kind::Bw);
+    if r.rx_bufs != 0 && r.rx_bufs < r.batch && streams {
+        return Err("--rx-bufs must be at least --batch: a stream posts a batch at a time".into());
+    }
     if a.sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
         return Err("--size: 1 byte to 1 MiB".into());
     }
@@ -201,10 +254,12 @@ pub fn bandwidth_row(row: Row, size: u32, msgs_per_s: f64) -> Row {
 }
 
 fn measure(provider: &str, kind: Kind, run: &Run) -> Row {
-    match provider {
-        "shm" => shm::run(kind, run),
-        _ => loopback::measure(kind, run),
-    }
+    let run = run.for_test(kind, provider == "shm");
+    let row = match provider {
+        "shm" => shm::run(kind, &run),
+        _ => loopback::measure(kind, &run),
+    };
+    row.num("rx_bufs", run.rx_bufs as f64)
 }
 
 /// Flow control on vs off over shared memory: the streaming test alternating, medians.
@@ -215,8 +270,8 @@ fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
     };
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..rounds.max(3) {
-        off.push(shm::run(Kind::Bw, &with(false)));
-        on.push(shm::run(Kind::Bw, &with(true)));
+        off.push(shm::run(Kind::Bw, &with(false).for_test(Kind::Bw, true)));
+        on.push(shm::run(Kind::Bw, &with(true).for_test(Kind::Bw, true)));
     }
     let (off, on) = (report::median(off), report::median(on));
     let rate = |r: &Row| r.get("msgs_per_s").unwrap_or(0.0);
@@ -313,7 +368,7 @@ fn main() {
         }
     };
     if let Some(kind) = args.peer {
-        return shm::serve(kind, &args.run);
+        return shm::serve(kind, &args.run.for_test(kind, true));
     }
     if args.compare && !libfabric::available() {
         eprintln!("--compare libfabric: fi_pingpong not found (apt-get install libfabric-bin)");
@@ -370,7 +425,7 @@ fn main() {
         if fc {
             let row = match args.provider.as_str() {
                 "shm" => shm_flow_control_cost(&run, args.rounds),
-                _ => loopback::flow_control_cost(&run),
+                _ => loopback::flow_control_cost(&run.for_test(Kind::Bw, false)),
             };
             emit(&row, args.json);
             rows.push(row);
@@ -426,8 +481,27 @@ mod tests {
             "--iters",
             "--compare ucx",
             "--bogus",
+            "--rx-bufs 2000",
+            "--test bw --rx-bufs 8",
         ] {
             assert!(parse(bad).is_err(), "{bad} was accepted");
         }
+    }
+
+    #[test]
+    fn receive_buffers_follow_the_baseline_unless_given() {
+        let a = parse("").unwrap();
+        let posted = |run: &Run, kind, shm| {
+            let r = run.for_test(kind, shm);
+            (r.rx_bufs, r.flow.initial_window, r.flow.notify_interval)
+        };
+        assert_eq!(posted(&a.run, Kind::Lat, true), (LAT_RX_BUFS, 16, 4));
+        assert_eq!(posted(&a.run, Kind::Bw, true), (SHM_BW_RX_BUFS, 64, 16));
+        assert_eq!(posted(&a.run, Kind::Bw, false), (1024, 512, 32));
+        let one = parse("--test lat --rx-bufs 1").unwrap();
+        assert_eq!(posted(&one.run, Kind::Lat, false), (1, 1, 1));
+        let deep = parse("--rx-bufs 256").unwrap();
+        assert_eq!(posted(&deep.run, Kind::Bw, true), (256, 256, 32));
+        assert_eq!(parse("--peer lat --rx-bufs 1").unwrap().run.rx_bufs, 1);
     }
 }

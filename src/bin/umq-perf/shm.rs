@@ -39,13 +39,13 @@ fn stats_from(bytes: &[u8]) -> SideStats {
     unsafe { ptr::read_unaligned(bytes.as_ptr() as *const SideStats) }
 }
 
-/// One side's queue, bound to the other process's, with `depth` receive buffers posted.
+/// One side's queue, bound to the other process's, with `rx_bufs` receive buffers posted.
 fn connect(run: &Run, out: &mut impl Write, inp: &mut impl Read) -> u64 {
     api::init(run.flow);
     let q = api::create(run.depth);
     send_frame(out, &api::bind_info(q));
     api::bind(q, recv_frame(inp));
-    let rx = api::alloc(run.size.max(8), run.depth, UMQ_OPC_SEND);
+    let rx = api::alloc(run.size.max(8), run.rx_bufs, UMQ_OPC_SEND);
     api::post_rx_all(q, &rx);
     q
 }
@@ -62,6 +62,8 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
         run.depth.to_string(),
         "--batch".into(),
         run.batch.to_string(),
+        "--rx-bufs".into(),
+        run.rx_bufs.to_string(),
         "--flow-control".into(),
         if run.flow.on { "on" } else { "off" }.into(),
         "--shared-pool".into(),
