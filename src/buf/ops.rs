@@ -48,13 +48,12 @@ pub fn alloc(
         Some(lists) => rt.pool.alloc_in(lists, request_size, num, headroom, umqh),
         None => rt.pool.alloc(request_size, num, headroom, umqh),
     }
-    .map_err(|e| {
+    .inspect_err(|e| {
         crate::dfx::count_err(UMQ_ERR_STATS_TYPE_QBUF_ALLOC);
         crate::log_err!(
             F,
             "cannot allocate {num} x {request_size} bytes (error {e})"
         );
-        e
     })
 }
 

@@ -264,14 +264,17 @@ fn measure(provider: &str, kind: Kind, run: &Run) -> Row {
 
 /// Flow control on vs off over shared memory: the streaming test alternating, medians.
 fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
-    let with = |on| Run {
-        flow: Flow { on, ..run.flow },
-        ..*run
+    let with = |on| {
+        Run {
+            flow: Flow { on, ..run.flow },
+            ..*run
+        }
+        .for_test(Kind::Bw, true)
     };
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..rounds.max(3) {
-        off.push(shm::run(Kind::Bw, &with(false).for_test(Kind::Bw, true)));
-        on.push(shm::run(Kind::Bw, &with(true).for_test(Kind::Bw, true)));
+        off.push(shm::run(Kind::Bw, &with(false)));
+        on.push(shm::run(Kind::Bw, &with(true)));
     }
     let (off, on) = (report::median(off), report::median(on));
     let rate = |r: &Row| r.get("msgs_per_s").unwrap_or(0.0);
