@@ -198,6 +198,52 @@ static void test_immediates_in_one_batch(void)
     CHECK_EQ(umq_destroy(b), 0);
 }
 
+/* Partial credit in a batch that mixes WRs needing credit with WRs that do not: a window of four
+ * against NOP, SEND, NOP, SEND, ... (five SENDs) lets through everything before the fifth SEND,
+ * NOPs included, and bad_qbuf is that SEND, untouched. */
+static void test_partial_credit_in_a_mixed_batch(void)
+{
+    uint64_t a, b;
+    test_pair(16, UMQ_MODE_POLLING, &a, &b);
+    umq_buf_t *bad = NULL, *got[16];
+    CHECK_EQ(post_rx(b, rx_bufs(4)), 0);
+    umq_notify(a);
+    CHECK_EQ(umq_state_get(a), QUEUE_STATE_READY);
+    umq_buf_t *batch = sends("x", 10, UMQ_OPC_SEND), *last = NULL;
+    int i = 0;
+    for (umq_buf_t *w = batch; w != NULL; w = w->qbuf_next, i++) {
+        if (i % 2 == 0)
+            pro(w)->opcode = UMQ_OPC_NOP;
+        last = w;
+    }
+    umq_flowcontrol_stats_t before = stats(a);
+    CHECK_EQ(umq_post(a, batch, UMQ_IO_TX, &bad), -UMQ_ERR_EAGAIN);
+    CHECK(bad == last);
+    CHECK_EQ(pro(last)->opcode, UMQ_OPC_SEND);
+    CHECK(last->qbuf_next == NULL && strcmp(last->buf_data, "x-9") == 0);
+    umq_flowcontrol_stats_t after = stats(a);
+    CHECK_EQ(after.total_remote_rx_consumed - before.total_remote_rx_consumed, 4);
+    CHECK_EQ(after.total_flow_controlled_wr - before.total_flow_controlled_wr, 1);
+    CHECK_EQ(after.remote_rx_window, 0);
+    CHECK_EQ(poll_n(a, UMQ_IO_TX, got, 9), 9);
+    for (i = 0; i < 9; i++) {
+        CHECK_EQ(pro(got[i])->opcode, i % 2 ? UMQ_OPC_SEND : UMQ_OPC_NOP);
+        umq_buf_free(got[i]);
+    }
+    CHECK_EQ(poll_n(b, UMQ_IO_RX, got, 4), 4);
+    for (i = 0; i < 4; i++) {
+        char want[8];
+        snprintf(want, sizeof(want), "x-%d", 2 * i + 1);
+        CHECK(got[i]->total_data_size == 3 && memcmp(got[i]->buf_data, want, 3) == 0);
+        umq_buf_free(got[i]);
+    }
+    umq_buf_free(last);
+    CHECK_EQ(umq_unbind(a), 0);
+    CHECK_EQ(umq_unbind(b), 0);
+    CHECK_EQ(umq_destroy(a), 0);
+    CHECK_EQ(umq_destroy(b), 0);
+}
+
 int main(int argc, char **argv)
 {
     int atomic = argc > 1 && strcmp(argv[1], "atomic") == 0;
@@ -458,6 +504,7 @@ int main(int argc, char **argv)
     test_bad_input(a);
     test_bind_agreement(b);
     test_immediates_in_one_batch();
+    test_partial_credit_in_a_mixed_batch();
     CHECK_EQ(umq_unbind(a), 0);
     CHECK_EQ(umq_tx_size_left(a), -258);
     umq_uninit();
