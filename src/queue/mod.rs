@@ -1083,14 +1083,12 @@ impl Queue {
             w.delivered -= n;
         }
         if dir != UMQ_IO_TX {
-            while n < out.len() {
-                let Some((head, k)) = w.rx_cq.pop_front() else {
-                    break;
-                };
-                w.rx_cq_bufs -= k as usize;
-                out[n] = head;
-                n += 1;
-            }
+            let mut bufs = 0;
+            n += w.rx_cq.pop_map_into(&mut out[n..], |(head, k)| {
+                bufs += k as usize;
+                head
+            });
+            w.rx_cq_bufs -= bufs;
         }
         let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
         drop(w);

@@ -96,11 +96,17 @@ impl<T: Copy> Fifo<T> {
 
     /// Moves the oldest values into `out` (as many as fit); returns how many.
     pub fn pop_into(&mut self, out: &mut [T]) -> usize {
+        self.pop_map_into(out, |v| v)
+    }
+
+    /// `pop_into` through `f`: one length check for the whole burst, not one per value.
+    #[inline]
+    pub fn pop_map_into<U>(&mut self, out: &mut [U], mut f: impl FnMut(T) -> U) -> usize {
         let n = out.len().min(self.len);
         // A plain loop, not slice copies: a poll usually takes a handful, and two calls into
         // memcpy cost more than moving them (a ping-pong takes one at a time).
         for (i, slot) in out[..n].iter_mut().enumerate() {
-            *slot = self.read(self.slot(i));
+            *slot = f(self.read(self.slot(i)));
         }
         self.head = self.head.wrapping_add(n);
         self.len -= n;

@@ -536,7 +536,7 @@ fn prefetch_rx(w: &Wire, ahead: usize) {
 unsafe fn complete_one(dst: &mut Side, rx: *mut umq_buf_t, len: u32, op: umq_opcode_t, imm: u64) {
     let (op, imm, status) = receive_flow_control(dst, op, imm, UMQ_BUF_SUCCESS);
     let b = unsafe { &mut *rx };
-    b.qbuf_next = ptr::null_mut();
+    // qbuf_next is already null: push_rx cut the buffer out of the application's list.
     b.data_size = len;
     b.total_data_size = len;
     b.umqh = dst.umqh;
