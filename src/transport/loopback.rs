@@ -509,7 +509,12 @@ unsafe fn send_one(
             (*rx).buf_data as *mut u8,
             len as usize,
         );
-        complete_one(dst, rx, len, op, pro.imm_data);
+        if complete_one(dst, rx, len, op, pro.imm_data) {
+            // The SEND carried our window update: it completes as the SEND it was posted as.
+            let pro = (*wr).pro_mut();
+            pro.opcode = UMQ_OPC_SEND;
+            pro.imm_data = 0;
+        }
     }
     out.sends += 1;
     out.rx_done += 1;
@@ -531,10 +536,17 @@ fn prefetch_rx(w: &Wire, ahead: usize) {
     }
 }
 
-/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer.
+/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer. Returns whether it
+/// carried a piggybacked window update (the sender then restores its WR).
 #[inline(always)]
-unsafe fn complete_one(dst: &mut Side, rx: *mut umq_buf_t, len: u32, op: umq_opcode_t, imm: u64) {
-    let (op, imm, status) = receive_flow_control(dst, op, imm, UMQ_BUF_SUCCESS);
+unsafe fn complete_one(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    len: u32,
+    sent_op: umq_opcode_t,
+    imm: u64,
+) -> bool {
+    let (op, imm, status) = receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS);
     let b = unsafe { &mut *rx };
     // qbuf_next is already null: push_rx cut the buffer out of the application's list.
     b.data_size = len;
@@ -547,6 +559,7 @@ unsafe fn complete_one(dst: &mut Side, rx: *mut umq_buf_t, len: u32, op: umq_opc
     pro.imm_data = if op == UMQ_OPC_SEND { 0 } else { imm };
     dst.wire.rx_cq.push_back((rx, 1));
     dst.wire.rx_cq_bufs += 1;
+    op != sent_op
 }
 
 /// `ptr::copy` (a WR may name the very buffer it lands in), with small non-overlapping copies
@@ -597,18 +610,20 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
             out.credit_wait = true;
             break;
         }
-        let done =
-            unsafe { send_one(wr, dst, &mut out).or_else(|| execute(wr, dst, pool, &mut out)) };
+        // send_one restores a piggyback carrier itself, and only when it was one: no check of
+        // every WR's immediate on the common path.
+        let done = unsafe {
+            send_one(wr, dst, &mut out).or_else(|| {
+                execute(wr, dst, pool, &mut out).inspect(|_| restore_piggyback_carrier(wr, flow_on))
+            })
+        };
         let Some(status) = done else {
             credit.keep(opcode);
             src.blocked_since.get_or_insert_with(Instant::now);
             out.blocked = true;
             break;
         };
-        unsafe {
-            (*wr).set_status(status);
-            restore_piggyback_carrier(wr, flow_on);
-        }
+        unsafe { (*wr).set_status(status) };
         src.delivered += 1;
         src.blocked_since = None;
         out.tx_done += 1;
