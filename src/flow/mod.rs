@@ -301,8 +301,12 @@ impl<W: Word> Flow<W> {
         }
         let out = self.ctrl_outstanding();
         let deficit = self.p.ctrl_budget - out;
+        // The reserve is usually full: that case stops here, before counting spare buffers.
+        if deficit == 0 || (deficit < self.p.ack_threshold() && out > 0) {
+            return false;
+        }
         let spare = self.spare_for_control();
-        if deficit > 0 && spare > 0 && (deficit >= self.p.ack_threshold() || out == 0) {
+        if spare > 0 {
             self.ctrl_granted += deficit.min(spare);
             self.extra.ctrl_grants += 1;
             mine.ctrl_granted

@@ -770,7 +770,7 @@ impl Queue {
         } else {
             without_lowest_bits(needs_credit, got as u32).trailing_zeros() as usize
         };
-        let limit = if self.queued_mode.load(Ordering::Relaxed) {
+        let limit = if credit_limit == batch.n || self.queued_mode.load(Ordering::Relaxed) {
             batch.n
         } else {
             f.count_refused((batch.n - credit_limit) as u64);
@@ -1045,7 +1045,7 @@ impl Queue {
         let waiting = w.undelivered() > 0;
         w.flow
             .as_mut()
-            .is_some_and(|f| waiting || f.wants_standalone() || !f.peer_ready())
+            .is_some_and(|f| waiting || !f.peer_ready() || f.wants_standalone())
     }
 
     /// Flow-control statistics, after reading the peer's area (so they are current).
