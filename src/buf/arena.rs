@@ -27,20 +27,29 @@ struct Header {
 
 pub struct Arena {
     fd: OwnedFd,
-    base: *mut u8,
+    map: Reservation,
     /// Bytes backed so far (header included); only grows.
     backed: AtomicUsize,
     grow_lock: Mutex<()>,
     secret: u64,
 }
 
-// The mapping is shared by design; slots are handed out by the pool's ownership rules.
-unsafe impl Send for Arena {}
-unsafe impl Sync for Arena {}
+/// `RESERVE` bytes of a memfd mapped shared here, unmapped on drop.
+struct Reservation(*mut u8);
 
-impl Drop for Arena {
+// The mapping is shared by design; slots are handed out by the pool's ownership rules.
+unsafe impl Send for Reservation {}
+unsafe impl Sync for Reservation {}
+
+impl Drop for Reservation {
     fn drop(&mut self) {
-        unsafe { libc::munmap(self.base as *mut libc::c_void, RESERVE) };
+        unsafe { libc::munmap(self.0 as *mut libc::c_void, RESERVE) };
+    }
+}
+
+impl Reservation {
+    fn base(&self) -> *mut u8 {
+        self.0
     }
 }
 
@@ -56,7 +65,7 @@ fn os_error(what: &str) -> i32 {
 
 /// Maps `RESERVE` bytes of `fd` shared (the file may be shorter: pages past its end are only
 /// reached after it grew).
-pub fn map_reserve(fd: i32, prot: i32) -> Option<*mut u8> {
+fn map_reserve(fd: i32, prot: i32) -> Option<Reservation> {
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -67,7 +76,7 @@ pub fn map_reserve(fd: i32, prot: i32) -> Option<*mut u8> {
             0,
         )
     };
-    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    (p != libc::MAP_FAILED).then_some(Reservation(p as *mut u8))
 }
 
 impl Arena {
@@ -88,10 +97,10 @@ impl Arena {
         {
             return Err(os_error("setting up the memfd"));
         }
-        let base =
+        let map =
             map_reserve(raw, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| os_error("mmap"))?;
         unsafe {
-            (base as *mut Header).write(Header {
+            (map.base() as *mut Header).write(Header {
                 magic: MAGIC,
                 secret,
                 owner_pid: std::process::id(),
@@ -99,7 +108,7 @@ impl Arena {
         };
         Ok(Arena {
             fd,
-            base,
+            map,
             backed: AtomicUsize::new(HEADER_BYTES),
             grow_lock: Mutex::new(()),
             secret,
@@ -135,7 +144,7 @@ impl Arena {
         if unsafe { libc::ftruncate(self.fd(), new as libc::off_t) } != 0 {
             return Err(os_error("growing the memfd"));
         }
-        let start = unsafe { self.base.add(old) };
+        let start = unsafe { self.map.base().add(old) };
         // A buffer's first use must not pay a page-cache fault per page in the data path.
         populate(start, new - old, libc::MADV_POPULATE_WRITE);
         self.backed.store(new, Ordering::Release);
@@ -144,7 +153,7 @@ impl Arena {
 
     /// The offset of `[p, p + len)` in the arena when it lies inside the backed chunks.
     pub fn offset_of(&self, p: *const u8, len: usize) -> Option<u64> {
-        let off = (p as usize).checked_sub(self.base as usize)?;
+        let off = (p as usize).checked_sub(self.map.base() as usize)?;
         let end = off.checked_add(len)?;
         (off >= HEADER_BYTES && end <= self.backed.load(Ordering::Acquire)).then_some(off as u64)
     }
@@ -153,18 +162,10 @@ impl Arena {
 /// A peer's arena as mapped here (read-only): the receiver copies messages out of it.
 pub struct PeerArena {
     fd: OwnedFd,
-    base: *const u8,
+    /// Mapped read-only.
+    map: Reservation,
     /// Bytes known to be backed: the memfd cannot shrink (sealed), so this only grows.
     known: AtomicUsize,
-}
-
-unsafe impl Send for PeerArena {}
-unsafe impl Sync for PeerArena {}
-
-impl Drop for PeerArena {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.base as *mut libc::c_void, RESERVE) };
-    }
 }
 
 impl PeerArena {
@@ -176,15 +177,15 @@ impl PeerArena {
         if size < HEADER_BYTES {
             return Err("the peer's shared pool has no header".to_string());
         }
-        let base = map_reserve(fd.as_raw_fd(), libc::PROT_READ)
+        let map = map_reserve(fd.as_raw_fd(), libc::PROT_READ)
             .ok_or("cannot map the peer's shared pool")?;
         let view = PeerArena {
             fd,
-            base,
+            map,
             known: AtomicUsize::new(HEADER_BYTES),
         };
         view.learn_size(size);
-        let h = unsafe { (base as *const Header).read() };
+        let h = unsafe { (view.map.base() as *const Header).read() };
         if h.magic != MAGIC || h.owner_pid != pid || h.secret != secret {
             return Err("the peer's shared pool does not match what its inbox says".to_string());
         }
@@ -205,7 +206,7 @@ impl PeerArena {
                 return None;
             }
         }
-        Some(unsafe { self.base.add(off as usize) })
+        Some(unsafe { self.map.base().add(off as usize) as *const u8 })
     }
 
     /// Takes a larger size of the arena in, mapping the new pages here at once.
@@ -214,7 +215,7 @@ impl PeerArena {
         let was = self.known.fetch_max(size, Ordering::Relaxed);
         if size > was {
             populate(
-                unsafe { self.base.add(was) },
+                unsafe { self.map.base().add(was) },
                 size - was,
                 libc::MADV_POPULATE_READ,
             );
