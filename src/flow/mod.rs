@@ -185,11 +185,38 @@ pub struct Extra {
     pub ctrl_grants: u64,
 }
 
+/// Which announcements are due, as [`Flow::announcement_due`] computes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Due {
+    piggyback: bool,
+    standalone: bool,
+}
+
+/// A memo of [`Due`], which is a function of the rest of the state: equality and hashing ignore
+/// it, so the model checker sees exactly the states it saw without it.
+#[derive(Debug, Clone, Copy, Default)]
+struct DueMemo(Option<Due>);
+
+impl PartialEq for DueMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DueMemo {}
+
+impl std::hash::Hash for DueMemo {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Flow<W> {
     pub p: Params,
     pub c: Counters<W>,
     pub extra: Extra,
+    /// Polls ask whether an announcement is due on every call, while its inputs change only in
+    /// the methods that clear this memo.
+    due: DueMemo,
     // Receive side.
     initial_published: bool,
     data_notified: u64,
@@ -209,6 +236,7 @@ impl<W: Word> Flow<W> {
             p,
             c: Counters::default(),
             extra: Extra::default(),
+            due: DueMemo(None),
             initial_published: false,
             data_notified: 0,
             data_arrived: 0,
@@ -228,6 +256,7 @@ impl<W: Word> Flow<W> {
     pub fn rx_posted(&mut self, n: u64) -> bool {
         if self.c.local_rx_posted.add_bounded(n, self.p.rx_depth) {
             self.c.total_local_rx_posted.add(n);
+            self.due = DueMemo(None);
             true
         } else {
             self.rx_refused(n);
@@ -243,6 +272,7 @@ impl<W: Word> Flow<W> {
     /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
     pub fn data_arrived(&mut self, n: u64) {
         self.data_arrived += n;
+        self.due = DueMemo(None);
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
@@ -251,6 +281,7 @@ impl<W: Word> Flow<W> {
         self.ctrl_arrived += 1;
         self.c.local_rx_posted.sub(1);
         self.c.total_local_rx_notified.add(1);
+        self.due = DueMemo(None);
     }
 
     fn ctrl_outstanding(&self) -> u64 {
@@ -294,6 +325,7 @@ impl<W: Word> Flow<W> {
             self.c.total_local_rx_notified.add(k);
             self.data_notified += k;
             self.initial_published = true;
+            self.due = DueMemo(None);
             mine.data_granted
                 .store(self.data_notified, Ordering::Release);
             mine.initial.store(k, Ordering::Release);
@@ -309,6 +341,7 @@ impl<W: Word> Flow<W> {
         if spare > 0 {
             self.ctrl_granted += deficit.min(spare);
             self.extra.ctrl_grants += 1;
+            self.due = DueMemo(None);
             mine.ctrl_granted
                 .store(self.ctrl_granted, Ordering::Release);
         }
@@ -318,15 +351,40 @@ impl<W: Word> Flow<W> {
     /// Whether an announcement should go out now. Piggybacks are free, so they go whenever a
     /// notify interval has built up; a standalone waits until the peer runs low, so two-way
     /// traffic rarely needs one. Either goes at once when the peer has no credit left.
-    fn announcement_due(&self, piggyback: bool) -> bool {
+    fn announcement_due(&self) -> Due {
         let free = self.free();
         if !self.initial_published || free == 0 {
-            return false;
+            return Due {
+                piggyback: false,
+                standalone: false,
+            };
         }
         let outstanding = self.peer_outstanding();
-        outstanding == 0
-            || free >= self.p.notify_interval
-                && (piggyback || outstanding <= self.p.notify_interval)
+        let interval_built = free >= self.p.notify_interval;
+        Due {
+            piggyback: outstanding == 0 || interval_built,
+            standalone: outstanding == 0 || interval_built && outstanding <= self.p.notify_interval,
+        }
+    }
+
+    /// [`Flow::announcement_due`], from the memo when nothing changed since it was computed.
+    #[inline]
+    fn due(&mut self) -> Due {
+        match self.due.0 {
+            Some(due) => {
+                debug_assert_eq!(due, self.announcement_due(), "stale announcement memo");
+                due
+            }
+            None => self.recompute_due(),
+        }
+    }
+
+    // Out of line: a poll inlines only the memo check.
+    #[inline(never)]
+    fn recompute_due(&mut self) -> Due {
+        let due = self.announcement_due();
+        self.due = DueMemo(Some(due));
+        due
     }
 
     fn take_announcement(&mut self, in_user_buf: bool) -> (u64, u64) {
@@ -334,6 +392,7 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.sub(k);
         self.c.total_local_rx_notified.add(k);
         self.data_notified += k;
+        self.due = DueMemo(None);
         let imm = encode_imm(Announcement {
             increment: k.min(u16::MAX as u64) as u16,
             cumulative: self.data_notified as u32,
@@ -345,8 +404,7 @@ impl<W: Word> Flow<W> {
     /// An announcement to piggyback on a user SEND, if one is due: `(count, immediate)`.
     /// Call [`Flow::commit`] once the transport took the WR, or [`Flow::undo`] if it refused it.
     pub fn piggyback(&mut self) -> Option<(u64, u64)> {
-        self.announcement_due(true)
-            .then(|| self.take_announcement(true))
+        self.due().piggyback.then(|| self.take_announcement(true))
     }
 
     pub fn commit(&mut self, mine: &Area) {
@@ -360,13 +418,14 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.add(k);
         self.c.total_local_rx_notified.sub(k);
         self.data_notified -= k;
+        self.due = DueMemo(None);
     }
 
     /// Announces through the area, plus a standalone message when control credit allows;
     /// returns the standalone's immediate. The area is written first, so the message is only
     /// ever a faster copy of what the peer can read anyway.
     pub fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64> {
-        if !self.announcement_due(false) {
+        if !self.due().standalone {
             return None;
         }
         let (_, imm) = self.take_announcement(false);
@@ -382,8 +441,28 @@ impl<W: Word> Flow<W> {
     }
 
     /// Whether [`Flow::standalone`] would announce now (a cheap test before taking locks).
-    pub fn wants_standalone(&self) -> bool {
-        self.announcement_due(false)
+    pub fn wants_standalone(&mut self) -> bool {
+        self.due().standalone
+    }
+
+    /// Whether the queue should run flow control's progress step after a poll: WRs wait for
+    /// credit (`waiting`), the peer's initial window is still unknown, or a standalone
+    /// announcement is due.
+    #[inline]
+    pub fn wants_progress(&mut self, waiting: bool) -> bool {
+        waiting || !self.peer_initial || self.due().standalone
+    }
+
+    /// A receive post: counts the `accepted` buffers and the `refused` ones, publishes the
+    /// initial window or tops up the control reserve, and says whether a standalone
+    /// announcement is due.
+    pub fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool {
+        self.rx_posted(accepted);
+        if refused > 0 {
+            self.rx_refused(refused);
+        }
+        self.publish(mine);
+        self.due().standalone
     }
 
     pub fn extra(&self) -> Extra {
@@ -678,6 +757,9 @@ dispatch! {
     fn return_credit(&mut self, n: u64) -> ();
     fn count_refused(&mut self, n: u64) -> ();
     fn wants_standalone(&mut self) -> bool;
+    #[inline]
+    fn wants_progress(&mut self, waiting: bool) -> bool;
+    fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool;
     fn peer_ready(&mut self) -> bool;
     fn window(&mut self) -> u64;
     fn ctrl_credit(&mut self) -> u64;

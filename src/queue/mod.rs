@@ -968,12 +968,8 @@ impl Queue {
         }
         let announce = match w.flow.as_mut() {
             Some(f) => {
-                f.rx_posted(accepted as u64);
-                if accepted < bufs.len() {
-                    f.rx_refused((bufs.len() - accepted) as u64);
-                }
-                f.publish(self.area());
-                f.wants_standalone()
+                let refused = bufs.len() - accepted;
+                f.rx_batch_posted(accepted as u64, refused as u64, self.area())
             }
             None => false,
         };
@@ -1043,9 +1039,7 @@ impl Queue {
     /// Whether flow control has an announcement due or WRs waiting for credit.
     fn flow_wants_progress(w: &mut Wire) -> bool {
         let waiting = w.undelivered() > 0;
-        w.flow
-            .as_mut()
-            .is_some_and(|f| waiting || !f.peer_ready() || f.wants_standalone())
+        w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
     }
 
     /// Flow-control statistics, after reading the peer's area (so they are current).
