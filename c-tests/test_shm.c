@@ -499,6 +499,9 @@ static umq_buf_t *patterned(uint64_t pool, uint32_t len, uint8_t seed)
     return b;
 }
 
+/* Sends of one post that cross by reference together. */
+#define STREAM 8
+
 static void test_shared_pool(int s, int child)
 {
     init(1, 1);
@@ -534,10 +537,27 @@ static void test_shared_pool(int s, int child)
         fails += send_and_wait(q, imm, UMQ_OPC_SEND_IMM, 76) != UMQ_BUF_SUCCESS;
         fails += send_and_wait(q, small, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
         fails += send_and_wait(q, plain, UMQ_OPC_SEND, 0) != UMQ_BUF_SUCCESS;
+        /* A stream from the pool: one post of STREAM sends, several by reference in flight at
+         * once; they complete in order, each once the receiver has copied it. */
+        umq_buf_t *stream[STREAM];
+        for (int i = 0; i < STREAM; i++) {
+            stream[i] = patterned(q, 20000, (uint8_t)(10 + i));
+            fails += !stream[i];
+            if (fails) _exit(1);
+            ((umq_buf_pro_t *)stream[i]->qbuf_ext)->opcode = UMQ_OPC_SEND;
+            if (i > 0)
+                stream[i - 1]->qbuf_next = stream[i];
+        }
+        umq_buf_t *bad = NULL;
+        fails += umq_post(q, stream[0], UMQ_IO_TX, &bad) != 0;
+        for (int i = 0; i < STREAM && !fails; i++) {
+            umq_buf_t *c = poll_one(q, UMQ_IO_TX);
+            fails += c != stream[i] || c->status != UMQ_BUF_SUCCESS;
+        }
         t = transport_stats(q);
-        /* Only the three large sends from the pool went by reference. */
+        /* Only the large sends from the pool went by reference: three alone, then the stream. */
         fails += t.shared_pool != 1 || t.shared_pool_bytes < 65536 + 70000 + 20000;
-        fails += t.by_ref_wr != 3 || t.by_ref_bytes != 65536 + 70000 + 20000;
+        fails += t.by_ref_wr != 3 + STREAM || t.by_ref_bytes != 65536 + 70000 + 20000 + STREAM * 20000;
         if (fails)
             fprintf(stderr, "shared_pool: transport %u pool %u by_ref %llu / %llu bytes\n", t.transport,
                     t.shared_pool, (unsigned long long)t.by_ref_wr, (unsigned long long)t.by_ref_bytes);
@@ -551,16 +571,20 @@ static void test_shared_pool(int s, int child)
         umq_buf_free(imm);
         umq_buf_free(small);
         umq_buf_free(plain);
+        for (int i = 0; i < STREAM; i++)
+            umq_buf_free(stream[i]);
         fails += umq_buf_alloc(64, 1, q, NULL) != NULL; /* the queue is gone */
         umq_uninit();
         _exit(fails ? 1 : 0);
     }
     post_rx(q, 32, 131072);
-    struct { uint32_t len; uint8_t seed; umq_opcode_t op; uint64_t imm; } want[] = {
+    struct expected { uint32_t len; uint8_t seed; umq_opcode_t op; uint64_t imm; } want[5 + STREAM] = {
         {65536, 1, UMQ_OPC_SEND, 0}, {70000, 2, UMQ_OPC_SEND, 0}, {20000, 3, UMQ_OPC_SEND_IMM, 76},
         {64, 4, UMQ_OPC_SEND, 0}, {32768, 5, UMQ_OPC_SEND, 0},
     };
-    for (int i = 0; i < 5;) {
+    for (int i = 0; i < STREAM; i++)
+        want[5 + i] = (struct expected){20000, (uint8_t)(10 + i), UMQ_OPC_SEND, 0};
+    for (int i = 0; i < 5 + STREAM;) {
         umq_buf_t *b = poll_one(q, UMQ_IO_RX);
         CHECK(b != NULL);
         if (!b)

@@ -367,7 +367,7 @@ impl Queue {
             w.in_flight = 0;
             w.awaiting_peer = 0;
             w.tx_done_seq = 0;
-            w.by_ref_in_flight = false;
+            w.by_ref_in_flight.clear();
             w.shm = link;
         }
         if self.rt.flow_control.enabled {

@@ -50,10 +50,9 @@ pub struct Wire {
     /// The queue's shared pool, once it has one: WRs from its buffers cross shared memory by
     /// reference.
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
-    /// Shared memory only: the oldest WR in flight went by reference (it completes when the
-    /// peer has executed it). A WR goes by reference only when nothing is in flight, so there is
-    /// at most one, and it is always the oldest.
-    pub by_ref_in_flight: bool,
+    /// Shared memory only: the sequence numbers of the WRs in flight that went by reference
+    /// (they complete when the peer has executed them), oldest first.
+    pub by_ref_in_flight: std::collections::VecDeque<u64>,
     /// WRs (and their bytes) sent by reference since the queue was created.
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
@@ -83,7 +82,7 @@ impl Wire {
             rx_blocked: false,
             shm: None,
             arena: None,
-            by_ref_in_flight: false,
+            by_ref_in_flight: std::collections::VecDeque::new(),
             by_ref_wr: 0,
             by_ref_bytes: 0,
         }
@@ -106,7 +105,7 @@ impl Wire {
         self.delivered = self.sq.len();
         self.in_flight = 0;
         self.awaiting_peer = 0;
-        self.by_ref_in_flight = false;
+        self.by_ref_in_flight.clear();
         self.blocked_since = None;
         self.clear_credit();
         n

@@ -31,13 +31,13 @@
 //! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
 //!
 //! A large SEND or WRITE whose buffers come from the sender's shared pool (`umq_buf_alloc` with
-//! the queue's handle) goes *by reference* when nothing of ours is in flight: its
-//! entry lists the buffers' offsets in the pool's memfd, which the receiver maps read-only, and
-//! the receiver copies the payload once, straight into its own buffer. Such a WR completes at the
-//! sender when the receiver has executed it, like a WRITE, since until then its buffers are still
-//! being read. With WRs in flight or entries waiting in the ring, a stream is under way and the
-//! copy through the ring wins: the sender's copy of one message overlaps the receiver's copy of
-//! the one before, on two cores.
+//! the queue's handle) goes *by reference* when the pair is idle or a stream by reference is
+//! under way: its entry lists the buffers' offsets in the pool's memfd, which the receiver maps
+//! read-only, and the receiver copies the payload once, straight into its own buffer. Such a WR
+//! completes at the sender when the receiver has executed it, like a WRITE, since until then its
+//! buffers are still being read. A stream that began with copies through the ring keeps them
+//! until it drains: there the sender's copy of one message overlaps the receiver's copy of the
+//! one before, on two cores.
 
 use super::loopback::{self, CreditGate, Outcome, Side, Wire};
 use crate::abi::errno::*;
@@ -731,7 +731,7 @@ fn complete(
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
         let wr = w.sq[w.delivered];
-        let by_ref = w.by_ref_in_flight; // only ever the oldest in flight
+        let by_ref = w.by_ref_in_flight.front() == Some(&seq);
         let quick = transmit_complete(wr, by_ref);
         let status = match done {
             Some(d) if seq < d => {
@@ -753,7 +753,9 @@ fn complete(
         if !quick {
             w.awaiting_peer -= 1;
         }
-        w.by_ref_in_flight = false;
+        if by_ref {
+            w.by_ref_in_flight.pop_front();
+        }
         w.delivered += 1;
         w.in_flight -= 1;
         w.tx_done_seq += 1;
@@ -775,13 +777,14 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
         let by_ref = w
             .arena
             .as_deref()
-            .filter(|&a| w.in_flight == 0 && may_go_by_ref(wr, a) && peer.caught_up());
+            .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, peer));
         if !push_wr(peer, wr, by_ref) {
             credit.keep(opcode);
             break;
         }
         if by_ref.is_some() {
-            w.by_ref_in_flight = true;
+            let seq = w.tx_done_seq + w.in_flight as u64;
+            w.by_ref_in_flight.push_back(seq);
             w.by_ref_wr += 1;
             w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
@@ -796,6 +799,14 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
         }
     }
     credit.close(w);
+}
+
+/// Whether a WR that may go by reference should: when the pair is idle (nothing of ours in
+/// flight, the peer has taken every entry), or when a stream by reference is already under
+/// way. A stream that began with copies stays with copies until it drains: there the sender's
+/// copy of one message overlaps the receiver's copy of the one before, on two cores.
+fn by_ref_pays(w: &Wire, peer: &Segment) -> bool {
+    !w.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
 }
 
 /// Pushes one WR: by reference into `by_ref` (our arena) when given, else with its payload.
