@@ -251,7 +251,7 @@ impl Queue {
             seg.publish_pool(arena.fd(), arena.secret());
         }
         if !bound {
-            seg.set_closed(false); // a new peer is about to bind
+            seg.open_for_next_peer();
         }
         Some((seg.fd(), seg.secret()))
     }

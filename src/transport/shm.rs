@@ -474,6 +474,12 @@ impl Segment {
         Ok(self.peer_pool.get().unwrap())
     }
 
+    /// Makes the inbox ready for a new peer: its WR sequence numbers start again at 0.
+    pub fn open_for_next_peer(&self) {
+        self.inbox().done.0.store(0, Ordering::Release);
+        self.set_closed(false);
+    }
+
     pub fn set_closed(&self, closed: bool) {
         self.inbox().closed.store(closed as u32, Ordering::Release);
     }
@@ -486,14 +492,15 @@ impl Segment {
         self.inbox().secret
     }
 
-    /// Clears the ring, the counters and the area once a binding ended (the closed mark stays
-    /// until the next bind info is handed out). The ring's pages are given back, which also
-    /// zeroes every stamp, so nothing of the old binding can look like a new entry.
+    /// Clears the ring, its indices and the area once a binding ended. The ring's pages are
+    /// given back, which also zeroes every stamp, so nothing of the old binding can look like a
+    /// new entry. The closed mark and the executed-WR count stay until the next bind info is
+    /// handed out ([`Segment::open_for_next_peer`]): the old peer may still be reading the
+    /// count, and the WRs of its that we executed must complete, not be flushed.
     pub fn reset_for_next_binding(&self) {
         let i = self.inbox();
         i.prod.0.store(0, Ordering::Release);
         i.cons.0.store(0, Ordering::Release);
-        i.done.0.store(0, Ordering::Release);
         i.area.0.reset();
         i.doorbell.0.peer_rings.store(0, Ordering::Release);
         self.cons_seen.store(0, Ordering::Relaxed);
@@ -650,6 +657,12 @@ pub fn progress(
     transmit(w, peer, &mut out);
     ring_if_changed(mine, peer);
     if peer.is_closed() {
+        // The peer's last words: the count it left behind is final now, and WRs it executed
+        // before it closed complete as they went instead of being flushed.
+        if w.awaiting_peer > 0 {
+            let done = peer.inbox().done.0.load(Ordering::Acquire);
+            complete(w, peer, Some(done), &mut out)?;
+        }
         return Err("peer queue unbound");
     }
     Ok(out)
