@@ -236,7 +236,7 @@ impl<W: Word> Flow<W> {
             p,
             c: Counters::default(),
             extra: Extra::default(),
-            due: DueMemo(None),
+            due: DueMemo::default(),
             initial_published: false,
             data_notified: 0,
             data_arrived: 0,
@@ -256,7 +256,7 @@ impl<W: Word> Flow<W> {
     pub fn rx_posted(&mut self, n: u64) -> bool {
         if self.c.local_rx_posted.add_bounded(n, self.p.rx_depth) {
             self.c.total_local_rx_posted.add(n);
-            self.due = DueMemo(None);
+            self.forget_due();
             true
         } else {
             self.rx_refused(n);
@@ -272,7 +272,7 @@ impl<W: Word> Flow<W> {
     /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
     pub fn data_arrived(&mut self, n: u64) {
         self.data_arrived += n;
-        self.due = DueMemo(None);
+        self.forget_due();
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
@@ -281,7 +281,7 @@ impl<W: Word> Flow<W> {
         self.ctrl_arrived += 1;
         self.c.local_rx_posted.sub(1);
         self.c.total_local_rx_notified.add(1);
-        self.due = DueMemo(None);
+        self.forget_due();
     }
 
     fn ctrl_outstanding(&self) -> u64 {
@@ -325,7 +325,7 @@ impl<W: Word> Flow<W> {
             self.c.total_local_rx_notified.add(k);
             self.data_notified += k;
             self.initial_published = true;
-            self.due = DueMemo(None);
+            self.forget_due();
             mine.data_granted
                 .store(self.data_notified, Ordering::Release);
             mine.initial.store(k, Ordering::Release);
@@ -341,7 +341,7 @@ impl<W: Word> Flow<W> {
         if spare > 0 {
             self.ctrl_granted += deficit.min(spare);
             self.extra.ctrl_grants += 1;
-            self.due = DueMemo(None);
+            self.forget_due();
             mine.ctrl_granted
                 .store(self.ctrl_granted, Ordering::Release);
         }
@@ -379,6 +379,11 @@ impl<W: Word> Flow<W> {
         }
     }
 
+    /// Called by every method that changes an input of [`Flow::announcement_due`].
+    fn forget_due(&mut self) {
+        self.due = DueMemo(None);
+    }
+
     // Out of line: a poll inlines only the memo check.
     #[inline(never)]
     fn recompute_due(&mut self) -> Due {
@@ -392,7 +397,7 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.sub(k);
         self.c.total_local_rx_notified.add(k);
         self.data_notified += k;
-        self.due = DueMemo(None);
+        self.forget_due();
         let imm = encode_imm(Announcement {
             increment: k.min(u16::MAX as u64) as u16,
             cumulative: self.data_notified as u32,
@@ -418,7 +423,7 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.add(k);
         self.c.total_local_rx_notified.sub(k);
         self.data_notified -= k;
-        self.due = DueMemo(None);
+        self.forget_due();
     }
 
     /// Announces through the area, plus a standalone message when control credit allows;
