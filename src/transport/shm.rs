@@ -648,23 +648,21 @@ pub fn progress(
     pool: &Pool,
 ) -> Result<Outcome, Broken> {
     let mut out = Outcome::default();
-    // Read the count first: a READ counts as done only after its response is in our ring, and
-    // the drain below takes every response pushed before the count moved. Only read it while
-    // a WR waits for it: the peer writes that line for every WR it executes.
+    // Whether the peer has left, read before anything else: what it did before it left (entries
+    // in our ring, its executed count) is then visible to this round, which takes all of it
+    // before the pair ends. Its WRs arrive and ours it executed complete, not flushed.
+    let left = peer.is_closed();
+    // Read the count before the drain: a READ counts as done only after its response is in our
+    // ring, and the drain below takes every response pushed before the count moved. Only read it
+    // while a WR waits for it: the peer writes that line for every WR it executes.
     let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
     receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
     complete(w, peer, done, &mut out)?;
-    transmit(w, peer, &mut out);
-    ring_if_changed(mine, peer);
-    if peer.is_closed() {
-        // The peer's last words: the count it left behind is final now, and WRs it executed
-        // before it closed complete as they went instead of being flushed.
-        if w.awaiting_peer > 0 {
-            let done = peer.inbox().done.0.load(Ordering::Acquire);
-            complete(w, peer, Some(done), &mut out)?;
-        }
+    if left {
         return Err("peer queue unbound");
     }
+    transmit(w, peer, &mut out);
+    ring_if_changed(mine, peer);
     Ok(out)
 }
 
