@@ -500,24 +500,36 @@ unsafe fn send_one(
     if len > unsafe { (*rx).buf_size } || w.data_size != len {
         return None;
     }
-    dst.wire.rx_posted.pop_front();
-    prefetch_rx(dst.wire, 16);
-    unsafe {
-        copy_bytes(
-            w.buf_data as *const u8,
-            (*rx).buf_data as *mut u8,
-            len as usize,
-        );
-        if complete_one(dst, rx, len, op, pro.imm_data) {
-            // The SEND carried our window update: it completes as the SEND it was posted as.
-            let pro = (*wr).pro_mut();
-            pro.opcode = UMQ_OPC_SEND;
-            pro.imm_data = 0;
-        }
+    if unsafe { land_in(dst, rx, w.buf_data as *const u8, len, op, pro.imm_data) } {
+        // The SEND carried our window update: it completes as the SEND it was posted as.
+        let pro = unsafe { (*wr).pro_mut() };
+        pro.opcode = UMQ_OPC_SEND;
+        pro.imm_data = 0;
     }
     out.sends += 1;
     out.rx_done += 1;
     Some(UMQ_BUF_SUCCESS)
+}
+
+/// The second half of both engines' one-pass path: a SEND or SEND_IMM of `len` contiguous
+/// bytes at `src` lands whole in `rx`, the next posted receive buffer, which the caller checked
+/// holds it (and that the receiver does not fragment). Returns whether the message carried a
+/// piggybacked window update, which the receiver took out of it.
+#[inline(always)]
+pub(crate) unsafe fn land_in(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    src: *const u8,
+    len: u32,
+    op: umq_opcode_t,
+    imm: u64,
+) -> bool {
+    dst.wire.rx_posted.pop_front();
+    prefetch_rx(dst.wire, 16);
+    unsafe {
+        copy_bytes(src, (*rx).buf_data as *mut u8, len as usize);
+        complete_one(dst, rx, len, op, imm)
+    }
 }
 
 /// Asks the cache for the header of the receive buffer `ahead` places down the posted queue:

@@ -909,15 +909,17 @@ fn receive(
             }
             KIND_READ_RESP => read_response(w, &e, payload)?,
             _ => {
-                let seq = mine.inbox().done.0.load(Ordering::Relaxed);
                 let at = Here {
                     umqh,
                     fragments,
-                    seq,
+                    seq: mine.inbox().done.0.load(Ordering::Relaxed),
                 };
-                let mut pieces = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
-                let src = source(&e, payload, peer, &mut pieces)?;
-                let Some(status) = execute(w, peer, &e, src, &at, pool, out)? else {
+                let landed = land_inline(w, &e, payload, &at, out);
+                let Some(status) = landed.map_or_else(
+                    || execute_general(w, peer, &e, payload, &at, pool, out),
+                    |s| Ok(Some(s)),
+                )?
+                else {
                     if loopback::needs_rx_buffer(e.opcode as u32) {
                         note_blocked(w, out);
                     }
@@ -935,6 +937,55 @@ fn receive(
         w.rx_blocked = false;
     }
     Ok(())
+}
+
+/// The common case in one pass: a SEND or SEND_IMM whose payload is in the ring lands whole in
+/// the next posted receive buffer (`loopback::land_in`); None when it needs `execute`.
+fn land_inline(
+    w: &mut Wire,
+    e: &Entry,
+    payload: *const u8,
+    at: &Here,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let op = e.opcode as u32;
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.flags & FLAG_BY_REF != 0 || at.fragments
+    {
+        return None;
+    }
+    let rx = w.rx_posted.front()?;
+    if e.len > unsafe { (*rx).buf_size } {
+        return None;
+    }
+    let mut dst = Side {
+        umqh: at.umqh,
+        wire: w,
+        fragments: false,
+    };
+    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+    unsafe { loopback::land_in(&mut dst, rx, payload, e.len, op, e.imm) };
+    if let Some(f) = w.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    out.rx_done += 1;
+    Some(UMQ_BUF_SUCCESS)
+}
+
+/// Any WR the one-pass landing does not take: its payload resolved (in the ring or by
+/// reference), then executed.
+#[inline(never)]
+fn execute_general(
+    w: &mut Wire,
+    peer: &Segment,
+    e: &Entry,
+    payload: *const u8,
+    at: &Here,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Result<Option<umq_buf_status_t>, Broken> {
+    let mut pieces = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
+    let src = source(e, payload, peer, &mut pieces)?;
+    execute(w, peer, e, src, at, pool, out)
 }
 
 /// Where a WR's payload is: right behind its entry, or (by reference) in the sender's shared
