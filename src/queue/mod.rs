@@ -680,7 +680,20 @@ impl Queue {
     /// One round of the shared-memory engine under our wire lock (nothing when the queue is not
     /// bound that way); a broken pair (peer gone, corrupt ring) puts the queue in the error
     /// state.
+    #[inline]
     fn shm_round(&self, w: &mut Wire) -> Outcome {
+        let idle = match (w.shm.as_deref(), self.my_inbox()) {
+            (Some(link), Some(mine)) => shm::idle(w, mine, &link.seg),
+            _ => true,
+        };
+        if idle {
+            return Outcome::default();
+        }
+        self.shm_round_busy(w)
+    }
+
+    #[inline(never)]
+    fn shm_round_busy(&self, w: &mut Wire) -> Outcome {
         // The link is moved out and back (no reference-count traffic) so the engine can borrow
         // the wire mutably beside it.
         let Some(link) = w.shm.take() else {

@@ -589,6 +589,14 @@ impl Segment {
         true
     }
 
+    /// Consumer side: whether the next entry has been published (not validated: `peek` does).
+    #[inline]
+    fn has_entry(&self) -> bool {
+        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
+        let at = unsafe { self.ring().add(cons as usize % RING_BYTES) };
+        stamp_of(at).load(Ordering::Acquire) == cons + 1
+    }
+
     /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
     /// something impossible.
     fn peek(&self) -> Result<Option<(Entry, *const u8)>, &'static str> {
@@ -664,6 +672,15 @@ pub fn progress(
     transmit(w, peer, &mut out);
     ring_if_changed(mine, peer);
     Ok(out)
+}
+
+/// Whether a round would find nothing to do: none of our WRs waits to go or for the peer, no
+/// entry waits in our ring, and the peer is still there. A poll spinning on an empty queue then
+/// skips the round, and sees the next entry sooner. Never with an interrupt-mode peer, whose
+/// doorbell a round decides whether to ring.
+#[inline]
+pub fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
+    w.delivered == w.sq.len() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
 }
 
 /// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
