@@ -71,10 +71,12 @@ pub fn perf_start() -> Option<Instant> {
     PERF_ON.load(Ordering::Relaxed).then(Instant::now)
 }
 
+/// Records a sample started by `perf_start`; `kind` is only worked out when one was started, so
+/// a hot path with perf collection off pays one branch.
 #[inline]
-pub fn perf_record(kind: umq_perf_record_type_t, start: Option<Instant>) {
+pub fn perf_record(kind: impl FnOnce() -> umq_perf_record_type_t, start: Option<Instant>) {
     if let Some(t) = start {
-        record(kind, t);
+        record(kind(), t);
     }
 }
 

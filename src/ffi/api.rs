@@ -198,7 +198,7 @@ pub extern "C" fn umq_enqueue(
             }
             let t = crate::dfx::perf_start();
             let r = crate::queue::base::enqueue(q, qbuf, &mut bad);
-            crate::dfx::perf_record(UMQ_PERF_RECORD_ENQUEUE, t);
+            crate::dfx::perf_record(|| UMQ_PERF_RECORD_ENQUEUE, t);
             r
         });
         set_bad(
@@ -222,10 +222,12 @@ pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
             let t = crate::dfx::perf_start();
             let r = crate::queue::base::dequeue(q)?;
             crate::dfx::perf_record(
-                if r.is_some() {
-                    UMQ_PERF_RECORD_DEQUEUE
-                } else {
-                    UMQ_PERF_RECORD_DEQUEUE_EMPTY
+                || {
+                    if r.is_some() {
+                        UMQ_PERF_RECORD_DEQUEUE
+                    } else {
+                        UMQ_PERF_RECORD_DEQUEUE_EMPTY
+                    }
                 },
                 t,
             );

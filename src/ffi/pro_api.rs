@@ -30,10 +30,12 @@ pub extern "C" fn umq_post(
             let t = crate::dfx::perf_start();
             let r = q.post(qbuf, io_direction, &mut bad);
             crate::dfx::perf_record(
-                if io_direction == UMQ_IO_TX {
-                    UMQ_PERF_RECORD_POST_TX
-                } else {
-                    UMQ_PERF_RECORD_POST_RX
+                || {
+                    if io_direction == UMQ_IO_TX {
+                        UMQ_PERF_RECORD_POST_TX
+                    } else {
+                        UMQ_PERF_RECORD_POST_RX
+                    }
                 },
                 t,
             );
@@ -75,7 +77,7 @@ pub extern "C" fn umq_poll(
             };
             let t = crate::dfx::perf_start();
             let n = q.poll(io_direction, out)?;
-            let kind = match (io_direction, n) {
+            let kind = || match (io_direction, n) {
                 (UMQ_IO_TX, 0) => UMQ_PERF_RECORD_POLL_TX_EMPTY,
                 (UMQ_IO_TX, _) => UMQ_PERF_RECORD_POLL_TX,
                 (UMQ_IO_RX, 0) => UMQ_PERF_RECORD_POLL_RX_EMPTY,
