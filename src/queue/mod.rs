@@ -682,30 +682,28 @@ impl Queue {
     /// state.
     #[inline]
     fn shm_round(&self, w: &mut Wire) -> Outcome {
-        let idle = match (w.shm.as_deref(), self.my_inbox()) {
-            (Some(link), Some(mine)) => shm::idle(w, mine, &link.seg),
-            _ => true,
+        let (Some(link), Some(mine)) = (w.shm.as_deref(), self.my_inbox()) else {
+            return Outcome::default();
         };
-        if idle {
+        if shm::idle(w, mine, &link.seg) {
             return Outcome::default();
         }
-        self.shm_round_busy(w)
+        self.shm_round_busy(w, mine)
     }
 
     #[inline(never)]
-    fn shm_round_busy(&self, w: &mut Wire) -> Outcome {
+    fn shm_round_busy(&self, w: &mut Wire, mine: &shm::Segment) -> Outcome {
         // The link is moved out and back (no reference-count traffic) so the engine can borrow
         // the wire mutably beside it.
         let Some(link) = w.shm.take() else {
             return Outcome::default();
         };
-        let out = self.shm_round_on(w, &link);
+        let out = self.shm_round_on(w, &link, mine);
         w.shm = Some(link);
         out
     }
 
-    fn shm_round_on(&self, w: &mut Wire, link: &ShmLink) -> Outcome {
-        let mine = self.my_inbox().expect("shm binding without inbox");
+    fn shm_round_on(&self, w: &mut Wire, link: &ShmLink, mine: &shm::Segment) -> Outcome {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return Outcome::default();
         }

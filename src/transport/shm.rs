@@ -931,12 +931,11 @@ fn receive(
                     fragments,
                     seq: mine.inbox().done.0.load(Ordering::Relaxed),
                 };
-                let landed = land_inline(w, &e, payload, &at, out);
-                let Some(status) = landed.map_or_else(
-                    || execute_general(w, peer, &e, payload, &at, pool, out),
-                    |s| Ok(Some(s)),
-                )?
-                else {
+                let status = match land_inline(w, &e, payload, &at, out) {
+                    Some(status) => Some(status),
+                    None => execute_general(w, peer, &e, payload, &at, pool, out)?,
+                };
+                let Some(status) = status else {
                     if loopback::needs_rx_buffer(e.opcode as u32) {
                         note_blocked(w, out);
                     }
