@@ -6,6 +6,7 @@ pub mod config;
 pub mod ctl;
 mod hazard;
 pub mod interrupt;
+mod spin;
 pub mod table;
 
 use crate::abi::errno::*;
@@ -18,10 +19,11 @@ use crate::transport::loopback::{self, Outcome, Side, Wire};
 use crate::transport::shm;
 use config::QueueConfig;
 use interrupt::Interrupts;
+use spin::{SpinGuard, SpinMutex};
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 const BATCH: usize = UMQ_BATCH_SIZE as usize;
 /// Most buffers one WR may gather.
@@ -63,7 +65,7 @@ pub struct Queue {
     pub cfg: QueueConfig,
     pub rt: Arc<Runtime>,
     state: AtomicU32,
-    pub wire: Mutex<Wire>,
+    pub wire: SpinMutex<Wire>,
     peer: RwLock<Option<Peer>>,
     /// Our shared-memory inbox, created with the first bind info that offers it (None when
     /// shared memory is off or could not be set up).
@@ -86,13 +88,13 @@ pub struct Queue {
     shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<T>(m: &SpinMutex<T>) -> SpinGuard<'_, T> {
+    m.lock()
 }
 
 /// Locks two queues' wires in slot order (so two threads never wait on each other), returning
 /// them in argument order.
-fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (MutexGuard<'a, Wire>, MutexGuard<'a, Wire>) {
+fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (SpinGuard<'a, Wire>, SpinGuard<'a, Wire>) {
     if a.index < b.index {
         let ga = lock(&a.wire);
         (ga, lock(&b.wire))
@@ -115,7 +117,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
         Ok(Queue {
             handle,
             index,
-            wire: Mutex::new(Wire::new(cfg.rx_depth, cfg.tx_depth)),
+            wire: SpinMutex::new(Wire::new(cfg.rx_depth, cfg.tx_depth)),
             cfg,
             rt,
             state: AtomicU32::new(QUEUE_STATE_IDLE),
@@ -599,33 +601,9 @@ impl Queue {
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         let mut batch = TxBatch::new();
         parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
-        let peer_guard = self.ready_peer("umq_post").inspect_err(|_| *bad = head)?;
-        let (accepted, window_limited) = match peer_guard.as_ref().unwrap() {
-            Peer::Local(peer) => {
-                let (accepted, window_limited, out) = {
-                    let (mut mine, mut theirs) = lock_two(self, peer);
-                    let (accepted, window_limited) = self.queue_tx(&mut mine, &peer.area(), &batch);
-                    let mut dst = Side {
-                        umqh: peer.handle,
-                        wire: &mut theirs,
-                        fragments: !peer.rt.pro_api,
-                    };
-                    let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
-                    self.note_starvation(&mut mine, window_limited || out.credit_wait);
-                    (accepted, window_limited, out)
-                };
-                self.after_delivery(peer, &out, true);
-                (accepted, window_limited)
-            }
-            Peer::Shm(link) => {
-                let mut mine = lock(&self.wire);
-                let (accepted, window_limited) = self.queue_tx(&mut mine, link.seg.area(), &batch);
-                let out = self.shm_round(&mut mine);
-                self.note_starvation(&mut mine, window_limited || out.credit_wait);
-                drop(mine);
-                self.after_shm_round(&out);
-                (accepted, window_limited)
-            }
+        let (accepted, window_limited) = match self.post_tx_shm(&batch) {
+            Some(admitted) => admitted,
+            None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
         };
         if accepted < batch.n {
             *bad = batch.head(accepted);
@@ -649,6 +627,66 @@ impl Queue {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// A post over shared memory, where the link lives under our wire lock: no peer lock. None
+    /// when the queue is not bound that way or is in the error state (the general path then
+    /// says which).
+    fn post_tx_shm(&self, batch: &TxBatch) -> Option<(usize, bool)> {
+        if !self.over_shm.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut mine = lock(&self.wire);
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        // Moved out and back so the peer's area can be borrowed beside the wire.
+        let link = mine.shm.take()?;
+        let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
+        mine.shm = Some(link);
+        Some(self.transmit_admitted(mine, admitted))
+    }
+
+    /// A post through the peer slot (a local peer, or a shared-memory binding still being set
+    /// up): accepted WRs and whether the window limited them.
+    fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
+        let peer_guard = self.ready_peer("umq_post")?;
+        Ok(match peer_guard.as_ref().unwrap() {
+            Peer::Local(peer) => {
+                let (admitted, out) = {
+                    let (mut mine, mut theirs) = lock_two(self, peer);
+                    let (accepted, window_limited) = self.queue_tx(&mut mine, &peer.area(), batch);
+                    let mut dst = Side {
+                        umqh: peer.handle,
+                        wire: &mut theirs,
+                        fragments: !peer.rt.pro_api,
+                    };
+                    let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+                    self.note_starvation(&mut mine, window_limited || out.credit_wait);
+                    ((accepted, window_limited), out)
+                };
+                self.after_delivery(peer, &out, true);
+                admitted
+            }
+            Peer::Shm(link) => {
+                let mut mine = lock(&self.wire);
+                let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
+                self.transmit_admitted(mine, admitted)
+            }
+        })
+    }
+
+    /// Sends what `queue_tx` admitted over shared memory and reports a stall; returns `admitted`.
+    fn transmit_admitted(
+        &self,
+        mut mine: SpinGuard<'_, Wire>,
+        admitted: (usize, bool),
+    ) -> (usize, bool) {
+        let out = self.shm_transmit_round(&mut mine);
+        self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
+        drop(mine);
+        self.after_shm_round(&out);
+        admitted
     }
 
     /// Admits what flow control and the send queue allow of a batch into our send queue;
@@ -689,6 +727,26 @@ impl Queue {
             return Outcome::default();
         }
         self.shm_round_busy(w, mine)
+    }
+
+    /// A post's round: only the transmit step (`shm::transmit_round`), or the full round when
+    /// the peer has left or the queue is in error.
+    #[inline]
+    fn shm_transmit_round(&self, w: &mut Wire) -> Outcome {
+        let Some(mine) = self.my_inbox() else {
+            return Outcome::default();
+        };
+        if let Some(link) = w.shm.take() {
+            let out = match self.state.load(Ordering::Acquire) {
+                QUEUE_STATE_ERR => None,
+                _ => shm::transmit_round(w, mine, &link.seg),
+            };
+            w.shm = Some(link);
+            if let Some(out) = out {
+                return out;
+            }
+        }
+        self.shm_round(w)
     }
 
     #[inline(never)]

@@ -674,6 +674,21 @@ pub fn progress(
     Ok(out)
 }
 
+/// The post's round: pushes our waiting WRs into the peer's ring and nothing else. What waits in
+/// our ring, and the completions of WRs already in flight, are the next poll's to take; a WR
+/// posted after them never needs them first. None when the peer has left: the full round then
+/// takes what it sent before it went, and ends the pair.
+#[inline]
+pub fn transmit_round(w: &mut Wire, mine: &Segment, peer: &Segment) -> Option<Outcome> {
+    if peer.is_closed() {
+        return None;
+    }
+    let mut out = Outcome::default();
+    transmit(w, peer, &mut out);
+    ring_if_changed(mine, peer);
+    Some(out)
+}
+
 /// Whether a round would find nothing to do: none of our WRs waits to go or for the peer, no
 /// entry waits in our ring, and the peer is still there. A poll spinning on an empty queue then
 /// skips the round, and sees the next entry sooner. Never with an interrupt-mode peer, whose
