@@ -789,22 +789,27 @@ fn complete(
             _ if quick => UMQ_BUF_SUCCESS,
             _ => break,
         };
-        unsafe {
-            (*wr).set_status(status);
-            loopback::restore_piggyback_carrier(wr, w.flow.is_some());
-        }
         if !quick {
             w.awaiting_peer -= 1;
         }
         if by_ref {
             w.by_ref_in_flight.pop_front();
         }
-        w.delivered += 1;
         w.in_flight -= 1;
-        w.tx_done_seq += 1;
-        out.tx_done += 1;
+        finish_tx(w, wr, status, out);
     }
     Ok(())
+}
+
+/// Hands the oldest undelivered WR back to the application with `status`.
+fn finish_tx(w: &mut Wire, wr: *mut umq_buf_t, status: umq_buf_status_t, out: &mut Outcome) {
+    unsafe {
+        (*wr).set_status(status);
+        loopback::restore_piggyback_carrier(wr, w.flow.is_some());
+    }
+    w.delivered += 1;
+    w.tx_done_seq += 1;
+    out.tx_done += 1;
 }
 
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
@@ -831,9 +836,15 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             w.by_ref_wr += 1;
             w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
-        w.in_flight += 1;
-        if !transmit_complete(wr, by_ref.is_some()) {
-            w.awaiting_peer += 1;
+        match (transmit_complete(wr, by_ref.is_some()), w.in_flight) {
+            // Complete at once when no WR ahead of it is still in flight: the poll that takes
+            // the completion then has no round to run for it.
+            (true, 0) => finish_tx(w, wr, UMQ_BUF_SUCCESS, out),
+            (true, _) => w.in_flight += 1,
+            (false, _) => {
+                w.in_flight += 1;
+                w.awaiting_peer += 1;
+            }
         }
         match opcode {
             UMQ_OPC_READ => out.reads += 1,
