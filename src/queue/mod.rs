@@ -642,9 +642,58 @@ impl Queue {
         }
         // Moved out and back so the peer's area can be borrowed beside the wire.
         let link = mine.shm.take()?;
+        if batch.n == 1 && batch.stop.is_none() {
+            if let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0)) {
+                mine.shm = Some(link);
+                self.note_starvation(&mut mine, false);
+                drop(mine);
+                self.after_shm_round(&out);
+                return Some((1, false));
+            }
+        }
         let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
         mine.shm = Some(link);
         Some(self.transmit_admitted(mine, admitted))
+    }
+
+    /// The usual post over shared memory in one pass: a single one-buffer SEND or SEND_IMM that
+    /// can go now (`shm::can_transmit_one`) and has credit. What `queue_tx` and the transmit
+    /// step would do for it, without their batch bookkeeping: take one credit (re-reading the
+    /// peer's area when the window looks empty), piggyback a due announcement on a SEND, clear
+    /// the library's bit of a user immediate, queue, push and complete. None, with nothing
+    /// changed, when it cannot go this way.
+    fn send_one_now(
+        &self,
+        w: &mut Wire,
+        peer: &shm::Segment,
+        wr: *mut umq_buf_t,
+    ) -> Option<Outcome> {
+        let mine = self.my_inbox()?;
+        if w.uncovered != 0
+            || w.sq.len() >= self.cfg.tx_depth as usize
+            || !shm::can_transmit_one(w, peer, wr)
+        {
+            return None;
+        }
+        if let Some(f) = w.flow.as_mut() {
+            if f.window() == 0 {
+                f.refresh(peer.area());
+            }
+            if f.take_credit(1) == 0 {
+                return None;
+            }
+            let pro = unsafe { (*wr).pro_mut() };
+            if pro.opcode == UMQ_OPC_SEND_IMM {
+                pro.imm_data = crate::flow::user_imm(pro.imm_data);
+            } else if let Some((_, imm)) = f.piggyback() {
+                pro.opcode = UMQ_OPC_SEND_IMM;
+                pro.imm_data = imm;
+                f.commit(self.area());
+            }
+        }
+        unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+        w.sq.push_back(wr);
+        Some(shm::transmit_one(w, mine, peer, wr))
     }
 
     /// A post through the peer slot (a local peer, or a shared-memory binding still being set

@@ -855,6 +855,32 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
     credit.close(w);
 }
 
+/// Whether `wr`, the only WR of a post, can go in one pass (`transmit_one`): a one-buffer SEND
+/// or SEND_IMM whose payload goes in the ring, none of ours ahead of it (waiting or in flight),
+/// and room for it in the peer's ring, which is still there.
+pub fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
+    let h = unsafe { &*wr };
+    let op = h.pro().opcode;
+    (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+        && h.qbuf_next.is_null()
+        && (h.total_data_size as usize) < BY_REF_MIN
+        && w.delivered == w.sq.len()
+        && peer.has_room(h.total_data_size as usize)
+        && !peer.is_closed()
+}
+
+/// `transmit` for the WR `can_transmit_one` passed, already at the tail of our send queue and
+/// admitted by flow control: its entry goes into the peer's ring and it completes at once.
+pub fn transmit_one(w: &mut Wire, mine: &Segment, peer: &Segment, wr: *mut umq_buf_t) -> Outcome {
+    let mut out = Outcome::default();
+    let pushed = push_wr(peer, wr, None);
+    debug_assert!(pushed, "can_transmit_one checked the room");
+    finish_tx(w, wr, UMQ_BUF_SUCCESS, &mut out);
+    out.sends = 1;
+    ring_if_changed(mine, peer);
+    out
+}
+
 /// Whether a WR that may go by reference should: when the pair is idle (nothing of ours in
 /// flight, the peer has taken every entry), or when a stream by reference is already under
 /// way. A stream that began with copies stays with copies until it drains: there the sender's
