@@ -665,11 +665,18 @@ pub fn progress(
     // while a WR waits for it: the peer writes that line for every WR it executes.
     let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
     receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
-    complete(w, peer, done, &mut out)?;
+    // With none of our WRs waiting or in flight (a poll that finds a message, usually) there
+    // is nothing to complete or transmit.
+    let ours = w.delivered < w.sq.len();
+    if ours {
+        complete(w, peer, done, &mut out)?;
+    }
     if left {
         return Err("peer queue unbound");
     }
-    transmit(w, peer, &mut out);
+    if ours {
+        transmit(w, peer, &mut out);
+    }
     ring_if_changed(mine, peer);
     Ok(out)
 }
