@@ -1,16 +1,17 @@
 //! The lock of a queue's wire: test-and-test-and-set, released by a plain store.
 //!
-//! Every post and poll takes its queue's lock once, for a section of a few hundred instructions
-//! that never blocks. std's futex mutex pays a second locked instruction to release (it swaps
+//! Every post and poll takes its queue's lock once, for a section of a few hundred
+//! instructions. std's futex mutex pays a second locked instruction to release (it swaps
 //! the state word to learn whether a waiter sleeps), and on this path each locked instruction
-//! costs about as much as a hundred plain ones. Here a release is a store; a waiter spins
+//! costs as much as dozens of plain ones. Here a release is a store; a waiter spins
 //! briefly and then yields its core, so a holder that was descheduled mid-section runs again.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Spins before a waiter starts yielding: about a microsecond, longer than any section.
+/// Pause instructions a waiter spins before it starts yielding: some microseconds, longer than
+/// any section.
 const SPINS: u32 = 256;
 
 pub struct SpinMutex<T> {
