@@ -642,14 +642,15 @@ impl Queue {
         }
         // Moved out and back so the peer's area can be borrowed beside the wire.
         let link = mine.shm.take()?;
-        if batch.n == 1 && batch.stop.is_none() {
-            if let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0)) {
-                mine.shm = Some(link);
-                self.note_starvation(&mut mine, false);
-                drop(mine);
-                self.after_shm_round(&out);
-                return Some((1, false));
-            }
+        if batch.n == 1
+            && batch.stop.is_none()
+            && let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0))
+        {
+            mine.shm = Some(link);
+            self.note_starvation(&mut mine, false);
+            drop(mine);
+            self.after_shm_round(&out);
+            return Some((1, false));
         }
         let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
         mine.shm = Some(link);
@@ -704,7 +705,7 @@ impl Queue {
             Peer::Local(peer) => {
                 let (admitted, out) = {
                     let (mut mine, mut theirs) = lock_two(self, peer);
-                    let (accepted, window_limited) = self.queue_tx(&mut mine, &peer.area(), batch);
+                    let (accepted, window_limited) = self.queue_tx(&mut mine, peer.area(), batch);
                     let mut dst = Side {
                         umqh: peer.handle,
                         wire: &mut theirs,

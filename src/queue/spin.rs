@@ -122,17 +122,14 @@ mod tests {
     #[test]
     fn a_waiter_outlasts_a_slow_holder() {
         let m = Arc::new(SpinMutex::new(Vec::new()));
-        let g = m.lock();
+        let mut held = m.lock();
         let waiter = {
             let m = m.clone();
             std::thread::spawn(move || m.lock().push(2))
         };
         std::thread::sleep(std::time::Duration::from_millis(20));
-        drop({
-            let mut g = g;
-            g.push(1);
-            g
-        });
+        held.push(1);
+        drop(held);
         waiter.join().unwrap();
         assert_eq!(*m.lock(), vec![1, 2]);
     }

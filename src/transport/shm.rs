@@ -865,7 +865,7 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
 /// Whether `wr`, the only WR of a post, can go in one pass (`transmit_one`): a one-buffer SEND
 /// or SEND_IMM whose payload goes in the ring, none of ours ahead of it (waiting or in flight),
 /// and room for it in the peer's ring, which is still there.
-pub fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
+pub(crate) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
     let h = unsafe { &*wr };
     let op = h.pro().opcode;
     (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
@@ -878,7 +878,12 @@ pub fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
 
 /// `transmit` for the WR `can_transmit_one` passed, already at the tail of our send queue and
 /// admitted by flow control: its entry goes into the peer's ring and it completes at once.
-pub fn transmit_one(w: &mut Wire, mine: &Segment, peer: &Segment, wr: *mut umq_buf_t) -> Outcome {
+pub(crate) fn transmit_one(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+) -> Outcome {
     let mut out = Outcome::default();
     let pushed = push_wr(peer, wr, None);
     debug_assert!(pushed, "can_transmit_one checked the room");
