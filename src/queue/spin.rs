@@ -3,8 +3,10 @@
 //! Every post and poll takes its queue's lock once, for a section of a few hundred
 //! instructions. std's futex mutex pays a second locked instruction to release (it swaps
 //! the state word to learn whether a waiter sleeps), and on this path each locked instruction
-//! costs as much as dozens of plain ones. Here a release is a store; a waiter spins
-//! briefly and then yields its core, so a holder that was descheduled mid-section runs again.
+//! costs as much as dozens of plain ones. Here a release is a store. A waiter spins briefly,
+//! then yields its core, so a holder that was descheduled mid-section runs again, and at last
+//! sleeps between looks: a real-time waiter's yield never hands the core to a holder of lower
+//! priority, and a sleep does.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -13,6 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Pause instructions a waiter spins before it starts yielding: some microseconds, longer than
 /// any section.
 const SPINS: u32 = 256;
+/// Yields before a waiter starts sleeping.
+const YIELDS: u32 = 64;
+/// A sleeping waiter's pause between looks.
+const NAP: std::time::Duration = std::time::Duration::from_micros(50);
 
 pub struct SpinMutex<T> {
     locked: AtomicBool,
@@ -47,15 +53,17 @@ impl<T> SpinMutex<T> {
 
     #[cold]
     fn acquire_contended(&self) {
-        let mut spins = 0;
+        let mut looks = 0u32;
         loop {
             // Read-only while held: waiters do not steal the line from the holder.
             while self.locked.load(Ordering::Relaxed) {
-                if spins < SPINS {
-                    spins += 1;
+                looks = looks.saturating_add(1);
+                if looks < SPINS {
                     std::hint::spin_loop();
-                } else {
+                } else if looks < SPINS + YIELDS {
                     std::thread::yield_now();
+                } else {
+                    std::thread::sleep(NAP);
                 }
             }
             if self.try_acquire() {
@@ -118,7 +126,8 @@ mod tests {
         assert_eq!(*m.lock(), 400_000);
     }
 
-    /// A waiter behind a holder that sleeps (longer than the spin phase) still gets in.
+    /// A waiter behind a holder that sleeps (longer than the spin and yield phases) still gets
+    /// in.
     #[test]
     fn a_waiter_outlasts_a_slow_holder() {
         let m = Arc::new(SpinMutex::new(Vec::new()));
