@@ -686,9 +686,7 @@ impl Queue {
             let pro = unsafe { (*wr).pro_mut() };
             if pro.opcode == UMQ_OPC_SEND_IMM {
                 pro.imm_data = crate::flow::user_imm(pro.imm_data);
-            } else if let Some((_, imm)) = f.piggyback() {
-                pro.opcode = UMQ_OPC_SEND_IMM;
-                pro.imm_data = imm;
+            } else if make_carrier(f, wr).is_some() {
                 f.commit(self.area());
             }
         }
@@ -898,16 +896,11 @@ impl Queue {
         let piggyback = (0..credit_limit)
             .find(|&i| unsafe { (*batch.head(i)).pro().opcode } == UMQ_OPC_SEND)
             .and_then(|i| {
-                let (k, imm) = f.piggyback()?;
-                let head = batch.head(i);
-                let pro = unsafe { (*head).pro_mut() };
-                let saved = pro.imm_data;
-                pro.opcode = UMQ_OPC_SEND_IMM;
-                pro.imm_data = imm;
+                let (count, saved_imm) = make_carrier(f, batch.head(i))?;
                 Some(Piggyback {
                     index: i,
-                    count: k,
-                    saved_imm: saved,
+                    count,
+                    saved_imm,
                 })
             });
         Admission {
@@ -1493,6 +1486,18 @@ fn without_lowest_bits(mut mask: u64, k: u32) -> u64 {
 /// Bits 0..n set (n <= 64).
 fn count_mask(n: usize) -> u64 {
     if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
+
+/// Turns the plain SEND `head` into the carrier of a due window announcement (a SEND_IMM with
+/// the library's immediate); returns the announcement's count and the immediate it replaced.
+/// None, with nothing changed, when no announcement is due.
+fn make_carrier(f: &mut FlowState, head: *mut umq_buf_t) -> Option<(u64, u64)> {
+    let (count, imm) = f.piggyback()?;
+    let pro = unsafe { (*head).pro_mut() };
+    let saved = pro.imm_data;
+    pro.opcode = UMQ_OPC_SEND_IMM;
+    pro.imm_data = imm;
+    Some((count, saved))
 }
 
 struct Piggyback {

@@ -990,14 +990,16 @@ fn receive(
             }
             KIND_READ_RESP => read_response(w, &e, payload)?,
             _ => {
-                let at = Here {
-                    umqh,
-                    fragments,
-                    seq: mine.inbox().done.0.load(Ordering::Relaxed),
-                };
-                let status = match land_inline(w, &e, payload, &at, out) {
+                let status = match land_inline(w, &e, payload, umqh, fragments, out) {
                     Some(status) => Some(status),
-                    None => execute_general(w, peer, &e, payload, &at, pool, out)?,
+                    None => {
+                        let at = Here {
+                            umqh,
+                            fragments,
+                            seq: mine.inbox().done.0.load(Ordering::Relaxed),
+                        };
+                        execute_general(w, peer, &e, payload, &at, pool, out)?
+                    }
                 };
                 let Some(status) = status else {
                     if loopback::needs_rx_buffer(e.opcode as u32) {
@@ -1025,12 +1027,12 @@ fn land_inline(
     w: &mut Wire,
     e: &Entry,
     payload: *const u8,
-    at: &Here,
+    umqh: u64,
+    fragments: bool,
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
     let op = e.opcode as u32;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.flags & FLAG_BY_REF != 0 || at.fragments
-    {
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.flags & FLAG_BY_REF != 0 || fragments {
         return None;
     }
     let rx = w.rx_posted.front()?;
@@ -1038,7 +1040,7 @@ fn land_inline(
         return None;
     }
     let mut dst = Side {
-        umqh: at.umqh,
+        umqh,
         wire: w,
         fragments: false,
     };
