@@ -11,6 +11,10 @@
  *              together and complete with success although the receiver unbinds before the
  *              sender looks, the counters say which went how, and the pool's buffers stay
  *              usable after the queue is destroyed
+ *   placement - process-pool sends into receive buffers from the receiver's shared pool are
+ *              written straight into them (one copy) and arrive byte-exact, also after a
+ *              refused WRITE_IMM put the sender's count one buffer ahead, and into a
+ *              process-pool receive buffer among them
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -621,6 +625,81 @@ static void test_shared_pool(int s, int child)
     sock_send(s, &go, 1);
 }
 
+/* Receive buffers from the receiver's shared pool, sends from the sender's process pool: a
+ * message of 1 KiB or more, posted alone, is written by the sender straight into the buffer it
+ * lands in (placement, one copy) and completed by the receiver without a copy. A WRITE_IMM
+ * refused for its token takes no receive buffer, so from then on the sender's placements are
+ * one buffer ahead of the one each message takes: they still arrive byte-exact and in order
+ * (the receiver copies them across), as does a message for a process-pool buffer. */
+#define PLACED_MSGS 10
+#define PLACED_REFUSED 3 /* the WRITE_IMM */
+#define PLACED_PROCESS_BUF 8 /* the one receive buffer from the process pool */
+
+static void test_placement(int s, int child)
+{
+    static const uint32_t len[PLACED_MSGS] = {8192, 40000, 64, 16, 8192, 4096, 2048, 1500, 8192, 8192};
+    init(1, 1);
+    uint64_t q = connect_queue(s, child ? "place-c" : "place-p", 64, UMQ_MODE_POLLING);
+    if (child) {
+        char go = 0;
+        int fails = sock_recv(s, &go, 1) != 1;
+        for (int i = 0; i < PLACED_MSGS && !fails; i++) {
+            umq_buf_t *b = patterned(0, len[i], (uint8_t)(20 + i));
+            umq_buf_pro_t *p = (umq_buf_pro_t *)b->qbuf_ext;
+            if (i == PLACED_REFUSED) {
+                p->remote_sge = (umq_ref_sge_t){.addr = 4096, .length = 16, .token_id = 1, .token_value = 1};
+                fails += send_and_wait(q, b, UMQ_OPC_WRITE_IMM, 2) != UMQ_BUF_REM_ACCESS_ABORT_ERR;
+            } else {
+                fails += send_and_wait(q, b, i == 1 ? UMQ_OPC_SEND_IMM : UMQ_OPC_SEND, i == 1 ? 76 : 0) !=
+                         UMQ_BUF_SUCCESS;
+            }
+            umq_buf_free(b);
+        }
+        umq_ext_transport_stats_t t = transport_stats(q);
+        /* Placed: all but the 64-byte send (below 1 KiB, through the ring), the WRITE_IMM, and
+         * message 8, whose buffer (by the sender's count) is the process-pool one. */
+        fails += t.placed_wr != 7 || t.placed_bytes != 8192 + 40000 + 8192 + 4096 + 2048 + 1500 + 8192;
+        fails += t.by_ref_wr != 0;
+        if (fails)
+            fprintf(stderr, "placement: placed %llu / %llu bytes\n", (unsigned long long)t.placed_wr,
+                    (unsigned long long)t.placed_bytes);
+        sock_send(s, &go, 1);
+        umq_uninit();
+        _exit(fails ? 1 : 0);
+    }
+    /* More than the messages: flow control keeps a few back for window updates. */
+    for (int i = 0; i < 20; i++) {
+        umq_buf_t *b = umq_buf_alloc(65536, 1, i == PLACED_PROCESS_BUF ? 0 : q, NULL), *bad = NULL;
+        CHECK(b != NULL);
+        if (b)
+            CHECK_EQ(umq_post(q, b, UMQ_IO_RX, &bad), 0);
+    }
+    char go = 1;
+    sock_send(s, &go, 1);
+    for (int i = 0; i < PLACED_MSGS; i++) {
+        if (i == PLACED_REFUSED)
+            continue;
+        umq_buf_t *b = poll_one(q, UMQ_IO_RX);
+        CHECK(b != NULL);
+        if (!b)
+            break;
+        umq_buf_pro_t *p = (umq_buf_pro_t *)b->qbuf_ext;
+        CHECK_EQ(b->status, UMQ_BUF_SUCCESS);
+        CHECK_EQ(b->total_data_size, len[i]);
+        CHECK_EQ(p->opcode, i == 1 ? UMQ_OPC_SEND_IMM : UMQ_OPC_SEND);
+        CHECK_EQ(p->imm_data, i == 1 ? 76u : 0u);
+        CHECK(has_pattern((const uint8_t *)b->buf_data, 0, len[i], (uint8_t)(20 + i)));
+        umq_buf_free(b);
+    }
+    CHECK_EQ(sock_recv(s, &go, 1), 1);
+    /* Landed without a copy: the first two (the 64-byte one came through the ring, and after
+     * the refused WRITE_IMM every placed message sat one buffer ahead). */
+    umq_ext_transport_stats_t t = transport_stats(q);
+    CHECK_EQ(t.placed_rx, 2u);
+    CHECK_EQ(t.placed_wr, 0u);
+    umq_uninit();
+}
+
 typedef void (*pair_test)(int s, int child);
 
 /* Flow control off: immediates are the user's 64 bits, bit 0 included (with it on, bit 0 marks
@@ -696,6 +775,7 @@ int main(int argc, char **argv)
     struct { const char *name; pair_test t; } cases[] = {
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
         {"last_words", test_last_words}, {"shared_pool", test_shared_pool}, {"imm64", test_imm64},
+        {"placement", test_placement},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)

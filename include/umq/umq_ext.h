@@ -54,6 +54,11 @@ typedef struct umq_ext_transport_stats {
     uint64_t by_ref_wr;         /* WRs sent by reference out of the shared pool (one copy, by
                                    the receiver) since the queue was created */
     uint64_t by_ref_bytes;
+    uint64_t placed_wr;         /* SENDs written straight into the peer's receive buffers (one
+                                   copy, by the sender) since the queue was created */
+    uint64_t placed_bytes;
+    uint64_t placed_rx;         /* messages that arrived already in our receive buffers */
+    uint64_t rsvd;
 } umq_ext_transport_stats_t;
 
 /* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts

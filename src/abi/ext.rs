@@ -45,7 +45,13 @@ pub struct umq_ext_transport_stats_t {
     pub shared_pool_bytes: u64,
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
+    /// Shared memory only: SENDs written straight into the peer's receive buffers (one copy),
+    /// their bytes, and messages that arrived already in our own receive buffers.
+    pub placed_wr: u64,
+    pub placed_bytes: u64,
+    pub placed_rx: u64,
+    pub rsvd: u64,
 }
 
 // The hand-written umq_ext.h declares the same layout.
-const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 32);
+const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 64);

@@ -159,10 +159,10 @@ impl Arena {
     }
 }
 
-/// A peer's arena as mapped here (read-only): the receiver copies messages out of it.
+/// A peer's arena as mapped here: a receiver copies messages sent by reference out of it, and
+/// a sender writes messages into the receive buffers the peer posted from it (placement).
 pub struct PeerArena {
     fd: OwnedFd,
-    /// Mapped read-only.
     map: Reservation,
     /// Bytes known to be backed: the memfd cannot shrink (sealed), so this only grows.
     known: AtomicUsize,
@@ -173,11 +173,11 @@ impl PeerArena {
     /// header (magic, owner, secret).
     pub fn open(pid: u32, fd: u32, secret: u64) -> Result<PeerArena, String> {
         let (fd, size) =
-            crate::transport::shm::open_peer_memfd(pid, fd, libc::O_RDONLY, "shared pool")?;
+            crate::transport::shm::open_peer_memfd(pid, fd, libc::O_RDWR, "shared pool")?;
         if size < HEADER_BYTES {
             return Err("the peer's shared pool has no header".to_string());
         }
-        let map = map_reserve(fd.as_raw_fd(), libc::PROT_READ)
+        let map = map_reserve(fd.as_raw_fd(), libc::PROT_READ | libc::PROT_WRITE)
             .ok_or("cannot map the peer's shared pool")?;
         let view = PeerArena {
             fd,

@@ -370,6 +370,7 @@ impl Queue {
             w.awaiting_peer = 0;
             w.tx_done_seq = 0;
             w.by_ref_in_flight.clear();
+            w.rx_entries_run = 0;
             w.shm = link;
         }
         if self.rt.flow_control.enabled {
@@ -472,15 +473,17 @@ impl Queue {
         };
         let peer = match peer {
             Peer::Local(q) => q,
-            Peer::Shm(_) => {
+            Peer::Shm(link) => {
                 self.over_shm.store(false, Ordering::Release);
                 // Tell the other process first, then forget everything of this binding.
                 let seg = self.my_inbox().expect("shm binding without inbox");
                 seg.set_closed(true);
                 // Before the flush hands our buffers back: a peer still copying one by
                 // reference must see the mark once its copy could read a reuse (see
-                // shm::sender_left).
+                // shm::sender_left), and a peer writing into one of our receive buffers must
+                // be done (see placement).
                 std::sync::atomic::fence(Ordering::SeqCst);
+                seg.wait_for_placements(link.pid);
                 crate::transport::watchdog::unwatch(self.handle);
                 let (tx, rx) = {
                     let mut w = lock(&self.wire);
@@ -1076,6 +1079,7 @@ impl Queue {
                 (*b).qbuf_next = ptr::null_mut();
                 (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
             }
+            self.offer_for_placement(&w, b);
             w.rx_posted.push_back(b);
         }
         let announce = match w.flow.as_mut() {
@@ -1091,6 +1095,21 @@ impl Queue {
             self.after_shm_round(&out);
         }
         (accepted, announce)
+    }
+
+    /// Over shared memory, a pro-API receive buffer `b` from our shared pool, about to be
+    /// posted: the peer may write the message that takes it straight into it (`placement`).
+    /// Base-API receivers take a long message in several buffers, so their order is not known
+    /// ahead; they offer none.
+    #[inline]
+    fn offer_for_placement(&self, w: &Wire, b: *mut umq_buf_t) {
+        let (Some(arena), Some(_), true) = (w.arena.as_deref(), &w.shm, self.rt.pro_api) else {
+            return;
+        };
+        if let Some(seg) = self.my_inbox() {
+            let ordinal = w.rx_entries_run + w.rx_posted.len() as u64;
+            seg.publish_posted(arena, ordinal, b);
+        }
     }
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.
@@ -1291,6 +1310,10 @@ impl Queue {
             shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.backed() as u64),
             by_ref_wr: w.by_ref_wr,
             by_ref_bytes: w.by_ref_bytes,
+            placed_wr: w.placed_wr,
+            placed_bytes: w.placed_bytes,
+            placed_rx: w.placed_rx,
+            rsvd: 0,
         }
     }
 

@@ -56,6 +56,14 @@ pub struct Wire {
     /// WRs (and their bytes) sent by reference since the queue was created.
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
+    /// Shared memory only: the peer's entries run since bind that take a receive buffer (the
+    /// number the entry that takes a buffer posted now will have at the earliest).
+    pub rx_entries_run: u64,
+    /// Since the queue was created: WRs (and bytes) we wrote straight into the peer's receive
+    /// buffers, and messages that arrived already in ours (see `placement`).
+    pub placed_wr: u64,
+    pub placed_bytes: u64,
+    pub placed_rx: u64,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -85,7 +93,17 @@ impl Wire {
             by_ref_in_flight: std::collections::VecDeque::new(),
             by_ref_wr: 0,
             by_ref_bytes: 0,
+            rx_entries_run: 0,
+            placed_wr: 0,
+            placed_bytes: 0,
+            placed_rx: 0,
         }
+    }
+
+    /// Counts a WR whose message we placed in the peer's receive buffer.
+    pub fn count_placed(&mut self, wr: *mut umq_buf_t) {
+        self.placed_wr += 1;
+        self.placed_bytes += unsafe { (*wr).total_data_size } as u64;
     }
 
     pub fn rx_outstanding(&self) -> usize {
@@ -530,6 +548,20 @@ pub(crate) unsafe fn land_in(
         copy_bytes(src, (*rx).buf_data as *mut u8, len as usize);
         complete_one(dst, rx, len, op, imm)
     }
+}
+
+/// `land_in` for a message the sender already wrote into `rx`, the next posted receive buffer.
+#[inline(always)]
+pub(crate) unsafe fn land_placed(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    len: u32,
+    op: umq_opcode_t,
+    imm: u64,
+) {
+    dst.wire.rx_posted.pop_front();
+    prefetch_rx(dst.wire, 16);
+    unsafe { complete_one(dst, rx, len, op, imm) };
 }
 
 /// Asks the cache for the header of the receive buffer `ahead` places down the posted queue:

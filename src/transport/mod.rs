@@ -3,5 +3,6 @@
 
 pub mod fifo;
 pub mod loopback;
+pub mod placement;
 pub mod shm;
 pub mod watchdog;

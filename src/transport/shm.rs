@@ -32,14 +32,19 @@
 //!
 //! A large SEND or WRITE whose buffers come from the sender's shared pool (`umq_buf_alloc` with
 //! the queue's handle) goes *by reference* when the pair is idle or a stream by reference is
-//! under way: its entry lists the buffers' offsets in the pool's memfd, which the receiver maps
-//! read-only, and the receiver copies the payload once, straight into its own buffer. Such a WR
-//! completes at the sender when the receiver has executed it, like a WRITE, since until then its
-//! buffers are still being read. A stream that began with copies through the ring keeps them
-//! until it drains: there the sender's copy of one message overlaps the receiver's copy of the
-//! one before, on two cores.
+//! under way: its entry lists the buffers' offsets in the pool's memfd, which the receiver maps,
+//! and the receiver copies the payload once, straight into its own buffer. Such a WR completes
+//! at the sender when the receiver has executed it, like a WRITE, since until then its buffers
+//! are still being read. A stream that began with copies through the ring keeps them until it
+//! drains: there the sender's copy of one message overlaps the receiver's copy of the one
+//! before, on two cores.
+//!
+//! The other way round, a SEND into a receive buffer from the *receiver's* shared pool is
+//! *placed*: the sender writes it straight into that buffer (see `placement`), and its entry
+//! says where.
 
 use super::loopback::{self, CreditGate, Outcome, Side, Wire};
+use super::placement;
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -61,7 +66,7 @@ const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 4;
+const LAYOUT_VERSION: u32 = 5;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -72,6 +77,17 @@ const KIND_READ_RESP: u8 = 3;
 
 /// `Entry::flags`: the payload is a list of `RefPiece`s in the sender's shared pool.
 const FLAG_BY_REF: u16 = 1;
+/// `Entry::flags`: the payload is already in the receive buffer at `Entry::addr` (an offset in
+/// the receiver's shared pool), written there by the sender (`placement`).
+const FLAG_PLACED: u16 = 2;
+/// Smallest message placed straight into the receiver's buffer when it goes alone (a post of
+/// one WR, nothing of ours waiting): below it, the copy through the ring costs less than the
+/// placement's fence and its look at the board. See `docs/PERFORMANCE.md`, session 14.
+const PLACE_MIN_ALONE: usize = 1024;
+/// Smallest message placed when others go with it: a stream. Below it, the copy through the
+/// ring is split over two cores and pipelines, while a placement waits for the board line the
+/// receiver has just written.
+const PLACE_MIN_IN_STREAM: usize = BY_REF_MIN;
 /// Smallest message sent by reference: below it, a copy through the ring costs less than the
 /// sender's buffer waiting for the receiver to execute the WR.
 const BY_REF_MIN: usize = 16 << 10;
@@ -109,6 +125,8 @@ pub struct Inbox {
     done: Line<AtomicU64>,
     doorbell: Line<Doorbell>,
     statuses: [AtomicU8; STATUS_SLOTS],
+    /// The owner's receive buffers in its shared pool, for the peer to place messages in.
+    board: placement::Board,
 }
 
 /// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's watchdog
@@ -192,8 +210,13 @@ pub struct Segment {
     /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
     /// at their doorbell, so a round that changed nothing does not ring.
     rung_at: [AtomicU64; 2],
-    /// The peer's: its shared pool, mapped on the first WR that came by reference.
+    /// The peer's: its shared pool, mapped on the first WR that came by reference or was placed.
     peer_pool: std::sync::OnceLock<PeerArena>,
+    /// Ours: our side of the placement board.
+    publisher: placement::Publisher,
+    /// The peer's: how many of our entries in its ring take a receive buffer (the number of the
+    /// next such entry, for placement).
+    taking_rx: AtomicU64,
 }
 
 unsafe impl Send for Segment {}
@@ -361,6 +384,8 @@ impl Segment {
             doorbell,
             rung_at: Default::default(),
             peer_pool: Default::default(),
+            publisher: Default::default(),
+            taking_rx: AtomicU64::new(0),
         };
         let inbox = unsafe { &mut *(base as *mut Inbox) };
         inbox.pool_fd = AtomicU32::new(NO_POOL);
@@ -397,6 +422,8 @@ impl Segment {
             doorbell: None,
             rung_at: Default::default(),
             peer_pool: Default::default(),
+            publisher: Default::default(),
+            taking_rx: AtomicU64::new(0),
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -474,6 +501,35 @@ impl Segment {
         Ok(self.peer_pool.get().unwrap())
     }
 
+    /// Ours: offers the peer receive buffer `b`, which lies in our shared pool `arena`, to write
+    /// the message of its entry number `ordinal` into (see `placement`).
+    pub fn publish_posted(&self, arena: &Arena, ordinal: u64, b: *mut umq_buf_t) {
+        let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
+        if let Some(offset) = arena.offset_of(data, cap as usize) {
+            self.inbox().board.publish(&self.publisher, ordinal, offset, cap);
+        }
+    }
+
+    /// Ours, once marked closed and fenced, before our receive buffers go back to the
+    /// application: waits until the peer (process `pid`) writes into none of them.
+    pub fn wait_for_placements(&self, pid: u32) {
+        let pidfd = std::cell::OnceCell::new();
+        self.inbox().board.wait_idle(|| {
+            match pidfd.get_or_init(|| super::watchdog::pidfd_open(pid)) {
+                Some(fd) => super::watchdog::exited(fd),
+                None => !super::watchdog::alive(pid),
+            }
+        });
+    }
+
+    /// The peer's: an entry of ours went into its ring.
+    fn note_pushed(&self, opcode: umq_opcode_t) {
+        if loopback::needs_rx_buffer(opcode) {
+            let n = self.taking_rx.load(Ordering::Relaxed);
+            self.taking_rx.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
     /// Makes the inbox ready for a new peer: its WR sequence numbers start again at 0.
     pub fn open_for_next_peer(&self) {
         self.inbox().done.0.store(0, Ordering::Release);
@@ -503,6 +559,7 @@ impl Segment {
         i.cons.0.store(0, Ordering::Release);
         i.area.0.reset();
         i.doorbell.0.peer_rings.store(0, Ordering::Release);
+        i.board.reset(&self.publisher);
         self.cons_seen.store(0, Ordering::Relaxed);
         let ring = self.ring();
         let punched = unsafe {
@@ -822,6 +879,7 @@ fn finish_tx(w: &mut Wire, wr: *mut umq_buf_t, status: umq_buf_status_t, out: &m
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
 fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
     let mut credit = CreditGate::open(w);
+    let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
     while w.delivered + w.in_flight < w.sq.len() {
         let wr = w.sq[w.delivered + w.in_flight];
         let opcode = unsafe { (*wr).pro().opcode };
@@ -833,9 +891,14 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             .arena
             .as_deref()
             .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, peer));
-        if !push_wr(peer, wr, by_ref) {
+        let Some(placed) = push_wr(peer, wr, by_ref, alone) else {
             credit.keep(opcode);
             break;
+        };
+        if placed {
+            // (Fields, not `count_placed`: `by_ref` borrows the arena.)
+            w.placed_wr += 1;
+            w.placed_bytes += unsafe { (*wr).total_data_size } as u64;
         }
         if by_ref.is_some() {
             let seq = w.tx_done_seq + w.in_flight as u64;
@@ -885,8 +948,11 @@ pub(crate) fn transmit_one(
     wr: *mut umq_buf_t,
 ) -> Outcome {
     let mut out = Outcome::default();
-    let pushed = push_wr(peer, wr, None);
-    debug_assert!(pushed, "can_transmit_one checked the room");
+    let pushed = push_wr(peer, wr, None, true);
+    debug_assert!(pushed.is_some(), "can_transmit_one checked the room");
+    if pushed == Some(true) {
+        w.count_placed(wr);
+    }
     finish_tx(w, wr, UMQ_BUF_SUCCESS, &mut out);
     out.sends = 1;
     ring_if_changed(mine, peer);
@@ -901,8 +967,31 @@ fn by_ref_pays(w: &Wire, peer: &Segment) -> bool {
     !w.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
 }
 
-/// Pushes one WR: by reference into `by_ref` (our arena) when given, else with its payload.
-fn push_wr(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
+/// Pushes one WR: by reference into `by_ref` (our arena) when given, else placed in the
+/// receiver's buffer when that pays (`alone`: no other WR goes with it), else with its payload.
+/// None when the ring has no room; else whether the WR was placed.
+fn push_wr(
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+    by_ref: Option<&Arena>,
+    alone: bool,
+) -> Option<bool> {
+    let opcode = unsafe { (*wr).pro().opcode };
+    let min = if alone {
+        PLACE_MIN_ALONE
+    } else {
+        PLACE_MIN_IN_STREAM
+    };
+    let placed = by_ref.is_none() && place(peer, wr, min).is_some();
+    if !placed && !push_entry(peer, wr, by_ref) {
+        return None;
+    }
+    peer.note_pushed(opcode);
+    Some(placed)
+}
+
+/// The header of the entry that carries `wr`; `len`, the bytes its message carries.
+fn wr_entry(wr: *mut umq_buf_t) -> (Entry, usize) {
     let h = unsafe { &*wr };
     let pro = *h.pro();
     let len = if pro.opcode == UMQ_OPC_READ || pro.opcode == UMQ_OPC_NOP {
@@ -910,7 +999,7 @@ fn push_wr(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
     } else {
         h.total_data_size as usize
     };
-    let mut e = Entry {
+    let e = Entry {
         kind: KIND_WR,
         opcode: pro.opcode as u8,
         imm: pro.imm_data,
@@ -920,6 +1009,37 @@ fn push_wr(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
         rlen: pro.remote_sge.length,
         ..Default::default()
     };
+    (e, len)
+}
+
+/// Writes a SEND or SEND_IMM straight into the receive buffer it will land in, when the peer
+/// published that buffer (see `placement`) and the message has `min` bytes or more, and pushes
+/// its entry. None when it does not: the message then goes through the ring.
+fn place(peer: &Segment, wr: *mut umq_buf_t, min: usize) -> Option<()> {
+    let (op, len) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as usize) };
+    if len < min || (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !peer.has_room(0) {
+        return None;
+    }
+    let board = &peer.inbox().board;
+    let claim = board.find(peer.taking_rx.load(Ordering::Relaxed), len)?;
+    let dst = peer.peer_pool().ok()?.at(claim.offset, len as u64)? as *mut u8;
+    if !board.begin(|| peer.is_closed()) {
+        return None;
+    }
+    let (mut e, _) = wr_entry(wr);
+    loopback::copy_pieces(loopback::pieces(wr), std::iter::once((dst, len)));
+    e.flags = FLAG_PLACED;
+    e.addr = claim.offset;
+    e.total = len as u64;
+    let pushed = peer.push(e, 0, |_| {});
+    debug_assert!(pushed, "room was checked");
+    board.end(claim);
+    Some(())
+}
+
+/// Pushes the entry of `wr` with its payload, or by reference into `by_ref` (our arena).
+fn push_entry(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
+    let (mut e, len) = wr_entry(wr);
     if let Some(arena) = by_ref {
         e.flags = FLAG_BY_REF;
         e.total = len as u64;
@@ -955,7 +1075,11 @@ pub fn push_standalone(peer: &Segment, imm: u64) -> bool {
         imm,
         ..Default::default()
     };
-    peer.push(e, 0, |_| {})
+    let pushed = peer.push(e, 0, |_| {});
+    if pushed {
+        peer.note_pushed(UMQ_OPC_SEND); // it takes a receive buffer as a SEND does
+    }
+    pushed
 }
 
 /// Executes the peer's entries against our receive buffers and memory, in order, until the ring
@@ -986,11 +1110,17 @@ fn receive(
                     fragments,
                 };
                 loopback::deliver_standalone(&mut dst, e.imm);
+                w.rx_entries_run += 1;
                 out.rx_done += 1;
             }
             KIND_READ_RESP => read_response(w, &e, payload)?,
             _ => {
-                let status = match land_inline(w, &e, payload, umqh, fragments, out) {
+                let landed = match e.flags {
+                    0 => land_inline(w, &e, payload, umqh, fragments, out),
+                    FLAG_PLACED => land_placed(w, &e, umqh, out),
+                    _ => None,
+                };
+                let status = match landed {
                     Some(status) => Some(status),
                     None => {
                         let at = Here {
@@ -1007,6 +1137,9 @@ fn receive(
                     }
                     return Ok(());
                 };
+                if loopback::needs_rx_buffer(e.opcode as u32) {
+                    w.rx_entries_run += 1;
+                }
                 // Room first, then the count: a sender that sees its WR done also sees the
                 // ring caught up (which decides whether its next large WR goes by reference).
                 mine.pop(&e);
@@ -1032,7 +1165,7 @@ fn land_inline(
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
     let op = e.opcode as u32;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.flags & FLAG_BY_REF != 0 || fragments {
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || fragments {
         return None;
     }
     let rx = w.rx_posted.front()?;
@@ -1053,6 +1186,55 @@ fn land_inline(
     Some(UMQ_BUF_SUCCESS)
 }
 
+/// A message the sender placed in our next posted receive buffer: completed without a copy.
+/// None when it needs `execute` (its bytes went to a later buffer: see `placement`; or the
+/// entry is malformed, which `execute_general` reports).
+fn land_placed(w: &mut Wire, e: &Entry, umqh: u64, out: &mut Outcome) -> Option<umq_buf_status_t> {
+    let op = e.opcode as u32;
+    let len = u32::try_from(e.total).ok()?;
+    let rx = w.rx_posted.front()?;
+    let data = unsafe { (*rx).buf_data as *const u8 };
+    let here = w.arena.as_deref()?.offset_of(data, len as usize);
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM)
+        || e.len != 0
+        || here != Some(e.addr)
+        || len > unsafe { (*rx).buf_size }
+    {
+        return None;
+    }
+    let mut dst = Side {
+        umqh,
+        wire: w,
+        fragments: false,
+    };
+    unsafe { loopback::land_placed(&mut dst, rx, len, op, e.imm) };
+    if let Some(f) = w.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    w.placed_rx += 1;
+    out.rx_done += 1;
+    Some(UMQ_BUF_SUCCESS)
+}
+
+/// Where the sender placed a message that did not land in our next buffer: in a later posted
+/// buffer of our shared pool (an entry before it took no buffer). Err for anything else.
+fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, Broken> {
+    let op = e.opcode as u32;
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.len != 0 {
+        return Err("malformed placed entry");
+    }
+    let arena = w.arena.as_deref().ok_or("placed message without a shared pool")?;
+    w.rx_posted
+        .iter()
+        .skip(1)
+        .find(|&b| {
+            let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
+            e.total <= cap as u64 && arena.offset_of(data, cap as usize) == Some(e.addr)
+        })
+        .map(|b| unsafe { (*b).buf_data as *mut u8 })
+        .ok_or("placed message in no posted buffer")
+}
+
 /// Any WR the one-pass landing does not take: its payload resolved (in the ring or by
 /// reference), then executed.
 #[inline(never)]
@@ -1066,7 +1248,13 @@ fn execute_general(
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, Broken> {
     let mut pieces = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
-    let src = source(e, payload, peer, &mut pieces)?;
+    let src = match e.flags {
+        FLAG_PLACED => {
+            pieces[0] = (placed_elsewhere(w, e)?, e.total as usize);
+            &pieces[..1]
+        }
+        _ => source(e, payload, peer, &mut pieces)?,
+    };
     execute(w, peer, e, src, at, pool, out)
 }
 
@@ -1080,6 +1268,9 @@ fn source<'a>(
     out: &'a mut [(*mut u8, usize); crate::queue::MAX_SGE],
 ) -> Result<&'a [(*mut u8, usize)], Broken> {
     if e.flags & FLAG_BY_REF == 0 {
+        if e.flags != 0 {
+            return Err("unknown ring entry flags");
+        }
         out[0] = (payload as *mut u8, e.len as usize);
         return Ok(&out[..1]);
     }

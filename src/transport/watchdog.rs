@@ -38,7 +38,17 @@ pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-fn alive(pid: u32) -> bool {
+/// Whether the process of `pidfd` has exited (its pidfd is readable).
+pub(crate) fn exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
+pub(crate) fn alive(pid: u32) -> bool {
     let probed = unsafe { libc::kill(pid as libc::pid_t, 0) };
     probed == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }

@@ -173,12 +173,15 @@ pub fn done(b: *mut umq_buf_t) -> Done {
 pub struct SideStats {
     pub fc: umq_flowcontrol_stats_t,
     pub ext: umq_ext_flow_control_stats_t,
+    /// Which path messages took over shared memory (by reference, placed).
+    pub transport: umq_ext_transport_stats_t,
 }
 
 pub fn side_stats(h: u64) -> SideStats {
     let mut s = SideStats::default();
     ctl(h, UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY, &mut s.fc);
     ctl(h, UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS, &mut s.ext);
+    ctl(h, UMQ_EXT_OPCODE_TRANSPORT_STATS, &mut s.transport);
     s
 }
 

@@ -30,9 +30,13 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                  64 for bw over shm (the libfabric stream posts 64), --depth for bw on
                  loopback
   --flow-control default on
-  --shared-pool  shm: send buffers from the queue's shared pool (umq_buf_alloc with its
-                 handle), so messages of 16 KiB and more cross with one copy; off: from
-                 the process pool, copied through the ring (default on)
+  --shared-pool  shm, which buffers come from the queue's shared pool (umq_buf_alloc
+                 with its handle). send (default): send buffers; messages of 16 KiB and
+                 more cross by reference, the rest through the ring. on: receive buffers
+                 too; a message of 1 KiB or more posted alone (16 KiB or more in a
+                 stream) is written by the sender straight into its receive buffer.
+                 recv: receive buffers only. off: neither; every message is copied
+                 through the ring
   --rounds       repeat each measurement and report the median (default 1)
   --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
                  latency (Debian libfabric-bin), a windowed stream for bandwidth (built
@@ -112,6 +116,9 @@ pub struct Run {
     pub flow: Flow,
     /// shm: send buffers come from the queue's shared pool (large messages cross by reference).
     pub shared_pool: bool,
+    /// shm: receive buffers come from the queue's shared pool too (the sender writes messages
+    /// straight into them).
+    pub shared_rx: bool,
     pub quiet: bool,
 }
 
@@ -174,6 +181,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 initial_window: 0,
             },
             shared_pool: true,
+            shared_rx: false,
             quiet: false,
         },
     };
@@ -191,7 +199,15 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--rounds" => a.rounds = number(&flag, value()?)?,
             "--flow-control" => a.run.flow.on = on_off(&flag, &value()?)?,
             "--atomic-window" => a.run.flow.atomic_window = true,
-            "--shared-pool" => a.run.shared_pool = on_off(&flag, &value()?)?,
+            "--shared-pool" => {
+                (a.run.shared_pool, a.run.shared_rx) = match value()?.as_str() {
+                    "on" => (true, true),
+                    "send" => (true, false),
+                    "recv" => (false, true),
+                    "off" => (false, false),
+                    v => return Err(format!("--shared-pool {v}: on, send, recv or off")),
+                }
+            }
             "--compare" => match value()?.as_str() {
                 "libfabric" => a.compare = true,
                 v => return Err(format!("--compare {v}: only libfabric")),

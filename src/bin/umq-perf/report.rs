@@ -137,6 +137,11 @@ impl Row {
                 .map(|(name, _, v)| format!("\"{name}\":{v}"))
                 .collect();
             s += &format!(",\"{side}_fc\":{{{}}}", fields.join(","));
+            let t = &st.transport;
+            s += &format!(
+                ",\"{side}_copies\":{{\"by_ref_wr\":{},\"placed_wr\":{},\"placed_rx\":{}}}",
+                t.by_ref_wr, t.placed_wr, t.placed_rx
+            );
         }
         s + "}"
     }

@@ -45,7 +45,8 @@ fn connect(run: &Run, out: &mut impl Write, inp: &mut impl Read) -> u64 {
     let q = api::create(run.depth);
     send_frame(out, &api::bind_info(q));
     api::bind(q, recv_frame(inp));
-    let rx = api::alloc(run.size.max(8), run.rx_bufs, UMQ_OPC_SEND);
+    let from = if run.shared_rx { q } else { 0 };
+    let rx = api::alloc_from(from, run.size.max(8), run.rx_bufs, UMQ_OPC_SEND);
     api::post_rx_all(q, &rx);
     q
 }
@@ -67,7 +68,13 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
         "--flow-control".into(),
         if run.flow.on { "on" } else { "off" }.into(),
         "--shared-pool".into(),
-        if run.shared_pool { "on" } else { "off" }.into(),
+        match (run.shared_pool, run.shared_rx) {
+            (true, true) => "on",
+            (true, false) => "send",
+            (false, true) => "recv",
+            _ => "off",
+        }
+        .into(),
     ];
     if run.flow.atomic_window {
         a.push("--atomic-window".into());
@@ -94,14 +101,10 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     recv_frame(&mut from_peer); // the peer has bound and posted its receive buffers
     let label = format!("{} shm {} B", kind.name(), run.size);
     let mut progress = Progress::new(label, run.iters, run.quiet);
-    let row = Row::new(kind.name(), "shm", run.size, run.flow.on).text(
-        "send_buffers",
-        if run.shared_pool {
-            "queue pool"
-        } else {
-            "process pool"
-        },
-    );
+    let pool = |shared| if shared { "queue pool" } else { "process pool" };
+    let row = Row::new(kind.name(), "shm", run.size, run.flow.on)
+        .text("send_buffers", pool(run.shared_pool))
+        .text("receive_buffers", pool(run.shared_rx));
     let row = match kind {
         Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress)),
         Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
