@@ -211,7 +211,8 @@ pub struct Segment {
     /// at their doorbell, so a round that changed nothing does not ring.
     rung_at: [AtomicU64; 2],
     /// The peer's: its shared pool, mapped on the first WR that came by reference or was placed.
-    peer_pool: std::sync::OnceLock<PeerArena>,
+    /// (None: it could not be mapped.)
+    peer_pool: std::sync::OnceLock<Option<PeerArena>>,
     /// Ours: our side of the placement board.
     publisher: placement::Publisher,
     /// The peer's: how many of our entries in its ring take a receive buffer (the number of the
@@ -484,8 +485,9 @@ impl Segment {
 
     /// The peer's: its shared pool, mapped here on first use.
     fn peer_pool(&self) -> Result<&PeerArena, Broken> {
+        const UNMAPPABLE: Broken = "cannot map the peer's shared pool";
         if let Some(p) = self.peer_pool.get() {
-            return Ok(p);
+            return p.as_ref().ok_or(UNMAPPABLE);
         }
         let i = self.inbox();
         let fd = i.pool_fd.load(Ordering::Acquire);
@@ -493,12 +495,13 @@ impl Segment {
             return Err("peer sent by reference without a shared pool");
         }
         let secret = i.pool_secret.load(Ordering::Relaxed);
-        let view = PeerArena::open(i.owner_pid, fd, secret).map_err(|why| {
-            crate::log_err!("umq_shm", "{why}");
-            "cannot map the peer's shared pool"
-        })?;
+        // A failure is remembered: placement asks again for every message, and must not log
+        // each time.
+        let view = PeerArena::open(i.owner_pid, fd, secret)
+            .inspect_err(|why| crate::log_err!("umq_shm", "{why}"))
+            .ok();
         let _ = self.peer_pool.set(view);
-        Ok(self.peer_pool.get().unwrap())
+        self.peer_pool.get().unwrap().as_ref().ok_or(UNMAPPABLE)
     }
 
     /// Ours: offers the peer receive buffer `b`, which lies in our shared pool `arena`, to write
@@ -891,22 +894,21 @@ fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
             .arena
             .as_deref()
             .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, peer));
-        let Some(placed) = push_wr(peer, wr, by_ref, alone) else {
+        let Some(how) = push_wr(peer, wr, by_ref, alone) else {
             credit.keep(opcode);
             break;
         };
-        if placed {
-            // (Fields, not `count_placed`: `by_ref` borrows the arena.)
-            w.placed_wr += 1;
-            w.placed_bytes += unsafe { (*wr).total_data_size } as u64;
+        if how == Sent::Placed {
+            w.count_placed(wr);
         }
-        if by_ref.is_some() {
+        let by_ref = how == Sent::ByRef;
+        if by_ref {
             let seq = w.tx_done_seq + w.in_flight as u64;
             w.by_ref_in_flight.push_back(seq);
             w.by_ref_wr += 1;
             w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
-        match (transmit_complete(wr, by_ref.is_some()), w.in_flight) {
+        match (transmit_complete(wr, by_ref), w.in_flight) {
             // Complete at once when no WR ahead of it is still in flight: the poll that takes
             // the completion then has no round to run for it.
             (true, 0) => finish_tx(w, wr, UMQ_BUF_SUCCESS, out),
@@ -950,7 +952,7 @@ pub(crate) fn transmit_one(
     let mut out = Outcome::default();
     let pushed = push_wr(peer, wr, None, true);
     debug_assert!(pushed.is_some(), "can_transmit_one checked the room");
-    if pushed == Some(true) {
+    if pushed == Some(Sent::Placed) {
         w.count_placed(wr);
     }
     finish_tx(w, wr, UMQ_BUF_SUCCESS, &mut out);
@@ -967,27 +969,42 @@ fn by_ref_pays(w: &Wire, peer: &Segment) -> bool {
     !w.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
 }
 
-/// Pushes one WR: by reference into `by_ref` (our arena) when given, else placed in the
-/// receiver's buffer when that pays (`alone`: no other WR goes with it), else with its payload.
-/// None when the ring has no room; else whether the WR was placed.
+/// How a WR's message went into the peer's ring.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sent {
+    /// Its bytes behind its entry.
+    Copied,
+    /// As offsets in our shared pool: the receiver copies them.
+    ByRef,
+    /// Written into the receive buffer it lands in.
+    Placed,
+}
+
+/// Pushes one WR: placed in the receiver's buffer when that pays (`alone`: no other WR goes
+/// with it), else by reference into `by_ref` (our arena) when given, else with its payload.
+/// Placement comes first: the receiver then has nothing to copy, and the WR completes at once.
+/// None when the ring has no room.
 fn push_wr(
     peer: &Segment,
     wr: *mut umq_buf_t,
     by_ref: Option<&Arena>,
     alone: bool,
-) -> Option<bool> {
+) -> Option<Sent> {
     let opcode = unsafe { (*wr).pro().opcode };
     let min = if alone {
         PLACE_MIN_ALONE
     } else {
         PLACE_MIN_IN_STREAM
     };
-    let placed = by_ref.is_none() && place(peer, wr, min).is_some();
-    if !placed && !push_entry(peer, wr, by_ref) {
+    let how = if place(peer, wr, min).is_some() {
+        Sent::Placed
+    } else if push_entry(peer, wr, by_ref) {
+        by_ref.map_or(Sent::Copied, |_| Sent::ByRef)
+    } else {
         return None;
-    }
+    };
     peer.note_pushed(opcode);
-    Some(placed)
+    Some(how)
 }
 
 /// The header of the entry that carries `wr`; `len`, the bytes its message carries.
