@@ -1050,8 +1050,9 @@ fn place(peer: &Segment, wr: *mut umq_buf_t, min: usize) -> Option<()> {
     e.total = len as u64;
     let pushed = peer.push(e, 0, |_| {});
     debug_assert!(pushed, "room was checked");
+    // Either way the posting is used up: without an entry, the bytes are never looked at.
     board.end(claim);
-    Some(())
+    pushed.then_some(())
 }
 
 /// Pushes the entry of `wr` with its payload, or by reference into `by_ref` (our arena).
