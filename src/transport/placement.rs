@@ -185,12 +185,21 @@ mod tests {
         b.publish(&me, 3, 4096, 128);
         b.publish(&me, 4, 8192, 64);
         b.publish(&me, 6, 12288, 4096);
-        assert!(b.find(2, 8).is_none(), "entry 2's buffer was posted earlier, unpublished");
+        assert!(
+            b.find(2, 8).is_none(),
+            "entry 2's buffer was posted earlier, unpublished"
+        );
         let c = b.find(4, 64).expect("entry 4");
         assert_eq!(c.offset, 8192);
-        assert!(b.find(4, 65).is_none(), "too small: the message goes through the ring");
+        assert!(
+            b.find(4, 65).is_none(),
+            "too small: the message goes through the ring"
+        );
         b.end(c);
-        assert!(b.find(5, 8).is_none(), "entry 5's buffer is not on the board");
+        assert!(
+            b.find(5, 8).is_none(),
+            "entry 5's buffer is not on the board"
+        );
         assert_eq!(b.find(6, 4096).map(|c| c.offset), Some(12288));
         assert!(b.find(7, 8).is_none(), "nothing published yet");
     }
@@ -202,9 +211,15 @@ mod tests {
             b.publish(&me, k, 4096 * (k + 1), 64);
         }
         // The 10 past the end were dropped; the board still holds 0..SLOTS.
-        assert_eq!(b.find(SLOTS as u64 - 1, 8).map(|c| c.offset), Some(4096 * SLOTS as u64));
+        assert_eq!(
+            b.find(SLOTS as u64 - 1, 8).map(|c| c.offset),
+            Some(4096 * SLOTS as u64)
+        );
         b.publish(&me, SLOTS as u64 + 20, 1 << 20, 64);
-        assert_eq!(b.find(SLOTS as u64 + 20, 8).map(|c| c.offset), Some(1 << 20));
+        assert_eq!(
+            b.find(SLOTS as u64 + 20, 8).map(|c| c.offset),
+            Some(1 << 20)
+        );
     }
 
     #[test]
@@ -232,7 +247,10 @@ mod tests {
                 index: 0,
                 offset: 0,
             });
-            assert!(t.join().unwrap(), "the receiver waited for the write to end");
+            assert!(
+                t.join().unwrap(),
+                "the receiver waited for the write to end"
+            );
         });
         assert!(b.begin(|| false));
         b.wait_idle(|| true); // a sender that died mid-copy does not hold the receiver

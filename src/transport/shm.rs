@@ -509,7 +509,9 @@ impl Segment {
     pub fn publish_posted(&self, arena: &Arena, ordinal: u64, b: *mut umq_buf_t) {
         let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
         if let Some(offset) = arena.offset_of(data, cap as usize) {
-            self.inbox().board.publish(&self.publisher, ordinal, offset, cap);
+            self.inbox()
+                .board
+                .publish(&self.publisher, ordinal, offset, cap);
         }
     }
 
@@ -1241,7 +1243,10 @@ fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, Broken> {
     if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.len != 0 {
         return Err("malformed placed entry");
     }
-    let arena = w.arena.as_deref().ok_or("placed message without a shared pool")?;
+    let arena = w
+        .arena
+        .as_deref()
+        .ok_or("placed message without a shared pool")?;
     w.rx_posted
         .iter()
         .skip(1)
