@@ -992,13 +992,14 @@ fn push_wr(
     by_ref: Option<&Arena>,
     alone: bool,
 ) -> Option<Sent> {
-    let opcode = unsafe { (*wr).pro().opcode };
+    let (opcode, len) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as usize) };
     let min = if alone {
         PLACE_MIN_ALONE
     } else {
         PLACE_MIN_IN_STREAM
     };
-    let how = if place(peer, wr, min).is_some() {
+    // The size first, here: most messages are small, and this keeps `place` off their path.
+    let how = if len >= min && place(peer, wr, min).is_some() {
         Sent::Placed
     } else if push_entry(peer, wr, by_ref) {
         by_ref.map_or(Sent::Copied, |_| Sent::ByRef)
