@@ -241,19 +241,25 @@ fn pong(q: u64, run: &Run) {
 }
 
 /// Streams `iters` sequence-numbered messages, `batch` per post, then waits for the peer's
-/// "all received". Returns messages per second.
+/// "all received". Returns messages per second. The clock starts after a warm-up stream, so
+/// the peer process is known to be receiving: without it, a short run measured mostly how late
+/// the peer reached its loop.
 fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
     let mut free = send_buffers(q, run, run.depth);
     for &b in &free {
         unsafe { (*b).total_data_size = run.size };
     }
     let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
-    let (mut sent, mut finished) = (0u64, false);
-    let t = Instant::now();
+    await_signal(q);
+    let (warm, total) = (warmup(run.iters), warmup(run.iters) + run.iters);
+    let (mut sent, mut finished, mut start) = (0u64, false, None);
     while !finished {
+        if start.is_none() && sent >= warm {
+            start = Some(Instant::now());
+        }
         let k = (run.batch as usize)
             .min(free.len())
-            .min((run.iters - sent) as usize);
+            .min((total - sent) as usize);
         if k > 0 {
             let from = free.len() - k;
             for (j, &b) in free[from..].iter().enumerate() {
@@ -264,7 +270,7 @@ fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
             let n = api::post_tx_some(q, &free[from..]);
             free.drain(from..from + n);
             sent += n as u64;
-            progress.tick(sent);
+            progress.tick(sent.saturating_sub(warm));
         }
         let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
         for &b in &scratch[..n] {
@@ -276,15 +282,17 @@ fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
         }
         repost_received(q, &scratch[..n]);
     }
-    run.iters as f64 / t.elapsed().as_secs_f64()
+    let elapsed = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    run.iters as f64 / elapsed
 }
 
-/// Receives `iters` messages, checking their order, reposting every buffer; then tells the
-/// sender it is done.
+/// Receives the warm-up and `iters` messages, checking their order, reposting every buffer;
+/// then tells the sender it is done.
 fn stream_in(q: u64, run: &Run) {
     let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     let mut got = 0u64;
-    while got < run.iters {
+    signal(q); // ready: our receive buffers are posted and we are polling
+    while got < warmup(run.iters) + run.iters {
         let n = api::poll(q, UMQ_IO_RX, &mut scratch);
         if n == 0 {
             continue;
@@ -301,9 +309,27 @@ fn stream_in(q: u64, run: &Run) {
         }
         api::post(q, &scratch[..n], UMQ_IO_RX);
     }
-    let done = api::alloc(8, 1, UMQ_OPC_SEND);
-    api::post_all(q, &done, std::hint::spin_loop);
+    signal(q); // all received
+}
+
+/// Sends the peer an 8-byte message and waits until it is sent.
+fn signal(q: u64) {
+    let note = api::alloc(8, 1, UMQ_OPC_SEND);
+    api::post_all(q, &note, std::hint::spin_loop);
     let mut c = [ptr::null_mut(); 1];
     api::poll_exact(q, UMQ_IO_TX, &mut c);
     umq::ffi::api::umq_buf_free(c[0]);
+}
+
+/// Waits for the peer's `signal`, reposting what arrives.
+fn await_signal(q: u64) {
+    let mut c = [ptr::null_mut(); 1];
+    loop {
+        api::poll_exact(q, UMQ_IO_RX, &mut c);
+        let got = api::done(c[0]) == Done::Received;
+        api::post(q, &c, UMQ_IO_RX);
+        if got {
+            return;
+        }
+    }
 }
