@@ -477,7 +477,7 @@ impl Queue {
                 self.over_shm.store(false, Ordering::Release);
                 // Tell the other process first, then forget everything of this binding.
                 let seg = self.my_inbox().expect("shm binding without inbox");
-                seg.set_closed(true);
+                seg.set_closed();
                 // Before the flush hands our buffers back: a peer still copying one by
                 // reference must see the mark once its copy could read a reuse (see
                 // shm::sender_left), and a peer writing into one of our receive buffers must

@@ -4,5 +4,9 @@
 pub mod fifo;
 pub mod loopback;
 pub mod placement;
+pub mod presence;
+#[cfg(test)]
+mod protocol_tests;
 pub mod shm;
+pub mod sync;
 pub mod watchdog;

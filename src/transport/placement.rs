@@ -21,7 +21,7 @@
 //! before it looks whether the receiver left, and lowers it once the bytes are written; the
 //! receiver marks itself closed, fences, and waits for `placing` to drop before it flushes.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use super::sync::{AtomicU32, AtomicU64, Ordering, fence, pause};
 
 /// Postings on the board. A receiver with more buffers posted than this (or a sender that
 /// lags) simply publishes no more until the sender has moved on: those messages go through
@@ -30,6 +30,7 @@ pub const SLOTS: usize = 4096;
 
 /// One published receive buffer, written by the receiver, read by the sender.
 #[repr(C)]
+#[derive(Default)]
 pub struct Posting {
     /// Index of the posting + 1, stored last (release): the slot holds that posting.
     stamp: AtomicU64,
@@ -40,17 +41,29 @@ pub struct Posting {
 }
 
 #[repr(C, align(64))]
+#[derive(Default)]
 struct Line<T>(T);
 
 /// The board in an inbox: the sender's line (how far it read, whether it is writing into a
-/// buffer now), then the postings.
+/// buffer now), then the postings. In an inbox it is `SLOTS` long and starts zeroed, which is
+/// empty; the model checks use short ones.
 #[repr(C)]
-pub struct Board {
+pub struct Board<const N: usize = SLOTS> {
     read: Line<SenderState>,
-    slots: [Posting; SLOTS],
+    slots: [Posting; N],
+}
+
+impl<const N: usize> Default for Board<N> {
+    fn default() -> Self {
+        Board {
+            read: Line::default(),
+            slots: std::array::from_fn(|_| Posting::default()),
+        }
+    }
 }
 
 #[repr(C)]
+#[derive(Default)]
 struct SenderState {
     /// Postings the sender is done with (placed into, or passed over as stale).
     consumed: AtomicU64,
@@ -71,7 +84,7 @@ pub struct Claim {
     pub offset: u64,
 }
 
-impl Board {
+impl<const N: usize> Board<N> {
     /// Forgets everything of a binding that ended: no posting is left to be taken for one of the
     /// next binding.
     pub fn reset(&self, me: &Publisher) {
@@ -91,14 +104,14 @@ impl Board {
             return;
         };
         let j = me.next.load(Ordering::Relaxed);
-        if j - me.consumed_seen.load(Ordering::Relaxed) >= SLOTS as u64 {
+        if j - me.consumed_seen.load(Ordering::Relaxed) >= N as u64 {
             let consumed = self.read.0.consumed.load(Ordering::Acquire);
             me.consumed_seen.store(consumed, Ordering::Relaxed);
-            if j.saturating_sub(consumed) >= SLOTS as u64 {
+            if j.saturating_sub(consumed) >= N as u64 {
                 return;
             }
         }
-        let s = &self.slots[j as usize % SLOTS];
+        let s = &self.slots[j as usize % N];
         s.ordinal.store(ordinal, Ordering::Relaxed);
         s.offset.store(offset, Ordering::Relaxed);
         s.capacity.store(capacity, Ordering::Relaxed);
@@ -110,9 +123,9 @@ impl Board {
     /// bytes. Postings for earlier entries (those went through the ring) are passed over.
     pub fn find(&self, ordinal: u64, len: usize) -> Option<Claim> {
         let read = &self.read.0.consumed;
-        for _ in 0..SLOTS {
+        for _ in 0..N {
             let j = read.load(Ordering::Relaxed);
-            let s = &self.slots[j as usize % SLOTS];
+            let s = &self.slots[j as usize % N];
             if s.stamp.load(Ordering::Acquire) != j + 1 {
                 return None;
             }
@@ -155,104 +168,13 @@ impl Board {
     /// none of our buffers, or `sender_gone` says it never will again.
     pub fn wait_idle(&self, sender_gone: impl Fn() -> bool) {
         let placing = &self.read.0.placing;
-        let mut spins = 0u32;
+        let mut turns = 0u32;
         while placing.load(Ordering::Acquire) != 0 {
-            spins += 1;
-            if spins % 1024 == 0 && sender_gone() {
+            turns = turns.wrapping_add(1);
+            if turns % 1024 == 0 && sender_gone() {
                 return;
             }
-            if spins < 4096 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
+            pause(turns);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn board() -> Box<Board> {
-        // A zeroed board is an empty one, as in a fresh memfd.
-        unsafe { Box::new_zeroed().assume_init() }
-    }
-
-    #[test]
-    fn the_sender_finds_the_posting_for_its_entry_and_passes_over_older_ones() {
-        let (b, me) = (board(), Publisher::default());
-        b.publish(&me, 3, 4096, 128);
-        b.publish(&me, 4, 8192, 64);
-        b.publish(&me, 6, 12288, 4096);
-        assert!(
-            b.find(2, 8).is_none(),
-            "entry 2's buffer was posted earlier, unpublished"
-        );
-        let c = b.find(4, 64).expect("entry 4");
-        assert_eq!(c.offset, 8192);
-        assert!(
-            b.find(4, 65).is_none(),
-            "too small: the message goes through the ring"
-        );
-        b.end(c);
-        assert!(
-            b.find(5, 8).is_none(),
-            "entry 5's buffer is not on the board"
-        );
-        assert_eq!(b.find(6, 4096).map(|c| c.offset), Some(12288));
-        assert!(b.find(7, 8).is_none(), "nothing published yet");
-    }
-
-    #[test]
-    fn a_full_board_publishes_nothing_until_the_sender_moves_on() {
-        let (b, me) = (board(), Publisher::default());
-        for k in 0..SLOTS as u64 + 10 {
-            b.publish(&me, k, 4096 * (k + 1), 64);
-        }
-        // The 10 past the end were dropped; the board still holds 0..SLOTS.
-        assert_eq!(
-            b.find(SLOTS as u64 - 1, 8).map(|c| c.offset),
-            Some(4096 * SLOTS as u64)
-        );
-        b.publish(&me, SLOTS as u64 + 20, 1 << 20, 64);
-        assert_eq!(
-            b.find(SLOTS as u64 + 20, 8).map(|c| c.offset),
-            Some(1 << 20)
-        );
-    }
-
-    #[test]
-    fn offsets_past_four_gib_are_never_published() {
-        let (b, me) = (board(), Publisher::default());
-        b.publish(&me, 0, 1 << 32, 64);
-        assert!(b.find(0, 8).is_none());
-    }
-
-    #[test]
-    fn a_sender_never_starts_writing_once_the_receiver_left() {
-        let b = board();
-        assert!(!b.begin(|| true));
-        b.wait_idle(|| panic!("no placement is under way"));
-        assert!(b.begin(|| false));
-        let written = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let t = s.spawn(|| {
-                b.wait_idle(|| false);
-                written.load(Ordering::Acquire)
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            written.store(true, Ordering::Release);
-            b.end(Claim {
-                index: 0,
-                offset: 0,
-            });
-            assert!(
-                t.join().unwrap(),
-                "the receiver waited for the write to end"
-            );
-        });
-        assert!(b.begin(|| false));
-        b.wait_idle(|| true); // a sender that died mid-copy does not hold the receiver
     }
 }

@@ -45,6 +45,7 @@
 
 use super::loopback::{self, CreditGate, Outcome, Side, Wire};
 use super::placement;
+use super::presence::Presence;
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -66,7 +67,7 @@ const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 5;
+const LAYOUT_VERSION: u32 = 6;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -110,8 +111,9 @@ pub struct Inbox {
     version: u32,
     owner_pid: u32,
     secret: u64,
-    /// Set by the owner when it unbinds or is destroyed: the peer stops and fails its sends.
-    closed: AtomicU32,
+    /// Whether the owner is still in the binding the peer joined: when it is not, the peer
+    /// stops and fails its sends.
+    presence: Presence,
     /// The owner's shared pool, once it has one: its memfd number and the secret in its header
     /// (`NO_POOL` until then). The peer maps it to copy WRs sent by reference.
     pool_fd: AtomicU32,
@@ -218,6 +220,8 @@ pub struct Segment {
     /// The peer's: how many of our entries in its ring take a receive buffer (the number of the
     /// next such entry, for placement).
     taking_rx: AtomicU64,
+    /// The peer's: the binding of its owner that we joined (see `presence`).
+    joined: u32,
 }
 
 unsafe impl Send for Segment {}
@@ -387,6 +391,7 @@ impl Segment {
             peer_pool: Default::default(),
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
+            joined: 0,
         };
         let inbox = unsafe { &mut *(base as *mut Inbox) };
         inbox.pool_fd = AtomicU32::new(NO_POOL);
@@ -425,6 +430,7 @@ impl Segment {
             peer_pool: Default::default(),
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
+            joined: 0,
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -434,8 +440,12 @@ impl Segment {
         {
             return Err("the peer's inbox does not match its bind info".to_string());
         }
+        let (joined, bell) = (
+            i.presence.binding(),
+            i.doorbell.0.fd.load(Ordering::Acquire),
+        );
+        seg.joined = joined;
         populate_hot(seg.ring());
-        let bell = i.doorbell.0.fd.load(Ordering::Acquire);
         if bell != NO_DOORBELL {
             seg.doorbell = peer_doorbell(pid, bell);
             if seg.doorbell.is_some() {
@@ -538,15 +548,17 @@ impl Segment {
     /// Makes the inbox ready for a new peer: its WR sequence numbers start again at 0.
     pub fn open_for_next_peer(&self) {
         self.inbox().done.0.store(0, Ordering::Release);
-        self.set_closed(false);
+        self.inbox().presence.reopen();
     }
 
-    pub fn set_closed(&self, closed: bool) {
-        self.inbox().closed.store(closed as u32, Ordering::Release);
+    /// Ours: we leave the binding (unbind, destroy); the peer stops.
+    pub fn set_closed(&self) {
+        self.inbox().presence.leave();
     }
 
+    /// The peer's: whether it left the binding we joined.
     pub fn is_closed(&self) -> bool {
-        self.inbox().closed.load(Ordering::Acquire) != 0
+        self.inbox().presence.left(self.joined)
     }
 
     pub fn secret(&self) -> u64 {
@@ -1666,6 +1678,23 @@ mod tests {
             unsafe { libc::ftruncate(real.fd(), 4096) },
             0,
             "ours cannot shrink"
+        );
+    }
+
+    #[test]
+    fn a_peer_of_an_ended_binding_never_sees_the_inbox_open_again() {
+        let owner = Segment::create(13, false).unwrap();
+        let me = std::process::id();
+        let old = Segment::open_peer(me, owner.fd() as u32, 13).unwrap();
+        assert!(!old.is_closed());
+        owner.set_closed();
+        owner.reset_for_next_binding();
+        owner.open_for_next_peer();
+        let new = Segment::open_peer(me, owner.fd() as u32, 13).unwrap();
+        assert!(!new.is_closed());
+        assert!(
+            old.is_closed(),
+            "descheduled across the unbind, the old peer would write into the new binding"
         );
     }
 
