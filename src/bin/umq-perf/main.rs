@@ -21,7 +21,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
   --provider     loopback: two queues of this process (default); shm: a second process,
                  started by umq-perf itself, over the shared-memory transport; its
                  latency rows also carry the floor (the same bytes bounced between two
-                 processes through bare shared memory) and how far above it we are
+                 processes through bare shared memory) and how far above it we are, and
+                 the floor of a one-copy transport through the kernel (each message moved
+                 by one process_vm_writev into the peer's own buffer)
   --test         lat: ping-pong half round trip; bw: streaming messages/s;
                  fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
@@ -346,15 +348,24 @@ fn median_of(
 }
 
 /// Adds the bare shared-memory ping-pong of the same size (median of `rounds`) to a latency
-/// row, and how far above it we are: the cost of everything but moving the cache lines.
+/// row, and how far above it we are: the cost of everything but moving the cache lines. Then
+/// the same ping-pong with one kernel copy per message instead of two through the mapping.
 fn with_floor(row: Row, run: &Run, rounds: u32) -> Row {
-    match median_of(rounds, || floor::half_rtt_ns(run.size, run.iters)) {
+    let row = match median_of(rounds, || {
+        floor::half_rtt_ns(run.size, run.iters, floor::Copy::Twice)
+    }) {
         Ok(floor) => {
             let ours = row.get("mean_ns").unwrap_or(f64::NAN);
             row.num("floor_half_rtt_ns", floor.round())
                 .num("over_floor_ns", (ours - floor).round())
         }
         Err(e) => row.text("floor", e),
+    };
+    match median_of(rounds, || {
+        floor::half_rtt_ns(run.size, run.iters, floor::Copy::Kernel)
+    }) {
+        Ok(cma) => row.num("cma_floor_half_rtt_ns", cma.round()),
+        Err(e) => row.text("cma_floor", e),
     }
 }
 
