@@ -1821,7 +1821,7 @@ mod tests {
             let mut w = Wire::new(16, 16);
             w.arena = shared.arena().cloned();
             let from_shared = rng.next() % 4 != 0;
-            let mut alloc = |n: u32| {
+            let alloc = |n: u32| {
                 let head = if from_shared {
                     pool.alloc_in(&shared, 1000, n, 0, 0).unwrap()
                 } else {
