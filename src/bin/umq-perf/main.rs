@@ -15,7 +15,7 @@ use report::Row;
 const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
-                [--flow-control on|off] [--atomic-window] [--shared-pool on|off]
+                [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric] [--json] [--quiet]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
@@ -33,12 +33,11 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                  loopback
   --flow-control default on
   --shared-pool  shm, which buffers come from the queue's shared pool (umq_buf_alloc
-                 with its handle). send (default): send buffers; messages of 16 KiB and
-                 more cross by reference, the rest through the ring. on: receive buffers
-                 too; a message of 1 KiB or more posted alone (16 KiB or more in a
-                 stream) is written by the sender straight into its receive buffer.
-                 recv: receive buffers only. off: neither; every message is copied
-                 through the ring
+                 with its handle). on (default): send and receive buffers; a message of
+                 1 KiB or more posted alone (16 KiB or more in a stream) is written by
+                 the sender straight into its receive buffer. send: send buffers only;
+                 messages of 16 KiB and more cross by reference. recv: receive buffers
+                 only. off: neither; every message is copied through the ring
   --rounds       repeat each measurement and report the median (default 1)
   --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
                  latency (Debian libfabric-bin), a windowed stream for bandwidth (built
@@ -183,7 +182,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 initial_window: 0,
             },
             shared_pool: true,
-            shared_rx: false,
+            shared_rx: true,
             quiet: false,
         },
     };
