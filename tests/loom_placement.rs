@@ -55,7 +55,7 @@ impl Buffers {
 
 /// The sender's side of a placement, as `shm::place` does it: find the posting for our entry,
 /// announce, write, (push the entry), end. Returns the buffer written to.
-fn place(inbox: &Inbox, buffers: &Buffers, entry: u64, value: u64, joined: u32) -> Option<u64> {
+fn place(inbox: &Inbox, buffers: &Buffers, entry: u64, value: u64, joined: u64) -> Option<u64> {
     let claim = inbox.board.find(entry, 8)?;
     if !inbox.board.begin(|| inbox.presence.left(joined)) {
         return None;

@@ -8,40 +8,45 @@
 //! peer remembers the one it joined, and the owner has left it when the mark is up or the
 //! count moved on.
 
-use super::sync::{AtomicU32, Ordering};
+use super::sync::{AtomicU64, Ordering};
 
+/// One word, so that a peer's look at it costs what a look at a flag did: the binding count
+/// times two, plus one while the owner is closed.
 #[repr(C)]
 #[derive(Default)]
 pub struct Presence {
-    closed: AtomicU32,
-    binding: AtomicU32,
+    word: AtomicU64,
 }
+
+const CLOSED: u64 = 1;
+const ONE_BINDING: u64 = 2;
 
 impl Presence {
     /// Owner: leaves the current binding. Whoever must see this before the owner goes on
     /// (placement, by-reference copies) pairs it with a fence on both sides.
     pub fn leave(&self) {
-        self.closed.store(1, Ordering::Release);
+        let w = self.word.load(Ordering::Relaxed);
+        self.word.store(w | CLOSED, Ordering::Release);
     }
 
     /// Owner: opens a new binding after one ended; nothing while the inbox is open already, so
     /// bind info handed out twice names one binding.
     pub fn reopen(&self) {
-        if self.closed.load(Ordering::Relaxed) != 0 {
-            let next = self.binding.load(Ordering::Relaxed).wrapping_add(1);
-            self.binding.store(next, Ordering::Relaxed);
-            // Release: a peer that sees the mark lifted also sees the new count.
-            self.closed.store(0, Ordering::Release);
+        let w = self.word.load(Ordering::Relaxed);
+        if w & CLOSED != 0 {
+            let next = (w & !CLOSED).wrapping_add(ONE_BINDING);
+            self.word.store(next, Ordering::Release);
         }
     }
 
-    /// Peer, when it joins: the binding it joins.
-    pub fn binding(&self) -> u32 {
-        self.binding.load(Ordering::Acquire)
+    /// Peer, when it joins: the binding it joins (one the owner has already left, when the
+    /// bind info was stale).
+    pub fn binding(&self) -> u64 {
+        self.word.load(Ordering::Acquire) & !CLOSED
     }
 
     /// Peer: whether the owner has left binding `joined`.
-    pub fn left(&self, joined: u32) -> bool {
-        self.closed.load(Ordering::Acquire) != 0 || self.binding.load(Ordering::Relaxed) != joined
+    pub fn left(&self, joined: u64) -> bool {
+        self.word.load(Ordering::Acquire) != joined
     }
 }

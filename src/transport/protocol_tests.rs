@@ -108,5 +108,10 @@ mod presence {
             "the old peer must not write into the new binding"
         );
         assert!(!p.left(second));
+        p.leave();
+        assert!(
+            p.left(p.binding()),
+            "joining with stale bind info finds the owner gone"
+        );
     }
 }

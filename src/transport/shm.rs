@@ -221,7 +221,7 @@ pub struct Segment {
     /// next such entry, for placement).
     taking_rx: AtomicU64,
     /// The peer's: the binding of its owner that we joined (see `presence`).
-    joined: u32,
+    joined: u64,
 }
 
 unsafe impl Send for Segment {}
