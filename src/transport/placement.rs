@@ -171,7 +171,7 @@ impl<const N: usize> Board<N> {
         let mut turns = 0u32;
         while placing.load(Ordering::Acquire) != 0 {
             turns = turns.wrapping_add(1);
-            if turns % 1024 == 0 && sender_gone() {
+            if turns.is_multiple_of(1024) && sender_gone() {
                 return;
             }
             pause(turns);

@@ -1820,7 +1820,7 @@ mod tests {
         for case in 0..3000 {
             let mut w = Wire::new(16, 16);
             w.arena = shared.arena().cloned();
-            let from_shared = rng.next() % 4 != 0;
+            let from_shared = !rng.next().is_multiple_of(4);
             let alloc = |n: u32| {
                 let head = if from_shared {
                     pool.alloc_in(&shared, 1000, n, 0, 0).unwrap()
@@ -1856,7 +1856,7 @@ mod tests {
                 at + LINE as u64
             };
             let mut out = Outcome::default();
-            let fragments = rng.next() % 4 == 0;
+            let fragments = rng.next().is_multiple_of(4);
             let r = receive(&mut w, &mine, &peer, 0, fragments, &pool, &mut out);
             *outcomes.entry(r.err().unwrap_or("ran")).or_insert(0) += 1;
             completed += out.rx_done;
