@@ -4,6 +4,11 @@
 //! post / poll, base API, interrupts), `buf` (pools), `transport` (how WRs reach the peer), plus
 //! process-wide `runtime`, `log`, `event` and `dfx`. See docs/DESIGN.md.
 
+// The modules are public for the library's own binaries and tests, not as a Rust API. Their
+// functions take buffer pointers the way the C API does, after the `extern "C"` entry points
+// checked them (`ffi::checked`, `ffi::need`), so they are not marked `unsafe` one by one.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 pub mod abi;
 pub mod buf;
 pub mod dfx;

@@ -110,9 +110,8 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
     }
     let trans_info = cfg.trans_info[..cfg.trans_info_num as usize].to_vec();
     for (i, t) in trans_info.iter().enumerate() {
-        crate::queue::config::check_trans_info(F, t).map_err(|e| {
+        crate::queue::config::check_trans_info(F, t).inspect_err(|_| {
             crate::log_err!(F, "trans_info[{i}] rejected");
-            e
         })?;
     }
     let mut slot = RUNTIME.write().unwrap_or_else(|p| p.into_inner());

@@ -150,7 +150,7 @@ fn soak() {
                 "credit consumed once per send (seed {seed:#x}, step {steps})"
             );
         }
-        if steps % 5_000 == 0 {
+        if steps.is_multiple_of(5_000) {
             quiescent_checks += 1;
             assert_identities(a, b); // loopback delivery is synchronous: nothing is in flight
         }

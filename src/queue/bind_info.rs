@@ -297,7 +297,7 @@ mod tests {
             boot_id: 0x1234_5678_9abc_def0,
             uid: 1000,
             inbox_fd: 7,
-            secret: 0x5ec2_e7,
+            secret: 0x005e_c2e7,
         }
     }
 

@@ -133,9 +133,8 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             shared_pool: OnceLock::new(),
         })
     })
-    .map_err(|e| {
+    .inspect_err(|_| {
         crate::log_err!("umq_create", "no free queue slot");
-        e
     })?;
     crate::log_info!(
         "umq_create",

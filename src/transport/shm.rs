@@ -675,7 +675,7 @@ impl Segment {
     /// something impossible.
     fn peek(&self) -> Result<Option<(Entry, *const u8)>, &'static str> {
         let cons = self.inbox().cons.0.load(Ordering::Relaxed);
-        if cons % LINE as u64 != 0 {
+        if !cons.is_multiple_of(LINE as u64) {
             return Err("ring index out of range");
         }
         let off = cons as usize % RING_BYTES;

@@ -148,7 +148,7 @@ pub fn sends(first_seq: u64, n: usize) -> Vec<*mut umq_buf_t> {
             (*b).total_data_size = 8;
             (*b).qbuf_ext = [0; 8];
             let pro = (*b).pro_mut();
-            pro.opcode = if seq % 4 == 0 {
+            pro.opcode = if seq.is_multiple_of(4) {
                 UMQ_OPC_SEND_IMM
             } else {
                 UMQ_OPC_SEND

@@ -36,7 +36,7 @@ impl Progress {
             return;
         }
         self.calls = self.calls.wrapping_add(1);
-        if (self.calls % 1024 == 0 || self.total < 1024)
+        if (self.calls.is_multiple_of(1024) || self.total < 1024)
             && self.drawn.elapsed() >= Duration::from_millis(100)
         {
             self.drawn = Instant::now();
