@@ -15,6 +15,9 @@
  *              written straight into them (one copy) and arrive byte-exact, also after a
  *              refused WRITE_IMM put the sender's count one buffer ahead, and into a
  *              process-pool receive buffer among them
+ *   placement_unbind - the receiver unbinds while the sender places 4 MiB messages into its
+ *              shared-pool buffers: every buffer it gets back stays as it leaves it, and the
+ *              same queue binds again to a new sender and works, six times over
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -61,12 +64,9 @@ static void init(int pro, int flow_control)
     }
 }
 
-/* Creates a queue and binds it to the process at the other end of `s`. */
-static uint64_t connect_queue(int s, const char *name, uint32_t depth, umq_queue_mode_t mode)
+/* Binds queue `q` to the process at the other end of `s` (bind info both ways). */
+static void bind_to_peer(int s, uint64_t q, const char *name)
 {
-    umq_create_option_t o = test_option(name, depth, mode);
-    o.trans_mode = UMQ_TRANS_MODE_IPC;
-    uint64_t q = umq_create(&o);
     uint8_t mine[512], theirs[512];
     uint32_t n = umq_bind_info_get(q, mine, sizeof(mine));
     if (!q || !n || sock_send(s, mine, n) != 0) {
@@ -78,6 +78,15 @@ static uint64_t connect_queue(int s, const char *name, uint32_t depth, umq_queue
         fprintf(stderr, "%s: bind failed\n", name);
         exit(2);
     }
+}
+
+/* Creates a queue and binds it to the process at the other end of `s`. */
+static uint64_t connect_queue(int s, const char *name, uint32_t depth, umq_queue_mode_t mode)
+{
+    umq_create_option_t o = test_option(name, depth, mode);
+    o.trans_mode = UMQ_TRANS_MODE_IPC;
+    uint64_t q = umq_create(&o);
+    bind_to_peer(s, q, name);
     return q;
 }
 
@@ -702,6 +711,119 @@ static void test_placement(int s, int child)
 
 typedef void (*pair_test)(int s, int child);
 
+/* Unbinding while the sender places: cycles in which the child sends 4 MiB messages one at a
+ * time, each written straight into one of our shared-pool receive buffers, while we take the
+ * first one or two and unbind. Every buffer we get back is then ours again: we fill it, and check, once
+ * the child has stopped, that nothing wrote into it since. The messages are large so that the
+ * unbind usually lands in the middle of a copy. */
+#define UNBIND_CYCLES 6
+#define UNBIND_BUFS 16
+#define UNBIND_LEN (4u << 20)
+
+/* Child: sends one buffer over and over (a SEND completes once in the peer's ring, so it is
+ * free again at once) until the receiver has left: a send refused or flushed, or 2 s without
+ * credit. Returns how many went. */
+static uint32_t send_until_unbound(uint64_t q)
+{
+    umq_buf_t *b = patterned(0, UNBIND_LEN, 0), *bad = NULL, *c = NULL;
+    ((umq_buf_pro_t *)b->qbuf_ext)->opcode = UMQ_OPC_SEND;
+    uint32_t sent = 0;
+    for (;; sent++) {
+        int rc;
+        double t0 = now_ms();
+        while ((rc = umq_post(q, b, UMQ_IO_TX, &bad)) == -UMQ_ERR_EAGAIN && now_ms() - t0 < 2000)
+            if (umq_poll(q, UMQ_IO_RX, &c, 1) == 1) /* window updates */
+                umq_post(q, c, UMQ_IO_RX, &bad);
+        if (rc != 0)
+            break;
+        c = poll_one(q, UMQ_IO_TX);
+        if (c != b || c->status != UMQ_BUF_SUCCESS)
+            break;
+    }
+    umq_buf_free(b);
+    return sent;
+}
+
+/* A copy into the buffer that was under way would reach its end last: fill that first. */
+static void fill_from_the_end(void *p, uint32_t len)
+{
+    for (uint32_t at = len; at > 0; at -= at < 4096 ? at : 4096) {
+        uint32_t k = at < 4096 ? at : 4096;
+        memset((uint8_t *)p + at - k, 0xa5, k);
+    }
+}
+
+static void test_placement_unbind(int s, int child)
+{
+    init(1, 1);
+    uint64_t q = 0;
+    for (int cycle = 0; cycle < UNBIND_CYCLES; cycle++) {
+        char note = 0;
+        if (child) {
+            q = connect_queue(s, "unbind-c", 64, UMQ_MODE_POLLING);
+            int fails = sock_recv(s, &note, 1) != 1;
+            uint32_t sent = send_until_unbound(q);
+            umq_ext_transport_stats_t t = transport_stats(q);
+            /* At least what the parent took went, straight into its buffers. (A send that began
+             * as the parent left may have gone into the ring it no longer reads.) */
+            uint32_t taken = 1u + (uint32_t)cycle % 2;
+            fails += sent < taken || t.placed_wr < taken || t.placed_wr > sent;
+            if (fails)
+                fprintf(stderr, "placement_unbind: cycle %d, %u sent, %llu placed\n", cycle, sent,
+                        (unsigned long long)t.placed_wr);
+            sock_send(s, &note, 1); /* stopped */
+            umq_destroy(q);
+            if (fails)
+                _exit(1);
+            continue;
+        }
+        /* The same queue every cycle: each binding must start clean whatever the last one's
+         * sender was doing when we left. */
+        if (cycle == 0)
+            q = connect_queue(s, "unbind-p", 64, UMQ_MODE_POLLING);
+        else
+            bind_to_peer(s, q, "unbind-p");
+        umq_buf_t *mine[UNBIND_BUFS], *c = NULL, *bad = NULL;
+        for (int i = 0; i < UNBIND_BUFS; i++) {
+            mine[i] = umq_buf_alloc(UNBIND_LEN, 1, q, NULL);
+            CHECK(mine[i] != NULL && umq_post(q, mine[i], UMQ_IO_RX, &bad) == 0);
+        }
+        sock_send(s, &note, 1);
+        /* One or two arrive (the child has credit for all 16 and goes on copying), then we leave
+         * at once. */
+        umq_buf_t *back[UNBIND_BUFS];
+        int taken = 0, n = 0;
+        while (taken < 1 + cycle % 2 && (c = poll_one(q, UMQ_IO_RX)) != NULL)
+            back[taken++] = c;
+        CHECK_EQ(umq_unbind(q), 0);
+        /* Every buffer comes back, flushed or with a message that made it before the unbind; the
+         * next one in line, the likeliest to be under the child's copy, is filled first. */
+        for (n = taken; n < UNBIND_BUFS && (c = poll_one(q, UMQ_IO_RX)) != NULL; n++) {
+            fill_from_the_end(c->buf_data, UNBIND_LEN);
+            back[n] = c;
+        }
+        for (int i = 0; i < taken; i++) {
+            CHECK_EQ(back[i]->status, UMQ_BUF_SUCCESS);
+            CHECK(has_pattern((const uint8_t *)back[i]->buf_data, 0, UNBIND_LEN, 0));
+            memset(back[i]->buf_data, 0xa5, UNBIND_LEN);
+        }
+        CHECK_EQ(n, UNBIND_BUFS);
+        CHECK_EQ(sock_recv(s, &note, 1), 1);
+        for (int i = 0; i < n; i++) {
+            const uint8_t *p = (const uint8_t *)back[i]->buf_data;
+            int intact = 1;
+            for (uint32_t k = 0; k < UNBIND_LEN; k++)
+                intact &= p[k] == 0xa5;
+            CHECK(intact);
+            umq_buf_free(back[i]);
+        }
+    }
+    if (!child)
+        umq_destroy(q);
+    umq_uninit();
+}
+
+
 /* Flow control off: immediates are the user's 64 bits, bit 0 included (with it on, bit 0 marks
  * the library's own). Both the receiver's completion and the sender's WR keep them. */
 static void test_imm64(int s, int child)
@@ -775,7 +897,7 @@ int main(int argc, char **argv)
     struct { const char *name; pair_test t; } cases[] = {
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
         {"last_words", test_last_words}, {"shared_pool", test_shared_pool}, {"imm64", test_imm64},
-        {"placement", test_placement},
+        {"placement", test_placement}, {"placement_unbind", test_placement_unbind},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)

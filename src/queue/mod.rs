@@ -489,7 +489,14 @@ impl Queue {
                     w.shm = None;
                     (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
                 };
-                seg.reset_for_next_binding();
+                if seg.renew().is_err() {
+                    crate::log_warn!(
+                        "umq_unbind",
+                        "queue {:#x}: inbox cleared in place (a late write of the old peer could reach the next binding)",
+                        self.handle
+                    );
+                    seg.reset_for_next_binding();
+                }
                 self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
                 self.notify(tx > 0, rx > 0);
                 return;

@@ -78,6 +78,14 @@ pub struct Publisher {
     consumed_seen: AtomicU64,
 }
 
+impl Publisher {
+    /// For a fresh board: nothing published yet, nothing seen consumed.
+    pub fn forget(&self) {
+        self.next.store(0, Ordering::Relaxed);
+        self.consumed_seen.store(0, Ordering::Release);
+    }
+}
+
 /// A posting the sender may write into: the buffer's offset in the receiver's pool.
 pub struct Claim {
     index: u64,
@@ -93,8 +101,7 @@ impl<const N: usize> Board<N> {
         }
         self.read.0.consumed.store(0, Ordering::Relaxed);
         self.read.0.placing.store(0, Ordering::Relaxed);
-        me.next.store(0, Ordering::Relaxed);
-        me.consumed_seen.store(0, Ordering::Release);
+        me.forget();
     }
 
     /// Receiver: publishes a buffer at `offset` holding `capacity` bytes, to be taken by the

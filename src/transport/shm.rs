@@ -346,36 +346,54 @@ fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
     Ok(p as *mut u8)
 }
 
+/// A memfd for an inbox: mode 0600, sealed at its size, so neither side can shrink the mapping
+/// under the other (SIGBUS).
+fn inbox_memfd() -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    let fd = unsafe {
+        libc::memfd_create(
+            c"umq-inbox".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(os_err());
+    }
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    if unsafe { libc::fchmod(fd, 0o600) } != 0
+        || unsafe { libc::ftruncate(fd, segment_len() as libc::off_t) } != 0
+        || unsafe {
+            libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            )
+        } != 0
+    {
+        return Err(os_err());
+    }
+    Ok(owned)
+}
+
+/// Writes the header of a fresh (zeroed) inbox mapped at `base`.
+fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>) {
+    let inbox = unsafe { &mut *(base as *mut Inbox) };
+    inbox.pool_fd = AtomicU32::new(NO_POOL);
+    inbox.magic = MAGIC;
+    inbox.version = LAYOUT_VERSION;
+    inbox.owner_pid = std::process::id();
+    inbox.secret = secret;
+    let bell = doorbell.map_or(NO_DOORBELL, |f| f.fd() as u32);
+    inbox.doorbell.0.fd.store(bell, Ordering::Release);
+}
+
 impl Segment {
     /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
     /// when the owning queue is in interrupt mode.
     pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
-        use std::os::fd::FromRawFd;
-        let fd = unsafe {
-            libc::memfd_create(
-                c"umq-inbox".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
-        if fd < 0 {
-            return Err(os_err());
-        }
-        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let owned = inbox_memfd()?;
         let len = segment_len();
-        // Sealed at its size: neither side can shrink the mapping under the other (SIGBUS).
-        if unsafe { libc::fchmod(fd, 0o600) } != 0
-            || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0
-            || unsafe {
-                libc::fcntl(
-                    fd,
-                    libc::F_ADD_SEALS,
-                    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
-                )
-            } != 0
-        {
-            return Err(os_err());
-        }
-        let base = map(fd, len)?;
+        let base = map(raw(&owned), len)?;
         let doorbell = if with_doorbell {
             Some(EventFd::new(false)?)
         } else {
@@ -393,16 +411,57 @@ impl Segment {
             taking_rx: AtomicU64::new(0),
             joined: 0,
         };
-        let inbox = unsafe { &mut *(base as *mut Inbox) };
-        inbox.pool_fd = AtomicU32::new(NO_POOL);
-        inbox.magic = MAGIC;
-        inbox.version = LAYOUT_VERSION;
-        inbox.owner_pid = std::process::id();
-        inbox.secret = secret;
-        let bell = seg.doorbell.as_ref().map_or(NO_DOORBELL, |f| f.fd() as u32);
-        inbox.doorbell.0.fd.store(bell, Ordering::Release);
+        write_inbox_header(base, secret, seg.doorbell.as_ref());
         populate_hot(seg.ring());
         Ok(seg)
+    }
+
+    /// Ours, once a binding ended: moves the inbox onto a fresh memfd, at the same address and
+    /// under the same fd number, with a new secret (bind info handed out before no longer
+    /// opens it). The old peer keeps its mapping of the old memfd: whatever it still writes
+    /// there (an entry it was pushing, its ring index) reaches nobody, however late it runs,
+    /// and it goes on seeing our closed mark and our executed-WR count. Clearing the inbox in
+    /// place could not promise that: a peer descheduled in the middle of a push would finish it
+    /// into the next binding's ring.
+    pub fn renew(&self) -> Result<(), i32> {
+        let fresh = inbox_memfd()?;
+        // The header goes in through a mapping of our own first, so our view of the inbox is
+        // never one without it.
+        let staged = map(raw(&fresh), self.len)?;
+        write_inbox_header(staged, crate::runtime::random_u64(), self.doorbell.as_ref());
+        unsafe { libc::munmap(staged as *mut libc::c_void, self.len) };
+        let moved = unsafe {
+            libc::mmap(
+                self.base as *mut libc::c_void,
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                raw(&fresh),
+                0,
+            )
+        };
+        if moved != self.base as *mut libc::c_void {
+            let err = os_err();
+            // A failed MAP_FIXED may have unmapped the range: put the old memfd back.
+            unsafe {
+                libc::mmap(
+                    self.base as *mut libc::c_void,
+                    self.len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    self.fd(),
+                    0,
+                )
+            };
+            return Err(err);
+        }
+        if unsafe { libc::dup3(raw(&fresh), self.fd(), libc::O_CLOEXEC) } < 0 {
+            return Err(os_err());
+        }
+        self.publisher.forget();
+        self.cons_seen.store(0, Ordering::Relaxed);
+        populate_hot(self.ring());
+        Ok(())
     }
 
     /// The fd number the peer opens through /proc.
@@ -565,11 +624,13 @@ impl Segment {
         self.inbox().secret
     }
 
-    /// Clears the ring, its indices and the area once a binding ended. The ring's pages are
-    /// given back, which also zeroes every stamp, so nothing of the old binding can look like a
-    /// new entry. The closed mark and the executed-WR count stay until the next bind info is
-    /// handed out ([`Segment::open_for_next_peer`]): the old peer may still be reading the
-    /// count, and the WRs of its that we executed must complete, not be flushed.
+    /// Clears the ring, its indices and the area in place once a binding ended: the fallback
+    /// when [`Segment::renew`] cannot make a fresh memfd. The ring's pages are given back, which
+    /// also zeroes every stamp, so nothing of the old binding can look like a new entry. The
+    /// closed mark and the executed-WR count stay until the next bind info is handed out
+    /// ([`Segment::open_for_next_peer`]): the old peer may still be reading the count, and the
+    /// WRs of its that we executed must complete, not be flushed. What this cannot undo is a
+    /// push the old peer finishes later (see `renew`).
     pub fn reset_for_next_binding(&self) {
         let i = self.inbox();
         i.prod.0.store(0, Ordering::Release);
@@ -1894,6 +1955,39 @@ mod tests {
             outcomes["ran"] > 500 && completed > 500 && placed > 50,
             "{outcomes:?}"
         );
+    }
+
+    #[test]
+    fn a_renewed_inbox_leaves_the_old_peer_writing_into_nothing() {
+        let me = std::process::id();
+        let owner = Segment::create(14, false).unwrap();
+        let old = Segment::open_peer(me, owner.fd() as u32, 14).unwrap();
+        let fd = owner.fd();
+        owner.set_closed();
+        owner.renew().unwrap();
+        assert_eq!(owner.fd(), fd, "the next bind info names the same fd");
+        assert_ne!(owner.secret(), 14);
+        assert!(old.is_closed(), "the old peer still sees us gone");
+        let entry = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            ..Default::default()
+        };
+        let bytes = |v: u8| move |p: *mut u8| unsafe { p.write_bytes(v, 8) };
+        // The old peer finishing a push it began before the unbind: it reaches nobody.
+        assert!(old.push(entry, 8, bytes(0x77)));
+        assert!(owner.peek().unwrap().is_none(), "nothing in the new ring");
+        assert_eq!(owner.inbox().prod.0.load(Ordering::Relaxed), 0);
+        assert!(
+            Segment::open_peer(me, fd as u32, 14).is_err(),
+            "bind info from before the unbind no longer opens the inbox"
+        );
+        let new = Segment::open_peer(me, fd as u32, owner.secret()).unwrap();
+        assert!(!new.is_closed());
+        assert!(new.push(entry, 8, bytes(0x42)));
+        let (e, payload) = owner.peek().unwrap().expect("the new peer's entry");
+        assert_eq!((e.kind, e.len), (KIND_WR, 8));
+        assert_eq!(unsafe { *payload }, 0x42);
     }
 
     #[test]
