@@ -162,7 +162,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
         }
     })?;
     if q.is_bound() {
-        q.disconnect();
+        q.disconnect(false);
     }
     let held = q.release_all_buffers();
     if let Some(Some(lists)) = q.shared_pool.get() {
@@ -457,7 +457,7 @@ impl Queue {
                 format_args!("queue {:#x} is not bound", self.handle),
             ));
         }
-        self.disconnect();
+        self.disconnect(true);
         if !self.rt.pro_api {
             self.release_all_buffers();
         }
@@ -465,8 +465,9 @@ impl Queue {
     }
 
     /// Flushes everything in flight in both directions and forgets the peer. The peer, if still
-    /// bound to us, goes to the error state: its sends have nowhere to land.
-    fn disconnect(&self) {
+    /// bound to us, goes to the error state: its sends have nowhere to land. With `rebind`, a
+    /// shared-memory inbox is made ready for a next binding (a queue being destroyed skips it).
+    fn disconnect(&self, rebind: bool) {
         let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
@@ -489,7 +490,7 @@ impl Queue {
                     w.shm = None;
                     (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
                 };
-                if seg.renew().is_err() {
+                if rebind && seg.renew().is_err() {
                     crate::log_warn!(
                         "umq_unbind",
                         "queue {:#x}: inbox cleared in place (a late write of the old peer could reach the next binding)",
