@@ -387,6 +387,21 @@ fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>) {
     inbox.doorbell.0.fd.store(bell, Ordering::Release);
 }
 
+/// Maps `fd` shared over `[base, base + len)`, in place of what was there.
+fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
+    let p = unsafe {
+        libc::mmap(
+            base as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd,
+            0,
+        )
+    };
+    p == base as *mut libc::c_void
+}
+
 impl Segment {
     /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
     /// when the owning queue is in interrupt mode.
@@ -430,33 +445,17 @@ impl Segment {
         let staged = map(raw(&fresh), self.len)?;
         write_inbox_header(staged, crate::runtime::random_u64(), self.doorbell.as_ref());
         unsafe { libc::munmap(staged as *mut libc::c_void, self.len) };
-        let moved = unsafe {
-            libc::mmap(
-                self.base as *mut libc::c_void,
-                self.len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                raw(&fresh),
-                0,
-            )
-        };
-        if moved != self.base as *mut libc::c_void {
+        if !map_at(self.base, self.len, raw(&fresh)) {
             let err = os_err();
             // A failed MAP_FIXED may have unmapped the range: put the old memfd back.
-            unsafe {
-                libc::mmap(
-                    self.base as *mut libc::c_void,
-                    self.len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    self.fd(),
-                    0,
-                )
-            };
+            map_at(self.base, self.len, self.fd());
             return Err(err);
         }
         if unsafe { libc::dup3(raw(&fresh), self.fd(), libc::O_CLOEXEC) } < 0 {
-            return Err(os_err());
+            // The fd number still names the old memfd: so must our mapping.
+            let err = os_err();
+            map_at(self.base, self.len, self.fd());
+            return Err(err);
         }
         self.publisher.forget();
         self.cons_seen.store(0, Ordering::Relaxed);
