@@ -49,3 +49,57 @@ def test_stream_between_processes_arrives_in_order(flow_control):
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+SIZES = [64, 1024, 4096, 65536]
+
+
+def placing_sender(conn):
+    with umq.Umq(flow_control=umq.FlowControl(initial_window=8)) as ctx:
+        q = ctx.queue("child", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        conn.recv()  # the parent's receive buffers are posted
+        for i, size in enumerate(SIZES):
+            while q.send([bytes([i + 1]) * size]) == 0:
+                q.poll(umq.UMQ_IO_TX)
+            q.poll_until(1, umq.UMQ_IO_TX)  # each posted alone
+        conn.send(q.transport_stats())
+        conn.recv()
+
+
+@pytest.mark.libumq_behaviour
+def test_messages_into_shared_pool_buffers_cross_with_one_copy():
+    """The package allocates from the queue's shared pool: a message of 1 KiB or more, posted
+    alone, is written by the sender straight into the receive buffer; 64 B goes through the
+    ring. The transport counters on both sides say so."""
+    if not umq.lib().has_extensions():
+        pytest.skip("transport counters are a libumq extension")
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=placing_sender, args=(child_end,))
+    child.start()
+    try:
+        with umq.Umq(flow_control=umq.FlowControl(initial_window=8)) as ctx:
+            q = ctx.queue("parent", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(parent_end.recv())
+            parent_end.send(q.bind_info())
+            q.post_recv(16, size=65536)
+            parent_end.send("posted")
+            got = []
+            for _ in range(2_000_000):
+                if len(got) == len(SIZES):
+                    break
+                rx = q.poll(umq.UMQ_IO_RX)
+                got += [c.data for c in rx if c.data]
+                q.post_recv(len(rx), size=65536)
+            assert got == [bytes([i + 1]) * size for i, size in enumerate(SIZES)]
+            sent = parent_end.recv()
+            placed = sum(SIZES[1:])
+            assert (sent.transport, sent.shared_pool) == (umq.UMQ_EXT_TRANSPORT_SHM, 1)
+            assert (sent.placed_wr, sent.placed_bytes, sent.by_ref_wr) == (3, placed, 0)
+            mine = q.transport_stats()
+            assert (mine.transport, mine.placed_rx, mine.placed_wr) == (umq.UMQ_EXT_TRANSPORT_SHM, 3, 0)
+            parent_end.send("done")
+    finally:
+        child.join(30)
+    assert child.exitcode == 0

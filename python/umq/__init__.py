@@ -22,6 +22,7 @@ from .core import (
     FlowStats,
     Queue,
     RemoteBuffer,
+    TransportStats,
     Umq,
     check_pair_identities,
 )

@@ -308,6 +308,21 @@ class ExtFlowStats:
     rx_without_buffer: int
 
 
+@dataclass(frozen=True)
+class TransportStats:
+    """libumq's `umq_ext_transport_stats_t`: which transport serves the binding, and how many
+    messages crossed shared memory with one copy (by reference, or placed by the sender)."""
+
+    transport: int
+    shared_pool: int
+    shared_pool_bytes: int
+    by_ref_wr: int
+    by_ref_bytes: int
+    placed_wr: int
+    placed_bytes: int
+    placed_rx: int
+
+
 def _from_struct(cls, s):
     return cls(**{f.name: getattr(s, f.name) for f in fields(cls)})
 
@@ -531,6 +546,11 @@ class Queue:
         s = T.umq_ext_flow_control_stats_t()
         self.user_ctl(K.UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS, out=s)
         return _from_struct(ExtFlowStats, s)
+
+    def transport_stats(self):
+        s = T.umq_ext_transport_stats_t()
+        self.user_ctl(K.UMQ_EXT_OPCODE_TRANSPORT_STATS, out=s)
+        return _from_struct(TransportStats, s)
 
     def set_queued_mode(self, on):
         self.user_ctl(K.UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE, in_addr=int(bool(on)))

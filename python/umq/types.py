@@ -334,6 +334,21 @@ class umq_ext_flow_control_stats_t(_Struct):
     ]
 
 
+class umq_ext_transport_stats_t(_Struct):
+    _fields_ = [("transport", u32), ("shared_pool", u32)] + [
+        (name, u64)
+        for name in (
+            "shared_pool_bytes",
+            "by_ref_wr",
+            "by_ref_bytes",
+            "placed_wr",
+            "placed_bytes",
+            "placed_rx",
+            "rsvd",
+        )
+    ]
+
+
 def pro(buf):
     """The pro-API view (`umq_buf_pro_t`) of a buffer's `qbuf_ext`: reads and writes go to the buffer."""
     return umq_buf_pro_t.from_address(C.addressof(buf.qbuf_ext))
