@@ -18,6 +18,10 @@
  *   placement_unbind - the receiver unbinds while the sender places 4 MiB messages into its
  *              shared-pool buffers: every buffer it gets back stays as it leaves it, and the
  *              same queue binds again to a new sender and works, six times over
+ *   churn    - eight cycles of a stream of 64 B to 200 KB messages from either pool into buffers
+ *              of either pool (ring, placement and by-reference copies), unbound mid-stream
+ *              by the receiver at a different point each time: order and bytes hold, returned
+ *              buffers stay untouched, the same queue binds again each cycle
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -753,6 +757,32 @@ static void fill_from_the_end(void *p, uint32_t len)
     }
 }
 
+/* After an unbind: takes back every receive buffer (flushed, or with a message that made it
+ * before the unbind) and fills it, the end first (see fill_from_the_end). */
+static int take_back(uint64_t q, umq_buf_t **back, int from, int count, uint32_t len)
+{
+    umq_buf_t *c;
+    int n = from;
+    while (n < count && (c = poll_one(q, UMQ_IO_RX)) != NULL) {
+        fill_from_the_end(c->buf_data, len);
+        back[n++] = c;
+    }
+    return n;
+}
+
+/* Once the sender has stopped: nothing wrote into the buffers we took back; frees them. */
+static void check_untouched(umq_buf_t **back, int n, uint32_t len)
+{
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = (const uint8_t *)back[i]->buf_data;
+        int intact = 1;
+        for (uint32_t k = 0; k < len; k++)
+            intact &= p[k] == 0xa5;
+        CHECK(intact);
+        umq_buf_free(back[i]);
+    }
+}
+
 static void test_placement_unbind(int s, int child)
 {
     init(1, 1);
@@ -798,10 +828,7 @@ static void test_placement_unbind(int s, int child)
         CHECK_EQ(umq_unbind(q), 0);
         /* Every buffer comes back, flushed or with a message that made it before the unbind; the
          * next one in line, the likeliest to be under the child's copy, is filled first. */
-        for (n = taken; n < UNBIND_BUFS && (c = poll_one(q, UMQ_IO_RX)) != NULL; n++) {
-            fill_from_the_end(c->buf_data, UNBIND_LEN);
-            back[n] = c;
-        }
+        n = take_back(q, back, taken, UNBIND_BUFS, UNBIND_LEN);
         for (int i = 0; i < taken; i++) {
             CHECK_EQ(back[i]->status, UMQ_BUF_SUCCESS);
             CHECK(has_pattern((const uint8_t *)back[i]->buf_data, 0, UNBIND_LEN, 0));
@@ -809,17 +836,147 @@ static void test_placement_unbind(int s, int child)
         }
         CHECK_EQ(n, UNBIND_BUFS);
         CHECK_EQ(sock_recv(s, &note, 1), 1);
-        for (int i = 0; i < n; i++) {
-            const uint8_t *p = (const uint8_t *)back[i]->buf_data;
-            int intact = 1;
-            for (uint32_t k = 0; k < UNBIND_LEN; k++)
-                intact &= p[k] == 0xa5;
-            CHECK(intact);
-            umq_buf_free(back[i]);
-        }
+        check_untouched(back, n, UNBIND_LEN);
     }
     if (!child)
         umq_destroy(q);
+    umq_uninit();
+}
+
+/* Churn: cycles of a stream whose messages vary in size (64 B to 200 KB) and come from either
+ * pool, one to four in flight, into receive buffers from either pool, so that the ring,
+ * placement and by-reference copies all run; the receiver takes a different number each cycle, checking
+ * order and bytes, and unbinds mid-stream. What it gets back stays as it leaves it, and the
+ * same receiving queue binds again to a new sender every cycle. */
+#define CHURN_CYCLES 8
+#define CHURN_BUFS 16
+#define CHURN_MAX 200000
+
+static const uint32_t churn_sizes[] = {64, 1000, 4096, 20000, 65536, CHURN_MAX};
+
+static uint32_t churn_size(uint32_t seq)
+{
+    return churn_sizes[(seq * 2654435761u >> 7) % (sizeof(churn_sizes) / sizeof(churn_sizes[0]))];
+}
+
+/* Child: streams, `depth` sends in flight at most, until the receiver has left; returns how
+ * many sends completed with success. */
+static uint32_t churn_send(uint64_t q, uint32_t depth)
+{
+    uint32_t next = 0, ok = 0, in_flight = 0;
+    double idle_since = now_ms();
+    for (;;) {
+        umq_buf_t *c[16], *bad = NULL;
+        if (in_flight < depth) {
+            uint32_t len = churn_size(next);
+            umq_buf_t *b = patterned(next % 2 ? q : 0, len, (uint8_t)next);
+            memcpy(b->buf_data, &next, sizeof(next));
+            ((umq_buf_pro_t *)b->qbuf_ext)->opcode = UMQ_OPC_SEND;
+            int rc = umq_post(q, b, UMQ_IO_TX, &bad);
+            if (rc == 0) {
+                next++;
+                in_flight++;
+                idle_since = now_ms();
+            } else {
+                umq_buf_free(b);
+                if (rc != -UMQ_ERR_EAGAIN)
+                    break;
+            }
+        }
+        int n = umq_poll(q, UMQ_IO_ALL, c, 16);
+        if (n < 0)
+            break;
+        int over = 0;
+        for (int i = 0; i < n; i++) {
+            if (c[i]->io_direction == UMQ_IO_RX) { /* window updates */
+                umq_post(q, c[i], UMQ_IO_RX, &bad);
+                continue;
+            }
+            in_flight--;
+            ok += c[i]->status == UMQ_BUF_SUCCESS;
+            over |= c[i]->status != UMQ_BUF_SUCCESS;
+            umq_buf_free(c[i]);
+        }
+        if (over || umq_state_get(q) == QUEUE_STATE_ERR || now_ms() - idle_since > 2000)
+            break;
+    }
+    /* What is still in flight comes back flushed. */
+    for (double t0 = now_ms(); in_flight > 0 && now_ms() - t0 < 2000;) {
+        umq_buf_t *c = NULL;
+        if (umq_poll(q, UMQ_IO_TX, &c, 1) == 1) {
+            in_flight--;
+            umq_buf_free(c);
+        }
+    }
+    return ok;
+}
+
+static void test_churn(int s, int child)
+{
+    init(1, 1);
+    uint64_t q = 0, by_ref = 0, placed = 0;
+    for (int cycle = 0; cycle < CHURN_CYCLES; cycle++) {
+        char note = 0;
+        int take = 3 + 5 * cycle;
+        if (child) {
+            q = connect_queue(s, "churn-c", 64, UMQ_MODE_POLLING);
+            int fails = sock_recv(s, &note, 1) != 1;
+            uint32_t ok = churn_send(q, 1 + (uint32_t)cycle % 4);
+            umq_ext_transport_stats_t t = transport_stats(q);
+            by_ref += t.by_ref_wr;
+            placed += t.placed_wr;
+            fails += ok < (uint32_t)take;
+            /* Over the cycles, both one-copy paths ran (with one send in flight, the pair is
+             * idle at every large send from the shared pool, so it goes by reference). */
+            fails += cycle == CHURN_CYCLES - 1 && (by_ref == 0 || placed == 0);
+            if (fails)
+                fprintf(stderr, "churn: cycle %d, %u sent, %llu by reference, %llu placed\n", cycle, ok,
+                        (unsigned long long)by_ref, (unsigned long long)placed);
+            sock_send(s, &note, 1); /* stopped */
+            umq_destroy(q);
+            if (fails)
+                _exit(1);
+            continue;
+        }
+        if (cycle == 0)
+            q = connect_queue(s, "churn-p", 64, UMQ_MODE_POLLING);
+        else
+            bind_to_peer(s, q, "churn-p");
+        umq_buf_t *c = NULL, *bad = NULL;
+        for (int i = 0; i < CHURN_BUFS; i++) {
+            /* Pairs of each pool: with the sender alternating pools, all four meet. */
+            umq_buf_t *b = umq_buf_alloc(CHURN_MAX, 1, i / 2 % 2 ? q : 0, NULL);
+            CHECK(b != NULL && umq_post(q, b, UMQ_IO_RX, &bad) == 0);
+        }
+        sock_send(s, &note, 1);
+        for (int got = 0; got < take;) {
+            c = poll_one(q, UMQ_IO_RX);
+            CHECK(c != NULL);
+            if (!c)
+                break;
+            if (c->total_data_size > 0) {
+                uint32_t seq = 0, len = churn_size((uint32_t)got);
+                memcpy(&seq, c->buf_data, sizeof(seq));
+                CHECK_EQ(c->status, UMQ_BUF_SUCCESS);
+                CHECK_EQ(seq, (uint32_t)got);
+                CHECK_EQ(c->total_data_size, len);
+                CHECK(has_pattern((const uint8_t *)c->buf_data + 4, 4, len - 4, (uint8_t)got));
+                got++;
+            }
+            CHECK_EQ(umq_post(q, c, UMQ_IO_RX, &bad), 0);
+        }
+        CHECK_EQ(umq_unbind(q), 0);
+        umq_buf_t *back[CHURN_BUFS];
+        int n = take_back(q, back, 0, CHURN_BUFS, CHURN_MAX);
+        CHECK_EQ(n, CHURN_BUFS);
+        CHECK_EQ(sock_recv(s, &note, 1), 1);
+        check_untouched(back, n, CHURN_MAX);
+    }
+    if (!child) {
+        umq_ext_transport_stats_t t = transport_stats(q);
+        CHECK(t.placed_rx > 0); /* some landed in place, over the cycles */
+        umq_destroy(q);
+    }
     umq_uninit();
 }
 
@@ -898,6 +1055,7 @@ int main(int argc, char **argv)
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
         {"last_words", test_last_words}, {"shared_pool", test_shared_pool}, {"imm64", test_imm64},
         {"placement", test_placement}, {"placement_unbind", test_placement_unbind},
+        {"churn", test_churn},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)
