@@ -757,6 +757,27 @@ static void fill_from_the_end(void *p, uint32_t len)
     }
 }
 
+/* Parent, at the start of a cycle: the same queue every cycle, created at the first and bound
+ * again after, so each binding must start clean whatever the last one's sender was doing when
+ * we left. */
+static uint64_t rebind_cycle(int s, uint64_t q, int cycle, const char *name)
+{
+    if (cycle == 0)
+        return connect_queue(s, name, 64, UMQ_MODE_POLLING);
+    bind_to_peer(s, q, name);
+    return q;
+}
+
+/* Child, at the end of a cycle: tells the parent it stopped sending, and drops its queue. */
+static void child_cycle_done(int s, uint64_t q, int fails)
+{
+    char note = 0;
+    sock_send(s, &note, 1);
+    umq_destroy(q);
+    if (fails)
+        _exit(1);
+}
+
 /* After an unbind: takes back every receive buffer (flushed, or with a message that made it
  * before the unbind) and fills it, the end first (see fill_from_the_end). */
 static int take_back(uint64_t q, umq_buf_t **back, int from, int count, uint32_t len)
@@ -801,18 +822,10 @@ static void test_placement_unbind(int s, int child)
             if (fails)
                 fprintf(stderr, "placement_unbind: cycle %d, %u sent, %llu placed\n", cycle, sent,
                         (unsigned long long)t.placed_wr);
-            sock_send(s, &note, 1); /* stopped */
-            umq_destroy(q);
-            if (fails)
-                _exit(1);
+            child_cycle_done(s, q, fails);
             continue;
         }
-        /* The same queue every cycle: each binding must start clean whatever the last one's
-         * sender was doing when we left. */
-        if (cycle == 0)
-            q = connect_queue(s, "unbind-p", 64, UMQ_MODE_POLLING);
-        else
-            bind_to_peer(s, q, "unbind-p");
+        q = rebind_cycle(s, q, cycle, "unbind-p");
         umq_buf_t *mine[UNBIND_BUFS], *c = NULL, *bad = NULL;
         for (int i = 0; i < UNBIND_BUFS; i++) {
             mine[i] = umq_buf_alloc(UNBIND_LEN, 1, q, NULL);
@@ -932,16 +945,10 @@ static void test_churn(int s, int child)
             if (fails)
                 fprintf(stderr, "churn: cycle %d, %u sent, %llu by reference, %llu placed\n", cycle, ok,
                         (unsigned long long)by_ref, (unsigned long long)placed);
-            sock_send(s, &note, 1); /* stopped */
-            umq_destroy(q);
-            if (fails)
-                _exit(1);
+            child_cycle_done(s, q, fails);
             continue;
         }
-        if (cycle == 0)
-            q = connect_queue(s, "churn-p", 64, UMQ_MODE_POLLING);
-        else
-            bind_to_peer(s, q, "churn-p");
+        q = rebind_cycle(s, q, cycle, "churn-p");
         umq_buf_t *c = NULL, *bad = NULL;
         for (int i = 0; i < CHURN_BUFS; i++) {
             /* Pairs of each pool: with the sender alternating pools, all four meet. */
