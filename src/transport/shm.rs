@@ -1526,7 +1526,12 @@ fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), Brok
 }
 
 #[cfg(test)]
+#[path = "../../tests/support/rng.rs"]
+mod test_rng;
+
+#[cfg(test)]
 mod tests {
+    use super::test_rng::Rng;
     use super::*;
 
     fn readable(fd: i32) -> bool {
@@ -1739,32 +1744,6 @@ mod tests {
             0,
             "ours cannot shrink"
         );
-    }
-
-    /// xorshift64*: reproducible cases without a dependency.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-            from[(self.next() % from.len() as u64) as usize]
-        }
-        /// Mostly values at the edges of what a field may hold, sometimes anything.
-        fn edgy(&mut self, near: &[u64]) -> u64 {
-            match self.next() % 4 {
-                0 => self.next(),
-                1 => self.pick(&[0, 1, 63, 64, 4095, 4096, u32::MAX as u64, u64::MAX]),
-                _ => self
-                    .pick(near)
-                    .wrapping_add(self.next() % 3)
-                    .wrapping_sub(1),
-            }
-        }
     }
 
     /// Writes `e` (its `len` whatever the peer claims) at ring position `pos` with up to

@@ -9,19 +9,9 @@ use umq::abi::types::*;
 use umq::ffi::api::*;
 use umq::ffi::pro_api::*;
 
-/// xorshift64*: small, seeded, reproducible.
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+mod rng;
+#[allow(unused_imports)] // not every test uses it
+pub use rng::Rng;
 
 pub fn init_flow_control(iw: u16, ni: u16, atomic: bool) {
     let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
