@@ -70,32 +70,34 @@ fn write_into_peer(pid: libc::pid_t, buf: &[u8]) -> Result<(), String> {
     }
 }
 
-/// One message of a ping-pong: `buf` goes out through `out`, and the answer comes back into it
-/// through `back`.
-fn bounce(
+/// Sends `buf` as message `i` through `out` (to process `peer`, for a kernel copy).
+fn deliver(
     how: Copy,
     peer: libc::pid_t,
     i: u64,
     buf: &mut [u8],
     out: &Mailbox,
-    back: &Mailbox,
 ) -> Result<(), String> {
     match how {
         Copy::Twice => out.send(i, buf),
         Copy::Kernel => {
             write_into_peer(peer, buf)?;
-            // Only the echo brings the byte back, so the last check below means something.
+            // Only the answer brings the byte back, so the last check below means something.
             if let Some(b) = buf.first_mut() {
                 *b = 0;
             }
             out.stamp().store(i, Ordering::Release);
         }
     }
-    match how {
-        Copy::Twice => back.receive(i, buf),
-        Copy::Kernel => back.wait(i),
-    }
     Ok(())
+}
+
+/// Waits for message `i` in `from`; it ends up in `buf` (a kernel copy put it there already).
+fn take(how: Copy, i: u64, buf: &mut [u8], from: &Mailbox) {
+    match how {
+        Copy::Twice => from.receive(i, buf),
+        Copy::Kernel => from.wait(i),
+    }
 }
 
 /// Mean half round trip (ns) of `iters` ping-pongs of `size` bytes between this process and a
@@ -135,20 +137,8 @@ pub fn half_rtt_ns(size: u32, iters: u64, how: Copy) -> Result<f64, String> {
     if pid == 0 {
         let parent = unsafe { libc::getppid() };
         for i in 1..=total {
-            match how {
-                Copy::Twice => ping.receive(i, &mut buf),
-                Copy::Kernel => ping.wait(i),
-            }
-            let echoed = match how {
-                Copy::Twice => {
-                    pong.send(i, &buf);
-                    Ok(())
-                }
-                Copy::Kernel => {
-                    write_into_peer(parent, &buf).map(|()| pong.stamp().store(i, Ordering::Release))
-                }
-            };
-            if echoed.is_err() {
+            take(how, i, &mut buf, &ping);
+            if deliver(how, parent, i, &mut buf, &pong).is_err() {
                 unsafe { libc::_exit(1) };
             }
         }
@@ -163,11 +153,12 @@ pub fn half_rtt_ns(size: u32, iters: u64, how: Copy) -> Result<f64, String> {
         if let Some(b) = buf.first_mut() {
             *b = i as u8;
         }
-        if let Err(e) = bounce(how, pid, i, &mut buf, &ping, &pong) {
+        if let Err(e) = deliver(how, pid, i, &mut buf, &ping) {
             failed = Some(e);
             unsafe { libc::kill(pid, libc::SIGKILL) };
             break;
         }
+        take(how, i, &mut buf, &pong);
     }
     let ns = start.elapsed().as_nanos() as f64 / iters as f64 / 2.0;
     let mut status = 0;
