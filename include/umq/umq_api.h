@@ -104,15 +104,20 @@ int umq_buf_reset(umq_buf_t *qbuf);
 umq_buf_t *umq_data_to_head(void *data);
 
 /**
- * Base API: sends the list `qbuf` as one message; the library frees the buffers when the send
- * completes. On failure `*bad_qbuf` is the list, still owned by the caller (`-UMQ_ERR_EAGAIN`:
- * send queue full, retry after `umq_notify`/`umq_dequeue`).
+ * Base API: sends the list `qbuf` as one message per WR, split as `umq_post` splits a chain
+ * (each first buffer's `total_data_size` says where its message ends; at most
+ * `UMQ_BATCH_SIZE` messages). The whole list is taken or none of it; the library frees the
+ * buffers of each message when its send completes. On failure `*bad_qbuf` is the list, still
+ * owned by the caller and unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks room for all of
+ * it, retry after `umq_notify`/`umq_dequeue`).
  */
 int umq_enqueue(uint64_t umqh, umq_buf_t *qbuf, umq_buf_t **bad_qbuf);
 
 /**
  * Base API: the next received message (a buffer list the caller frees with `umq_buf_free`), or
- * NULL (errno EAGAIN when simply nothing arrived).
+ * NULL. NULL with errno untouched means nothing has arrived yet, as in the reference: base-API
+ * loops test errno after a NULL dequeue. errno is set only for real errors (a bad handle, a
+ * pro-API queue, a queue in the error state).
  */
 umq_buf_t *umq_dequeue(uint64_t umqh);
 

@@ -15,18 +15,23 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Posts tx WRs (`UMQ_IO_TX`; the chain is cut into WRs by each first buffer's `total_data_size`)
- * or receive buffers (`UMQ_IO_RX`; one buffer each), at most `UMQ_BATCH_SIZE` per call (more:
- * `-UMQ_ERR_EINVAL`, nothing posted). On failure `*bad_qbuf` is the first buffer not posted; it
- * and the rest of its list still belong to the caller. `-UMQ_ERR_EAGAIN`: queue full, poll and
- * retry. Posted buffers belong to the library until `umq_poll` returns them.
+ * Posts tx WRs (`UMQ_IO_TX`; each first buffer's `total_data_size` says where its WR ends, and
+ * the list's `qbuf_next` links are left as they are, so the same list can be posted again once
+ * its completions are polled) or receive buffers (`UMQ_IO_RX`; one buffer each, and each
+ * posted buffer's `qbuf_next` is set to NULL, as the reference does), at most `UMQ_BATCH_SIZE`
+ * per call (more: `-UMQ_ERR_EINVAL`, nothing posted). On failure `*bad_qbuf` is the first
+ * buffer not posted; it and the rest of its list still belong to the caller.
+ * `-UMQ_ERR_EAGAIN`: queue full, poll and retry. Posted buffers belong to the library until
+ * `umq_poll` returns them.
  */
 int umq_post(uint64_t umqh, umq_buf_t *qbuf, umq_io_direction_t io_direction, umq_buf_t **bad_qbuf);
 
 /**
  * Polls up to `max_buf_count` completions of `UMQ_IO_TX`, `UMQ_IO_RX` or `UMQ_IO_ALL` into `buf`.
  * Returns how many (>= 0) or a negative error. Each returned buffer heads one WR: its `status`,
- * `qbuf_ext` (`user_ctx`, `imm_data`, opcode) and, for receives, `data_size` are set.
+ * `qbuf_ext` (`user_ctx`, `imm_data`, opcode) and, for receives, `data_size` are set; a sent
+ * WR's `qbuf_next` is what the caller posted, a receive's is NULL. On a queue of a base-API
+ * process (no `UMQ_FEATURE_API_PRO`) it returns 0: the library reaps those completions itself.
  */
 int umq_poll(uint64_t umqh,
              umq_io_direction_t io_direction,

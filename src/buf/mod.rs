@@ -14,6 +14,22 @@ pub fn iter(head: *mut umq_buf_t) -> impl Iterator<Item = *mut umq_buf_t> {
     })
 }
 
+/// The buffers of the WR (or message) that `head` starts, without following `qbuf_next` past
+/// its last one: buffers are taken until their `data_size` reaches the first buffer's
+/// `total_data_size` (at least one buffer, at most the list). The caller's list goes on behind
+/// it untouched, as the reference leaves it: a posted list is never cut.
+pub fn wr_bufs(head: *mut umq_buf_t) -> impl Iterator<Item = *mut umq_buf_t> {
+    let mut left = unsafe { (*head).total_data_size } as u64;
+    let mut more = true;
+    iter(head).take_while(move |&b| {
+        let go = more;
+        let size = unsafe { (*b).data_size } as u64;
+        more = size < left;
+        left = left.saturating_sub(size);
+        go
+    })
+}
+
 /// The buffers of the first message of a list: as many buffers as it takes for their `data_size`
 /// to add up to the first buffer's `total_data_size` (at least one). Returns the last buffer of
 /// the message and how many buffers it has, or None when the list ends first or overshoots.
@@ -51,6 +67,22 @@ mod tests {
             v[i].qbuf_next = next;
         }
         v
+    }
+
+    #[test]
+    fn wr_bufs_stop_at_the_last_buffer_of_the_wr() {
+        let mut v = bufs(&[10, 20, 5, 7], 30);
+        let got: Vec<_> = wr_bufs(&mut v[0]).collect();
+        assert_eq!(got, [&mut v[0] as *mut _, &mut v[1] as *mut _]);
+        // A one-buffer WR never reads the next buffer.
+        let mut v = bufs(&[8, 99], 8);
+        assert_eq!(wr_bufs(&mut v[0]).count(), 1);
+        let mut v = bufs(&[0, 3], 0);
+        assert_eq!(wr_bufs(&mut v[0]).count(), 1);
+        // A list that ends first ends the WR.
+        let mut v = bufs(&[1, 1], 50);
+        assert_eq!(wr_bufs(&mut v[0]).count(), 2);
+        assert_eq!(v[1].qbuf_next, std::ptr::null_mut(), "nothing written");
     }
 
     #[test]

@@ -180,9 +180,12 @@ pub extern "C" fn umq_data_to_head(data: *mut c_void) -> *mut umq_buf_t {
     })
 }
 
-/// Base API: sends the list `qbuf` as one message; the library frees the buffers when the send
-/// completes. On failure `*bad_qbuf` is the list, still owned by the caller (`-UMQ_ERR_EAGAIN`:
-/// send queue full, retry after `umq_notify`/`umq_dequeue`).
+/// Base API: sends the list `qbuf` as one message per WR, split as `umq_post` splits a chain
+/// (each first buffer's `total_data_size` says where its message ends; at most
+/// `UMQ_BATCH_SIZE` messages). The whole list is taken or none of it; the library frees the
+/// buffers of each message when its send completes. On failure `*bad_qbuf` is the list, still
+/// owned by the caller and unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks room for all of
+/// it, retry after `umq_notify`/`umq_dequeue`).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_enqueue(
     umqh: u64,
@@ -214,11 +217,13 @@ pub extern "C" fn umq_enqueue(
 }
 
 /// Base API: the next received message (a buffer list the caller frees with `umq_buf_free`), or
-/// NULL (errno EAGAIN when simply nothing arrived).
+/// NULL. NULL with errno untouched means nothing has arrived yet, as in the reference: base-API
+/// loops test errno after a NULL dequeue. errno is set only for real errors (a bad handle, a
+/// pro-API queue, a queue in the error state).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
     ffi_guard!("umq_dequeue", {
-        or_errno(with_queue("umq_dequeue", umqh, |q| {
+        let got = with_queue("umq_dequeue", umqh, |q| {
             let t = crate::dfx::perf_start();
             let r = crate::queue::base::dequeue(q)?;
             crate::dfx::perf_record(
@@ -231,8 +236,9 @@ pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
                 },
                 t,
             );
-            r.ok_or(-UMQ_ERR_EAGAIN)
-        }))
+            Ok(r)
+        });
+        or_errno(got).unwrap_or(std::ptr::null_mut())
     })
 }
 

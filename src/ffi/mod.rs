@@ -36,6 +36,11 @@ impl<T> Failure for *mut T {
         std::ptr::null_mut()
     }
 }
+impl<T> Failure for Option<T> {
+    fn failure() -> Option<T> {
+        None
+    }
+}
 
 pub fn panicked(func: &str) {
     crate::log_err!(

@@ -21,13 +21,16 @@ fn require_base(q: &Queue, func: &str) -> UmqResult<()> {
     Ok(())
 }
 
-/// Tops the queue's receive buffers up to rx_depth (announcing them, with flow control).
+/// Tops the queue's receive buffers up to rx_depth (announcing them, with flow control), and
+/// lets a local sender that was waiting for them go on: it may have nothing more to post that
+/// would move it along itself.
 pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
     let mut announce = false;
     let result = top_up_rx(q, &mut announce);
     if announce {
         q.flow_progress();
     }
+    q.kick_blocked_sender();
     result
 }
 
@@ -61,9 +64,19 @@ fn top_up_rx(q: &Queue, announce: &mut bool) -> UmqResult<()> {
     }
 }
 
+/// Frees a chain the library linked (a received message): it ends at a NULL `qbuf_next`.
 fn free_chain(q: &Queue, head: *mut umq_buf_t) {
+    free_bufs(q, head, usize::MAX);
+}
+
+/// Frees up to `n` buffers of a list from `head` on (each `qbuf_next` is read before its buffer
+/// goes back to the pool).
+fn free_bufs(q: &Queue, head: *mut umq_buf_t, n: usize) {
     let mut b = head;
-    while !b.is_null() {
+    for _ in 0..n {
+        if b.is_null() {
+            return;
+        }
         let next = unsafe { (*b).qbuf_next };
         if let Err(why) = q.rt.pool.free_one(b) {
             crate::log_err!("umq", "queue {:#x}: cannot free {b:p}: {why}", q.handle);
@@ -72,13 +85,14 @@ fn free_chain(q: &Queue, head: *mut umq_buf_t) {
     }
 }
 
-/// Frees the buffers of completed sends.
+/// Frees the buffers of completed sends: each completion is one WR, and only its own buffers
+/// go (the enqueued list was never cut, so its last buffer still points at the next WR).
 fn reap_tx(q: &Queue) {
     let mut done = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     loop {
         let n = q.poll_inner(UMQ_IO_TX, &mut done);
-        for &b in &done[..n] {
-            let status = unsafe { (*b).status() };
+        for &wr in &done[..n] {
+            let status = unsafe { (*wr).status() };
             if status != UMQ_BUF_SUCCESS {
                 crate::log_warn!(
                     "umq_enqueue",
@@ -86,7 +100,7 @@ fn reap_tx(q: &Queue) {
                     q.handle
                 );
             }
-            free_chain(q, b);
+            free_bufs(q, wr, crate::buf::wr_bufs(wr).count());
         }
         if n < done.len() {
             return;
@@ -94,36 +108,79 @@ fn reap_tx(q: &Queue) {
     }
 }
 
+/// Sends a list as one message per WR, exactly as `umq_post` splits a chain: each WR's first
+/// buffer's `total_data_size` says where it ends. The whole list is taken or none of it: a
+/// program that retries the same list after `-UMQ_ERR_EAGAIN` must not send its first WRs
+/// twice. With flow control, WRs without credit yet wait in the library (the base API hands
+/// its buffers over).
 pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
     const F: &str = "umq_enqueue";
     require_base(q, F).inspect_err(|_| *bad = head)?;
     reap_tx(q);
-    let mut total = 0u64;
-    for (i, b) in crate::buf::iter(head).enumerate() {
-        if i == MAX_SGE {
-            *bad = head;
+    let mut heads = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    let n = check_messages(head, &mut heads).inspect_err(|_| *bad = head)?;
+    // Only now that every WR is valid: a refused list stays as the caller gave it.
+    for &wr in &heads[..n] {
+        unsafe {
+            (*wr).qbuf_ext = [0; 8];
+            (*wr).pro_mut().opcode = UMQ_OPC_SEND;
+        }
+    }
+    q.post_tx_whole(head, bad)
+}
+
+/// The first buffers of the messages of an enqueued list, checked: at most `UMQ_BATCH_SIZE`
+/// messages of at most `MAX_SGE` buffers and `UMQ_MAX_BUF_REQUEST_SIZE` bytes each.
+fn check_messages(head: *mut umq_buf_t, heads: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
+    const F: &str = "umq_enqueue";
+    let mut n = 0;
+    let mut cur = head;
+    while !cur.is_null() {
+        if n == heads.len() {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_ENQUEUE_DATA_NUM_INVALID);
+            return Err(einval(
+                F,
+                format_args!(
+                    "more than UMQ_BATCH_SIZE ({}) messages in one call",
+                    heads.len()
+                ),
+            ));
+        }
+        let total = unsafe { (*cur).total_data_size };
+        let Some((tail, nbufs)) = crate::buf::message_span(cur, MAX_SGE) else {
             crate::dfx::count_err(UMQ_ERR_STATS_TYPE_ENQUEUE_SGE_NUM_INVALID);
             return Err(einval(
                 F,
-                format_args!("a message may have at most {MAX_SGE} buffers"),
+                format_args!(
+                    "buffer {cur:p}: total_data_size {total} is not the sum of data_size over at most {MAX_SGE} buffers"
+                ),
+            ));
+        };
+        if total > UMQ_MAX_BUF_REQUEST_SIZE {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_ENQUEUE_DATA_NUM_INVALID);
+            return Err(einval(
+                F,
+                format_args!("message of {total} bytes exceeds UMQ_MAX_BUF_REQUEST_SIZE"),
             ));
         }
-        total += unsafe { (*b).data_size } as u64;
+        for b in crate::buf::iter(cur).take(nbufs) {
+            let b = unsafe { &*b };
+            if b.data_size > b.buf_size || b.buf_data.is_null() && b.buf_size > 0 {
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_ENQUEUE_PARM_INVALID);
+                return Err(einval(
+                    F,
+                    format_args!(
+                        "buffer {b:p}: data_size {} does not fit buf_size {} at buf_data {:p}",
+                        b.data_size, b.buf_size, b.buf_data
+                    ),
+                ));
+            }
+        }
+        heads[n] = cur;
+        n += 1;
+        cur = unsafe { (*tail).qbuf_next };
     }
-    if total > UMQ_MAX_BUF_REQUEST_SIZE as u64 {
-        *bad = head;
-        crate::dfx::count_err(UMQ_ERR_STATS_TYPE_ENQUEUE_DATA_NUM_INVALID);
-        return Err(einval(
-            F,
-            format_args!("message of {total} bytes exceeds UMQ_MAX_BUF_REQUEST_SIZE"),
-        ));
-    }
-    unsafe {
-        (*head).total_data_size = total as u32;
-        (*head).qbuf_ext = [0; 8];
-        (*head).pro_mut().opcode = UMQ_OPC_SEND;
-    }
-    q.post_tx(head, bad)
+    Ok(n)
 }
 
 /// One received message (a buffer chain the caller frees), or None.

@@ -543,8 +543,10 @@ impl Queue {
         let mut n = 0;
         let pool = &self.rt.pool;
         let w = &mut *w;
-        for head in w.sq.drain().chain(w.rx_cq.drain().map(|(h, _)| h)) {
-            for b in crate::buf::iter(head).collect::<Vec<_>>() {
+        let sent = w.sq.drain().map(|h| (h, crate::buf::wr_bufs(h).count()));
+        let received = w.rx_cq.drain().map(|(h, k)| (h, k as usize));
+        for (head, nbufs) in sent.chain(received) {
+            for b in crate::buf::iter(head).take(nbufs).collect::<Vec<_>>() {
                 n += 1;
                 let _ = pool.free_one(b);
             }
@@ -609,8 +611,31 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        let mut batch = TxBatch::new();
+        self.post_tx_batch(head, bad, false)
+    }
+
+    /// `umq_enqueue`'s post: every WR of the list, or none (`base::enqueue` says why).
+    pub(crate) fn post_tx_whole(
+        &self,
+        head: *mut umq_buf_t,
+        bad: &mut *mut umq_buf_t,
+    ) -> UmqResult<()> {
+        self.post_tx_batch(head, bad, true)
+    }
+
+    #[inline(always)]
+    fn post_tx_batch(
+        &self,
+        head: *mut umq_buf_t,
+        bad: &mut *mut umq_buf_t,
+        whole: bool,
+    ) -> UmqResult<()> {
+        let mut batch = TxBatch::new(whole);
         parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
+        if let Some((_, e)) = batch.stop.filter(|_| whole) {
+            *bad = head;
+            return Err(e);
+        }
         let (accepted, window_limited) = match self.post_tx_shm(&batch) {
             Some(admitted) => admitted,
             None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
@@ -756,18 +781,19 @@ impl Queue {
         };
         // The transport (our send queue) may still refuse WRs flow control let through.
         let room = self.cfg.tx_depth as usize - mine.sq.len();
-        let accepted = admit.limit.min(room);
+        let mut accepted = admit.limit.min(room);
+        if batch.whole && accepted < batch.n {
+            accepted = 0;
+        }
         let window_limited = admit.limit < batch.n && accepted == admit.limit;
         if let Some(f) = mine.flow.as_mut() {
             let credited = admit.settle(f, batch, accepted, self.area());
             let needy = batch.credit_wrs_before(accepted) as usize;
             mine.note_admitted(needy, credited);
         }
-        for &(head, tail) in &batch.parsed()[..accepted] {
-            unsafe {
-                (*tail).qbuf_next = ptr::null_mut();
-                (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX);
-            }
+        // The caller's list stays as it was: a WR ends where its head's total_data_size says.
+        for &head in &batch.heads()[..accepted] {
+            unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
             mine.sq.push_back(head);
         }
         (accepted, window_limited)
@@ -875,6 +901,16 @@ impl Queue {
         true
     }
 
+    /// The watchdog's round for a queue bound over shared memory: the engine, and with flow
+    /// control the sends that wait for credit, so they go out even when the application does
+    /// not call in (a base-API sender that enqueued and waits elsewhere).
+    pub(crate) fn background_round(&self) {
+        if self.shm_service() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
+        {
+            self.flow_progress();
+        }
+    }
+
     #[inline(never)]
     fn shm_service_round(&self) {
         let out = self.shm_round(&mut lock(&self.wire));
@@ -897,7 +933,8 @@ impl Queue {
         } else {
             without_lowest_bits(needs_credit, got as u32).trailing_zeros() as usize
         };
-        let limit = if credit_limit == batch.n || self.queued_mode.load(Ordering::Relaxed) {
+        let queued = batch.whole || self.queued_mode.load(Ordering::Relaxed);
+        let limit = if credit_limit == batch.n || queued {
             batch.n
         } else {
             f.count_refused((batch.n - credit_limit) as u64);
@@ -1020,8 +1057,12 @@ impl Queue {
         } else {
             (other, self)
         };
-        if out.blocked {
+        // The receiver's next receive post moves a sender that stopped for want of a buffer
+        // or of credit (`kick_blocked_sender`).
+        if out.blocked || out.credit_wait {
             receiver.rnr_waiting.store(true, Ordering::Release);
+        }
+        if out.blocked {
             receiver
                 .stats
                 .rx_without_buffer
@@ -1134,6 +1175,12 @@ impl Queue {
             self.rnr_waiting.store(true, Ordering::Release);
             return;
         };
+        // With flow control the sender may be waiting for the credit our post just published:
+        // its progress reads it and delivers.
+        if self.rt.flow_control.enabled {
+            sender.flow_progress();
+            return;
+        }
         let out = {
             let (mut theirs, mut mine) = lock_two(&sender, self);
             let mut dst = Side {
@@ -1159,13 +1206,18 @@ impl Queue {
     }
 
     pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
-        self.require_pro("umq_poll")?;
         if dir >= UMQ_IO_MAX {
             crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_IO_DIRECTION_INVALID);
             return Err(einval(
                 "umq_poll",
                 format_args!("io_direction {dir} out of range"),
             ));
+        }
+        // A base-API queue's completions are the library's own (enqueue and dequeue reap
+        // them): to the application its completion queue is empty, as in the reference, where
+        // programs written for both APIs poll it in their setup loops.
+        if !self.rt.pro_api {
+            return Ok(0);
         }
         let (n, progress) = self.poll_locked(dir, out);
         if progress {
@@ -1333,7 +1385,8 @@ impl Queue {
 /// flow-control credit, and where validation stopped. Built in place on the poster's stack and
 /// never zeroed: a one-WR post touches one entry, not the 1 KiB of a full batch.
 struct TxBatch {
-    wrs: [MaybeUninit<(*mut umq_buf_t, *mut umq_buf_t)>; BATCH],
+    /// The first buffer of each WR.
+    wrs: [MaybeUninit<*mut umq_buf_t>; BATCH],
     n: usize,
     /// Bit i: WR i is a SEND, SEND_IMM or WRITE_IMM (consumes a receive buffer, needs credit).
     needs_credit: u64,
@@ -1343,11 +1396,14 @@ struct TxBatch {
     /// Bit i: WR i carries a user immediate (SEND_IMM or WRITE_IMM).
     user_imm: u64,
     stop: Option<(*mut umq_buf_t, i32)>,
+    /// All of the batch or nothing (`umq_enqueue`); WRs without credit wait as in queued mode.
+    whole: bool,
 }
 
 impl TxBatch {
-    fn new() -> TxBatch {
+    fn new(whole: bool) -> TxBatch {
         TxBatch {
+            whole,
             wrs: [const { MaybeUninit::uninit() }; BATCH],
             n: 0,
             needs_credit: 0,
@@ -1357,7 +1413,7 @@ impl TxBatch {
         }
     }
 
-    fn push(&mut self, head: *mut umq_buf_t, tail: *mut umq_buf_t) {
+    fn push(&mut self, head: *mut umq_buf_t) {
         let opcode = unsafe { (*head).pro().opcode };
         if loopback::needs_rx_buffer(opcode) {
             self.needs_credit |= 1 << self.n;
@@ -1366,20 +1422,18 @@ impl TxBatch {
         if matches!(opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) {
             self.user_imm |= 1 << self.n;
         }
-        self.wrs[self.n].write((head, tail));
+        self.wrs[self.n].write(head);
         self.n += 1;
     }
 
-    /// The parsed WRs, as (first buffer, last buffer).
-    fn parsed(&self) -> &[(*mut umq_buf_t, *mut umq_buf_t)] {
+    /// The parsed WRs' first buffers.
+    fn heads(&self) -> &[*mut umq_buf_t] {
         // SAFETY: push initialised the first n entries.
-        unsafe {
-            &*(&self.wrs[..self.n] as *const [_] as *const [(*mut umq_buf_t, *mut umq_buf_t)])
-        }
+        unsafe { &*(&self.wrs[..self.n] as *const [_] as *const [*mut umq_buf_t]) }
     }
 
     fn head(&self, i: usize) -> *mut umq_buf_t {
-        self.parsed()[i].0
+        self.heads()[i]
     }
 
     /// How many of the first `k` WRs need credit.
@@ -1484,7 +1538,7 @@ fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
         }
         match check_wr(cur) {
             Ok(tail) => {
-                b.push(cur, tail);
+                b.push(cur);
                 cur = unsafe { (*tail).qbuf_next };
             }
             Err(e) => {

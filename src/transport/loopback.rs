@@ -194,12 +194,32 @@ pub struct Outcome {
     pub credit_wait: bool,
 }
 
-pub(crate) fn pieces(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
-    crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
+/// The data of the WR `wr` (its buffers only: the caller's list goes on behind it).
+pub(crate) fn pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    crate::buf::wr_bufs(wr).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
 }
 
+/// The capacity of a chain of receive buffers the library linked (it ends at a NULL `qbuf_next`).
 pub(crate) fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
     crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
+}
+
+/// Lands the `len` bytes a READ fetched from `src` in the READ WR `wr`: its buffers (the ones
+/// its `total_data_size` spanned when posted) fill in order, each `data_size` says what it
+/// holds and `total_data_size` what landed. Bytes beyond the buffers' room are dropped.
+pub(crate) fn land_read(wr: *mut umq_buf_t, src: *const u8, len: usize) {
+    let nbufs = crate::buf::wr_bufs(wr).count();
+    let mut left = len as u64;
+    for b in crate::buf::iter(wr).take(nbufs) {
+        let b = unsafe { &mut *b };
+        b.data_size = left.min(b.buf_size as u64) as u32;
+        left -= b.data_size as u64;
+    }
+    unsafe { (*wr).total_data_size = (len as u64 - left) as u32 };
+    let room = crate::buf::iter(wr)
+        .take(nbufs)
+        .map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) });
+    copy_pieces(std::iter::once((src as *mut u8, len)), room);
 }
 
 /// Copies from `src` pieces into `dst` pieces until either runs out; returns bytes copied.
@@ -453,17 +473,7 @@ unsafe fn execute(
             if !remote_ok(want) {
                 return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
             }
-            let mut left = want;
-            for b in crate::buf::iter(wr) {
-                let b = unsafe { &mut *b };
-                b.data_size = left.min(b.buf_size as u64) as u32;
-                left -= b.data_size as u64;
-            }
-            w.total_data_size = want as u32;
-            copy_pieces(
-                std::iter::once((sge.addr as *mut u8, want as usize)),
-                room(wr),
-            );
+            land_read(wr, sge.addr as *const u8, want as usize);
             out.reads += 1;
             Some(UMQ_BUF_SUCCESS)
         }
@@ -510,7 +520,10 @@ unsafe fn send_one(
     let w = unsafe { &*wr };
     let pro = w.pro();
     let op = pro.opcode;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !w.qbuf_next.is_null() || dst.fragments {
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM)
+        || w.data_size != w.total_data_size
+        || dst.fragments
+    {
         return None;
     }
     let rx = dst.wire.rx_posted.front()?;

@@ -1008,7 +1008,7 @@ pub(crate) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> 
     let h = unsafe { &*wr };
     let op = h.pro().opcode;
     (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
-        && h.qbuf_next.is_null()
+        && h.data_size == h.total_data_size
         && (h.total_data_size as usize) < BY_REF_MIN
         && w.delivered == w.sq.len()
         && peer.has_room(h.total_data_size as usize)
@@ -1511,17 +1511,7 @@ fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), Brok
     if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
         return Err("READ response for a WR that is not a READ");
     }
-    let mut left = e.len as u64;
-    for b in crate::buf::iter(wr) {
-        let b = unsafe { &mut *b };
-        b.data_size = left.min(b.buf_size as u64) as u32;
-        left -= b.data_size as u64;
-    }
-    unsafe { (*wr).total_data_size = e.len - left as u32 };
-    loopback::copy_pieces(
-        std::iter::once((payload as *mut u8, e.len as usize)),
-        loopback::room(wr),
-    );
+    loopback::land_read(wr, payload, e.len as usize);
     Ok(())
 }
 

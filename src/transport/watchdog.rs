@@ -174,7 +174,7 @@ fn sweep(exited: &[Arc<OwnedFd>]) {
     }
     for umqh in live {
         if let Some(q) = table::get(umqh) {
-            q.shm_service();
+            q.background_round();
         }
     }
 }

@@ -132,6 +132,47 @@ pub fn post_all(h: u64, bufs: &[*mut umq_buf_t], mut on_full: impl FnMut()) {
     }
 }
 
+/// Posts the list `list[from..]` as it is linked, the way the reference's qps tool posts one
+/// list head round after round: its `qbuf_next` links are never rewritten here, and umq_post
+/// must not rewrite them either. What EAGAIN refuses is posted again from `*bad_qbuf` after
+/// running `on_full`. Returns how many posts were refused.
+pub fn post_list(h: u64, list: &[*mut umq_buf_t], mut on_full: impl FnMut()) -> u64 {
+    let mut from = 0;
+    let mut refused = 0;
+    while from < list.len() {
+        let mut bad = ptr::null_mut();
+        match umq_post(h, list[from], UMQ_IO_TX, &mut bad) {
+            0 => return refused,
+            r if r == -UMQ_ERR_EAGAIN => {
+                from = list
+                    .iter()
+                    .position(|&b| b == bad)
+                    .expect("bad_qbuf is in the list");
+                refused += 1;
+                on_full();
+            }
+            r => panic!("umq_post failed: {r}"),
+        }
+    }
+    refused
+}
+
+/// Panics unless `list` is still linked in order and ends with its last buffer.
+pub fn assert_linked(list: &[*mut umq_buf_t]) {
+    for w in list.windows(2) {
+        assert_eq!(
+            unsafe { (*w[0]).qbuf_next },
+            w[1],
+            "umq_post rewrote the list"
+        );
+    }
+    let last = *list.last().unwrap();
+    assert!(
+        unsafe { (*last).qbuf_next }.is_null(),
+        "umq_post rewrote the list"
+    );
+}
+
 pub fn poll(h: u64, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
     let r = umq_poll(h, dir, out.as_mut_ptr(), out.len() as u32);
     assert!(r >= 0, "umq_poll failed: {r}");

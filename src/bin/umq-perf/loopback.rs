@@ -43,6 +43,7 @@ pub fn measure(kind: Kind, run: &Run) -> Row {
                 .num("baseline_msgs_per_s", base.round())
                 .num("ratio", ours / base)
         }
+        Kind::Qps => crate::bandwidth_row(row, run.size, qps(a, b, run, &mut progress)),
     };
     drop(progress);
     finish(row, a, b)
@@ -156,6 +157,47 @@ fn stream(a: u64, b: u64, run: &Run, two_way: bool, progress: &mut Progress) -> 
     let standalone = (api::side_stats(a).ext.standalone + api::side_stats(b).ext.standalone) as f64;
     ta.iter().chain(&tb).for_each(|&x| umq_buf_free(x));
     (sent as f64 / secs, standalone / sent as f64)
+}
+
+/// The reference qps tool's pattern in one thread: `a` posts the same list head of 64 SENDs
+/// round after round, `b` counts what arrives and reposts its buffers. Returns messages per
+/// second; panics if a message is missing or umq_post rewrote the list.
+fn qps(a: u64, b: u64, run: &Run, progress: &mut Progress) -> f64 {
+    for h in [a, b] {
+        api::post_rx_all(h, &api::alloc(run.size.max(1), run.rx_bufs, UMQ_OPC_SEND));
+    }
+    let list = api::alloc(run.size, crate::QPS_LIST, UMQ_OPC_SEND);
+    api::chain(&list);
+    let mut scratch = vec![ptr::null_mut(); 64];
+    let mut done = vec![ptr::null_mut(); list.len()];
+    let rounds = (run.iters / list.len() as u64).max(1);
+    let mut received = 0;
+    let t = Instant::now();
+    for r in 0..rounds {
+        api::post_list(a, &list, || {
+            received += recycle_rx(b, &mut scratch);
+            recycle_rx(a, &mut scratch);
+        });
+        api::poll_exact(a, UMQ_IO_TX, &mut done);
+        loop {
+            let n = recycle_rx(b, &mut scratch);
+            received += n;
+            if n == 0 {
+                break;
+            }
+        }
+        recycle_rx(a, &mut scratch);
+        api::assert_linked(&list);
+        progress.tick(r * list.len() as u64);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(
+        received as u64,
+        rounds * list.len() as u64,
+        "messages went missing"
+    );
+    umq_buf_free(list[0]);
+    received as f64 / secs
 }
 
 /// One streaming run on a fresh pair, with flow control on or off.

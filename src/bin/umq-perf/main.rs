@@ -12,7 +12,7 @@ mod shm;
 use api::Flow;
 use report::Row;
 
-const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc|all]
+const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qps|fc|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
@@ -25,6 +25,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
                  the floor of a one-copy transport through the kernel (each message moved
                  by one process_vm_writev into the peer's own buffer)
   --test         lat: ping-pong half round trip; bw: streaming messages/s;
+                 qps: the reference qps tool's pattern, a client posting the same list
+                 head of 64 one-buffer SENDs round after round (the list is checked
+                 intact after every round) and a server counting and reposting;
                  fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
   --rx-bufs      receive buffers each side keeps posted (at most --depth); by default
@@ -54,6 +57,8 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|fc
 const LAT_RX_BUFS: u32 = 16;
 /// The same for streaming over shared memory: the libfabric stream keeps 64 receives posted.
 const SHM_BW_RX_BUFS: u32 = 64;
+/// The qps client's list: one post of UMQ_BATCH_SIZE one-buffer SENDs, as the reference tool.
+pub const QPS_LIST: u32 = umq::abi::types::UMQ_BATCH_SIZE;
 
 impl Run {
     /// This run with the receive buffers of `kind` on `provider` settled: `--rx-bufs`, or the
@@ -65,8 +70,8 @@ impl Run {
     pub fn for_test(&self, kind: Kind, shm: bool) -> Run {
         let rx_bufs = match (self.rx_bufs, kind, shm) {
             (0, Kind::Lat, _) => LAT_RX_BUFS,
-            (0, Kind::Bw, true) => SHM_BW_RX_BUFS.min(self.depth),
-            (0, Kind::Bw, false) => self.depth,
+            (0, Kind::Bw | Kind::Qps, true) => SHM_BW_RX_BUFS.min(self.depth),
+            (0, Kind::Bw | Kind::Qps, false) => self.depth,
             (n, _, _) => n,
         };
         Run {
@@ -86,6 +91,7 @@ impl Run {
 pub enum Kind {
     Lat,
     Bw,
+    Qps,
 }
 
 impl Kind {
@@ -93,6 +99,7 @@ impl Kind {
         match self {
             Kind::Lat => "lat",
             Kind::Bw => "bw",
+            Kind::Qps => "qps",
         }
     }
 
@@ -100,6 +107,7 @@ impl Kind {
         match s {
             "lat" => Ok(Kind::Lat),
             "bw" => Ok(Kind::Bw),
+            "qps" => Ok(Kind::Qps),
             _ => Err(format!("unknown peer role {s}")),
         }
     }
@@ -232,8 +240,8 @@ fn check(a: &Args) -> Result<(), String> {
     if !["loopback", "shm"].contains(&a.provider.as_str()) {
         return Err(format!("--provider {}: loopback or shm", a.provider));
     }
-    if !["lat", "bw", "fc", "all"].contains(&a.test.as_str()) {
-        return Err(format!("--test {}: lat, bw, fc or all", a.test));
+    if !["lat", "bw", "qps", "fc", "all"].contains(&a.test.as_str()) {
+        return Err(format!("--test {}: lat, bw, qps, fc or all", a.test));
     }
     if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {
         return Err("--batch must be 1..=64 and at most --depth".into());
@@ -244,9 +252,13 @@ fn check(a: &Args) -> Result<(), String> {
     if r.rx_bufs > r.depth {
         return Err("--rx-bufs must be at most --depth".into());
     }
-    let streams = a.peer.map_or(a.test != "lat", |k| k == Kind::Bw);
+    let streams = a.peer.map_or(a.test != "lat", |k| k != Kind::Lat);
     if r.rx_bufs != 0 && r.rx_bufs < r.batch && streams {
         return Err("--rx-bufs must be at least --batch: a stream posts a batch at a time".into());
+    }
+    let qps = a.test == "qps" || a.peer == Some(Kind::Qps);
+    if qps && r.rx_bufs != 0 && r.rx_bufs < QPS_LIST {
+        return Err(format!("--rx-bufs must be at least {QPS_LIST} for qps"));
     }
     if a.sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
         return Err("--size: 1 byte to 1 MiB".into());
@@ -427,6 +439,7 @@ fn main() {
     let kinds: &[Kind] = match args.test.as_str() {
         "lat" => &[Kind::Lat],
         "bw" => &[Kind::Bw],
+        "qps" => &[Kind::Qps],
         "fc" => &[],
         _ => &[Kind::Lat, Kind::Bw],
     };
@@ -445,6 +458,7 @@ fn main() {
                 row = match kind {
                     Kind::Lat => compare_latency(row, &run, args.rounds),
                     Kind::Bw => compare_bandwidth(row, &run, args.rounds),
+                    Kind::Qps => row,
                 };
             }
             emit(&row, args.json);

@@ -108,6 +108,7 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     let row = match kind {
         Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress)),
         Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
+        Kind::Qps => crate::bandwidth_row(row, run.size, qps_out(q, run, &mut progress)),
     };
     drop(progress);
     let theirs = stats_from(&recv_frame(&mut from_peer));
@@ -132,7 +133,7 @@ pub fn serve(kind: Kind, run: &Run) {
     send_frame(&mut out, b"ready");
     match kind {
         Kind::Lat => pong(q, run),
-        Kind::Bw => stream_in(q, run),
+        Kind::Bw | Kind::Qps => stream_in(q, run),
     }
     send_frame(&mut out, &stats_bytes(&api::side_stats(q)));
     recv_frame(&mut inp);
@@ -283,6 +284,59 @@ fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
         repost_received(q, &scratch[..n]);
     }
     let elapsed = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    run.iters as f64 / elapsed
+}
+
+/// The reference qps tool's client: the same list head of 64 one-buffer SENDs posted round after
+/// round (a last, shorter round posts the list's tail), each round's completions polled before
+/// the next; the peer counts with `stream_in`. Returns messages per second from the end of the
+/// warm-up to the peer's "all received"; panics if umq_post rewrote the list.
+fn qps_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
+    let list = send_buffers(q, run, crate::QPS_LIST);
+    for &b in &list {
+        unsafe { (*b).data_size = run.size };
+        unsafe { (*b).total_data_size = run.size };
+    }
+    api::chain(&list);
+    let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    await_signal(q);
+    let (warm, total) = (warmup(run.iters), warmup(run.iters) + run.iters);
+    let (mut sent, mut start) = (0u64, None);
+    while sent < total {
+        if start.is_none() && sent >= warm {
+            start = Some(Instant::now());
+        }
+        let k = (list.len() as u64).min(total - sent) as usize;
+        let round = &list[list.len() - k..];
+        for (j, &b) in round.iter().enumerate() {
+            if run.size >= 8 {
+                unsafe { (first_byte(b) as *mut u64).write_unaligned(sent + j as u64) };
+            }
+        }
+        // Only receives while refused: the round's completions are counted below.
+        api::post_list(q, round, || {
+            let n = api::poll(q, UMQ_IO_RX, &mut scratch);
+            repost_received(q, &scratch[..n]);
+        });
+        let mut completed = 0;
+        while completed < k {
+            let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+            for &b in &scratch[..n] {
+                match api::done(b) {
+                    Done::Sent => completed += 1,
+                    Done::Received => panic!("the peer finished before the last round"),
+                    Done::WindowUpdate => {}
+                }
+            }
+            repost_received(q, &scratch[..n]);
+        }
+        api::assert_linked(&list);
+        sent += k as u64;
+        progress.tick(sent.saturating_sub(warm));
+    }
+    await_signal(q); // all received
+    let elapsed = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    umq::ffi::api::umq_buf_free(list[0]);
     run.iters as f64 / elapsed
 }
 
