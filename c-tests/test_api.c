@@ -236,6 +236,20 @@ static void test_send_recv(uint64_t a, uint64_t b)
     CHECK_EQ(umq_post(a, g, UMQ_IO_TX, &bad), -UMQ_ERR_EINVAL);
     CHECK(bad == g);
     umq_buf_free(g);
+
+    /* Valid WRs before an invalid one: the whole call is refused, nothing is posted (as the
+     * reference does), and the list is as it was. */
+    g = umq_buf_alloc(10, 3, 0, NULL);
+    umq_buf_t *g1 = g->qbuf_next, *g2b = g1->qbuf_next;
+    for (umq_buf_t *p = g; p; p = p->qbuf_next)
+        ((umq_buf_pro_t *)p->qbuf_ext)->opcode = UMQ_OPC_SEND;
+    ((umq_buf_pro_t *)g2b->qbuf_ext)->opcode = 0x33;
+    bad = NULL;
+    CHECK_EQ(umq_post(a, g, UMQ_IO_TX, &bad), -UMQ_ERR_EINVAL);
+    CHECK(bad == g);
+    CHECK_EQ(umq_poll(a, UMQ_IO_TX, c, 4), 0);
+    CHECK(g->qbuf_next == g1 && g1->qbuf_next == g2b && g2b->qbuf_next == NULL);
+    umq_buf_free(g);
 }
 
 static void test_ordering_and_rnr(uint64_t a, uint64_t b)

@@ -18,16 +18,37 @@ pub fn iter(head: *mut umq_buf_t) -> impl Iterator<Item = *mut umq_buf_t> {
 /// its last one: buffers are taken until their `data_size` reaches the first buffer's
 /// `total_data_size` (at least one buffer, at most the list). The caller's list goes on behind
 /// it untouched, as the reference leaves it: a posted list is never cut.
-pub fn wr_bufs(head: *mut umq_buf_t) -> impl Iterator<Item = *mut umq_buf_t> {
-    let mut left = unsafe { (*head).total_data_size } as u64;
-    let mut more = true;
-    iter(head).take_while(move |&b| {
-        let go = more;
-        let size = unsafe { (*b).data_size } as u64;
-        more = size < left;
-        left = left.saturating_sub(size);
-        go
-    })
+pub fn wr_bufs(head: *mut umq_buf_t) -> WrBufs {
+    WrBufs {
+        next: head,
+        left: unsafe { (*head).total_data_size },
+    }
+}
+
+/// The iterator of `wr_bufs`: a one-buffer WR costs one compare and never reads `qbuf_next`.
+pub struct WrBufs {
+    next: *mut umq_buf_t,
+    left: u32,
+}
+
+impl Iterator for WrBufs {
+    type Item = *mut umq_buf_t;
+
+    #[inline]
+    fn next(&mut self) -> Option<*mut umq_buf_t> {
+        let b = self.next;
+        if b.is_null() {
+            return None;
+        }
+        let size = unsafe { (*b).data_size };
+        self.next = if size >= self.left {
+            std::ptr::null_mut()
+        } else {
+            self.left -= size;
+            unsafe { (*b).qbuf_next }
+        };
+        Some(b)
+    }
 }
 
 /// The buffers of the first message of a list: as many buffers as it takes for their `data_size`

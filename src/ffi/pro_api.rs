@@ -12,8 +12,9 @@ use std::ffi::c_int;
 /// the list's `qbuf_next` links are left as they are, so the same list can be posted again once
 /// its completions are polled) or receive buffers (`UMQ_IO_RX`; one buffer each, and each
 /// posted buffer's `qbuf_next` is set to NULL, as the reference does), at most `UMQ_BATCH_SIZE`
-/// per call (more: `-UMQ_ERR_EINVAL`, nothing posted). On failure `*bad_qbuf` is the first
-/// buffer not posted; it and the rest of its list still belong to the caller.
+/// per call (more, or an invalid WR anywhere in the list: `-UMQ_ERR_EINVAL`, nothing posted).
+/// On failure `*bad_qbuf` is the first buffer not posted; it and the rest of its list still
+/// belong to the caller.
 /// `-UMQ_ERR_EAGAIN`: queue full, poll and retry. Posted buffers belong to the library until
 /// `umq_poll` returns them.
 #[unsafe(no_mangle)]

@@ -632,10 +632,6 @@ impl Queue {
     ) -> UmqResult<()> {
         let mut batch = TxBatch::new(whole);
         parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
-        if let Some((_, e)) = batch.stop.filter(|_| whole) {
-            *bad = head;
-            return Err(e);
-        }
         let (accepted, window_limited) = match self.post_tx_shm(&batch) {
             Some(admitted) => admitted,
             None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
@@ -656,11 +652,6 @@ impl Queue {
             );
             return Err(-UMQ_ERR_EAGAIN);
         }
-        if let Some((b, e)) = batch.stop {
-            *bad = b;
-            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
-            return Err(e);
-        }
         Ok(())
     }
 
@@ -678,7 +669,6 @@ impl Queue {
         // Moved out and back so the peer's area can be borrowed beside the wire.
         let link = mine.shm.take()?;
         if batch.n == 1
-            && batch.stop.is_none()
             && let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0))
         {
             mine.shm = Some(link);
@@ -1381,8 +1371,8 @@ impl Queue {
     }
 }
 
-/// A validated batch of tx WRs: heads and tails of the first `n`, which of them need a
-/// flow-control credit, and where validation stopped. Built in place on the poster's stack and
+/// A validated batch of tx WRs: the first buffer of each and which of them need a flow-control
+/// credit. Built in place on the poster's stack and
 /// never zeroed: a one-WR post touches one entry, not the 1 KiB of a full batch.
 struct TxBatch {
     /// The first buffer of each WR.
@@ -1395,7 +1385,6 @@ struct TxBatch {
     credit_wrs: u32,
     /// Bit i: WR i carries a user immediate (SEND_IMM or WRITE_IMM).
     user_imm: u64,
-    stop: Option<(*mut umq_buf_t, i32)>,
     /// All of the batch or nothing (`umq_enqueue`); WRs without credit wait as in queued mode.
     whole: bool,
 }
@@ -1409,7 +1398,6 @@ impl TxBatch {
             needs_credit: 0,
             credit_wrs: 0,
             user_imm: 0,
-            stop: None,
         }
     }
 
@@ -1525,7 +1513,10 @@ fn check_wr_walk(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
 }
 
 /// Splits a chain into WRs (each first buffer's `total_data_size` says where the WR ends).
-/// More than `UMQ_BATCH_SIZE` WRs refuses the whole call; an invalid WR ends the batch there.
+/// More than `UMQ_BATCH_SIZE` WRs, or an invalid WR anywhere, refuses the whole call with nothing
+/// posted, as the reference does: a program that frees or re-posts the list after
+/// `-UMQ_ERR_EINVAL` must not find part of it in flight.
+#[inline(always)]
 fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
     let mut cur = head;
     while !cur.is_null() {
@@ -1541,13 +1532,18 @@ fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
                 b.push(cur);
                 cur = unsafe { (*tail).qbuf_next };
             }
-            Err(e) => {
-                b.stop = Some((cur, e));
-                break;
-            }
+            Err(e) => return Err(invalid_wr(e)),
         }
     }
     Ok(())
+}
+
+/// Counts a refused WR (`check_wr` logged why) and passes its error on.
+#[cold]
+#[inline(never)]
+fn invalid_wr(e: i32) -> i32 {
+    crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
+    e
 }
 
 /// Set bits of `mask` in positions `from..to`.
