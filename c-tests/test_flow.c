@@ -31,6 +31,16 @@ static umq_ext_flow_control_stats_t ext(uint64_t h)
     return s;
 }
 
+static uint32_t transport_of(uint64_t h)
+{
+    umq_ext_transport_stats_t s;
+    memset(&s, 0xff, sizeof(s));
+    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
+    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
+    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    return s.transport;
+}
+
 static int ctl(uint64_t h, uint32_t opcode, uint64_t value)
 {
     umq_user_ctl_in_t in = {.addr = value, .opcode = opcode};
@@ -261,6 +271,15 @@ int main(int argc, char **argv)
     uint64_t a, b;
     test_pair(16, UMQ_MODE_POLLING, &a, &b);
     umq_buf_t *bad = NULL, *got[32];
+
+    /* The run's premises: the window flavour asked for, and the transport UMQ_PROVIDER forces
+     * (the "_over_shm" runs) or loopback, the in-process default. */
+    CHECK_EQ(ext(a).atomic_window, atomic);
+    CHECK_EQ(ext(b).atomic_window, atomic);
+    const char *provider = getenv("UMQ_PROVIDER");
+    uint32_t want = provider && strcmp(provider, "shm") == 0 ? UMQ_EXT_TRANSPORT_SHM : UMQ_EXT_TRANSPORT_LOOPBACK;
+    CHECK_EQ(transport_of(a), want);
+    CHECK_EQ(transport_of(b), want);
 
     /* 1. No receive buffer at the peer yet: IDLE, and a SEND is refused whole. */
     CHECK_EQ(umq_state_get(a), QUEUE_STATE_IDLE);

@@ -9,15 +9,20 @@ root=$(pwd)
 echo "== cargo build + test"
 cargo build --release --all-targets
 cargo test --release --all-targets 2>&1 | tail -n +1
+echo "== cargo test again with debug assertions and overflow checks (profile release-checked)"
+# The release tests never run the debug_assert! invariants or catch an integer overflow.
+cargo test --profile release-checked --lib --tests
 
 echo "== shared library names"
 lib="$root/target/release"
 ln -sf libumq.so "$lib/libumq.so.0"
 ln -sf libumq.so "$lib/libumq_buf.so"
 readelf -d "$lib/libumq.so" | grep -q 'SONAME.*libumq.so.0'
-exported=$(nm -D --defined-only "$lib/libumq.so" | awk '{print $3}' | grep -v -e '^umq_' -e '^fi_[rt]x_size_left$' || true)
+# A failing nm fails the script; grep's "nothing found" (exit 1) is the only pass.
+symbols=$(nm -D --defined-only "$lib/libumq.so" | awk '{print $3}')
+exported=$(grep -v -e '^umq_' -e '^fi_[rt]x_size_left$' <<<"$symbols" || [ $? = 1 ])
 if [ -n "$exported" ]; then echo "unexpected exported symbols: $exported"; exit 1; fi
-echo "soname libumq.so.0, $(nm -D --defined-only "$lib/libumq.so" | grep -c ' umq_') umq_* symbols exported"
+echo "soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols") umq_* symbols exported"
 
 echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'
@@ -35,6 +40,9 @@ if [ ! -e /usr/include/rdma/fi_endpoint.h ] && [ "$(id -u)" = 0 ] && command -v 
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfabric-dev >/dev/null 2>&1 ||
     { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfabric-dev >/dev/null 2>&1; } ||
     echo "libfabric-dev could not be installed: its inline size_left test will be skipped"
+fi
+if [ ! -e /usr/include/rdma/fi_endpoint.h ]; then
+  echo "SKIPPED: fi_libfabric_inline (libfabric's own inline fi_tx_size_left on our endpoint): rdma/fi_endpoint.h not found, libfabric-dev is not installed"
 fi
 rm -rf build-c
 meson setup build-c -Dlibdir_rust="$lib" >/dev/null

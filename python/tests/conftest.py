@@ -1,11 +1,43 @@
 """Shared fixtures. Each test gets its own umq_init / umq_uninit (the library allows re-init after
 uninit), so a failing test cannot leak state into the next one."""
 
+import faulthandler
+import os
+
 import pytest
 
 import umq
 
 OURS = umq.lib().has_extensions()
+# A test that hangs (in Python or inside a library call) fails the run with every thread's
+# traceback instead of stalling it: the watchdog is faulthandler's own thread, so a spin inside
+# C code cannot hold it off.
+TEST_TIMEOUT_S = int(os.environ.get("UMQ_TEST_TIMEOUT_S", "120"))
+
+
+@pytest.fixture(autouse=True)
+def _timeout():
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+def expected_transport():
+    """What a bind of two queues of this process must use: loopback, or shared memory when
+    UMQ_PROVIDER forces it (the suite's second run)."""
+    forced = os.environ.get("UMQ_PROVIDER") == "shm"
+    return umq.UMQ_EXT_TRANSPORT_SHM if forced else umq.UMQ_EXT_TRANSPORT_LOOPBACK
+
+
+def assert_premise(pair, atomic_window=None):
+    """The run's premises hold on a bound pair: the transport it is for and, with flow
+    control, the window flavour it asked for (only libumq reports them)."""
+    if not OURS:
+        return
+    for q in pair:
+        assert q.transport_stats().transport == expected_transport()
+        if atomic_window is not None:
+            assert q.ext_stats().atomic_window == int(atomic_window)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -24,7 +56,9 @@ def ctx():
 
 @pytest.fixture
 def pair(ctx):
-    return ctx.pair(depth=64)
+    p = ctx.pair(depth=64)
+    assert_premise(p)
+    return p
 
 
 @pytest.fixture(params=[False, True], ids=["plain-window", "atomic-window"])
@@ -32,6 +66,10 @@ def fc(request):
     """Flow control on (initial window 4, notify interval 2), in both window modes."""
     cfg = umq.FlowControl(initial_window=4, notify_interval=2, use_atomic_window=request.param)
     with umq.Umq(flow_control=cfg) as c:
+        probe = c.pair(depth=16)
+        assert_premise(probe, atomic_window=request.param)
+        for q in probe:
+            q.destroy()
         yield c
 
 

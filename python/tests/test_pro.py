@@ -14,16 +14,19 @@ RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
 def test_sends_arrive_in_order_with_their_bytes(pair):
     a, b = pair
     payloads = [i.to_bytes(4, "little") * (1 + i % 7) for i in range(300)]
-    got, sent = [], 0
+    got, sent, rx_status, tx_done = [], 0, [], []
     b.post_recv(64)
     while len(got) < len(payloads):
         sent += a.send(payloads[sent : sent + 17])
         rx = b.poll(RX)
         got += [c.data for c in rx]
+        rx_status += [c.status for c in rx]
         b.post_recv(len(rx))
-        a.poll(TX)
+        tx_done += a.poll(TX)
+    tx_done += a.poll_until(len(payloads) - len(tx_done), TX)
     assert got == payloads
-    assert all(c.status == umq.UMQ_BUF_SUCCESS for c in a.poll(TX) + b.poll(RX))
+    assert rx_status == [umq.UMQ_BUF_SUCCESS] * len(payloads)
+    assert [(c.direction, c.status) for c in tx_done] == [(TX, umq.UMQ_BUF_SUCCESS)] * len(payloads)
 
 
 def test_send_imm_carries_imm_and_user_ctx(pair):

@@ -305,6 +305,7 @@ class ExtFlowStats:
     initial_window: int
     notify_interval: int
     queued_mode: int
+    atomic_window: int
     rx_without_buffer: int
 
 

@@ -329,7 +329,7 @@ class umq_ext_flow_control_stats_t(_Struct):
             "queued_wr",
             "credit_stalls",
         )
-    ] + [(name, u32) for name in ("initial_window", "notify_interval", "queued_mode", "rsvd")] + [
+    ] + [(name, u32) for name in ("initial_window", "notify_interval", "queued_mode", "atomic_window")] + [
         ("rx_without_buffer", u64)
     ]
 

@@ -1339,7 +1339,7 @@ impl Queue {
             initial_window: p.initial_window as u32,
             notify_interval: p.notify_interval as u32,
             queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
-            rsvd: 0,
+            atomic_window: matches!(f, FlowState::Atomic(_)) as u32,
             rx_without_buffer: self.stats.rx_without_buffer.load(Ordering::Relaxed),
         }
     }
