@@ -27,6 +27,10 @@ echo "soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols") umq_* symbols exporte
 echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'
 "$lib/umq-perf" --provider shm --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"bw", "lat"} and all(r["provider"] == "shm" for r in rows), rows; print(len(rows), "result lines over shm")'
+# The reference qps tool's pattern (the same 64-buffer list posted every round) on both providers.
+for p in loopback shm; do
+  "$lib/umq-perf" --provider $p --test qps --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["test"] == "qps" and rows[0]["msgs_per_s"] > 0, rows; print("qps over", rows[0]["provider"] + ": ok")'
+done
 # One receive buffer per side, as fi_pingpong posts: flow control must still ping-pong (a
 # deadlock here once); the timeout turns a hang into a failure.
 timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'

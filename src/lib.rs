@@ -16,6 +16,8 @@ pub mod error;
 pub mod event;
 pub mod ffi;
 pub mod flow;
+pub mod limits;
+pub mod os;
 #[macro_use]
 pub mod log;
 pub mod queue;

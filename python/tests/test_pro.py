@@ -166,3 +166,30 @@ def test_user_ctl_rejects_wrong_length_null_and_unknown_opcode(pair):
     right = umq.types.umq_user_ctl_out_t(addr=C.addressof(s), len=C.sizeof(s))
     assert lib.umq_user_ctl(a.handle, C.byref(unknown), C.byref(right)) == -umq.UMQ_ERR_EINVAL
     assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(right)) == 0
+
+
+def test_the_same_list_posts_again_unchanged(ctx, pair):
+    """As the reference's qps tool does: one list head posted round after round. umq_post must
+    not rewrite the list's qbuf_next links, and a TX completion's qbuf_next is what was posted."""
+    a, b = pair
+    lib = umq.lib()
+    b.post_recv(32)
+    with umq.Buffers.for_payloads(ctx, [bytes([i]) * 16 for i in range(8)], a.handle) as bufs:
+        for i in range(len(bufs)):
+            bufs.pro(i).opcode = umq.UMQ_OPC_SEND
+        head = bufs.chain()
+        links = [C.cast(umq.core._buf(m[0]).qbuf_next, C.c_void_p).value for m in bufs.messages]
+        got = []
+        for _ in range(3):
+            bad = BUF()
+            assert lib.umq_post(a.handle, head, TX, C.byref(bad)) == 0
+            tx = []  # raw: Queue.poll would free the buffers it returns
+            while len(tx) < 8:
+                tx += a.poll_raw(TX, 8 - len(tx))
+            assert [C.cast(p, C.c_void_p).value for p in tx] == [m[0] for m in bufs.messages]
+            assert [p.contents.status for p in tx] == [umq.UMQ_BUF_SUCCESS] * 8
+            assert [C.cast(umq.core._buf(m[0]).qbuf_next, C.c_void_p).value for m in bufs.messages] == links
+            rx = b.poll_until(8, RX)
+            got += [c.data for c in rx]
+            b.post_recv(len(rx))
+        assert got == [bytes([i]) * 16 for i in range(8)] * 3

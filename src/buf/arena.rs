@@ -8,7 +8,7 @@
 //! header that lets the peer check it mapped what our inbox told it to.
 
 use crate::abi::errno::*;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -81,22 +81,9 @@ fn map_reserve(fd: i32, prot: i32) -> Option<Reservation> {
 
 impl Arena {
     pub fn create(secret: u64) -> Result<Arena, i32> {
-        let raw = unsafe {
-            libc::memfd_create(
-                c"umq-shared-pool".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
-        if raw < 0 {
-            return Err(os_error("memfd_create"));
-        }
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        if unsafe { libc::fchmod(raw, 0o600) } != 0
-            || unsafe { libc::ftruncate(raw, HEADER_BYTES as libc::off_t) } != 0
-            || unsafe { libc::fcntl(raw, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } != 0
-        {
-            return Err(os_error("setting up the memfd"));
-        }
+        let fd = crate::os::sealed_memfd(c"umq-shared-pool", HEADER_BYTES, libc::F_SEAL_SHRINK)
+            .map_err(|_| os_error("setting up the memfd"))?;
+        let raw = fd.as_raw_fd();
         let map =
             map_reserve(raw, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| os_error("mmap"))?;
         unsafe {
@@ -172,8 +159,7 @@ impl PeerArena {
     /// Maps the arena process `pid` holds as fd `fd`, checking owner uid, the shrink seal and the
     /// header (magic, owner, secret).
     pub fn open(pid: u32, fd: u32, secret: u64) -> Result<PeerArena, String> {
-        let (fd, size) =
-            crate::transport::shm::open_peer_memfd(pid, fd, libc::O_RDWR, "shared pool")?;
+        let (fd, size) = crate::os::open_peer_memfd(pid, fd, libc::O_RDWR, "shared pool")?;
         if size < HEADER_BYTES {
             return Err("the peer's shared pool has no header".to_string());
         }

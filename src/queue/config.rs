@@ -5,7 +5,7 @@ use crate::error::{UmqResult, einval};
 use std::ffi::CStr;
 
 pub const DEFAULT_DEPTH: u32 = 1024;
-pub const MAX_DEPTH: u32 = 32768;
+pub use crate::limits::MAX_DEPTH;
 pub const DEFAULT_BUF_SIZE: u32 = 8192;
 
 #[derive(Clone, Debug)]

@@ -26,8 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 const BATCH: usize = UMQ_BATCH_SIZE as usize;
-/// Most buffers one WR may gather.
-pub const MAX_SGE: usize = 64;
+pub use crate::limits::MAX_SGE;
 
 #[derive(Default)]
 pub struct QueueStats {

@@ -65,7 +65,7 @@ const HOT_BYTES: usize = 1 << 20;
 /// Entries up to this size wrap early; larger ones run on through the cold part of the ring.
 const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
-const STATUS_SLOTS: usize = crate::queue::config::MAX_DEPTH as usize;
+const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
 const LAYOUT_VERSION: u32 = 6;
 /// Entries start on cache lines; a header is one line.
@@ -83,7 +83,7 @@ const FLAG_BY_REF: u16 = 1;
 const FLAG_PLACED: u16 = 2;
 /// Smallest message placed straight into the receiver's buffer when it goes alone (a post of
 /// one WR, nothing of ours waiting): below it, the copy through the ring costs less than the
-/// placement's fence and its look at the board. See `docs/PERFORMANCE.md`, session 14.
+/// placement's fence and its look at the board (measured: see `docs/TRANSPORTS.md`).
 const PLACE_MIN_ALONE: usize = 1024;
 /// Smallest message placed when others go with it: a stream. Below it, the copy through the
 /// ring is split over two cores and pipelines, while a placement waits for the board line the
@@ -252,69 +252,18 @@ fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
 /// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
 /// else of the peer's.
 fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
-    use std::os::fd::FromRawFd;
-    let pidfd = super::watchdog::pidfd_open(pid)?;
-    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, raw(&pidfd), fd as i32, 0) };
-    if dup < 0 {
-        crate::log_info!(
-            "umq_bind",
-            "cannot take the peer's doorbell ({}): its interrupt-mode queue polls every 1 ms",
-            std::io::Error::last_os_error()
-        );
-        return None;
-    }
-    let dup = unsafe { std::os::fd::OwnedFd::from_raw_fd(dup as i32) };
+    let dup = crate::os::pidfd_getfd(pid, fd)
+        .inspect_err(|e| {
+            crate::log_info!(
+                "umq_bind",
+                "cannot take the peer's doorbell ({e}): its interrupt-mode queue polls every 1 ms"
+            )
+        })
+        .ok()?;
     let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
     let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
     (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
         .then(|| EventFd::from_owned(dup))
-}
-
-fn sealed_against_shrinking(fd: i32) -> bool {
-    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
-    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
-}
-
-/// Opens memfd `fd` of process `pid` through /proc (which the kernel allows only to a process
-/// of the same user with ptrace-read access) and checks what every mapping of a peer's memory
-/// needs: it is ours (uid) and sealed against shrinking, so the peer cannot truncate it under
-/// our mapping (SIGBUS). Returns it and its size; `what` names it in errors.
-pub(crate) fn open_peer_memfd(
-    pid: u32,
-    fd: u32,
-    flags: i32,
-    what: &str,
-) -> Result<(std::os::fd::OwnedFd, usize), String> {
-    use std::os::fd::FromRawFd;
-    let path = format!("/proc/{pid}/fd/{fd}\0");
-    let opened = unsafe {
-        libc::open(
-            path.as_ptr() as *const libc::c_char,
-            flags | libc::O_CLOEXEC,
-        )
-    };
-    if opened < 0 {
-        return Err(format!(
-            "cannot open the peer's {what} {}: {}",
-            path.trim_end_matches('\0'),
-            std::io::Error::last_os_error()
-        ));
-    }
-    let file = unsafe { std::os::fd::OwnedFd::from_raw_fd(opened) };
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(opened, &mut st) } != 0 {
-        return Err(format!("cannot stat the peer's {what}"));
-    }
-    if st.st_uid != unsafe { libc::getuid() } {
-        return Err(format!(
-            "the peer's {what} belongs to uid {}, not to us",
-            st.st_uid
-        ));
-    }
-    if !sealed_against_shrinking(opened) {
-        return Err(format!("the peer's {what} is not sealed against shrinking"));
-    }
-    Ok((file, st.st_size as usize))
 }
 
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
@@ -349,30 +298,12 @@ fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
 /// A memfd for an inbox: mode 0600, sealed at its size, so neither side can shrink the mapping
 /// under the other (SIGBUS).
 fn inbox_memfd() -> Result<std::os::fd::OwnedFd, i32> {
-    use std::os::fd::FromRawFd;
-    let fd = unsafe {
-        libc::memfd_create(
-            c"umq-inbox".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(os_err());
-    }
-    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    if unsafe { libc::fchmod(fd, 0o600) } != 0
-        || unsafe { libc::ftruncate(fd, segment_len() as libc::off_t) } != 0
-        || unsafe {
-            libc::fcntl(
-                fd,
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
-            )
-        } != 0
-    {
-        return Err(os_err());
-    }
-    Ok(owned)
+    crate::os::sealed_memfd(
+        c"umq-inbox",
+        segment_len(),
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+    )
+    .map_err(|_| os_err())
 }
 
 /// Writes the header of a fresh (zeroed) inbox mapped at `base`.
@@ -472,7 +403,7 @@ impl Segment {
     /// Maps the inbox of queue-owner `pid` (fd `fd`), checking that it is what its bind info
     /// says: same user, right size, magic, version, owner and secret.
     pub fn open_peer(pid: u32, fd: u32, secret: u64) -> Result<Segment, String> {
-        let (file, size) = open_peer_memfd(pid, fd, libc::O_RDWR, "inbox")?;
+        let (file, size) = crate::os::open_peer_memfd(pid, fd, libc::O_RDWR, "inbox")?;
         let len = segment_len();
         if size != len {
             return Err(format!("the peer's inbox has {size} bytes, expected {len}"));
@@ -587,12 +518,12 @@ impl Segment {
     /// application: waits until the peer (process `pid`) writes into none of them.
     pub fn wait_for_placements(&self, pid: u32) {
         let pidfd = std::cell::OnceCell::new();
-        self.inbox().board.wait_idle(|| {
-            match pidfd.get_or_init(|| super::watchdog::pidfd_open(pid)) {
-                Some(fd) => super::watchdog::exited(fd),
-                None => !super::watchdog::alive(pid),
-            }
-        });
+        self.inbox()
+            .board
+            .wait_idle(|| match pidfd.get_or_init(|| crate::os::pidfd_open(pid)) {
+                Some(fd) => crate::os::exited(fd),
+                None => !crate::os::alive(pid),
+            });
     }
 
     /// The peer's: an entry of ours went into its ring.
@@ -1343,7 +1274,7 @@ fn execute_general(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, Broken> {
-    let mut pieces = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
+    let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
     let src = match e.flags {
         FLAG_PLACED => {
             pieces[0] = (placed_elsewhere(w, e)?, e.total as usize);
@@ -1361,7 +1292,7 @@ fn source<'a>(
     e: &Entry,
     payload: *const u8,
     peer: &Segment,
-    out: &'a mut [(*mut u8, usize); crate::queue::MAX_SGE],
+    out: &'a mut [(*mut u8, usize); crate::limits::MAX_SGE],
 ) -> Result<&'a [(*mut u8, usize)], Broken> {
     if e.flags & FLAG_BY_REF == 0 {
         if e.flags != 0 {
@@ -1659,7 +1590,7 @@ mod tests {
         payload: &[RefPiece],
         view: &Segment,
     ) -> Result<Vec<(usize, usize)>, Broken> {
-        let mut out = [(std::ptr::null_mut(), 0); crate::queue::MAX_SGE];
+        let mut out = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
         let src = source(e, payload.as_ptr() as *const u8, view, &mut out)?;
         Ok(src.iter().map(|&(p, n)| (p as usize, n)).collect())
     }

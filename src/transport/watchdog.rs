@@ -13,8 +13,9 @@
 //! after a change, see `shm::ring_if_changed`), and services them at once when one rings. A
 //! queue whose peer could not take its doorbell is serviced every millisecond instead.
 
+use crate::os::{alive, pidfd_open};
 use crate::queue::table;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,26 +33,6 @@ static WATCHED: Mutex<(Vec<Watched>, bool)> = Mutex::new((Vec::new(), false));
 
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
-
-pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Whether the process of `pidfd` has exited (its pidfd is readable).
-pub(crate) fn exited(pidfd: &OwnedFd) -> bool {
-    let mut p = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
-}
-
-pub(crate) fn alive(pid: u32) -> bool {
-    let probed = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    probed == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
 
 /// Starts watching the peer process of queue `q`.
 pub fn watch(q: &crate::queue::Queue, pid: u32) {

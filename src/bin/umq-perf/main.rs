@@ -43,7 +43,7 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
                  only. off: neither; every message is copied through the ring
   --rounds       repeat each measurement and report the median (default 1)
   --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
-                 latency (Debian libfabric-bin), a windowed stream for bandwidth (built
+                 latency (Debian libfabric-bin), a windowed stream for bw and qps (built
                  here from fi_stream.c; needs libfabric-dev and a C compiler)
   --json         one JSON object per result line, nothing else on stdout
   --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
@@ -457,8 +457,7 @@ fn main() {
             if args.compare {
                 row = match kind {
                     Kind::Lat => compare_latency(row, &run, args.rounds),
-                    Kind::Bw => compare_bandwidth(row, &run, args.rounds),
-                    Kind::Qps => row,
+                    Kind::Bw | Kind::Qps => compare_bandwidth(row, &run, args.rounds),
                 };
             }
             emit(&row, args.json);

@@ -1,0 +1,101 @@
+//! The Linux facilities both the buffer pools and the transports stand on: sealed memfds, a
+//! peer process's memfd opened through /proc, pidfds. Nothing above this module calls these
+//! system calls itself.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A memfd of `len` bytes, mode 0600, sealed with `seals` (`F_SEAL_*`): a peer that maps it can
+/// never have it shrink under its mapping (SIGBUS). `name` shows in /proc/PID/fd.
+pub fn sealed_memfd(name: &std::ffi::CStr, len: usize, seals: i32) -> std::io::Result<OwnedFd> {
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    if unsafe { libc::fchmod(raw, 0o600) } != 0
+        || unsafe { libc::ftruncate(raw, len as libc::off_t) } != 0
+        || unsafe { libc::fcntl(raw, libc::F_ADD_SEALS, seals) } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn sealed_against_shrinking(fd: i32) -> bool {
+    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+}
+
+/// Opens memfd `fd` of process `pid` through /proc (which the kernel allows only to a process
+/// of the same user with ptrace-read access) and checks what every mapping of a peer's memory
+/// needs: it is ours (uid) and sealed against shrinking, so the peer cannot truncate it under
+/// our mapping (SIGBUS). Returns it and its size; `what` names it in errors.
+pub fn open_peer_memfd(
+    pid: u32,
+    fd: u32,
+    flags: i32,
+    what: &str,
+) -> Result<(OwnedFd, usize), String> {
+    let path = format!("/proc/{pid}/fd/{fd}\0");
+    let opened = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            flags | libc::O_CLOEXEC,
+        )
+    };
+    if opened < 0 {
+        return Err(format!(
+            "cannot open the peer's {what} {}: {}",
+            path.trim_end_matches('\0'),
+            std::io::Error::last_os_error()
+        ));
+    }
+    let file = unsafe { OwnedFd::from_raw_fd(opened) };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(opened, &mut st) } != 0 {
+        return Err(format!("cannot stat the peer's {what}"));
+    }
+    if st.st_uid != unsafe { libc::getuid() } {
+        return Err(format!(
+            "the peer's {what} belongs to uid {}, not to us",
+            st.st_uid
+        ));
+    }
+    if !sealed_against_shrinking(opened) {
+        return Err(format!("the peer's {what} is not sealed against shrinking"));
+    }
+    Ok((file, st.st_size as usize))
+}
+
+pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Duplicates descriptor `fd` of process `pid` into this one (pidfd_getfd: Linux 5.6, same-user
+/// ptrace rules).
+pub fn pidfd_getfd(pid: u32, fd: u32) -> std::io::Result<OwnedFd> {
+    let pidfd = pidfd_open(pid).ok_or_else(std::io::Error::last_os_error)?;
+    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd as i32, 0) };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(dup as i32) })
+}
+
+/// Whether the process of `pidfd` has exited (its pidfd is readable).
+pub fn exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
+/// Whether process `pid` still exists (for kernels without pidfd).
+pub fn alive(pid: u32) -> bool {
+    let probed = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    probed == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
