@@ -4,10 +4,13 @@ use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
 use crate::runtime::Runtime;
 
+/// `umq_buf_alloc`: from `shared` (a queue's shared pool) or the process pool; `umqh` is written
+/// into each buffer.
 pub fn alloc(
     rt: &Runtime,
     request_size: u32,
     num: u32,
+    shared: Option<&std::sync::Arc<crate::buf::pool::Lists>>,
     umqh: u64,
     option: Option<&umq_alloc_option_t>,
 ) -> UmqResult<*mut umq_buf_t> {
@@ -24,16 +27,6 @@ pub fn alloc(
             format_args!("request_size {request_size} > UMQ_MAX_BUF_REQUEST_SIZE"),
         ));
     }
-    let queue = match umqh {
-        0 => None,
-        h => Some(crate::queue::table::get(h).ok_or_else(|| {
-            einval(
-                F,
-                format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
-            )
-        })?),
-    };
-    let shared = queue.as_ref().and_then(|q| q.shared_pool());
     let headroom = match option {
         Some(o) if o.flag & !UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE != 0 => {
             return Err(einval(

@@ -115,7 +115,21 @@ pub extern "C" fn umq_buf_alloc(
 ) -> *mut umq_buf_t {
     ffi_guard!("umq_buf_alloc", {
         or_errno(crate::runtime::require("umq_buf_alloc").and_then(|rt| {
-            crate::buf::ops::alloc(&rt, request_size, request_qbuf_num, umqh, checked(option))
+            // A queue's handle selects its shared pool; 0 the process pool.
+            let queue = match umqh {
+                0 => None,
+                h => Some(crate::queue::table::get(h).ok_or_else(|| {
+                    einval(
+                        "umq_buf_alloc",
+                        format_args!(
+                            "umqh {h:#x} is not a live queue (pass 0 for the global pool)"
+                        ),
+                    )
+                })?),
+            };
+            let shared = queue.as_ref().and_then(|q| q.shared_pool());
+            let option = checked(option);
+            crate::buf::ops::alloc(&rt, request_size, request_qbuf_num, shared, umqh, option)
         }))
     })
 }

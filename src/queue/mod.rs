@@ -87,6 +87,26 @@ pub struct Queue {
     shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
 }
 
+/// The watchdog's view of a queue bound over shared memory.
+impl crate::transport::watchdog::Watched for Queue {
+    fn service(&self) {
+        self.background_round();
+    }
+
+    fn peer_lost(&self, why: &str) {
+        Queue::peer_lost(self, why);
+    }
+
+    fn arm_doorbell(&self) -> Option<(i32, bool)> {
+        Queue::arm_doorbell(self)
+    }
+}
+
+/// How the watchdog finds a queue it watches (gone once destroyed).
+fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::watchdog::Watched>> {
+    table::get(umqh).map(|q| q as Arc<dyn crate::transport::watchdog::Watched>)
+}
+
 fn lock<T>(m: &SpinMutex<T>) -> SpinGuard<'_, T> {
     m.lock()
 }
@@ -377,7 +397,8 @@ impl Queue {
             self.state.store(QUEUE_STATE_READY, Ordering::Release);
         }
         if transport == bind_info::Transport::Shm {
-            crate::transport::watchdog::watch(self, remote.pid);
+            let irq = self.irq.is_some();
+            crate::transport::watchdog::watch(self.handle, watched, remote.pid, irq);
         }
         if !self.rt.pro_api {
             base::post_initial_rx(self)?;

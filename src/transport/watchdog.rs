@@ -14,13 +14,28 @@
 //! queue whose peer could not take its doorbell is serviced every millisecond instead.
 
 use crate::os::{alive, pidfd_open};
-use crate::queue::table;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Watched {
+/// What the watchdog does to a watched queue; the queue layer implements it, so this thread
+/// never reaches into the layer above.
+pub trait Watched: Send + Sync {
+    /// One round of the queue's engine (and of sends waiting for credit).
+    fn service(&self);
+    /// The peer process has exited.
+    fn peer_lost(&self, why: &str);
+    /// Arms the queue's doorbell before the thread's last look: its fd, and whether the peer
+    /// rings it (None: the queue has none).
+    fn arm_doorbell(&self) -> Option<(i32, bool)>;
+}
+
+/// Finds a watched queue by handle; None once it is gone.
+pub type Lookup = fn(u64) -> Option<Arc<dyn Watched>>;
+
+struct Entry {
     umqh: u64,
+    lookup: Lookup,
     pid: u32,
     /// Shared with the thread's poll set, so the descriptor stays open (and its number cannot be
     /// reused by another watch) until the thread has looked at what poll said about it.
@@ -29,20 +44,22 @@ struct Watched {
 }
 
 /// The watched queues, and whether the thread runs.
-static WATCHED: Mutex<(Vec<Watched>, bool)> = Mutex::new((Vec::new(), false));
+static WATCHED: Mutex<(Vec<Entry>, bool)> = Mutex::new((Vec::new(), false));
 
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 
-/// Starts watching the peer process of queue `q`.
-pub fn watch(q: &crate::queue::Queue, pid: u32) {
+/// Starts watching process `pid`, the peer of queue `umqh` (an interrupt-mode queue when
+/// `interrupt`, whose doorbell the thread sleeps on), found through `lookup`.
+pub fn watch(umqh: u64, lookup: Lookup, pid: u32, interrupt: bool) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    w.0.retain(|e| e.umqh != q.handle);
-    w.0.push(Watched {
-        umqh: q.handle,
+    w.0.retain(|e| e.umqh != umqh);
+    w.0.push(Entry {
+        umqh,
+        lookup,
         pid,
         pidfd: pidfd_open(pid).map(Arc::new),
-        interrupt: q.irq.is_some(),
+        interrupt,
     });
     if !w.1 {
         w.1 = true;
@@ -79,7 +96,7 @@ fn run() {
 
 /// The watched peers' pidfds and the interrupt-mode queues, or None (the thread ends) when
 /// nothing is watched.
-fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<crate::queue::Queue>>)> {
+fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     if w.0.is_empty() {
         w.1 = false;
@@ -89,7 +106,7 @@ fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<crate::queue::Queue>>)> {
     let sleepers =
         w.0.iter()
             .filter(|e| e.interrupt)
-            .filter_map(|e| table::get(e.umqh))
+            .filter_map(|e| (e.lookup)(e.umqh))
             .collect();
     Some((pidfds, sleepers))
 }
@@ -133,29 +150,27 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[i32], tick: Duration) -> Vec<Arc<O
 
 /// Reports dead peers and services the others.
 fn sweep(exited: &[Arc<OwnedFd>]) {
-    let (dead, live): (Vec<(u64, u32)>, Vec<u64>) = {
+    type Found = (u64, Lookup, u32);
+    let (dead, live): (Vec<Found>, Vec<Found>) = {
         let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-        let is_dead = |e: &Watched| match &e.pidfd {
+        let is_dead = |e: &Entry| match &e.pidfd {
             Some(fd) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
             None => !alive(e.pid),
         };
-        let dead =
-            w.0.iter()
-                .filter(|e| is_dead(e))
-                .map(|e| (e.umqh, e.pid))
-                .collect();
+        let found = |e: &Entry| (e.umqh, e.lookup, e.pid);
+        let dead = w.0.iter().filter(|e| is_dead(e)).map(found).collect();
         w.0.retain(|e| !is_dead(e));
-        let live = w.0.iter().map(|e| e.umqh).collect();
+        let live = w.0.iter().map(found).collect();
         (dead, live)
     };
-    for (umqh, pid) in dead {
-        if let Some(q) = table::get(umqh) {
+    for (umqh, lookup, pid) in dead {
+        if let Some(q) = lookup(umqh) {
             q.peer_lost(&format!("peer process {pid} exited"));
         }
     }
-    for umqh in live {
-        if let Some(q) = table::get(umqh) {
-            q.background_round();
+    for (umqh, lookup, _) in live {
+        if let Some(q) = lookup(umqh) {
+            q.service();
         }
     }
 }
