@@ -870,12 +870,7 @@ impl Queue {
             Ok(out) => out,
             Err(why) => {
                 w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
-                let level = if why == "peer queue unbound" {
-                    UMQ_LOG_LEVEL_NOTICE
-                } else {
-                    UMQ_LOG_LEVEL_ERR
-                };
-                self.set_error_at(level, why);
+                self.set_error_at(why.log_level(), &why.to_string());
                 Outcome {
                     tx_done: 1,
                     rx_done: 1,

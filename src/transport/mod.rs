@@ -10,3 +10,33 @@ mod protocol_tests;
 pub mod shm;
 pub mod sync;
 pub mod watchdog;
+
+use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};
+
+/// Why a binding broke, as every provider reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkError {
+    /// The peer queue unbound or was destroyed: an orderly end.
+    PeerLeft,
+    /// What the peer wrote failed a check (a corrupt or hostile peer); says which.
+    Corrupt(&'static str),
+}
+
+impl LinkError {
+    /// The level the queue logs it at: a peer leaving is news, a corrupt peer an error.
+    pub fn log_level(self) -> u32 {
+        match self {
+            LinkError::PeerLeft => UMQ_LOG_LEVEL_NOTICE,
+            LinkError::Corrupt(_) => UMQ_LOG_LEVEL_ERR,
+        }
+    }
+}
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LinkError::PeerLeft => "peer queue unbound",
+            LinkError::Corrupt(why) => why,
+        })
+    }
+}

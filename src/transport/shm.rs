@@ -483,15 +483,17 @@ impl Segment {
     }
 
     /// The peer's: its shared pool, mapped here on first use.
-    fn peer_pool(&self) -> Result<&PeerArena, Broken> {
-        const UNMAPPABLE: Broken = "cannot map the peer's shared pool";
+    fn peer_pool(&self) -> Result<&PeerArena, LinkError> {
+        const UNMAPPABLE: LinkError = LinkError::Corrupt("cannot map the peer's shared pool");
         if let Some(p) = self.peer_pool.get() {
             return p.as_ref().ok_or(UNMAPPABLE);
         }
         let i = self.inbox();
         let fd = i.pool_fd.load(Ordering::Acquire);
         if fd == NO_POOL || fd == 0 {
-            return Err("peer sent by reference without a shared pool");
+            return Err(LinkError::Corrupt(
+                "peer sent by reference without a shared pool",
+            ));
         }
         let secret = i.pool_secret.load(Ordering::Relaxed);
         // A failure is remembered: placement asks again for every message, and must not log
@@ -664,10 +666,10 @@ impl Segment {
 
     /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
     /// something impossible.
-    fn peek(&self) -> Result<Option<(Entry, *const u8)>, &'static str> {
+    fn peek(&self) -> Result<Option<(Entry, *const u8)>, LinkError> {
         let cons = self.inbox().cons.0.load(Ordering::Relaxed);
         if !cons.is_multiple_of(LINE as u64) {
-            return Err("ring index out of range");
+            return Err(LinkError::Corrupt("ring index out of range"));
         }
         let off = cons as usize % RING_BYTES;
         let at = unsafe { self.ring().add(off) };
@@ -677,10 +679,10 @@ impl Segment {
         let e = unsafe { (at as *const Entry).read() };
         let size = LINE as u64 + (e.len as u64).next_multiple_of(LINE as u64);
         if off as u64 + size > RING_BYTES as u64 {
-            return Err("ring entry length out of range");
+            return Err(LinkError::Corrupt("ring entry length out of range"));
         }
         if e.kind > KIND_READ_RESP {
-            return Err("unknown ring entry kind");
+            return Err(LinkError::Corrupt("unknown ring entry kind"));
         }
         Ok(Some((e, unsafe { at.add(LINE) })))
     }
@@ -708,7 +710,7 @@ pub struct Link {
 }
 
 /// Why the pair cannot go on.
-pub type Broken = &'static str;
+use super::LinkError;
 
 /// One round of progress for a queue bound over shared memory: takes what the peer sent into
 /// our receive buffers, completes our WRs the peer has executed, and pushes our waiting WRs.
@@ -719,7 +721,7 @@ pub fn progress(
     umqh: u64,
     fragments: bool,
     pool: &Pool,
-) -> Result<Outcome, Broken> {
+) -> Result<Outcome, LinkError> {
     let mut out = Outcome::default();
     // Whether the peer has left, read before anything else: what it did before it left (entries
     // in our ring, its executed count) is then visible to this round, which takes all of it
@@ -737,7 +739,7 @@ pub fn progress(
         complete(w, peer, done, &mut out)?;
     }
     if left {
-        return Err("peer queue unbound");
+        return Err(LinkError::PeerLeft);
     }
     if ours {
         transmit(w, peer, &mut out);
@@ -839,9 +841,9 @@ fn complete(
     peer: &Segment,
     done: Option<u64>,
     out: &mut Outcome,
-) -> Result<(), Broken> {
+) -> Result<(), LinkError> {
     if done.is_some_and(|d| d > w.tx_done_seq + w.in_flight as u64) {
-        return Err("peer reports completions we never sent");
+        return Err(LinkError::Corrupt("peer reports completions we never sent"));
     }
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
@@ -1116,13 +1118,15 @@ fn receive(
     fragments: bool,
     pool: &Pool,
     out: &mut Outcome,
-) -> Result<(), Broken> {
+) -> Result<(), LinkError> {
     while let Some((e, payload)) = mine.peek()? {
         match e.kind {
             KIND_PAD => {}
             KIND_STANDALONE => {
                 if w.flow.is_none() {
-                    return Err("window update from a peer without flow control");
+                    return Err(LinkError::Corrupt(
+                        "window update from a peer without flow control",
+                    ));
                 }
                 if w.rx_posted.is_empty() {
                     note_blocked(w, out);
@@ -1242,15 +1246,15 @@ fn land_placed(w: &mut Wire, e: &Entry, umqh: u64, out: &mut Outcome) -> Option<
 
 /// Where the sender placed a message that did not land in our next buffer: in a later posted
 /// buffer of our shared pool (an entry before it took no buffer). Err for anything else.
-fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, Broken> {
+fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, LinkError> {
     let op = e.opcode as u32;
     if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.len != 0 {
-        return Err("malformed placed entry");
+        return Err(LinkError::Corrupt("malformed placed entry"));
     }
     let arena = w
         .arena
         .as_deref()
-        .ok_or("placed message without a shared pool")?;
+        .ok_or(LinkError::Corrupt("placed message without a shared pool"))?;
     w.rx_posted
         .iter()
         .skip(1)
@@ -1259,7 +1263,7 @@ fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, Broken> {
             e.total <= cap as u64 && arena.offset_of(data, cap as usize) == Some(e.addr)
         })
         .map(|b| unsafe { (*b).buf_data as *mut u8 })
-        .ok_or("placed message in no posted buffer")
+        .ok_or(LinkError::Corrupt("placed message in no posted buffer"))
 }
 
 /// Any WR the one-pass landing does not take: its payload resolved (in the ring or by
@@ -1273,7 +1277,7 @@ fn execute_general(
     at: &Here,
     pool: &Pool,
     out: &mut Outcome,
-) -> Result<Option<umq_buf_status_t>, Broken> {
+) -> Result<Option<umq_buf_status_t>, LinkError> {
     let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
     let src = match e.flags {
         FLAG_PLACED => {
@@ -1293,10 +1297,10 @@ fn source<'a>(
     payload: *const u8,
     peer: &Segment,
     out: &'a mut [(*mut u8, usize); crate::limits::MAX_SGE],
-) -> Result<&'a [(*mut u8, usize)], Broken> {
+) -> Result<&'a [(*mut u8, usize)], LinkError> {
     if e.flags & FLAG_BY_REF == 0 {
         if e.flags != 0 {
-            return Err("unknown ring entry flags");
+            return Err(LinkError::Corrupt("unknown ring entry flags"));
         }
         out[0] = (payload as *mut u8, e.len as usize);
         return Ok(&out[..1]);
@@ -1304,20 +1308,22 @@ fn source<'a>(
     let size = std::mem::size_of::<RefPiece>();
     let n = e.len as usize / size;
     if !(e.len as usize).is_multiple_of(size) || n == 0 || n > out.len() {
-        return Err("malformed by-reference entry");
+        return Err(LinkError::Corrupt("malformed by-reference entry"));
     }
     let pool = peer.peer_pool()?;
     let mut sum = 0u64;
     for (i, slot) in out[..n].iter_mut().enumerate() {
         let r = unsafe { (payload as *const RefPiece).add(i).read() };
-        let at = pool
-            .at(r.offset, r.len)
-            .ok_or("by-reference piece outside the peer's shared pool")?;
+        let at = pool.at(r.offset, r.len).ok_or(LinkError::Corrupt(
+            "by-reference piece outside the peer's shared pool",
+        ))?;
         *slot = (at as *mut u8, r.len as usize);
         sum += r.len;
     }
     if sum != e.total || sum > u32::MAX as u64 {
-        return Err("by-reference pieces do not add up to the message");
+        return Err(LinkError::Corrupt(
+            "by-reference pieces do not add up to the message",
+        ));
     }
     Ok(&out[..n])
 }
@@ -1352,7 +1358,7 @@ fn execute(
     at: &Here,
     pool: &Pool,
     out: &mut Outcome,
-) -> Result<Option<umq_buf_status_t>, Broken> {
+) -> Result<Option<umq_buf_status_t>, LinkError> {
     let (umqh, fragments) = (at.umqh, at.fragments);
     let len: u64 = src.iter().map(|&(_, n)| n as u64).sum();
     let src = || src.iter().copied();
@@ -1403,7 +1409,7 @@ fn execute(
             }
             if e.flags & FLAG_BY_REF != 0 && sender_left(peer) {
                 loopback::untake_rx(&mut dst, head);
-                return Err("peer queue unbound");
+                return Err(LinkError::PeerLeft);
             }
             let (rx, tx) = if fits {
                 (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
@@ -1431,16 +1437,18 @@ fn sender_left(peer: &Segment) -> bool {
 }
 
 /// Copies a READ response into the READ WR it answers (still in flight in our send queue).
-fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), Broken> {
+fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
     let idx = e
         .seq
         .checked_sub(w.tx_done_seq)
         .map(|k| w.delivered + k as usize)
         .filter(|&i| i < w.delivered + w.in_flight)
-        .ok_or("READ response for no READ in flight")?;
+        .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
     let wr = w.sq[idx];
     if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
-        return Err("READ response for a WR that is not a READ");
+        return Err(LinkError::Corrupt(
+            "READ response for a WR that is not a READ",
+        ));
     }
     loopback::land_read(wr, payload, e.len as usize);
     Ok(())
@@ -1589,7 +1597,7 @@ mod tests {
         e: &Entry,
         payload: &[RefPiece],
         view: &Segment,
-    ) -> Result<Vec<(usize, usize)>, Broken> {
+    ) -> Result<Vec<(usize, usize)>, LinkError> {
         let mut out = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
         let src = source(e, payload.as_ptr() as *const u8, view, &mut out)?;
         Ok(src.iter().map(|&(p, n)| (p as usize, n)).collect())
@@ -1641,12 +1649,14 @@ mod tests {
         );
         assert_eq!(
             resolve(&e, &p, &view),
-            Err("peer sent by reference without a shared pool")
+            Err(LinkError::Corrupt(
+                "peer sent by reference without a shared pool"
+            ))
         );
         inbox.publish_pool(inbox.fd(), 1); // a memfd, but not a sealed pool
         assert_eq!(
             resolve(&e, &p, &view),
-            Err("cannot map the peer's shared pool")
+            Err(LinkError::Corrupt("cannot map the peer's shared pool"))
         );
     }
 
@@ -1818,7 +1828,9 @@ mod tests {
             let mut out = Outcome::default();
             let fragments = rng.next().is_multiple_of(4);
             let r = receive(&mut w, &mine, &peer, 0, fragments, &pool, &mut out);
-            *outcomes.entry(r.err().unwrap_or("ran")).or_insert(0) += 1;
+            *outcomes
+                .entry(r.err().map_or("ran".to_string(), |e| e.to_string()))
+                .or_insert(0) += 1;
             completed += out.rx_done;
             placed += w.placed_rx;
             assert_eq!(
