@@ -1,0 +1,227 @@
+//! Binding a queue to its peer (in this process, or over shared memory) and undoing it.
+
+use super::*;
+
+impl Queue {
+    pub fn bind(&self, info: &[u8]) -> UmqResult<()> {
+        const F: &str = "umq_bind";
+        let remote = bind_info::parse(F, info)?;
+        bind_info::check_compatible(F, &self.rt, &remote)?;
+        let transport = bind_info::choose(F, &self.rt, &remote)?;
+        let peer = match transport {
+            bind_info::Transport::Loopback => Peer::Local(self.local_peer_for(&remote)?),
+            bind_info::Transport::Shm => Peer::Shm(self.open_shm_peer(&remote)?),
+        };
+        let link = match &peer {
+            Peer::Shm(link) => Some(link.clone()),
+            Peer::Local(_) => None,
+        };
+        {
+            let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
+            if slot.is_some() {
+                crate::log_err!(
+                    F,
+                    "queue {:#x} is already bound (umq_unbind first)",
+                    self.handle
+                );
+                return Err(-UMQ_ERR_EEXIST);
+            }
+            *slot = Some(peer);
+        }
+        bind_info::log_transport_once(transport);
+        self.over_shm
+            .store(transport == bind_info::Transport::Shm, Ordering::Release);
+        {
+            let mut w = lock(&self.wire);
+            w.in_flight = 0;
+            w.awaiting_peer = 0;
+            w.tx_done_seq = 0;
+            w.by_ref_in_flight.clear();
+            w.rx_entries_run = 0;
+            w.shm = link;
+        }
+        if self.rt.flow_control.enabled {
+            self.start_flow_control(&remote);
+        } else {
+            self.state.store(QUEUE_STATE_READY, Ordering::Release);
+        }
+        if transport == bind_info::Transport::Shm {
+            let irq = self.irq.is_some();
+            crate::transport::watchdog::watch(self.handle, watched, remote.pid, irq);
+        }
+        if !self.rt.pro_api {
+            base::post_initial_rx(self)?;
+        }
+        self.flow_progress();
+        self.kick_blocked_sender();
+        Ok(())
+    }
+
+    fn local_peer_for(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<Queue>> {
+        const F: &str = "umq_bind";
+        let peer = table::get(remote.umqh).ok_or_else(|| {
+            einval(
+                F,
+                format_args!("peer queue {:#x} no longer exists", remote.umqh),
+            )
+        })?;
+        if peer.handle == self.handle {
+            return Err(einval(
+                F,
+                format_args!("queue {:#x} cannot bind to itself", self.handle),
+            ));
+        }
+        Ok(peer)
+    }
+
+    fn open_shm_peer(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<ShmLink>> {
+        const F: &str = "umq_bind";
+        if self.inbox_for_bind().is_none() {
+            return Err(einval(
+                F,
+                format_args!(
+                    "queue {:#x} has no shared-memory inbox (call umq_bind_info_get first)",
+                    self.handle
+                ),
+            ));
+        }
+        if remote.pid == std::process::id() && remote.umqh == self.handle {
+            return Err(einval(
+                F,
+                format_args!("queue {:#x} cannot bind to itself", self.handle),
+            ));
+        }
+        let seg = shm::Segment::open_peer(remote.pid, remote.inbox_fd, remote.secret)
+            .map_err(|why| einval(F, format_args!("{why}")))?;
+        Ok(Arc::new(ShmLink {
+            seg,
+            pid: remote.pid,
+        }))
+    }
+
+    /// Fresh flow state for a new binding; buffers posted before bind count as posted now.
+    fn start_flow_control(&self, remote: &bind_info::BindInfo) {
+        let fc = &self.rt.flow_control;
+        let p = Params::new(
+            fc.initial_window,
+            fc.notify_interval,
+            self.cfg.rx_depth,
+            remote.rx_depth,
+        );
+        let mut w = lock(&self.wire);
+        let mut f = FlowState::new(p, fc.use_atomic_window);
+        f.rx_posted(w.rx_posted.len() as u64);
+        f.publish(self.area());
+        w.flow = Some(f);
+        w.clear_credit();
+        w.starved_since = None;
+        w.stall_reported = false;
+        self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+    }
+
+    pub fn unbind(&self) -> UmqResult<()> {
+        if !self.is_bound() {
+            return Err(einval(
+                "umq_unbind",
+                format_args!("queue {:#x} is not bound", self.handle),
+            ));
+        }
+        self.disconnect(true);
+        if !self.rt.pro_api {
+            self.release_all_buffers();
+        }
+        Ok(())
+    }
+
+    /// Flushes everything in flight in both directions and forgets the peer. The peer, if still
+    /// bound to us, goes to the error state: its sends have nowhere to land. With `rebind`, a
+    /// shared-memory inbox is made ready for a next binding (a queue being destroyed skips it).
+    pub(super) fn disconnect(&self, rebind: bool) {
+        let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let peer = match peer {
+            Peer::Local(q) => q,
+            Peer::Shm(link) => {
+                self.over_shm.store(false, Ordering::Release);
+                // Tell the other process first, then forget everything of this binding.
+                let seg = self.my_inbox().expect("shm binding without inbox");
+                seg.set_closed();
+                // Before the flush hands our buffers back: a peer still copying one by
+                // reference must see the mark once its copy could read a reuse (see
+                // shm::sender_left), and a peer writing into one of our receive buffers must
+                // be done (see placement).
+                std::sync::atomic::fence(Ordering::SeqCst);
+                seg.wait_for_placements(link.pid);
+                crate::transport::watchdog::unwatch(self.handle);
+                let (tx, rx) = {
+                    let mut w = lock(&self.wire);
+                    w.shm = None;
+                    (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
+                };
+                if rebind && seg.renew().is_err() {
+                    crate::log_warn!(
+                        "umq_unbind",
+                        "queue {:#x}: inbox cleared in place (a late write of the old peer could reach the next binding)",
+                        self.handle
+                    );
+                    seg.reset_for_next_binding();
+                }
+                self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+                self.notify(tx > 0, rx > 0);
+                return;
+            }
+        };
+        let peer_bound_to_us = peer.local_peer().is_some_and(|p| p.handle == self.handle);
+        let (mine, theirs) = {
+            let (mut mine, mut theirs) = lock_two(self, &peer);
+            let rx = mine.flush_rx();
+            let tx = mine.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+            let theirs_failed = if peer_bound_to_us {
+                theirs.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR)
+            } else {
+                0
+            };
+            ((tx, rx), theirs_failed)
+        };
+        self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+        self.area().reset();
+        self.notify(mine.0 > 0, mine.1 > 0);
+        if peer_bound_to_us {
+            // An orderly shutdown unbinds one side first: worth a notice, not an error line.
+            peer.set_error_at(UMQ_LOG_LEVEL_NOTICE, "peer queue unbound");
+            peer.notify(theirs > 0, false);
+        }
+    }
+
+    /// The peer process died or left: error state, every send in flight flushed, waiters woken.
+    pub(crate) fn peer_lost(&self, why: &str) {
+        // What the peer published before it died is whole (entries count only once stamped)
+        // and its sends already completed there: deliver it first, as a NIC would have.
+        self.shm_service();
+        lock(&self.wire).fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        self.set_error(why);
+        self.notify(true, true);
+    }
+
+    /// Frees every buffer the queue holds (posted or completed), returning how many.
+    pub(super) fn release_all_buffers(&self) -> usize {
+        let mut w = lock(&self.wire);
+        w.flush_rx();
+        w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        let mut n = 0;
+        let pool = &self.rt.pool;
+        let w = &mut *w;
+        let sent = w.sq.drain().map(|h| (h, crate::buf::wr_bufs(h).count()));
+        let received = w.rx_cq.drain().map(|(h, k)| (h, k as usize));
+        for (head, nbufs) in sent.chain(received) {
+            for b in crate::buf::iter(head).take(nbufs).collect::<Vec<_>>() {
+                n += 1;
+                let _ = pool.free_one(b);
+            }
+        }
+        w.delivered = 0;
+        w.rx_cq_bufs = 0;
+        n
+    }
+}

@@ -1,0 +1,256 @@
+//! Moving work along outside a post: shared-memory rounds, flow-control progress, waking a
+//! sender that waits for the receiver, and the RNR timeout.
+
+use super::*;
+
+impl Queue {
+    /// One round of the shared-memory engine under our wire lock (nothing when the queue is not
+    /// bound that way); a broken pair (peer gone, corrupt ring) puts the queue in the error
+    /// state.
+    #[inline]
+    pub(super) fn shm_round(&self, w: &mut Wire) -> Outcome {
+        let (Some(link), Some(mine)) = (w.shm.as_deref(), self.my_inbox()) else {
+            return Outcome::default();
+        };
+        if shm::idle(w, mine, &link.seg) {
+            return Outcome::default();
+        }
+        self.shm_round_busy(w, mine)
+    }
+
+    /// A post's round: only the transmit step (`shm::transmit_round`), or the full round when
+    /// the peer has left or the queue is in error.
+    #[inline]
+    pub(super) fn shm_transmit_round(&self, w: &mut Wire) -> Outcome {
+        let Some(mine) = self.my_inbox() else {
+            return Outcome::default();
+        };
+        if let Some(link) = w.shm.take() {
+            let out = match self.state.load(Ordering::Acquire) {
+                QUEUE_STATE_ERR => None,
+                _ => shm::transmit_round(w, mine, &link.seg),
+            };
+            w.shm = Some(link);
+            if let Some(out) = out {
+                return out;
+            }
+        }
+        self.shm_round(w)
+    }
+
+    #[inline(never)]
+    fn shm_round_busy(&self, w: &mut Wire, mine: &shm::Segment) -> Outcome {
+        // The link is moved out and back (no reference-count traffic) so the engine can borrow
+        // the wire mutably beside it.
+        let Some(link) = w.shm.take() else {
+            return Outcome::default();
+        };
+        let out = self.shm_round_on(w, &link, mine);
+        w.shm = Some(link);
+        out
+    }
+
+    fn shm_round_on(&self, w: &mut Wire, link: &ShmLink, mine: &shm::Segment) -> Outcome {
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return Outcome::default();
+        }
+        match shm::progress(
+            w,
+            mine,
+            &link.seg,
+            self.handle,
+            !self.rt.pro_api,
+            &self.rt.pool,
+        ) {
+            Ok(out) => out,
+            Err(why) => {
+                w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+                self.set_error_at(why.log_level(), &why.to_string());
+                Outcome {
+                    tx_done: 1,
+                    rx_done: 1,
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// Wake-ups and counters after a shared-memory round (both directions are ours).
+    pub(super) fn after_shm_round(&self, out: &Outcome) {
+        if out.blocked {
+            self.stats.rx_without_buffer.fetch_add(1, Ordering::Relaxed);
+        }
+        if crate::dfx::stats_on() {
+            self.stats.send.fetch_add(out.sends, Ordering::Relaxed);
+            self.stats.read.fetch_add(out.reads, Ordering::Relaxed);
+            self.stats
+                .receive
+                .fetch_add(out.rx_done as u64, Ordering::Relaxed);
+        }
+        self.notify(out.tx_done > 0, out.rx_done > 0);
+    }
+
+    /// Runs the shared-memory engine once if the queue is bound that way (for receive posts,
+    /// notify and the watchdog); returns whether it was.
+    #[inline]
+    pub(crate) fn shm_service(&self) -> bool {
+        if !self.over_shm.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.shm_service_round();
+        true
+    }
+
+    /// The watchdog's round for a queue bound over shared memory: the engine, and with flow
+    /// control the sends that wait for credit, so they go out even when the application does
+    /// not call in (a base-API sender that enqueued and waits elsewhere).
+    pub(crate) fn background_round(&self) {
+        if self.shm_service() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
+        {
+            self.flow_progress();
+        }
+    }
+
+    #[inline(never)]
+    fn shm_service_round(&self) {
+        let out = self.shm_round(&mut lock(&self.wire));
+        self.after_shm_round(&out);
+    }
+
+    /// Moves flow control along outside the send path: reads the peer's area, announces our
+    /// receive buffers (standalone or through the area), and sends WRs waiting for credit.
+    pub(crate) fn flow_progress(&self) {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(peer) = guard.as_ref() else {
+            return;
+        };
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return;
+        }
+        let peer = match peer {
+            Peer::Local(peer) => peer,
+            Peer::Shm(link) => {
+                let mut mine = lock(&self.wire);
+                let Some(f) = mine.flow.as_mut() else {
+                    return;
+                };
+                f.refresh(link.seg.area());
+                f.publish(self.area());
+                // Only take control credit when the update can go out now; it is in our area
+                // either way.
+                if shm::has_room(&link.seg, 0)
+                    && let Some(imm) = f.standalone(self.area(), link.seg.area())
+                {
+                    shm::push_standalone(&link.seg, imm);
+                }
+                let out = self.shm_round(&mut mine);
+                self.note_starvation(&mut mine, out.credit_wait);
+                drop(mine);
+                self.after_shm_round(&out);
+                return;
+            }
+        };
+        let (standalone, out) = {
+            let (mut mine, mut theirs) = lock_two(self, peer);
+            let Some(f) = mine.flow.as_mut() else {
+                return;
+            };
+            f.refresh(peer.area());
+            f.publish(self.area());
+            let mut dst = Side {
+                umqh: peer.handle,
+                wire: &mut theirs,
+                fragments: !peer.rt.pro_api,
+            };
+            let standalone = match f.standalone(self.area(), peer.area()) {
+                Some(imm) if !dst.wire.rx_posted.is_empty() => {
+                    loopback::deliver_standalone(&mut dst, imm);
+                    true
+                }
+                _ => false,
+            };
+            let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+            self.note_starvation(&mut mine, out.credit_wait);
+            (standalone, out)
+        };
+        if standalone {
+            peer.notify(false, true);
+        }
+        self.after_delivery(peer, &out, true);
+    }
+
+    /// Wake-ups and counters after a delivery from `sender` (self if `self_is_sender`) to the other.
+    pub(super) fn after_delivery(&self, other: &Queue, out: &Outcome, self_is_sender: bool) {
+        let (sender, receiver) = if self_is_sender {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        // The receiver's next receive post moves a sender that stopped for want of a buffer
+        // or of credit (`kick_blocked_sender`).
+        if out.blocked || out.credit_wait {
+            receiver.rnr_waiting.store(true, Ordering::Release);
+        }
+        if out.blocked {
+            receiver
+                .stats
+                .rx_without_buffer
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        if crate::dfx::stats_on() {
+            sender.stats.send.fetch_add(out.sends, Ordering::Relaxed);
+            sender.stats.read.fetch_add(out.reads, Ordering::Relaxed);
+            receiver
+                .stats
+                .receive
+                .fetch_add(out.rx_done as u64, Ordering::Relaxed);
+        }
+        sender.notify(out.tx_done > 0, false);
+        receiver.notify(false, out.rx_done > 0);
+    }
+
+    /// Delivers the peer's WRs that were waiting for our receive buffers.
+    pub(crate) fn kick_blocked_sender(&self) {
+        if self.shm_service() {
+            return;
+        }
+        // A plain load first: the swap is a locked instruction, and a sender is rarely waiting.
+        if !self.rnr_waiting.load(Ordering::Acquire)
+            || !self.rnr_waiting.swap(false, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Some(sender) = self.local_peer() else {
+            self.rnr_waiting.store(true, Ordering::Release);
+            return;
+        };
+        // With flow control the sender may be waiting for the credit our post just published:
+        // its progress reads it and delivers.
+        if self.rt.flow_control.enabled {
+            sender.flow_progress();
+            return;
+        }
+        let out = {
+            let (mut theirs, mut mine) = lock_two(&sender, self);
+            let mut dst = Side {
+                umqh: self.handle,
+                wire: &mut mine,
+                fragments: !self.rt.pro_api,
+            };
+            loopback::deliver(&mut theirs, &mut dst, &self.rt.pool)
+        };
+        self.after_delivery(&sender, &out, false);
+    }
+
+    /// Fails the oldest waiting WR after the RNR timeout, as RDMA's retry limit would.
+    pub(super) fn expire_rnr(&self, w: &mut Wire) -> bool {
+        match w.blocked_since {
+            Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
+                w.fail_undelivered(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
+                self.set_error("peer posted no receive buffer within the RNR timeout");
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The receive side and completions: posting receive buffers, polling, wake-ups.
+
+use super::*;
+
+impl Queue {
+    pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        // Not zeroed: a one-buffer repost (every message of a ping-pong) touches one entry.
+        let mut bufs = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; BATCH];
+        let mut n = 0;
+        for b in crate::buf::iter(head) {
+            if n == BATCH {
+                *bad = head;
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_WR_COUNT_INVALID);
+                return Err(einval(
+                    "umq_post",
+                    format_args!("more than UMQ_BATCH_SIZE ({BATCH}) receive buffers in one call"),
+                ));
+            }
+            bufs[n].write(b);
+            n += 1;
+        }
+        // SAFETY: the first n entries were written just above.
+        let bufs = unsafe {
+            &*(&bufs[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t])
+        };
+        let (accepted, progress) = self.push_rx(bufs);
+        if progress {
+            self.flow_progress();
+        }
+        if !self.over_shm.load(Ordering::Relaxed) {
+            self.kick_blocked_sender();
+        }
+        if accepted < n {
+            *bad = bufs[accepted];
+            return Err(-UMQ_ERR_EAGAIN);
+        }
+        Ok(())
+    }
+
+    /// Posts receive buffers up to the free receive depth; returns how many were taken and
+    /// whether flow control has something to announce. Over shared memory, a message that was
+    /// waiting for a buffer is taken in at once, under the same lock.
+    pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> (usize, bool) {
+        let mut w = lock(&self.wire);
+        let accepted = bufs
+            .len()
+            .min(self.cfg.rx_depth as usize - w.rx_outstanding());
+        for &b in &bufs[..accepted] {
+            unsafe {
+                (*b).qbuf_next = ptr::null_mut();
+                (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
+            }
+            self.offer_for_placement(&w, b);
+            w.rx_posted.push_back(b);
+        }
+        let announce = match w.flow.as_mut() {
+            Some(f) => {
+                let refused = bufs.len() - accepted;
+                f.rx_batch_posted(accepted as u64, refused as u64, self.area())
+            }
+            None => false,
+        };
+        if w.rx_blocked && accepted > 0 {
+            let out = self.shm_round(&mut w);
+            drop(w);
+            self.after_shm_round(&out);
+        }
+        (accepted, announce)
+    }
+
+    /// Over shared memory, a pro-API receive buffer `b` from our shared pool, about to be
+    /// posted: the peer may write the message that takes it straight into it (`placement`).
+    /// Base-API receivers take a long message in several buffers, so their order is not known
+    /// ahead; they offer none.
+    #[inline]
+    fn offer_for_placement(&self, w: &Wire, b: *mut umq_buf_t) {
+        let (Some(arena), Some(_), true) = (w.arena.as_deref(), &w.shm, self.rt.pro_api) else {
+            return;
+        };
+        if let Some(seg) = self.my_inbox() {
+            let ordinal = w.rx_entries_run + w.rx_posted.len() as u64;
+            seg.publish_posted(arena, ordinal, b);
+        }
+    }
+
+    pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
+        if dir >= UMQ_IO_MAX {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_IO_DIRECTION_INVALID);
+            return Err(einval(
+                "umq_poll",
+                format_args!("io_direction {dir} out of range"),
+            ));
+        }
+        // A base-API queue's completions are the library's own (enqueue and dequeue reap
+        // them): to the application its completion queue is empty, as in the reference, where
+        // programs written for both APIs poll it in their setup loops.
+        if !self.rt.pro_api {
+            return Ok(0);
+        }
+        let (n, progress) = self.poll_locked(dir, out);
+        if progress {
+            self.flow_progress();
+        }
+        Ok(n)
+    }
+
+    /// Whether flow control has an announcement due or WRs waiting for credit.
+    fn flow_wants_progress(w: &mut Wire) -> bool {
+        let waiting = w.undelivered() > 0;
+        w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
+    }
+
+    pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
+        self.poll_locked(dir, out).0
+    }
+
+    /// Takes completions and, under the same lock, says whether flow control wants to run.
+    fn poll_locked(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> (usize, bool) {
+        let mut n = 0;
+        let mut w = lock(&self.wire);
+        // Loopback queues have nothing to run here: their peer delivers on post.
+        let shm = w.shm.is_some().then(|| self.shm_round(&mut w));
+        if dir != UMQ_IO_RX {
+            self.expire_rnr(&mut w);
+            let take = w.delivered.min(out.len());
+            n = w.sq.pop_into(&mut out[..take]);
+            w.delivered -= n;
+        }
+        if dir != UMQ_IO_TX {
+            let mut bufs = 0;
+            n += w.rx_cq.pop_map_into(&mut out[n..], |(head, k)| {
+                bufs += k as usize;
+                head
+            });
+            w.rx_cq_bufs -= bufs;
+        }
+        let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
+        drop(w);
+        if let Some(out) = shm {
+            self.after_shm_round(&out);
+        }
+        (n, progress)
+    }
+
+    pub(super) fn notify(&self, tx: bool, rx: bool) {
+        if let Some(irq) = &self.irq {
+            irq.notify(tx, rx);
+        }
+    }
+
+    /// Whether completions are waiting in a direction (for interrupt re-arming).
+    pub fn has_completions(&self, dir: umq_io_direction_t) -> bool {
+        let w = lock(&self.wire);
+        match dir {
+            UMQ_IO_TX => w.delivered > 0,
+            _ => !w.rx_cq.is_empty(),
+        }
+    }
+
+    pub fn rx_room(&self) -> usize {
+        self.cfg.rx_depth as usize - lock(&self.wire).rx_outstanding()
+    }
+}

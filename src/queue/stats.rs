@@ -1,0 +1,102 @@
+//! What a queue reports: flow-control statistics, libfabric-style room queries, transports.
+
+use super::*;
+
+impl Queue {
+    /// Flow-control statistics, after reading the peer's area (so they are current).
+    pub fn flow_control_stats(&self) -> umq_flowcontrol_stats_t {
+        self.refresh_credit();
+        let mut w = lock(&self.wire);
+        w.flow.as_mut().map(|f| f.stats()).unwrap_or_default()
+    }
+
+    /// Reads the peer's area into our send-side view, and nothing else: a query must not
+    /// announce or send, or reading two queues' stats would move what it reads.
+    pub(crate) fn refresh_credit(&self) {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(peer) = guard.as_ref()
+            && let Some(f) = lock(&self.wire).flow.as_mut()
+        {
+            f.refresh(peer.area());
+        }
+    }
+
+    /// Send WRs that can be posted now without `EAGAIN` (None when unbound or failed): free
+    /// send-queue slots and, unless queued mode takes the excess, the credit window.
+    pub fn tx_size_left(&self) -> Option<u64> {
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let peer = guard.as_ref()?;
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        let mut mine = lock(&self.wire);
+        let room = (self.cfg.tx_depth as usize - mine.sq.len()) as u64;
+        let queued = self.queued_mode.load(Ordering::Relaxed);
+        Some(match mine.flow.as_mut() {
+            Some(f) if !queued => {
+                f.refresh(peer.area());
+                // Credit the undelivered WRs ahead already hold is not ours to count twice.
+                room.min(f.window())
+            }
+            _ => room,
+        })
+    }
+
+    /// Receive buffers that can be posted now (None when unbound or failed).
+    pub fn rx_size_left(&self) -> Option<u64> {
+        if !self.is_bound() || self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        Some(self.rx_room() as u64)
+    }
+
+    /// Our flow-control extension statistics (zero when flow control is off).
+    pub fn flow_control_ext_stats(&self) -> crate::abi::ext::umq_ext_flow_control_stats_t {
+        let mut w = lock(&self.wire);
+        // WRs the peer already has are in flight, not queued.
+        let queued = (w.undelivered() - w.in_flight) as u64;
+        let stalls = w.credit_stalls;
+        let Some(f) = w.flow.as_mut() else {
+            return Default::default();
+        };
+        let (e, p) = (f.extra(), f.params());
+        crate::abi::ext::umq_ext_flow_control_stats_t {
+            piggybacked: e.piggybacked,
+            standalone: e.standalone,
+            area_only: e.area_only,
+            area_refreshes: e.area_refreshes,
+            ctrl_grants: e.ctrl_grants,
+            ctrl_budget: p.ctrl_budget,
+            ctrl_credit: f.ctrl_credit(),
+            queued_wr: queued,
+            credit_stalls: stalls,
+            initial_window: p.initial_window as u32,
+            notify_interval: p.notify_interval as u32,
+            queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
+            atomic_window: matches!(f, FlowState::Atomic(_)) as u32,
+            rx_without_buffer: self.stats.rx_without_buffer.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What serves the binding, the shared pool, and what went by reference.
+    pub fn transport_stats(&self) -> crate::abi::ext::umq_ext_transport_stats_t {
+        use crate::abi::ext::*;
+        let transport = match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            None => UMQ_EXT_TRANSPORT_NONE,
+            Some(Peer::Local(_)) => UMQ_EXT_TRANSPORT_LOOPBACK,
+            Some(Peer::Shm(_)) => UMQ_EXT_TRANSPORT_SHM,
+        };
+        let w = lock(&self.wire);
+        umq_ext_transport_stats_t {
+            transport,
+            shared_pool: w.arena.is_some() as u32,
+            shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.backed() as u64),
+            by_ref_wr: w.by_ref_wr,
+            by_ref_bytes: w.by_ref_bytes,
+            placed_wr: w.placed_wr,
+            placed_bytes: w.placed_bytes,
+            placed_rx: w.placed_rx,
+            rsvd: 0,
+        }
+    }
+}

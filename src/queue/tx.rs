@@ -1,0 +1,628 @@
+//! The send side: validating a chain of WRs, admitting them through flow control and the
+//! send queue, and handing them to the transport.
+
+use super::*;
+
+impl Queue {
+    fn require_pro(&self, func: &str) -> UmqResult<()> {
+        if self.rt.pro_api {
+            Ok(())
+        } else {
+            Err(eperm(
+                func,
+                format_args!(
+                    "queue {:#x}: pro API call but umq_init did not set UMQ_FEATURE_API_PRO",
+                    self.handle
+                ),
+            ))
+        }
+    }
+
+    pub fn post(
+        &self,
+        head: *mut umq_buf_t,
+        dir: umq_io_direction_t,
+        bad: &mut *mut umq_buf_t,
+    ) -> UmqResult<()> {
+        self.require_pro("umq_post").inspect_err(|_| *bad = head)?;
+        match dir {
+            UMQ_IO_TX => self.post_tx(head, bad),
+            UMQ_IO_RX => self.post_rx(head, bad),
+            _ => {
+                *bad = head;
+                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_IO_DIRECTION_INVALID);
+                Err(einval(
+                    "umq_post",
+                    format_args!("io_direction {dir} must be UMQ_IO_TX or UMQ_IO_RX"),
+                ))
+            }
+        }
+    }
+
+    /// The bound peer, borrowed through the peer lock's read guard (no reference-count traffic
+    /// on the send path).
+    fn ready_peer(&self, func: &str) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Peer>>> {
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        if peer.is_none() {
+            return Err(einval(
+                func,
+                format_args!("queue {:#x} is not bound", self.handle),
+            ));
+        }
+        if self.state() == QUEUE_STATE_ERR {
+            return Err(einval(
+                func,
+                format_args!("queue {:#x} is in the error state", self.handle),
+            ));
+        }
+        Ok(peer)
+    }
+
+    pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        self.post_tx_batch(head, bad, false)
+    }
+
+    /// `umq_enqueue`'s post: every WR of the list, or none (`base::enqueue` says why).
+    pub(crate) fn post_tx_whole(
+        &self,
+        head: *mut umq_buf_t,
+        bad: &mut *mut umq_buf_t,
+    ) -> UmqResult<()> {
+        self.post_tx_batch(head, bad, true)
+    }
+
+    #[inline(always)]
+    fn post_tx_batch(
+        &self,
+        head: *mut umq_buf_t,
+        bad: &mut *mut umq_buf_t,
+        whole: bool,
+    ) -> UmqResult<()> {
+        let mut batch = TxBatch::new(whole);
+        parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
+        let (accepted, window_limited) = match self.post_tx_shm(&batch) {
+            Some(admitted) => admitted,
+            None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
+        };
+        if accepted < batch.n {
+            *bad = batch.head(accepted);
+            crate::log_at!(
+                UMQ_LOG_LEVEL_DEBUG,
+                "umq_post",
+                "queue {:#x}: {} after {accepted} of {} WRs",
+                self.handle,
+                if window_limited {
+                    "no flow-control credit"
+                } else {
+                    "send queue full"
+                },
+                batch.n
+            );
+            return Err(-UMQ_ERR_EAGAIN);
+        }
+        Ok(())
+    }
+
+    /// A post over shared memory, where the link lives under our wire lock: no peer lock. None
+    /// when the queue is not bound that way or is in the error state (the general path then
+    /// says which).
+    fn post_tx_shm(&self, batch: &TxBatch) -> Option<(usize, bool)> {
+        if !self.over_shm.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut mine = lock(&self.wire);
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return None;
+        }
+        // Moved out and back so the peer's area can be borrowed beside the wire.
+        let link = mine.shm.take()?;
+        if batch.n == 1
+            && let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0))
+        {
+            mine.shm = Some(link);
+            self.note_starvation(&mut mine, false);
+            drop(mine);
+            self.after_shm_round(&out);
+            return Some((1, false));
+        }
+        let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
+        mine.shm = Some(link);
+        Some(self.transmit_admitted(mine, admitted))
+    }
+
+    /// The usual post over shared memory in one pass: a single one-buffer SEND or SEND_IMM that
+    /// can go now (`shm::can_transmit_one`) and has credit. What `queue_tx` and the transmit
+    /// step would do for it, without their batch bookkeeping: take one credit (re-reading the
+    /// peer's area when the window looks empty), piggyback a due announcement on a SEND, clear
+    /// the library's bit of a user immediate, queue, push and complete. None, with nothing
+    /// changed, when it cannot go this way.
+    fn send_one_now(
+        &self,
+        w: &mut Wire,
+        peer: &shm::Segment,
+        wr: *mut umq_buf_t,
+    ) -> Option<Outcome> {
+        let mine = self.my_inbox()?;
+        if w.uncovered != 0
+            || w.sq.len() >= self.cfg.tx_depth as usize
+            || !shm::can_transmit_one(w, peer, wr)
+        {
+            return None;
+        }
+        if let Some(f) = w.flow.as_mut() {
+            if f.window() == 0 {
+                f.refresh(peer.area());
+            }
+            if f.take_credit(1) == 0 {
+                return None;
+            }
+            let pro = unsafe { (*wr).pro_mut() };
+            if pro.opcode == UMQ_OPC_SEND_IMM {
+                pro.imm_data = crate::flow::user_imm(pro.imm_data);
+            } else if make_carrier(f, wr).is_some() {
+                f.commit(self.area());
+            }
+        }
+        unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+        w.sq.push_back(wr);
+        Some(shm::transmit_one(w, mine, peer, wr))
+    }
+
+    /// A post through the peer slot (a local peer, or a shared-memory binding still being set
+    /// up): accepted WRs and whether the window limited them.
+    fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
+        let peer_guard = self.ready_peer("umq_post")?;
+        Ok(match peer_guard.as_ref().unwrap() {
+            Peer::Local(peer) => {
+                let (admitted, out) = {
+                    let (mut mine, mut theirs) = lock_two(self, peer);
+                    let (accepted, window_limited) = self.queue_tx(&mut mine, peer.area(), batch);
+                    let mut dst = Side {
+                        umqh: peer.handle,
+                        wire: &mut theirs,
+                        fragments: !peer.rt.pro_api,
+                    };
+                    let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+                    self.note_starvation(&mut mine, window_limited || out.credit_wait);
+                    ((accepted, window_limited), out)
+                };
+                self.after_delivery(peer, &out, true);
+                admitted
+            }
+            Peer::Shm(link) => {
+                let mut mine = lock(&self.wire);
+                let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
+                self.transmit_admitted(mine, admitted)
+            }
+        })
+    }
+
+    /// Sends what `queue_tx` admitted over shared memory and reports a stall; returns `admitted`.
+    fn transmit_admitted(
+        &self,
+        mut mine: SpinGuard<'_, Wire>,
+        admitted: (usize, bool),
+    ) -> (usize, bool) {
+        let out = self.shm_transmit_round(&mut mine);
+        self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
+        drop(mine);
+        self.after_shm_round(&out);
+        admitted
+    }
+
+    /// Admits what flow control and the send queue allow of a batch into our send queue;
+    /// returns how many WRs were accepted and whether the window was what limited them.
+    fn queue_tx(&self, mine: &mut Wire, peer_area: &Area, batch: &TxBatch) -> (usize, bool) {
+        let admit = match mine.flow.as_mut() {
+            Some(f) => self.admit(f, peer_area, batch),
+            None => Admission::everything(batch.n),
+        };
+        // The transport (our send queue) may still refuse WRs flow control let through.
+        let room = self.cfg.tx_depth as usize - mine.sq.len();
+        let mut accepted = admit.limit.min(room);
+        if batch.whole && accepted < batch.n {
+            accepted = 0;
+        }
+        let window_limited = admit.limit < batch.n && accepted == admit.limit;
+        if let Some(f) = mine.flow.as_mut() {
+            let credited = admit.settle(f, batch, accepted, self.area());
+            let needy = batch.credit_wrs_before(accepted) as usize;
+            mine.note_admitted(needy, credited);
+        }
+        // The caller's list stays as it was: a WR ends where its head's total_data_size says.
+        for &head in &batch.heads()[..accepted] {
+            unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+            mine.sq.push_back(head);
+        }
+        (accepted, window_limited)
+    }
+
+    /// Flow control's verdict on a batch: credit for as many credit-needing WRs as the window
+    /// allows (re-reading the peer's area first if it looks short), and a piggybacked
+    /// announcement on the first plain SEND among them.
+    fn admit(&self, f: &mut FlowState, peer_area: &Area, batch: &TxBatch) -> Admission {
+        let needs_credit = batch.needs_credit;
+        let need = batch.credit_wrs as u64;
+        if f.window() < need {
+            f.refresh(peer_area);
+        }
+        let got = f.take_credit(need);
+        // Credit goes to the first `got` WRs that need it; the batch stops at the next one.
+        let credit_limit = if got == need {
+            batch.n
+        } else {
+            without_lowest_bits(needs_credit, got as u32).trailing_zeros() as usize
+        };
+        let queued = batch.whole || self.queued_mode.load(Ordering::Relaxed);
+        let limit = if credit_limit == batch.n || queued {
+            batch.n
+        } else {
+            f.count_refused((batch.n - credit_limit) as u64);
+            credit_limit
+        };
+        let piggyback = (0..credit_limit)
+            .find(|&i| unsafe { (*batch.head(i)).pro().opcode } == UMQ_OPC_SEND)
+            .and_then(|i| {
+                let (count, saved_imm) = make_carrier(f, batch.head(i))?;
+                Some(Piggyback {
+                    index: i,
+                    count,
+                    saved_imm,
+                })
+            });
+        Admission {
+            limit,
+            credit_limit,
+            needs_credit,
+            piggyback,
+        }
+    }
+
+    /// Reports a queue that has had work waiting and no credit for longer than its stall
+    /// timeout: once per stall, as a log line, a `UMQ_EVENT_QH_LIMIT` event and a counter.
+    pub(super) fn note_starvation(&self, w: &mut Wire, starved: bool) {
+        let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
+        if !no_credit {
+            w.starved_since = None;
+            w.stall_reported = false;
+        }
+        if !(starved && no_credit) {
+            return;
+        }
+        let since = *w.starved_since.get_or_insert_with(std::time::Instant::now);
+        let limit = std::time::Duration::from_millis(self.stall_timeout_ms.load(Ordering::Relaxed));
+        if w.stall_reported || since.elapsed() < limit {
+            return;
+        }
+        w.stall_reported = true;
+        w.credit_stalls += 1;
+        crate::log_warn!(
+            "umq_flow_control",
+            "queue {:#x} '{}' has had no credit for {} ms with sends pending: the peer is not returning receive buffers",
+            self.handle,
+            self.cfg.name,
+            since.elapsed().as_millis()
+        );
+        self.rt
+            .events
+            .raise(UMQ_EVENT_QH_LIMIT, self.handle, self.cfg.trans_mode, 0);
+    }
+}
+
+/// A validated batch of tx WRs: the first buffer of each and which of them need a flow-control
+/// credit. Built in place on the poster's stack and
+/// never zeroed: a one-WR post touches one entry, not the 1 KiB of a full batch.
+struct TxBatch {
+    /// The first buffer of each WR.
+    wrs: [MaybeUninit<*mut umq_buf_t>; BATCH],
+    n: usize,
+    /// Bit i: WR i is a SEND, SEND_IMM or WRITE_IMM (consumes a receive buffer, needs credit).
+    needs_credit: u64,
+    /// How many bits of `needs_credit` are set, counted as they are set: the library is built
+    /// for baseline x86-64, where `count_ones` is a dozen instructions instead of `popcnt`.
+    credit_wrs: u32,
+    /// Bit i: WR i carries a user immediate (SEND_IMM or WRITE_IMM).
+    user_imm: u64,
+    /// All of the batch or nothing (`umq_enqueue`); WRs without credit wait as in queued mode.
+    whole: bool,
+}
+
+impl TxBatch {
+    fn new(whole: bool) -> TxBatch {
+        TxBatch {
+            whole,
+            wrs: [const { MaybeUninit::uninit() }; BATCH],
+            n: 0,
+            needs_credit: 0,
+            credit_wrs: 0,
+            user_imm: 0,
+        }
+    }
+
+    fn push(&mut self, head: *mut umq_buf_t) {
+        let opcode = unsafe { (*head).pro().opcode };
+        if loopback::needs_rx_buffer(opcode) {
+            self.needs_credit |= 1 << self.n;
+            self.credit_wrs += 1;
+        }
+        if matches!(opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) {
+            self.user_imm |= 1 << self.n;
+        }
+        self.wrs[self.n].write(head);
+        self.n += 1;
+    }
+
+    /// The parsed WRs' first buffers.
+    fn heads(&self) -> &[*mut umq_buf_t] {
+        // SAFETY: push initialised the first n entries.
+        unsafe { &*(&self.wrs[..self.n] as *const [_] as *const [*mut umq_buf_t]) }
+    }
+
+    fn head(&self, i: usize) -> *mut umq_buf_t {
+        self.heads()[i]
+    }
+
+    /// How many of the first `k` WRs need credit.
+    fn credit_wrs_before(&self, k: usize) -> u64 {
+        if k >= self.n {
+            self.credit_wrs as u64
+        } else {
+            count_between(self.needs_credit, 0, k)
+        }
+    }
+}
+
+fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
+    let h = unsafe { &*head };
+    // Most WRs are one buffer holding the whole message: that needs no walk.
+    let one_buffer = h.data_size == h.total_data_size
+        && h.data_size <= h.buf_size
+        && (!h.buf_data.is_null() || h.buf_size == 0);
+    let op = h.pro().opcode;
+    if one_buffer && op != UMQ_OPC_READ && is_known_opcode(op) {
+        return Ok(head);
+    }
+    check_wr_walk(head)
+}
+
+fn is_known_opcode(op: umq_opcode_t) -> bool {
+    matches!(
+        op,
+        UMQ_OPC_WRITE
+            | UMQ_OPC_WRITE_IMM
+            | UMQ_OPC_READ
+            | UMQ_OPC_SEND
+            | UMQ_OPC_SEND_IMM
+            | UMQ_OPC_NOP
+    )
+}
+
+/// `check_wr` for everything but a one-buffer non-READ WR.
+#[inline(never)]
+fn check_wr_walk(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
+    const F: &str = "umq_post";
+    let h = unsafe { &*head };
+    let pro = h.pro();
+    let op = pro.opcode;
+    if !is_known_opcode(op) {
+        return Err(einval(
+            F,
+            format_args!("buffer {head:p}: unknown opcode {op:#x}"),
+        ));
+    }
+    let Some((tail, nbufs)) = crate::buf::message_span(head, MAX_SGE) else {
+        crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_SGE_NUM_INVALID);
+        return Err(einval(
+            F,
+            format_args!(
+                "buffer {head:p}: total_data_size {} is not the sum of data_size over at most {MAX_SGE} buffers",
+                h.total_data_size
+            ),
+        ));
+    };
+    let mut room = 0u64;
+    for b in crate::buf::iter(head).take(nbufs) {
+        let b = unsafe { &*b };
+        if b.data_size > b.buf_size && op != UMQ_OPC_READ {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_DATA_SIZE_INVALID);
+            return Err(einval(
+                F,
+                format_args!(
+                    "buffer {b:p}: data_size {} > buf_size {}",
+                    b.data_size, b.buf_size
+                ),
+            ));
+        }
+        if b.buf_data.is_null() && b.buf_size > 0 {
+            return Err(einval(F, format_args!("buffer {b:p}: buf_data is NULL")));
+        }
+        room += b.buf_size as u64;
+    }
+    if op == UMQ_OPC_READ && (pro.remote_sge.length as u64) > room {
+        return Err(einval(
+            F,
+            format_args!(
+                "READ of {} bytes into {} bytes of local buffers",
+                pro.remote_sge.length, room
+            ),
+        ));
+    }
+    Ok(tail)
+}
+
+/// Splits a chain into WRs (each first buffer's `total_data_size` says where the WR ends).
+/// More than `UMQ_BATCH_SIZE` WRs, or an invalid WR anywhere, refuses the whole call with nothing
+/// posted, as the reference does: a program that frees or re-posts the list after
+/// `-UMQ_ERR_EINVAL` must not find part of it in flight.
+#[inline(always)]
+fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
+    let mut cur = head;
+    while !cur.is_null() {
+        if b.n == BATCH {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_WR_COUNT_INVALID);
+            return Err(einval(
+                "umq_post",
+                format_args!("more than UMQ_BATCH_SIZE ({BATCH}) WRs in one call"),
+            ));
+        }
+        match check_wr(cur) {
+            Ok(tail) => {
+                b.push(cur);
+                cur = unsafe { (*tail).qbuf_next };
+            }
+            Err(e) => return Err(invalid_wr(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Counts a refused WR (`check_wr` logged why) and passes its error on.
+#[cold]
+#[inline(never)]
+fn invalid_wr(e: i32) -> i32 {
+    crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
+    e
+}
+
+/// Set bits of `mask` in positions `from..to`.
+fn count_between(mask: u64, from: usize, to: usize) -> u64 {
+    if from >= to {
+        return 0;
+    }
+    ((mask >> from) & count_mask(to - from)).count_ones() as u64
+}
+
+/// `mask` without its `k` lowest set bits. Only for the rare short window: the usual batch gets
+/// all its credit and needs no bit walk.
+fn without_lowest_bits(mut mask: u64, k: u32) -> u64 {
+    for _ in 0..k {
+        mask &= mask - 1;
+    }
+    mask
+}
+
+/// Bits 0..n set (n <= 64).
+fn count_mask(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
+
+/// Turns the plain SEND `head` into the carrier of a due window announcement (a SEND_IMM with
+/// the library's immediate); returns the announcement's count and the immediate it replaced.
+/// None, with nothing changed, when no announcement is due.
+fn make_carrier(f: &mut FlowState, head: *mut umq_buf_t) -> Option<(u64, u64)> {
+    let (count, imm) = f.piggyback()?;
+    let pro = unsafe { (*head).pro_mut() };
+    let saved = pro.imm_data;
+    pro.opcode = UMQ_OPC_SEND_IMM;
+    pro.imm_data = imm;
+    Some((count, saved))
+}
+
+struct Piggyback {
+    index: usize,
+    count: u64,
+    saved_imm: u64,
+}
+
+/// What flow control admitted of a batch.
+struct Admission {
+    /// WRs flow control lets through (in queued mode: all of them).
+    limit: usize,
+    /// WRs before the first credit-needing WR that got no credit.
+    credit_limit: usize,
+    /// Bit i: WR i needs a credit (SEND, SEND_IMM, WRITE_IMM).
+    needs_credit: u64,
+    piggyback: Option<Piggyback>,
+}
+
+impl Admission {
+    fn everything(n: usize) -> Self {
+        Admission {
+            limit: n,
+            credit_limit: n,
+            needs_credit: 0,
+            piggyback: None,
+        }
+    }
+
+    /// Once the transport accepted `accepted` WRs: returns the credit of refused WRs, undoes a
+    /// piggyback on a refused WR (its buffer untouched again) or publishes it, clears bit 0 of
+    /// accepted user immediates, and returns how many accepted WRs hold credit.
+    fn settle(self, f: &mut FlowState, batch: &TxBatch, accepted: usize, mine: &Area) -> usize {
+        let credited_end = accepted.min(self.credit_limit);
+        let refunded = count_between(self.needs_credit, credited_end, self.credit_limit);
+        if refunded > 0 {
+            f.return_credit(refunded);
+        }
+        match self.piggyback {
+            Some(p) if p.index >= accepted => {
+                f.undo(p.count);
+                let pro = unsafe { (*batch.head(p.index)).pro_mut() };
+                pro.opcode = UMQ_OPC_SEND;
+                pro.imm_data = p.saved_imm;
+            }
+            Some(_) => f.commit(mine),
+            None => {}
+        }
+        // Only the WRs parse_tx marked (before any piggyback turned a SEND into SEND_IMM, so
+        // the carrier is never among them): a batch of plain SENDs costs nothing here.
+        let mut user_imm = batch.user_imm;
+        if user_imm != 0 {
+            user_imm &= count_mask(accepted);
+        }
+        while user_imm != 0 {
+            let i = user_imm.trailing_zeros() as usize;
+            user_imm &= user_imm - 1;
+            let pro = unsafe { (*batch.head(i)).pro_mut() };
+            pro.imm_data = crate::flow::user_imm(pro.imm_data);
+        }
+        batch.credit_wrs_before(credited_end) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(data: &mut [u8], data_size: u32, total: u32, op: umq_opcode_t) -> umq_buf_t {
+        let mut b: umq_buf_t = unsafe { std::mem::zeroed() };
+        b.buf_data = data.as_mut_ptr() as *mut _;
+        b.buf_size = data.len() as u32;
+        b.data_size = data_size;
+        b.total_data_size = total;
+        b.pro_mut().opcode = op;
+        b
+    }
+
+    /// The one-buffer shortcut of `check_wr` must agree with the full walk on every header.
+    #[test]
+    fn check_wr_shortcut_agrees_with_the_walk() {
+        let mut data = [0u8; 64];
+        let ops = [
+            UMQ_OPC_WRITE,
+            UMQ_OPC_WRITE_IMM,
+            UMQ_OPC_READ,
+            UMQ_OPC_SEND,
+            UMQ_OPC_SEND_IMM,
+            UMQ_OPC_NOP,
+            0x7,
+        ];
+        for op in ops {
+            for (ds, total) in [(0, 0), (10, 10), (64, 64), (65, 65), (10, 20), (20, 10)] {
+                for null_data in [false, true] {
+                    let mut b = buf(&mut data, ds, total, op);
+                    if null_data {
+                        b.buf_data = ptr::null_mut();
+                    }
+                    let p = &mut b as *mut umq_buf_t;
+                    let fast = check_wr(p).ok();
+                    let walk = check_wr_walk(p).ok();
+                    assert_eq!(
+                        fast, walk,
+                        "op {op:#x} data_size {ds} total {total} null {null_data}"
+                    );
+                }
+            }
+        }
+    }
+}
