@@ -1,15 +1,15 @@
 //! Placement (a sender writing a message straight into the receive buffer it will land in) and
 //! the owner's presence, under every interleaving loom can produce.
 //!
-//! `src/transport/placement.rs` and `src/transport/presence.rs` are compiled here unchanged,
-//! against loom's atomics: the `sync` module below stands in for `src/transport/sync.rs`. The
+//! `src/transport/shm/placement.rs` and `src/transport/shm/presence.rs` are compiled here unchanged,
+//! against loom's atomics: the `sync` module below stands in for `src/transport/shm/sync.rs`. The
 //! receive buffers are loom cells, so a sender writing into a buffer while the receiver or its
 //! application touches it is reported as a data race, on top of the assertions on the bytes.
 //! What the model adds around the two files (the ring, the receiver's posted queue) is the
 //! smallest stand-in for `shm.rs` that keeps the property checked: entries go through a
 //! single-producer ring in order, each takes the receiver's front posted buffer.
 
-/// Stands in for `src/transport/sync.rs`, the `super::sync` of the two files.
+/// Stands in for `src/transport/shm/sync.rs`, the `super::sync` of the two files.
 mod sync {
     pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
@@ -18,9 +18,9 @@ mod sync {
     }
 }
 
-#[path = "../src/transport/placement.rs"]
+#[path = "../src/transport/shm/placement.rs"]
 mod placement;
-#[path = "../src/transport/presence.rs"]
+#[path = "../src/transport/shm/presence.rs"]
 mod presence;
 
 use loom::cell::UnsafeCell;

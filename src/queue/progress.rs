@@ -164,7 +164,7 @@ impl Queue {
             };
             let standalone = match f.standalone(self.area(), peer.area()) {
                 Some(imm) if !dst.wire.rx_posted.is_empty() => {
-                    loopback::deliver_standalone(&mut dst, imm);
+                    target::deliver_standalone(&mut dst, imm);
                     true
                 }
                 _ => false,

@@ -341,7 +341,7 @@ impl TxBatch {
 
     fn push(&mut self, head: *mut umq_buf_t) {
         let opcode = unsafe { (*head).pro().opcode };
-        if loopback::needs_rx_buffer(opcode) {
+        if crate::transport::wire::needs_rx_buffer(opcode) {
             self.needs_credit |= 1 << self.n;
             self.credit_wrs += 1;
         }

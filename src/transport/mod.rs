@@ -3,13 +3,10 @@
 
 pub mod fifo;
 pub mod loopback;
-pub mod placement;
-pub mod presence;
-#[cfg(test)]
-mod protocol_tests;
 pub mod shm;
-pub mod sync;
+pub mod target;
 pub mod watchdog;
+pub mod wire;
 
 use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};
 

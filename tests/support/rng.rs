@@ -1,5 +1,5 @@
 //! xorshift64*: small, seeded, reproducible. Shared by the integration tests (through
-//! `support`) and the library's own unit tests (`src/transport/shm.rs` includes this file).
+//! `support`) and the library's own unit tests (`src/transport/shm/mod.rs` includes this file).
 #![allow(dead_code)]
 
 pub struct Rng(pub u64);

@@ -3,7 +3,7 @@
 //! against loom's atomics, where these tests could not run.
 
 mod placement {
-    use crate::transport::placement::*;
+    use crate::transport::shm::placement::*;
     use std::sync::atomic::Ordering;
 
     fn board() -> Box<Board> {
@@ -89,7 +89,7 @@ mod placement {
 }
 
 mod presence {
-    use crate::transport::presence::*;
+    use crate::transport::shm::presence::*;
 
     #[test]
     fn a_peer_of_an_earlier_binding_sees_the_owner_gone_after_it_reopened() {

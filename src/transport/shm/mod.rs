@@ -1,0 +1,807 @@
+//! Shared memory between two processes of one host.
+//!
+//! Every queue that may be bound across processes owns an *inbox*, a memfd mapping that its
+//! peer maps too:
+//! - a single-producer / single-consumer byte ring of entries the peer writes (work requests,
+//!   standalone window updates, READ responses);
+//! - the count and statuses of the peer's work requests this queue has executed, which are the
+//!   peer's send completions;
+//! - this queue's flow-control area (initial window and cumulative grants), so the peer reads
+//!   credit without a message.
+//!
+//! The memfd never has a name in /dev/shm, so nothing can be left behind by an exit or a crash.
+//! The peer opens it through `/proc/<pid>/fd/<fd>`, which the kernel only allows a process of
+//! the same user with ptrace-read access. The mapping is checked: size, owner uid, magic,
+//! version, owner pid and a random secret from the bind info. Every index and length read from
+//! the ring is bounds-checked before use, so a corrupt peer can stall the pair but not make this
+//! process touch memory outside the mapping.
+//!
+//! An entry is published by its *stamp*, the last word of its header, set to its ring
+//! position + 1 after everything else is written. The consumer waits on the stamp of the next
+//! entry, so a message costs it one cache-line transfer, not a separate index line and then the
+//! entry. The producer reads the consumer's index only when its cached copy says the ring is
+//! full, and the sender reads the receiver's executed count only while a WR waits for it.
+//!
+//! Only the first `HOT_BYTES` (1 MiB) of the ring are populated up front (on both sides, so neither
+//! takes page faults there). A producer past that point wraps back to the start early whenever
+//! the consumer has left it, so a stream of messages up to 128 KiB cycles through one MiB
+//! that stay in cache; the cold rest of the 16 MiB is there for large messages and bursts.
+//!
+//! The receiving process executes the entries against its own buffers with the loopback
+//! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
+//!
+//! A large SEND or WRITE whose buffers come from the sender's shared pool (`umq_buf_alloc` with
+//! the queue's handle) goes *by reference* when the pair is idle or a stream by reference is
+//! under way: its entry lists the buffers' offsets in the pool's memfd, which the receiver maps,
+//! and the receiver copies the payload once, straight into its own buffer. Such a WR completes
+//! at the sender when the receiver has executed it, like a WRITE, since until then its buffers
+//! are still being read. A stream that began with copies through the ring keeps them until it
+//! drains: there the sender's copy of one message overlaps the receiver's copy of the one
+//! before, on two cores.
+//!
+//! The other way round, a SEND into a receive buffer from the *receiver's* shared pool is
+//! *placed*: the sender writes it straight into that buffer (see `placement`), and its entry
+//! says where.
+
+use super::target;
+use super::wire::{CreditGate, Outcome, Side, Wire};
+use crate::abi::errno::*;
+use crate::abi::pro_types::*;
+use crate::abi::types::*;
+use crate::buf::arena::{Arena, PeerArena};
+use crate::buf::pool::Pool;
+use crate::event::EventFd;
+use crate::flow::Area;
+use presence::Presence;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+/// Ring capacity: the largest message (`UMQ_MAX_BUF_REQUEST_SIZE`, 10 MiB) always fits. Pages
+/// are only backed once touched, so a queue that moves small messages uses little of it.
+pub const RING_BYTES: usize = 16 << 20;
+/// The start of the ring that small entries cycle through: its pages are populated (backed and
+/// mapped) on both sides at setup, so a message never waits for a page fault. A producer past
+/// it wraps to the start early when the consumer has room there, instead of touching new pages.
+const HOT_BYTES: usize = 1 << 20;
+/// Entries up to this size wrap early; larger ones run on through the cold part of the ring.
+const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
+/// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
+const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
+const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
+const LAYOUT_VERSION: u32 = 6;
+/// Entries start on cache lines; a header is one line.
+const LINE: usize = 64;
+
+const KIND_PAD: u8 = 0;
+const KIND_WR: u8 = 1;
+const KIND_STANDALONE: u8 = 2;
+const KIND_READ_RESP: u8 = 3;
+
+/// `Entry::flags`: the payload is a list of `RefPiece`s in the sender's shared pool.
+const FLAG_BY_REF: u16 = 1;
+/// `Entry::flags`: the payload is already in the receive buffer at `Entry::addr` (an offset in
+/// the receiver's shared pool), written there by the sender (`placement`).
+const FLAG_PLACED: u16 = 2;
+/// Smallest message placed straight into the receiver's buffer when it goes alone (a post of
+/// one WR, nothing of ours waiting): below it, the copy through the ring costs less than the
+/// placement's fence and its look at the board (measured: see `docs/TRANSPORTS.md`).
+const PLACE_MIN_ALONE: usize = 1024;
+/// Smallest message placed when others go with it: a stream. Below it, the copy through the
+/// ring is split over two cores and pipelines, while a placement waits for the board line the
+/// receiver has just written.
+const PLACE_MIN_IN_STREAM: usize = BY_REF_MIN;
+/// Smallest message sent by reference: below it, a copy through the ring costs less than the
+/// sender's buffer waiting for the receiver to execute the WR.
+const BY_REF_MIN: usize = 16 << 10;
+
+/// One buffer of a WR sent by reference: where its bytes are in the sender's pool memfd.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RefPiece {
+    offset: u64,
+    len: u64,
+}
+
+#[repr(C, align(64))]
+struct Line<T>(T);
+
+/// The start of an inbox mapping. The ring follows at `ring_offset()`.
+#[repr(C)]
+pub struct Inbox {
+    magic: u64,
+    version: u32,
+    owner_pid: u32,
+    secret: u64,
+    /// Whether the owner is still in the binding the peer joined: when it is not, the peer
+    /// stops and fails its sends.
+    presence: Presence,
+    /// The owner's shared pool, once it has one: its memfd number and the secret in its header
+    /// (`NO_POOL` until then). The peer maps it to copy WRs sent by reference.
+    pool_fd: AtomicU32,
+    pool_secret: AtomicU64,
+    area: Line<Area>,
+    /// Bytes the producer (the peer) has written (its own record: the consumer follows stamps),
+    /// and the consumer (the owner) has released.
+    prod: Line<AtomicU64>,
+    cons: Line<AtomicU64>,
+    /// WR entries the owner has executed; statuses[seq % STATUS_SLOTS] says how each went.
+    done: Line<AtomicU64>,
+    doorbell: Line<Doorbell>,
+    statuses: [AtomicU8; STATUS_SLOTS],
+    /// The owner's receive buffers in its shared pool, for the peer to place messages in.
+    board: placement::Board,
+}
+
+/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's watchdog
+/// sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
+#[repr(C)]
+struct Doorbell {
+    /// The owner's eventfd number, `NO_DOORBELL` for a polling-mode owner.
+    fd: AtomicU32,
+    /// Set by the owner just before its watchdog sleeps; the peer that clears it rings.
+    armed: AtomicU32,
+    /// Set by the peer once it holds the eventfd: the owner may then sleep long.
+    peer_rings: AtomicU32,
+}
+
+const NO_DOORBELL: u32 = u32::MAX;
+/// Stored as the pool fd of a real inbox until the owner publishes one; 0 (a zeroed header)
+/// means the same, since fd 0 is never a pool memfd we made.
+const NO_POOL: u32 = u32::MAX;
+
+pub mod placement;
+pub mod presence;
+#[cfg(test)]
+mod protocol_tests;
+mod rx;
+mod segment;
+pub mod sync;
+mod tx;
+use rx::*;
+#[cfg(test)]
+use segment::*;
+use tx::*;
+pub(crate) use tx::{can_transmit_one, transmit_one};
+pub use tx::{has_room, push_standalone};
+
+/// One ring entry's header, a cache line; the payload follows.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct Entry {
+    kind: u8,
+    opcode: u8,
+    /// `FLAG_BY_REF` or 0.
+    flags: u16,
+    /// Payload bytes after the header.
+    len: u32,
+    imm: u64,
+    /// WRITE / WRITE_IMM / READ: the remote address and token; READ_RESP: unused.
+    addr: u64,
+    token_id: u32,
+    token_value: u32,
+    /// READ: bytes requested.
+    rlen: u32,
+    _r1: u32,
+    /// READ_RESP: the sequence number of the READ it answers.
+    seq: u64,
+    /// By reference: the message's bytes (the sum of its pieces).
+    total: u64,
+    /// Ring position of the entry + 1, stored last (release): the entry is there.
+    stamp: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == LINE);
+const STAMP_AT: usize = std::mem::offset_of!(Entry, stamp);
+
+/// A mapped inbox: ours (we created the memfd and keep it open for the peer to open), or the
+/// peer's (mapped, fd closed).
+pub struct Segment {
+    base: *mut u8,
+    len: usize,
+    fd: Option<std::os::fd::OwnedFd>,
+    /// Producer side (the peer's inbox): the consumer index as last read, private to us.
+    cons_seen: AtomicU64,
+    /// Ours: the eventfd our watchdog sleeps on. The peer's: our duplicate of theirs.
+    doorbell: Option<EventFd>,
+    /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
+    /// at their doorbell, so a round that changed nothing does not ring.
+    rung_at: [AtomicU64; 2],
+    /// The peer's: its shared pool, mapped on the first WR that came by reference or was placed.
+    /// (None: it could not be mapped.)
+    peer_pool: std::sync::OnceLock<Option<PeerArena>>,
+    /// Ours: our side of the placement board.
+    publisher: placement::Publisher,
+    /// The peer's: how many of our entries in its ring take a receive buffer (the number of the
+    /// next such entry, for placement).
+    taking_rx: AtomicU64,
+    /// The peer's: the binding of its owner that we joined (see `presence`).
+    joined: u64,
+}
+
+unsafe impl Send for Segment {}
+unsafe impl Sync for Segment {}
+
+/// A binding over shared memory: the peer's inbox, mapped here, and the peer's pid.
+pub struct Link {
+    pub seg: Segment,
+    pub pid: u32,
+}
+
+/// Why the pair cannot go on.
+use super::LinkError;
+
+/// One round of progress for a queue bound over shared memory: takes what the peer sent into
+/// our receive buffers, completes our WRs the peer has executed, and pushes our waiting WRs.
+pub fn progress(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    umqh: u64,
+    fragments: bool,
+    pool: &Pool,
+) -> Result<Outcome, LinkError> {
+    let mut out = Outcome::default();
+    // Whether the peer has left, read before anything else: what it did before it left (entries
+    // in our ring, its executed count) is then visible to this round, which takes all of it
+    // before the pair ends. Its WRs arrive and ours it executed complete, not flushed.
+    let left = peer.is_closed();
+    // Read the count before the drain: a READ counts as done only after its response is in our
+    // ring, and the drain below takes every response pushed before the count moved. Only read it
+    // while a WR waits for it: the peer writes that line for every WR it executes.
+    let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
+    receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
+    // With none of our WRs waiting or in flight (a poll that finds a message, usually) there
+    // is nothing to complete or transmit.
+    let ours = w.delivered < w.sq.len();
+    if ours {
+        complete(w, peer, done, &mut out)?;
+    }
+    if left {
+        return Err(LinkError::PeerLeft);
+    }
+    if ours {
+        transmit(w, peer, &mut out);
+    }
+    ring_if_changed(mine, peer);
+    Ok(out)
+}
+
+/// The post's round: pushes our waiting WRs into the peer's ring and nothing else. What waits in
+/// our ring, and the completions of WRs already in flight, are the next poll's to take; a WR
+/// posted after them never needs them first. None when the peer has left: the full round then
+/// takes what it sent before it went, and ends the pair.
+#[inline]
+pub fn transmit_round(w: &mut Wire, mine: &Segment, peer: &Segment) -> Option<Outcome> {
+    if peer.is_closed() {
+        return None;
+    }
+    let mut out = Outcome::default();
+    transmit(w, peer, &mut out);
+    ring_if_changed(mine, peer);
+    Some(out)
+}
+
+/// Whether a round would find nothing to do: none of our WRs waits to go or for the peer, no
+/// entry waits in our ring, and the peer is still there. A poll spinning on an empty queue then
+/// skips the round, and sees the next entry sooner. Never with an interrupt-mode peer, whose
+/// doorbell a round decides whether to ring.
+#[inline]
+pub fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
+    w.delivered == w.sq.len() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
+}
+
+/// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
+/// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
+/// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
+/// sleeping watchdogs cannot wake each other forever.
+pub fn ring_if_changed(mine: &Segment, peer: &Segment) {
+    let Some(bell) = peer.doorbell.as_ref() else {
+        return;
+    };
+    let now = [
+        peer.inbox().prod.0.load(Ordering::Relaxed),
+        mine.inbox().cons.0.load(Ordering::Relaxed),
+    ];
+    if now[0] == peer.rung_at[0].load(Ordering::Relaxed)
+        && now[1] == peer.rung_at[1].load(Ordering::Relaxed)
+    {
+        return;
+    }
+    peer.rung_at[0].store(now[0], Ordering::Relaxed);
+    peer.rung_at[1].store(now[1], Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let armed = &peer.inbox().doorbell.0.armed;
+    if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
+        bell.signal();
+    }
+}
+
+#[cfg(test)]
+#[path = "../../../tests/support/rng.rs"]
+mod test_rng;
+
+#[cfg(test)]
+mod tests {
+    use super::test_rng::Rng;
+    use super::*;
+
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn clear(fd: i32) {
+        let mut n = 0u64;
+        unsafe { libc::read(fd, &mut n as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    /// An owner (interrupt mode) and a peer that mapped its inbox, both in this process.
+    fn pair() -> (Segment, Segment, Segment) {
+        let owner = Segment::create(7, true).unwrap();
+        let peer_view = Segment::open_peer(std::process::id(), owner.fd() as u32, 7).unwrap();
+        let peer_own = Segment::create(8, false).unwrap();
+        (owner, peer_view, peer_own)
+    }
+
+    #[test]
+    fn a_change_rings_an_armed_owner_once() {
+        let (owner, view, peers_inbox) = pair();
+        let (bell, heard) = owner
+            .doorbell()
+            .expect("interrupt-mode inbox has a doorbell");
+        assert!(heard, "the peer took the doorbell and said so");
+        owner.arm_doorbell();
+        ring_if_changed(&peers_inbox, &view);
+        assert!(!readable(bell), "nothing changed: no ring");
+        assert!(push_standalone(&view, 1));
+        ring_if_changed(&peers_inbox, &view);
+        assert!(readable(bell), "an entry in the armed owner's ring rings");
+        clear(bell);
+        assert!(push_standalone(&view, 2));
+        ring_if_changed(&peers_inbox, &view);
+        assert!(
+            !readable(bell),
+            "disarmed by the first ring: the owner is awake"
+        );
+        owner.arm_doorbell();
+        ring_if_changed(&peers_inbox, &view);
+        assert!(
+            !readable(bell),
+            "re-armed, but nothing new since the last look"
+        );
+    }
+
+    /// Pushes a standalone carrying `n` and returns the ring offset it landed at.
+    fn push_numbered(view: &Segment, n: u64) -> usize {
+        assert!(push_standalone(view, n));
+        let prod = view.inbox().prod.0.load(Ordering::Relaxed);
+        (prod as usize - LINE) % RING_BYTES
+    }
+
+    fn pop_numbered(owner: &Segment) -> Option<u64> {
+        let (e, _) = owner.peek().unwrap()?;
+        owner.pop(&e);
+        if e.kind == KIND_PAD {
+            return pop_numbered(owner);
+        }
+        Some(e.imm)
+    }
+
+    #[test]
+    fn small_entries_stay_in_the_hot_start_while_the_consumer_keeps_up() {
+        let owner = Segment::create(11, false).unwrap();
+        let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 11).unwrap();
+        let laps = 3 * HOT_BYTES / LINE;
+        let mut furthest = 0;
+        for n in 0..laps as u64 {
+            furthest = furthest.max(push_numbered(&view, n));
+            assert_eq!(
+                pop_numbered(&owner),
+                Some(n),
+                "in order, across early wraps"
+            );
+        }
+        assert!(
+            furthest < HOT_BYTES + HOT_ENTRY_MAX,
+            "reached offset {furthest}"
+        );
+        assert!(
+            view.inbox().prod.0.load(Ordering::Relaxed) as usize > RING_BYTES,
+            "wrapped"
+        );
+    }
+
+    #[test]
+    fn a_lagging_consumer_sends_the_producer_on_through_the_cold_ring() {
+        let owner = Segment::create(12, false).unwrap();
+        let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 12).unwrap();
+        let beyond = (HOT_BYTES + HOT_ENTRY_MAX) / LINE + 10;
+        let last = (0..beyond as u64)
+            .map(|n| push_numbered(&view, n))
+            .last()
+            .unwrap();
+        assert!(
+            last >= HOT_BYTES + HOT_ENTRY_MAX,
+            "nothing was consumed: no early wrap"
+        );
+        for n in 0..beyond as u64 {
+            assert_eq!(pop_numbered(&owner), Some(n));
+        }
+        assert_eq!(pop_numbered(&owner), None);
+    }
+
+    /// A sender's inbox as its receiver maps it, with the sender's shared pool published.
+    fn sender_with_pool() -> (Segment, Segment, Arena) {
+        let inbox = Segment::create(21, false).unwrap();
+        let arena = Arena::create(22).unwrap();
+        inbox.publish_pool(arena.fd(), arena.secret());
+        let view = Segment::open_peer(std::process::id(), inbox.fd() as u32, 21).unwrap();
+        (inbox, view, arena)
+    }
+
+    fn by_ref_entry(pieces: &[RefPiece], total: u64) -> (Entry, Vec<RefPiece>) {
+        let e = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            flags: FLAG_BY_REF,
+            len: std::mem::size_of_val(pieces) as u32,
+            total,
+            ..Default::default()
+        };
+        (e, pieces.to_vec())
+    }
+
+    fn resolve(
+        e: &Entry,
+        payload: &[RefPiece],
+        view: &Segment,
+    ) -> Result<Vec<(usize, usize)>, LinkError> {
+        let mut out = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
+        let src = source(e, payload.as_ptr() as *const u8, view, &mut out)?;
+        Ok(src.iter().map(|&(p, n)| (p as usize, n)).collect())
+    }
+
+    #[test]
+    fn by_reference_pieces_resolve_into_the_senders_pool_and_nowhere_else() {
+        let (_inbox, view, arena) = sender_with_pool();
+        let chunk = arena.extend(8192).unwrap();
+        unsafe { chunk.add(10).write(0x5a) };
+        let off = arena.offset_of(chunk, 8192).unwrap();
+        let piece = |o: u64, n: u64| RefPiece { offset: o, len: n };
+
+        let (e, p) = by_ref_entry(&[piece(off + 10, 100), piece(off + 4096, 50)], 150);
+        let got = resolve(&e, &p, &view).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            unsafe { *(got[0].0 as *const u8) },
+            0x5a,
+            "our mapping of their byte"
+        );
+        assert_eq!((got[0].1, got[1].1), (100, 50));
+
+        let refused = [
+            by_ref_entry(&[piece(off, 8193)], 8193), // past the backed end
+            by_ref_entry(&[piece(0, 64)], 64),       // the pool's header page
+            by_ref_entry(&[piece(u64::MAX - 10, 64)], 64),
+            by_ref_entry(&[piece(off, 64)], 65), // pieces do not add up
+            by_ref_entry(&[], 0),
+        ];
+        for (e, p) in &refused {
+            assert!(resolve(e, p, &view).is_err(), "{:?}", e);
+        }
+        let (mut e, p) = by_ref_entry(&[piece(off, 64)], 64);
+        e.len -= 1;
+        assert!(resolve(&e, &p, &view).is_err(), "a torn piece list");
+    }
+
+    #[test]
+    fn a_reference_from_a_sender_without_a_pool_breaks_the_pair() {
+        let inbox = Segment::create(23, false).unwrap();
+        let view = Segment::open_peer(std::process::id(), inbox.fd() as u32, 23).unwrap();
+        let (e, p) = by_ref_entry(
+            &[RefPiece {
+                offset: 4096,
+                len: 8,
+            }],
+            8,
+        );
+        assert_eq!(
+            resolve(&e, &p, &view),
+            Err(LinkError::Corrupt(
+                "peer sent by reference without a shared pool"
+            ))
+        );
+        inbox.publish_pool(inbox.fd(), 1); // a memfd, but not a sealed pool
+        assert_eq!(
+            resolve(&e, &p, &view),
+            Err(LinkError::Corrupt("cannot map the peer's shared pool"))
+        );
+    }
+
+    #[test]
+    fn an_inbox_that_could_shrink_under_us_is_refused() {
+        let fake = unsafe { libc::memfd_create(c"fake".as_ptr(), libc::MFD_CLOEXEC) };
+        unsafe { libc::ftruncate(fake, segment_len() as libc::off_t) };
+        let e = Segment::open_peer(std::process::id(), fake as u32, 1)
+            .err()
+            .unwrap();
+        assert!(e.contains("sealed"), "{e}");
+        unsafe { libc::close(fake) };
+        let real = Segment::create(2, false).unwrap();
+        assert_ne!(
+            unsafe { libc::ftruncate(real.fd(), 4096) },
+            0,
+            "ours cannot shrink"
+        );
+    }
+
+    /// Writes `e` (its `len` whatever the peer claims) at ring position `pos` with up to
+    /// `payload` after it, then its stamp: what a hostile peer can do. Returns the position a
+    /// consumer would go on at, or None when the entry reaches past the ring's end.
+    fn write_raw(view: &Segment, pos: u64, e: &Entry, payload: &[u8]) -> Option<u64> {
+        let off = pos as usize % RING_BYTES;
+        let room = RING_BYTES - off - LINE;
+        let at = unsafe { view.ring().add(off) };
+        write_header(at, e);
+        let n = payload.len().min(room);
+        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), at.add(LINE), n) };
+        stamp_of(at).store(pos + 1, Ordering::Release);
+        (off + entry_bytes(e.len as usize) < RING_BYTES)
+            .then(|| pos + entry_bytes(e.len as usize) as u64)
+    }
+
+    /// What a peer might write next: a well-formed entry of one of the shapes the sender makes
+    /// (a SEND inline, by reference or placed, a WRITE, a READ, a pad, ...), then with some
+    /// luck a field or two changed to anything, mostly at the edges of what it may hold.
+    fn hostile_entry(
+        rng: &mut Rng,
+        pool: &Pool,
+        rx: &[*mut umq_buf_t],
+        offsets: &[u64],
+    ) -> (Entry, Vec<u8>) {
+        let cap = unsafe { (*rx[0]).buf_size } as u64;
+        let mut payload = vec![0u8; (rng.next() % 1100) as usize];
+        payload.iter_mut().for_each(|b| *b = rng.next() as u8);
+        let mut e = Entry {
+            kind: KIND_WR,
+            opcode: rng.pick(&[UMQ_OPC_SEND, UMQ_OPC_SEND_IMM]) as u8,
+            imm: rng.next(),
+            ..Default::default()
+        };
+        match rng.next() % 8 {
+            0 | 1 => {} // inline
+            2 | 3 => {
+                e.flags = FLAG_BY_REF;
+                payload.clear();
+                let mut total = 0;
+                for _ in 0..1 + rng.next() % 3 {
+                    let (offset, len) = (offsets[0] + rng.next() % 4096, rng.next() % 600);
+                    payload.extend_from_slice(&offset.to_ne_bytes());
+                    payload.extend_from_slice(&len.to_ne_bytes());
+                    total += len;
+                }
+                e.total = total;
+            }
+            4 | 5 => {
+                // Placed into one of our posted buffers, the right one or another.
+                e.flags = FLAG_PLACED;
+                e.addr = rng.pick(offsets);
+                e.total = payload.len() as u64;
+                payload.clear();
+            }
+            6 => {
+                e.opcode = rng.pick(&[UMQ_OPC_WRITE, UMQ_OPC_WRITE_IMM, UMQ_OPC_READ]) as u8;
+                let b = rng.pick(rx);
+                e.addr = unsafe { (*b).buf_data } as u64;
+                e.rlen = (rng.next() % 1100) as u32;
+                if let Some(slot) = pool.slot_of_data(e.addr as usize) {
+                    (e.token_id, e.token_value) = (slot.chunk.token_id, slot.chunk.token_value);
+                }
+            }
+            _ => {
+                e.kind = rng.pick(&[KIND_PAD, KIND_STANDALONE, KIND_READ_RESP]);
+                e.seq = rng.next() % 2;
+            }
+        }
+        e.len = payload.len() as u32;
+        for _ in 0..rng.next() % 3 {
+            match rng.next() % 10 {
+                0 => e.kind = rng.edgy(&[0, 1, 2, 3]) as u8,
+                1 => e.opcode = rng.edgy(&[0, 1, 0x10, 0x40, 0x41, 0x51]) as u8,
+                2 => e.flags = rng.edgy(&[0, 1, 2]) as u16,
+                3 => e.len = rng.edgy(&[0, 16, 48, e.len as u64, cap]) as u32,
+                4 => e.addr = rng.edgy(offsets),
+                5 => e.total = rng.edgy(&[0, e.total, cap, cap + 1]),
+                6 => e.rlen = rng.edgy(&[0, cap, cap + 1]) as u32,
+                7 => e.token_id = rng.next() as u32,
+                8 => e.seq = rng.edgy(&[0, 1]),
+                _ => {
+                    let i = (rng.next() as usize) % payload.len().max(1);
+                    if let Some(b) = payload.get_mut(i) {
+                        *b = rng.next() as u8;
+                    }
+                }
+            }
+        }
+        (e, payload)
+    }
+
+    /// A hostile or corrupt peer writes whatever it likes into our ring: entries of every shape
+    /// the sender makes, a field or two often changed to anything (`hostile_entry`). Each round
+    /// either runs them or ends the pair with a reason. It never panics, never loses a receive
+    /// buffer, never completes one with more bytes than it holds, and never writes outside our
+    /// buffers: the pool slots around them keep their canary bytes.
+    #[test]
+    fn random_entries_from_a_hostile_peer_run_or_break_the_pair_but_never_escape() {
+        const CANARY: u8 = 0xc5;
+        let me = std::process::id();
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(41).unwrap();
+        let mine = Segment::create(42, false).unwrap();
+        let hostile = Segment::open_peer(me, mine.fd() as u32, 42).unwrap();
+        let (theirs, peer, their_pool) = sender_with_pool();
+        let their_chunk = their_pool.extend(1 << 16).unwrap();
+        let their_off = their_pool.offset_of(their_chunk, 1 << 16).unwrap();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut outcomes = std::collections::BTreeMap::new();
+        let (mut completed, mut placed, mut pos) = (0, 0, 0u64);
+        for case in 0..3000 {
+            let mut w = Wire::new(16, 16);
+            w.arena = shared.arena().cloned();
+            let from_shared = !rng.next().is_multiple_of(4);
+            let alloc = |n: u32| {
+                let head = if from_shared {
+                    pool.alloc_in(&shared, 1000, n, 0, 0).unwrap()
+                } else {
+                    pool.alloc(1000, n, 0, 0).unwrap()
+                };
+                crate::buf::iter(head).collect::<Vec<_>>()
+            };
+            let (rx, canaries) = (alloc(4), alloc(2));
+            for &b in &canaries {
+                let (data, cap) = unsafe { ((*b).buf_data, (*b).buf_size as usize) };
+                unsafe { std::ptr::write_bytes(data, CANARY, cap) };
+            }
+            let mut offsets = vec![their_off];
+            for &b in &rx {
+                let data = unsafe { (*b).buf_data as *const u8 };
+                offsets.extend(w.arena.as_deref().and_then(|a| a.offset_of(data, 1)));
+                w.rx_posted.push_back(b);
+            }
+            // Each case starts at a fresh line of the ring, as if the ones before were consumed.
+            mine.inbox().cons.0.store(pos, Ordering::Relaxed);
+            let mut at = pos;
+            for _ in 0..1 + rng.next() % 3 {
+                let (e, payload) = hostile_entry(&mut rng, &pool, &rx, &offsets);
+                match write_raw(&hostile, at, &e, &payload) {
+                    Some(next) => at = next,
+                    None => break,
+                }
+            }
+            pos = if at % RING_BYTES as u64 > RING_BYTES as u64 / 2 {
+                at.next_multiple_of(RING_BYTES as u64) // back to the start, on the next lap
+            } else {
+                at + LINE as u64
+            };
+            let mut out = Outcome::default();
+            let fragments = rng.next().is_multiple_of(4);
+            let r = receive(&mut w, &mine, &peer, 0, fragments, &pool, &mut out);
+            *outcomes
+                .entry(r.err().map_or("ran".to_string(), |e| e.to_string()))
+                .or_insert(0) += 1;
+            completed += out.rx_done;
+            placed += w.placed_rx;
+            assert_eq!(
+                w.rx_outstanding(),
+                rx.len(),
+                "case {case}: a receive buffer was lost"
+            );
+            for (b, _) in w.rx_cq.iter() {
+                let (len, cap) = unsafe { ((*b).total_data_size, (*b).buf_size) };
+                assert!(
+                    len <= cap,
+                    "case {case}: {len} bytes completed in a {cap}-byte buffer"
+                );
+            }
+            for &b in &canaries {
+                let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
+                let intact = unsafe { std::slice::from_raw_parts(data, cap) };
+                assert!(
+                    intact.iter().all(|&x| x == CANARY),
+                    "case {case}: a stray write"
+                );
+            }
+            for b in rx.into_iter().chain(canaries) {
+                pool.free_one(b).unwrap();
+            }
+            if case % 500 == 499 {
+                theirs.reset_for_next_binding(); // our READ responses fill their ring
+            }
+        }
+        // The cases reach past the first checks: many run, some land in place.
+        eprintln!("{outcomes:?}, {completed} completed, {placed} placed");
+        assert!(
+            outcomes["ran"] > 500 && completed > 500 && placed > 50,
+            "{outcomes:?}"
+        );
+    }
+
+    #[test]
+    fn a_renewed_inbox_leaves_the_old_peer_writing_into_nothing() {
+        let me = std::process::id();
+        let owner = Segment::create(14, false).unwrap();
+        let old = Segment::open_peer(me, owner.fd() as u32, 14).unwrap();
+        let fd = owner.fd();
+        owner.set_closed();
+        owner.renew().unwrap();
+        assert_eq!(owner.fd(), fd, "the next bind info names the same fd");
+        assert_ne!(owner.secret(), 14);
+        assert!(old.is_closed(), "the old peer still sees us gone");
+        let entry = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            ..Default::default()
+        };
+        let bytes = |v: u8| move |p: *mut u8| unsafe { p.write_bytes(v, 8) };
+        // The old peer finishing a push it began before the unbind: it reaches nobody.
+        assert!(old.push(entry, 8, bytes(0x77)));
+        assert!(owner.peek().unwrap().is_none(), "nothing in the new ring");
+        assert_eq!(owner.inbox().prod.0.load(Ordering::Relaxed), 0);
+        assert!(
+            Segment::open_peer(me, fd as u32, 14).is_err(),
+            "bind info from before the unbind no longer opens the inbox"
+        );
+        let new = Segment::open_peer(me, fd as u32, owner.secret()).unwrap();
+        assert!(!new.is_closed());
+        assert!(new.push(entry, 8, bytes(0x42)));
+        let (e, payload) = owner.peek().unwrap().expect("the new peer's entry");
+        assert_eq!((e.kind, e.len), (KIND_WR, 8));
+        assert_eq!(unsafe { *payload }, 0x42);
+    }
+
+    #[test]
+    fn a_peer_of_an_ended_binding_never_sees_the_inbox_open_again() {
+        let owner = Segment::create(13, false).unwrap();
+        let me = std::process::id();
+        let old = Segment::open_peer(me, owner.fd() as u32, 13).unwrap();
+        assert!(!old.is_closed());
+        owner.set_closed();
+        owner.reset_for_next_binding();
+        owner.open_for_next_peer();
+        let new = Segment::open_peer(me, owner.fd() as u32, 13).unwrap();
+        assert!(!new.is_closed());
+        assert!(
+            old.is_closed(),
+            "descheduled across the unbind, the old peer would write into the new binding"
+        );
+    }
+
+    #[test]
+    fn a_polling_owner_has_no_doorbell() {
+        let owner = Segment::create(9, false).unwrap();
+        assert!(owner.doorbell().is_none());
+        let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 9).unwrap();
+        assert!(view.doorbell.is_none());
+    }
+
+    #[test]
+    fn only_a_nonblocking_eventfd_is_taken_as_a_doorbell() {
+        let owner = Segment::create(10, true).unwrap();
+        let me = std::process::id();
+        let (bell, _) = owner.doorbell().unwrap();
+        assert!(peer_doorbell(me, bell as u32).is_some());
+        assert!(
+            peer_doorbell(me, owner.fd() as u32).is_none(),
+            "a memfd is refused"
+        );
+        let blocking = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(
+            peer_doorbell(me, blocking as u32).is_none(),
+            "a blocking eventfd is refused"
+        );
+        unsafe { libc::close(blocking) };
+    }
+}

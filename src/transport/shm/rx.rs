@@ -1,0 +1,355 @@
+//! The receiving side: the peer's entries executed against our receive buffers and memory,
+//! with the checks that bytes from a peer need.
+
+use super::*;
+
+/// Executes the peer's entries against our receive buffers and memory, in order, until the ring
+/// is empty or an entry must wait (no receive buffer, or no room for a READ response).
+pub(super) fn receive(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    umqh: u64,
+    fragments: bool,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Result<(), LinkError> {
+    while let Some((e, payload)) = mine.peek()? {
+        match e.kind {
+            KIND_PAD => {}
+            KIND_STANDALONE => {
+                if w.flow.is_none() {
+                    return Err(LinkError::Corrupt(
+                        "window update from a peer without flow control",
+                    ));
+                }
+                if w.rx_posted.is_empty() {
+                    note_blocked(w, out);
+                    return Ok(());
+                }
+                let mut dst = Side {
+                    umqh,
+                    wire: w,
+                    fragments,
+                };
+                target::deliver_standalone(&mut dst, e.imm);
+                w.rx_entries_run += 1;
+                out.rx_done += 1;
+            }
+            KIND_READ_RESP => read_response(w, &e, payload)?,
+            _ => {
+                let landed = match e.flags {
+                    0 => land_inline(w, &e, payload, umqh, fragments, out),
+                    FLAG_PLACED => land_placed(w, &e, umqh, out),
+                    _ => None,
+                };
+                let status = match landed {
+                    Some(status) => Some(status),
+                    None => {
+                        let at = Here {
+                            umqh,
+                            fragments,
+                            seq: mine.inbox().done.0.load(Ordering::Relaxed),
+                        };
+                        execute_general(w, peer, &e, payload, &at, pool, out)?
+                    }
+                };
+                let Some(status) = status else {
+                    if crate::transport::wire::needs_rx_buffer(e.opcode as u32) {
+                        note_blocked(w, out);
+                    }
+                    return Ok(());
+                };
+                if crate::transport::wire::needs_rx_buffer(e.opcode as u32) {
+                    w.rx_entries_run += 1;
+                }
+                // Room first, then the count: a sender that sees its WR done also sees the
+                // ring caught up (which decides whether its next large WR goes by reference).
+                mine.pop(&e);
+                mine.finish_wr(status);
+                w.rx_blocked = false;
+                continue;
+            }
+        }
+        mine.pop(&e);
+        w.rx_blocked = false;
+    }
+    Ok(())
+}
+
+/// The common case in one pass: a SEND or SEND_IMM whose payload is in the ring lands whole in
+/// the next posted receive buffer (`target::land_in`); None when it needs `execute`.
+pub(super) fn land_inline(
+    w: &mut Wire,
+    e: &Entry,
+    payload: *const u8,
+    umqh: u64,
+    fragments: bool,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let op = e.opcode as u32;
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || fragments {
+        return None;
+    }
+    let rx = w.rx_posted.front()?;
+    if e.len > unsafe { (*rx).buf_size } {
+        return None;
+    }
+    let mut dst = Side {
+        umqh,
+        wire: w,
+        fragments: false,
+    };
+    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+    unsafe { target::land_in(&mut dst, rx, payload, e.len, op, e.imm) };
+    if let Some(f) = w.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    out.rx_done += 1;
+    Some(UMQ_BUF_SUCCESS)
+}
+
+/// A message the sender placed in our next posted receive buffer: completed without a copy.
+/// None when it needs `execute` (its bytes went to a later buffer: see `placement`; or the
+/// entry is malformed, which `execute_general` reports).
+pub(super) fn land_placed(
+    w: &mut Wire,
+    e: &Entry,
+    umqh: u64,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let op = e.opcode as u32;
+    let len = u32::try_from(e.total).ok()?;
+    let rx = w.rx_posted.front()?;
+    let data = unsafe { (*rx).buf_data as *const u8 };
+    let here = w.arena.as_deref()?.offset_of(data, len as usize);
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM)
+        || e.len != 0
+        || here != Some(e.addr)
+        || len > unsafe { (*rx).buf_size }
+    {
+        return None;
+    }
+    let mut dst = Side {
+        umqh,
+        wire: w,
+        fragments: false,
+    };
+    unsafe { target::land_placed(&mut dst, rx, len, op, e.imm) };
+    if let Some(f) = w.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    w.placed_rx += 1;
+    out.rx_done += 1;
+    Some(UMQ_BUF_SUCCESS)
+}
+
+/// Where the sender placed a message that did not land in our next buffer: in a later posted
+/// buffer of our shared pool (an entry before it took no buffer). Err for anything else.
+pub(super) fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, LinkError> {
+    let op = e.opcode as u32;
+    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.len != 0 {
+        return Err(LinkError::Corrupt("malformed placed entry"));
+    }
+    let arena = w
+        .arena
+        .as_deref()
+        .ok_or(LinkError::Corrupt("placed message without a shared pool"))?;
+    w.rx_posted
+        .iter()
+        .skip(1)
+        .find(|&b| {
+            let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
+            e.total <= cap as u64 && arena.offset_of(data, cap as usize) == Some(e.addr)
+        })
+        .map(|b| unsafe { (*b).buf_data as *mut u8 })
+        .ok_or(LinkError::Corrupt("placed message in no posted buffer"))
+}
+
+/// Any WR the one-pass landing does not take: its payload resolved (in the ring or by
+/// reference), then executed.
+#[inline(never)]
+pub(super) fn execute_general(
+    w: &mut Wire,
+    peer: &Segment,
+    e: &Entry,
+    payload: *const u8,
+    at: &Here,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Result<Option<umq_buf_status_t>, LinkError> {
+    let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
+    let src = match e.flags {
+        FLAG_PLACED => {
+            pieces[0] = (placed_elsewhere(w, e)?, e.total as usize);
+            &pieces[..1]
+        }
+        _ => source(e, payload, peer, &mut pieces)?,
+    };
+    execute(w, peer, e, src, at, pool, out)
+}
+
+/// Where a WR's payload is: right behind its entry, or (by reference) in the sender's shared
+/// pool, each piece bounds-checked and translated into our mapping of it. The pieces are read
+/// once into `out`, so the sender cannot change them between the check and the copy.
+pub(super) fn source<'a>(
+    e: &Entry,
+    payload: *const u8,
+    peer: &Segment,
+    out: &'a mut [(*mut u8, usize); crate::limits::MAX_SGE],
+) -> Result<&'a [(*mut u8, usize)], LinkError> {
+    if e.flags & FLAG_BY_REF == 0 {
+        if e.flags != 0 {
+            return Err(LinkError::Corrupt("unknown ring entry flags"));
+        }
+        out[0] = (payload as *mut u8, e.len as usize);
+        return Ok(&out[..1]);
+    }
+    let size = std::mem::size_of::<RefPiece>();
+    let n = e.len as usize / size;
+    if !(e.len as usize).is_multiple_of(size) || n == 0 || n > out.len() {
+        return Err(LinkError::Corrupt("malformed by-reference entry"));
+    }
+    let pool = peer.peer_pool()?;
+    let mut sum = 0u64;
+    for (i, slot) in out[..n].iter_mut().enumerate() {
+        let r = unsafe { (payload as *const RefPiece).add(i).read() };
+        let at = pool.at(r.offset, r.len).ok_or(LinkError::Corrupt(
+            "by-reference piece outside the peer's shared pool",
+        ))?;
+        *slot = (at as *mut u8, r.len as usize);
+        sum += r.len;
+    }
+    if sum != e.total || sum > u32::MAX as u64 {
+        return Err(LinkError::Corrupt(
+            "by-reference pieces do not add up to the message",
+        ));
+    }
+    Ok(&out[..n])
+}
+
+/// Counts a message that found no receive buffer once, not once per poll while it waits.
+pub(super) fn note_blocked(w: &mut Wire, out: &mut Outcome) {
+    if !w.rx_blocked {
+        w.rx_blocked = true;
+        out.blocked = true;
+    }
+}
+
+pub(super) fn remote_ok(pool: &Pool, e: &Entry, n: u64) -> bool {
+    n <= u32::MAX as u64 && pool.check_remote(e.addr, n as u32, e.token_id, e.token_value)
+}
+
+/// The receiving queue, and the sequence number of the WR being executed (how many of the
+/// peer's WRs ran before it).
+pub(super) struct Here {
+    umqh: u64,
+    fragments: bool,
+    seq: u64,
+}
+
+/// Runs one of the peer's WRs here, its payload in `src`; None when it must wait; Err when the
+/// pair broke under it.
+pub(super) fn execute(
+    w: &mut Wire,
+    peer: &Segment,
+    e: &Entry,
+    src: &[(*mut u8, usize)],
+    at: &Here,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Result<Option<umq_buf_status_t>, LinkError> {
+    let (umqh, fragments) = (at.umqh, at.fragments);
+    let len: u64 = src.iter().map(|&(_, n)| n as u64).sum();
+    let src = || src.iter().copied();
+    Ok(match e.opcode as u32 {
+        UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
+        UMQ_OPC_WRITE => {
+            if !remote_ok(pool, e, len) {
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
+            }
+            target::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
+            Some(UMQ_BUF_SUCCESS)
+        }
+        UMQ_OPC_READ => {
+            let want = e.rlen as usize;
+            if !remote_ok(pool, e, want as u64) {
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
+            }
+            let resp = Entry {
+                kind: KIND_READ_RESP,
+                seq: at.seq,
+                ..Default::default()
+            };
+            let from = e.addr as *const u8;
+            let pushed = peer.push(resp, want, |dst| unsafe {
+                std::ptr::copy_nonoverlapping(from, dst, want)
+            });
+            pushed.then_some(UMQ_BUF_SUCCESS)
+        }
+        op @ (UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) => {
+            let mut dst = Side {
+                umqh,
+                wire: w,
+                fragments,
+            };
+            let Some(n) = target::rx_buffers_needed(&dst, len, op) else {
+                return Ok(None);
+            };
+            if op == UMQ_OPC_WRITE_IMM && !remote_ok(pool, e, len) {
+                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
+            }
+            let head = target::take_rx(&mut dst, n);
+            let room: u64 = target::room(head).map(|(_, c)| c as u64).sum();
+            let fits = op == UMQ_OPC_WRITE_IMM || len <= room;
+            if op == UMQ_OPC_WRITE_IMM {
+                target::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
+            } else if fits {
+                target::copy_pieces(src(), target::room(head));
+            }
+            if e.flags & FLAG_BY_REF != 0 && sender_left(peer) {
+                target::untake_rx(&mut dst, head);
+                return Err(LinkError::PeerLeft);
+            }
+            let (rx, tx) = if fits {
+                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
+            } else {
+                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
+            };
+            unsafe { target::complete_rx(&mut dst, head, n, len, op, e.imm, rx) };
+            if let Some(f) = dst.wire.flow.as_mut() {
+                f.data_arrived(1);
+            }
+            out.rx_done += 1;
+            Some(tx)
+        }
+        _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
+    })
+}
+
+/// After copying a message by reference: whether the sender had left by then. A sender that
+/// unbinds flushes its WRs and its application may reuse their buffers at once, so what we
+/// copied may be torn. It marks itself closed before flushing; with this fence between our copy
+/// and our look, a copy that read a reused buffer always sees the mark.
+pub(super) fn sender_left(peer: &Segment) -> bool {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    peer.is_closed()
+}
+
+/// Copies a READ response into the READ WR it answers (still in flight in our send queue).
+pub(super) fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
+    let idx = e
+        .seq
+        .checked_sub(w.tx_done_seq)
+        .map(|k| w.delivered + k as usize)
+        .filter(|&i| i < w.delivered + w.in_flight)
+        .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
+    let wr = w.sq[idx];
+    if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
+        return Err(LinkError::Corrupt(
+            "READ response for a WR that is not a READ",
+        ));
+    }
+    target::land_read(wr, payload, e.len as usize);
+    Ok(())
+}

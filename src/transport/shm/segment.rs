@@ -1,0 +1,502 @@
+//! The inbox of a queue: its memfd segment (header, doorbell, ring), mapped by its owner and
+//! by its peer, and the ring entries' producer and consumer sides.
+
+use super::*;
+
+pub(super) fn ring_offset() -> usize {
+    std::mem::size_of::<Inbox>().next_multiple_of(4096)
+}
+
+pub fn segment_len() -> usize {
+    ring_offset() + RING_BYTES
+}
+
+/// The stamp word of the entry at `at`.
+pub(super) fn stamp_of(at: *mut u8) -> &'static AtomicU64 {
+    unsafe { &*(at.add(STAMP_AT) as *const AtomicU64) }
+}
+
+/// Writes header `e` at `at`, all but its stamp (which publishes it).
+pub(super) fn write_header(at: *mut u8, e: &Entry) {
+    unsafe { std::ptr::copy_nonoverlapping(e as *const Entry as *const u8, at, STAMP_AT) };
+}
+
+pub(super) fn entry_bytes(len: usize) -> usize {
+    LINE + len.next_multiple_of(LINE)
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.base as *mut _, self.len) };
+    }
+}
+
+pub(super) fn os_err() -> i32 {
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    crate::log_err!("umq_shm", "{}", std::io::Error::from_raw_os_error(e));
+    if e == libc::ENOMEM {
+        -UMQ_ERR_ENOMEM
+    } else {
+        -UMQ_ERR_EINVAL
+    }
+}
+
+pub(super) fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
+    std::os::fd::AsRawFd::as_raw_fd(fd)
+}
+
+/// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
+/// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
+/// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
+/// else of the peer's.
+pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
+    let dup = crate::os::pidfd_getfd(pid, fd)
+        .inspect_err(|e| {
+            crate::log_info!(
+                "umq_bind",
+                "cannot take the peer's doorbell ({e}): its interrupt-mode queue polls every 1 ms"
+            )
+        })
+        .ok()?;
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
+    let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
+    (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
+        .then(|| EventFd::from_owned(dup))
+}
+
+/// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
+/// the pages fault in on first use instead, which is only slower).
+pub(super) fn populate_hot(ring: *mut u8) {
+    unsafe {
+        libc::madvise(
+            ring as *mut libc::c_void,
+            HOT_BYTES + HOT_ENTRY_MAX,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+}
+
+pub(super) fn map(fd: i32, len: usize) -> Result<*mut u8, i32> {
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(os_err());
+    }
+    Ok(p as *mut u8)
+}
+
+/// A memfd for an inbox: mode 0600, sealed at its size, so neither side can shrink the mapping
+/// under the other (SIGBUS).
+pub(super) fn inbox_memfd() -> Result<std::os::fd::OwnedFd, i32> {
+    crate::os::sealed_memfd(
+        c"umq-inbox",
+        segment_len(),
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+    )
+    .map_err(|_| os_err())
+}
+
+/// Writes the header of a fresh (zeroed) inbox mapped at `base`.
+pub(super) fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>) {
+    let inbox = unsafe { &mut *(base as *mut Inbox) };
+    inbox.pool_fd = AtomicU32::new(NO_POOL);
+    inbox.magic = MAGIC;
+    inbox.version = LAYOUT_VERSION;
+    inbox.owner_pid = std::process::id();
+    inbox.secret = secret;
+    let bell = doorbell.map_or(NO_DOORBELL, |f| f.fd() as u32);
+    inbox.doorbell.0.fd.store(bell, Ordering::Release);
+}
+
+/// Maps `fd` shared over `[base, base + len)`, in place of what was there.
+pub(super) fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
+    let p = unsafe {
+        libc::mmap(
+            base as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd,
+            0,
+        )
+    };
+    p == base as *mut libc::c_void
+}
+
+impl Segment {
+    /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
+    /// when the owning queue is in interrupt mode.
+    pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
+        let owned = inbox_memfd()?;
+        let len = segment_len();
+        let base = map(raw(&owned), len)?;
+        let doorbell = if with_doorbell {
+            Some(EventFd::new(false)?)
+        } else {
+            None
+        };
+        let seg = Segment {
+            base,
+            len,
+            fd: Some(owned),
+            cons_seen: AtomicU64::new(0),
+            doorbell,
+            rung_at: Default::default(),
+            peer_pool: Default::default(),
+            publisher: Default::default(),
+            taking_rx: AtomicU64::new(0),
+            joined: 0,
+        };
+        write_inbox_header(base, secret, seg.doorbell.as_ref());
+        populate_hot(seg.ring());
+        Ok(seg)
+    }
+
+    /// Ours, once a binding ended: moves the inbox onto a fresh memfd, at the same address and
+    /// under the same fd number, with a new secret (bind info handed out before no longer
+    /// opens it). The old peer keeps its mapping of the old memfd: whatever it still writes
+    /// there (an entry it was pushing, its ring index) reaches nobody, however late it runs,
+    /// and it goes on seeing our closed mark and our executed-WR count. Clearing the inbox in
+    /// place could not promise that: a peer descheduled in the middle of a push would finish it
+    /// into the next binding's ring.
+    pub fn renew(&self) -> Result<(), i32> {
+        let fresh = inbox_memfd()?;
+        // The header goes in through a mapping of our own first, so our view of the inbox is
+        // never one without it.
+        let staged = map(raw(&fresh), self.len)?;
+        write_inbox_header(staged, crate::runtime::random_u64(), self.doorbell.as_ref());
+        unsafe { libc::munmap(staged as *mut libc::c_void, self.len) };
+        if !map_at(self.base, self.len, raw(&fresh)) {
+            let err = os_err();
+            // A failed MAP_FIXED may have unmapped the range: put the old memfd back.
+            map_at(self.base, self.len, self.fd());
+            return Err(err);
+        }
+        if unsafe { libc::dup3(raw(&fresh), self.fd(), libc::O_CLOEXEC) } < 0 {
+            // The fd number still names the old memfd: so must our mapping.
+            let err = os_err();
+            map_at(self.base, self.len, self.fd());
+            return Err(err);
+        }
+        self.publisher.forget();
+        self.cons_seen.store(0, Ordering::Relaxed);
+        populate_hot(self.ring());
+        Ok(())
+    }
+
+    /// The fd number the peer opens through /proc.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// Maps the inbox of queue-owner `pid` (fd `fd`), checking that it is what its bind info
+    /// says: same user, right size, magic, version, owner and secret.
+    pub fn open_peer(pid: u32, fd: u32, secret: u64) -> Result<Segment, String> {
+        let (file, size) = crate::os::open_peer_memfd(pid, fd, libc::O_RDWR, "inbox")?;
+        let len = segment_len();
+        if size != len {
+            return Err(format!("the peer's inbox has {size} bytes, expected {len}"));
+        }
+        let base = map(raw(&file), len).map_err(|_| "cannot map the peer's inbox".to_string())?;
+        let mut seg = Segment {
+            base,
+            len,
+            fd: None,
+            cons_seen: AtomicU64::new(0),
+            doorbell: None,
+            rung_at: Default::default(),
+            peer_pool: Default::default(),
+            publisher: Default::default(),
+            taking_rx: AtomicU64::new(0),
+            joined: 0,
+        };
+        let i = seg.inbox();
+        if i.magic != MAGIC
+            || i.version != LAYOUT_VERSION
+            || i.owner_pid != pid
+            || i.secret != secret
+        {
+            return Err("the peer's inbox does not match its bind info".to_string());
+        }
+        let (joined, bell) = (
+            i.presence.binding(),
+            i.doorbell.0.fd.load(Ordering::Acquire),
+        );
+        seg.joined = joined;
+        populate_hot(seg.ring());
+        if bell != NO_DOORBELL {
+            seg.doorbell = peer_doorbell(pid, bell);
+            if seg.doorbell.is_some() {
+                seg.inbox()
+                    .doorbell
+                    .0
+                    .peer_rings
+                    .store(1, Ordering::Release);
+            }
+        }
+        Ok(seg)
+    }
+
+    /// Ours, before the watchdog's last look and sleep: the next change the peer makes rings.
+    pub fn arm_doorbell(&self) {
+        self.inbox().doorbell.0.armed.store(1, Ordering::Relaxed);
+        // Pairs with the peer's fence in `ring_if_changed`: either our look sees its entry or
+        // it sees the flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
+    pub fn doorbell(&self) -> Option<(i32, bool)> {
+        let fd = self.doorbell.as_ref()?.fd();
+        let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
+        Some((fd, heard))
+    }
+
+    pub fn inbox(&self) -> &Inbox {
+        unsafe { &*(self.base as *const Inbox) }
+    }
+
+    pub(super) fn ring(&self) -> *mut u8 {
+        unsafe { self.base.add(ring_offset()) }
+    }
+
+    pub fn area(&self) -> &Area {
+        &self.inbox().area.0
+    }
+
+    /// Ours: tells the peer where our shared pool is.
+    pub fn publish_pool(&self, fd: i32, secret: u64) {
+        let i = self.inbox();
+        i.pool_secret.store(secret, Ordering::Relaxed);
+        i.pool_fd.store(fd as u32, Ordering::Release);
+    }
+
+    /// The peer's: its shared pool, mapped here on first use.
+    pub(super) fn peer_pool(&self) -> Result<&PeerArena, LinkError> {
+        const UNMAPPABLE: LinkError = LinkError::Corrupt("cannot map the peer's shared pool");
+        if let Some(p) = self.peer_pool.get() {
+            return p.as_ref().ok_or(UNMAPPABLE);
+        }
+        let i = self.inbox();
+        let fd = i.pool_fd.load(Ordering::Acquire);
+        if fd == NO_POOL || fd == 0 {
+            return Err(LinkError::Corrupt(
+                "peer sent by reference without a shared pool",
+            ));
+        }
+        let secret = i.pool_secret.load(Ordering::Relaxed);
+        // A failure is remembered: placement asks again for every message, and must not log
+        // each time.
+        let view = PeerArena::open(i.owner_pid, fd, secret)
+            .inspect_err(|why| crate::log_err!("umq_shm", "{why}"))
+            .ok();
+        let _ = self.peer_pool.set(view);
+        self.peer_pool.get().unwrap().as_ref().ok_or(UNMAPPABLE)
+    }
+
+    /// Ours: offers the peer receive buffer `b`, which lies in our shared pool `arena`, to write
+    /// the message of its entry number `ordinal` into (see `placement`).
+    pub fn publish_posted(&self, arena: &Arena, ordinal: u64, b: *mut umq_buf_t) {
+        let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
+        if let Some(offset) = arena.offset_of(data, cap as usize) {
+            self.inbox()
+                .board
+                .publish(&self.publisher, ordinal, offset, cap);
+        }
+    }
+
+    /// Ours, once marked closed and fenced, before our receive buffers go back to the
+    /// application: waits until the peer (process `pid`) writes into none of them.
+    pub fn wait_for_placements(&self, pid: u32) {
+        let pidfd = std::cell::OnceCell::new();
+        self.inbox()
+            .board
+            .wait_idle(|| match pidfd.get_or_init(|| crate::os::pidfd_open(pid)) {
+                Some(fd) => crate::os::exited(fd),
+                None => !crate::os::alive(pid),
+            });
+    }
+
+    /// The peer's: an entry of ours went into its ring.
+    pub(super) fn note_pushed(&self, opcode: umq_opcode_t) {
+        if crate::transport::wire::needs_rx_buffer(opcode) {
+            let n = self.taking_rx.load(Ordering::Relaxed);
+            self.taking_rx.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Makes the inbox ready for a new peer: its WR sequence numbers start again at 0.
+    pub fn open_for_next_peer(&self) {
+        self.inbox().done.0.store(0, Ordering::Release);
+        self.inbox().presence.reopen();
+    }
+
+    /// Ours: we leave the binding (unbind, destroy); the peer stops.
+    pub fn set_closed(&self) {
+        self.inbox().presence.leave();
+    }
+
+    /// The peer's: whether it left the binding we joined.
+    pub fn is_closed(&self) -> bool {
+        self.inbox().presence.left(self.joined)
+    }
+
+    pub fn secret(&self) -> u64 {
+        self.inbox().secret
+    }
+
+    /// Clears the ring, its indices and the area in place once a binding ended: the fallback
+    /// when [`Segment::renew`] cannot make a fresh memfd. The ring's pages are given back, which
+    /// also zeroes every stamp, so nothing of the old binding can look like a new entry. The
+    /// closed mark and the executed-WR count stay until the next bind info is handed out
+    /// ([`Segment::open_for_next_peer`]): the old peer may still be reading the count, and the
+    /// WRs of its that we executed must complete, not be flushed. What this cannot undo is a
+    /// push the old peer finishes later (see `renew`).
+    pub fn reset_for_next_binding(&self) {
+        let i = self.inbox();
+        i.prod.0.store(0, Ordering::Release);
+        i.cons.0.store(0, Ordering::Release);
+        i.area.0.reset();
+        i.doorbell.0.peer_rings.store(0, Ordering::Release);
+        i.board.reset(&self.publisher);
+        self.cons_seen.store(0, Ordering::Relaxed);
+        let ring = self.ring();
+        let punched = unsafe {
+            libc::fallocate(
+                self.fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                ring_offset() as libc::off_t,
+                RING_BYTES as libc::off_t,
+            )
+        } == 0;
+        if !punched {
+            unsafe { std::ptr::write_bytes(ring, 0, RING_BYTES) };
+        }
+        populate_hot(ring);
+    }
+
+    /// Room the producer may assume: against the cached consumer index first, the shared one
+    /// only when that looks too small.
+    pub(super) fn free_bytes(&self, prod: u64, want: usize) -> usize {
+        let cached = self.cons_seen.load(Ordering::Relaxed);
+        let free = RING_BYTES - (prod - cached) as usize;
+        if free >= want {
+            return free;
+        }
+        let cons = self.inbox().cons.0.load(Ordering::Acquire);
+        self.cons_seen.store(cons, Ordering::Relaxed);
+        RING_BYTES.saturating_sub(prod.saturating_sub(cons) as usize)
+    }
+
+    /// Producer side: whether the consumer has taken every entry we pushed (reads its index).
+    pub(super) fn caught_up(&self) -> bool {
+        let i = self.inbox();
+        let cons = i.cons.0.load(Ordering::Acquire);
+        self.cons_seen.store(cons, Ordering::Relaxed);
+        cons == i.prod.0.load(Ordering::Relaxed)
+    }
+
+    /// Whether an entry with `len` payload bytes fits in the ring now.
+    pub(super) fn has_room(&self, len: usize) -> bool {
+        let prod = self.inbox().prod.0.load(Ordering::Relaxed);
+        // Worst case: padding to the end of the ring first.
+        let want = 2 * entry_bytes(len);
+        self.free_bytes(prod, want) >= want
+    }
+
+    /// Producer side: appends an entry with `len` payload bytes written by `fill`; false when
+    /// the ring has no room now.
+    pub(super) fn push(&self, mut e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
+        let i = self.inbox();
+        let prod = i.prod.0.load(Ordering::Relaxed);
+        let need = entry_bytes(len);
+        let off = prod as usize % RING_BYTES;
+        let pad = if RING_BYTES - off < need {
+            RING_BYTES - off
+        } else if off >= HOT_BYTES
+            && need <= HOT_ENTRY_MAX
+            && self.free_bytes(prod, RING_BYTES - off + need) >= RING_BYTES - off + need
+        {
+            RING_BYTES - off // back to the populated start: the consumer is done with it
+        } else {
+            0
+        };
+        if self.free_bytes(prod, pad + need) < pad + need {
+            return false;
+        }
+        let ring = self.ring();
+        if pad > 0 {
+            let p = Entry {
+                kind: KIND_PAD,
+                len: (pad - LINE) as u32,
+                ..Default::default()
+            };
+            let at = unsafe { ring.add(off) };
+            write_header(at, &p);
+            stamp_of(at).store(prod + 1, Ordering::Release);
+        }
+        let pos = prod + pad as u64;
+        let at = unsafe { ring.add((off + pad) % RING_BYTES) };
+        e.len = len as u32;
+        write_header(at, &e);
+        fill(unsafe { at.add(LINE) });
+        stamp_of(at).store(pos + 1, Ordering::Release);
+        i.prod.0.store(pos + need as u64, Ordering::Relaxed);
+        true
+    }
+
+    /// Consumer side: whether the next entry has been published (not validated: `peek` does).
+    #[inline]
+    pub(super) fn has_entry(&self) -> bool {
+        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
+        let at = unsafe { self.ring().add(cons as usize % RING_BYTES) };
+        stamp_of(at).load(Ordering::Acquire) == cons + 1
+    }
+
+    /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
+    /// something impossible.
+    pub(super) fn peek(&self) -> Result<Option<(Entry, *const u8)>, LinkError> {
+        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
+        if !cons.is_multiple_of(LINE as u64) {
+            return Err(LinkError::Corrupt("ring index out of range"));
+        }
+        let off = cons as usize % RING_BYTES;
+        let at = unsafe { self.ring().add(off) };
+        if stamp_of(at).load(Ordering::Acquire) != cons + 1 {
+            return Ok(None);
+        }
+        let e = unsafe { (at as *const Entry).read() };
+        let size = LINE as u64 + (e.len as u64).next_multiple_of(LINE as u64);
+        if off as u64 + size > RING_BYTES as u64 {
+            return Err(LinkError::Corrupt("ring entry length out of range"));
+        }
+        if e.kind > KIND_READ_RESP {
+            return Err(LinkError::Corrupt("unknown ring entry kind"));
+        }
+        Ok(Some((e, unsafe { at.add(LINE) })))
+    }
+
+    pub(super) fn pop(&self, e: &Entry) {
+        let i = self.inbox();
+        let cons = i.cons.0.load(Ordering::Relaxed);
+        i.cons
+            .0
+            .store(cons + entry_bytes(e.len as usize) as u64, Ordering::Release);
+    }
+
+    pub(super) fn finish_wr(&self, status: umq_buf_status_t) {
+        let i = self.inbox();
+        let done = i.done.0.load(Ordering::Relaxed);
+        i.statuses[done as usize % STATUS_SLOTS].store(status as u8, Ordering::Relaxed);
+        i.done.0.store(done + 1, Ordering::Release);
+    }
+}

@@ -1,0 +1,319 @@
+//! The sending side: our WRs into the peer's ring (through the ring, placed in the peer's
+//! receive buffer, or by reference), and their completions.
+
+use super::*;
+
+/// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
+/// copied, the buffer is free again: transmit-complete, as libfabric's shm provider), unless
+/// they went by reference.
+pub(super) fn transmit_complete(wr: *mut umq_buf_t, by_ref: bool) -> bool {
+    matches!(
+        unsafe { (*wr).pro().opcode },
+        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP
+    ) && !by_ref
+}
+
+/// Whether a WR may go by reference: a SEND, SEND_IMM, WRITE or WRITE_IMM of at least
+/// `BY_REF_MIN` bytes whose buffers all lie in our shared pool.
+pub(super) fn may_go_by_ref(wr: *mut umq_buf_t, arena: &Arena) -> bool {
+    let h = unsafe { &*wr };
+    let opcode = h.pro().opcode;
+    (h.total_data_size as usize) >= BY_REF_MIN
+        && matches!(
+            opcode,
+            UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+        )
+        && message_pieces(wr).all(|(p, n)| arena.offset_of(p, n).is_some())
+}
+
+/// The data pieces of a WR's message (its buffers up to `total_data_size`).
+pub(super) fn message_pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    let mut left = unsafe { (*wr).total_data_size } as usize;
+    target::pieces(wr)
+        .map(move |(p, n)| {
+            let n = n.min(left);
+            left -= n;
+            (p, n)
+        })
+        .take_while(|&(_, n)| n > 0)
+}
+
+/// Completes our WRs in order: transmit-complete ones at once, every other WR once the peer
+/// executed it (up to the peer's `done` count, read when such a WR was in flight), with the
+/// status the peer recorded.
+pub(super) fn complete(
+    w: &mut Wire,
+    peer: &Segment,
+    done: Option<u64>,
+    out: &mut Outcome,
+) -> Result<(), LinkError> {
+    if done.is_some_and(|d| d > w.tx_done_seq + w.in_flight as u64) {
+        return Err(LinkError::Corrupt("peer reports completions we never sent"));
+    }
+    while w.in_flight > 0 {
+        let seq = w.tx_done_seq;
+        let wr = w.sq[w.delivered];
+        let by_ref = w.by_ref_in_flight.front() == Some(&seq);
+        let quick = transmit_complete(wr, by_ref);
+        let status = match done {
+            Some(d) if seq < d => {
+                let raw =
+                    peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
+                if raw as u32 <= UMQ_BUF_REM_DATA_POISON {
+                    raw as u32
+                } else {
+                    UMQ_BUF_REM_OPERATION_ERR
+                }
+            }
+            _ if quick => UMQ_BUF_SUCCESS,
+            _ => break,
+        };
+        if !quick {
+            w.awaiting_peer -= 1;
+        }
+        if by_ref {
+            w.by_ref_in_flight.pop_front();
+        }
+        w.in_flight -= 1;
+        finish_tx(w, wr, status, out);
+    }
+    Ok(())
+}
+
+/// Hands the oldest undelivered WR back to the application with `status`.
+pub(super) fn finish_tx(
+    w: &mut Wire,
+    wr: *mut umq_buf_t,
+    status: umq_buf_status_t,
+    out: &mut Outcome,
+) {
+    unsafe {
+        (*wr).set_status(status);
+        target::restore_piggyback_carrier(wr, w.flow.is_some());
+    }
+    w.delivered += 1;
+    w.tx_done_seq += 1;
+    out.tx_done += 1;
+}
+
+/// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
+pub(super) fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
+    let mut credit = CreditGate::open(w);
+    let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
+    while w.delivered + w.in_flight < w.sq.len() {
+        let wr = w.sq[w.delivered + w.in_flight];
+        let opcode = unsafe { (*wr).pro().opcode };
+        if !credit.pass(w, opcode) {
+            out.credit_wait = true;
+            break;
+        }
+        let by_ref = w
+            .arena
+            .as_deref()
+            .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, peer));
+        let Some(how) = push_wr(peer, wr, by_ref, alone) else {
+            credit.keep(opcode);
+            break;
+        };
+        if how == Sent::Placed {
+            w.count_placed(wr);
+        }
+        let by_ref = how == Sent::ByRef;
+        if by_ref {
+            let seq = w.tx_done_seq + w.in_flight as u64;
+            w.by_ref_in_flight.push_back(seq);
+            w.by_ref_wr += 1;
+            w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
+        }
+        match (transmit_complete(wr, by_ref), w.in_flight) {
+            // Complete at once when no WR ahead of it is still in flight: the poll that takes
+            // the completion then has no round to run for it.
+            (true, 0) => finish_tx(w, wr, UMQ_BUF_SUCCESS, out),
+            (true, _) => w.in_flight += 1,
+            (false, _) => {
+                w.in_flight += 1;
+                w.awaiting_peer += 1;
+            }
+        }
+        match opcode {
+            UMQ_OPC_READ => out.reads += 1,
+            UMQ_OPC_NOP => {}
+            _ => out.sends += 1,
+        }
+    }
+    credit.close(w);
+}
+
+/// Whether `wr`, the only WR of a post, can go in one pass (`transmit_one`): a one-buffer SEND
+/// or SEND_IMM whose payload goes in the ring, none of ours ahead of it (waiting or in flight),
+/// and room for it in the peer's ring, which is still there.
+pub(crate) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
+    let h = unsafe { &*wr };
+    let op = h.pro().opcode;
+    (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+        && h.data_size == h.total_data_size
+        && (h.total_data_size as usize) < BY_REF_MIN
+        && w.delivered == w.sq.len()
+        && peer.has_room(h.total_data_size as usize)
+        && !peer.is_closed()
+}
+
+/// `transmit` for the WR `can_transmit_one` passed, already at the tail of our send queue and
+/// admitted by flow control: its entry goes into the peer's ring and it completes at once.
+pub(crate) fn transmit_one(
+    w: &mut Wire,
+    mine: &Segment,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+) -> Outcome {
+    let mut out = Outcome::default();
+    let pushed = push_wr(peer, wr, None, true);
+    debug_assert!(pushed.is_some(), "can_transmit_one checked the room");
+    if pushed == Some(Sent::Placed) {
+        w.count_placed(wr);
+    }
+    finish_tx(w, wr, UMQ_BUF_SUCCESS, &mut out);
+    out.sends = 1;
+    ring_if_changed(mine, peer);
+    out
+}
+
+/// Whether a WR that may go by reference should: when the pair is idle (nothing of ours in
+/// flight, the peer has taken every entry), or when a stream by reference is already under
+/// way. A stream that began with copies stays with copies until it drains: there the sender's
+/// copy of one message overlaps the receiver's copy of the one before, on two cores.
+pub(super) fn by_ref_pays(w: &Wire, peer: &Segment) -> bool {
+    !w.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
+}
+
+/// How a WR's message went into the peer's ring.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Sent {
+    /// Its bytes behind its entry.
+    Copied,
+    /// As offsets in our shared pool: the receiver copies them.
+    ByRef,
+    /// Written into the receive buffer it lands in.
+    Placed,
+}
+
+/// Pushes one WR: placed in the receiver's buffer when that pays (`alone`: no other WR goes
+/// with it), else by reference into `by_ref` (our arena) when given, else with its payload.
+/// Placement comes first: the receiver then has nothing to copy, and the WR completes at once.
+/// None when the ring has no room.
+pub(super) fn push_wr(
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+    by_ref: Option<&Arena>,
+    alone: bool,
+) -> Option<Sent> {
+    let (opcode, len) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as usize) };
+    let min = if alone {
+        PLACE_MIN_ALONE
+    } else {
+        PLACE_MIN_IN_STREAM
+    };
+    // The size first, here: most messages are small, and this keeps `place` off their path.
+    let how = if len >= min && place(peer, wr, min).is_some() {
+        Sent::Placed
+    } else if push_entry(peer, wr, by_ref) {
+        by_ref.map_or(Sent::Copied, |_| Sent::ByRef)
+    } else {
+        return None;
+    };
+    peer.note_pushed(opcode);
+    Some(how)
+}
+
+/// The header of the entry that carries `wr`; `len`, the bytes its message carries.
+pub(super) fn wr_entry(wr: *mut umq_buf_t) -> (Entry, usize) {
+    let h = unsafe { &*wr };
+    let pro = *h.pro();
+    let len = if pro.opcode == UMQ_OPC_READ || pro.opcode == UMQ_OPC_NOP {
+        0
+    } else {
+        h.total_data_size as usize
+    };
+    let e = Entry {
+        kind: KIND_WR,
+        opcode: pro.opcode as u8,
+        imm: pro.imm_data,
+        addr: pro.remote_sge.addr,
+        token_id: pro.remote_sge.token_id,
+        token_value: pro.remote_sge.token_value,
+        rlen: pro.remote_sge.length,
+        ..Default::default()
+    };
+    (e, len)
+}
+
+/// Writes a SEND or SEND_IMM straight into the receive buffer it will land in, when the peer
+/// published that buffer (see `placement`) and the message has `min` bytes or more, and pushes
+/// its entry. None when it does not: the message then goes through the ring.
+pub(super) fn place(peer: &Segment, wr: *mut umq_buf_t, min: usize) -> Option<()> {
+    let (op, len) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as usize) };
+    if len < min || (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !peer.has_room(0) {
+        return None;
+    }
+    let board = &peer.inbox().board;
+    let claim = board.find(peer.taking_rx.load(Ordering::Relaxed), len)?;
+    let dst = peer.peer_pool().ok()?.at(claim.offset, len as u64)? as *mut u8;
+    if !board.begin(|| peer.is_closed()) {
+        return None;
+    }
+    let (mut e, _) = wr_entry(wr);
+    target::copy_pieces(target::pieces(wr), std::iter::once((dst, len)));
+    e.flags = FLAG_PLACED;
+    e.addr = claim.offset;
+    e.total = len as u64;
+    let pushed = peer.push(e, 0, |_| {});
+    debug_assert!(pushed, "room was checked");
+    // Either way the posting is used up: without an entry, the bytes are never looked at.
+    board.end(claim);
+    pushed.then_some(())
+}
+
+/// Pushes the entry of `wr` with its payload, or by reference into `by_ref` (our arena).
+pub(super) fn push_entry(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Arena>) -> bool {
+    let (mut e, len) = wr_entry(wr);
+    if let Some(arena) = by_ref {
+        e.flags = FLAG_BY_REF;
+        e.total = len as u64;
+        let n = message_pieces(wr).count();
+        return peer.push(e, n * std::mem::size_of::<RefPiece>(), |dst| {
+            let dst = dst as *mut RefPiece;
+            for (i, (p, len)) in message_pieces(wr).enumerate() {
+                let offset = arena.offset_of(p, len).expect("checked by may_go_by_ref");
+                unsafe {
+                    dst.add(i).write(RefPiece {
+                        offset,
+                        len: len as u64,
+                    })
+                };
+            }
+        });
+    }
+    peer.push(e, len, |dst| {
+        target::copy_pieces(target::pieces(wr), std::iter::once((dst, len)));
+    })
+}
+
+/// Whether the peer's ring can take an entry of `len` payload bytes now.
+pub fn has_room(peer: &Segment, len: usize) -> bool {
+    peer.has_room(len)
+}
+
+/// Pushes a standalone window update; false when the ring is full (it is retried later: the
+/// announcement is already in our area either way).
+pub fn push_standalone(peer: &Segment, imm: u64) -> bool {
+    let e = Entry {
+        kind: KIND_STANDALONE,
+        imm,
+        ..Default::default()
+    };
+    let pushed = peer.push(e, 0, |_| {});
+    if pushed {
+        peer.note_pushed(UMQ_OPC_SEND); // it takes a receive buffer as a SEND does
+    }
+    pushed
+}

@@ -1,0 +1,313 @@
+//! The target side of a WR, the same for every provider: where a message's bytes are, how
+//! many receive buffers it takes, landing it and completing the receive (with the flow-control
+//! update it may carry), and a READ's response landing in the WR that asked for it.
+
+use super::wire::{Side, Wire};
+use crate::abi::errno::*;
+use crate::abi::pro_types::*;
+use crate::abi::types::*;
+use crate::flow;
+use std::ptr;
+
+/// The data of the WR `wr` (its buffers only: the caller's list goes on behind it).
+pub(crate) fn pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    crate::buf::wr_bufs(wr).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
+}
+
+/// The capacity of a chain of receive buffers the library linked (it ends at a NULL `qbuf_next`).
+pub(crate) fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+    crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
+}
+
+/// Lands the `len` bytes a READ fetched from `src` in the READ WR `wr`: its buffers (the ones
+/// its `total_data_size` spanned when posted) fill in order, each `data_size` says what it
+/// holds and `total_data_size` what landed. Bytes beyond the buffers' room are dropped.
+pub(crate) fn land_read(wr: *mut umq_buf_t, src: *const u8, len: usize) {
+    let nbufs = crate::buf::wr_bufs(wr).count();
+    let mut left = len as u64;
+    for b in crate::buf::iter(wr).take(nbufs) {
+        let b = unsafe { &mut *b };
+        b.data_size = left.min(b.buf_size as u64) as u32;
+        left -= b.data_size as u64;
+    }
+    unsafe { (*wr).total_data_size = (len as u64 - left) as u32 };
+    let room = crate::buf::iter(wr)
+        .take(nbufs)
+        .map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) });
+    copy_pieces(std::iter::once((src as *mut u8, len)), room);
+}
+
+/// Copies from `src` pieces into `dst` pieces until either runs out; returns bytes copied.
+pub(crate) fn copy_pieces(
+    mut src: impl Iterator<Item = (*mut u8, usize)>,
+    mut dst: impl Iterator<Item = (*mut u8, usize)>,
+) -> usize {
+    let (Some((mut s, mut sl)), Some((mut d, mut dl))) = (src.next(), dst.next()) else {
+        return 0;
+    };
+    let mut total = 0;
+    loop {
+        let n = sl.min(dl);
+        // ptr::copy, not copy_nonoverlapping: a WRITE may target the very buffer it reads from.
+        unsafe { ptr::copy(s, d, n) };
+        total += n;
+        (s, sl, d, dl) = (s.wrapping_add(n), sl - n, d.wrapping_add(n), dl - n);
+        if sl == 0 {
+            let Some(next) = src.next() else { return total };
+            (s, sl) = next;
+        }
+        if dl == 0 {
+            let Some(next) = dst.next() else { return total };
+            (d, dl) = next;
+        }
+    }
+}
+
+/// How many posted receive buffers a message of `len` bytes takes, if enough are posted.
+pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
+    if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
+        return (!dst.wire.rx_posted.is_empty()).then_some(1);
+    }
+    let mut room = 0u64;
+    for (i, b) in dst.wire.rx_posted.iter().enumerate() {
+        room += unsafe { (*b).buf_size } as u64;
+        if room >= len {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// Takes `n` posted receive buffers and links them into one message.
+pub(crate) fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
+    let head = dst.wire.rx_posted.pop_front().unwrap();
+    let mut tail = head;
+    for _ in 1..n {
+        let b = dst.wire.rx_posted.pop_front().unwrap();
+        unsafe { (*tail).qbuf_next = b };
+        tail = b;
+    }
+    unsafe { (*tail).qbuf_next = ptr::null_mut() };
+    head
+}
+
+/// Gives back buffers `take_rx` took for a message that will not land after all: they are
+/// posted again, first in line, in their order.
+pub(crate) fn untake_rx(dst: &mut Side, head: *mut umq_buf_t) {
+    let bufs: Vec<_> = crate::buf::iter(head).collect();
+    for &b in bufs.iter().rev() {
+        unsafe { (*b).qbuf_next = ptr::null_mut() };
+        dst.wire.rx_posted.push_front(b);
+    }
+}
+
+/// Whether a receive with this status holds the message's data (a window update piggybacked on
+/// a SEND does).
+pub(crate) fn carries_data(status: u32) -> bool {
+    status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE
+}
+
+/// Fills the receive completion of a message that landed in the `head` chain. The caller counts
+/// the arrival for flow control (`FlowState::data_arrived`).
+pub(crate) unsafe fn complete_rx(
+    dst: &mut Side,
+    head: *mut umq_buf_t,
+    nbufs: usize,
+    len: u64,
+    opcode: umq_opcode_t,
+    imm: u64,
+    status: u32,
+) {
+    let (opcode, imm, status) = receive_flow_control(dst, opcode, imm, status);
+    let mut left = len;
+    for (i, b) in crate::buf::iter(head).enumerate() {
+        let b = unsafe { &mut *b };
+        let used = left.min(b.buf_size as u64);
+        b.data_size = if opcode == UMQ_OPC_WRITE_IMM || !carries_data(status) {
+            0
+        } else {
+            used as u32
+        };
+        left -= used;
+        b.umqh = dst.umqh;
+        b.set_status(status);
+        b.set_io_direction(UMQ_IO_RX);
+        b.set_first_fragment(i == 0);
+    }
+    let h = unsafe { &mut *head };
+    h.total_data_size = if opcode == UMQ_OPC_WRITE_IMM || !carries_data(status) {
+        0
+    } else {
+        len as u32
+    };
+    let pro = h.pro_mut();
+    pro.opcode = opcode;
+    pro.imm_data = if opcode == UMQ_OPC_SEND { 0 } else { imm };
+    dst.wire.rx_cq.push_back((head, nbufs as u32));
+    dst.wire.rx_cq_bufs += nbufs;
+}
+
+/// With flow control on: takes a piggybacked window update out of the immediate, leaving the
+/// user a plain SEND marked `UMQ_BUF_FLOW_CONTROL_UPDATE`. (The engines count arrivals per
+/// round, not here.)
+pub(crate) fn receive_flow_control(
+    dst: &mut Side,
+    opcode: umq_opcode_t,
+    imm: u64,
+    status: u32,
+) -> (umq_opcode_t, u64, u32) {
+    if opcode != UMQ_OPC_SEND_IMM || !flow::is_private(imm) {
+        return (opcode, imm, status);
+    }
+    let Some(f) = dst.wire.flow.as_mut() else {
+        return (opcode, imm, status);
+    };
+    if let Some(a) = flow::decode_imm(imm) {
+        f.on_announcement(a);
+    }
+    let status = if status == UMQ_BUF_SUCCESS {
+        UMQ_BUF_FLOW_CONTROL_UPDATE
+    } else {
+        status
+    };
+    (UMQ_OPC_SEND, 0, status)
+}
+
+/// Delivers a standalone window update into the peer's next posted buffer (one of those it
+/// reserved for control): no data, status `UMQ_BUF_FLOW_CONTROL_UPDATE`.
+pub fn deliver_standalone(dst: &mut Side, imm: u64) {
+    let f = dst
+        .wire
+        .flow
+        .as_mut()
+        .expect("standalone to a queue without flow control");
+    if let Some(a) = flow::decode_imm(imm) {
+        f.on_announcement(a);
+    }
+    f.ctrl_arrived();
+    let head = take_rx(dst, 1);
+    // An empty SEND: no data, and the status says it carried a window update.
+    unsafe {
+        complete_rx(
+            dst,
+            head,
+            1,
+            0,
+            UMQ_OPC_SEND,
+            0,
+            UMQ_BUF_FLOW_CONTROL_UPDATE,
+        )
+    };
+}
+
+/// The second half of both engines' one-pass path: a SEND or SEND_IMM of `len` contiguous
+/// bytes at `src` lands whole in `rx`, the next posted receive buffer, which the caller checked
+/// holds it (and that the receiver does not fragment). Returns whether the message carried a
+/// piggybacked window update, which the receiver took out of it.
+#[inline(always)]
+pub(crate) unsafe fn land_in(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    src: *const u8,
+    len: u32,
+    op: umq_opcode_t,
+    imm: u64,
+) -> bool {
+    dst.wire.rx_posted.pop_front();
+    prefetch_rx(dst.wire, 16);
+    unsafe {
+        copy_bytes(src, (*rx).buf_data as *mut u8, len as usize);
+        complete_one(dst, rx, len, op, imm)
+    }
+}
+
+/// `land_in` for a message the sender already wrote into `rx`, the next posted receive buffer.
+#[inline(always)]
+pub(crate) unsafe fn land_placed(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    len: u32,
+    op: umq_opcode_t,
+    imm: u64,
+) {
+    dst.wire.rx_posted.pop_front();
+    prefetch_rx(dst.wire, 16);
+    unsafe { complete_one(dst, rx, len, op, imm) };
+}
+
+/// Asks the cache for the header of the receive buffer `ahead` places down the posted queue:
+/// with a deep queue, each buffer was last touched a whole queue ago and is cold by now.
+#[inline]
+pub(crate) fn prefetch_rx(w: &Wire, ahead: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = w.rx_posted.get(ahead) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetching is a hint; it never faults, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(b as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>((b as *const i8).wrapping_add(64));
+        }
+    }
+}
+
+/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer. Returns whether it
+/// carried a piggybacked window update (the sender then restores its WR).
+#[inline(always)]
+pub(crate) unsafe fn complete_one(
+    dst: &mut Side,
+    rx: *mut umq_buf_t,
+    len: u32,
+    sent_op: umq_opcode_t,
+    imm: u64,
+) -> bool {
+    let (op, imm, status) = receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS);
+    let b = unsafe { &mut *rx };
+    // qbuf_next is already null: push_rx cut the buffer out of the application's list.
+    b.data_size = len;
+    b.total_data_size = len;
+    b.umqh = dst.umqh;
+    b.set_status_and_direction(status, UMQ_IO_RX);
+    b.set_first_fragment(true);
+    let pro = b.pro_mut();
+    pro.opcode = op;
+    pro.imm_data = if op == UMQ_OPC_SEND { 0 } else { imm };
+    dst.wire.rx_cq.push_back((rx, 1));
+    dst.wire.rx_cq_bufs += 1;
+    op != sent_op
+}
+
+/// `ptr::copy` (a WR may name the very buffer it lands in), with small non-overlapping copies
+/// done inline: for a 64-byte message the call into libc costs more than the moves.
+#[inline]
+pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    unsafe fn ends<const N: usize>(src: *const u8, dst: *mut u8, len: usize) {
+        // The first and the last N bytes (they overlap when len < 2N): covers N..=2N.
+        unsafe {
+            ptr::copy_nonoverlapping(src, dst, N);
+            ptr::copy_nonoverlapping(src.add(len - N), dst.add(len - N), N);
+        }
+    }
+    let apart = (src as usize).abs_diff(dst as usize) >= len;
+    unsafe {
+        match len {
+            _ if !apart || len > 64 => ptr::copy(src, dst, len),
+            32.. => ends::<32>(src, dst, len),
+            16.. => ends::<16>(src, dst, len),
+            8.. => ends::<8>(src, dst, len),
+            4.. => ends::<4>(src, dst, len),
+            _ => ptr::copy_nonoverlapping(src, dst, len),
+        }
+    }
+}
+
+/// A user SEND that carried a window update goes back to the application as the SEND it posted.
+/// Only with flow control on: off, bit 0 of an immediate is the user's, and a SEND_IMM with it
+/// set is the user's own.
+#[inline]
+pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t, flow_on: bool) {
+    let pro = unsafe { (*wr).pro_mut() };
+    if flow_on && pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
+        pro.opcode = UMQ_OPC_SEND;
+        pro.imm_data = 0;
+    }
+}
