@@ -11,33 +11,34 @@
 #include <poll.h>
 #include <unistd.h>
 
+/* Fills `out` (len bytes, poisoned first so a field the library skips shows) through a
+ * umq_user_ctl query opcode. */
+static void query(uint64_t h, uint32_t opcode, void *out, uint32_t len)
+{
+    memset(out, 0xff, len);
+    umq_user_ctl_in_t in = {.opcode = opcode};
+    umq_user_ctl_out_t o = {.addr = (uint64_t)(uintptr_t)out, .len = len};
+    CHECK_EQ(umq_user_ctl(h, &in, &o), 0);
+}
+
 static umq_flowcontrol_stats_t stats(uint64_t h)
 {
     umq_flowcontrol_stats_t s;
-    memset(&s, 0xff, sizeof(s));
-    umq_user_ctl_in_t in = {.opcode = UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY};
-    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
-    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    query(h, UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY, &s, sizeof(s));
     return s;
 }
 
 static umq_ext_flow_control_stats_t ext(uint64_t h)
 {
     umq_ext_flow_control_stats_t s;
-    memset(&s, 0xff, sizeof(s));
-    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS};
-    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
-    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    query(h, UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS, &s, sizeof(s));
     return s;
 }
 
 static uint32_t transport_of(uint64_t h)
 {
     umq_ext_transport_stats_t s;
-    memset(&s, 0xff, sizeof(s));
-    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
-    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
-    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    query(h, UMQ_EXT_OPCODE_TRANSPORT_STATS, &s, sizeof(s));
     return s.transport;
 }
 

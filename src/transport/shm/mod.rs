@@ -52,6 +52,7 @@ use crate::buf::arena::{Arena, PeerArena};
 use crate::buf::pool::Pool;
 use crate::event::EventFd;
 use crate::flow::Area;
+use super::LinkError;
 use presence::Presence;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
@@ -225,9 +226,6 @@ pub struct Link {
     pub seg: Segment,
     pub pid: u32,
 }
-
-/// Why the pair cannot go on.
-use super::LinkError;
 
 /// One round of progress for a queue bound over shared memory: takes what the peer sent into
 /// our receive buffers, completes our WRs the peer has executed, and pushes our waiting WRs.
