@@ -108,8 +108,8 @@ umq_buf_t *umq_data_to_head(void *data);
  * (each first buffer's `total_data_size` says where its message ends; at most
  * `UMQ_BATCH_SIZE` messages). The whole list is taken or none of it; the library frees the
  * buffers of each message when its send completes. On failure `*bad_qbuf` is the list, still
- * owned by the caller and unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks room for all of
- * it, retry after `umq_notify`/`umq_dequeue`).
+ * owned by the caller, its data and links unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks
+ * room for all of it, retry after `umq_notify`/`umq_dequeue`).
  */
 int umq_enqueue(uint64_t umqh, umq_buf_t *qbuf, umq_buf_t **bad_qbuf);
 

@@ -198,8 +198,8 @@ pub extern "C" fn umq_data_to_head(data: *mut c_void) -> *mut umq_buf_t {
 /// (each first buffer's `total_data_size` says where its message ends; at most
 /// `UMQ_BATCH_SIZE` messages). The whole list is taken or none of it; the library frees the
 /// buffers of each message when its send completes. On failure `*bad_qbuf` is the list, still
-/// owned by the caller and unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks room for all of
-/// it, retry after `umq_notify`/`umq_dequeue`).
+/// owned by the caller, its data and links unchanged (`-UMQ_ERR_EAGAIN`: the send queue lacks
+/// room for all of it, retry after `umq_notify`/`umq_dequeue`).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_enqueue(
     umqh: u64,
