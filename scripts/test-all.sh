@@ -35,6 +35,17 @@ done
 # deadlock here once); the timeout turns a hang into a failure.
 timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'
 
+# UCX's ucx_perftest is the second shared-memory baseline (`umq-perf --compare ucx`).
+if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q ucx-utils >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ucx-utils >/dev/null 2>&1; } || true
+fi
+if command -v ucx_perftest >/dev/null; then
+  timeout 300 "$lib/umq-perf" --provider shm --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tag_lat_mean_ns"] > 0 and rows[0]["mean_vs_ucx"] > 0, rows; print("ucx baseline over shm: ok")'
+else
+  echo "SKIPPED: umq-perf --compare ucx smoke run: ucx_perftest not found, ucx-utils could not be installed"
+fi
+
 echo "== C tests (meson)"
 if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then
   python3 -m pip install --quiet meson ninja

@@ -26,8 +26,8 @@ pub fn available() -> bool {
         .is_ok()
 }
 
-/// A TCP port nobody listens on right now, for fi_pingpong's out-of-band address exchange.
-fn free_port() -> u16 {
+/// A TCP port nobody listens on right now, for the baselines' out-of-band address exchange.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -8,6 +8,7 @@ mod libfabric;
 mod loopback;
 mod report;
 mod shm;
+mod ucx;
 
 use api::Flow;
 use report::Row;
@@ -16,7 +17,7 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
-                [--rounds N] [--compare libfabric] [--json] [--quiet]
+                [--rounds N] [--compare libfabric,ucx] [--json] [--quiet]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
                  started by umq-perf itself, over the shared-memory transport; its
@@ -44,7 +45,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
   --rounds       repeat each measurement and report the median (default 1)
   --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
                  latency (Debian libfabric-bin), a windowed stream for bw and qps (built
-                 here from fi_stream.c; needs libfabric-dev and a C compiler)
+                 here from fi_stream.c; needs libfabric-dev and a C compiler);
+                 ucx: also run ucx_perftest tag_lat over UCX's posix shared memory for
+                 latency (Debian ucx-utils); both: --compare libfabric,ucx
   --json         one JSON object per result line, nothing else on stdout
   --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
 
@@ -137,6 +140,7 @@ struct Args {
     sizes: Vec<u32>,
     rounds: u32,
     compare: bool,
+    compare_ucx: bool,
     json: bool,
     peer: Option<Kind>,
     run: Run,
@@ -175,6 +179,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         sizes: vec![64],
         rounds: 1,
         compare: false,
+        compare_ucx: false,
         json: false,
         peer: None,
         run: Run {
@@ -217,10 +222,15 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                     v => return Err(format!("--shared-pool {v}: on, send, recv or off")),
                 }
             }
-            "--compare" => match value()?.as_str() {
-                "libfabric" => a.compare = true,
-                v => return Err(format!("--compare {v}: only libfabric")),
-            },
+            "--compare" => {
+                for v in value()?.split(',') {
+                    match v {
+                        "libfabric" => a.compare = true,
+                        "ucx" => a.compare_ucx = true,
+                        v => return Err(format!("--compare {v}: libfabric or ucx")),
+                    }
+                }
+            }
             "--json" => a.json = true,
             "--quiet" => a.run.quiet = true,
             "--peer" => a.peer = Some(Kind::parse(&value()?)?),
@@ -347,6 +357,26 @@ fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
         .num("mean_vs_fi_pingpong", ours / fi)
 }
 
+/// Adds ucx_perftest tag_lat's figures (medians of `rounds`) and our ratio to a latency row.
+fn compare_latency_ucx(row: Row, run: &Run, rounds: u32) -> Row {
+    let mut p50 = Vec::new();
+    let mut mean = Vec::new();
+    for _ in 0..rounds {
+        match ucx::tag_lat(run.size, run.iters) {
+            Ok(t) => {
+                p50.push(t.p50_ns);
+                mean.push(t.mean_ns);
+            }
+            Err(e) => return row.text("ucx_perftest", e),
+        }
+    }
+    let ucx = middle(mean);
+    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
+    row.num("ucx_tag_lat_p50_ns", middle(p50).round())
+        .num("ucx_tag_lat_mean_ns", ucx.round())
+        .num("mean_vs_ucx", ours / ucx)
+}
+
 /// The median of `rounds` runs of a baseline, or its first error.
 fn median_of(
     rounds: u32,
@@ -415,6 +445,10 @@ fn main() {
         eprintln!("--compare libfabric: fi_pingpong not found (apt-get install libfabric-bin)");
         std::process::exit(2);
     }
+    if args.compare_ucx && !ucx::available() {
+        eprintln!("--compare ucx: ucx_perftest not found (apt-get install ucx-utils)");
+        std::process::exit(2);
+    }
     let run = args.run;
     if !args.json {
         println!(
@@ -459,6 +493,9 @@ fn main() {
                     Kind::Lat => compare_latency(row, &run, args.rounds),
                     Kind::Bw | Kind::Qps => compare_bandwidth(row, &run, args.rounds),
                 };
+            }
+            if args.compare_ucx && kind == Kind::Lat {
+                row = compare_latency_ucx(row, &run, args.rounds);
             }
             emit(&row, args.json);
             rows.push(row);
@@ -507,6 +544,10 @@ mod tests {
         );
         assert!(!a.run.flow.on && a.run.flow.atomic_window && a.json && a.run.quiet);
         assert_eq!(parse("--size sweep").unwrap().sizes, SWEEP.to_vec());
+        let both = parse("--compare libfabric,ucx").unwrap();
+        assert!(both.compare && both.compare_ucx);
+        let ucx = parse("--compare ucx").unwrap();
+        assert!(!ucx.compare && ucx.compare_ucx);
     }
 
     #[test]
@@ -521,7 +562,8 @@ mod tests {
             "--size 12,x",
             "--size 0",
             "--iters",
-            "--compare ucx",
+            "--compare mpi",
+            "--compare libfabric,",
             "--bogus",
             "--rx-bufs 2000",
             "--test bw --rx-bufs 8",

@@ -43,6 +43,7 @@
 //! *placed*: the sender writes it straight into that buffer (see `placement`), and its entry
 //! says where.
 
+use super::LinkError;
 use super::target;
 use super::wire::{CreditGate, Outcome, Side, Wire};
 use crate::abi::errno::*;
@@ -52,7 +53,6 @@ use crate::buf::arena::{Arena, PeerArena};
 use crate::buf::pool::Pool;
 use crate::event::EventFd;
 use crate::flow::Area;
-use super::LinkError;
 use presence::Presence;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 

@@ -1,0 +1,93 @@
+//! The UCX baseline, run on this host in the same invocation as our measurement: `ucx_perftest`
+//! (Debian `ucx-utils`) `tag_lat`, UCP tag-matched ping-pong, over UCX's posix shared-memory
+//! transport (`UCX_TLS=posix,self`), server and client as two processes.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// What `ucx_perftest` reported for one size: one-way latency (half a round trip), in ns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TagLat {
+    pub p50_ns: f64,
+    pub mean_ns: f64,
+}
+
+pub fn available() -> bool {
+    Command::new("ucx_perftest")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn perftest() -> Command {
+    let mut c = Command::new("ucx_perftest");
+    c.env("UCX_TLS", "posix,self");
+    c
+}
+
+/// Runs `ucx_perftest -t tag_lat` server and client for one size.
+pub fn tag_lat(size: u32, iters: u64) -> Result<TagLat, String> {
+    let port = crate::libfabric::free_port().to_string();
+    let mut server = perftest()
+        .args(["-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start ucx_perftest: {e}"))?;
+    // The client gives up at once when the server is not listening yet: retry a few times.
+    let mut last = String::new();
+    for attempt in 0..20 {
+        std::thread::sleep(Duration::from_millis(if attempt == 0 { 100 } else { 250 }));
+        let out = perftest()
+            .args(["127.0.0.1", "-p", &port, "-t", "tag_lat"])
+            .args(["-s", &size.to_string(), "-n", &iters.to_string()])
+            .output()
+            .map_err(|e| format!("cannot start ucx_perftest: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            let _ = server.wait();
+            return parse(&text).ok_or(format!("cannot read ucx_perftest's output: {text}"));
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    Err(format!("ucx_perftest client failed: {last}"))
+}
+
+/// Reads the "Final:" row: iterations, then latency p50, average and overall in µs.
+fn parse(text: &str) -> Option<TagLat> {
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Final:"))?;
+    let cols: Vec<f64> = row
+        .split_whitespace()
+        .skip(1)
+        .map(|c| c.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(TagLat {
+        p50_ns: cols.get(1)? * 1000.0,
+        mean_ns: cols.get(2)? * 1000.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_final_row() {
+        let out = "+-----+\n|    Stage     | # iterations | 50.0%ile | average |\n\
+                   Final:                100000      0.200     0.248     0.248       36.81      36.81      603093      603093\n";
+        assert_eq!(
+            parse(out),
+            Some(TagLat {
+                p50_ns: 200.0,
+                mean_ns: 248.0
+            })
+        );
+        assert_eq!(parse("no final row"), None);
+    }
+}
