@@ -31,6 +31,8 @@ echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 for p in loopback shm; do
   "$lib/umq-perf" --provider $p --test qps --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["test"] == "qps" and rows[0]["msgs_per_s"] > 0, rows; print("qps over", rows[0]["provider"] + ": ok")'
 done
+# The loop applications write (IPC queues, 256 receive buffers, TX then RX polled on their own).
+timeout 120 "$lib/umq-perf" --provider shm --test lat --loop app --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["loop"] == "app" and rows[0]["rx_bufs"] == 256, rows; print("application loop over shm: ok")'
 # One receive buffer per side, as fi_pingpong posts: flow control must still ping-pong (a
 # deadlock here once); the timeout turns a hang into a failure.
 timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'

@@ -34,8 +34,13 @@ pub fn init(flow: Flow) {
 
 /// A polling-mode queue in UB mode on 127.0.0.1, as the reference examples create them.
 pub fn create(depth: u32) -> u64 {
+    create_in(depth, UMQ_TRANS_MODE_UB)
+}
+
+/// `create` in another trans mode (IPC, as applications between processes of one host use).
+pub fn create_in(depth: u32, trans_mode: umq_trans_mode_t) -> u64 {
     let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
-    o.trans_mode = UMQ_TRANS_MODE_UB;
+    o.trans_mode = trans_mode;
     o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
     for (d, s) in unsafe { o.dev_info.u.ipv4.ip_addr.iter_mut() }.zip(b"127.0.0.1\0") {
         *d = *s as _;

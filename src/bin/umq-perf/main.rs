@@ -17,7 +17,7 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
-                [--rounds N] [--compare libfabric,ucx] [--json] [--quiet]
+                [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
                  started by umq-perf itself, over the shared-memory transport; its
@@ -48,6 +48,10 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
                  here from fi_stream.c; needs libfabric-dev and a C compiler);
                  ucx: also run ucx_perftest tag_lat over UCX's posix shared memory for
                  latency (Debian ucx-utils); both: --compare libfabric,ucx
+  --loop         shm latency: bench (default) polls both directions at once with 16 receive
+                 buffers posted, as fi_pingpong's loop; app is the loop applications write:
+                 IPC queues, 256 receive buffers posted, TX completions then RX polled on
+                 their own each turn, the receive buffer reposted, then the reply sent
   --json         one JSON object per result line, nothing else on stdout
   --quiet        no progress bar (it is only drawn when stderr is a terminal anyway)";
 
@@ -60,6 +64,9 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qp
 const LAT_RX_BUFS: u32 = 16;
 /// The same for streaming over shared memory: the libfabric stream keeps 64 receives posted.
 const SHM_BW_RX_BUFS: u32 = 64;
+/// Receive buffers the application loop (`--loop app`) keeps posted: a whole receive queue of
+/// 256, as such applications create their queues.
+const APP_RX_BUFS: u32 = 256;
 /// The qps client's list: one post of UMQ_BATCH_SIZE one-buffer SENDs, as the reference tool.
 pub const QPS_LIST: u32 = umq::abi::types::UMQ_BATCH_SIZE;
 
@@ -72,6 +79,7 @@ impl Run {
     /// replies carry the announcements before the peer runs dry (which costs a standalone).
     pub fn for_test(&self, kind: Kind, shm: bool) -> Run {
         let rx_bufs = match (self.rx_bufs, kind, shm) {
+            (0, Kind::Lat, _) if self.app_loop => APP_RX_BUFS.min(self.depth),
             (0, Kind::Lat, _) => LAT_RX_BUFS,
             (0, Kind::Bw | Kind::Qps, true) => SHM_BW_RX_BUFS.min(self.depth),
             (0, Kind::Bw | Kind::Qps, false) => self.depth,
@@ -131,6 +139,9 @@ pub struct Run {
     /// shm: receive buffers come from the queue's shared pool too (the sender writes messages
     /// straight into them).
     pub shared_rx: bool,
+    /// shm latency: the loop an application writes (`--loop app`: IPC queues, 256 receive
+    /// buffers posted, TX then RX polled on their own each turn) instead of the benchmark's.
+    pub app_loop: bool,
     pub quiet: bool,
 }
 
@@ -196,6 +207,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             },
             shared_pool: true,
             shared_rx: true,
+            app_loop: false,
             quiet: false,
         },
     };
@@ -233,6 +245,13 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--json" => a.json = true,
             "--quiet" => a.run.quiet = true,
+            "--loop" => {
+                a.run.app_loop = match value()?.as_str() {
+                    "app" => true,
+                    "bench" => false,
+                    v => return Err(format!("--loop {v}: app or bench")),
+                }
+            }
             "--peer" => a.peer = Some(Kind::parse(&value()?)?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown flag {flag}")),
@@ -265,6 +284,12 @@ fn check(a: &Args) -> Result<(), String> {
     let streams = a.peer.map_or(a.test != "lat", |k| k != Kind::Lat);
     if r.rx_bufs != 0 && r.rx_bufs < r.batch && streams {
         return Err("--rx-bufs must be at least --batch: a stream posts a batch at a time".into());
+    }
+    if r.app_loop
+        && (a.provider != "shm" || !["lat", "all"].contains(&a.test.as_str()))
+        && a.peer.is_none()
+    {
+        return Err("--loop app measures latency over shm: --provider shm --test lat".into());
     }
     let qps = a.test == "qps" || a.peer == Some(Kind::Qps);
     if qps && r.rx_bufs != 0 && r.rx_bufs < QPS_LIST {
@@ -548,6 +573,15 @@ mod tests {
         assert!(both.compare && both.compare_ucx);
         let ucx = parse("--compare ucx").unwrap();
         assert!(!ucx.compare && ucx.compare_ucx);
+        let app = parse("--provider shm --test lat --loop app").unwrap();
+        assert!(app.run.app_loop);
+        assert_eq!(app.run.for_test(Kind::Lat, true).rx_bufs, APP_RX_BUFS);
+        assert!(
+            parse("--loop app").is_err(),
+            "the app loop is an shm latency loop"
+        );
+        assert!(parse("--provider shm --test bw --loop app").is_err());
+        assert!(parse("--loop sometimes").is_err());
     }
 
     #[test]

@@ -42,7 +42,12 @@ fn stats_from(bytes: &[u8]) -> SideStats {
 /// One side's queue, bound to the other process's, with `rx_bufs` receive buffers posted.
 fn connect(run: &Run, out: &mut impl Write, inp: &mut impl Read) -> u64 {
     api::init(run.flow);
-    let q = api::create(run.depth);
+    let mode = if run.app_loop {
+        UMQ_TRANS_MODE_IPC
+    } else {
+        UMQ_TRANS_MODE_UB
+    };
+    let q = api::create_in(run.depth, mode);
     send_frame(out, &api::bind_info(q));
     api::bind(q, recv_frame(inp));
     let from = if run.shared_rx { q } else { 0 };
@@ -76,6 +81,9 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
         }
         .into(),
     ];
+    if run.app_loop {
+        a.extend(["--loop".into(), "app".into()]);
+    }
     if run.flow.atomic_window {
         a.push("--atomic-window".into());
     }
@@ -106,7 +114,8 @@ pub fn run(kind: Kind, run: &Run) -> Row {
         .text("send_buffers", pool(run.shared_pool))
         .text("receive_buffers", pool(run.shared_rx));
     let row = match kind {
-        Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress)),
+        Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress))
+            .text("loop", if run.app_loop { "app" } else { "bench" }),
         Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
         Kind::Qps => crate::bandwidth_row(row, run.size, qps_out(q, run, &mut progress)),
     };
@@ -194,6 +203,28 @@ fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
     (sent, echo)
 }
 
+/// The turn of an application's own loop (`--loop app`): TX completions polled first, then one
+/// receive, each on its own call, the receive buffer reposted; what `poll_ping_pong` returns.
+fn poll_app(q: u64) -> (bool, Option<u8>) {
+    let mut c = [ptr::null_mut(); 1];
+    let sent = api::poll(q, UMQ_IO_TX, &mut c) == 1;
+    if api::poll(q, UMQ_IO_RX, &mut c) == 0 {
+        return (sent, None);
+    }
+    let echo = (api::done(c[0]) == Done::Received).then(|| unsafe { *first_byte(c[0]) });
+    api::post(q, &c, UMQ_IO_RX);
+    (sent, echo)
+}
+
+/// The turn of the run's loop: the benchmark's one poll of both directions, or the application's.
+fn turn(q: u64, run: &Run) -> (bool, Option<u8>) {
+    if run.app_loop {
+        poll_app(q)
+    } else {
+        poll_ping_pong(q)
+    }
+}
+
 /// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     let tx = [message(q, run)];
@@ -205,7 +236,7 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
         api::post_all(q, &tx, std::hint::spin_loop);
         let (mut sent, mut echo) = (false, None);
         while !sent || echo.is_none() {
-            let (s, e) = poll_ping_pong(q);
+            let (s, e) = turn(q, run);
             sent |= s;
             echo = echo.or(e);
         }
@@ -226,7 +257,7 @@ fn pong(q: u64, run: &Run) {
     let mut tx_free = true;
     let mut echoed = 0;
     while echoed < warmup(run.iters) + run.iters || !tx_free {
-        let (sent, echo) = poll_ping_pong(q);
+        let (sent, echo) = turn(q, run);
         tx_free |= sent;
         if let Some(byte) = echo {
             while !tx_free {
