@@ -6,7 +6,6 @@
 //!   compiler against libfabric-dev.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// What `fi_pingpong` reported for one size.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,54 +25,23 @@ pub fn available() -> bool {
         .is_ok()
 }
 
-/// A TCP port nobody listens on right now, for the baselines' out-of-band address exchange.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(47592)
-}
-
 /// Runs `fi_pingpong -p shm -e rdm` server and client for one size.
 pub fn pingpong(size: u32, iters: u64) -> Result<PingPong, String> {
-    let port = free_port().to_string();
-    let common = [
-        "-p",
-        "shm",
-        "-e",
-        "rdm",
-        "-I",
-        &iters.to_string(),
-        "-S",
-        &size.to_string(),
-    ]
-    .map(String::from);
-    let mut server = Command::new("fi_pingpong")
-        .args(&common)
-        .args(["-B", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start fi_pingpong: {e}"))?;
-    // The client gives up at once when the server is not listening yet: retry a few times.
-    let mut last = String::new();
-    for attempt in 0..20 {
-        std::thread::sleep(Duration::from_millis(if attempt == 0 { 100 } else { 250 }));
-        let out = Command::new("fi_pingpong")
-            .args(&common)
-            .args(["-P", &port, "127.0.0.1"])
-            .output()
-            .map_err(|e| format!("cannot start fi_pingpong: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            let _ = server.wait();
-            return parse(&text).ok_or(format!("cannot read fi_pingpong's output: {text}"));
-        }
-        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let _ = server.kill();
-    let _ = server.wait();
-    Err(format!("fi_pingpong client failed: {last}"))
+    let port = crate::pair::free_port().to_string();
+    let (iters, size) = (iters.to_string(), size.to_string());
+    let pingpong = || {
+        let mut c = Command::new("fi_pingpong");
+        c.args(["-p", "shm", "-e", "rdm", "-I", &iters, "-S", &size]);
+        c
+    };
+    let mut server = pingpong();
+    server.args(["-B", &port]);
+    let text = crate::pair::run("fi_pingpong", server, || {
+        let mut c = pingpong();
+        c.args(["-P", &port, "127.0.0.1"]);
+        c
+    })?;
+    parse(&text).ok_or(format!("cannot read fi_pingpong's output: {text}"))
 }
 
 /// The compiled streaming baseline, built once per run of umq-perf.

@@ -6,6 +6,7 @@ mod api;
 mod floor;
 mod libfabric;
 mod loopback;
+mod pair;
 mod report;
 mod shm;
 mod ucx;

@@ -3,7 +3,6 @@
 //! transport (`UCX_TLS=posix,self`), server and client as two processes.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// What `ucx_perftest` reported for one size: one-way latency (half a round trip), in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,32 +28,20 @@ fn perftest() -> Command {
 
 /// Runs `ucx_perftest -t tag_lat` server and client for one size.
 pub fn tag_lat(size: u32, iters: u64) -> Result<TagLat, String> {
-    let port = crate::libfabric::free_port().to_string();
-    let mut server = perftest()
-        .args(["-p", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start ucx_perftest: {e}"))?;
-    // The client gives up at once when the server is not listening yet: retry a few times.
-    let mut last = String::new();
-    for attempt in 0..20 {
-        std::thread::sleep(Duration::from_millis(if attempt == 0 { 100 } else { 250 }));
-        let out = perftest()
-            .args(["127.0.0.1", "-p", &port, "-t", "tag_lat"])
-            .args(["-s", &size.to_string(), "-n", &iters.to_string()])
-            .output()
-            .map_err(|e| format!("cannot start ucx_perftest: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            let _ = server.wait();
-            return parse(&text).ok_or(format!("cannot read ucx_perftest's output: {text}"));
-        }
-        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let _ = server.kill();
-    let _ = server.wait();
-    Err(format!("ucx_perftest client failed: {last}"))
+    let port = crate::pair::free_port().to_string();
+    let mut server = perftest();
+    server.args(["-p", &port]);
+    let text = crate::pair::run("ucx_perftest", server, || {
+        let mut c = perftest();
+        c.args(["127.0.0.1", "-p", &port, "-t", "tag_lat"]).args([
+            "-s",
+            &size.to_string(),
+            "-n",
+            &iters.to_string(),
+        ]);
+        c
+    })?;
+    parse(&text).ok_or(format!("cannot read ucx_perftest's output: {text}"))
 }
 
 /// Reads the "Final:" row: iterations, then latency p50, average and overall in µs.
