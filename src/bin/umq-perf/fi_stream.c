@@ -94,6 +94,21 @@ static void open_side(struct side *s, const char *prov, size_t bytes)
     }
 }
 
+/* Closes what open_side opened, endpoint first: the shm provider removes its region from
+ * /dev/shm when the endpoint closes, and a process that exits without closing leaves it there. */
+static void close_side(struct side *s)
+{
+    fi_close(&s->ep->fid);
+    fi_close(&s->av->fid);
+    fi_close(&s->cq->fid);
+    if (s->mr)
+        fi_close(&s->mr->fid);
+    fi_close(&s->domain->fid);
+    fi_close(&s->fabric->fid);
+    fi_freeinfo(s->info);
+    free(s->buf);
+}
+
 /* Sends our endpoint name on `out`, reads the peer's from `in`, inserts it. */
 static void exchange_names(struct side *s, int out, int in)
 {
@@ -210,6 +225,7 @@ int main(int argc, char **argv)
         full_io(to_parent[1], &token, 1, 1); /* receives are about to be posted */
         receive(&s, messages, size, window);
         full_io(to_parent[1], &token, 1, 1); /* all received */
+        close_side(&s);
         _exit(0);
     }
     exchange_names(&s, to_child[1], to_parent[0]);
@@ -219,6 +235,7 @@ int main(int argc, char **argv)
     send_all(&s, messages, size, window);
     full_io(to_parent[0], &token, 1, 0);
     uint64_t elapsed = now_ns() - t0;
+    close_side(&s);
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
