@@ -5,7 +5,7 @@
 //!   Debian does not package fabtests' `fi_rdm_bw`. It is compiled here with the system C
 //!   compiler against libfabric-dev.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// What `fi_pingpong` reported for one size.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -17,12 +17,7 @@ pub struct PingPong {
 }
 
 pub fn available() -> bool {
-    Command::new("fi_pingpong")
-        .arg("-h")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
+    crate::pair::installed("fi_pingpong")
 }
 
 /// Runs `fi_pingpong -p shm -e rdm` server and client for one size.

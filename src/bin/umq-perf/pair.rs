@@ -4,6 +4,16 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Whether `tool` can be started here (it runs with `-h`).
+pub fn installed(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
 /// A TCP port nobody listens on right now, for the out-of-band address exchange.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -2,7 +2,7 @@
 //! (Debian `ucx-utils`) `tag_lat`, UCP tag-matched ping-pong, over UCX's posix shared-memory
 //! transport (`UCX_TLS=posix,self`), server and client as two processes.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// What `ucx_perftest` reported for one size: one-way latency (half a round trip), in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -12,12 +12,7 @@ pub struct TagLat {
 }
 
 pub fn available() -> bool {
-    Command::new("ucx_perftest")
-        .arg("-h")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
+    crate::pair::installed("ucx_perftest")
 }
 
 fn perftest() -> Command {
