@@ -26,6 +26,7 @@ pub fn wr_bufs(head: *mut umq_buf_t) -> WrBufs {
 }
 
 /// The iterator of `wr_bufs`: a one-buffer WR costs one compare and never reads `qbuf_next`.
+#[derive(Clone)]
 pub struct WrBufs {
     next: *mut umq_buf_t,
     left: u32,

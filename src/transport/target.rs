@@ -2,7 +2,7 @@
 //! many receive buffers it takes, landing it and completing the receive (with the flow-control
 //! update it may carry), and a READ's response landing in the WR that asked for it.
 
-use super::wire::{Side, Wire};
+use super::wire::{Outcome, Side, Wire, needs_rx_buffer};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -10,7 +10,7 @@ use crate::flow;
 use std::ptr;
 
 /// The data of the WR `wr` (its buffers only: the caller's list goes on behind it).
-pub(crate) fn pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> {
+pub(crate) fn pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize)> + Clone {
     crate::buf::wr_bufs(wr).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) })
 }
 
@@ -309,5 +309,105 @@ pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t, flow_on: bool
     if flow_on && pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
         pro.opcode = UMQ_OPC_SEND;
         pro.imm_data = 0;
+    }
+}
+
+/// A WR as its target sees it, whatever carried it: the opcode and immediate, the payload
+/// (`len` bytes in the pieces `src` yields) and the remote memory it names.
+pub(crate) struct Request<S> {
+    pub opcode: umq_opcode_t,
+    pub imm: u64,
+    pub len: u64,
+    pub src: S,
+    pub remote: umq_ref_sge_t,
+}
+
+/// What the target needs from the side that posted the WR.
+pub(crate) trait Initiator {
+    /// READ: hands `len` bytes at `from` back to the WR; None when that must wait (no room).
+    fn read_back(&mut self, from: *const u8, len: usize) -> Option<umq_buf_status_t>;
+    /// After the payload was copied: whether it was still the initiator's to read (a payload
+    /// copied straight out of the initiator's memory may have been reused under the copy).
+    fn payload_intact(&self) -> bool {
+        true
+    }
+}
+
+/// How executing a WR ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Executed {
+    /// It ran; the initiator's completion status.
+    Done(umq_buf_status_t),
+    /// It needs receive buffers (or room for a READ's response) the target does not have yet.
+    Wait,
+    /// The initiator left while its payload was being copied: nothing landed.
+    InitiatorLeft,
+}
+
+/// Executes a WR at its target with the semantics of RDMA verbs (RC), for every provider:
+/// NOP; WRITE and READ against registered memory whose token matches (else
+/// `REM_ACCESS_ABORT`); SEND, SEND_IMM and WRITE_IMM taking receive buffers in order, a message
+/// too long for them completing `LOC_LEN_ERR` here and `REM_OPERATION_ERR` there. A landed
+/// message counts in `out.rx_done`; the caller counts it for flow control.
+pub(crate) fn execute_wr<S, I>(
+    dst: &mut Side,
+    req: &Request<S>,
+    pool: &crate::buf::pool::Pool,
+    initiator: &mut I,
+    out: &mut Outcome,
+) -> Executed
+where
+    S: Iterator<Item = (*mut u8, usize)> + Clone,
+    I: Initiator,
+{
+    let sge = req.remote;
+    let remote_ok = |n: u64| {
+        n <= sge.length as u64
+            && pool.check_remote(sge.addr, n as u32, sge.token_id, sge.token_value)
+    };
+    let to_remote = || std::iter::once((sge.addr as *mut u8, req.len as usize));
+    match req.opcode {
+        UMQ_OPC_NOP => Executed::Done(UMQ_BUF_SUCCESS),
+        UMQ_OPC_WRITE if !remote_ok(req.len) => Executed::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+        UMQ_OPC_WRITE => {
+            copy_pieces(req.src.clone(), to_remote());
+            Executed::Done(UMQ_BUF_SUCCESS)
+        }
+        UMQ_OPC_READ if !remote_ok(sge.length as u64) => {
+            Executed::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR)
+        }
+        UMQ_OPC_READ => match initiator.read_back(sge.addr as *const u8, sge.length as usize) {
+            Some(status) => Executed::Done(status),
+            None => Executed::Wait,
+        },
+        op if needs_rx_buffer(op) => {
+            let Some(n) = rx_buffers_needed(dst, req.len, op) else {
+                return Executed::Wait;
+            };
+            if op == UMQ_OPC_WRITE_IMM && !remote_ok(req.len) {
+                return Executed::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            }
+            let head = take_rx(dst, n);
+            let fits =
+                op == UMQ_OPC_WRITE_IMM || req.len <= room(head).map(|(_, c)| c as u64).sum();
+            if op == UMQ_OPC_WRITE_IMM {
+                copy_pieces(req.src.clone(), to_remote());
+            } else if fits {
+                copy_pieces(req.src.clone(), room(head));
+            }
+            if !initiator.payload_intact() {
+                untake_rx(dst, head);
+                return Executed::InitiatorLeft;
+            }
+            let (rx, tx) = if fits {
+                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
+            } else {
+                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
+            };
+            unsafe { complete_rx(dst, head, n, req.len, op, req.imm, rx) };
+            out.rx_done += 1;
+            Executed::Done(tx)
+        }
+        _ => Executed::Done(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
     }
 }

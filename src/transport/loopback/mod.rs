@@ -13,8 +13,8 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use std::time::Instant;
 
-/// Executes one WR; None when it must wait for a receive buffer. (Out of line: `send_one`
-/// takes the common case, and the loop around it stays small.)
+/// Executes one WR with the shared target executor; None when it must wait for a receive
+/// buffer. (Out of line: `send_one` takes the common case, and the loop around it stays small.)
 #[inline(never)]
 unsafe fn execute(
     wr: *mut umq_buf_t,
@@ -22,65 +22,34 @@ unsafe fn execute(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
-    let w = unsafe { &mut *wr };
-    let pro = *w.pro();
-    let len = w.total_data_size as u64;
-    let sge = pro.remote_sge;
-    let remote_ok = |n: u64| {
-        n <= sge.length as u64
-            && pool.check_remote(sge.addr, n as u32, sge.token_id, sge.token_value)
+    let pro = unsafe { *(*wr).pro() };
+    let req = Request {
+        opcode: pro.opcode,
+        imm: pro.imm_data,
+        len: unsafe { (*wr).total_data_size } as u64,
+        src: pieces(wr),
+        remote: pro.remote_sge,
     };
-    match pro.opcode {
-        UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
-        UMQ_OPC_WRITE => {
-            if !remote_ok(len) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
-            }
-            copy_pieces(
-                pieces(wr),
-                std::iter::once((sge.addr as *mut u8, len as usize)),
-            );
-            out.sends += 1;
-            Some(UMQ_BUF_SUCCESS)
+    let Executed::Done(status) = execute_wr(dst, &req, pool, &mut Poster(wr), out) else {
+        return None;
+    };
+    if status == UMQ_BUF_SUCCESS {
+        match pro.opcode {
+            UMQ_OPC_READ => out.reads += 1,
+            UMQ_OPC_NOP => {}
+            _ => out.sends += 1,
         }
-        UMQ_OPC_READ => {
-            let want = sge.length as u64;
-            if !remote_ok(want) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
-            }
-            land_read(wr, sge.addr as *const u8, want as usize);
-            out.reads += 1;
-            Some(UMQ_BUF_SUCCESS)
-        }
-        op if needs_rx_buffer(op) => {
-            let n = rx_buffers_needed(dst, len, op)?;
-            if op == UMQ_OPC_WRITE_IMM && !remote_ok(len) {
-                return Some(UMQ_BUF_REM_ACCESS_ABORT_ERR);
-            }
-            let head = take_rx(dst, n);
-            let fits =
-                op == UMQ_OPC_WRITE_IMM || len <= room(head).map(|(_, c)| c as u64).sum::<u64>();
-            let (rx_status, tx_status) = if fits {
-                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
-            } else {
-                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
-            };
-            if fits {
-                if op == UMQ_OPC_WRITE_IMM {
-                    copy_pieces(
-                        pieces(wr),
-                        std::iter::once((sge.addr as *mut u8, len as usize)),
-                    );
-                } else {
-                    copy_pieces(pieces(wr), room(head));
-                }
-                out.sends += 1;
-            }
-            unsafe { complete_rx(dst, head, n, len, op, pro.imm_data, rx_status) };
-            out.rx_done += 1;
-            Some(tx_status)
-        }
-        _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
+    }
+    Some(status)
+}
+
+/// The WR's own side in this process: a READ lands in it directly.
+struct Poster(*mut umq_buf_t);
+
+impl Initiator for Poster {
+    fn read_back(&mut self, from: *const u8, len: usize) -> Option<umq_buf_status_t> {
+        land_read(self.0, from, len);
+        Some(UMQ_BUF_SUCCESS)
     }
 }
 

@@ -236,10 +236,6 @@ pub(super) fn note_blocked(w: &mut Wire, out: &mut Outcome) {
     }
 }
 
-pub(super) fn remote_ok(pool: &Pool, e: &Entry, n: u64) -> bool {
-    n <= u32::MAX as u64 && pool.check_remote(e.addr, n as u32, e.token_id, e.token_value)
-}
-
 /// The receiving queue, and the sequence number of the WR being executed (how many of the
 /// peer's WRs ran before it).
 pub(super) struct Here {
@@ -248,8 +244,34 @@ pub(super) struct Here {
     seq: u64,
 }
 
-/// Runs one of the peer's WRs here, its payload in `src`; None when it must wait; Err when the
-/// pair broke under it.
+/// The peer as the initiator of one of its WRs: a READ's response goes back through its ring,
+/// and a payload copied by reference out of its shared pool counts only if it has not left.
+struct RingPeer<'a> {
+    peer: &'a Segment,
+    seq: u64,
+    by_ref: bool,
+}
+
+impl target::Initiator for RingPeer<'_> {
+    fn read_back(&mut self, from: *const u8, len: usize) -> Option<umq_buf_status_t> {
+        let resp = Entry {
+            kind: KIND_READ_RESP,
+            seq: self.seq,
+            ..Default::default()
+        };
+        let pushed = self.peer.push(resp, len, |dst| unsafe {
+            std::ptr::copy_nonoverlapping(from, dst, len)
+        });
+        pushed.then_some(UMQ_BUF_SUCCESS)
+    }
+
+    fn payload_intact(&self) -> bool {
+        !self.by_ref || !sender_left(self.peer)
+    }
+}
+
+/// Runs one of the peer's WRs here with the shared target executor, its payload in `src`;
+/// None when it must wait; Err when the pair broke under it.
 pub(super) fn execute(
     w: &mut Wire,
     peer: &Segment,
@@ -259,72 +281,42 @@ pub(super) fn execute(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, LinkError> {
-    let (umqh, fragments) = (at.umqh, at.fragments);
-    let len: u64 = src.iter().map(|&(_, n)| n as u64).sum();
-    let src = || src.iter().copied();
-    Ok(match e.opcode as u32 {
-        UMQ_OPC_NOP => Some(UMQ_BUF_SUCCESS),
-        UMQ_OPC_WRITE => {
-            if !remote_ok(pool, e, len) {
-                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
-            }
-            target::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
-            Some(UMQ_BUF_SUCCESS)
-        }
-        UMQ_OPC_READ => {
-            let want = e.rlen as usize;
-            if !remote_ok(pool, e, want as u64) {
-                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
-            }
-            let resp = Entry {
-                kind: KIND_READ_RESP,
-                seq: at.seq,
-                ..Default::default()
-            };
-            let from = e.addr as *const u8;
-            let pushed = peer.push(resp, want, |dst| unsafe {
-                std::ptr::copy_nonoverlapping(from, dst, want)
-            });
-            pushed.then_some(UMQ_BUF_SUCCESS)
-        }
-        op @ (UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) => {
-            let mut dst = Side {
-                umqh,
-                wire: w,
-                fragments,
-            };
-            let Some(n) = target::rx_buffers_needed(&dst, len, op) else {
-                return Ok(None);
-            };
-            if op == UMQ_OPC_WRITE_IMM && !remote_ok(pool, e, len) {
-                return Ok(Some(UMQ_BUF_REM_ACCESS_ABORT_ERR));
-            }
-            let head = target::take_rx(&mut dst, n);
-            let room: u64 = target::room(head).map(|(_, c)| c as u64).sum();
-            let fits = op == UMQ_OPC_WRITE_IMM || len <= room;
-            if op == UMQ_OPC_WRITE_IMM {
-                target::copy_pieces(src(), std::iter::once((e.addr as *mut u8, len as usize)));
-            } else if fits {
-                target::copy_pieces(src(), target::room(head));
-            }
-            if e.flags & FLAG_BY_REF != 0 && sender_left(peer) {
-                target::untake_rx(&mut dst, head);
-                return Err(LinkError::PeerLeft);
-            }
-            let (rx, tx) = if fits {
-                (UMQ_BUF_SUCCESS, UMQ_BUF_SUCCESS)
-            } else {
-                (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
-            };
-            unsafe { target::complete_rx(&mut dst, head, n, len, op, e.imm, rx) };
-            if let Some(f) = dst.wire.flow.as_mut() {
+    let req = target::Request {
+        opcode: e.opcode as u32,
+        imm: e.imm,
+        len: src.iter().map(|&(_, n)| n as u64).sum(),
+        src: src.iter().copied(),
+        remote: umq_ref_sge_t {
+            addr: e.addr,
+            length: e.rlen,
+            token_id: e.token_id,
+            token_value: e.token_value,
+            rsvd0: 0,
+        },
+    };
+    let mut initiator = RingPeer {
+        peer,
+        seq: at.seq,
+        by_ref: e.flags & FLAG_BY_REF != 0,
+    };
+    let mut dst = Side {
+        umqh: at.umqh,
+        wire: w,
+        fragments: at.fragments,
+    };
+    let landed_before = out.rx_done;
+    match target::execute_wr(&mut dst, &req, pool, &mut initiator, out) {
+        target::Executed::Done(status) => {
+            if out.rx_done > landed_before
+                && let Some(f) = w.flow.as_mut()
+            {
                 f.data_arrived(1);
             }
-            out.rx_done += 1;
-            Some(tx)
+            Ok(Some(status))
         }
-        _ => Some(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
-    })
+        target::Executed::Wait => Ok(None),
+        target::Executed::InitiatorLeft => Err(LinkError::PeerLeft),
+    }
 }
 
 /// After copying a message by reference: whether the sender had left by then. A sender that
