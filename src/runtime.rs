@@ -5,7 +5,7 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
-use crate::queue::bind_info::Transport;
+use crate::transport::link::Provider;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub struct Runtime {
     /// Default time a flow-controlled queue may wait for credit before reporting a stall.
     pub credit_stall: Duration,
     /// `UMQ_PROVIDER`: a transport forced for every bind (None: chosen per peer).
-    pub provider: Option<Transport>,
+    pub provider: Option<Provider>,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
 }
@@ -53,11 +53,10 @@ fn millis_from_env(var: &str, default: u64) -> Duration {
 }
 
 /// `UMQ_PROVIDER=loopback|shm` forces a transport; unset or `auto` lets each bind choose.
-fn provider_from_env() -> UmqResult<Option<Transport>> {
+fn provider_from_env() -> UmqResult<Option<Provider>> {
     match std::env::var("UMQ_PROVIDER").as_deref().map(str::trim) {
         Err(_) | Ok("") | Ok("auto") => Ok(None),
-        Ok("loopback") => Ok(Some(Transport::Loopback)),
-        Ok("shm") => Ok(Some(Transport::Shm)),
+        Ok(name) if Provider::from_name(name).is_some() => Ok(Provider::from_name(name)),
         Ok(other) => Err(einval(
             "umq_init",
             format_args!("UMQ_PROVIDER={other} is not one of loopback, shm, auto"),

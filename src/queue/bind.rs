@@ -1,4 +1,4 @@
-//! Binding a queue to its peer (in this process, or over shared memory) and undoing it.
+//! Binding a queue to its peer (in this process, or through a provider's link) and undoing it.
 
 use super::*;
 
@@ -7,15 +7,15 @@ impl Queue {
         const F: &str = "umq_bind";
         let remote = bind_info::parse(F, info)?;
         bind_info::check_compatible(F, &self.rt, &remote)?;
-        let transport = bind_info::choose(F, &self.rt, &remote)?;
-        let peer = match transport {
-            bind_info::Transport::Loopback => Peer::Local(self.local_peer_for(&remote)?),
-            bind_info::Transport::Shm => Peer::Shm(self.open_shm_peer(&remote)?),
+        let provider = bind_info::choose(F, &self.rt, &remote)?;
+        let (peer, link) = match provider {
+            Provider::Loopback => (Peer::Local(self.local_peer_for(&remote)?), None),
+            _ => (
+                Peer::Remote(provider),
+                Some(Box::new(self.connect(provider, &remote)?)),
+            ),
         };
-        let link = match &peer {
-            Peer::Shm(link) => Some(link.clone()),
-            Peer::Local(_) => None,
-        };
+        let watch_pid = link.as_ref().map(|l| l.peer_pid());
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
@@ -28,26 +28,23 @@ impl Queue {
             }
             *slot = Some(peer);
         }
-        bind_info::log_transport_once(transport);
-        self.over_shm
-            .store(transport == bind_info::Transport::Shm, Ordering::Release);
+        bind_info::log_provider_once(provider);
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;
             w.awaiting_peer = 0;
             w.tx_done_seq = 0;
-            w.by_ref_in_flight.clear();
-            w.rx_entries_run = 0;
-            w.shm = link;
+            w.link = link;
         }
+        self.over_link.store(watch_pid.is_some(), Ordering::Release);
         if self.rt.flow_control.enabled {
             self.start_flow_control(&remote);
         } else {
             self.state.store(QUEUE_STATE_READY, Ordering::Release);
         }
-        if transport == bind_info::Transport::Shm {
+        if let Some(pid) = watch_pid {
             let irq = self.irq.is_some();
-            crate::transport::watchdog::watch(self.handle, watched, remote.pid, irq);
+            crate::transport::watchdog::watch(self.handle, watched, pid, irq);
         }
         if !self.rt.pro_api {
             base::post_initial_rx(self)?;
@@ -74,13 +71,14 @@ impl Queue {
         Ok(peer)
     }
 
-    fn open_shm_peer(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<ShmLink>> {
+    /// Binds through a link: our endpoint (the one our bind info offered) to the peer's.
+    fn connect(&self, provider: Provider, remote: &bind_info::BindInfo) -> UmqResult<Link> {
         const F: &str = "umq_bind";
-        if self.inbox_for_bind().is_none() {
+        if self.offer_for_bind().is_none() {
             return Err(einval(
                 F,
                 format_args!(
-                    "queue {:#x} has no shared-memory inbox (call umq_bind_info_get first)",
+                    "queue {:#x} has no endpoint for {provider:?} (call umq_bind_info_get first)",
                     self.handle
                 ),
             ));
@@ -91,12 +89,14 @@ impl Queue {
                 format_args!("queue {:#x} cannot bind to itself", self.handle),
             ));
         }
-        let seg = shm::Segment::open_peer(remote.pid, remote.inbox_fd, remote.secret)
-            .map_err(|why| einval(F, format_args!("{why}")))?;
-        Ok(Arc::new(ShmLink {
-            seg,
+        let addr = PeerAddress {
             pid: remote.pid,
-        }))
+            inbox_fd: remote.inbox_fd,
+            secret: remote.secret,
+        };
+        self.endpoints
+            .connect(provider, &addr)
+            .map_err(|why| einval(F, format_args!("{why}")))
     }
 
     /// Fresh flow state for a new binding; buffers posted before bind count as posted now.
@@ -142,33 +142,8 @@ impl Queue {
         };
         let peer = match peer {
             Peer::Local(q) => q,
-            Peer::Shm(link) => {
-                self.over_shm.store(false, Ordering::Release);
-                // Tell the other process first, then forget everything of this binding.
-                let seg = self.my_inbox().expect("shm binding without inbox");
-                seg.set_closed();
-                // Before the flush hands our buffers back: a peer still copying one by
-                // reference must see the mark once its copy could read a reuse (see
-                // shm::sender_left), and a peer writing into one of our receive buffers must
-                // be done (see placement).
-                std::sync::atomic::fence(Ordering::SeqCst);
-                seg.wait_for_placements(link.pid);
-                crate::transport::watchdog::unwatch(self.handle);
-                let (tx, rx) = {
-                    let mut w = lock(&self.wire);
-                    w.shm = None;
-                    (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
-                };
-                if rebind && seg.renew().is_err() {
-                    crate::log_warn!(
-                        "umq_unbind",
-                        "queue {:#x}: inbox cleared in place (a late write of the old peer could reach the next binding)",
-                        self.handle
-                    );
-                    seg.reset_for_next_binding();
-                }
-                self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
-                self.notify(tx > 0, rx > 0);
+            Peer::Remote(_) => {
+                self.leave_link(rebind);
                 return;
             }
         };
@@ -194,11 +169,35 @@ impl Queue {
         }
     }
 
+    /// `disconnect` for a binding through a link: the peer is told first, then everything of
+    /// this binding is flushed, and our endpoint made ready for the next one.
+    fn leave_link(&self, rebind: bool) {
+        self.over_link.store(false, Ordering::Release);
+        let Some(link) = lock(&self.wire).link.take() else {
+            return;
+        };
+        link.leave();
+        crate::transport::watchdog::unwatch(self.handle);
+        let (tx, rx) = {
+            let mut w = lock(&self.wire);
+            (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
+        };
+        if rebind && !link.ready_for_next() {
+            crate::log_warn!(
+                "umq_unbind",
+                "queue {:#x}: endpoint cleared in place (a late write of the old peer could reach the next binding)",
+                self.handle
+            );
+        }
+        self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
+        self.notify(tx > 0, rx > 0);
+    }
+
     /// The peer process died or left: error state, every send in flight flushed, waiters woken.
     pub(crate) fn peer_lost(&self, why: &str) {
         // What the peer published before it died is whole (entries count only once stamped)
         // and its sends already completed there: deliver it first, as a NIC would have.
-        self.shm_service();
+        self.service_link();
         lock(&self.wire).fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
         self.set_error(why);
         self.notify(true, true);

@@ -9,6 +9,7 @@
 use super::Queue;
 use crate::error::{UmqResult, einval};
 use crate::runtime::Runtime;
+use crate::transport::link::Provider;
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
@@ -54,9 +55,9 @@ pub fn boot_id() -> u64 {
 }
 
 pub fn of_queue(q: &Queue) -> BindInfo {
-    let inbox = q.inbox_for_bind();
+    let offer = q.offer_for_bind();
     BindInfo {
-        transport: TRANSPORT_LOOPBACK | if inbox.is_some() { TRANSPORT_SHM } else { 0 },
+        transport: TRANSPORT_LOOPBACK | if offer.is_some() { TRANSPORT_SHM } else { 0 },
         pro_api: q.rt.pro_api,
         flow_control: q.rt.flow_control.enabled,
         flow_version: if q.rt.flow_control.enabled {
@@ -73,8 +74,8 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         tx_buf_size: q.cfg.tx_buf_size,
         boot_id: boot_id(),
         uid: unsafe { libc::getuid() },
-        inbox_fd: inbox.map_or(NO_INBOX, |(fd, _)| fd as u32),
-        secret: inbox.map_or(0, |(_, s)| s),
+        inbox_fd: offer.map_or(NO_INBOX, |o| o.inbox_fd as u32),
+        secret: offer.map_or(0, |o| o.secret),
     }
 }
 
@@ -208,21 +209,14 @@ fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// Which transport serves a bind, decided from the peer's bind info.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Loopback,
-    Shm,
-}
-
 /// Loopback for a peer in this process (unless `UMQ_PROVIDER=shm` forces shared memory),
 /// shared memory for a peer of this host and user.
-pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Transport> {
+pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Provider> {
     let same_process = remote.pid == std::process::id() && remote.instance == rt.instance;
-    if same_process && rt.provider != Some(Transport::Shm) {
-        return Ok(Transport::Loopback);
+    if same_process && rt.provider != Some(Provider::Shm) {
+        return Ok(Provider::Loopback);
     }
-    if rt.provider == Some(Transport::Loopback) {
+    if rt.provider == Some(Provider::Loopback) {
         return Err(einval(
             func,
             format_args!(
@@ -254,27 +248,18 @@ pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Transpor
             format_args!("the peer offers no shared-memory inbox (UMQ_PROVIDER=loopback there?)"),
         ));
     }
-    Ok(Transport::Shm)
+    Ok(Provider::Shm)
 }
 
-/// Logs each transport the first time it serves a bind.
-pub fn log_transport_once(t: Transport) {
+/// Logs each provider the first time it serves a bind.
+pub fn log_provider_once(p: Provider) {
     static LOOPBACK: Once = Once::new();
     static SHM: Once = Once::new();
-    match t {
-        Transport::Loopback => LOOPBACK.call_once(|| {
-            crate::log_info!(
-                "umq_bind",
-                "transport: loopback (peer queue in this process)"
-            )
-        }),
-        Transport::Shm => SHM.call_once(|| {
-            crate::log_info!(
-                "umq_bind",
-                "transport: shm (peer queue in another process of this host)"
-            )
-        }),
-    }
+    let once = match p {
+        Provider::Loopback => &LOOPBACK,
+        Provider::Shm => &SHM,
+    };
+    once.call_once(|| crate::log_info!("umq_bind", "transport: {}", p.describe()));
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@ use crate::abi::types::*;
 use crate::error::{UmqResult, einval, eperm};
 use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
+use crate::transport::link::{Endpoints, Link, Offer, PeerAddress, Provider, Receiver};
 use crate::transport::loopback;
-use crate::transport::shm;
 use crate::transport::target;
 use crate::transport::wire::{Outcome, Side, Wire};
 use config::QueueConfig;
@@ -52,18 +52,21 @@ pub struct QueueStats {
 pub enum Peer {
     /// A queue of this process: the sender executes WRs against it directly.
     Local(Arc<Queue>),
-    /// A queue of another process, reached through its shared-memory inbox.
-    Shm(Arc<ShmLink>),
+    /// A queue of another process, reached through the `Link` in our wire (`Wire::link`).
+    Remote(Provider),
 }
 
-pub use shm::Link as ShmLink;
-
 impl Peer {
-    /// The peer's flow-control area.
-    fn area(&self) -> &Area {
-        match self {
-            Peer::Local(q) => q.area(),
-            Peer::Shm(l) => l.seg.area(),
+    /// Reads the peer's flow-control area into the send-side view of `w`, our locked wire.
+    fn refresh_window(&self, w: &mut Wire) {
+        let Wire { flow, link, .. } = w;
+        let Some(f) = flow.as_mut() else {
+            return;
+        };
+        match (self, link.as_deref()) {
+            (Peer::Local(q), _) => f.refresh(q.area()),
+            (Peer::Remote(_), Some(link)) => f.refresh(link.peer_area()),
+            (Peer::Remote(_), None) => {}
         }
     }
 }
@@ -77,11 +80,11 @@ pub struct Queue {
     state: AtomicU32,
     pub wire: SpinMutex<Wire>,
     peer: RwLock<Option<Peer>>,
-    /// Our shared-memory inbox, created with the first bind info that offers it (None when
-    /// shared memory is off or could not be set up).
-    inbox: OnceLock<Option<shm::Segment>>,
-    /// Bound over shared memory: lets the loopback poll path skip the peer lock.
-    over_shm: AtomicBool,
+    /// Our own ends for providers that reach other processes, created with the first bind
+    /// info that offers them.
+    endpoints: Endpoints,
+    /// Bound through a link (another process): posts then go without the peer lock.
+    over_link: AtomicBool,
     /// Our peer has WRs waiting for our receive buffers.
     rnr_waiting: AtomicBool,
     pub irq: Option<Interrupts>,
@@ -108,8 +111,8 @@ impl crate::transport::watchdog::Watched for Queue {
         Queue::peer_lost(self, why);
     }
 
-    fn arm_doorbell(&self) -> Option<(i32, bool)> {
-        Queue::arm_doorbell(self)
+    fn arm_wakeup(&self) -> Option<(i32, bool)> {
+        self.endpoints.arm_wakeup()
     }
 }
 
@@ -152,8 +155,8 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             rt,
             state: AtomicU32::new(QUEUE_STATE_IDLE),
             peer: RwLock::new(None),
-            inbox: OnceLock::new(),
-            over_shm: AtomicBool::new(false),
+            endpoints: Endpoints::default(),
+            over_link: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
             irq,
             stats: QueueStats::default(),
@@ -222,78 +225,65 @@ pub fn with_queue<R>(
 
 impl Queue {
     /// With flow control, a bound queue is IDLE until the peer's initial window is readable.
+    #[inline]
     pub fn state(&self) -> umq_state_t {
         let s = self.state.load(Ordering::Acquire);
         if s != QUEUE_STATE_IDLE || !self.rt.flow_control.enabled {
             return s;
         }
+        self.state_once_window_known()
+    }
+
+    /// IDLE with flow control: READY once the peer's initial window can be read.
+    #[cold]
+    fn state_once_window_known(&self) -> umq_state_t {
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        match peer.as_ref() {
-            Some(p) if p.area().initial_window() > 0 => {
-                let _ = self.state.compare_exchange(
-                    QUEUE_STATE_IDLE,
-                    QUEUE_STATE_READY,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-                self.state.load(Ordering::Acquire)
-            }
-            _ => s,
+        let window_known = match peer.as_ref() {
+            Some(Peer::Local(q)) => q.area().initial_window() > 0,
+            Some(Peer::Remote(_)) => lock(&self.wire)
+                .link
+                .as_ref()
+                .is_some_and(|l| l.peer_area().initial_window() > 0),
+            None => false,
+        };
+        if window_known {
+            let _ = self.state.compare_exchange(
+                QUEUE_STATE_IDLE,
+                QUEUE_STATE_READY,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
+        self.state.load(Ordering::Acquire)
     }
 
-    /// Our peer-readable flow-control area: in our inbox when we have one.
+    /// Our peer-readable flow-control area: where a provider's endpoint keeps it, if one does.
+    #[inline]
     pub fn area(&self) -> &Area {
-        match self.inbox.get() {
-            Some(Some(seg)) => seg.area(),
-            _ => &self.local_area,
+        match self.endpoints.area() {
+            Some(area) => area,
+            None => &self.local_area,
         }
     }
 
-    /// Our inbox for a bind info (its fd and secret), created on first use; None when shared
-    /// memory is off (`UMQ_PROVIDER=loopback`) or could not be set up. A bound queue does not
-    /// create one (its area must not move mid-binding).
-    pub fn inbox_for_bind(&self) -> Option<(i32, u64)> {
-        if self.rt.provider == Some(bind_info::Transport::Loopback) {
+    /// What our bind info offers providers beyond this process, the endpoints created on first
+    /// use; None when those providers are off (`UMQ_PROVIDER=loopback`) or could not be set
+    /// up. A bound queue creates none (its area must not move mid-binding).
+    pub fn offer_for_bind(&self) -> Option<Offer> {
+        if self.rt.provider == Some(Provider::Loopback) {
             return None;
         }
-        let bound = self
-            .peer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some();
-        if bound && self.inbox.get().is_none() {
-            return None;
-        }
-        let seg = self.inbox.get_or_init(|| {
-            let secret = crate::runtime::random_u64();
-            shm::Segment::create(secret, self.irq.is_some())
-                .inspect_err(|_| {
-                    crate::log_warn!(
-                        "umq_bind_info_get",
-                        "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
-                        self.handle
-                    )
-                })
-                .ok()
-        });
-        let seg = seg.as_ref()?;
+        let bound = self.is_bound();
+        let offer = self
+            .endpoints
+            .offer(!bound, self.irq.is_some(), self.handle)?;
         if let Some(arena) = &lock(&self.wire).arena {
-            seg.publish_pool(arena.fd(), arena.secret());
+            self.endpoints.publish_pool(arena);
         }
         if !bound {
-            seg.open_for_next_peer();
+            self.endpoints.open_for_next_peer();
         }
-        Some((seg.fd(), seg.secret()))
-    }
-
-    /// For the watchdog, before it sleeps: our inbox's doorbell fd, armed (so the peer's next
-    /// change rings it), and whether the peer holds it; None without one.
-    pub(crate) fn arm_doorbell(&self) -> Option<(i32, bool)> {
-        let seg = self.my_inbox()?;
-        let bell = seg.doorbell()?;
-        seg.arm_doorbell();
-        Some(bell)
+        Some(offer)
     }
 
     /// The free lists of this queue's shared pool, made on first use (None: could not be set
@@ -317,17 +307,11 @@ impl Queue {
                 // Under the wire lock, which inbox creation also takes: whichever of the two
                 // comes second publishes the pool to the peer.
                 let mut w = lock(&self.wire);
-                if let Some(seg) = self.my_inbox() {
-                    seg.publish_pool(arena.fd(), arena.secret());
-                }
+                self.endpoints.publish_pool(&arena);
                 w.arena = Some(arena);
                 Some(lists)
             })
             .as_ref()
-    }
-
-    fn my_inbox(&self) -> Option<&shm::Segment> {
-        self.inbox.get().and_then(|s| s.as_ref())
     }
 
     /// The peer queue when it lives in this process.

@@ -1,70 +1,63 @@
-//! Moving work along outside a post: shared-memory rounds, flow-control progress, waking a
-//! sender that waits for the receiver, and the RNR timeout.
+//! Moving work along outside a post: a link's rounds, flow-control progress, waking a sender
+//! that waits for the receiver, and the RNR timeout.
 
 use super::*;
 
 impl Queue {
-    /// One round of the shared-memory engine under our wire lock (nothing when the queue is not
-    /// bound that way); a broken pair (peer gone, corrupt ring) puts the queue in the error
-    /// state.
+    /// One full round of the queue's link under our wire lock (nothing when the queue is bound
+    /// in this process, or the round would find nothing to do); a broken pair (peer gone,
+    /// corrupt peer) puts the queue in the error state.
     #[inline]
-    pub(super) fn shm_round(&self, w: &mut Wire) -> Outcome {
-        let (Some(link), Some(mine)) = (w.shm.as_deref(), self.my_inbox()) else {
-            return Outcome::default();
-        };
-        if shm::idle(w, mine, &link.seg) {
-            return Outcome::default();
+    pub(super) fn link_round(&self, w: &mut Wire) -> Outcome {
+        match w.link.as_deref() {
+            Some(link) if !link.idle(w) => self.link_round_busy(w),
+            _ => Outcome::default(),
         }
-        self.shm_round_busy(w, mine)
     }
 
-    /// A post's round: only the transmit step (`shm::transmit_round`), or the full round when
-    /// the peer has left or the queue is in error.
+    /// A post's round: only the sending step (`Link::post_round`), or the full round when the
+    /// peer has left or the queue is in error.
     #[inline]
-    pub(super) fn shm_transmit_round(&self, w: &mut Wire) -> Outcome {
-        let Some(mine) = self.my_inbox() else {
-            return Outcome::default();
-        };
-        if let Some(link) = w.shm.take() {
+    pub(super) fn link_post_round(&self, w: &mut Wire) -> Outcome {
+        if let Some(mut link) = w.link.take() {
             let out = match self.state.load(Ordering::Acquire) {
                 QUEUE_STATE_ERR => None,
-                _ => shm::transmit_round(w, mine, &link.seg),
+                _ => link.post_round(w),
             };
-            w.shm = Some(link);
+            w.link = Some(link);
             if let Some(out) = out {
                 return out;
             }
         }
-        self.shm_round(w)
+        self.link_round(w)
     }
 
     #[inline(never)]
-    fn shm_round_busy(&self, w: &mut Wire, mine: &shm::Segment) -> Outcome {
-        // The link is moved out and back (no reference-count traffic) so the engine can borrow
-        // the wire mutably beside it.
-        let Some(link) = w.shm.take() else {
+    fn link_round_busy(&self, w: &mut Wire) -> Outcome {
+        // The link is moved out and back (one pointer) so the provider can borrow the wire
+        // mutably beside it.
+        let Some(mut link) = w.link.take() else {
             return Outcome::default();
         };
-        let out = self.shm_round_on(w, &link, mine);
-        w.shm = Some(link);
+        let out = self.run_round(w, &mut link);
+        w.link = Some(link);
         out
     }
 
-    fn shm_round_on(&self, w: &mut Wire, link: &ShmLink, mine: &shm::Segment) -> Outcome {
+    fn run_round(&self, w: &mut Wire, link: &mut Link) -> Outcome {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return Outcome::default();
         }
-        match shm::progress(
-            w,
-            mine,
-            &link.seg,
-            self.handle,
-            !self.rt.pro_api,
-            &self.rt.pool,
-        ) {
+        let at = Receiver {
+            umqh: self.handle,
+            fragments: !self.rt.pro_api,
+            pool: &self.rt.pool,
+        };
+        match link.round(w, &at) {
             Ok(out) => out,
             Err(why) => {
                 w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+                link.forget_in_flight();
                 self.set_error_at(why.log_level(), &why.to_string());
                 Outcome {
                     tx_done: 1,
@@ -75,8 +68,8 @@ impl Queue {
         }
     }
 
-    /// Wake-ups and counters after a shared-memory round (both directions are ours).
-    pub(super) fn after_shm_round(&self, out: &Outcome) {
+    /// Wake-ups and counters after a link's round (both directions are ours).
+    pub(super) fn after_round(&self, out: &Outcome) {
         if out.blocked {
             self.stats.rx_without_buffer.fetch_add(1, Ordering::Relaxed);
         }
@@ -90,31 +83,31 @@ impl Queue {
         self.notify(out.tx_done > 0, out.rx_done > 0);
     }
 
-    /// Runs the shared-memory engine once if the queue is bound that way (for receive posts,
-    /// notify and the watchdog); returns whether it was.
+    /// Runs the link's round once if the queue is bound through one (for receive posts,
+    /// notify and the progress thread); returns whether it was.
     #[inline]
-    pub(crate) fn shm_service(&self) -> bool {
-        if !self.over_shm.load(Ordering::Relaxed) {
+    pub(crate) fn service_link(&self) -> bool {
+        if !self.over_link.load(Ordering::Relaxed) {
             return false;
         }
-        self.shm_service_round();
+        self.service_link_now();
         true
     }
 
-    /// The watchdog's round for a queue bound over shared memory: the engine, and with flow
+    #[inline(never)]
+    fn service_link_now(&self) {
+        let out = self.link_round(&mut lock(&self.wire));
+        self.after_round(&out);
+    }
+
+    /// The progress thread's round for a queue bound through a link: the round, and with flow
     /// control the sends that wait for credit, so they go out even when the application does
     /// not call in (a base-API sender that enqueued and waits elsewhere).
     pub(crate) fn background_round(&self) {
-        if self.shm_service() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
+        if self.service_link() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
         {
             self.flow_progress();
         }
-    }
-
-    #[inline(never)]
-    fn shm_service_round(&self) {
-        let out = self.shm_round(&mut lock(&self.wire));
-        self.after_shm_round(&out);
     }
 
     /// Moves flow control along outside the send path: reads the peer's area, announces our
@@ -129,24 +122,8 @@ impl Queue {
         }
         let peer = match peer {
             Peer::Local(peer) => peer,
-            Peer::Shm(link) => {
-                let mut mine = lock(&self.wire);
-                let Some(f) = mine.flow.as_mut() else {
-                    return;
-                };
-                f.refresh(link.seg.area());
-                f.publish(self.area());
-                // Only take control credit when the update can go out now; it is in our area
-                // either way.
-                if shm::has_room(&link.seg, 0)
-                    && let Some(imm) = f.standalone(self.area(), link.seg.area())
-                {
-                    shm::push_standalone(&link.seg, imm);
-                }
-                let out = self.shm_round(&mut mine);
-                self.note_starvation(&mut mine, out.credit_wait);
-                drop(mine);
-                self.after_shm_round(&out);
+            Peer::Remote(_) => {
+                self.flow_progress_over_link();
                 return;
             }
         };
@@ -177,6 +154,28 @@ impl Queue {
             peer.notify(false, true);
         }
         self.after_delivery(peer, &out, true);
+    }
+
+    /// `flow_progress` for a queue bound through a link, under our wire lock alone.
+    fn flow_progress_over_link(&self) {
+        let mut mine = lock(&self.wire);
+        let w = &mut *mine;
+        let (Some(f), Some(link)) = (w.flow.as_mut(), w.link.as_deref()) else {
+            return;
+        };
+        f.refresh(link.peer_area());
+        f.publish(self.area());
+        // Only take control credit when the update can go out now; it is in our area either
+        // way.
+        if link.can_send_update()
+            && let Some(imm) = f.standalone(self.area(), link.peer_area())
+        {
+            link.send_update(imm);
+        }
+        let out = self.link_round(&mut mine);
+        self.note_starvation(&mut mine, out.credit_wait);
+        drop(mine);
+        self.after_round(&out);
     }
 
     /// Wake-ups and counters after a delivery from `sender` (self if `self_is_sender`) to the other.
@@ -211,7 +210,7 @@ impl Queue {
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.
     pub(crate) fn kick_blocked_sender(&self) {
-        if self.shm_service() {
+        if self.service_link() {
             return;
         }
         // A plain load first: the swap is a locked instruction, and a sender is rarely waiting.

@@ -27,7 +27,7 @@ impl Queue {
         if progress {
             self.flow_progress();
         }
-        if !self.over_shm.load(Ordering::Relaxed) {
+        if !self.over_link.load(Ordering::Relaxed) {
             self.kick_blocked_sender();
         }
         if accepted < n {
@@ -60,27 +60,24 @@ impl Queue {
             }
             None => false,
         };
-        if w.rx_blocked && accepted > 0 {
-            let out = self.shm_round(&mut w);
+        if accepted > 0 && w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer()) {
+            let out = self.link_round(&mut w);
             drop(w);
-            self.after_shm_round(&out);
+            self.after_round(&out);
         }
         (accepted, announce)
     }
 
-    /// Over shared memory, a pro-API receive buffer `b` from our shared pool, about to be
-    /// posted: the peer may write the message that takes it straight into it (`placement`).
+    /// Through a link, a pro-API receive buffer `b` from our shared pool, about to be posted:
+    /// the peer may write the message that takes it straight into it (`Link::offer_rx`).
     /// Base-API receivers take a long message in several buffers, so their order is not known
     /// ahead; they offer none.
     #[inline]
     fn offer_for_placement(&self, w: &Wire, b: *mut umq_buf_t) {
-        let (Some(arena), Some(_), true) = (w.arena.as_deref(), &w.shm, self.rt.pro_api) else {
+        let (Some(arena), Some(link), true) = (w.arena.as_deref(), &w.link, self.rt.pro_api) else {
             return;
         };
-        if let Some(seg) = self.my_inbox() {
-            let ordinal = w.rx_entries_run + w.rx_posted.len() as u64;
-            seg.publish_posted(arena, ordinal, b);
-        }
+        link.offer_rx(arena, w.rx_posted.len(), b);
     }
 
     pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
@@ -119,7 +116,7 @@ impl Queue {
         let mut n = 0;
         let mut w = lock(&self.wire);
         // Loopback queues have nothing to run here: their peer delivers on post.
-        let shm = w.shm.is_some().then(|| self.shm_round(&mut w));
+        let round = w.link.is_some().then(|| self.link_round(&mut w));
         if dir != UMQ_IO_RX {
             self.expire_rnr(&mut w);
             let take = w.delivered.min(out.len());
@@ -136,8 +133,8 @@ impl Queue {
         }
         let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
         drop(w);
-        if let Some(out) = shm {
-            self.after_shm_round(&out);
+        if let Some(out) = round {
+            self.after_round(&out);
         }
         (n, progress)
     }

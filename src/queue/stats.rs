@@ -14,10 +14,8 @@ impl Queue {
     /// announce or send, or reading two queues' stats would move what it reads.
     pub(crate) fn refresh_credit(&self) {
         let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(peer) = guard.as_ref()
-            && let Some(f) = lock(&self.wire).flow.as_mut()
-        {
-            f.refresh(peer.area());
+        if let Some(peer) = guard.as_ref() {
+            peer.refresh_window(&mut lock(&self.wire));
         }
     }
 
@@ -32,9 +30,11 @@ impl Queue {
         let mut mine = lock(&self.wire);
         let room = (self.cfg.tx_depth as usize - mine.sq.len()) as u64;
         let queued = self.queued_mode.load(Ordering::Relaxed);
+        if !queued {
+            peer.refresh_window(&mut mine);
+        }
         Some(match mine.flow.as_mut() {
             Some(f) if !queued => {
-                f.refresh(peer.area());
                 // Credit the undelivered WRs ahead already hold is not ours to count twice.
                 room.min(f.window())
             }
@@ -83,19 +83,19 @@ impl Queue {
         use crate::abi::ext::*;
         let transport = match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
             None => UMQ_EXT_TRANSPORT_NONE,
-            Some(Peer::Local(_)) => UMQ_EXT_TRANSPORT_LOOPBACK,
-            Some(Peer::Shm(_)) => UMQ_EXT_TRANSPORT_SHM,
+            Some(Peer::Local(_)) => Provider::Loopback.stats_code(),
+            Some(Peer::Remote(provider)) => provider.stats_code(),
         };
         let w = lock(&self.wire);
         umq_ext_transport_stats_t {
             transport,
             shared_pool: w.arena.is_some() as u32,
             shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.backed() as u64),
-            by_ref_wr: w.by_ref_wr,
-            by_ref_bytes: w.by_ref_bytes,
-            placed_wr: w.placed_wr,
-            placed_bytes: w.placed_bytes,
-            placed_rx: w.placed_rx,
+            by_ref_wr: w.zero_copy.by_ref_wr,
+            by_ref_bytes: w.zero_copy.by_ref_bytes,
+            placed_wr: w.zero_copy.placed_wr,
+            placed_bytes: w.zero_copy.placed_bytes,
+            placed_rx: w.zero_copy.placed_rx,
             rsvd: 0,
         }
     }

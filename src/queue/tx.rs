@@ -80,7 +80,7 @@ impl Queue {
     ) -> UmqResult<()> {
         let mut batch = TxBatch::new(whole);
         parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
-        let (accepted, window_limited) = match self.post_tx_shm(&batch) {
+        let (accepted, window_limited) = match self.post_tx_link(&batch) {
             Some(admitted) => admitted,
             None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
         };
@@ -103,11 +103,10 @@ impl Queue {
         Ok(())
     }
 
-    /// A post over shared memory, where the link lives under our wire lock: no peer lock. None
-    /// when the queue is not bound that way or is in the error state (the general path then
-    /// says which).
-    fn post_tx_shm(&self, batch: &TxBatch) -> Option<(usize, bool)> {
-        if !self.over_shm.load(Ordering::Relaxed) {
+    /// A post through a link, which lives under our wire lock: no peer lock. None when the
+    /// queue is not bound that way or is in the error state (the general path then says which).
+    fn post_tx_link(&self, batch: &TxBatch) -> Option<(usize, bool)> {
+        if !self.over_link.load(Ordering::Relaxed) {
             return None;
         }
         let mut mine = lock(&self.wire);
@@ -115,43 +114,35 @@ impl Queue {
             return None;
         }
         // Moved out and back so the peer's area can be borrowed beside the wire.
-        let link = mine.shm.take()?;
+        let mut link = mine.link.take()?;
         if batch.n == 1
-            && let Some(out) = self.send_one_now(&mut mine, &link.seg, batch.head(0))
+            && let Some(out) = self.send_one_now(&mut mine, &mut link, batch.head(0))
         {
-            mine.shm = Some(link);
+            mine.link = Some(link);
             self.note_starvation(&mut mine, false);
             drop(mine);
-            self.after_shm_round(&out);
+            self.after_round(&out);
             return Some((1, false));
         }
-        let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
-        mine.shm = Some(link);
+        let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
+        mine.link = Some(link);
         Some(self.transmit_admitted(mine, admitted))
     }
 
-    /// The usual post over shared memory in one pass: a single one-buffer SEND or SEND_IMM that
-    /// can go now (`shm::can_transmit_one`) and has credit. What `queue_tx` and the transmit
-    /// step would do for it, without their batch bookkeeping: take one credit (re-reading the
-    /// peer's area when the window looks empty), piggyback a due announcement on a SEND, clear
-    /// the library's bit of a user immediate, queue, push and complete. None, with nothing
+    /// The usual post through a link in one pass: a single WR the provider can send at once
+    /// (`Link::can_send_one`) that has credit. What `queue_tx` and the sending step would do
+    /// for it, without their batch bookkeeping: take one credit (re-reading the peer's area
+    /// when the window looks empty), piggyback a due announcement on a SEND, clear the
+    /// library's bit of a user immediate, queue, send and complete. None, with nothing
     /// changed, when it cannot go this way.
-    fn send_one_now(
-        &self,
-        w: &mut Wire,
-        peer: &shm::Segment,
-        wr: *mut umq_buf_t,
-    ) -> Option<Outcome> {
-        let mine = self.my_inbox()?;
-        if w.uncovered != 0
-            || w.sq.len() >= self.cfg.tx_depth as usize
-            || !shm::can_transmit_one(w, peer, wr)
+    fn send_one_now(&self, w: &mut Wire, link: &mut Link, wr: *mut umq_buf_t) -> Option<Outcome> {
+        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize || !link.can_send_one(w, wr)
         {
             return None;
         }
         if let Some(f) = w.flow.as_mut() {
             if f.window() == 0 {
-                f.refresh(peer.area());
+                f.refresh(link.peer_area());
             }
             if f.take_credit(1) == 0 {
                 return None;
@@ -165,11 +156,10 @@ impl Queue {
         }
         unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
         w.sq.push_back(wr);
-        Some(shm::transmit_one(w, mine, peer, wr))
+        Some(link.send_one(w, wr))
     }
 
-    /// A post through the peer slot (a local peer, or a shared-memory binding still being set
-    /// up): accepted WRs and whether the window limited them.
+    /// A post through the peer slot (a local peer, or a link still being set up): accepted WRs and whether the window limited them.
     fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
         let peer_guard = self.ready_peer("umq_post")?;
         Ok(match peer_guard.as_ref().unwrap() {
@@ -189,24 +179,31 @@ impl Queue {
                 self.after_delivery(peer, &out, true);
                 admitted
             }
-            Peer::Shm(link) => {
+            Peer::Remote(_) => {
                 let mut mine = lock(&self.wire);
-                let admitted = self.queue_tx(&mut mine, link.seg.area(), batch);
+                let link = mine.link.take().ok_or_else(|| {
+                    einval(
+                        "umq_post",
+                        format_args!("queue {:#x} is not bound", self.handle),
+                    )
+                })?;
+                let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
+                mine.link = Some(link);
                 self.transmit_admitted(mine, admitted)
             }
         })
     }
 
-    /// Sends what `queue_tx` admitted over shared memory and reports a stall; returns `admitted`.
+    /// Sends what `queue_tx` admitted through the link and reports a stall; returns `admitted`.
     fn transmit_admitted(
         &self,
         mut mine: SpinGuard<'_, Wire>,
         admitted: (usize, bool),
     ) -> (usize, bool) {
-        let out = self.shm_transmit_round(&mut mine);
+        let out = self.link_post_round(&mut mine);
         self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
         drop(mine);
-        self.after_shm_round(&out);
+        self.after_round(&out);
         admitted
     }
 

@@ -2,6 +2,7 @@
 //! one process, `shm` between processes of one host.
 
 pub mod fifo;
+pub mod link;
 pub mod loopback;
 pub mod shm;
 pub mod target;

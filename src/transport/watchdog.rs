@@ -27,7 +27,7 @@ pub trait Watched: Send + Sync {
     fn peer_lost(&self, why: &str);
     /// Arms the queue's doorbell before the thread's last look: its fd, and whether the peer
     /// rings it (None: the queue has none).
-    fn arm_doorbell(&self) -> Option<(i32, bool)>;
+    fn arm_wakeup(&self) -> Option<(i32, bool)>;
 }
 
 /// Finds a watched queue by handle; None once it is gone.
@@ -82,7 +82,7 @@ fn run() {
             return;
         };
         // Arm the doorbells before the last look: a change the look misses rings one.
-        let bells: Vec<(i32, bool)> = sleepers.iter().filter_map(|q| q.arm_doorbell()).collect();
+        let bells: Vec<(i32, bool)> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
         sweep(&exited);
         // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
         let all_rung = bells.len() == sleepers.len() && bells.iter().all(|&(_, heard)| heard);

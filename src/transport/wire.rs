@@ -1,6 +1,6 @@
-//! The state every provider keeps for a queue (`Wire`: posted receive buffers, completions,
-//! the send queue, flow control and the shared-memory bookkeeping), the two sides of a
-//! delivery, what a round did, and the credit gate a sender's WRs pass in order.
+//! The state of a queue that every provider works on (`Wire`: posted receive buffers,
+//! completions, the send queue, flow control, WRs in flight and the binding's link), the two
+//! sides of a delivery, what a round did, and the credit gate a sender's WRs pass in order.
 
 use super::fifo::Fifo;
 use crate::abi::errno::*;
@@ -31,35 +31,21 @@ pub struct Wire {
     pub starved_since: Option<Instant>,
     pub stall_reported: bool,
     pub credit_stalls: u64,
-    /// Shared memory only: WRs after `delivered` that the peer has but not yet executed, and
-    /// how many of our WRs have completed since bind (the peer's sequence numbers).
+    /// WRs after `delivered` that the provider has handed to the peer but that have not
+    /// completed, and how many of our WRs have completed since bind (the peer's sequence
+    /// numbers for them).
     pub in_flight: usize,
     pub tx_done_seq: u64,
-    /// Shared memory only: WRs in flight that complete when the peer has executed them
-    /// (everything but SEND, SEND_IMM and NOP, which complete once in the peer's ring).
+    /// WRs in flight that complete when the peer has executed them (for shared memory:
+    /// everything but SEND, SEND_IMM and NOP, which complete once in the peer's ring).
     pub awaiting_peer: usize,
-    /// Shared memory only: the oldest entry of our inbox waits for a receive buffer.
-    pub rx_blocked: bool,
-    /// Shared memory only: the peer's inbox while bound (also held by the queue's peer slot;
-    /// kept here so the poll path needs no other lock).
-    pub shm: Option<std::sync::Arc<super::shm::Link>>,
-    /// The queue's shared pool, once it has one: WRs from its buffers cross shared memory by
-    /// reference.
+    /// The binding to a queue in another process, while there is one; moved out of the wire
+    /// for the length of a round so that the provider can borrow both.
+    pub link: Option<Box<super::link::Link>>,
+    /// The queue's shared pool, once it has one: WRs from its buffers may cross without a
+    /// copy into a ring (by reference, or placed).
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
-    /// Shared memory only: the sequence numbers of the WRs in flight that went by reference
-    /// (they complete when the peer has executed them), oldest first.
-    pub by_ref_in_flight: std::collections::VecDeque<u64>,
-    /// WRs (and their bytes) sent by reference since the queue was created.
-    pub by_ref_wr: u64,
-    pub by_ref_bytes: u64,
-    /// Shared memory only: the peer's entries run since bind that take a receive buffer (the
-    /// number the entry that takes a buffer posted now will have at the earliest).
-    pub rx_entries_run: u64,
-    /// Since the queue was created: WRs (and bytes) we wrote straight into the peer's receive
-    /// buffers, and messages that arrived already in ours (see `placement`).
-    pub placed_wr: u64,
-    pub placed_bytes: u64,
-    pub placed_rx: u64,
+    pub zero_copy: ZeroCopy,
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -83,23 +69,16 @@ impl Wire {
             in_flight: 0,
             tx_done_seq: 0,
             awaiting_peer: 0,
-            rx_blocked: false,
-            shm: None,
+            link: None,
             arena: None,
-            by_ref_in_flight: std::collections::VecDeque::new(),
-            by_ref_wr: 0,
-            by_ref_bytes: 0,
-            rx_entries_run: 0,
-            placed_wr: 0,
-            placed_bytes: 0,
-            placed_rx: 0,
+            zero_copy: ZeroCopy::default(),
         }
     }
 
     /// Counts a WR whose message we placed in the peer's receive buffer.
     pub fn count_placed(&mut self, wr: *mut umq_buf_t) {
-        self.placed_wr += 1;
-        self.placed_bytes += unsafe { (*wr).total_data_size } as u64;
+        self.zero_copy.placed_wr += 1;
+        self.zero_copy.placed_bytes += unsafe { (*wr).total_data_size } as u64;
     }
 
     pub fn rx_outstanding(&self) -> usize {
@@ -119,7 +98,9 @@ impl Wire {
         self.delivered = self.sq.len();
         self.in_flight = 0;
         self.awaiting_peer = 0;
-        self.by_ref_in_flight.clear();
+        if let Some(link) = self.link.as_mut() {
+            link.forget_in_flight();
+        }
         self.blocked_since = None;
         self.clear_credit();
         n
@@ -170,12 +151,34 @@ impl Wire {
     }
 }
 
+/// Since the queue was created: what crossed to or from another process without a copy
+/// through a ring.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ZeroCopy {
+    /// WRs (and bytes) sent by reference: the peer copied them out of our shared pool.
+    pub by_ref_wr: u64,
+    pub by_ref_bytes: u64,
+    /// WRs (and bytes) we wrote straight into the peer's receive buffers, and messages that
+    /// arrived already in ours (see `shm::placement`).
+    pub placed_wr: u64,
+    pub placed_bytes: u64,
+    pub placed_rx: u64,
+}
+
 /// One side of a delivery: the queue's handle, its wire and how it receives.
 pub struct Side<'a> {
     pub umqh: u64,
     pub wire: &'a mut Wire,
     /// Base-API receivers take a long message in several library-posted buffers.
     pub fragments: bool,
+}
+
+/// The receiving queue, as a provider's round needs it.
+pub struct Receiver<'a> {
+    pub umqh: u64,
+    /// Base-API receivers take a long message in several library-posted buffers.
+    pub fragments: bool,
+    pub pool: &'a crate::buf::pool::Pool,
 }
 
 /// What a delivery completed, for interrupt wake-ups and statistics.

@@ -45,7 +45,7 @@
 
 use super::LinkError;
 use super::target;
-use super::wire::{CreditGate, Outcome, Side, Wire};
+use super::wire::{CreditGate, Outcome, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -149,6 +149,7 @@ const NO_DOORBELL: u32 = u32::MAX;
 /// means the same, since fd 0 is never a pool memfd we made.
 const NO_POOL: u32 = u32::MAX;
 
+mod link;
 pub mod placement;
 pub mod presence;
 #[cfg(test)]
@@ -157,12 +158,12 @@ mod rx;
 mod segment;
 pub mod sync;
 mod tx;
+pub use link::Link;
+use link::Pair;
 use rx::*;
 #[cfg(test)]
 use segment::*;
 use tx::*;
-pub(crate) use tx::{can_transmit_one, transmit_one};
-pub use tx::{has_room, push_standalone};
 
 /// One ring entry's header, a cache line; the payload follows.
 #[repr(C)]
@@ -221,21 +222,14 @@ pub struct Segment {
 unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
-/// A binding over shared memory: the peer's inbox, mapped here, and the peer's pid.
-pub struct Link {
-    pub seg: Segment,
-    pub pid: u32,
-}
-
 /// One round of progress for a queue bound over shared memory: takes what the peer sent into
 /// our receive buffers, completes our WRs the peer has executed, and pushes our waiting WRs.
-pub fn progress(
+fn progress(
     w: &mut Wire,
+    pair: &mut Pair,
     mine: &Segment,
     peer: &Segment,
-    umqh: u64,
-    fragments: bool,
-    pool: &Pool,
+    at: &Receiver,
 ) -> Result<Outcome, LinkError> {
     let mut out = Outcome::default();
     // Whether the peer has left, read before anything else: what it did before it left (entries
@@ -246,18 +240,18 @@ pub fn progress(
     // ring, and the drain below takes every response pushed before the count moved. Only read it
     // while a WR waits for it: the peer writes that line for every WR it executes.
     let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
-    receive(w, mine, peer, umqh, fragments, pool, &mut out)?;
+    receive(w, pair, mine, peer, at, &mut out)?;
     // With none of our WRs waiting or in flight (a poll that finds a message, usually) there
     // is nothing to complete or transmit.
     let ours = w.delivered < w.sq.len();
     if ours {
-        complete(w, peer, done, &mut out)?;
+        complete(w, pair, peer, done, &mut out)?;
     }
     if left {
         return Err(LinkError::PeerLeft);
     }
     if ours {
-        transmit(w, peer, &mut out);
+        transmit(w, pair, peer, &mut out);
     }
     ring_if_changed(mine, peer);
     Ok(out)
@@ -268,12 +262,17 @@ pub fn progress(
 /// posted after them never needs them first. None when the peer has left: the full round then
 /// takes what it sent before it went, and ends the pair.
 #[inline]
-pub fn transmit_round(w: &mut Wire, mine: &Segment, peer: &Segment) -> Option<Outcome> {
+fn transmit_round(
+    w: &mut Wire,
+    pair: &mut Pair,
+    mine: &Segment,
+    peer: &Segment,
+) -> Option<Outcome> {
     if peer.is_closed() {
         return None;
     }
     let mut out = Outcome::default();
-    transmit(w, peer, &mut out);
+    transmit(w, pair, peer, &mut out);
     ring_if_changed(mine, peer);
     Some(out)
 }
@@ -283,7 +282,7 @@ pub fn transmit_round(w: &mut Wire, mine: &Segment, peer: &Segment) -> Option<Ou
 /// skips the round, and sees the next entry sooner. Never with an interrupt-mode peer, whose
 /// doorbell a round decides whether to ring.
 #[inline]
-pub fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
+fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
     w.delivered == w.sq.len() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
 }
 
@@ -291,7 +290,7 @@ pub fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
 /// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
 /// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
 /// sleeping watchdogs cannot wake each other forever.
-pub fn ring_if_changed(mine: &Segment, peer: &Segment) {
+fn ring_if_changed(mine: &Segment, peer: &Segment) {
     let Some(bell) = peer.doorbell.as_ref() else {
         return;
     };
@@ -686,12 +685,23 @@ mod tests {
             };
             let mut out = Outcome::default();
             let fragments = rng.next().is_multiple_of(4);
-            let r = receive(&mut w, &mine, &peer, 0, fragments, &pool, &mut out);
+            let r = receive(
+                &mut w,
+                &mut Pair::default(),
+                &mine,
+                &peer,
+                &Receiver {
+                    umqh: 0,
+                    fragments,
+                    pool: &pool,
+                },
+                &mut out,
+            );
             *outcomes
                 .entry(r.err().map_or("ran".to_string(), |e| e.to_string()))
                 .or_insert(0) += 1;
             completed += out.rx_done;
-            placed += w.placed_rx;
+            placed += w.zero_copy.placed_rx;
             assert_eq!(
                 w.rx_outstanding(),
                 rx.len(),

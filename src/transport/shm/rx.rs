@@ -7,13 +7,13 @@ use super::*;
 /// is empty or an entry must wait (no receive buffer, or no room for a READ response).
 pub(super) fn receive(
     w: &mut Wire,
+    pair: &mut Pair,
     mine: &Segment,
     peer: &Segment,
-    umqh: u64,
-    fragments: bool,
-    pool: &Pool,
+    at: &Receiver,
     out: &mut Outcome,
 ) -> Result<(), LinkError> {
+    let (umqh, fragments, pool) = (at.umqh, at.fragments, at.pool);
     while let Some((e, payload)) = mine.peek()? {
         match e.kind {
             KIND_PAD => {}
@@ -24,7 +24,7 @@ pub(super) fn receive(
                     ));
                 }
                 if w.rx_posted.is_empty() {
-                    note_blocked(w, out);
+                    note_blocked(pair, out);
                     return Ok(());
                 }
                 let mut dst = Side {
@@ -33,7 +33,7 @@ pub(super) fn receive(
                     fragments,
                 };
                 target::deliver_standalone(&mut dst, e.imm);
-                w.rx_entries_run += 1;
+                pair.rx_entries_run += 1;
                 out.rx_done += 1;
             }
             KIND_READ_RESP => read_response(w, &e, payload)?,
@@ -56,23 +56,23 @@ pub(super) fn receive(
                 };
                 let Some(status) = status else {
                     if crate::transport::wire::needs_rx_buffer(e.opcode as u32) {
-                        note_blocked(w, out);
+                        note_blocked(pair, out);
                     }
                     return Ok(());
                 };
                 if crate::transport::wire::needs_rx_buffer(e.opcode as u32) {
-                    w.rx_entries_run += 1;
+                    pair.rx_entries_run += 1;
                 }
                 // Room first, then the count: a sender that sees its WR done also sees the
                 // ring caught up (which decides whether its next large WR goes by reference).
                 mine.pop(&e);
                 mine.finish_wr(status);
-                w.rx_blocked = false;
+                pair.rx_blocked = false;
                 continue;
             }
         }
         mine.pop(&e);
-        w.rx_blocked = false;
+        pair.rx_blocked = false;
     }
     Ok(())
 }
@@ -139,7 +139,7 @@ pub(super) fn land_placed(
     if let Some(f) = w.flow.as_mut() {
         f.data_arrived(1);
     }
-    w.placed_rx += 1;
+    w.zero_copy.placed_rx += 1;
     out.rx_done += 1;
     Some(UMQ_BUF_SUCCESS)
 }
@@ -229,9 +229,9 @@ pub(super) fn source<'a>(
 }
 
 /// Counts a message that found no receive buffer once, not once per poll while it waits.
-pub(super) fn note_blocked(w: &mut Wire, out: &mut Outcome) {
-    if !w.rx_blocked {
-        w.rx_blocked = true;
+pub(super) fn note_blocked(pair: &mut Pair, out: &mut Outcome) {
+    if !pair.rx_blocked {
+        pair.rx_blocked = true;
         out.blocked = true;
     }
 }

@@ -43,6 +43,7 @@ pub(super) fn message_pieces(wr: *mut umq_buf_t) -> impl Iterator<Item = (*mut u
 /// status the peer recorded.
 pub(super) fn complete(
     w: &mut Wire,
+    pair: &mut Pair,
     peer: &Segment,
     done: Option<u64>,
     out: &mut Outcome,
@@ -53,7 +54,7 @@ pub(super) fn complete(
     while w.in_flight > 0 {
         let seq = w.tx_done_seq;
         let wr = w.sq[w.delivered];
-        let by_ref = w.by_ref_in_flight.front() == Some(&seq);
+        let by_ref = pair.by_ref_in_flight.front() == Some(&seq);
         let quick = transmit_complete(wr, by_ref);
         let status = match done {
             Some(d) if seq < d => {
@@ -72,7 +73,7 @@ pub(super) fn complete(
             w.awaiting_peer -= 1;
         }
         if by_ref {
-            w.by_ref_in_flight.pop_front();
+            pair.by_ref_in_flight.pop_front();
         }
         w.in_flight -= 1;
         finish_tx(w, wr, status, out);
@@ -97,7 +98,7 @@ pub(super) fn finish_tx(
 }
 
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
-pub(super) fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
+pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
     let mut credit = CreditGate::open(w);
     let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
     while w.delivered + w.in_flight < w.sq.len() {
@@ -110,7 +111,7 @@ pub(super) fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
         let by_ref = w
             .arena
             .as_deref()
-            .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, peer));
+            .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, pair, peer));
         let Some(how) = push_wr(peer, wr, by_ref, alone) else {
             credit.keep(opcode);
             break;
@@ -121,9 +122,9 @@ pub(super) fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
         let by_ref = how == Sent::ByRef;
         if by_ref {
             let seq = w.tx_done_seq + w.in_flight as u64;
-            w.by_ref_in_flight.push_back(seq);
-            w.by_ref_wr += 1;
-            w.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
+            pair.by_ref_in_flight.push_back(seq);
+            w.zero_copy.by_ref_wr += 1;
+            w.zero_copy.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
         match (transmit_complete(wr, by_ref), w.in_flight) {
             // Complete at once when no WR ahead of it is still in flight: the poll that takes
@@ -147,7 +148,8 @@ pub(super) fn transmit(w: &mut Wire, peer: &Segment, out: &mut Outcome) {
 /// Whether `wr`, the only WR of a post, can go in one pass (`transmit_one`): a one-buffer SEND
 /// or SEND_IMM whose payload goes in the ring, none of ours ahead of it (waiting or in flight),
 /// and room for it in the peer's ring, which is still there.
-pub(crate) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
+#[inline]
+pub(super) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> bool {
     let h = unsafe { &*wr };
     let op = h.pro().opcode;
     (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
@@ -160,7 +162,8 @@ pub(crate) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> 
 
 /// `transmit` for the WR `can_transmit_one` passed, already at the tail of our send queue and
 /// admitted by flow control: its entry goes into the peer's ring and it completes at once.
-pub(crate) fn transmit_one(
+#[inline]
+pub(super) fn transmit_one(
     w: &mut Wire,
     mine: &Segment,
     peer: &Segment,
@@ -182,8 +185,8 @@ pub(crate) fn transmit_one(
 /// flight, the peer has taken every entry), or when a stream by reference is already under
 /// way. A stream that began with copies stays with copies until it drains: there the sender's
 /// copy of one message overlaps the receiver's copy of the one before, on two cores.
-pub(super) fn by_ref_pays(w: &Wire, peer: &Segment) -> bool {
-    !w.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
+pub(super) fn by_ref_pays(w: &Wire, pair: &Pair, peer: &Segment) -> bool {
+    !pair.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
 }
 
 /// How a WR's message went into the peer's ring.
@@ -299,13 +302,9 @@ pub(super) fn push_entry(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Are
 }
 
 /// Whether the peer's ring can take an entry of `len` payload bytes now.
-pub fn has_room(peer: &Segment, len: usize) -> bool {
-    peer.has_room(len)
-}
-
 /// Pushes a standalone window update; false when the ring is full (it is retried later: the
 /// announcement is already in our area either way).
-pub fn push_standalone(peer: &Segment, imm: u64) -> bool {
+pub(super) fn push_standalone(peer: &Segment, imm: u64) -> bool {
     let e = Entry {
         kind: KIND_STANDALONE,
         imm,

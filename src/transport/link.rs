@@ -1,0 +1,284 @@
+//! The provider interface, and the one place providers are registered.
+//!
+//! A queue reaches its peer in one of two ways. A peer in this process is another `Queue`, and
+//! the sender executes its WRs against it directly under both queues' locks (`loopback`); the
+//! queue layer drives that engine itself, since it needs both queues. Every other peer is
+//! reached through a `Link`, the binding as one provider keeps it, living under the queue's own
+//! wire lock: the queue layer calls the methods below and never names a provider. A provider
+//! that reaches other processes adds a variant to `Link` (and, if it needs an endpoint of its
+//! own before a binding exists, a field to `Endpoints`), and its folder; nothing else.
+//!
+//! `Link` is an enum, not a trait object: every method is a `match` the compiler resolves in
+//! place (with one provider, to a direct call), so the data path pays no indirect call and
+//! can inline the provider's fast path. A trait would cost an indirect call per post and per
+//! poll, and a generic `Queue<P>` would split the handle table by provider.
+
+use super::LinkError;
+use super::shm;
+pub use super::wire::Receiver;
+use super::wire::{Outcome, Wire};
+use crate::abi::types::umq_buf_t;
+use crate::buf::arena::Arena;
+use crate::flow::Area;
+use std::sync::{Arc, OnceLock};
+
+/// The providers, as `UMQ_PROVIDER` names them and a bind chooses them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Both queues in this process.
+    Loopback,
+    /// Two processes of one host.
+    Shm,
+}
+
+impl Provider {
+    pub fn from_name(name: &str) -> Option<Provider> {
+        match name {
+            "loopback" => Some(Provider::Loopback),
+            "shm" => Some(Provider::Shm),
+            _ => None,
+        }
+    }
+
+    /// The value `umq_ext_transport_stats_t.transport` reports.
+    pub fn stats_code(self) -> u32 {
+        use crate::abi::ext::*;
+        match self {
+            Provider::Loopback => UMQ_EXT_TRANSPORT_LOOPBACK,
+            Provider::Shm => UMQ_EXT_TRANSPORT_SHM,
+        }
+    }
+
+    /// What the provider serves, for the log line of its first bind.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Provider::Loopback => "loopback (peer queue in this process)",
+            Provider::Shm => "shm (peer queue in another process of this host)",
+        }
+    }
+}
+
+/// Where a peer in another process can be reached, from its bind info.
+pub struct PeerAddress {
+    pub pid: u32,
+    /// Shared memory: the peer's inbox fd and the secret in its header.
+    pub inbox_fd: u32,
+    pub secret: u64,
+}
+
+/// A binding to a queue in another process: one variant per provider.
+pub enum Link {
+    Shm(shm::Link),
+}
+
+impl Link {
+    pub fn provider(&self) -> Provider {
+        match self {
+            Link::Shm(_) => Provider::Shm,
+        }
+    }
+
+    /// The peer's process, whose exit ends the binding (the progress thread watches it).
+    pub fn peer_pid(&self) -> u32 {
+        match self {
+            Link::Shm(l) => l.pid(),
+        }
+    }
+
+    /// The peer's flow-control area: its initial window and cumulative grants.
+    #[inline]
+    pub fn peer_area(&self) -> &Area {
+        match self {
+            Link::Shm(l) => l.peer_area(),
+        }
+    }
+
+    /// Whether a round would find nothing to do (a poll on an empty queue skips it).
+    #[inline]
+    pub fn idle(&self, w: &Wire) -> bool {
+        match self {
+            Link::Shm(l) => l.idle(w),
+        }
+    }
+
+    /// A full round: takes what the peer sent, completes our WRs it has executed, sends our
+    /// waiting WRs. Err when the pair broke (the peer left, or sent something corrupt).
+    pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
+        match self {
+            Link::Shm(l) => l.round(w, at),
+        }
+    }
+
+    /// A post's round: sends our waiting WRs and nothing else. None when the full round must
+    /// run instead (the peer has left: that round takes what it sent before it went).
+    #[inline]
+    pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
+        match self {
+            Link::Shm(l) => l.post_round(w),
+        }
+    }
+
+    /// Whether `wr`, the only WR of a post, can go in one pass (`send_one`) once admitted.
+    #[inline]
+    pub fn can_send_one(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
+        match self {
+            Link::Shm(l) => l.can_send_one(w, wr),
+        }
+    }
+
+    /// Sends the WR `can_send_one` passed, queued at the tail of the send queue and admitted
+    /// by flow control.
+    #[inline]
+    pub fn send_one(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Outcome {
+        match self {
+            Link::Shm(l) => l.send_one(w, wr),
+        }
+    }
+
+    /// Whether a standalone window update can go now.
+    pub fn can_send_update(&self) -> bool {
+        match self {
+            Link::Shm(l) => l.can_send_update(),
+        }
+    }
+
+    /// Sends a standalone window update (immediate `imm`); false when there is no room.
+    pub fn send_update(&self, imm: u64) -> bool {
+        match self {
+            Link::Shm(l) => l.send_update(imm),
+        }
+    }
+
+    /// Whether a message of the peer waits for one of our receive buffers (a receive post
+    /// then runs a round at once).
+    #[inline]
+    pub fn waits_for_rx_buffer(&self) -> bool {
+        match self {
+            Link::Shm(l) => l.waits_for_rx_buffer(),
+        }
+    }
+
+    /// A pro-API receive buffer from our shared pool, about to be posted behind `posted`
+    /// others: the provider may let the peer write the message into it directly.
+    #[inline]
+    pub fn offer_rx(&self, arena: &Arena, posted: usize, b: *mut umq_buf_t) {
+        match self {
+            Link::Shm(l) => l.offer_rx(arena, posted, b),
+        }
+    }
+
+    /// Our WRs in flight were failed: the provider awaits none of them any more.
+    pub fn forget_in_flight(&mut self) {
+        match self {
+            Link::Shm(l) => l.forget_in_flight(),
+        }
+    }
+
+    /// We leave the binding: the peer is told, and is done with our buffers when this returns.
+    pub fn leave(&self) {
+        match self {
+            Link::Shm(l) => l.leave(),
+        }
+    }
+
+    /// After `leave` and the flush: our endpoint made ready for a next binding. False when
+    /// that was only partly possible (the provider logs nothing; the caller says so).
+    pub fn ready_for_next(&self) -> bool {
+        match self {
+            Link::Shm(l) => l.ready_for_next(),
+        }
+    }
+}
+
+/// A queue's own ends for the providers that reach other processes, made when a bind info
+/// first offers them: what a peer needs before a binding exists (for shared memory, the inbox
+/// it maps).
+#[derive(Default)]
+pub struct Endpoints {
+    shm: OnceLock<Option<Arc<shm::Segment>>>,
+}
+
+/// What a queue's bind info offers, beside what the queue itself says.
+#[derive(Clone, Copy)]
+pub struct Offer {
+    pub inbox_fd: i32,
+    pub secret: u64,
+}
+
+impl Endpoints {
+    /// Our endpoints, created on first use (`make` says whether now is a time to create them,
+    /// and `interrupt` whether the queue sleeps between completions); None when none could be
+    /// set up, or `make` is false and none exists.
+    pub fn offer(&self, make: bool, interrupt: bool, umqh: u64) -> Option<Offer> {
+        if !make && self.shm.get().is_none() {
+            return None;
+        }
+        let seg = self.shm.get_or_init(|| {
+            shm::Segment::create(crate::runtime::random_u64(), interrupt)
+                .inspect_err(|_| {
+                    crate::log_warn!(
+                        "umq_bind_info_get",
+                        "queue {umqh:#x}: no shared-memory inbox; peers in other processes cannot bind"
+                    )
+                })
+                .ok()
+                .map(Arc::new)
+        });
+        let seg = seg.as_ref()?;
+        Some(Offer {
+            inbox_fd: seg.fd(),
+            secret: seg.secret(),
+        })
+    }
+
+    /// Readies our endpoints for a peer that has not bound yet (after `offer`, while unbound).
+    pub fn open_for_next_peer(&self) {
+        if let Some(seg) = self.shm_inbox() {
+            seg.open_for_next_peer();
+        }
+    }
+
+    /// Binds through `provider` to the peer at `addr`.
+    pub fn connect(&self, provider: Provider, addr: &PeerAddress) -> Result<Link, String> {
+        match provider {
+            Provider::Shm => {
+                let mine = self
+                    .shm_inbox()
+                    .ok_or("no shared-memory inbox of our own")?;
+                shm::Link::open(mine.clone(), addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
+            }
+            Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),
+        }
+    }
+
+    /// Our flow-control area when a provider keeps it where the peer reads it (None: the
+    /// queue keeps it itself).
+    #[inline]
+    pub fn area(&self) -> Option<&Area> {
+        match self.shm.get() {
+            Some(Some(seg)) => Some(seg.area()),
+            _ => None,
+        }
+    }
+
+    /// Tells the peer's side where our shared pool is (a provider that maps or registers it).
+    pub fn publish_pool(&self, arena: &Arena) {
+        if let Some(seg) = self.shm_inbox() {
+            seg.publish_pool(arena.fd(), arena.secret());
+        }
+    }
+
+    /// For the progress thread, before it sleeps: the fd a peer rings to wake us, armed, and
+    /// whether the peer can ring it (else the thread ticks); None without one.
+    pub fn arm_wakeup(&self) -> Option<(i32, bool)> {
+        let seg = self.shm_inbox()?;
+        let bell = seg.doorbell()?;
+        seg.arm_doorbell();
+        Some(bell)
+    }
+
+    #[inline]
+    fn shm_inbox(&self) -> Option<&Arc<shm::Segment>> {
+        self.shm.get().and_then(|s| s.as_ref())
+    }
+}

@@ -1,0 +1,131 @@
+//! A binding over shared memory as the provider interface (`transport::link`) sees it: the
+//! peer's inbox mapped here, our own inbox, and what the engine keeps per binding.
+
+use super::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// What the engine keeps per binding beside the queue's wire.
+#[derive(Default)]
+pub(super) struct Pair {
+    /// The sequence numbers of our WRs in flight that went by reference (they complete when
+    /// the peer has executed them), oldest first.
+    pub(super) by_ref_in_flight: VecDeque<u64>,
+    /// The peer's entries run since bind that take a receive buffer: the number the entry that
+    /// takes a buffer posted now will have at the earliest (see `placement`).
+    pub(super) rx_entries_run: u64,
+    /// The oldest entry of our inbox waits for a receive buffer.
+    pub(super) rx_blocked: bool,
+}
+
+/// A binding to a queue of another process on this host.
+pub struct Link {
+    peer: Segment,
+    mine: Arc<Segment>,
+    pid: u32,
+    pair: Pair,
+}
+
+impl Link {
+    /// Maps the inbox `fd` of the queue-owner `pid` and checks it against `secret` (see
+    /// `Segment::open_peer`); `mine` is our own inbox, the one our bind info offered.
+    pub fn open(mine: Arc<Segment>, pid: u32, fd: u32, secret: u64) -> Result<Link, String> {
+        Ok(Link {
+            peer: Segment::open_peer(pid, fd, secret)?,
+            mine,
+            pid,
+            pair: Pair::default(),
+        })
+    }
+
+    /// The peer's process, whose exit ends the binding.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The peer's flow-control area, in its inbox.
+    pub fn peer_area(&self) -> &Area {
+        self.peer.area()
+    }
+
+    /// Whether a round would find nothing to do (see `idle`).
+    #[inline]
+    pub fn idle(&self, w: &Wire) -> bool {
+        idle(w, &self.mine, &self.peer)
+    }
+
+    /// A full round: the peer's entries, our completions, our waiting WRs.
+    pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
+        progress(w, &mut self.pair, &self.mine, &self.peer, at)
+    }
+
+    /// A post's round: our waiting WRs only; None when the peer has left (see
+    /// `transmit_round`).
+    #[inline]
+    pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
+        transmit_round(w, &mut self.pair, &self.mine, &self.peer)
+    }
+
+    /// Whether `wr`, a post's only WR, can go in one pass (`can_transmit_one`).
+    #[inline]
+    pub fn can_send_one(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
+        can_transmit_one(w, &self.peer, wr)
+    }
+
+    /// Sends the WR `can_send_one` passed, already queued and admitted.
+    #[inline]
+    pub fn send_one(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Outcome {
+        transmit_one(w, &self.mine, &self.peer, wr)
+    }
+
+    /// Whether a standalone window update can go now.
+    pub fn can_send_update(&self) -> bool {
+        self.peer.has_room(0)
+    }
+
+    /// Sends a standalone window update; false when the ring is full.
+    pub fn send_update(&self, imm: u64) -> bool {
+        push_standalone(&self.peer, imm)
+    }
+
+    /// Whether a message of the peer waits for a receive buffer of ours.
+    pub fn waits_for_rx_buffer(&self) -> bool {
+        self.pair.rx_blocked
+    }
+
+    /// A pro-API receive buffer `b` from our shared pool (`arena`), about to be posted behind
+    /// `posted` others: the peer may write the message that takes it straight into it.
+    #[inline]
+    pub fn offer_rx(&self, arena: &crate::buf::arena::Arena, posted: usize, b: *mut umq_buf_t) {
+        let ordinal = self.pair.rx_entries_run + posted as u64;
+        self.mine.publish_posted(arena, ordinal, b);
+    }
+
+    /// Our WRs in flight were failed: none is awaited any more.
+    pub fn forget_in_flight(&mut self) {
+        self.pair.by_ref_in_flight.clear();
+    }
+
+    /// We leave the binding: the peer is told first, and a peer still copying one of our
+    /// buffers by reference, or writing into one of our receive buffers, is done before this
+    /// returns (our buffers are handed back next).
+    pub fn leave(&self) {
+        self.mine.set_closed();
+        // Before the flush hands our buffers back: a peer still copying one by reference must
+        // see the mark once its copy could read a reuse (see rx::sender_left), and a peer
+        // writing into one of our receive buffers must be done (see placement).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.mine.wait_for_placements(self.pid);
+    }
+
+    /// After `leave` and the flush: our inbox made ready for a next binding. False when it
+    /// could only be cleared in place (a late write of the old peer could then reach the next
+    /// binding; see `Segment::renew`).
+    pub fn ready_for_next(&self) -> bool {
+        if self.mine.renew().is_ok() {
+            return true;
+        }
+        self.mine.reset_for_next_binding();
+        false
+    }
+}
