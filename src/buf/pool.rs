@@ -12,6 +12,10 @@
 //! from such a buffer crosses with one copy. Its chunks are registered here like any other (so
 //! every buffer call and remote-access check works on them unchanged); when the queue is gone
 //! and the last of its buffers comes back, they are unregistered and the arena unmapped.
+//!
+//! A provider that must register memory with a device before a peer can reach it (a NIC)
+//! adds a [`ChunkHook`]: it hears of every chunk, those that exist and each new one, and of
+//! each chunk that leaves. The pools do not know what the provider does with them.
 
 use super::arena::Arena;
 use crate::abi::types::*;
@@ -63,6 +67,16 @@ impl Drop for Chunk {
 }
 
 impl Chunk {
+    fn span(&self) -> ChunkSpan {
+        ChunkSpan {
+            base: self.memory as usize,
+            len: self.count * (HEADER_SIZE + self.data_cap),
+            token_id: self.token_id,
+            token_value: self.token_value,
+            shared: self.heap.is_none(),
+        }
+    }
+
     fn header(&self, i: usize) -> *mut umq_buf_t {
         (self.hdr_base + i * self.hdr_stride) as *mut umq_buf_t
     }
@@ -127,6 +141,26 @@ struct Registry {
     data: Vec<(usize, usize, Arc<Chunk>)>,
 }
 
+/// A chunk of pool memory as a provider that registers memory sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSpan {
+    pub base: usize,
+    pub len: usize,
+    /// What a peer presents to reach it (`umq_buf_t` token id and value).
+    pub token_id: u32,
+    pub token_value: u32,
+    /// Carved from a queue's shared pool (its arena), not from the process pool.
+    pub shared: bool,
+}
+
+/// Told of every chunk of a pool: `added` for each that exists when the hook is added and for
+/// each new one, `removed` for each that leaves (a retired shared pool). A hook runs under the
+/// pool's hook lock and must not call back into the pool.
+pub trait ChunkHook: Send + Sync {
+    fn added(&self, chunk: &ChunkSpan);
+    fn removed(&self, chunk: &ChunkSpan);
+}
+
 fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>> {
     let i = ranges.partition_point(|(start, _, _)| *start <= addr);
     let (start, end, c) = ranges.get(i.checked_sub(1)?)?;
@@ -141,6 +175,7 @@ pub struct Pool {
     main: Arc<Lists>,
     registry: RwLock<Registry>,
     next_token_id: AtomicU32,
+    hooks: RwLock<Vec<Arc<dyn ChunkHook>>>,
 }
 
 /// A buffer slot found from a pointer.
@@ -200,6 +235,35 @@ impl Pool {
             caps,
             registry: RwLock::new(Registry::default()),
             next_token_id: AtomicU32::new(1),
+            hooks: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Adds a hook: it hears of every chunk there is now, then of each that comes or goes.
+    pub fn add_chunk_hook(&self, hook: Arc<dyn ChunkHook>) {
+        // Under the hooks' write lock: a chunk that grows meanwhile waits for it, and is then
+        // told to the hook once, by `grow`.
+        let mut hooks = self.hooks.write().unwrap_or_else(|p| p.into_inner());
+        let existing: Vec<ChunkSpan> = {
+            let reg = self.registry.read().unwrap_or_else(|p| p.into_inner());
+            reg.headers.iter().map(|(_, _, c)| c.span()).collect()
+        };
+        for span in &existing {
+            hook.added(span);
+        }
+        hooks.push(hook);
+    }
+
+    fn tell_hooks(&self, spans: &[ChunkSpan], added: bool) {
+        let hooks = self.hooks.read().unwrap_or_else(|p| p.into_inner());
+        for hook in hooks.iter() {
+            for span in spans {
+                if added {
+                    hook.added(span);
+                } else {
+                    hook.removed(span);
+                }
+            }
         }
     }
 
@@ -226,10 +290,20 @@ impl Pool {
         if lists.unregistered.swap(true, Ordering::AcqRel) {
             return;
         }
-        let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
-        reg.headers
-            .retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
-        reg.data.retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
+        let gone: Vec<ChunkSpan> = {
+            let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+            let gone = reg
+                .headers
+                .iter()
+                .filter(|(_, _, c)| Arc::ptr_eq(&c.lists, lists))
+                .map(|(_, _, c)| c.span())
+                .collect();
+            reg.headers
+                .retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
+            reg.data.retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
+            gone
+        };
+        self.tell_hooks(&gone, false);
     }
 
     /// Memory for a chunk: zeroed heap pages, or the next pages of the arena (zero when new).
@@ -279,11 +353,19 @@ impl Pool {
                 .collect(),
         });
         {
-            let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
-            let hdr_end = hdr_base + hdr_stride * (count - 1) + HEADER_SIZE;
-            let data_end = data_base + data_stride * (count - 1) + data_cap;
-            insert_sorted(&mut reg.headers, (hdr_base, hdr_end, chunk.clone()));
-            insert_sorted(&mut reg.data, (data_base, data_end, chunk.clone()));
+            // The hooks' lock first (as `add_chunk_hook` takes them): a hook being added
+            // either finds this chunk in the registry or hears of it here, never both.
+            let hooks = self.hooks.read().unwrap_or_else(|p| p.into_inner());
+            {
+                let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+                let hdr_end = hdr_base + hdr_stride * (count - 1) + HEADER_SIZE;
+                let data_end = data_base + data_stride * (count - 1) + data_cap;
+                insert_sorted(&mut reg.headers, (hdr_base, hdr_end, chunk.clone()));
+                insert_sorted(&mut reg.data, (data_base, data_end, chunk.clone()));
+            }
+            for hook in hooks.iter() {
+                hook.added(&chunk.span());
+            }
         }
         let mut free = lists.classes[class]
             .free
@@ -552,6 +634,66 @@ mod tests {
                 .is_none(),
             "the process pool never hands out arena memory"
         );
+    }
+
+    /// Records what a hook hears, as a provider registering memory with a NIC would.
+    #[derive(Default)]
+    struct Registrar {
+        live: Mutex<Vec<ChunkSpan>>,
+        removed: AtomicUsize,
+    }
+
+    impl ChunkHook for Registrar {
+        fn added(&self, chunk: &ChunkSpan) {
+            let mut live = self.live.lock().unwrap();
+            assert!(!live.contains(chunk), "a chunk is told once");
+            live.push(*chunk);
+        }
+        fn removed(&self, chunk: &ChunkSpan) {
+            let mut live = self.live.lock().unwrap();
+            let i = live
+                .iter()
+                .position(|c| c == chunk)
+                .expect("removed after added");
+            live.remove(i);
+            self.removed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_chunk_hook_hears_of_every_chunk_that_exists_comes_and_goes() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let early = pool.alloc(100, 1, 0, 0).unwrap();
+        let hook = Arc::new(Registrar::default());
+        pool.add_chunk_hook(hook.clone());
+        let covers = |b: *mut umq_buf_t, shared: bool| {
+            let (data, id) = unsafe { ((*b).buf_data as usize, (*b).token_id()) };
+            hook.live.lock().unwrap().iter().any(|c| {
+                c.token_id == id && c.shared == shared && data >= c.base && data < c.base + c.len
+            })
+        };
+        assert!(covers(early, false), "a chunk that existed is replayed");
+        // A new size class grows a new chunk; so does a shared pool.
+        let big = pool.alloc(1 << 20, 1, 0, 0).unwrap();
+        assert!(covers(big, false), "a new chunk is told");
+        let shared = pool.new_shared(5).unwrap();
+        let s = pool.alloc_in(&shared, 100, 1, 0, 9).unwrap();
+        assert!(
+            covers(s, true),
+            "a shared pool's chunk is told, marked shared"
+        );
+        assert_eq!(hook.live.lock().unwrap().len(), 3);
+        pool.free_one(s).unwrap();
+        pool.retire(&shared);
+        assert_eq!(
+            hook.removed.load(Ordering::Relaxed),
+            1,
+            "the retired chunk left"
+        );
+        assert!(!covers(s, true));
+        assert_eq!(hook.live.lock().unwrap().len(), 2);
+        pool.free_one(early).unwrap();
+        pool.free_one(big).unwrap();
     }
 
     #[test]

@@ -15,7 +15,10 @@ impl Queue {
                 Some(Box::new(self.connect(provider, &remote)?)),
             ),
         };
-        let watch_pid = link.as_ref().map(|l| l.peer_pid());
+        let watch = link.as_ref().map(|l| crate::transport::progress::Watch {
+            peer_pid: l.peer_process(),
+            interrupt: self.irq.is_some(),
+        });
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
@@ -36,15 +39,14 @@ impl Queue {
             w.tx_done_seq = 0;
             w.link = link;
         }
-        self.over_link.store(watch_pid.is_some(), Ordering::Release);
+        self.over_link.store(watch.is_some(), Ordering::Release);
         if self.rt.flow_control.enabled {
             self.start_flow_control(&remote);
         } else {
             self.state.store(QUEUE_STATE_READY, Ordering::Release);
         }
-        if let Some(pid) = watch_pid {
-            let irq = self.irq.is_some();
-            crate::transport::watchdog::watch(self.handle, watched, pid, irq);
+        if let Some(what) = watch {
+            crate::transport::progress::watch(self.handle, watched, what);
         }
         if !self.rt.pro_api {
             base::post_initial_rx(self)?;
@@ -177,7 +179,7 @@ impl Queue {
             return;
         };
         link.leave();
-        crate::transport::watchdog::unwatch(self.handle);
+        crate::transport::progress::unwatch(self.handle);
         let (tx, rx) = {
             let mut w = lock(&self.wire);
             (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())

@@ -101,8 +101,8 @@ pub struct Queue {
     shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
 }
 
-/// The watchdog's view of a queue bound over shared memory.
-impl crate::transport::watchdog::Watched for Queue {
+/// The progress thread's view of a queue bound through a link.
+impl crate::transport::progress::Watched for Queue {
     fn service(&self) {
         self.background_round();
     }
@@ -116,9 +116,9 @@ impl crate::transport::watchdog::Watched for Queue {
     }
 }
 
-/// How the watchdog finds a queue it watches (gone once destroyed).
-fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::watchdog::Watched>> {
-    table::get(umqh).map(|q| q as Arc<dyn crate::transport::watchdog::Watched>)
+/// How the progress thread finds a queue it watches (gone once destroyed).
+fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::progress::Watched>> {
+    table::get(umqh).map(|q| q as Arc<dyn crate::transport::progress::Watched>)
 }
 
 fn lock<T>(m: &SpinMutex<T>) -> SpinGuard<'_, T> {

@@ -78,10 +78,11 @@ impl Link {
         }
     }
 
-    /// The peer's process, whose exit ends the binding (the progress thread watches it).
-    pub fn peer_pid(&self) -> u32 {
+    /// The peer's process when it runs on this host: its exit ends the binding (the progress
+    /// thread watches it).
+    pub fn peer_process(&self) -> Option<u32> {
         match self {
-            Link::Shm(l) => l.pid(),
+            Link::Shm(l) => Some(l.pid()),
         }
     }
 

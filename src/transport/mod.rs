@@ -4,9 +4,9 @@
 pub mod fifo;
 pub mod link;
 pub mod loopback;
+pub mod progress;
 pub mod shm;
 pub mod target;
-pub mod watchdog;
 pub mod wire;
 
 use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};

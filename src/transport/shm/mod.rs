@@ -132,13 +132,13 @@ pub struct Inbox {
     board: placement::Board,
 }
 
-/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's watchdog
-/// sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
+/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's progress
+/// thread sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
 #[repr(C)]
 struct Doorbell {
     /// The owner's eventfd number, `NO_DOORBELL` for a polling-mode owner.
     fd: AtomicU32,
-    /// Set by the owner just before its watchdog sleeps; the peer that clears it rings.
+    /// Set by the owner just before its progress thread sleeps; the peer that clears it rings.
     armed: AtomicU32,
     /// Set by the peer once it holds the eventfd: the owner may then sleep long.
     peer_rings: AtomicU32,
@@ -202,7 +202,7 @@ pub struct Segment {
     fd: Option<std::os::fd::OwnedFd>,
     /// Producer side (the peer's inbox): the consumer index as last read, private to us.
     cons_seen: AtomicU64,
-    /// Ours: the eventfd our watchdog sleeps on. The peer's: our duplicate of theirs.
+    /// Ours: the eventfd our progress thread sleeps on. The peer's: our duplicate of theirs.
     doorbell: Option<EventFd>,
     /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
     /// at their doorbell, so a round that changed nothing does not ring.
@@ -289,7 +289,7 @@ fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
 /// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
 /// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
 /// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
-/// sleeping watchdogs cannot wake each other forever.
+/// sleeping progress threads cannot wake each other forever.
 fn ring_if_changed(mine: &Segment, peer: &Segment) {
     let Some(bell) = peer.doorbell.as_ref() else {
         return;

@@ -246,7 +246,7 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Ours, before the watchdog's last look and sleep: the next change the peer makes rings.
+    /// Ours, before the progress thread's last look and sleep: the next change the peer makes rings.
     pub fn arm_doorbell(&self) {
         self.inbox().doorbell.0.armed.store(1, Ordering::Relaxed);
         // Pairs with the peer's fence in `ring_if_changed`: either our look sees its entry or

@@ -1,42 +1,52 @@
-//! Watches the processes at the other end of shared-memory bindings, and drives interrupt-mode
-//! queues bound over shared memory.
+//! The progress thread: moves every queue bound through a link (`transport::link`) along when
+//! its application does not call in, and notices a peer process that died.
 //!
-//! One thread per process, alive while something is watched. It waits on a pidfd per peer
-//! process (readable when that process exits, however it exits), so a dead peer is noticed at
-//! once: the queue goes to the error state, its sends in flight complete with
-//! `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and interrupt waiters wake. Without
-//! pidfd (Linux < 5.3) it probes the pid every tick instead.
+//! One thread per process, alive while something is watched. Each provider hands it the fds to
+//! poll: for a peer in another process of this host, a pidfd (readable when that process exits,
+//! however it exits), so a dead peer is noticed at once: the queue goes to the error state, its
+//! sends in flight complete with `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and
+//! interrupt waiters wake. Without pidfd (Linux < 5.3) it probes the pid every tick instead. A
+//! provider whose peer is not a local process reports a broken binding from its round.
 //!
-//! It also runs the shared-memory engine of every watched queue each tick, so one-sided WRITE /
-//! READ / NOP complete even when the target never calls in. Interrupt-mode queues have no
-//! caller polling them: the thread also sleeps on their doorbells (eventfds their peers rang
-//! after a change, see `shm::ring_if_changed`), and services them at once when one rings. A
-//! queue whose peer could not take its doorbell is serviced every millisecond instead.
+//! It also runs the round of every watched queue each tick, so one-sided WRITE / READ / NOP
+//! complete even when the target never calls in. Interrupt-mode queues have no caller polling
+//! them: the thread also sleeps on the fd their endpoint is woken through (for shared memory, a
+//! doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`), and services
+//! them at once when one is. A queue whose peer cannot wake it is serviced every millisecond.
 
 use crate::os::{alive, pidfd_open};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What the watchdog does to a watched queue; the queue layer implements it, so this thread
-/// never reaches into the layer above.
+/// What the progress thread does to a watched queue; the queue layer implements it, so this
+/// thread never reaches into the layer above.
 pub trait Watched: Send + Sync {
-    /// One round of the queue's engine (and of sends waiting for credit).
+    /// One round of the queue's link (and of sends waiting for credit).
     fn service(&self);
     /// The peer process has exited.
     fn peer_lost(&self, why: &str);
-    /// Arms the queue's doorbell before the thread's last look: its fd, and whether the peer
-    /// rings it (None: the queue has none).
+    /// Arms the fd the queue is woken through before the thread's last look: the fd, and
+    /// whether the peer can wake it (None: the queue has none).
     fn arm_wakeup(&self) -> Option<(i32, bool)>;
 }
 
 /// Finds a watched queue by handle; None once it is gone.
 pub type Lookup = fn(u64) -> Option<Arc<dyn Watched>>;
 
+/// What to watch for one queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Watch {
+    /// The peer's process when it runs on this host (its exit ends the binding).
+    pub peer_pid: Option<u32>,
+    /// The queue is in interrupt mode: the thread sleeps on its wake-up fd.
+    pub interrupt: bool,
+}
+
 struct Entry {
     umqh: u64,
     lookup: Lookup,
-    pid: u32,
+    pid: Option<u32>,
     /// Shared with the thread's poll set, so the descriptor stays open (and its number cannot be
     /// reused by another watch) until the thread has looked at what poll said about it.
     pidfd: Option<Arc<OwnedFd>>,
@@ -49,24 +59,23 @@ static WATCHED: Mutex<(Vec<Entry>, bool)> = Mutex::new((Vec::new(), false));
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 
-/// Starts watching process `pid`, the peer of queue `umqh` (an interrupt-mode queue when
-/// `interrupt`, whose doorbell the thread sleeps on), found through `lookup`.
-pub fn watch(umqh: u64, lookup: Lookup, pid: u32, interrupt: bool) {
+/// Starts watching queue `umqh`, found through `lookup`, as `what` says.
+pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     w.0.retain(|e| e.umqh != umqh);
     w.0.push(Entry {
         umqh,
         lookup,
-        pid,
-        pidfd: pidfd_open(pid).map(Arc::new),
-        interrupt,
+        pid: what.peer_pid,
+        pidfd: what.peer_pid.and_then(pidfd_open).map(Arc::new),
+        interrupt: what.interrupt,
     });
     if !w.1 {
         w.1 = true;
         std::thread::Builder::new()
-            .name("umq-watchdog".into())
+            .name("umq-progress".into())
             .spawn(run)
-            .expect("cannot start the umq watchdog thread");
+            .expect("cannot start the umq progress thread");
     }
 }
 
@@ -150,12 +159,13 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[i32], tick: Duration) -> Vec<Arc<O
 
 /// Reports dead peers and services the others.
 fn sweep(exited: &[Arc<OwnedFd>]) {
-    type Found = (u64, Lookup, u32);
+    type Found = (u64, Lookup, Option<u32>);
     let (dead, live): (Vec<Found>, Vec<Found>) = {
         let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-        let is_dead = |e: &Entry| match &e.pidfd {
-            Some(fd) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
-            None => !alive(e.pid),
+        let is_dead = |e: &Entry| match (&e.pidfd, e.pid) {
+            (Some(fd), _) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
+            (None, Some(pid)) => !alive(pid),
+            (None, None) => false,
         };
         let found = |e: &Entry| (e.umqh, e.lookup, e.pid);
         let dead = w.0.iter().filter(|e| is_dead(e)).map(found).collect();
@@ -164,7 +174,7 @@ fn sweep(exited: &[Arc<OwnedFd>]) {
         (dead, live)
     };
     for (umqh, lookup, pid) in dead {
-        if let Some(q) = lookup(umqh) {
+        if let (Some(q), Some(pid)) = (lookup(umqh), pid) {
             q.peer_lost(&format!("peer process {pid} exited"));
         }
     }
