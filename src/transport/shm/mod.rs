@@ -132,34 +132,26 @@ pub struct Inbox {
     board: placement::Board,
 }
 
-/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's progress
-/// thread sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
-#[repr(C)]
-struct Doorbell {
-    /// The owner's eventfd number, `NO_DOORBELL` for a polling-mode owner.
-    fd: AtomicU32,
-    /// Set by the owner just before its progress thread sleeps; the peer that clears it rings.
-    armed: AtomicU32,
-    /// Set by the peer once it holds the eventfd: the owner may then sleep long.
-    peer_rings: AtomicU32,
-}
-
-const NO_DOORBELL: u32 = u32::MAX;
 /// Stored as the pool fd of a real inbox until the owner publishes one; 0 (a zeroed header)
 /// means the same, since fd 0 is never a pool memfd we made.
 const NO_POOL: u32 = u32::MAX;
 
+mod doorbell;
 mod link;
 pub mod placement;
 pub mod presence;
 #[cfg(test)]
 mod protocol_tests;
+mod ring;
 mod rx;
 mod segment;
 pub mod sync;
 mod tx;
+use doorbell::*;
 pub use link::Link;
 use link::Pair;
+#[cfg(test)]
+use ring::*;
 use rx::*;
 #[cfg(test)]
 use segment::*;
@@ -284,32 +276,6 @@ fn transmit_round(
 #[inline]
 fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
     w.delivered == w.sq.len() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
-}
-
-/// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
-/// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
-/// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
-/// sleeping progress threads cannot wake each other forever.
-fn ring_if_changed(mine: &Segment, peer: &Segment) {
-    let Some(bell) = peer.doorbell.as_ref() else {
-        return;
-    };
-    let now = [
-        peer.inbox().prod.0.load(Ordering::Relaxed),
-        mine.inbox().cons.0.load(Ordering::Relaxed),
-    ];
-    if now[0] == peer.rung_at[0].load(Ordering::Relaxed)
-        && now[1] == peer.rung_at[1].load(Ordering::Relaxed)
-    {
-        return;
-    }
-    peer.rung_at[0].store(now[0], Ordering::Relaxed);
-    peer.rung_at[1].store(now[1], Ordering::Relaxed);
-    std::sync::atomic::fence(Ordering::SeqCst);
-    let armed = &peer.inbox().doorbell.0.armed;
-    if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
-        bell.signal();
-    }
 }
 
 #[cfg(test)]

@@ -11,20 +11,6 @@ pub fn segment_len() -> usize {
     ring_offset() + RING_BYTES
 }
 
-/// The stamp word of the entry at `at`.
-pub(super) fn stamp_of(at: *mut u8) -> &'static AtomicU64 {
-    unsafe { &*(at.add(STAMP_AT) as *const AtomicU64) }
-}
-
-/// Writes header `e` at `at`, all but its stamp (which publishes it).
-pub(super) fn write_header(at: *mut u8, e: &Entry) {
-    unsafe { std::ptr::copy_nonoverlapping(e as *const Entry as *const u8, at, STAMP_AT) };
-}
-
-pub(super) fn entry_bytes(len: usize) -> usize {
-    LINE + len.next_multiple_of(LINE)
-}
-
 impl Drop for Segment {
     fn drop(&mut self) {
         unsafe { libc::munmap(self.base as *mut _, self.len) };
@@ -43,25 +29,6 @@ pub(super) fn os_err() -> i32 {
 
 pub(super) fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
     std::os::fd::AsRawFd::as_raw_fd(fd)
-}
-
-/// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
-/// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
-/// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
-/// else of the peer's.
-pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
-    let dup = crate::os::pidfd_getfd(pid, fd)
-        .inspect_err(|e| {
-            crate::log_info!(
-                "umq_bind",
-                "cannot take the peer's doorbell ({e}): its interrupt-mode queue polls every 1 ms"
-            )
-        })
-        .ok()?;
-    let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
-    let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
-    (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
-        .then(|| EventFd::from_owned(dup))
 }
 
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
@@ -246,21 +213,6 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Ours, before the progress thread's last look and sleep: the next change the peer makes rings.
-    pub fn arm_doorbell(&self) {
-        self.inbox().doorbell.0.armed.store(1, Ordering::Relaxed);
-        // Pairs with the peer's fence in `ring_if_changed`: either our look sees its entry or
-        // it sees the flag.
-        std::sync::atomic::fence(Ordering::SeqCst);
-    }
-
-    /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
-    pub fn doorbell(&self) -> Option<(i32, bool)> {
-        let fd = self.doorbell.as_ref()?.fd();
-        let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
-        Some((fd, heard))
-    }
-
     pub fn inbox(&self) -> &Inbox {
         unsafe { &*(self.base as *const Inbox) }
     }
@@ -382,121 +334,5 @@ impl Segment {
             unsafe { std::ptr::write_bytes(ring, 0, RING_BYTES) };
         }
         populate_hot(ring);
-    }
-
-    /// Room the producer may assume: against the cached consumer index first, the shared one
-    /// only when that looks too small.
-    pub(super) fn free_bytes(&self, prod: u64, want: usize) -> usize {
-        let cached = self.cons_seen.load(Ordering::Relaxed);
-        let free = RING_BYTES - (prod - cached) as usize;
-        if free >= want {
-            return free;
-        }
-        let cons = self.inbox().cons.0.load(Ordering::Acquire);
-        self.cons_seen.store(cons, Ordering::Relaxed);
-        RING_BYTES.saturating_sub(prod.saturating_sub(cons) as usize)
-    }
-
-    /// Producer side: whether the consumer has taken every entry we pushed (reads its index).
-    pub(super) fn caught_up(&self) -> bool {
-        let i = self.inbox();
-        let cons = i.cons.0.load(Ordering::Acquire);
-        self.cons_seen.store(cons, Ordering::Relaxed);
-        cons == i.prod.0.load(Ordering::Relaxed)
-    }
-
-    /// Whether an entry with `len` payload bytes fits in the ring now.
-    pub(super) fn has_room(&self, len: usize) -> bool {
-        let prod = self.inbox().prod.0.load(Ordering::Relaxed);
-        // Worst case: padding to the end of the ring first.
-        let want = 2 * entry_bytes(len);
-        self.free_bytes(prod, want) >= want
-    }
-
-    /// Producer side: appends an entry with `len` payload bytes written by `fill`; false when
-    /// the ring has no room now.
-    pub(super) fn push(&self, mut e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
-        let i = self.inbox();
-        let prod = i.prod.0.load(Ordering::Relaxed);
-        let need = entry_bytes(len);
-        let off = prod as usize % RING_BYTES;
-        let pad = if RING_BYTES - off < need {
-            RING_BYTES - off
-        } else if off >= HOT_BYTES
-            && need <= HOT_ENTRY_MAX
-            && self.free_bytes(prod, RING_BYTES - off + need) >= RING_BYTES - off + need
-        {
-            RING_BYTES - off // back to the populated start: the consumer is done with it
-        } else {
-            0
-        };
-        if self.free_bytes(prod, pad + need) < pad + need {
-            return false;
-        }
-        let ring = self.ring();
-        if pad > 0 {
-            let p = Entry {
-                kind: KIND_PAD,
-                len: (pad - LINE) as u32,
-                ..Default::default()
-            };
-            let at = unsafe { ring.add(off) };
-            write_header(at, &p);
-            stamp_of(at).store(prod + 1, Ordering::Release);
-        }
-        let pos = prod + pad as u64;
-        let at = unsafe { ring.add((off + pad) % RING_BYTES) };
-        e.len = len as u32;
-        write_header(at, &e);
-        fill(unsafe { at.add(LINE) });
-        stamp_of(at).store(pos + 1, Ordering::Release);
-        i.prod.0.store(pos + need as u64, Ordering::Relaxed);
-        true
-    }
-
-    /// Consumer side: whether the next entry has been published (not validated: `peek` does).
-    #[inline]
-    pub(super) fn has_entry(&self) -> bool {
-        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
-        let at = unsafe { self.ring().add(cons as usize % RING_BYTES) };
-        stamp_of(at).load(Ordering::Acquire) == cons + 1
-    }
-
-    /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
-    /// something impossible.
-    pub(super) fn peek(&self) -> Result<Option<(Entry, *const u8)>, LinkError> {
-        let cons = self.inbox().cons.0.load(Ordering::Relaxed);
-        if !cons.is_multiple_of(LINE as u64) {
-            return Err(LinkError::Corrupt("ring index out of range"));
-        }
-        let off = cons as usize % RING_BYTES;
-        let at = unsafe { self.ring().add(off) };
-        if stamp_of(at).load(Ordering::Acquire) != cons + 1 {
-            return Ok(None);
-        }
-        let e = unsafe { (at as *const Entry).read() };
-        let size = LINE as u64 + (e.len as u64).next_multiple_of(LINE as u64);
-        if off as u64 + size > RING_BYTES as u64 {
-            return Err(LinkError::Corrupt("ring entry length out of range"));
-        }
-        if e.kind > KIND_READ_RESP {
-            return Err(LinkError::Corrupt("unknown ring entry kind"));
-        }
-        Ok(Some((e, unsafe { at.add(LINE) })))
-    }
-
-    pub(super) fn pop(&self, e: &Entry) {
-        let i = self.inbox();
-        let cons = i.cons.0.load(Ordering::Relaxed);
-        i.cons
-            .0
-            .store(cons + entry_bytes(e.len as usize) as u64, Ordering::Release);
-    }
-
-    pub(super) fn finish_wr(&self, status: umq_buf_status_t) {
-        let i = self.inbox();
-        let done = i.done.0.load(Ordering::Relaxed);
-        i.statuses[done as usize % STATUS_SLOTS].store(status as u8, Ordering::Relaxed);
-        i.done.0.store(done + 1, Ordering::Release);
     }
 }

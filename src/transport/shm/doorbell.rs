@@ -1,0 +1,82 @@
+//! Waking an interrupt-mode owner: its progress thread sleeps on an eventfd the peer
+//! duplicated at bind, and the peer rings it only after a change the owner waits for.
+
+use super::segment::raw;
+use super::*;
+
+/// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's progress
+/// thread sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
+#[repr(C)]
+pub(super) struct Doorbell {
+    /// The owner's eventfd number, `NO_DOORBELL` for a polling-mode owner.
+    pub(super) fd: AtomicU32,
+    /// Set by the owner just before its progress thread sleeps; the peer that clears it rings.
+    pub(super) armed: AtomicU32,
+    /// Set by the peer once it holds the eventfd: the owner may then sleep long.
+    pub(super) peer_rings: AtomicU32,
+}
+
+pub(super) const NO_DOORBELL: u32 = u32::MAX;
+
+/// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
+/// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
+/// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
+/// else of the peer's.
+pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
+    let dup = crate::os::pidfd_getfd(pid, fd)
+        .inspect_err(|e| {
+            crate::log_info!(
+                "umq_bind",
+                "cannot take the peer's doorbell ({e}): its interrupt-mode queue polls every 1 ms"
+            )
+        })
+        .ok()?;
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", raw(&dup))).ok()?;
+    let flags = unsafe { libc::fcntl(raw(&dup), libc::F_GETFL) };
+    (target.as_os_str() == "anon_inode:[eventfd]" && flags >= 0 && flags & libc::O_NONBLOCK != 0)
+        .then(|| EventFd::from_owned(dup))
+}
+
+/// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
+/// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
+/// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
+/// sleeping progress threads cannot wake each other forever.
+pub(super) fn ring_if_changed(mine: &Segment, peer: &Segment) {
+    let Some(bell) = peer.doorbell.as_ref() else {
+        return;
+    };
+    let now = [
+        peer.inbox().prod.0.load(Ordering::Relaxed),
+        mine.inbox().cons.0.load(Ordering::Relaxed),
+    ];
+    if now[0] == peer.rung_at[0].load(Ordering::Relaxed)
+        && now[1] == peer.rung_at[1].load(Ordering::Relaxed)
+    {
+        return;
+    }
+    peer.rung_at[0].store(now[0], Ordering::Relaxed);
+    peer.rung_at[1].store(now[1], Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let armed = &peer.inbox().doorbell.0.armed;
+    if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
+        bell.signal();
+    }
+}
+
+impl Segment {
+    /// Ours, before the progress thread's last look and sleep: the next change the peer
+    /// makes rings.
+    pub fn arm_doorbell(&self) {
+        self.inbox().doorbell.0.armed.store(1, Ordering::Relaxed);
+        // Pairs with the peer's fence in `ring_if_changed`: either our look sees its entry or
+        // it sees the flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
+    pub fn doorbell(&self) -> Option<(i32, bool)> {
+        let fd = self.doorbell.as_ref()?.fd();
+        let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
+        Some((fd, heard))
+    }
+}
