@@ -1,4 +1,35 @@
-// Gives the shared library its soname, so programs link against the ABI-stable libumq.so.0.
+//! Gives the shared library its soname, and compiles the fabric provider's C shim: against
+//! libfabric's headers when they are installed (the provider then works wherever
+//! libfabric.so.1 can be loaded at run time), else as a stub whose calls say what to install.
+use std::path::Path;
+
+const SHIM: &str = "src/transport/fabric/shim.c";
+
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libumq.so.0");
+    println!("cargo:rerun-if-changed={SHIM}");
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rustc-check-cfg=cfg(umq_fabric_headers)");
+    let headers = ["/usr/include", "/usr/local/include"]
+        .into_iter()
+        .find(|dir| Path::new(dir).join("rdma/fabric.h").exists());
+    // Installing libfabric-dev adds files under rdma/ (or creates it): rebuild then.
+    for dir in ["/usr/include/rdma", "/usr/local/include/rdma"] {
+        let watched = if Path::new(dir).exists() {
+            dir
+        } else {
+            "/usr/include"
+        };
+        println!("cargo:rerun-if-changed={watched}");
+    }
+    let mut build = cc::Build::new();
+    build
+        .file(SHIM)
+        .warnings(true)
+        .flag_if_supported("-Wno-unused-parameter");
+    if let Some(dir) = headers {
+        build.define("UMQ_HAVE_LIBFABRIC", None).include(dir);
+        println!("cargo:rustc-cfg=umq_fabric_headers");
+    }
+    build.compile("umq_fabric_shim");
 }

@@ -4,3 +4,5 @@
 pub const MAX_SGE: usize = 64;
 /// Deepest send or receive queue a queue may be created with.
 pub const MAX_DEPTH: u32 = 32768;
+/// The largest message a WR carries (`total_data_size` is 32 bits).
+pub const MAX_MESSAGE: u64 = u32::MAX as u64;

@@ -30,6 +30,8 @@ pub struct Runtime {
     pub credit_stall: Duration,
     /// `UMQ_PROVIDER`: a transport forced for every bind (None: chosen per peer).
     pub provider: Option<Provider>,
+    /// `UMQ_FABRIC_PROVIDER`: the libfabric provider of the network transport (default `tcp`).
+    pub fabric_provider: String,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
 }
@@ -52,14 +54,14 @@ fn millis_from_env(var: &str, default: u64) -> Duration {
     Duration::from_millis(ms.max(1))
 }
 
-/// `UMQ_PROVIDER=loopback|shm` forces a transport; unset or `auto` lets each bind choose.
+/// `UMQ_PROVIDER=loopback|shm|fabric` forces a transport; unset or `auto` lets each bind choose.
 fn provider_from_env() -> UmqResult<Option<Provider>> {
     match std::env::var("UMQ_PROVIDER").as_deref().map(str::trim) {
         Err(_) | Ok("") | Ok("auto") => Ok(None),
         Ok(name) if Provider::from_name(name).is_some() => Ok(Provider::from_name(name)),
         Ok(other) => Err(einval(
             "umq_init",
-            format_args!("UMQ_PROVIDER={other} is not one of loopback, shm, auto"),
+            format_args!("UMQ_PROVIDER={other} is not one of loopback, shm, fabric, auto"),
         )),
     }
 }
@@ -142,6 +144,11 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
         rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", 1000),
         credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", 1000),
         provider: provider_from_env()?,
+        fabric_provider: std::env::var("UMQ_FABRIC_PROVIDER")
+            .ok()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "tcp".to_string()),
         events: AsyncEvents::new()?,
         trans_info,
     };

@@ -46,6 +46,7 @@ typedef struct umq_ext_flow_control_stats {
 #define UMQ_EXT_TRANSPORT_NONE 0u     /* not bound */
 #define UMQ_EXT_TRANSPORT_LOOPBACK 1u /* the peer queue is in this process */
 #define UMQ_EXT_TRANSPORT_SHM 2u      /* another process of this host, over shared memory */
+#define UMQ_EXT_TRANSPORT_FABRIC 3u   /* over the network (libfabric), or forced with UMQ_PROVIDER=fabric */
 
 typedef struct umq_ext_transport_stats {
     uint32_t transport;

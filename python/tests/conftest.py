@@ -23,10 +23,10 @@ def _timeout():
 
 
 def expected_transport():
-    """What a bind of two queues of this process must use: loopback, or shared memory when
-    UMQ_PROVIDER forces it (the suite's second run)."""
-    forced = os.environ.get("UMQ_PROVIDER") == "shm"
-    return umq.UMQ_EXT_TRANSPORT_SHM if forced else umq.UMQ_EXT_TRANSPORT_LOOPBACK
+    """What a bind of two queues of this process must use: loopback, or the provider
+    UMQ_PROVIDER forces (the suite's later runs: shared memory, the network)."""
+    forced = {"shm": umq.UMQ_EXT_TRANSPORT_SHM, "fabric": umq.UMQ_EXT_TRANSPORT_FABRIC}
+    return forced.get(os.environ.get("UMQ_PROVIDER"), umq.UMQ_EXT_TRANSPORT_LOOPBACK)
 
 
 def assert_premise(pair, atomic_window=None):
@@ -81,3 +81,15 @@ def drain(q, direction=umq.UMQ_IO_ALL, rounds=50):
         out += got
         empty = 0 if got else empty + 1
     return out
+
+
+def eventually(check, seconds=5.0):
+    """Waits until `check()` holds. Over shared memory or in-process what a peer did is visible
+    at once; over the network (UMQ_PROVIDER=fabric) it arrives a round trip later, and each
+    look (a state query, a poll) moves the binding along."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "did not happen in time"
+        time.sleep(0.0005)

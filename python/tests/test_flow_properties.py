@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import umq
+from conftest import eventually
 
 RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
 DEPTH = 8
@@ -73,8 +74,17 @@ def test_random_schedules_deliver_in_order_and_finish(schedule, window, interval
         assert (len(b.received), len(a.received)) == (a.sent, b.sent)
         check_order(a, b)
         check_order(b, a)
-        for p in peers:
-            p.poll(ALL)
+
+        def quiet():  # every update in flight has landed (at once but over the network)
+            for p in peers:
+                p.poll(ALL)
+            sa, sb = qa.stats(), qb.stats()
+            return (sa.total_local_rx_notified, sb.total_local_rx_notified) == (
+                sb.total_remote_rx_received,
+                sa.total_remote_rx_received,
+            )
+
+        eventually(quiet)
         umq.check_pair_identities(qa, qb)
         if umq.lib().has_extensions():
             assert qa.ext_stats().rx_without_buffer == 0 == qb.ext_stats().rx_without_buffer

@@ -37,6 +37,7 @@ pub const UMQ_EXT_OPCODE_TRANSPORT_STATS: u32 = 0x554d_0004;
 pub const UMQ_EXT_TRANSPORT_NONE: u32 = 0;
 pub const UMQ_EXT_TRANSPORT_LOOPBACK: u32 = 1;
 pub const UMQ_EXT_TRANSPORT_SHM: u32 = 2;
+pub const UMQ_EXT_TRANSPORT_FABRIC: u32 = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

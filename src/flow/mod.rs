@@ -150,6 +150,14 @@ impl Area {
         ]
     }
 
+    /// Raises each word to `words` where that is higher: the peer's area as a network
+    /// provider ships it (its words only grow within a binding; a late copy changes nothing).
+    pub fn raise_to(&self, words: [u64; 3]) {
+        self.initial.fetch_max(words[0], Ordering::AcqRel);
+        self.data_granted.fetch_max(words[1], Ordering::AcqRel);
+        self.ctrl_granted.fetch_max(words[2], Ordering::AcqRel);
+    }
+
     pub fn from_snapshot(words: [u64; 3]) -> Self {
         Area {
             initial: AtomicU64::new(words[0]),

@@ -8,6 +8,9 @@ impl Queue {
         let remote = bind_info::parse(F, info)?;
         bind_info::check_compatible(F, &self.rt, &remote)?;
         let provider = bind_info::choose(F, &self.rt, &remote)?;
+        if self.is_bound() {
+            return Err(self.already_bound());
+        }
         let (peer, link) = match provider {
             Provider::Loopback => (Peer::Local(self.local_peer_for(&remote)?), None),
             _ => (
@@ -22,12 +25,7 @@ impl Queue {
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
-                crate::log_err!(
-                    F,
-                    "queue {:#x} is already bound (umq_unbind first)",
-                    self.handle
-                );
-                return Err(-UMQ_ERR_EEXIST);
+                return Err(self.already_bound());
             }
             *slot = Some(peer);
         }
@@ -56,6 +54,15 @@ impl Queue {
         Ok(())
     }
 
+    fn already_bound(&self) -> i32 {
+        crate::log_err!(
+            "umq_bind",
+            "queue {:#x} is already bound (umq_unbind first)",
+            self.handle
+        );
+        -UMQ_ERR_EEXIST
+    }
+
     fn local_peer_for(&self, remote: &bind_info::BindInfo) -> UmqResult<Arc<Queue>> {
         const F: &str = "umq_bind";
         let peer = table::get(remote.umqh).ok_or_else(|| {
@@ -76,7 +83,12 @@ impl Queue {
     /// Binds through a link: our endpoint (the one our bind info offered) to the peer's.
     fn connect(&self, provider: Provider, remote: &bind_info::BindInfo) -> UmqResult<Link> {
         const F: &str = "umq_bind";
-        if self.offer_for_bind().is_none() {
+        let offer = self.offer_for_bind();
+        let have = match provider {
+            Provider::Fabric => offer.fabric_addr.is_some(),
+            _ => offer.shm.is_some(),
+        };
+        if !have {
             return Err(einval(
                 F,
                 format_args!(
@@ -93,8 +105,11 @@ impl Queue {
         }
         let addr = PeerAddress {
             pid: remote.pid,
+            same_host: remote.boot_id == bind_info::boot_id(),
             inbox_fd: remote.inbox_fd,
             secret: remote.secret,
+            fabric_addr: &remote.fabric_addr,
+            our_area: self.area(),
         };
         self.endpoints
             .connect(provider, &addr)
@@ -175,7 +190,7 @@ impl Queue {
     /// this binding is flushed, and our endpoint made ready for the next one.
     fn leave_link(&self, rebind: bool) {
         self.over_link.store(false, Ordering::Release);
-        let Some(link) = lock(&self.wire).link.take() else {
+        let Some(mut link) = lock(&self.wire).link.take() else {
             return;
         };
         link.leave();

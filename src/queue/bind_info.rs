@@ -13,11 +13,17 @@ use crate::transport::link::Provider;
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 2;
-pub const LEN: usize = 76;
+pub const VERSION: u16 = 3;
+/// The fixed part, before the network address.
+const FIXED: usize = 72;
+/// The shortest bind info: no network address.
+pub const LEN_MIN: usize = FIXED + 1 + 4;
+/// The longest network address carried (a libfabric endpoint name).
+pub const MAX_FABRIC_ADDR: usize = 128;
 /// Transports a bind info offers, as bits.
 pub const TRANSPORT_LOOPBACK: u8 = 1;
 pub const TRANSPORT_SHM: u8 = 2;
+pub const TRANSPORT_FABRIC: u8 = 4;
 pub const NO_INBOX: u32 = u32::MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +43,8 @@ pub struct BindInfo {
     pub uid: u32,
     pub inbox_fd: u32,
     pub secret: u64,
+    /// The queue's libfabric endpoint name (empty when it offers no network endpoint).
+    pub fabric_addr: Vec<u8>,
 }
 
 fn fnv1a(bytes: &[u8]) -> u32 {
@@ -57,7 +65,17 @@ pub fn boot_id() -> u64 {
 pub fn of_queue(q: &Queue) -> BindInfo {
     let offer = q.offer_for_bind();
     BindInfo {
-        transport: TRANSPORT_LOOPBACK | if offer.is_some() { TRANSPORT_SHM } else { 0 },
+        transport: TRANSPORT_LOOPBACK
+            | if offer.shm.is_some() {
+                TRANSPORT_SHM
+            } else {
+                0
+            }
+            | if offer.fabric_addr.is_some() {
+                TRANSPORT_FABRIC
+            } else {
+                0
+            },
         pro_api: q.rt.pro_api,
         flow_control: q.rt.flow_control.enabled,
         flow_version: if q.rt.flow_control.enabled {
@@ -74,39 +92,43 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         tx_buf_size: q.cfg.tx_buf_size,
         boot_id: boot_id(),
         uid: unsafe { libc::getuid() },
-        inbox_fd: offer.map_or(NO_INBOX, |o| o.inbox_fd as u32),
-        secret: offer.map_or(0, |o| o.secret),
+        inbox_fd: offer.shm.map_or(NO_INBOX, |(fd, _)| fd as u32),
+        secret: offer.shm.map_or(0, |(_, s)| s),
+        fabric_addr: offer
+            .fabric_addr
+            .filter(|a| a.len() <= MAX_FABRIC_ADDR)
+            .unwrap_or_default(),
     }
 }
 
-pub fn encode(b: &BindInfo) -> [u8; LEN] {
-    let mut out = [0u8; LEN];
-    let mut w = 0;
-    let mut put = |bytes: &[u8]| {
-        out[w..w + bytes.len()].copy_from_slice(bytes);
-        w += bytes.len();
-    };
-    put(&MAGIC.to_le_bytes());
-    put(&VERSION.to_le_bytes());
-    put(&(LEN as u16).to_le_bytes());
-    put(&[
+pub fn encode(b: &BindInfo) -> Vec<u8> {
+    let addr = &b.fabric_addr[..b.fabric_addr.len().min(MAX_FABRIC_ADDR)];
+    let len = LEN_MIN + addr.len();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(&[
         b.transport,
         b.pro_api as u8,
         b.flow_control as u8,
         b.flow_version,
     ]);
-    put(&b.pid.to_le_bytes());
-    put(&b.instance.to_le_bytes());
-    put(&b.umqh.to_le_bytes());
+    out.extend_from_slice(&b.pid.to_le_bytes());
+    out.extend_from_slice(&b.instance.to_le_bytes());
+    out.extend_from_slice(&b.umqh.to_le_bytes());
     for v in [b.rx_depth, b.tx_depth, b.rx_buf_size, b.tx_buf_size] {
-        put(&v.to_le_bytes());
+        out.extend_from_slice(&v.to_le_bytes());
     }
-    put(&b.boot_id.to_le_bytes());
-    put(&b.uid.to_le_bytes());
-    put(&b.inbox_fd.to_le_bytes());
-    put(&b.secret.to_le_bytes());
-    let sum = fnv1a(&out[..LEN - 4]);
-    out[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
+    out.extend_from_slice(&b.boot_id.to_le_bytes());
+    out.extend_from_slice(&b.uid.to_le_bytes());
+    out.extend_from_slice(&b.inbox_fd.to_le_bytes());
+    out.extend_from_slice(&b.secret.to_le_bytes());
+    debug_assert_eq!(out.len(), FIXED);
+    out.push(addr.len() as u8);
+    out.extend_from_slice(addr);
+    let sum = fnv1a(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
     out
 }
 
@@ -118,10 +140,10 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
-    if b.len() < LEN {
+    if b.len() < LEN_MIN {
         return Err(einval(
             func,
-            format_args!("bind info of {} bytes is shorter than {LEN}", b.len()),
+            format_args!("bind info of {} bytes is shorter than {LEN_MIN}", b.len()),
         ));
     }
     if u32_at(b, 0) != MAGIC {
@@ -140,10 +162,15 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         ));
     }
     let len = u16::from_le_bytes([b[6], b[7]]) as usize;
-    if len != LEN || fnv1a(&b[..LEN - 4]) != u32_at(b, LEN - 4) {
+    let addr_len = b[FIXED] as usize;
+    if len > b.len()
+        || addr_len > MAX_FABRIC_ADDR
+        || len != LEN_MIN + addr_len
+        || fnv1a(&b[..len - 4]) != u32_at(b, len - 4)
+    {
         return Err(einval(
             func,
-            format_args!("bind info is corrupt (length or checksum mismatch)"),
+            format_args!("bind info is corrupt or truncated (length or checksum mismatch)"),
         ));
     }
     Ok(BindInfo {
@@ -162,12 +189,13 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         uid: u32_at(b, 56),
         inbox_fd: u32_at(b, 60),
         secret: u64_at(b, 64),
+        fabric_addr: b[FIXED + 1..FIXED + 1 + addr_len].to_vec(),
     })
 }
 
 /// Refuses peers this build cannot serve, saying why.
 pub fn check_compatible(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<()> {
-    if remote.transport & !(TRANSPORT_LOOPBACK | TRANSPORT_SHM) != 0 {
+    if remote.transport & !(TRANSPORT_LOOPBACK | TRANSPORT_SHM | TRANSPORT_FABRIC) != 0 {
         return Err(einval(
             func,
             format_args!(
@@ -209,27 +237,42 @@ fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// Loopback for a peer in this process (unless `UMQ_PROVIDER=shm` forces shared memory),
-/// shared memory for a peer of this host and user.
+/// Loopback for a peer in this process (unless a provider is forced), shared memory for a peer
+/// of this host and user, the network (libfabric) for a peer on another host; `UMQ_PROVIDER`
+/// forces one.
 pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Provider> {
     let same_process = remote.pid == std::process::id() && remote.instance == rt.instance;
-    if same_process && rt.provider != Some(Provider::Shm) {
-        return Ok(Provider::Loopback);
-    }
-    if rt.provider == Some(Provider::Loopback) {
-        return Err(einval(
-            func,
-            format_args!(
-                "UMQ_PROVIDER=loopback but the peer queue lives in another process (pid {})",
-                remote.pid
-            ),
-        ));
+    let offers_fabric = remote.transport & TRANSPORT_FABRIC != 0 && !remote.fabric_addr.is_empty();
+    match rt.provider {
+        None | Some(Provider::Loopback) if same_process => return Ok(Provider::Loopback),
+        Some(Provider::Loopback) => {
+            return Err(einval(
+                func,
+                format_args!(
+                    "UMQ_PROVIDER=loopback but the peer queue lives in another process (pid {})",
+                    remote.pid
+                ),
+            ));
+        }
+        Some(Provider::Fabric) if offers_fabric => return Ok(Provider::Fabric),
+        Some(Provider::Fabric) => {
+            return Err(einval(
+                func,
+                format_args!(
+                    "UMQ_PROVIDER=fabric but the peer offers no network endpoint (is UMQ_PROVIDER=fabric set there too, and libfabric installed?)"
+                ),
+            ));
+        }
+        _ => {}
     }
     if remote.boot_id != boot_id() {
+        if offers_fabric && rt.provider.is_none() {
+            return Ok(Provider::Fabric);
+        }
         return Err(einval(
             func,
             format_args!(
-                "the peer queue is on another host (or boot); this build has no network transport"
+                "the peer queue is on another host but offers no network endpoint (a UB or IB queue whose dev_info names an address other hosts reach, with libfabric installed)"
             ),
         ));
     }
@@ -255,9 +298,11 @@ pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Provider
 pub fn log_provider_once(p: Provider) {
     static LOOPBACK: Once = Once::new();
     static SHM: Once = Once::new();
+    static FABRIC: Once = Once::new();
     let once = match p {
         Provider::Loopback => &LOOPBACK,
         Provider::Shm => &SHM,
+        Provider::Fabric => &FABRIC,
     };
     once.call_once(|| crate::log_info!("umq_bind", "transport: {}", p.describe()));
 }
@@ -283,20 +328,31 @@ mod tests {
             uid: 1000,
             inbox_fd: 7,
             secret: 0x005e_c2e7,
+            fabric_addr: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1],
         }
     }
 
     #[test]
-    fn round_trips() {
+    fn round_trips_with_and_without_a_network_address() {
         assert_eq!(parse("t", &encode(&sample())), Ok(sample()));
+        let plain = BindInfo {
+            fabric_addr: Vec::new(),
+            ..sample()
+        };
+        assert_eq!(encode(&plain).len(), LEN_MIN);
+        assert_eq!(parse("t", &encode(&plain)), Ok(plain));
+        // A caller's buffer may be longer than the info: the length field says where it ends.
+        let mut padded = encode(&sample());
+        padded.resize(512, 0xaa);
+        assert_eq!(parse("t", &padded), Ok(sample()));
     }
 
     #[test]
     fn every_single_bit_flip_is_refused() {
         let good = encode(&sample());
-        for byte in 0..LEN {
+        for byte in 0..good.len() {
             for bit in 0..8 {
-                let mut bad = good;
+                let mut bad = good.clone();
                 bad[byte] ^= 1 << bit;
                 assert_eq!(
                     parse("t", &bad),
@@ -308,13 +364,30 @@ mod tests {
     }
 
     #[test]
-    fn truncated_and_foreign_versions_are_refused() {
+    fn truncated_oversized_and_foreign_versions_are_refused() {
         let good = encode(&sample());
-        assert!(parse("t", &good[..LEN - 1]).is_err());
-        let mut v2 = good;
-        v2[4] = 3;
-        let sum = fnv1a(&v2[..LEN - 4]);
-        v2[LEN - 4..].copy_from_slice(&sum.to_le_bytes());
-        assert!(parse("t", &v2).is_err());
+        let n = good.len();
+        for cut in [LEN_MIN - 1, n - 1, n - 4] {
+            assert!(parse("t", &good[..cut]).is_err(), "cut to {cut}");
+        }
+        let resum = |mut b: Vec<u8>| {
+            let len = u16::from_le_bytes([b[6], b[7]]) as usize;
+            let sum = fnv1a(&b[..len - 4]);
+            b[len - 4..len].copy_from_slice(&sum.to_le_bytes());
+            b
+        };
+        let mut other_version = good.clone();
+        other_version[4] = 2;
+        assert!(parse("t", &resum(other_version)).is_err());
+        // An address length past the limit, checksummed as if honest, is still refused.
+        let mut long = encode(&BindInfo {
+            fabric_addr: vec![1; MAX_FABRIC_ADDR],
+            ..sample()
+        });
+        long[FIXED] = MAX_FABRIC_ADDR as u8 + 1;
+        let len = LEN_MIN + MAX_FABRIC_ADDR + 1;
+        long[6..8].copy_from_slice(&(len as u16).to_le_bytes());
+        long.resize(len, 1);
+        assert!(parse("t", &resum(long)).is_err());
     }
 }

@@ -17,6 +17,25 @@ pub struct QueueConfig {
     pub rx_depth: u32,
     pub tx_depth: u32,
     pub interrupt: bool,
+    /// The address (IPv4 or IPv6 text) `dev_info` names for a UB / IB / UB_PLUS / IB_PLUS
+    /// queue: where its network endpoint listens.
+    pub network_addr: Option<String>,
+}
+
+/// The address `d` names, for the transport modes that run over a network device.
+fn network_addr(mode: umq_trans_mode_t, d: &umq_dev_assign_t) -> Option<String> {
+    let networked = matches!(
+        mode,
+        UMQ_TRANS_MODE_UB | UMQ_TRANS_MODE_IB | UMQ_TRANS_MODE_UB_PLUS | UMQ_TRANS_MODE_IB_PLUS
+    );
+    let text: &[std::ffi::c_char] = match d.assign_mode {
+        UMQ_DEV_ASSIGN_MODE_IPV4 if networked => unsafe { &d.u.ipv4.ip_addr },
+        UMQ_DEV_ASSIGN_MODE_IPV6 if networked => unsafe { &d.u.ipv6.ip_addr },
+        _ => return None,
+    };
+    c_text("umq_create", "dev_info address", text)
+        .ok()
+        .map(str::to_string)
 }
 
 /// A C string that must end inside its array.
@@ -155,5 +174,6 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
             MAX_DEPTH,
         )?,
         interrupt: mode == UMQ_MODE_INTERRUPT,
+        network_addr: network_addr(o.trans_mode, &o.dev_info),
     })
 }

@@ -24,7 +24,7 @@ use crate::abi::types::*;
 use crate::error::{UmqResult, einval, eperm};
 use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
-use crate::transport::link::{Endpoints, Link, Offer, PeerAddress, Provider, Receiver};
+use crate::transport::link::{Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
 use crate::transport::loopback;
 use crate::transport::target;
 use crate::transport::wire::{Outcome, Side, Wire};
@@ -234,9 +234,11 @@ impl Queue {
         self.state_once_window_known()
     }
 
-    /// IDLE with flow control: READY once the peer's initial window can be read.
+    /// IDLE with flow control: READY once the peer's initial window can be read (through a
+    /// link, once a round has taken what the peer sent).
     #[cold]
     fn state_once_window_known(&self) -> umq_state_t {
+        self.service_link();
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
         let window_known = match peer.as_ref() {
             Some(Peer::Local(q)) => q.area().initial_window() > 0,
@@ -266,24 +268,38 @@ impl Queue {
         }
     }
 
-    /// What our bind info offers providers beyond this process, the endpoints created on first
-    /// use; None when those providers are off (`UMQ_PROVIDER=loopback`) or could not be set
-    /// up. A bound queue creates none (its area must not move mid-binding).
-    pub fn offer_for_bind(&self) -> Option<Offer> {
-        if self.rt.provider == Some(Provider::Loopback) {
-            return None;
-        }
+    /// What our bind info offers providers beyond this process, the endpoints created on
+    /// first use. A bound queue creates none (its area must not move mid-binding).
+    /// Shared memory is offered unless a provider other than shm is forced; the network when
+    /// `UMQ_PROVIDER=fabric`, or unforced for a network-mode queue whose `dev_info` names an
+    /// address that is not a loopback one (a peer on another host can only reach that).
+    pub fn offer_for_bind(&self) -> Offer {
+        let forced = self.rt.provider;
+        let addr = self.cfg.network_addr.as_deref();
+        let remote_reachable = addr
+            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+            .is_some_and(|ip| !ip.is_loopback());
+        let fabric = match forced {
+            Some(Provider::Fabric) => true,
+            None => remote_reachable,
+            _ => false,
+        };
         let bound = self.is_bound();
-        let offer = self
-            .endpoints
-            .offer(!bound, self.irq.is_some(), self.handle)?;
+        let want = Wants {
+            make: !bound,
+            shm: matches!(forced, None | Some(Provider::Shm)),
+            fabric: fabric.then_some((self.rt.fabric_provider.as_str(), addr)),
+            interrupt: self.irq.is_some(),
+            umqh: self.handle,
+        };
+        let offer = self.endpoints.offer(&want);
         if let Some(arena) = &lock(&self.wire).arena {
             self.endpoints.publish_pool(arena);
         }
         if !bound {
             self.endpoints.open_for_next_peer();
         }
-        Some(offer)
+        offer
     }
 
     /// The free lists of this queue's shared pool, made on first use (None: could not be set

@@ -160,7 +160,7 @@ impl Queue {
     fn flow_progress_over_link(&self) {
         let mut mine = lock(&self.wire);
         let w = &mut *mine;
-        let (Some(f), Some(link)) = (w.flow.as_mut(), w.link.as_deref()) else {
+        let (Some(f), Some(link)) = (w.flow.as_mut(), w.link.as_deref_mut()) else {
             return;
         };
         f.refresh(link.peer_area());

@@ -14,13 +14,14 @@
 //! poll, and a generic `Queue<P>` would split the handle table by provider.
 
 use super::LinkError;
+use super::fabric;
 use super::shm;
 pub use super::wire::Receiver;
 use super::wire::{Outcome, Wire};
 use crate::abi::types::umq_buf_t;
 use crate::buf::arena::Arena;
 use crate::flow::Area;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The providers, as `UMQ_PROVIDER` names them and a bind chooses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub enum Provider {
     Loopback,
     /// Two processes of one host.
     Shm,
+    /// Two hosts (or, forced, two processes of one), over libfabric.
+    Fabric,
 }
 
 impl Provider {
@@ -36,6 +39,7 @@ impl Provider {
         match name {
             "loopback" => Some(Provider::Loopback),
             "shm" => Some(Provider::Shm),
+            "fabric" => Some(Provider::Fabric),
             _ => None,
         }
     }
@@ -46,6 +50,7 @@ impl Provider {
         match self {
             Provider::Loopback => UMQ_EXT_TRANSPORT_LOOPBACK,
             Provider::Shm => UMQ_EXT_TRANSPORT_SHM,
+            Provider::Fabric => UMQ_EXT_TRANSPORT_FABRIC,
         }
     }
 
@@ -54,27 +59,38 @@ impl Provider {
         match self {
             Provider::Loopback => "loopback (peer queue in this process)",
             Provider::Shm => "shm (peer queue in another process of this host)",
+            Provider::Fabric => "fabric (libfabric; peer queue on another host)",
         }
     }
 }
 
 /// Where a peer in another process can be reached, from its bind info.
-pub struct PeerAddress {
+pub struct PeerAddress<'a> {
     pub pid: u32,
+    /// The peer runs on this host (same boot).
+    pub same_host: bool,
     /// Shared memory: the peer's inbox fd and the secret in its header.
     pub inbox_fd: u32,
     pub secret: u64,
+    /// Network: the peer's libfabric endpoint name (`fi_getname`).
+    pub fabric_addr: &'a [u8],
+    /// Our queue's flow-control area, for a provider that ships it to the peer.
+    pub our_area: &'a Area,
 }
 
-/// A binding to a queue in another process: one variant per provider.
+/// A binding to a queue in another process: one variant per provider. (Boxed in the wire, so
+/// the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum Link {
     Shm(shm::Link),
+    Fabric(fabric::Link),
 }
 
 impl Link {
     pub fn provider(&self) -> Provider {
         match self {
             Link::Shm(_) => Provider::Shm,
+            Link::Fabric(_) => Provider::Fabric,
         }
     }
 
@@ -83,6 +99,7 @@ impl Link {
     pub fn peer_process(&self) -> Option<u32> {
         match self {
             Link::Shm(l) => Some(l.pid()),
+            Link::Fabric(l) => l.peer_pid(),
         }
     }
 
@@ -91,6 +108,7 @@ impl Link {
     pub fn peer_area(&self) -> &Area {
         match self {
             Link::Shm(l) => l.peer_area(),
+            Link::Fabric(l) => l.peer_area(),
         }
     }
 
@@ -99,6 +117,7 @@ impl Link {
     pub fn idle(&self, w: &Wire) -> bool {
         match self {
             Link::Shm(l) => l.idle(w),
+            Link::Fabric(_) => false,
         }
     }
 
@@ -107,6 +126,7 @@ impl Link {
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
         match self {
             Link::Shm(l) => l.round(w, at),
+            Link::Fabric(l) => l.round(w, at),
         }
     }
 
@@ -116,6 +136,7 @@ impl Link {
     pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
         match self {
             Link::Shm(l) => l.post_round(w),
+            Link::Fabric(l) => l.post_round(w),
         }
     }
 
@@ -124,6 +145,7 @@ impl Link {
     pub fn can_send_one(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
         match self {
             Link::Shm(l) => l.can_send_one(w, wr),
+            Link::Fabric(_) => false,
         }
     }
 
@@ -133,6 +155,7 @@ impl Link {
     pub fn send_one(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Outcome {
         match self {
             Link::Shm(l) => l.send_one(w, wr),
+            Link::Fabric(l) => l.post_round(w).unwrap_or_default(),
         }
     }
 
@@ -140,13 +163,15 @@ impl Link {
     pub fn can_send_update(&self) -> bool {
         match self {
             Link::Shm(l) => l.can_send_update(),
+            Link::Fabric(_) => true,
         }
     }
 
     /// Sends a standalone window update (immediate `imm`); false when there is no room.
-    pub fn send_update(&self, imm: u64) -> bool {
+    pub fn send_update(&mut self, imm: u64) -> bool {
         match self {
             Link::Shm(l) => l.send_update(imm),
+            Link::Fabric(l) => l.send_update(imm),
         }
     }
 
@@ -156,6 +181,7 @@ impl Link {
     pub fn waits_for_rx_buffer(&self) -> bool {
         match self {
             Link::Shm(l) => l.waits_for_rx_buffer(),
+            Link::Fabric(l) => l.waits_for_rx_buffer(),
         }
     }
 
@@ -165,6 +191,7 @@ impl Link {
     pub fn offer_rx(&self, arena: &Arena, posted: usize, b: *mut umq_buf_t) {
         match self {
             Link::Shm(l) => l.offer_rx(arena, posted, b),
+            Link::Fabric(_) => {}
         }
     }
 
@@ -172,13 +199,15 @@ impl Link {
     pub fn forget_in_flight(&mut self) {
         match self {
             Link::Shm(l) => l.forget_in_flight(),
+            Link::Fabric(l) => l.forget_in_flight(),
         }
     }
 
     /// We leave the binding: the peer is told, and is done with our buffers when this returns.
-    pub fn leave(&self) {
+    pub fn leave(&mut self) {
         match self {
             Link::Shm(l) => l.leave(),
+            Link::Fabric(l) => l.leave(),
         }
     }
 
@@ -187,49 +216,105 @@ impl Link {
     pub fn ready_for_next(&self) -> bool {
         match self {
             Link::Shm(l) => l.ready_for_next(),
+            Link::Fabric(_) => true,
         }
     }
 }
 
 /// A queue's own ends for the providers that reach other processes, made when a bind info
 /// first offers them: what a peer needs before a binding exists (for shared memory, the inbox
-/// it maps).
+/// it maps; for the network, a libfabric endpoint, which the binding that uses it takes).
 #[derive(Default)]
 pub struct Endpoints {
     shm: OnceLock<Option<Arc<shm::Segment>>>,
+    fabric: Mutex<FabricEnd>,
+}
+
+/// Our network endpoint until a binding takes it (the binding then closes it when it ends,
+/// before its buffers go), and the name of the last one made, which a bound queue still offers.
+#[derive(Default)]
+struct FabricEnd {
+    unbound: Option<fabric::Endpoint>,
+    name: Option<Vec<u8>>,
 }
 
 /// What a queue's bind info offers, beside what the queue itself says.
-#[derive(Clone, Copy)]
+#[derive(Clone, Default)]
 pub struct Offer {
-    pub inbox_fd: i32,
-    pub secret: u64,
+    /// Shared memory: our inbox fd and its secret.
+    pub shm: Option<(i32, u64)>,
+    /// Network: our endpoint's name.
+    pub fabric_addr: Option<Vec<u8>>,
+}
+
+/// Which endpoints a bind info should offer.
+pub struct Wants<'a> {
+    /// None when a binding exists: only what exists already is offered then.
+    pub make: bool,
+    pub shm: bool,
+    /// The libfabric provider and the local address to listen on, when the network is offered.
+    pub fabric: Option<(&'a str, Option<&'a str>)>,
+    pub interrupt: bool,
+    pub umqh: u64,
 }
 
 impl Endpoints {
-    /// Our endpoints, created on first use (`make` says whether now is a time to create them,
-    /// and `interrupt` whether the queue sleeps between completions); None when none could be
-    /// set up, or `make` is false and none exists.
-    pub fn offer(&self, make: bool, interrupt: bool, umqh: u64) -> Option<Offer> {
-        if !make && self.shm.get().is_none() {
+    /// Our endpoints as `want` says, each created on first use; a provider whose endpoint
+    /// could not be set up is left out (and logged).
+    pub fn offer(&self, want: &Wants) -> Offer {
+        Offer {
+            shm: want.shm.then(|| self.offer_shm(want)).flatten(),
+            fabric_addr: want.fabric.and_then(|f| self.offer_fabric(want, f)),
+        }
+    }
+
+    fn offer_shm(&self, want: &Wants) -> Option<(i32, u64)> {
+        if !want.make && self.shm.get().is_none() {
             return None;
         }
         let seg = self.shm.get_or_init(|| {
-            shm::Segment::create(crate::runtime::random_u64(), interrupt)
+            shm::Segment::create(crate::runtime::random_u64(), want.interrupt)
                 .inspect_err(|_| {
                     crate::log_warn!(
                         "umq_bind_info_get",
-                        "queue {umqh:#x}: no shared-memory inbox; peers in other processes cannot bind"
+                        "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
+                        want.umqh
                     )
                 })
                 .ok()
                 .map(Arc::new)
         });
         let seg = seg.as_ref()?;
-        Some(Offer {
-            inbox_fd: seg.fd(),
-            secret: seg.secret(),
-        })
+        Some((seg.fd(), seg.secret()))
+    }
+
+    fn offer_fabric(&self, want: &Wants, (prov, node): (&str, Option<&str>)) -> Option<Vec<u8>> {
+        let mut end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
+        if !want.make {
+            return end.name.clone();
+        }
+        if end.unbound.is_none() {
+            end.unbound = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE)
+                .inspect(|ep| {
+                    crate::log_info!(
+                        "umq_bind_info_get",
+                        "queue {:#x}: network endpoint over libfabric {} ({} bytes of address)",
+                        want.umqh,
+                        ep.provider(),
+                        ep.name().len()
+                    )
+                })
+                .inspect_err(|why| {
+                    crate::log_warn!(
+                        "umq_bind_info_get",
+                        "queue {:#x}: no network endpoint (libfabric provider {prov}): {why}",
+                        want.umqh
+                    )
+                })
+                .ok();
+            end.name = end.unbound.as_ref().map(|ep| ep.name().to_vec());
+        }
+        end.name.clone()
     }
 
     /// Readies our endpoints for a peer that has not bound yet (after `offer`, while unbound).
@@ -247,6 +332,19 @@ impl Endpoints {
                     .shm_inbox()
                     .ok_or("no shared-memory inbox of our own")?;
                 shm::Link::open(mine.clone(), addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
+            }
+            Provider::Fabric => {
+                let ep = self
+                    .fabric
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unbound
+                    .take()
+                    .ok_or("no network endpoint of our own (call umq_bind_info_get first)")?;
+                let pid = addr.same_host.then_some(addr.pid);
+                // SAFETY: the area is the connecting queue's, which owns the link made here.
+                let ours = unsafe { fabric::OurArea::new(addr.our_area) };
+                fabric::Link::open(ep, addr.fabric_addr, pid, ours).map(Link::Fabric)
             }
             Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),
         }

@@ -1,6 +1,7 @@
 //! Transports move work requests between two bound queues: `loopback` when both queues live in
-//! one process, `shm` between processes of one host.
+//! one process, `shm` between processes of one host, `fabric` (libfabric) between hosts.
 
+pub mod fabric;
 pub mod fifo;
 pub mod link;
 pub mod loopback;
@@ -18,6 +19,8 @@ pub enum LinkError {
     PeerLeft,
     /// What the peer wrote failed a check (a corrupt or hostile peer); says which.
     Corrupt(&'static str),
+    /// The peer cannot be reached any more (the network provider's error); says why.
+    Lost(&'static str),
 }
 
 impl LinkError {
@@ -25,7 +28,7 @@ impl LinkError {
     pub fn log_level(self) -> u32 {
         match self {
             LinkError::PeerLeft => UMQ_LOG_LEVEL_NOTICE,
-            LinkError::Corrupt(_) => UMQ_LOG_LEVEL_ERR,
+            LinkError::Corrupt(_) | LinkError::Lost(_) => UMQ_LOG_LEVEL_ERR,
         }
     }
 }
@@ -34,7 +37,7 @@ impl std::fmt::Display for LinkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             LinkError::PeerLeft => "peer queue unbound",
-            LinkError::Corrupt(why) => why,
+            LinkError::Corrupt(why) | LinkError::Lost(why) => why,
         })
     }
 }

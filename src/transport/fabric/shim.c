@@ -1,0 +1,299 @@
+/* The libfabric calls the fabric provider makes, behind a narrow C interface.
+ *
+ * libfabric's data-path calls (fi_send, fi_cq_read, fi_endpoint, ...) are static inline
+ * functions in its headers that call through the objects' operation tables, so Rust cannot call
+ * them directly; this file is compiled against the headers by build.rs. It never references a
+ * libfabric symbol by name: the five exported functions it needs (fi_getinfo, fi_freeinfo,
+ * fi_dupinfo, fi_fabric, fi_strerror) are looked up with dlopen("libfabric.so.1") the first time
+ * a queue needs the network, so libumq.so has no DT_NEEDED on libfabric and loads on hosts
+ * without it. Built without libfabric's headers, every call reports that instead.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* What a completion says, flattened: the Rust side never sees a libfabric struct. */
+struct umqf_cqe {
+    void *ctx;
+    uint64_t flags; /* UMQF_SEND or UMQF_RECV */
+    uint64_t len;
+    int32_t err;    /* 0, or a positive FI_E* code */
+    int32_t prov_errno;
+};
+
+#define UMQF_SEND 1u
+#define UMQF_RECV 2u
+
+#ifdef UMQ_HAVE_LIBFABRIC
+#include <dlfcn.h>
+#include <pthread.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+static struct {
+    void *lib;
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+                   struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+    const char *(*strerror)(int);
+    char why[256];
+} F;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+    F.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!F.lib) {
+        snprintf(F.why, sizeof(F.why),
+                 "libfabric.so.1 cannot be loaded (%s): install libfabric1 (Debian: apt-get install libfabric1)",
+                 dlerror());
+        return;
+    }
+    *(void **)&F.getinfo = dlsym(F.lib, "fi_getinfo");
+    *(void **)&F.freeinfo = dlsym(F.lib, "fi_freeinfo");
+    *(void **)&F.dupinfo = dlsym(F.lib, "fi_dupinfo");
+    *(void **)&F.fabric = dlsym(F.lib, "fi_fabric");
+    *(void **)&F.strerror = dlsym(F.lib, "fi_strerror");
+    if (!F.getinfo || !F.freeinfo || !F.dupinfo || !F.fabric || !F.strerror) {
+        snprintf(F.why, sizeof(F.why), "libfabric.so.1 lacks fi_getinfo or its kin: too old?");
+        dlclose(F.lib);
+        F.lib = NULL;
+    }
+}
+
+/* 0 once libfabric is loaded; else -1 and `why` says what to install. */
+int umqf_load(char *why, size_t n)
+{
+    pthread_once(&load_once, load);
+    if (!F.lib) {
+        snprintf(why, n, "%s", F.why);
+        return -1;
+    }
+    return 0;
+}
+
+struct umqf_ep {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    size_t inject_size;
+};
+
+static void fail(char *why, size_t n, const char *what, int rc)
+{
+    snprintf(why, n, "%s: %s (%d)", what, F.strerror(rc < 0 ? -rc : rc), rc);
+}
+
+void umqf_close(struct umqf_ep *e)
+{
+    if (!e)
+        return;
+    /* The endpoint first: it holds the CQ and AV bound. */
+    if (e->ep)
+        fi_close(&e->ep->fid);
+    if (e->cq)
+        fi_close(&e->cq->fid);
+    if (e->av)
+        fi_close(&e->av->fid);
+    if (e->domain)
+        fi_close(&e->domain->fid);
+    if (e->fabric)
+        fi_close(&e->fabric->fid);
+    if (e->info)
+        F.freeinfo(e->info);
+    free(e);
+}
+
+/* A reliable-datagram endpoint of provider `prov` ("tcp", "verbs") listening on `node` (an
+ * address of this host; NULL for the provider's choice), its completion queue of `cq_size`
+ * entries. 0 and *out, or a negative FI_E* code and `why`. */
+int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep **out, char *why,
+              size_t n)
+{
+    if (umqf_load(why, n))
+        return -FI_ENOSYS;
+    struct fi_info *hints = F.dupinfo(NULL);
+    struct umqf_ep *e = calloc(1, sizeof(*e));
+    int rc = -FI_ENOMEM;
+    if (!hints || !e)
+        goto out;
+    hints->caps = FI_MSG;
+    hints->mode = 0;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->tx_attr->msg_order = FI_ORDER_SAS;
+    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->fabric_attr->prov_name = strdup(prov);
+    rc = F.getinfo(FI_VERSION(1, 9), node, NULL, node ? FI_SOURCE : 0, hints, &e->info);
+    if (rc) {
+        fail(why, n, "fi_getinfo", rc);
+        goto out;
+    }
+    e->inject_size = e->info->tx_attr->inject_size;
+    rc = F.fabric(e->info->fabric_attr, &e->fabric, NULL);
+    if (rc) {
+        fail(why, n, "fi_fabric", rc);
+        goto out;
+    }
+    rc = fi_domain(e->fabric, e->info, &e->domain, NULL);
+    if (rc) {
+        fail(why, n, "fi_domain", rc);
+        goto out;
+    }
+    struct fi_cq_attr cq_attr = {.size = cq_size, .format = FI_CQ_FORMAT_DATA,
+                                 .wait_obj = FI_WAIT_NONE};
+    rc = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
+    if (rc) {
+        fail(why, n, "fi_cq_open", rc);
+        goto out;
+    }
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 1};
+    rc = fi_av_open(e->domain, &av_attr, &e->av, NULL);
+    if (rc) {
+        fail(why, n, "fi_av_open", rc);
+        goto out;
+    }
+    rc = fi_endpoint(e->domain, e->info, &e->ep, NULL);
+    if (rc) {
+        fail(why, n, "fi_endpoint", rc);
+        goto out;
+    }
+    rc = fi_ep_bind(e->ep, &e->av->fid, 0);
+    if (!rc)
+        rc = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (!rc)
+        rc = fi_enable(e->ep);
+    if (rc) {
+        fail(why, n, "binding the endpoint", rc);
+        goto out;
+    }
+    *out = e;
+    e = NULL;
+out:
+    if (hints)
+        F.freeinfo(hints);
+    umqf_close(e);
+    return rc;
+}
+
+/* The provider actually chosen ("tcp;ofi_rxm", ...), for logs. */
+const char *umqf_provider(const struct umqf_ep *e)
+{
+    return e->info->fabric_attr->prov_name;
+}
+
+size_t umqf_inject_size(const struct umqf_ep *e)
+{
+    return e->inject_size;
+}
+
+/* Our endpoint's address, for the peer's fi_av_insert: 0 and *len, or a negative FI_E* code. */
+int umqf_name(struct umqf_ep *e, void *addr, size_t *len)
+{
+    return fi_getname(&e->ep->fid, addr, len);
+}
+
+/* Makes the peer at `addr` reachable as *peer. 0, or a negative FI_E* code. */
+int umqf_connect(struct umqf_ep *e, const void *addr, uint64_t *peer)
+{
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    int rc = fi_av_insert(e->av, addr, 1, &a, 0, NULL);
+    if (rc != 1)
+        return rc < 0 ? rc : -FI_EINVAL;
+    *peer = a;
+    return 0;
+}
+
+/* Posts a receive buffer; 0, -FI_EAGAIN (progress and retry) or another negative code. */
+int umqf_recv(struct umqf_ep *e, void *buf, size_t len, void *ctx)
+{
+    return (int)fi_recv(e->ep, buf, len, NULL, FI_ADDR_UNSPEC, ctx);
+}
+
+/* Sends `len` bytes at `buf` to `peer`; its completion carries `ctx`. With `ctx` NULL and `len`
+ * at most the inject size, the bytes are copied out now and no completion comes. */
+int umqf_send(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer, void *ctx)
+{
+    if (!ctx)
+        return (int)fi_inject(e->ep, buf, len, peer);
+    return (int)fi_send(e->ep, buf, len, NULL, peer, ctx);
+}
+
+/* Up to `max` completions into `out`: their count, 0 when none, or a negative FI_E* code. An
+ * error completion comes back as an entry with `err` set. */
+int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
+{
+    struct fi_cq_data_entry c[16];
+    if (max > 16)
+        max = 16;
+    ssize_t got = fi_cq_read(e->cq, c, (size_t)max);
+    if (got == -FI_EAGAIN)
+        return 0;
+    if (got == -FI_EAVAIL) {
+        struct fi_cq_err_entry err = {0};
+        if (fi_cq_readerr(e->cq, &err, 0) != 1)
+            return -FI_EOTHER;
+        out[0] = (struct umqf_cqe){.ctx = err.op_context,
+                                   .flags = (err.flags & FI_RECV) ? UMQF_RECV : UMQF_SEND,
+                                   .len = err.len, .err = err.err ? err.err : FI_EOTHER,
+                                   .prov_errno = err.prov_errno};
+        return 1;
+    }
+    if (got < 0)
+        return (int)got;
+    for (ssize_t i = 0; i < got; i++)
+        out[i] = (struct umqf_cqe){.ctx = c[i].op_context,
+                                   .flags = (c[i].flags & FI_RECV) ? UMQF_RECV : UMQF_SEND,
+                                   .len = c[i].len};
+    return (int)got;
+}
+
+const char *umqf_strerror(int code)
+{
+    return F.strerror ? F.strerror(code < 0 ? -code : code) : "libfabric not loaded";
+}
+
+#else /* built without libfabric's headers */
+
+struct umqf_ep;
+
+int umqf_load(char *why, size_t n)
+{
+    snprintf(why, n, "this libumq was built without libfabric's headers: install libfabric-dev "
+                     "and rebuild it to use the fabric provider");
+    return -1;
+}
+
+int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep **out, char *why,
+              size_t n)
+{
+    (void)prov, (void)node, (void)cq_size, (void)out;
+    umqf_load(why, n);
+    return -38; /* ENOSYS */
+}
+
+void umqf_close(struct umqf_ep *e) { (void)e; }
+const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
+size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
+int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
+int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
+int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *c) { (void)e, (void)b, (void)l, (void)c; return -38; }
+int umqf_send(struct umqf_ep *e, const void *b, size_t l, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)p, (void)c; return -38; }
+int umqf_poll(struct umqf_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -38; }
+const char *umqf_strerror(int code) { (void)code; return "libfabric not available"; }
+
+#endif

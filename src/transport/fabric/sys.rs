@@ -1,0 +1,209 @@
+//! The C shim's interface (`shim.c`), and `Endpoint`, a libfabric reliable-datagram endpoint
+//! with its completion queue and address vector, closed on drop.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ptr::NonNull;
+
+/// One completion, as the shim flattens it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Cqe {
+    pub ctx: *mut c_void,
+    pub flags: u64,
+    pub len: u64,
+    /// 0, or a positive `FI_E*` code.
+    pub err: i32,
+    pub prov_errno: i32,
+}
+
+pub const CQE_SEND: u64 = 1;
+pub const CQE_RECV: u64 = 2;
+/// `FI_EAGAIN`: the provider has no room now; progress and retry.
+pub const FI_EAGAIN: c_int = 11;
+
+#[repr(C)]
+pub struct RawEp {
+    _opaque: [u8; 0],
+}
+
+unsafe extern "C" {
+    fn umqf_load(why: *mut c_char, n: usize) -> c_int;
+    fn umqf_open(
+        prov: *const c_char,
+        node: *const c_char,
+        cq_size: usize,
+        out: *mut *mut RawEp,
+        why: *mut c_char,
+        n: usize,
+    ) -> c_int;
+    fn umqf_close(e: *mut RawEp);
+    fn umqf_provider(e: *const RawEp) -> *const c_char;
+    fn umqf_inject_size(e: *const RawEp) -> usize;
+    fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
+    fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
+    fn umqf_recv(e: *mut RawEp, buf: *mut c_void, len: usize, ctx: *mut c_void) -> c_int;
+    fn umqf_send(
+        e: *mut RawEp,
+        buf: *const c_void,
+        len: usize,
+        peer: u64,
+        ctx: *mut c_void,
+    ) -> c_int;
+    fn umqf_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
+    fn umqf_strerror(code: c_int) -> *const c_char;
+}
+
+fn text(why: &[u8]) -> String {
+    CStr::from_bytes_until_nul(why)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Loads libfabric.so.1 (once); Err says what to install.
+pub fn load() -> Result<(), String> {
+    let mut why = [0u8; 256];
+    match unsafe { umqf_load(why.as_mut_ptr() as *mut c_char, why.len()) } {
+        0 => Ok(()),
+        _ => Err(text(&why)),
+    }
+}
+
+pub fn strerror(code: c_int) -> String {
+    unsafe { CStr::from_ptr(umqf_strerror(code)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A reliable-datagram endpoint. Every call on it is made under the wire lock of the one queue
+/// that owns it (libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a time).
+pub struct Endpoint {
+    raw: NonNull<RawEp>,
+    name: Vec<u8>,
+    inject: usize,
+    provider: String,
+}
+
+// SAFETY: see the type's comment: the queue's wire lock serialises every use.
+unsafe impl Send for Endpoint {}
+unsafe impl Sync for Endpoint {}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        unsafe { umqf_close(self.raw.as_ptr()) };
+    }
+}
+
+impl Endpoint {
+    /// Opens an endpoint of libfabric provider `prov` listening on `node` (an address of this
+    /// host; None for the provider's choice), with a completion queue of `cq_size` entries.
+    pub fn open(prov: &str, node: Option<&str>, cq_size: usize) -> Result<Endpoint, String> {
+        let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
+        let node_c = node
+            .map(CString::new)
+            .transpose()
+            .map_err(|_| "address with a NUL".to_string())?;
+        let mut raw = std::ptr::null_mut();
+        let mut why = [0u8; 256];
+        let rc = unsafe {
+            umqf_open(
+                prov_c.as_ptr(),
+                node_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                cq_size,
+                &mut raw,
+                why.as_mut_ptr() as *mut c_char,
+                why.len(),
+            )
+        };
+        let raw = match NonNull::new(raw) {
+            Some(raw) if rc == 0 => raw,
+            _ => return Err(text(&why)),
+        };
+        let mut name = vec![0u8; 256];
+        let mut len = name.len();
+        let rc = unsafe { umqf_name(raw.as_ptr(), name.as_mut_ptr() as *mut c_void, &mut len) };
+        if rc != 0 || len > name.len() {
+            unsafe { umqf_close(raw.as_ptr()) };
+            return Err(format!("fi_getname: {}", strerror(rc)));
+        }
+        name.truncate(len);
+        let provider = unsafe { CStr::from_ptr(umqf_provider(raw.as_ptr())) }
+            .to_string_lossy()
+            .into_owned();
+        Ok(Endpoint {
+            raw,
+            name,
+            inject: unsafe { umqf_inject_size(raw.as_ptr()) },
+            provider,
+        })
+    }
+
+    /// Our address, for the peer (`fi_getname`).
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// The libfabric provider serving it ("tcp;ofi_rxm", ...).
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The largest message `send` copies out at once without a completion.
+    pub fn inject_size(&self) -> usize {
+        self.inject
+    }
+
+    /// Makes the endpoint at `addr` (its `name`) reachable; returns its address handle.
+    pub fn connect(&self, addr: &[u8]) -> Result<u64, String> {
+        let mut peer = 0u64;
+        let rc =
+            unsafe { umqf_connect(self.raw.as_ptr(), addr.as_ptr() as *const c_void, &mut peer) };
+        match rc {
+            0 => Ok(peer),
+            _ => Err(format!("fi_av_insert: {}", strerror(rc))),
+        }
+    }
+
+    /// Posts `len` bytes at `buf` for a message; its completion carries `ctx`. Err(code).
+    pub fn post_recv(&self, buf: *mut u8, len: usize, ctx: usize) -> Result<(), c_int> {
+        match unsafe {
+            umqf_recv(
+                self.raw.as_ptr(),
+                buf as *mut c_void,
+                len,
+                ctx as *mut c_void,
+            )
+        } {
+            0 => Ok(()),
+            rc => Err(-rc),
+        }
+    }
+
+    /// Sends `bytes` to `peer`. With `ctx`, the bytes must stay put until the completion that
+    /// carries it; without, they are copied out now (at most `inject_size`). Err(code), where
+    /// `FI_EAGAIN` means no room now.
+    pub fn send(&self, bytes: &[u8], peer: u64, ctx: Option<usize>) -> Result<(), c_int> {
+        let ctx = ctx.map_or(std::ptr::null_mut(), |c| c as *mut c_void);
+        let rc = unsafe {
+            umqf_send(
+                self.raw.as_ptr(),
+                bytes.as_ptr() as *const c_void,
+                bytes.len(),
+                peer,
+                ctx,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(-rc),
+        }
+    }
+
+    /// Takes up to `out.len()` completions (at most 16); Err(code) when the queue failed.
+    pub fn poll(&self, out: &mut [Cqe]) -> Result<usize, c_int> {
+        let max = out.len().min(16) as c_int;
+        match unsafe { umqf_poll(self.raw.as_ptr(), out.as_mut_ptr(), max) } {
+            n if n >= 0 => Ok(n as usize),
+            rc => Err(-rc),
+        }
+    }
+}
