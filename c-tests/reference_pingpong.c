@@ -6,6 +6,7 @@
  *   reference_pingpong -s [-p PORT] [options]          server (PORT 0: pick one, print "port N")
  *   reference_pingpong -c HOST -p PORT [options]       client
  *   options: -m ub|ipc   transport mode (ub uses IPv4 127.0.0.1 as the reference examples do)
+ *            -i ADDR     the IPv4 address ub mode names in dev_info (this host's, default 127.0.0.1)
  *            -e poll|irq polling or interrupt mode
  *            -a pro|base the pro API (post/poll) or the base API (enqueue/dequeue)
  *            -n ROUNDS   round trips (default 200)
@@ -33,7 +34,8 @@ static struct {
     umq_queue_mode_t event_mode;
     int pro;
     int rounds;
-} cfg = {0, NULL, 0, UMQ_TRANS_MODE_UB, UMQ_MODE_POLLING, 1, 200};
+    const char *local_ip;
+} cfg = {0, NULL, 0, UMQ_TRANS_MODE_UB, UMQ_MODE_POLLING, 1, 200, "127.0.0.1"};
 
 static void die(const char *what)
 {
@@ -47,9 +49,9 @@ static int tcp_server(int *port)
 {
     int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
+    if (l < 0 || inet_pton(AF_INET, cfg.local_ip, &a.sin_addr) != 1 || bind(l, (struct sockaddr *)&a, sizeof(a)) ||
+        listen(l, 1))
         die("listen");
     socklen_t len = sizeof(a);
     getsockname(l, (struct sockaddr *)&a, &len);
@@ -103,7 +105,7 @@ static void fill_dev(umq_dev_assign_t *dev)
 {
     memset(dev, 0, sizeof(*dev));
     dev->assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
-    strcpy(dev->ipv4.ip_addr, "127.0.0.1");
+    snprintf(dev->ipv4.ip_addr, sizeof(dev->ipv4.ip_addr), "%s", cfg.local_ip);
 }
 
 static uint64_t setup(int sock)
@@ -272,7 +274,7 @@ static void ask(uint64_t q)
 static void parse(int argc, char **argv)
 {
     int o;
-    while ((o = getopt(argc, argv, "sc:p:m:e:a:n:")) != -1) {
+    while ((o = getopt(argc, argv, "sc:p:m:e:a:n:i:")) != -1) {
         switch (o) {
         case 's': cfg.server = 1; break;
         case 'c': cfg.host = optarg; break;
@@ -281,6 +283,7 @@ static void parse(int argc, char **argv)
         case 'e': cfg.event_mode = strcmp(optarg, "irq") == 0 ? UMQ_MODE_INTERRUPT : UMQ_MODE_POLLING; break;
         case 'a': cfg.pro = strcmp(optarg, "base") != 0; break;
         case 'n': cfg.rounds = atoi(optarg); break;
+        case 'i': cfg.local_ip = optarg; break;
         default: fprintf(stderr, "usage: see the comment at the top of reference_pingpong.c\n"); exit(2);
         }
     }

@@ -1,5 +1,5 @@
-//! The baselines, run on this host in the same invocation as our measurement, both on
-//! libfabric's `shm` provider:
+//! The baselines, run on this host in the same invocation as our measurement, on libfabric's
+//! `shm` provider (or, for `--provider fabric`, on the libfabric provider it rides, `tcp`):
 //! - latency: libfabric's own `fi_pingpong` (Debian `libfabric-bin`), server and client;
 //! - streaming: `fi_stream.c` (next to this file), a windowed one-way sender and receiver, since
 //!   Debian does not package fabtests' `fi_rdm_bw`. It is compiled here with the system C
@@ -20,13 +20,25 @@ pub fn available() -> bool {
     crate::pair::installed("fi_pingpong")
 }
 
-/// Runs `fi_pingpong -p shm -e rdm` server and client for one size.
+static PROVIDER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The libfabric provider the baselines run on: `shm` unless set here (the network provider's
+/// runs compare against the libfabric provider they ride, `tcp` by default).
+pub fn use_provider(name: String) {
+    let _ = PROVIDER.set(name);
+}
+
+fn provider() -> &'static str {
+    PROVIDER.get().map_or("shm", String::as_str)
+}
+
+/// Runs `fi_pingpong -p <provider> -e rdm` server and client for one size.
 pub fn pingpong(size: u32, iters: u64) -> Result<PingPong, String> {
     let port = crate::pair::free_port().to_string();
     let (iters, size) = (iters.to_string(), size.to_string());
     let pingpong = || {
         let mut c = Command::new("fi_pingpong");
-        c.args(["-p", "shm", "-e", "rdm", "-I", &iters, "-S", &size]);
+        c.args(["-p", provider(), "-e", "rdm", "-I", &iters, "-S", &size]);
         c
     };
     let mut server = pingpong();
@@ -69,11 +81,13 @@ fn fi_stream_exe() -> Result<&'static std::path::Path, String> {
     .map_err(Clone::clone)
 }
 
-/// Streams `messages` of `size` bytes one way over libfabric shm; returns messages per second.
+/// Streams `messages` of `size` bytes one way over the baselines' libfabric provider; returns
+/// messages per second.
 pub fn stream(size: u32, messages: u64) -> Result<f64, String> {
     let exe = fi_stream_exe()?;
     let out = Command::new(exe)
         .args(["-n", &messages.to_string(), "-S", &size.to_string()])
+        .args(["-p", provider()])
         .output()
         .map_err(|e| format!("cannot start fi_stream: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);

@@ -267,8 +267,8 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
 
 fn check(a: &Args) -> Result<(), String> {
     let r = &a.run;
-    if !["loopback", "shm"].contains(&a.provider.as_str()) {
-        return Err(format!("--provider {}: loopback or shm", a.provider));
+    if !["loopback", "shm", "fabric"].contains(&a.provider.as_str()) {
+        return Err(format!("--provider {}: loopback, shm or fabric", a.provider));
     }
     if !["lat", "bw", "qps", "fc", "all"].contains(&a.test.as_str()) {
         return Err(format!("--test {}: lat, bw, qps, fc or all", a.test));
@@ -319,9 +319,9 @@ pub fn bandwidth_row(row: Row, size: u32, msgs_per_s: f64) -> Row {
 }
 
 fn measure(provider: &str, kind: Kind, run: &Run) -> Row {
-    let run = run.for_test(kind, provider == "shm");
+    let run = run.for_test(kind, provider != "loopback");
     let row = match provider {
-        "shm" => shm::run(kind, &run),
+        "shm" | "fabric" => shm::run(kind, &run),
         _ => loopback::measure(kind, &run),
     };
     row.num("rx_bufs", run.rx_bufs as f64)
@@ -467,6 +467,17 @@ fn main() {
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true));
     }
+    if args.provider == "fabric" {
+        // Before umq_init and any thread: the library and the peer process read it there.
+        unsafe { std::env::set_var("UMQ_PROVIDER", "fabric") };
+        libfabric::use_provider(
+            std::env::var("UMQ_FABRIC_PROVIDER").unwrap_or_else(|_| "tcp".into()),
+        );
+        if args.compare_ucx {
+            eprintln!("--compare ucx: over shared memory only, so far");
+            std::process::exit(2);
+        }
+    }
     if args.compare && !libfabric::available() {
         eprintln!("--compare libfabric: fi_pingpong not found (apt-get install libfabric-bin)");
         std::process::exit(2);
@@ -480,7 +491,7 @@ fn main() {
         println!(
             "umq-perf: provider {} ({}), {} iterations, batch {}, depth {}, flow control {}{}",
             args.provider,
-            if args.provider == "shm" {
+            if args.provider != "loopback" {
                 "two processes"
             } else {
                 "two queues, one process"

@@ -1,4 +1,5 @@
-//! `--provider shm`: the two queues live in two processes. umq-perf starts a copy of itself as
+//! `--provider shm` (and `fabric`, the same over libfabric): the two queues live in two
+//! processes. umq-perf starts a copy of itself as
 //! the peer (`--peer lat|bw`, hidden), exchanges bind infos with it over the child's stdin and
 //! stdout, as a real application would over a socket, and measures traffic that only crosses
 //! libumq's shared-memory transport. The peer sends its flow-control statistics back at the end.
@@ -107,10 +108,14 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     let (mut child, mut to_peer, mut from_peer) = spawn_peer(kind, run);
     let q = connect(run, &mut to_peer, &mut from_peer);
     recv_frame(&mut from_peer); // the peer has bound and posted its receive buffers
-    let label = format!("{} shm {} B", kind.name(), run.size);
+    let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
+        Ok("fabric") => "fabric",
+        _ => "shm",
+    };
+    let label = format!("{} {provider} {} B", kind.name(), run.size);
     let mut progress = Progress::new(label, run.iters, run.quiet);
     let pool = |shared| if shared { "queue pool" } else { "process pool" };
-    let row = Row::new(kind.name(), "shm", run.size, run.flow.on)
+    let row = Row::new(kind.name(), provider, run.size, run.flow.on)
         .text("send_buffers", pool(run.shared_pool))
         .text("receive_buffers", pool(run.shared_rx));
     let row = match kind {
