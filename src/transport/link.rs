@@ -344,7 +344,8 @@ impl Endpoints {
                 let pid = addr.same_host.then_some(addr.pid);
                 // SAFETY: the area is the connecting queue's, which owns the link made here.
                 let ours = unsafe { fabric::OurArea::new(addr.our_area) };
-                fabric::Link::open(ep, addr.fabric_addr, pid, ours).map(Link::Fabric)
+                fabric::Link::open(ep, addr.fabric_addr, pid, ours, fabric::liveness())
+                    .map(Link::Fabric)
             }
             Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),
         }

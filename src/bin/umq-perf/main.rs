@@ -268,7 +268,10 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
 fn check(a: &Args) -> Result<(), String> {
     let r = &a.run;
     if !["loopback", "shm", "fabric"].contains(&a.provider.as_str()) {
-        return Err(format!("--provider {}: loopback, shm or fabric", a.provider));
+        return Err(format!(
+            "--provider {}: loopback, shm or fabric",
+            a.provider
+        ));
     }
     if !["lat", "bw", "qps", "fc", "all"].contains(&a.test.as_str()) {
         return Err(format!("--test {}: lat, bw, qps, fc or all", a.test));

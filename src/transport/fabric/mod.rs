@@ -24,6 +24,7 @@ use crate::abi::types::*;
 use crate::flow::Area;
 use msg::*;
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 pub use sys::Endpoint;
 
 /// The binding's own queue's flow-control area, which outlives the binding: the queue owns both
@@ -54,9 +55,25 @@ const RX_BOUNCES: usize = 64;
 const TX_SLOTS: usize = 64;
 /// WRs (and responses) handed to the sending step at most at once.
 const MAX_OUTGOING: usize = 256;
+/// A side with nothing to send for this long sends a ping, so its peer keeps hearing from it.
+const PING_AFTER: Duration = Duration::from_millis(500);
 /// Completion contexts: which buffer a completion is about.
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
+
+/// How long a peer may stay silent before its binding breaks: `UMQ_FABRIC_LIVENESS_MS`,
+/// default 5000 (each side pings after half a second of saying nothing, so only a peer that is
+/// gone or cut off stays silent).
+pub fn liveness() -> Duration {
+    static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    Duration::from_millis(*MS.get_or_init(|| {
+        std::env::var("UMQ_FABRIC_LIVENESS_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .unwrap_or(5000)
+    }))
+}
 
 /// The completion queue of an endpoint: room for every buffer's completion.
 pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + 16;
@@ -76,6 +93,11 @@ pub struct Link {
     area_sent: [u64; 3],
     /// The peer said it left.
     left: bool,
+    /// When we last heard from the peer and last sent it anything, and how long it may stay
+    /// silent before the binding counts as broken.
+    heard: Instant,
+    said: Instant,
+    liveness: Duration,
 }
 
 struct Rx {
@@ -188,11 +210,13 @@ fn lost(why: &'static str) -> LinkError {
 impl Link {
     /// Binds our endpoint `ep` to the peer's endpoint at `addr`, posting our receive buffers;
     /// `peer_pid` when the peer runs on this host (its exit then ends the binding at once).
+    /// A peer silent for `liveness` (a host gone, a link down) breaks the binding.
     pub fn open(
         ep: Endpoint,
         addr: &[u8],
         peer_pid: Option<u32>,
         our_area: OurArea,
+        liveness: Duration,
     ) -> Result<Link, String> {
         let peer = ep.connect(addr)?;
         let mut link = Link {
@@ -225,6 +249,9 @@ impl Link {
             our_area,
             area_sent: [0; 3],
             left: false,
+            heard: Instant::now(),
+            said: Instant::now(),
+            liveness,
         };
         link.repost();
         Ok(link)
@@ -244,6 +271,7 @@ impl Link {
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
         let mut out = Outcome::default();
         self.reap()?;
+        self.check_liveness()?;
         self.receive(w, at, &mut out)?;
         self.complete(w, &mut out);
         if self.left {
@@ -310,6 +338,21 @@ impl Link {
         }
     }
 
+    /// Pings a peer we have said nothing to for a while; fails a peer silent for too long.
+    fn check_liveness(&mut self) -> Result<(), LinkError> {
+        if self.heard.elapsed() >= self.liveness {
+            return Err(lost("peer silent for longer than the liveness timeout"));
+        }
+        let ping_after = PING_AFTER.min(self.liveness / 4);
+        if self.tx.outgoing.is_empty() && self.said.elapsed() >= ping_after {
+            self.tx.outgoing.push_back(Outgoing::control(Header {
+                kind: KIND_PING,
+                ..Default::default()
+            }));
+        }
+        Ok(())
+    }
+
     /// Takes completions: received messages join `arrived`, sent buffers come free. An error
     /// completion means the peer cannot be reached.
     fn reap(&mut self) -> Result<(), LinkError> {
@@ -343,7 +386,8 @@ impl Link {
                             && c.len as usize <= BOUNCE
                             && self.rx.filled[idx].is_none() =>
                     {
-                        self.rx.filled[idx] = Some(c.len as usize)
+                        self.rx.filled[idx] = Some(c.len as usize);
+                        self.heard = Instant::now();
                     }
                     SEND_TAG if idx < TX_SLOTS => self.tx.free.push(idx),
                     _ => return Err(lost("a fabric completion for no buffer of ours")),
@@ -519,7 +563,7 @@ impl Link {
 
     /// Sends queued messages in order, fragment by fragment, while libfabric takes them.
     fn flush(&mut self) -> Result<(), LinkError> {
-        let (ep, peer) = (&self.ep, self.peer);
+        let (ep, peer, said) = (&self.ep, self.peer, &mut self.said);
         let Tx {
             bufs,
             free,
@@ -563,6 +607,7 @@ impl Link {
                     return Err(lost("peer unreachable over the network"));
                 }
             }
+            *said = Instant::now();
             o.started = true;
             o.done += n as u64;
             if o.done == o.total() {
@@ -683,6 +728,7 @@ impl Run<'_> {
                 self.peer_area.raise_to([h.imm, h.addr, h.seq]);
                 Ok(true)
             }
+            KIND_PING => Ok(true),
             _ => {
                 *self.left = true;
                 Ok(true)
@@ -752,4 +798,61 @@ fn our_wr(w: &Wire, seq: u64) -> Result<*mut umq_buf_t, LinkError> {
         .filter(|&i| (i as usize) < w.in_flight)
         .map(|i| w.sq[w.delivered + i as usize])
         .ok_or(LinkError::Corrupt("a response for no WR of ours in flight"))
+}
+
+#[cfg(all(test, umq_fabric_headers))]
+mod tests {
+    use super::*;
+    use crate::buf::pool::Pool;
+
+    fn link(ep: Endpoint, to: &[u8], area: &Area, liveness: Duration) -> Link {
+        // SAFETY: the areas outlive the links (the test owns both).
+        let ours = unsafe { OurArea::new(area) };
+        Link::open(ep, to, None, ours, liveness).expect("connect")
+    }
+
+    /// Two bindings over libfabric tcp on 127.0.0.1 that keep running rounds hear each other
+    /// (pings) for several liveness periods; once one side goes silent, as a host that is gone
+    /// or cut off does, the other's round fails within about one period.
+    #[test]
+    fn a_silent_peer_breaks_the_binding_after_the_liveness_timeout() {
+        let liveness = Duration::from_millis(300);
+        let open = || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE).expect("libfabric tcp");
+        let (ea, eb) = (open(), open());
+        let (na, nb) = (ea.name().to_vec(), eb.name().to_vec());
+        let (area_a, area_b) = (Area::default(), Area::default());
+        let mut a = link(ea, &nb, &area_a, liveness);
+        let mut b = link(eb, &na, &area_b, liveness);
+        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
+        let pool = Pool::new(false, 0, 0);
+        let at = Receiver {
+            umqh: 1,
+            fragments: false,
+            pool: &pool,
+        };
+        let start = Instant::now();
+        while start.elapsed() < liveness * 3 {
+            a.round(&mut wa, &at).expect("a hears b");
+            b.round(&mut wb, &at).expect("b hears a");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let cut = Instant::now();
+        let err = loop {
+            match a.round(&mut wa, &at) {
+                Err(e) => break e,
+                Ok(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+            assert!(cut.elapsed() < liveness * 3, "a silent peer went unnoticed");
+        };
+        assert_eq!(
+            err,
+            LinkError::Lost("peer silent for longer than the liveness timeout")
+        );
+        assert!(
+            cut.elapsed() >= liveness / 2,
+            "broken too early: {:?}",
+            cut.elapsed()
+        );
+        drop(b);
+    }
 }

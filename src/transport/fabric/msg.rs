@@ -26,6 +26,8 @@ pub const KIND_DONE: u8 = 5;
 pub const KIND_AREA: u8 = 6;
 /// The sender left the binding.
 pub const KIND_BYE: u8 = 7;
+/// Nothing but "still here": sent when a side had nothing else to send for a while.
+pub const KIND_PING: u8 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -63,7 +65,7 @@ impl Header {
         }
         // SAFETY: at least HEADER bytes; read_unaligned makes no alignment claim.
         let h: Header = unsafe { std::ptr::read_unaligned(at.as_ptr() as *const Header) };
-        if h.kind == 0 || h.kind > KIND_BYE {
+        if h.kind == 0 || h.kind > KIND_PING {
             return Err(LinkError::Corrupt("unknown fabric message kind"));
         }
         if h.len as usize != at.len() - HEADER {
