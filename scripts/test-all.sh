@@ -85,6 +85,13 @@ UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly py
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep -q 'libfabric\.so\.1 '; then
   echo "== Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
   UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
+  if command -v fi_info >/dev/null && fi_info -p verbs >/dev/null 2>&1; then
+    echo "== Python tests again over libfabric verbs"
+    UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=verbs UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  else
+    echo "SKIPPED: the Python suite over libfabric verbs: fi_info -p verbs finds no RDMA device here"
+  fi
 else
   echo "SKIPPED: the Python suite over the network provider: libfabric-dev (headers and libfabric.so.1) is not installed"
 fi

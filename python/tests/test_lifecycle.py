@@ -1,10 +1,12 @@
 """init / uninit, create, bind info, bind, unbind, destroy, state; stale and forged handles."""
 
 import ctypes as C
+import os
 
 import pytest
 
 import umq
+from conftest import eventually
 
 FORGED = 0x1234_5678_9ABC_DEF0
 
@@ -100,3 +102,32 @@ def test_ipc_mode_and_ub_mode_queues_bind(ctx):
         assert [c.data for c in b.poll_until(1, umq.UMQ_IO_RX)] == [b"x"]
         a.destroy()
         b.destroy()
+
+
+def _open_fds():
+    return set(os.listdir("/proc/self/fd"))
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.libumq_behaviour
+def test_bindings_leave_no_fds_or_threads_behind():
+    """Whatever the provider (the suite runs again with shm and the network forced): pairs made,
+    used, unbound and destroyed, then umq_uninit, leave the process with the fds and threads it
+    had (endpoints, inboxes, pidfds, doorbells and the progress thread all go)."""
+    with umq.Umq() as warm:  # the first init loads what stays loaded (libfabric, ...)
+        warm.pair(depth=8)
+    fds, threads = _open_fds(), _threads()
+    for _ in range(3):
+        with umq.Umq() as ctx:
+            for _ in range(3):
+                a, b = ctx.pair(depth=8)
+                b.post_recv(2)
+                assert a.send([b"x", b"y"]) == 2
+                assert len(b.poll_until(2, umq.UMQ_IO_RX)) == 2
+                a.unbind()
+                a.destroy()
+                b.destroy()
+    eventually(lambda: _open_fds() == fds and _threads() <= threads)
