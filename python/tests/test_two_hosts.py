@@ -68,7 +68,7 @@ def ip(*args):
 
 
 @pytest.mark.libumq_behaviour
-@pytest.mark.skipif(os.environ.get("UMQ_PROVIDER"), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
 def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout():
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 (ip netns)")
