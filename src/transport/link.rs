@@ -298,10 +298,11 @@ impl Endpoints {
                 .inspect(|ep| {
                     crate::log_info!(
                         "umq_bind_info_get",
-                        "queue {:#x}: network endpoint over libfabric {} ({} bytes of address)",
+                        "queue {:#x}: network endpoint over libfabric {} ({} bytes of address, inject {} B)",
                         want.umqh,
                         ep.provider(),
-                        ep.name().len()
+                        ep.name().len(),
+                        ep.inject_size()
                     )
                 })
                 .inspect_err(|why| {

@@ -57,6 +57,8 @@ const TX_SLOTS: usize = 64;
 const MAX_OUTGOING: usize = 256;
 /// A side with nothing to send for this long sends a ping, so its peer keeps hearing from it.
 const PING_AFTER: Duration = Duration::from_millis(500);
+/// The least time between two shipments of our flow-control area (`ship_area`).
+const AREA_EVERY: Duration = Duration::from_millis(1);
 /// Completion contexts: which buffer a completion is about.
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
@@ -89,8 +91,9 @@ pub struct Link {
     peer_area: Area,
     /// Our own area, which we ship to the peer whenever it changed.
     our_area: OurArea,
-    /// Our area as we last shipped it.
+    /// Our area as we last shipped it, and when.
     area_sent: [u64; 3],
+    area_sent_at: Instant,
     /// The peer said it left.
     left: bool,
     /// When we last heard from the peer and last sent it anything, and how long it may stay
@@ -248,6 +251,7 @@ impl Link {
             peer_area: Area::default(),
             our_area,
             area_sent: [0; 3],
+            area_sent_at: Instant::now(),
             left: false,
             heard: Instant::now(),
             said: Instant::now(),
@@ -292,7 +296,9 @@ impl Link {
             return None;
         }
         let mut out = Outcome::default();
-        if self.reap().is_err() {
+        // Reading the completion queue drives the provider's progress (system calls, for tcp):
+        // a post only does when it needs send buffers back; polls do the rest.
+        if self.tx.free.len() < TX_SLOTS / 2 && self.reap().is_err() {
             return None;
         }
         self.transmit(w, &mut out);
@@ -496,13 +502,20 @@ impl Link {
         }
     }
 
-    /// Queues our flow-control area when it changed since we last shipped it.
+    /// Queues our flow-control area when it changed since we last shipped it: at once for a new
+    /// initial window (the peer is IDLE until it has it), else at most every `AREA_EVERY`.
+    /// Grants travel in piggybacked and standalone announcements too; the area is what a peer
+    /// without either reads, so it may lag a little, but it always arrives (the progress
+    /// thread's rounds ship it when the application does not call in).
     fn ship_area(&mut self) {
         let now = self.our_area.get().snapshot();
-        if now == self.area_sent {
+        if now == self.area_sent
+            || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < AREA_EVERY)
+        {
             return;
         }
         self.area_sent = now;
+        self.area_sent_at = Instant::now();
         self.tx.outgoing.push_back(Outgoing::control(Header {
             kind: KIND_AREA,
             imm: now[0],
