@@ -1,0 +1,307 @@
+//! The receiving side: completions taken, receive buffers posted again, and the peer's messages
+//! run in order, each checked before use.
+
+use super::*;
+
+impl Link {
+    /// Takes completions: received messages join `arrived`, sent buffers come free. An error
+    /// completion means the peer cannot be reached.
+    pub(super) fn reap(&mut self) -> Result<(), LinkError> {
+        let mut cqes = [sys::Cqe {
+            ctx: std::ptr::null_mut(),
+            flags: 0,
+            len: 0,
+            err: 0,
+            prov_errno: 0,
+        }; 16];
+        loop {
+            let n = self
+                .ep
+                .poll(&mut cqes)
+                .map_err(|_| lost("the fabric completion queue failed"))?;
+            for c in &cqes[..n] {
+                if c.err != 0 {
+                    crate::log_info!(
+                        "umq_fabric",
+                        "completion error: {} (provider errno {})",
+                        sys::strerror(c.err),
+                        c.prov_errno
+                    );
+                    return Err(lost("peer unreachable over the network"));
+                }
+                let ctx = c.ctx as usize;
+                let idx = ctx & (RECV_TAG - 1);
+                match ctx & !(RECV_TAG - 1) {
+                    RECV_TAG
+                        if idx < RX_BOUNCES
+                            && c.len as usize <= BOUNCE
+                            && self.rx.filled[idx].is_none() =>
+                    {
+                        self.rx.filled[idx] = Some(c.len as usize);
+                        self.heard = Instant::now();
+                    }
+                    SEND_TAG if idx < TX_SLOTS => self.tx.free.push(idx),
+                    _ => return Err(lost("a fabric completion for no buffer of ours")),
+                }
+            }
+            if n < cqes.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    pub(super) fn repost(&mut self) {
+        while let Some(idx) = self.rx.repost.pop() {
+            let buf = self.rx.bufs[idx].as_mut_ptr();
+            if self.ep.post_recv(buf, BOUNCE, RECV_TAG | idx).is_err() {
+                self.rx.repost.push(idx);
+                return;
+            }
+            self.rx.posted.push_back(idx);
+        }
+    }
+
+    /// Runs the peer's messages in order until one must wait for a receive buffer.
+    pub(super) fn receive(
+        &mut self,
+        w: &mut Wire,
+        at: &Receiver,
+        out: &mut Outcome,
+    ) -> Result<(), LinkError> {
+        let Link {
+            rx,
+            tx,
+            peer_area,
+            left,
+            ..
+        } = self;
+        loop {
+            if let Some((h, data)) = rx.held.take() {
+                let mut run = Run {
+                    tx,
+                    peer_area,
+                    left,
+                    executed: &mut rx.executed,
+                };
+                if !run.message(w, at, &h, &data, out)? {
+                    rx.held = Some((h, data));
+                    out.blocked |= !std::mem::replace(&mut rx.blocked, true);
+                    return Ok(());
+                }
+                rx.blocked = false;
+                continue;
+            }
+            let Some((idx, len)) = rx.next_filled() else {
+                return Ok(());
+            };
+            let bytes = &rx.bufs[idx][..len];
+            let h = Header::read(bytes)?;
+            let payload = &bytes[HEADER..];
+            if let Some((first, data)) = rx.assembling.as_mut() {
+                if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
+                    return Err(LinkError::Corrupt("fabric fragments do not make a message"));
+                }
+                data.extend_from_slice(payload);
+                if data.len() as u64 == first.total {
+                    rx.held = rx.assembling.take();
+                }
+            } else if h.kind == KIND_MORE {
+                return Err(LinkError::Corrupt("a fabric fragment without its message"));
+            } else if h.total > h.len as u64 {
+                let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
+                data.extend_from_slice(payload);
+                rx.assembling = Some((h, data));
+            } else {
+                let mut run = Run {
+                    tx,
+                    peer_area,
+                    left,
+                    executed: &mut rx.executed,
+                };
+                if !run.message(w, at, &h, payload, out)? {
+                    out.blocked |= !std::mem::replace(&mut rx.blocked, true);
+                    return Ok(());
+                }
+                rx.blocked = false;
+            }
+            rx.posted.pop_front();
+            rx.filled[idx] = None;
+            rx.repost.push(idx);
+        }
+    }
+}
+
+impl Rx {
+    /// The oldest posted buffer, when its message has arrived: (buffer, bytes).
+    pub(super) fn next_filled(&self) -> Option<(usize, usize)> {
+        let &idx = self.posted.front()?;
+        self.filled[idx].map(|len| (idx, len))
+    }
+}
+
+/// What running one of the peer's messages touches of the link.
+struct Run<'a> {
+    tx: &'a mut Tx,
+    peer_area: &'a Area,
+    left: &'a mut bool,
+    executed: &'a mut u64,
+}
+
+/// The peer as the initiator of its WR: a READ's data goes back as a message.
+struct Reply<'a> {
+    outgoing: &'a mut VecDeque<Outgoing>,
+    seq: u64,
+}
+
+impl target::Initiator for Reply<'_> {
+    fn read_back(&mut self, from: *const u8, len: usize) -> Option<umq_buf_status_t> {
+        // The bytes as they are now, as an RDMA READ would read them.
+        let data = unsafe { std::slice::from_raw_parts(from, len) }.to_vec();
+        self.outgoing.push_back(Outgoing {
+            header: Header {
+                kind: KIND_READ_RESP,
+                seq: self.seq,
+                total: len as u64,
+                ..Default::default()
+            },
+            body: Body::Owned(data),
+            done: 0,
+            started: false,
+            wr_seq: None,
+        });
+        Some(UMQ_BUF_SUCCESS)
+    }
+}
+
+impl Run<'_> {
+    /// Runs one message; false when it must wait for a receive buffer.
+    fn message(
+        &mut self,
+        w: &mut Wire,
+        at: &Receiver,
+        h: &Header,
+        payload: &[u8],
+        out: &mut Outcome,
+    ) -> Result<bool, LinkError> {
+        match h.kind {
+            KIND_WR => self.wr(w, at, h, payload, out),
+            KIND_STANDALONE => {
+                if w.flow.is_none() {
+                    return Err(LinkError::Corrupt(
+                        "window update from a peer without flow control",
+                    ));
+                }
+                if w.rx_posted.is_empty() {
+                    return Ok(false);
+                }
+                let mut dst = Side {
+                    umqh: at.umqh,
+                    wire: w,
+                    fragments: at.fragments,
+                };
+                target::deliver_standalone(&mut dst, h.imm);
+                out.rx_done += 1;
+                Ok(true)
+            }
+            KIND_READ_RESP => {
+                let wr = our_wr(w, h.seq)?;
+                if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
+                    return Err(LinkError::Corrupt("READ data for a WR that is not a READ"));
+                }
+                target::land_read(wr, payload.as_ptr(), payload.len());
+                Ok(true)
+            }
+            KIND_DONE => {
+                let i = h
+                    .seq
+                    .checked_sub(w.tx_done_seq)
+                    .filter(|&i| (i as usize) < self.tx.flight.len())
+                    .ok_or(LinkError::Corrupt(
+                        "a completion for no WR of ours in flight",
+                    ))?;
+                let f = &mut self.tx.flight[i as usize];
+                if f.quick || f.status.is_some() {
+                    return Err(LinkError::Corrupt("a completion for a WR that has one"));
+                }
+                f.status = Some(if h.status <= UMQ_BUF_REM_DATA_POISON {
+                    h.status
+                } else {
+                    UMQ_BUF_REM_OPERATION_ERR
+                });
+                Ok(true)
+            }
+            KIND_AREA => {
+                self.peer_area.raise_to([h.imm, h.addr, h.seq]);
+                Ok(true)
+            }
+            KIND_PING => Ok(true),
+            _ => {
+                *self.left = true;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Runs one of the peer's WRs here with the shared executor.
+    fn wr(
+        &mut self,
+        w: &mut Wire,
+        at: &Receiver,
+        h: &Header,
+        payload: &[u8],
+        out: &mut Outcome,
+    ) -> Result<bool, LinkError> {
+        let opcode = h.opcode as umq_opcode_t;
+        let req = target::Request {
+            opcode,
+            imm: h.imm,
+            len: payload.len() as u64,
+            src: std::iter::once((payload.as_ptr() as *mut u8, payload.len())),
+            remote: umq_ref_sge_t {
+                addr: h.addr,
+                length: h.rlen,
+                token_id: h.token_id,
+                token_value: h.token_value,
+                rsvd0: 0,
+            },
+        };
+        let mut reply = Reply {
+            outgoing: &mut self.tx.outgoing,
+            seq: *self.executed,
+        };
+        let mut dst = Side {
+            umqh: at.umqh,
+            wire: w,
+            fragments: at.fragments,
+        };
+        let landed_before = out.rx_done;
+        let status = match target::execute_wr(&mut dst, &req, at.pool, &mut reply, out) {
+            target::Executed::Done(status) => status,
+            target::Executed::Wait => return Ok(false),
+            target::Executed::InitiatorLeft => return Err(LinkError::PeerLeft),
+        };
+        if out.rx_done > landed_before
+            && let Some(f) = w.flow.as_mut()
+        {
+            f.data_arrived(1);
+        }
+        if !quick(opcode) {
+            self.tx.outgoing.push_back(Outgoing::control(Header {
+                kind: KIND_DONE,
+                seq: *self.executed,
+                status,
+                ..Default::default()
+            }));
+        }
+        *self.executed += 1;
+        Ok(true)
+    }
+}
+
+/// Our WR in flight with sequence number `seq`.
+fn our_wr(w: &Wire, seq: u64) -> Result<*mut umq_buf_t, LinkError> {
+    seq.checked_sub(w.tx_done_seq)
+        .filter(|&i| (i as usize) < w.in_flight)
+        .map(|i| w.sq[w.delivered + i as usize])
+        .ok_or(LinkError::Corrupt("a response for no WR of ours in flight"))
+}

@@ -1,0 +1,232 @@
+//! The sending side: our WRs (and responses, updates, pings) as messages, fragment by
+//! fragment, and our WRs' completions in order.
+
+use super::*;
+
+/// One of our WRs between the sending step and its completion.
+pub(super) struct Flight {
+    /// Completes once sent (SEND, SEND_IMM, NOP), else when the peer reports it executed.
+    pub(super) quick: bool,
+    pub(super) sent: bool,
+    pub(super) status: Option<umq_buf_status_t>,
+}
+
+pub(super) struct Outgoing {
+    pub(super) header: Header,
+    pub(super) body: Body,
+    /// Payload bytes handed to libfabric so far, and whether a first fragment went.
+    pub(super) done: u64,
+    pub(super) started: bool,
+    /// Our WR this message carries (its sequence number).
+    pub(super) wr_seq: Option<u64>,
+}
+
+pub(super) enum Body {
+    None,
+    /// The payload of our WR, read from its buffers as it goes.
+    Wr(*mut umq_buf_t),
+    Owned(Vec<u8>),
+}
+
+impl Outgoing {
+    pub(super) fn control(header: Header) -> Outgoing {
+        Outgoing {
+            header,
+            body: Body::None,
+            done: 0,
+            started: false,
+            wr_seq: None,
+        }
+    }
+
+    pub(super) fn total(&self) -> u64 {
+        self.header.total
+    }
+
+    /// Copies payload bytes `[done, done + dst.len())` into `dst`.
+    pub(super) fn copy_out(&self, dst: &mut [u8]) {
+        match &self.body {
+            Body::None => {}
+            Body::Owned(v) => dst.copy_from_slice(&v[self.done as usize..][..dst.len()]),
+            Body::Wr(wr) => copy_wr_range(*wr, self.done as usize, dst),
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
+pub(super) fn copy_wr_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
+    let mut skip = from;
+    let mut at = 0;
+    for (p, n) in target::pieces(wr) {
+        if at == dst.len() {
+            break;
+        }
+        if skip >= n {
+            skip -= n;
+            continue;
+        }
+        let take = (n - skip).min(dst.len() - at);
+        unsafe { std::ptr::copy_nonoverlapping(p.add(skip), dst[at..].as_mut_ptr(), take) };
+        at += take;
+        skip = 0;
+    }
+}
+
+impl Link {
+    /// Completes our WRs in order, as far as they are done.
+    pub(super) fn complete(&mut self, w: &mut Wire, out: &mut Outcome) {
+        while let Some(f) = self.tx.flight.front() {
+            let status = match (f.quick, f.sent, f.status) {
+                (_, _, Some(s)) => s,
+                (true, true, None) => UMQ_BUF_SUCCESS,
+                _ => break,
+            };
+            let wr = w.sq[w.delivered];
+            unsafe {
+                (*wr).set_status(status);
+                target::restore_piggyback_carrier(wr, w.flow.is_some());
+            }
+            self.tx.flight.pop_front();
+            self.tx.flight_base += 1;
+            w.delivered += 1;
+            w.tx_done_seq += 1;
+            w.in_flight -= 1;
+            out.tx_done += 1;
+        }
+    }
+
+    /// Queues our flow-control area when it changed since we last shipped it: at once for a new
+    /// initial window (the peer is IDLE until it has it), else at most every `AREA_EVERY`.
+    /// Grants travel in piggybacked and standalone announcements too; the area is what a peer
+    /// without either reads, so it may lag a little, but it always arrives (the progress
+    /// thread's rounds ship it when the application does not call in).
+    pub(super) fn ship_area(&mut self) {
+        let now = self.our_area.get().snapshot();
+        if now == self.area_sent
+            || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < AREA_EVERY)
+        {
+            return;
+        }
+        self.area_sent = now;
+        self.area_sent_at = Instant::now();
+        self.tx.outgoing.push_back(Outgoing::control(Header {
+            kind: KIND_AREA,
+            imm: now[0],
+            addr: now[1],
+            seq: now[2],
+            ..Default::default()
+        }));
+    }
+
+    /// Hands our waiting WRs to the sending step, in order, while credit lasts.
+    pub(super) fn transmit(&mut self, w: &mut Wire, out: &mut Outcome) {
+        let mut credit = CreditGate::open(w);
+        while w.delivered + w.in_flight < w.sq.len() && self.tx.outgoing.len() < MAX_OUTGOING {
+            let wr = w.sq[w.delivered + w.in_flight];
+            let pro = unsafe { *(*wr).pro() };
+            if !credit.pass(w, pro.opcode) {
+                out.credit_wait = true;
+                break;
+            }
+            let seq = w.tx_done_seq + w.in_flight as u64;
+            let total = match pro.opcode {
+                UMQ_OPC_READ | UMQ_OPC_NOP => 0,
+                _ => (unsafe { (*wr).total_data_size }) as u64,
+            };
+            let sge = pro.remote_sge;
+            self.tx.outgoing.push_back(Outgoing {
+                header: Header {
+                    kind: KIND_WR,
+                    opcode: pro.opcode as u8,
+                    imm: pro.imm_data,
+                    addr: sge.addr,
+                    token_id: sge.token_id,
+                    token_value: sge.token_value,
+                    rlen: sge.length,
+                    seq,
+                    total,
+                    ..Default::default()
+                },
+                body: Body::Wr(wr),
+                done: 0,
+                started: false,
+                wr_seq: Some(seq),
+            });
+            self.tx.flight.push_back(Flight {
+                quick: quick(pro.opcode),
+                sent: false,
+                status: None,
+            });
+            w.in_flight += 1;
+            match pro.opcode {
+                UMQ_OPC_READ => out.reads += 1,
+                UMQ_OPC_NOP => {}
+                _ => out.sends += 1,
+            }
+        }
+        credit.close(w);
+    }
+
+    /// Sends queued messages in order, fragment by fragment, while libfabric takes them.
+    pub(super) fn flush(&mut self) -> Result<(), LinkError> {
+        let (ep, peer, said) = (&self.ep, self.peer, &mut self.said);
+        let Tx {
+            bufs,
+            free,
+            outgoing,
+            flight,
+            flight_base,
+            scratch,
+        } = &mut self.tx;
+        while let Some(o) = outgoing.front_mut() {
+            let n = (o.total() - o.done).min(FRAGMENT as u64) as usize;
+            let mut h = o.header;
+            if o.started {
+                h.kind = KIND_MORE;
+            }
+            h.len = n as u32;
+            let len = HEADER + n;
+            let sent = if len <= ep.inject_size() {
+                scratch.clear();
+                scratch.extend_from_slice(&h.to_bytes());
+                scratch.resize(len, 0);
+                o.copy_out(&mut scratch[HEADER..]);
+                ep.send(scratch, peer, None)
+            } else {
+                let Some(slot) = free.pop() else {
+                    return Ok(());
+                };
+                let buf = &mut bufs[slot][..len];
+                buf[..HEADER].copy_from_slice(&h.to_bytes());
+                o.copy_out(&mut buf[HEADER..]);
+                let sent = ep.send(buf, peer, Some(SEND_TAG | slot));
+                if sent.is_err() {
+                    free.push(slot);
+                }
+                sent
+            };
+            match sent {
+                Ok(()) => {}
+                Err(sys::FI_EAGAIN) => return Ok(()),
+                Err(code) => {
+                    crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
+                    return Err(lost("peer unreachable over the network"));
+                }
+            }
+            *said = Instant::now();
+            o.started = true;
+            o.done += n as u64;
+            if o.done == o.total() {
+                if let Some(seq) = o.wr_seq
+                    && let Some(f) = seq
+                        .checked_sub(*flight_base)
+                        .and_then(|i| flight.get_mut(i as usize))
+                {
+                    f.sent = true;
+                }
+                outgoing.pop_front();
+            }
+        }
+        Ok(())
+    }
+}
