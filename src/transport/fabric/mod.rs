@@ -60,8 +60,10 @@ const TX_SLOTS: usize = 64;
 const MAX_OUTGOING: usize = 256;
 /// A side with nothing to send for this long sends a ping, so its peer keeps hearing from it.
 const PING_AFTER: Duration = Duration::from_millis(500);
-/// The least time between two shipments of our flow-control area (`ship_area`).
-const AREA_EVERY: Duration = Duration::from_micros(50);
+/// The least time between two shipments of our flow-control area while we send WRs, and while
+/// we only receive (`ship_area`).
+const AREA_WHILE_SENDING: Duration = Duration::from_millis(1);
+const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
 /// Completion contexts: which buffer a completion is about.
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
@@ -97,6 +99,8 @@ pub struct Link {
     /// Our area as we last shipped it, and when.
     area_sent: [u64; 3],
     area_sent_at: Instant,
+    /// When we last handed a WR of ours to the sending step.
+    wr_sent_at: Instant,
     /// The peer said it left.
     left: bool,
     /// When we last heard from the peer and last sent it anything, and how long it may stay
@@ -186,6 +190,7 @@ impl Link {
             our_area,
             area_sent: [0; 3],
             area_sent_at: Instant::now(),
+            wr_sent_at: Instant::now(),
             left: false,
             heard: Instant::now(),
             said: Instant::now(),

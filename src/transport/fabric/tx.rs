@@ -96,14 +96,21 @@ impl Link {
     }
 
     /// Queues our flow-control area when it changed since we last shipped it: at once for a new
-    /// initial window (the peer is IDLE until it has it), else at most every `AREA_EVERY`.
-    /// Grants travel in piggybacked and standalone announcements too; the area is what a peer
-    /// without either reads, so it may lag a little, but it always arrives (the progress
-    /// thread's rounds ship it when the application does not call in).
+    /// initial window (the peer is IDLE until it has it), else after a pause. Grants also travel
+    /// in announcements piggybacked on our SENDs, so while we send WRs the pause is long
+    /// (`AREA_WHILE_SENDING`: a ping-pong's replies carry the credit); a pure receiver, whose
+    /// peer may have no receive buffer for a standalone update, ships it soon
+    /// (`AREA_WHILE_RECEIVING`: a stream's credit). It always arrives: the progress thread's
+    /// rounds ship it when the application does not call in.
     pub(super) fn ship_area(&mut self) {
         let now = self.our_area.get().snapshot();
+        let pause = if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
+            AREA_WHILE_SENDING
+        } else {
+            AREA_WHILE_RECEIVING
+        };
         if now == self.area_sent
-            || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < AREA_EVERY)
+            || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < pause)
         {
             return;
         }
@@ -158,6 +165,7 @@ impl Link {
                 status: None,
             });
             w.in_flight += 1;
+            self.wr_sent_at = Instant::now();
             match pro.opcode {
                 UMQ_OPC_READ => out.reads += 1,
                 UMQ_OPC_NOP => {}
