@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import sys
 
-TIMEOUT_S = 120
+from run_pair import run_server_then_client
+
 SKIP = 77
 SERVER_IP, CLIENT_IP = "10.231.7.1", "10.231.7.2"
 
@@ -47,28 +48,15 @@ def main():
     env = dict(os.environ, UMQ_PROVIDER="fabric")
     try:
         a, b = make_hosts(tag)
-        server = subprocess.Popen(
+        client, server = run_server_then_client(
             ["ip", "netns", "exec", a, exe, "-s", "-p", "0", "-i", SERVER_IP, *opts],
-            stdout=subprocess.PIPE, text=True, env=env)
-        try:
-            first = server.stdout.readline().split()
-            if len(first) != 2 or first[0] != "port":
-                sys.exit(f"server did not print its port (got {first!r})")
-            client = subprocess.run(
-                ["ip", "netns", "exec", b, exe, "-c", SERVER_IP, "-p", first[1], "-i", CLIENT_IP, *opts],
-                timeout=TIMEOUT_S, capture_output=True, text=True, env=env)
-            sys.stdout.write(client.stdout)
-            sys.stderr.write(client.stderr)
-            server_out, _ = server.communicate(timeout=TIMEOUT_S)
-            sys.stdout.write(server_out)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
+            lambda port: ["ip", "netns", "exec", b, exe, "-c", SERVER_IP, "-p", port, "-i", CLIENT_IP,
+                          *opts],
+            env)
     finally:
         remove_hosts(tag)
-    if client.returncode or server.returncode:
-        sys.exit(f"client exited {client.returncode}, server exited {server.returncode}")
+    if client or server:
+        sys.exit(f"client exited {client}, server exited {server}")
 
 
 if __name__ == "__main__":
