@@ -130,22 +130,27 @@ impl Queue {
     }
 
     /// The usual post through a link in one pass: a single WR the provider can send at once
-    /// (`Link::can_send_one`) that has credit. What `queue_tx` and the sending step would do
-    /// for it, without their batch bookkeeping: take one credit (re-reading the peer's area
-    /// when the window looks empty), piggyback a due announcement on a SEND, clear the
-    /// library's bit of a user immediate, queue, send and complete. None, with nothing
-    /// changed, when it cannot go this way.
+    /// (`Link::send_one_if`) that has credit. None, with nothing changed, when it cannot go
+    /// this way.
     fn send_one_now(&self, w: &mut Wire, link: &mut Link, wr: *mut umq_buf_t) -> Option<Outcome> {
-        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize || !link.can_send_one(w, wr)
-        {
+        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize {
             return None;
         }
+        link.send_one_if(w, wr, |w, peer_area| self.admit_one(w, peer_area, wr))
+    }
+
+    /// What `queue_tx` would do for the one WR of `send_one_now`, without its batch
+    /// bookkeeping: take one credit (re-reading the peer's area when the window looks empty),
+    /// piggyback a due announcement on a SEND, clear the library's bit of a user immediate,
+    /// queue it. False, with nothing changed, when there is no credit.
+    #[inline(always)]
+    fn admit_one(&self, w: &mut Wire, peer_area: &Area, wr: *mut umq_buf_t) -> bool {
         if let Some(f) = w.flow.as_mut() {
             if f.window() == 0 {
-                f.refresh(link.peer_area());
+                f.refresh(peer_area);
             }
             if f.take_credit(1) == 0 {
-                return None;
+                return false;
             }
             let pro = unsafe { (*wr).pro_mut() };
             if pro.opcode == UMQ_OPC_SEND_IMM {
@@ -156,7 +161,7 @@ impl Queue {
         }
         unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
         w.sq.push_back(wr);
-        Some(link.send_one(w, wr))
+        true
     }
 
     /// A post through the peer slot (a local peer, or a link still being set up): accepted WRs and whether the window limited them.

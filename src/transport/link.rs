@@ -104,7 +104,7 @@ impl Link {
     }
 
     /// The peer's flow-control area: its initial window and cumulative grants.
-    #[inline]
+    #[inline(always)]
     pub fn peer_area(&self) -> &Area {
         match self {
             Link::Shm(l) => l.peer_area(),
@@ -113,7 +113,7 @@ impl Link {
     }
 
     /// Whether a round would find nothing to do (a poll on an empty queue skips it).
-    #[inline]
+    #[inline(always)]
     pub fn idle(&self, w: &Wire) -> bool {
         match self {
             Link::Shm(l) => l.idle(w),
@@ -132,7 +132,7 @@ impl Link {
 
     /// A post's round: sends our waiting WRs and nothing else. None when the full round must
     /// run instead (the peer has left: that round takes what it sent before it went).
-    #[inline]
+    #[inline(always)]
     pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
         match self {
             Link::Shm(l) => l.post_round(w),
@@ -140,22 +140,20 @@ impl Link {
         }
     }
 
-    /// Whether `wr`, the only WR of a post, can go in one pass (`send_one`) once admitted.
-    #[inline]
-    pub fn can_send_one(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
+    /// The one-pass post of a single WR: when the provider can send `wr` at once, `admit`
+    /// (given the peer's area) takes its credit and queues it, and the provider sends and
+    /// completes it. None, with nothing changed, when it cannot go this way. One dispatch for
+    /// the whole fast path.
+    #[inline(always)]
+    pub fn send_one_if(
+        &mut self,
+        w: &mut Wire,
+        wr: *mut umq_buf_t,
+        admit: impl FnOnce(&mut Wire, &Area) -> bool,
+    ) -> Option<Outcome> {
         match self {
-            Link::Shm(l) => l.can_send_one(w, wr),
-            Link::Fabric(_) => false,
-        }
-    }
-
-    /// Sends the WR `can_send_one` passed, queued at the tail of the send queue and admitted
-    /// by flow control.
-    #[inline]
-    pub fn send_one(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Outcome {
-        match self {
-            Link::Shm(l) => l.send_one(w, wr),
-            Link::Fabric(l) => l.post_round(w).unwrap_or_default(),
+            Link::Shm(l) => l.send_one_if(w, wr, admit),
+            Link::Fabric(_) => None,
         }
     }
 
@@ -177,7 +175,7 @@ impl Link {
 
     /// Whether a message of the peer waits for one of our receive buffers (a receive post
     /// then runs a round at once).
-    #[inline]
+    #[inline(always)]
     pub fn waits_for_rx_buffer(&self) -> bool {
         match self {
             Link::Shm(l) => l.waits_for_rx_buffer(),
@@ -187,7 +185,7 @@ impl Link {
 
     /// A pro-API receive buffer from our shared pool, about to be posted behind `posted`
     /// others: the provider may let the peer write the message into it directly.
-    #[inline]
+    #[inline(always)]
     pub fn offer_rx(&self, arena: &Arena, posted: usize, b: *mut umq_buf_t) {
         match self {
             Link::Shm(l) => l.offer_rx(arena, posted, b),

@@ -66,16 +66,19 @@ impl Link {
         transmit_round(w, &mut self.pair, &self.mine, &self.peer)
     }
 
-    /// Whether `wr`, a post's only WR, can go in one pass (`can_transmit_one`).
-    #[inline]
-    pub fn can_send_one(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
-        can_transmit_one(w, &self.peer, wr)
-    }
-
-    /// Sends the WR `can_send_one` passed, already queued and admitted.
-    #[inline]
-    pub fn send_one(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Outcome {
-        transmit_one(w, &self.mine, &self.peer, wr)
+    /// Sends `wr`, a post's only WR, in one pass when it can go that way
+    /// (`can_transmit_one`) and `admit` takes its credit and queues it.
+    #[inline(always)]
+    pub fn send_one_if(
+        &mut self,
+        w: &mut Wire,
+        wr: *mut umq_buf_t,
+        admit: impl FnOnce(&mut Wire, &Area) -> bool,
+    ) -> Option<Outcome> {
+        if !can_transmit_one(w, &self.peer, wr) || !admit(w, self.peer.area()) {
+            return None;
+        }
+        Some(transmit_one(w, &self.mine, &self.peer, wr))
     }
 
     /// Whether a standalone window update can go now.
