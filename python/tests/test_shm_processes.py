@@ -4,10 +4,12 @@ over TCP."""
 
 import multiprocessing as mp
 import os
+import signal
 
 import pytest
 
 import umq
+from conftest import eventually
 
 COUNT = 2000
 
@@ -108,3 +110,42 @@ def test_messages_into_shared_pool_buffers_cross_with_one_copy():
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+def victim(conn):
+    with umq.Umq() as ctx:
+        q = ctx.queue("child", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        with ctx.alloc(64, 1, umqh=q.handle) as target:
+            conn.send(q.expose(target))
+            conn.recv()  # never comes: the parent stops and kills this process
+
+
+@pytest.mark.libumq_behaviour
+def test_a_peer_killed_with_a_read_in_flight_ends_in_error_and_flushes_it():
+    """Over whichever transport binds two processes (shm; the network when forced): the peer is
+    stopped, so a READ to it stays in flight, then killed with SIGKILL. The queue must reach
+    the error state on its own, complete the READ with UMQ_BUF_WR_FLUSH_ERR, and refuse posts."""
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=victim, args=(child_end,))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("parent", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(parent_end.recv())
+            parent_end.send(q.bind_info())
+            remote = parent_end.recv()
+            os.kill(child.pid, signal.SIGSTOP)  # it runs nothing of ours from here on
+            assert q.read(4, remote) == 1
+            assert q.poll(umq.UMQ_IO_TX) == []  # in flight: the peer must run it first
+            os.kill(child.pid, signal.SIGKILL)
+            eventually(lambda: q.state == umq.QUEUE_STATE_ERR)
+            done = q.poll_until(1, umq.UMQ_IO_TX)
+            assert [c.status for c in done] == [umq.UMQ_BUF_WR_FLUSH_ERR]
+            with pytest.raises(umq.UmqError) as e:
+                q.send([b"late"])
+            assert e.value.code == -umq.UMQ_ERR_EINVAL
+    finally:
+        child.join(30)
+    assert child.exitcode == -signal.SIGKILL
