@@ -87,13 +87,6 @@ pub enum Link {
 }
 
 impl Link {
-    pub fn provider(&self) -> Provider {
-        match self {
-            Link::Shm(_) => Provider::Shm,
-            Link::Fabric(_) => Provider::Fabric,
-        }
-    }
-
     /// The peer's process when it runs on this host: its exit ends the binding (the progress
     /// thread watches it).
     pub fn peer_process(&self) -> Option<u32> {

@@ -2,6 +2,7 @@
 //! many receive buffers it takes, landing it and completing the receive (with the flow-control
 //! update it may carry), and a READ's response landing in the WR that asked for it.
 
+use super::LinkError;
 use super::wire::{Outcome, Side, Wire, needs_rx_buffer};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
@@ -198,6 +199,53 @@ pub fn deliver_standalone(dst: &mut Side, imm: u64) {
             UMQ_BUF_FLOW_CONTROL_UPDATE,
         )
     };
+}
+
+/// A standalone window update from the peer, into our next posted receive buffer. False when
+/// none is posted (it waits for one); Err from a peer that sends one without flow control.
+pub(crate) fn receive_standalone(
+    dst: &mut Side,
+    imm: u64,
+    out: &mut Outcome,
+) -> Result<bool, LinkError> {
+    if dst.wire.flow.is_none() {
+        return Err(LinkError::Corrupt(
+            "window update from a peer without flow control",
+        ));
+    }
+    if dst.wire.rx_posted.is_empty() {
+        return Ok(false);
+    }
+    deliver_standalone(dst, imm);
+    out.rx_done += 1;
+    Ok(true)
+}
+
+/// Lands the data of a READ response in our READ WR with sequence number `seq` (how many of
+/// our WRs completed before it), which must be in flight; Err for anything else a peer says.
+pub(crate) fn land_read_response(w: &mut Wire, seq: u64, data: &[u8]) -> Result<(), LinkError> {
+    let wr = seq
+        .checked_sub(w.tx_done_seq)
+        .filter(|&k| (k as usize) < w.in_flight)
+        .map(|k| w.sq[w.delivered + k as usize])
+        .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
+    if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
+        return Err(LinkError::Corrupt(
+            "READ response for a WR that is not a READ",
+        ));
+    }
+    land_read(wr, data.as_ptr(), data.len());
+    Ok(())
+}
+
+/// A completion status the peer reported for one of our WRs, checked: a value no status has
+/// becomes `REM_OPERATION_ERR`.
+pub(crate) fn peer_status(raw: u32) -> umq_buf_status_t {
+    if raw <= UMQ_BUF_REM_DATA_POISON {
+        raw
+    } else {
+        UMQ_BUF_REM_OPERATION_ERR
+    }
 }
 
 /// The second half of both engines' one-pass path: a SEND or SEND_IMM of `len` contiguous

@@ -9,7 +9,6 @@ impl Link {
     pub(super) fn reap(&mut self) -> Result<(), LinkError> {
         let mut cqes = [sys::Cqe {
             ctx: std::ptr::null_mut(),
-            flags: 0,
             len: 0,
             err: 0,
             prov_errno: 0,
@@ -186,31 +185,14 @@ impl Run<'_> {
         match h.kind {
             KIND_WR => self.wr(w, at, h, payload, out),
             KIND_STANDALONE => {
-                if w.flow.is_none() {
-                    return Err(LinkError::Corrupt(
-                        "window update from a peer without flow control",
-                    ));
-                }
-                if w.rx_posted.is_empty() {
-                    return Ok(false);
-                }
                 let mut dst = Side {
                     umqh: at.umqh,
                     wire: w,
                     fragments: at.fragments,
                 };
-                target::deliver_standalone(&mut dst, h.imm);
-                out.rx_done += 1;
-                Ok(true)
+                target::receive_standalone(&mut dst, h.imm, out)
             }
-            KIND_READ_RESP => {
-                let wr = our_wr(w, h.seq)?;
-                if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
-                    return Err(LinkError::Corrupt("READ data for a WR that is not a READ"));
-                }
-                target::land_read(wr, payload.as_ptr(), payload.len());
-                Ok(true)
-            }
+            KIND_READ_RESP => target::land_read_response(w, h.seq, payload).map(|()| true),
             KIND_DONE => {
                 let i = h
                     .seq
@@ -223,11 +205,7 @@ impl Run<'_> {
                 if f.quick || f.status.is_some() {
                     return Err(LinkError::Corrupt("a completion for a WR that has one"));
                 }
-                f.status = Some(if h.status <= UMQ_BUF_REM_DATA_POISON {
-                    h.status
-                } else {
-                    UMQ_BUF_REM_OPERATION_ERR
-                });
+                f.status = Some(target::peer_status(h.status));
                 Ok(true)
             }
             KIND_AREA => {
@@ -296,12 +274,4 @@ impl Run<'_> {
         *self.executed += 1;
         Ok(true)
     }
-}
-
-/// Our WR in flight with sequence number `seq`.
-fn our_wr(w: &Wire, seq: u64) -> Result<*mut umq_buf_t, LinkError> {
-    seq.checked_sub(w.tx_done_seq)
-        .filter(|&i| (i as usize) < w.in_flight)
-        .map(|i| w.sq[w.delivered + i as usize])
-        .ok_or(LinkError::Corrupt("a response for no WR of ours in flight"))
 }

@@ -17,15 +17,11 @@
 
 /* What a completion says, flattened: the Rust side never sees a libfabric struct. */
 struct umqf_cqe {
-    void *ctx;
-    uint64_t flags; /* UMQF_SEND or UMQF_RECV */
+    void *ctx; /* which buffer: the context its operation was posted with */
     uint64_t len;
     int32_t err;    /* 0, or a positive FI_E* code */
     int32_t prov_errno;
 };
-
-#define UMQF_SEND 1u
-#define UMQF_RECV 2u
 
 #ifdef UMQ_HAVE_LIBFABRIC
 #include <dlfcn.h>
@@ -72,7 +68,7 @@ static void load(void)
 }
 
 /* 0 once libfabric is loaded; else -1 and `why` says what to install. */
-int umqf_load(char *why, size_t n)
+static int umqf_load(char *why, size_t n)
 {
     pthread_once(&load_once, load);
     if (!F.lib) {
@@ -250,18 +246,15 @@ int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
         struct fi_cq_err_entry err = {0};
         if (fi_cq_readerr(e->cq, &err, 0) != 1)
             return -FI_EOTHER;
-        out[0] = (struct umqf_cqe){.ctx = err.op_context,
-                                   .flags = (err.flags & FI_RECV) ? UMQF_RECV : UMQF_SEND,
-                                   .len = err.len, .err = err.err ? err.err : FI_EOTHER,
+        out[0] = (struct umqf_cqe){.ctx = err.op_context, .len = err.len,
+                                   .err = err.err ? err.err : FI_EOTHER,
                                    .prov_errno = err.prov_errno};
         return 1;
     }
     if (got < 0)
         return (int)got;
     for (ssize_t i = 0; i < got; i++)
-        out[i] = (struct umqf_cqe){.ctx = c[i].op_context,
-                                   .flags = (c[i].flags & FI_RECV) ? UMQF_RECV : UMQF_SEND,
-                                   .len = c[i].len};
+        out[i] = (struct umqf_cqe){.ctx = c[i].op_context, .len = c[i].len};
     return (int)got;
 }
 
@@ -274,7 +267,7 @@ const char *umqf_strerror(int code)
 
 struct umqf_ep;
 
-int umqf_load(char *why, size_t n)
+static int umqf_load(char *why, size_t n)
 {
     snprintf(why, n, "this libumq was built without libfabric's headers: install libfabric-dev "
                      "and rebuild it to use the fabric provider");

@@ -9,15 +9,12 @@ use std::ptr::NonNull;
 #[derive(Clone, Copy, Debug)]
 pub struct Cqe {
     pub ctx: *mut c_void,
-    pub flags: u64,
     pub len: u64,
     /// 0, or a positive `FI_E*` code.
     pub err: i32,
     pub prov_errno: i32,
 }
 
-pub const CQE_SEND: u64 = 1;
-pub const CQE_RECV: u64 = 2;
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
 pub const FI_EAGAIN: c_int = 11;
 
@@ -27,7 +24,6 @@ pub struct RawEp {
 }
 
 unsafe extern "C" {
-    fn umqf_load(why: *mut c_char, n: usize) -> c_int;
     fn umqf_open(
         prov: *const c_char,
         node: *const c_char,
@@ -57,15 +53,6 @@ fn text(why: &[u8]) -> String {
     CStr::from_bytes_until_nul(why)
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// Loads libfabric.so.1 (once); Err says what to install.
-pub fn load() -> Result<(), String> {
-    let mut why = [0u8; 256];
-    match unsafe { umqf_load(why.as_mut_ptr() as *mut c_char, why.len()) } {
-        0 => Ok(()),
-        _ => Err(text(&why)),
-    }
 }
 
 pub fn strerror(code: c_int) -> String {

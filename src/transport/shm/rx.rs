@@ -18,25 +18,22 @@ pub(super) fn receive(
         match e.kind {
             KIND_PAD => {}
             KIND_STANDALONE => {
-                if w.flow.is_none() {
-                    return Err(LinkError::Corrupt(
-                        "window update from a peer without flow control",
-                    ));
-                }
-                if w.rx_posted.is_empty() {
-                    note_blocked(pair, out);
-                    return Ok(());
-                }
                 let mut dst = Side {
                     umqh,
                     wire: w,
                     fragments,
                 };
-                target::deliver_standalone(&mut dst, e.imm);
+                if !target::receive_standalone(&mut dst, e.imm, out)? {
+                    note_blocked(pair, out);
+                    return Ok(());
+                }
                 pair.rx_entries_run += 1;
-                out.rx_done += 1;
             }
-            KIND_READ_RESP => read_response(w, &e, payload)?,
+            KIND_READ_RESP => {
+                // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+                let data = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
+                target::land_read_response(w, e.seq, data)?
+            }
             _ => {
                 let landed = match e.flags {
                     0 => land_inline(w, &e, payload, umqh, fragments, out),
@@ -326,22 +323,4 @@ pub(super) fn execute(
 pub(super) fn sender_left(peer: &Segment) -> bool {
     std::sync::atomic::fence(Ordering::SeqCst);
     peer.is_closed()
-}
-
-/// Copies a READ response into the READ WR it answers (still in flight in our send queue).
-pub(super) fn read_response(w: &mut Wire, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
-    let idx = e
-        .seq
-        .checked_sub(w.tx_done_seq)
-        .map(|k| w.delivered + k as usize)
-        .filter(|&i| i < w.delivered + w.in_flight)
-        .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
-    let wr = w.sq[idx];
-    if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
-        return Err(LinkError::Corrupt(
-            "READ response for a WR that is not a READ",
-        ));
-    }
-    target::land_read(wr, payload, e.len as usize);
-    Ok(())
 }

@@ -60,11 +60,7 @@ pub(super) fn complete(
             Some(d) if seq < d => {
                 let raw =
                     peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
-                if raw as u32 <= UMQ_BUF_REM_DATA_POISON {
-                    raw as u32
-                } else {
-                    UMQ_BUF_REM_OPERATION_ERR
-                }
+                target::peer_status(raw as u32)
             }
             _ if quick => UMQ_BUF_SUCCESS,
             _ => break,
