@@ -24,7 +24,7 @@ use crate::abi::types::*;
 use crate::error::{UmqResult, einval, eperm};
 use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
-use crate::transport::link::{Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
+use crate::transport::link::{Arm, Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
 use crate::transport::loopback;
 use crate::transport::target;
 use crate::transport::wire::{Outcome, Side, Wire};
@@ -111,8 +111,24 @@ impl crate::transport::progress::Watched for Queue {
         Queue::peer_lost(self, why);
     }
 
-    fn arm_wakeup(&self) -> Option<(i32, bool)> {
-        self.endpoints.arm_wakeup()
+    fn arm_wakeup(&self) -> Option<crate::transport::progress::Wakeup> {
+        if let Some(bell) = self.endpoints.arm_wakeup() {
+            return Some(bell);
+        }
+        // A binding's own fd (the network's completion queue) arms only with nothing pending:
+        // run the round until it does (a few tries; a busy peer leaves the thread ticking).
+        for _ in 0..4 {
+            let arm = match lock(&self.wire).link.as_deref() {
+                Some(link) => link.arm_wakeup(),
+                None => return None,
+            };
+            match arm {
+                Arm::NoFd => return None,
+                Arm::Armed(bell) => return Some(bell),
+                Arm::Pending => self.background_round(),
+            }
+        }
+        None
     }
 }
 

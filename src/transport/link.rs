@@ -15,6 +15,7 @@
 
 use super::LinkError;
 use super::fabric;
+use super::progress::Wakeup;
 use super::shm;
 pub use super::wire::Receiver;
 use super::wire::{Outcome, Wire};
@@ -202,6 +203,16 @@ impl Link {
         }
     }
 
+    /// For the progress thread, before it sleeps (an interrupt-mode queue): the fd the
+    /// binding's provider signals when the peer sends, armed.
+    pub fn arm_wakeup(&self) -> Arm {
+        match self {
+            // The shm doorbell belongs to the queue's inbox (`Endpoints::arm_wakeup`).
+            Link::Shm(_) => Arm::NoFd,
+            Link::Fabric(l) => l.arm_wakeup(),
+        }
+    }
+
     /// After `leave` and the flush: our endpoint made ready for a next binding. False when
     /// that was only partly possible (the provider logs nothing; the caller says so).
     pub fn ready_for_next(&self) -> bool {
@@ -210,6 +221,16 @@ impl Link {
             Link::Fabric(_) => true,
         }
     }
+}
+
+/// What arming a binding's wake-up fd found.
+pub enum Arm {
+    /// The provider has no fd (or the queue is not in interrupt mode).
+    NoFd,
+    /// Sleep on it.
+    Armed(Wakeup),
+    /// Completions or progress are pending: run a round, then arm again.
+    Pending,
 }
 
 /// A queue's own ends for the providers that reach other processes, made when a bind info
@@ -285,7 +306,7 @@ impl Endpoints {
             return end.name.clone();
         }
         if end.unbound.is_none() {
-            end.unbound = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE)
+            end.unbound = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE, want.interrupt)
                 .inspect(|ep| {
                     crate::log_info!(
                         "umq_bind_info_get",
@@ -360,13 +381,17 @@ impl Endpoints {
         }
     }
 
-    /// For the progress thread, before it sleeps: the fd a peer rings to wake us, armed, and
-    /// whether the peer can ring it (else the thread ticks); None without one.
-    pub fn arm_wakeup(&self) -> Option<(i32, bool)> {
+    /// For the progress thread, before it sleeps: the doorbell of our shared-memory inbox,
+    /// armed; None without one.
+    pub fn arm_wakeup(&self) -> Option<Wakeup> {
         let seg = self.shm_inbox()?;
-        let bell = seg.doorbell()?;
+        let (fd, rung_by_peer) = seg.doorbell()?;
         seg.arm_doorbell();
-        Some(bell)
+        Some(Wakeup {
+            fd,
+            rung_by_peer,
+            counter: true,
+        })
     }
 
     #[inline]

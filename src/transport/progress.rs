@@ -26,9 +26,20 @@ pub trait Watched: Send + Sync {
     fn service(&self);
     /// The peer process has exited.
     fn peer_lost(&self, why: &str);
-    /// Arms the fd the queue is woken through before the thread's last look: the fd, and
-    /// whether the peer can wake it (None: the queue has none).
-    fn arm_wakeup(&self) -> Option<(i32, bool)>;
+    /// Arms the fd the queue is woken through before the thread's last look (None: the queue
+    /// has none).
+    fn arm_wakeup(&self) -> Option<Wakeup>;
+}
+
+/// An fd that turns readable when an interrupt-mode queue has something to do.
+#[derive(Clone, Copy, Debug)]
+pub struct Wakeup {
+    pub fd: i32,
+    /// The peer makes it readable when it sends (else the thread also ticks, every millisecond).
+    pub rung_by_peer: bool,
+    /// A counter (eventfd) to read back to zero once it rang; else something that clears
+    /// itself once the queue has been serviced (a provider's epoll set).
+    pub counter: bool,
 }
 
 /// Finds a watched queue by handle; None once it is gone.
@@ -91,13 +102,12 @@ fn run() {
             return;
         };
         // Arm the doorbells before the last look: a change the look misses rings one.
-        let bells: Vec<(i32, bool)> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
+        let bells: Vec<Wakeup> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
         sweep(&exited);
         // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
-        let all_rung = bells.len() == sleepers.len() && bells.iter().all(|&(_, heard)| heard);
+        let all_rung = bells.len() == sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
         let tick = if all_rung { TICK } else { INTERRUPT_TICK };
-        let doorbells: Vec<i32> = bells.iter().map(|&(fd, _)| fd).collect();
-        exited = wait(&pidfds, &doorbells, tick);
+        exited = wait(&pidfds, &bells, tick);
         // `sleepers` kept the queues, so their doorbell fds stayed open until here.
         drop(sleepers);
     }
@@ -122,11 +132,11 @@ fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
 
 /// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the pidfds
 /// of exited processes, and clears the doorbells that rang.
-fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[i32], tick: Duration) -> Vec<Arc<OwnedFd>> {
+fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Arc<OwnedFd>> {
     let mut fds: Vec<libc::pollfd> = pidfds
         .iter()
         .map(|fd| fd.as_raw_fd())
-        .chain(doorbells.iter().copied())
+        .chain(doorbells.iter().map(|b| b.fd))
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
@@ -143,8 +153,8 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[i32], tick: Duration) -> Vec<Arc<O
     if ready <= 0 {
         return Vec::new();
     }
-    for p in &fds[pidfds.len()..] {
-        if p.revents & libc::POLLIN != 0 {
+    for (p, bell) in fds[pidfds.len()..].iter().zip(doorbells) {
+        if bell.counter && p.revents & libc::POLLIN != 0 {
             let mut count = 0u64;
             unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
         }

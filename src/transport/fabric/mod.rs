@@ -18,6 +18,8 @@ pub mod sys;
 mod tx;
 
 use super::LinkError;
+use super::link::Arm;
+use super::progress::Wakeup;
 use super::target;
 use super::wire::{CreditGate, Outcome, Receiver, Side, Wire};
 use crate::abi::errno::*;
@@ -258,6 +260,23 @@ impl Link {
         true
     }
 
+    /// Arms the completion queue's wait fd (interrupt mode); `Pending` when completions or the
+    /// provider's progress must be run first.
+    pub fn arm_wakeup(&self) -> Arm {
+        let Some(fd) = self.ep.wait_fd() else {
+            return Arm::NoFd;
+        };
+        if !self.ep.arm_wait() {
+            return Arm::Pending;
+        }
+        Arm::Armed(Wakeup {
+            fd,
+            rung_by_peer: true,
+            // An epoll set: readable while a completion waits, nothing to read from it.
+            counter: false,
+        })
+    }
+
     pub fn waits_for_rx_buffer(&self) -> bool {
         self.rx.held.is_some() || self.rx.next_filled().is_some()
     }
@@ -310,13 +329,100 @@ mod tests {
         Link::open(ep, to, None, ours, liveness).expect("connect")
     }
 
+    fn readable(fd: i32, timeout_ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut p, 1, timeout_ms) == 1 && p.revents & libc::POLLIN != 0 }
+    }
+
+    /// Interrupt mode: a wakeable endpoint's wait fd, once armed, stays quiet while nothing
+    /// comes and turns readable when the peer sends (what the progress thread sleeps on).
+    #[test]
+    fn the_wait_fd_turns_readable_when_the_peer_sends() {
+        let open = |wakeable| Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, wakeable);
+        let (ea, eb) = (
+            open(false).expect("tcp"),
+            open(true).expect("tcp, FI_WAIT_FD"),
+        );
+        assert!(ea.wait_fd().is_none());
+        let (na, nb) = (ea.name().to_vec(), eb.name().to_vec());
+        let (area_a, area_b) = (Area::default(), Area::default());
+        let mut a = link(ea, &nb, &area_a, Duration::from_secs(60));
+        let mut b = link(eb, &na, &area_b, Duration::from_secs(60));
+        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
+        let pool = Pool::new(false, 0, 0);
+        let at = Receiver {
+            umqh: 1,
+            fragments: false,
+            pool: &pool,
+        };
+        // Connect (the first sends, of the areas, set the connection up), each side hearing
+        // the other, and let both go quiet.
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(5);
+        let connected = |a: &Link, b: &Link| {
+            a.heard > start
+                && b.heard > start
+                && a.tx.outgoing.is_empty()
+                && b.tx.outgoing.is_empty()
+        };
+        while !connected(&a, &b) {
+            assert!(Instant::now() < deadline, "no connection");
+            a.round(&mut wa, &at).unwrap();
+            b.round(&mut wb, &at).unwrap();
+        }
+        for _ in 0..20 {
+            a.round(&mut wa, &at).unwrap();
+            b.round(&mut wb, &at).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let armed = |b: &mut Link, wb: &mut Wire| loop {
+            match b.arm_wakeup() {
+                Arm::Armed(bell) => break bell,
+                Arm::Pending => {
+                    b.round(wb, &at).unwrap();
+                }
+                Arm::NoFd => panic!("a wakeable endpoint without a wait fd"),
+            }
+        };
+        let bell = armed(&mut b, &mut wb);
+        assert!(!bell.counter);
+        assert!(!readable(bell.fd, 50), "readable with nothing sent");
+        let quiet_since = b.heard;
+        a.tx.outgoing.push_back(Outgoing::control(Header {
+            kind: KIND_PING,
+            ..Default::default()
+        }));
+        while !a.tx.outgoing.is_empty() {
+            assert!(
+                Instant::now() < deadline + Duration::from_secs(5),
+                "the ping stuck"
+            );
+            a.round(&mut wa, &at).unwrap();
+        }
+        assert!(
+            readable(bell.fd, 5000),
+            "the peer's message did not wake us"
+        );
+        // What woke us is there to take: b's round hears the ping.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.heard == quiet_since && Instant::now() < deadline {
+            b.round(&mut wb, &at).unwrap();
+        }
+        assert!(b.heard > quiet_since, "the ping never arrived");
+    }
+
     /// Two bindings over libfabric tcp on 127.0.0.1 that keep running rounds hear each other
     /// (pings) for several liveness periods; once one side goes silent, as a host that is gone
     /// or cut off does, the other's round fails within about one period.
     #[test]
     fn a_silent_peer_breaks_the_binding_after_the_liveness_timeout() {
         let liveness = Duration::from_millis(300);
-        let open = || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE).expect("libfabric tcp");
+        let open =
+            || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, false).expect("libfabric tcp");
         let (ea, eb) = (open(), open());
         let (na, nb) = (ea.name().to_vec(), eb.name().to_vec());
         let (area_a, area_b) = (Area::default(), Area::default());

@@ -86,6 +86,7 @@ struct umqf_ep {
     struct fid_cq *cq;
     struct fid_ep *ep;
     size_t inject_size;
+    int wait_fd; /* the completion queue's wait fd (FI_WAIT_FD), or -1 */
 };
 
 static void fail(char *why, size_t n, const char *what, int rc)
@@ -115,9 +116,11 @@ void umqf_close(struct umqf_ep *e)
 
 /* A reliable-datagram endpoint of provider `prov` ("tcp", "verbs") listening on `node` (an
  * address of this host; NULL for the provider's choice), its completion queue of `cq_size`
- * entries. 0 and *out, or a negative FI_E* code and `why`. */
-int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep **out, char *why,
-              size_t n)
+ * entries, with a wait fd when `wakeable` (for interrupt mode: a provider signals the fd as it
+ * completes, a cost a polled queue does not pay). 0 and *out, or a negative FI_E* code and
+ * `why`. */
+int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
+              struct umqf_ep **out, char *why, size_t n)
 {
     if (umqf_load(why, n))
         return -FI_ENOSYS;
@@ -126,6 +129,7 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep
     int rc = -FI_ENOMEM;
     if (!hints || !e)
         goto out;
+    e->wait_fd = -1;
     hints->caps = FI_MSG;
     hints->mode = 0;
     hints->ep_attr->type = FI_EP_RDM;
@@ -154,11 +158,18 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep
         goto out;
     }
     struct fi_cq_attr cq_attr = {.size = cq_size, .format = FI_CQ_FORMAT_DATA,
-                                 .wait_obj = FI_WAIT_NONE};
+                                 .wait_obj = wakeable ? FI_WAIT_FD : FI_WAIT_NONE};
     rc = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
     if (rc) {
         fail(why, n, "fi_cq_open", rc);
         goto out;
+    }
+    if (wakeable) {
+        rc = fi_control(&e->cq->fid, FI_GETWAIT, &e->wait_fd);
+        if (rc) {
+            fail(why, n, "fi_control(FI_GETWAIT)", rc);
+            goto out;
+        }
     }
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 1};
     rc = fi_av_open(e->domain, &av_attr, &e->av, NULL);
@@ -198,6 +209,21 @@ const char *umqf_provider(const struct umqf_ep *e)
 size_t umqf_inject_size(const struct umqf_ep *e)
 {
     return e->inject_size;
+}
+
+/* The completion queue's wait fd, or -1 (opened without one). */
+int umqf_wait_fd(const struct umqf_ep *e)
+{
+    return e->wait_fd;
+}
+
+/* Before sleeping on the wait fd: 0 when it is safe (the fd will turn readable on the next
+ * completion), -FI_EAGAIN when completions or progress are pending (read the queue, then try
+ * again), or another negative code. */
+int umqf_trywait(struct umqf_ep *e)
+{
+    struct fid *fids[1] = {&e->cq->fid};
+    return fi_trywait(e->fabric, fids, 1);
 }
 
 /* Our endpoint's address, for the peer's fi_av_insert: 0 and *len, or a negative FI_E* code. */
@@ -274,10 +300,10 @@ static int umqf_load(char *why, size_t n)
     return -1;
 }
 
-int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep **out, char *why,
-              size_t n)
+int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
+              struct umqf_ep **out, char *why, size_t n)
 {
-    (void)prov, (void)node, (void)cq_size, (void)out;
+    (void)prov, (void)node, (void)cq_size, (void)wakeable, (void)out;
     umqf_load(why, n);
     return -38; /* ENOSYS */
 }
@@ -285,6 +311,8 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, struct umqf_ep
 void umqf_close(struct umqf_ep *e) { (void)e; }
 const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
 size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
+int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
+int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
 int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *c) { (void)e, (void)b, (void)l, (void)c; return -38; }

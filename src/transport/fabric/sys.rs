@@ -28,6 +28,7 @@ unsafe extern "C" {
         prov: *const c_char,
         node: *const c_char,
         cq_size: usize,
+        wakeable: c_int,
         out: *mut *mut RawEp,
         why: *mut c_char,
         n: usize,
@@ -35,6 +36,8 @@ unsafe extern "C" {
     fn umqf_close(e: *mut RawEp);
     fn umqf_provider(e: *const RawEp) -> *const c_char;
     fn umqf_inject_size(e: *const RawEp) -> usize;
+    fn umqf_wait_fd(e: *const RawEp) -> c_int;
+    fn umqf_trywait(e: *mut RawEp) -> c_int;
     fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
     fn umqf_recv(e: *mut RawEp, buf: *mut c_void, len: usize, ctx: *mut c_void) -> c_int;
@@ -82,8 +85,14 @@ impl Drop for Endpoint {
 
 impl Endpoint {
     /// Opens an endpoint of libfabric provider `prov` listening on `node` (an address of this
-    /// host; None for the provider's choice), with a completion queue of `cq_size` entries.
-    pub fn open(prov: &str, node: Option<&str>, cq_size: usize) -> Result<Endpoint, String> {
+    /// host; None for the provider's choice), with a completion queue of `cq_size` entries and,
+    /// when `wakeable`, a wait fd (`wait_fd`).
+    pub fn open(
+        prov: &str,
+        node: Option<&str>,
+        cq_size: usize,
+        wakeable: bool,
+    ) -> Result<Endpoint, String> {
         let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
         let node_c = node
             .map(CString::new)
@@ -96,6 +105,7 @@ impl Endpoint {
                 prov_c.as_ptr(),
                 node_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                 cq_size,
+                wakeable as c_int,
                 &mut raw,
                 why.as_mut_ptr() as *mut c_char,
                 why.len(),
@@ -137,6 +147,18 @@ impl Endpoint {
     /// The largest message `send` copies out at once without a completion.
     pub fn inject_size(&self) -> usize {
         self.inject
+    }
+
+    /// The fd that turns readable when the completion queue has something (after `arm_wait`
+    /// said so); None for an endpoint opened without one.
+    pub fn wait_fd(&self) -> Option<i32> {
+        Some(unsafe { umqf_wait_fd(self.raw.as_ptr()) }).filter(|&fd| fd >= 0)
+    }
+
+    /// Before sleeping on `wait_fd`: true when that is safe, false when completions or progress
+    /// are pending (read the queue first, `fi_trywait`).
+    pub fn arm_wait(&self) -> bool {
+        unsafe { umqf_trywait(self.raw.as_ptr()) == 0 }
     }
 
     /// Makes the endpoint at `addr` (its `name`) reachable; returns its address handle.
