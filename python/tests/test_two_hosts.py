@@ -1,8 +1,12 @@
 """Two "hosts" over the network provider: a server and a client process in two network
-namespaces this test creates, joined by a veth pair with addresses only inside them. The client
-streams to the server with flow control on; then the test takes the link down mid-stream and
-both sides must reach QUEUE_STATE_ERR within the liveness timeout (no hang, no crash). Needs
-root, iproute2 and libfabric; runs once (not again in the suite's forced-provider runs)."""
+namespaces these tests create, joined by a veth pair with addresses only inside them. The client
+streams to the server with flow control on; then a test takes the link down mid-stream (both
+sides must reach QUEUE_STATE_ERR within the liveness timeout), or kills one side with SIGKILL
+(the other must reach it within 100 ms: a killed process's kernel closes its connections). The
+server runs with another boot id (a private mount namespace with its own
+/proc/sys/kernel/random/boot_id), so the client takes it for another host and cannot watch its
+process. Needs root, iproute2, unshare and libfabric; runs once (not again in the suite's
+forced-provider runs)."""
 
 import os
 import shutil
@@ -43,23 +47,27 @@ with umq.Umq(flow_control=fc, ip=ip) as ctx:
     assert q.transport_stats().transport == umq.UMQ_EXT_TRANSPORT_FABRIC
     moved, last, told = 0, time.monotonic(), False
     while q.state != umq.QUEUE_STATE_ERR:
-        if role == "client":
-            sent = q.send([b"m%d" % moved] * 4)
-            moved += sent
-            last = time.monotonic() if sent else last
-            q.poll(umq.UMQ_IO_TX)
-            if moved >= 2000 and not told:
-                print("streaming", flush=True)
-                told = True
-        else:
-            got = q.poll(umq.UMQ_IO_RX)
-            if got:
-                q.post_recv(len(got), size=256)
-                moved, last = moved + len(got), time.monotonic()
+        try:
+            if role == "client":
+                sent = q.send([b"m%d" % moved] * 4)
+                moved += sent
+                last = time.monotonic() if sent else last
+                q.poll(umq.UMQ_IO_TX)
+                if moved >= 2000 and not told:
+                    print("streaming", flush=True)
+                    told = True
+            else:
+                got = q.poll(umq.UMQ_IO_RX)
+                if got:
+                    q.post_recv(len(got), size=256)
+                    moved, last = moved + len(got), time.monotonic()
+        except umq.UmqError:
+            if q.state != umq.QUEUE_STATE_ERR:
+                raise
         if time.monotonic() - last > 30:
             print("no error state 30 s after the last progress", flush=True)
             sys.exit(1)
-    print("err %d %.3f" % (moved, time.monotonic() - last), flush=True)
+    print("err %d %.3f %.6f" % (moved, time.monotonic() - last, time.monotonic()), flush=True)
 """
 
 
@@ -67,49 +75,103 @@ def ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
-@pytest.mark.libumq_behaviour
-@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
-def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout():
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 (ip netns)")
-    if not os.path.exists("/usr/include/rdma/fabric.h"):
-        pytest.skip("libumq built without libfabric's headers (libfabric-dev)")
-    tag = str(os.getpid() % 100000)
-    srv, cli, vs, vc = f"umq-s{tag}", f"umq-c{tag}", f"umqs{tag}", f"umqc{tag}"
-    env = dict(os.environ, UMQ_PROVIDER="fabric", UMQ_FABRIC_LIVENESS_MS=str(LIVENESS_MS),
-               PYTHONPATH=os.path.join(HERE, ".."), UMQ_LOG_LEVEL="crit")
-    procs = []
-    try:
-        ip("netns", "add", srv)
-        ip("netns", "add", cli)
-        ip("link", "add", vs, "type", "veth", "peer", "name", vc)
-        for ns, dev, addr in ((srv, vs, SERVER_IP), (cli, vc, CLIENT_IP)):
+OTHER_BOOT = ("echo 6f3c1e2a-0000-4000-8000-0000756d7121 > {f} && "
+              "mount --bind {f} /proc/sys/kernel/random/boot_id && exec \"$@\"")
+
+
+class Hosts:
+    """The two namespaces and the processes started in them."""
+
+    def __init__(self, tag, tmp):
+        self.srv, self.cli = f"umq-s{tag}", f"umq-c{tag}"
+        self.vs, self.vc = f"umqs{tag}", f"umqc{tag}"
+        self.tmp = tmp
+        self.procs = []
+
+    def up(self):
+        ip("netns", "add", self.srv)
+        ip("netns", "add", self.cli)
+        ip("link", "add", self.vs, "type", "veth", "peer", "name", self.vc)
+        for ns, dev, addr in ((self.srv, self.vs, SERVER_IP), (self.cli, self.vc, CLIENT_IP)):
             ip("link", "set", dev, "netns", ns)
             ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
             ip("-n", ns, "link", "set", dev, "up")
             ip("-n", ns, "link", "set", "lo", "up")
-        port = "7431"
-        run = lambda ns, role, mine, peer: subprocess.Popen(  # noqa: E731
-            ["ip", "netns", "exec", ns, sys.executable, "-c", ROLE, role, mine, peer, port],
-            stdout=subprocess.PIPE, text=True, env=env)
-        server = run(srv, "server", SERVER_IP, CLIENT_IP)
-        procs.append(server)
-        client = run(cli, "client", CLIENT_IP, SERVER_IP)
-        procs.append(client)
-        assert client.stdout.readline().strip() == "streaming"
-        ip("-n", cli, "link", "set", vc, "down")
-        cut = time.monotonic()
-        outs = [p.communicate(timeout=LIVENESS_MS / 1000 * 3 + 10)[0].split() for p in procs]
-        took = time.monotonic() - cut
-        for p, out in zip(procs, outs):
-            assert p.returncode == 0 and out[0] == "err", out
-            assert int(out[1]) >= 1000, out  # the stream really ran before the cut
-        # Both noticed within the timeout plus the progress thread's tick and process exit.
-        assert took < LIVENESS_MS / 1000 + 3, took
-    finally:
-        for p in procs:
+
+    def start(self, role, env):
+        ns, mine, peer = ((self.srv, SERVER_IP, CLIENT_IP) if role == "server"
+                          else (self.cli, CLIENT_IP, SERVER_IP))
+        cmd = [sys.executable, "-c", ROLE, role, mine, peer, "7431"]
+        if role == "server":
+            fake = os.path.join(self.tmp, "boot_id")
+            cmd = ["unshare", "--mount", "sh", "-c", OTHER_BOOT.format(f=fake), "sh", *cmd]
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=subprocess.PIPE,
+                             text=True, env=env)
+        self.procs.append(p)
+        return p
+
+    def down(self):
+        for p in self.procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        for ns in (srv, cli):
+        for ns in (self.srv, self.cli):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+        pytest.skip("needs root, iproute2 (ip netns) and unshare")
+    if not os.path.exists("/usr/include/rdma/fabric.h"):
+        pytest.skip("libumq built without libfabric's headers (libfabric-dev)")
+    h = Hosts(str(os.getpid() % 100000), str(tmp_path))
+    try:
+        h.up()
+        yield h
+    finally:
+        h.down()
+
+
+def env(liveness_ms):
+    return dict(os.environ, UMQ_PROVIDER="fabric", UMQ_FABRIC_LIVENESS_MS=str(liveness_ms),
+                PYTHONPATH=os.path.join(HERE, ".."), UMQ_LOG_LEVEL="crit")
+
+
+def streaming(hosts, liveness_ms):
+    server = hosts.start("server", env(liveness_ms))
+    client = hosts.start("client", env(liveness_ms))
+    assert client.stdout.readline().strip() == "streaming"
+    return server, client
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout(hosts):
+    procs = streaming(hosts, LIVENESS_MS)
+    ip("-n", hosts.cli, "link", "set", hosts.vc, "down")
+    cut = time.monotonic()
+    outs = [p.communicate(timeout=LIVENESS_MS / 1000 * 3 + 10)[0].split() for p in procs]
+    took = time.monotonic() - cut
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0 and out[0] == "err", out
+        assert int(out[1]) >= 1000, out  # the stream really ran before the cut
+    # Both noticed within the timeout plus the progress thread's tick and process exit.
+    assert took < LIVENESS_MS / 1000 + 3, took
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.parametrize("victim", ["server", "client"])
+def test_a_peer_killed_on_another_host_is_noticed_within_100_ms(hosts, victim):
+    # A long liveness timeout: only the closed connection can explain a quick error.
+    server, client = streaming(hosts, 60000)
+    killed, survivor = (server, client) if victim == "server" else (client, server)
+    killed.kill()
+    at = time.monotonic()
+    out = survivor.communicate(timeout=30)[0].split()
+    assert survivor.returncode == 0 and out[0] == "err", out
+    assert int(out[1]) >= 1000, out
+    took_ms = (float(out[3]) - at) * 1000
+    print(f"{victim} killed: the other side in ERR after {took_ms:.1f} ms")
+    assert took_ms < 100, took_ms

@@ -11,15 +11,16 @@ impl Queue {
         if self.is_bound() {
             return Err(self.already_bound());
         }
-        let (peer, link) = match provider {
+        let (peer, mut link) = match provider {
             Provider::Loopback => (Peer::Local(self.local_peer_for(&remote)?), None),
             _ => (
                 Peer::Remote(provider),
                 Some(Box::new(self.connect(provider, &remote)?)),
             ),
         };
-        let watch = link.as_ref().map(|l| crate::transport::progress::Watch {
+        let watch = link.as_mut().map(|l| crate::transport::progress::Watch {
             peer_pid: l.peer_process(),
+            peer_socket: l.take_peer_socket(),
             interrupt: self.irq.is_some(),
         });
         {
@@ -109,6 +110,7 @@ impl Queue {
             inbox_fd: remote.inbox_fd,
             secret: remote.secret,
             fabric_addr: &remote.fabric_addr,
+            fabric_watch: remote.watch,
             our_area: self.area(),
         };
         self.endpoints

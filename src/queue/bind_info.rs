@@ -1,23 +1,26 @@
 //! Bind information: what a peer needs to connect to a queue, versioned and checksummed.
 //!
-//! Layout (little endian, 76 bytes): magic "UMQB", version, length, transports offered, api,
-//! flow control flag, flow-control protocol version (0 when off), pid, runtime instance, umqh,
-//! rx/tx depth, rx/tx buffer size, then for shared memory the host's boot id (hashed), the uid,
-//! the inbox memfd number (u32::MAX when there is none) and the inbox secret; last, an FNV-1a
-//! checksum of everything before it.
+//! Layout (little endian, 78 bytes and more): magic "UMQB", version, length, transports offered,
+//! api, flow control flag, flow-control protocol version (0 when off), pid, runtime instance,
+//! umqh, rx/tx depth, rx/tx buffer size, then for shared memory the host's boot id (hashed), the
+//! uid, the inbox memfd number (u32::MAX when there is none) and the inbox secret; then for the
+//! network a length byte and the libfabric endpoint name, and a length byte and the socket
+//! address of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port,
+//! big endian); last, an FNV-1a checksum of everything before it.
 
 use super::Queue;
 use crate::error::{UmqResult, einval};
 use crate::runtime::Runtime;
 use crate::transport::link::Provider;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
-/// The shortest bind info: no network address.
-pub const LEN_MIN: usize = FIXED + 1 + 4;
+/// The shortest bind info: no network address, no death watch.
+pub const LEN_MIN: usize = FIXED + 1 + 1 + 4;
 /// The longest network address carried (a libfabric endpoint name).
 pub const MAX_FABRIC_ADDR: usize = 128;
 /// Transports a bind info offers, as bits.
@@ -45,6 +48,35 @@ pub struct BindInfo {
     pub secret: u64,
     /// The queue's libfabric endpoint name (empty when it offers no network endpoint).
     pub fabric_addr: Vec<u8>,
+    /// Where a peer on another host connects to learn at once when this process dies.
+    pub watch: Option<SocketAddr>,
+}
+
+fn encode_socket(a: Option<SocketAddr>) -> Vec<u8> {
+    let mut out = match a.map(|a| a.ip()) {
+        None => return Vec::new(),
+        Some(IpAddr::V4(ip)) => ip.octets().to_vec(),
+        Some(IpAddr::V6(ip)) => ip.octets().to_vec(),
+    };
+    out.extend_from_slice(&a.map_or(0, |a| a.port()).to_be_bytes());
+    out
+}
+
+/// None for an empty field; Err for a length that is no address.
+fn decode_socket(b: &[u8]) -> Result<Option<SocketAddr>, ()> {
+    let port = |at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+    match b.len() {
+        0 => Ok(None),
+        6 => {
+            let ip: [u8; 4] = b[..4].try_into().unwrap();
+            Ok(Some(SocketAddr::new(Ipv4Addr::from(ip).into(), port(4))))
+        }
+        18 => {
+            let ip: [u8; 16] = b[..16].try_into().unwrap();
+            Ok(Some(SocketAddr::new(Ipv6Addr::from(ip).into(), port(16))))
+        }
+        _ => Err(()),
+    }
 }
 
 fn fnv1a(bytes: &[u8]) -> u32 {
@@ -98,12 +130,14 @@ pub fn of_queue(q: &Queue) -> BindInfo {
             .fabric_addr
             .filter(|a| a.len() <= MAX_FABRIC_ADDR)
             .unwrap_or_default(),
+        watch: offer.fabric_watch,
     }
 }
 
 pub fn encode(b: &BindInfo) -> Vec<u8> {
     let addr = &b.fabric_addr[..b.fabric_addr.len().min(MAX_FABRIC_ADDR)];
-    let len = LEN_MIN + addr.len();
+    let watch = encode_socket(b.watch);
+    let len = LEN_MIN + addr.len() + watch.len();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -127,6 +161,8 @@ pub fn encode(b: &BindInfo) -> Vec<u8> {
     debug_assert_eq!(out.len(), FIXED);
     out.push(addr.len() as u8);
     out.extend_from_slice(addr);
+    out.push(watch.len() as u8);
+    out.extend_from_slice(&watch);
     let sum = fnv1a(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -161,18 +197,24 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
             ),
         ));
     }
-    let len = u16::from_le_bytes([b[6], b[7]]) as usize;
-    let addr_len = b[FIXED] as usize;
-    if len > b.len()
-        || addr_len > MAX_FABRIC_ADDR
-        || len != LEN_MIN + addr_len
-        || fnv1a(&b[..len - 4]) != u32_at(b, len - 4)
-    {
-        return Err(einval(
+    let corrupt = || {
+        einval(
             func,
             format_args!("bind info is corrupt or truncated (length or checksum mismatch)"),
-        ));
+        )
+    };
+    let len = u16::from_le_bytes([b[6], b[7]]) as usize;
+    let addr_len = b[FIXED] as usize;
+    let watch_at = FIXED + 1 + addr_len;
+    if len > b.len() || addr_len > MAX_FABRIC_ADDR || watch_at >= len {
+        return Err(corrupt());
     }
+    let watch_len = b[watch_at] as usize;
+    if len != LEN_MIN + addr_len + watch_len || fnv1a(&b[..len - 4]) != u32_at(b, len - 4) {
+        return Err(corrupt());
+    }
+    let watch =
+        decode_socket(&b[watch_at + 1..watch_at + 1 + watch_len]).map_err(|()| corrupt())?;
     Ok(BindInfo {
         transport: b[8],
         pro_api: b[9] != 0,
@@ -189,7 +231,8 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         uid: u32_at(b, 56),
         inbox_fd: u32_at(b, 60),
         secret: u64_at(b, 64),
-        fabric_addr: b[FIXED + 1..FIXED + 1 + addr_len].to_vec(),
+        fabric_addr: b[FIXED + 1..watch_at].to_vec(),
+        watch,
     })
 }
 
@@ -329,14 +372,21 @@ mod tests {
             inbox_fd: 7,
             secret: 0x005e_c2e7,
             fabric_addr: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1],
+            watch: Some("10.0.0.7:40001".parse().unwrap()),
         }
     }
 
     #[test]
     fn round_trips_with_and_without_a_network_address() {
         assert_eq!(parse("t", &encode(&sample())), Ok(sample()));
+        let v6 = BindInfo {
+            watch: Some("[fd00::1]:9".parse().unwrap()),
+            ..sample()
+        };
+        assert_eq!(parse("t", &encode(&v6)), Ok(v6));
         let plain = BindInfo {
             fabric_addr: Vec::new(),
+            watch: None,
             ..sample()
         };
         assert_eq!(encode(&plain).len(), LEN_MIN);
@@ -389,5 +439,16 @@ mod tests {
         long[6..8].copy_from_slice(&(len as u16).to_le_bytes());
         long.resize(len, 1);
         assert!(parse("t", &resum(long)).is_err());
+        // A death-watch field of a length no address has, checksummed as if honest.
+        let mut odd = encode(&BindInfo {
+            watch: None,
+            ..sample()
+        });
+        let at = FIXED + 1 + sample().fabric_addr.len();
+        odd[at] = 5;
+        odd.splice(at + 1..at + 1, [1, 2, 3, 4, 5]);
+        let len = odd.len();
+        odd[6..8].copy_from_slice(&(len as u16).to_le_bytes());
+        assert!(parse("t", &resum(odd)).is_err());
     }
 }

@@ -22,6 +22,8 @@ use super::wire::{Outcome, Wire};
 use crate::abi::types::umq_buf_t;
 use crate::buf::arena::Arena;
 use crate::flow::Area;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The providers, as `UMQ_PROVIDER` names them and a bind chooses them.
@@ -73,8 +75,10 @@ pub struct PeerAddress<'a> {
     /// Shared memory: the peer's inbox fd and the secret in its header.
     pub inbox_fd: u32,
     pub secret: u64,
-    /// Network: the peer's libfabric endpoint name (`fi_getname`).
+    /// Network: the peer's libfabric endpoint name (`fi_getname`), and where to watch its
+    /// process from another host.
     pub fabric_addr: &'a [u8],
+    pub fabric_watch: Option<SocketAddr>,
     /// Our queue's flow-control area, for a provider that ships it to the peer.
     pub our_area: &'a Area,
 }
@@ -94,6 +98,15 @@ impl Link {
         match self {
             Link::Shm(l) => Some(l.pid()),
             Link::Fabric(l) => l.peer_pid(),
+        }
+    }
+
+    /// A socket that turns readable when the peer's process, on another host, is gone (the
+    /// progress thread takes it and sleeps on it); None when there is none.
+    pub fn take_peer_socket(&mut self) -> Option<OwnedFd> {
+        match self {
+            Link::Shm(_) => None,
+            Link::Fabric(l) => l.take_peer_socket(),
         }
     }
 
@@ -242,12 +255,14 @@ pub struct Endpoints {
     fabric: Mutex<FabricEnd>,
 }
 
-/// Our network endpoint until a binding takes it (the binding then closes it when it ends,
-/// before its buffers go), and the name of the last one made, which a bound queue still offers.
+/// Our network endpoint and its death-watch beacon until a binding takes them (the binding
+/// then closes them when it ends, the endpoint before its buffers go), and the name and beacon
+/// address of the last ones made, which a bound queue still offers.
 #[derive(Default)]
 struct FabricEnd {
-    unbound: Option<fabric::Endpoint>,
+    unbound: Option<(fabric::Endpoint, Option<fabric::watch::Beacon>)>,
     name: Option<Vec<u8>>,
+    watch: Option<SocketAddr>,
 }
 
 /// What a queue's bind info offers, beside what the queue itself says.
@@ -255,8 +270,9 @@ struct FabricEnd {
 pub struct Offer {
     /// Shared memory: our inbox fd and its secret.
     pub shm: Option<(i32, u64)>,
-    /// Network: our endpoint's name.
+    /// Network: our endpoint's name, and where a peer on another host watches our process.
     pub fabric_addr: Option<Vec<u8>>,
+    pub fabric_watch: Option<SocketAddr>,
 }
 
 /// Which endpoints a bind info should offer.
@@ -274,9 +290,12 @@ impl Endpoints {
     /// Our endpoints as `want` says, each created on first use; a provider whose endpoint
     /// could not be set up is left out (and logged).
     pub fn offer(&self, want: &Wants) -> Offer {
+        let (fabric_addr, fabric_watch) =
+            want.fabric.and_then(|f| self.offer_fabric(want, f)).unzip();
         Offer {
             shm: want.shm.then(|| self.offer_shm(want)).flatten(),
-            fabric_addr: want.fabric.and_then(|f| self.offer_fabric(want, f)),
+            fabric_addr,
+            fabric_watch: fabric_watch.flatten(),
         }
     }
 
@@ -300,13 +319,14 @@ impl Endpoints {
         Some((seg.fd(), seg.secret()))
     }
 
-    fn offer_fabric(&self, want: &Wants, (prov, node): (&str, Option<&str>)) -> Option<Vec<u8>> {
+    fn offer_fabric(
+        &self,
+        want: &Wants,
+        (prov, node): (&str, Option<&str>),
+    ) -> Option<(Vec<u8>, Option<SocketAddr>)> {
         let mut end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
-        if !want.make {
-            return end.name.clone();
-        }
-        if end.unbound.is_none() {
-            end.unbound = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE, want.interrupt)
+        if want.make && end.unbound.is_none() {
+            let ep = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE, want.interrupt)
                 .inspect(|ep| {
                     crate::log_info!(
                         "umq_bind_info_get",
@@ -325,9 +345,18 @@ impl Endpoints {
                     )
                 })
                 .ok();
-            end.name = end.unbound.as_ref().map(|ep| ep.name().to_vec());
+            end.unbound = ep.map(|ep| {
+                let beacon = fabric::watch::Beacon::open(ep.name());
+                (ep, beacon)
+            });
+            end.name = end.unbound.as_ref().map(|(ep, _)| ep.name().to_vec());
+            end.watch = end
+                .unbound
+                .as_ref()
+                .and_then(|(_, b)| b.as_ref())
+                .and_then(|b| b.addr());
         }
-        end.name.clone()
+        Some((end.name.clone()?, end.watch))
     }
 
     /// Readies our endpoints for a peer that has not bound yet (after `offer`, while unbound).
@@ -347,17 +376,20 @@ impl Endpoints {
                 shm::Link::open(mine.clone(), addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
             }
             Provider::Fabric => {
-                let ep = self
+                let (ep, beacon) = self
                     .fabric
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .unbound
                     .take()
                     .ok_or("no network endpoint of our own (call umq_bind_info_get first)")?;
-                let pid = addr.same_host.then_some(addr.pid);
                 // SAFETY: the area is the connecting queue's, which owns the link made here.
                 let ours = unsafe { fabric::OurArea::new(addr.our_area) };
-                fabric::Link::open(ep, addr.fabric_addr, pid, ours, fabric::liveness())
+                let peer = match addr.same_host {
+                    true => fabric::PeerProcess::Local(addr.pid),
+                    false => fabric::PeerProcess::Remote(addr.fabric_watch),
+                };
+                fabric::Link::open(ep, addr.fabric_addr, peer, beacon, ours, fabric::liveness())
                     .map(Link::Fabric)
             }
             Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),

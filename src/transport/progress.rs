@@ -3,10 +3,12 @@
 //!
 //! One thread per process, alive while something is watched. Each provider hands it the fds to
 //! poll: for a peer in another process of this host, a pidfd (readable when that process exits,
-//! however it exits), so a dead peer is noticed at once: the queue goes to the error state, its
+//! however it exits); for one on another host, a socket its kernel resets when it exits (see
+//! `fabric::watch`). So a dead peer is noticed at once: the queue goes to the error state, its
 //! sends in flight complete with `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and
 //! interrupt waiters wake. Without pidfd (Linux < 5.3) it probes the pid every tick instead. A
-//! provider whose peer is not a local process reports a broken binding from its round.
+//! peer that goes silent without dying (a host gone, a link down) is the provider's to notice:
+//! its round reports the broken binding.
 //!
 //! It also runs the round of every watched queue each tick, so one-sided WRITE / READ / NOP
 //! complete even when the target never calls in. Interrupt-mode queues have no caller polling
@@ -46,10 +48,12 @@ pub struct Wakeup {
 pub type Lookup = fn(u64) -> Option<Arc<dyn Watched>>;
 
 /// What to watch for one queue.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Watch {
     /// The peer's process when it runs on this host (its exit ends the binding).
     pub peer_pid: Option<u32>,
+    /// A socket that turns readable when the peer's process on another host is gone.
+    pub peer_socket: Option<OwnedFd>,
     /// The queue is in interrupt mode: the thread sleeps on its wake-up fd.
     pub interrupt: bool,
 }
@@ -58,10 +62,20 @@ struct Entry {
     umqh: u64,
     lookup: Lookup,
     pid: Option<u32>,
-    /// Shared with the thread's poll set, so the descriptor stays open (and its number cannot be
-    /// reused by another watch) until the thread has looked at what poll said about it.
-    pidfd: Option<Arc<OwnedFd>>,
+    /// Readable once the peer is gone: a pidfd or a watch socket. Shared with the thread's
+    /// poll set, so the descriptor stays open (and its number cannot be reused by another
+    /// watch) until the thread has looked at what poll said about it.
+    gone: Option<Arc<OwnedFd>>,
     interrupt: bool,
+}
+
+impl Entry {
+    fn why_lost(&self) -> String {
+        match self.pid {
+            Some(pid) => format!("peer process {pid} exited"),
+            None => "peer process gone (its host reset our watch connection)".into(),
+        }
+    }
 }
 
 /// The watched queues, and whether the thread runs.
@@ -78,7 +92,11 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
         umqh,
         lookup,
         pid: what.peer_pid,
-        pidfd: what.peer_pid.and_then(pidfd_open).map(Arc::new),
+        gone: what
+            .peer_pid
+            .and_then(pidfd_open)
+            .or(what.peer_socket)
+            .map(Arc::new),
         interrupt: what.interrupt,
     });
     if !w.1 {
@@ -121,7 +139,7 @@ fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
         w.1 = false;
         return None;
     }
-    let pidfds = w.0.iter().filter_map(|e| e.pidfd.clone()).collect();
+    let pidfds = w.0.iter().filter_map(|e| e.gone.clone()).collect();
     let sleepers =
         w.0.iter()
             .filter(|e| e.interrupt)
@@ -130,8 +148,8 @@ fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
     Some((pidfds, sleepers))
 }
 
-/// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the pidfds
-/// of exited processes, and clears the doorbells that rang.
+/// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the fds of
+/// peers gone, and clears the doorbells that rang.
 fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Arc<OwnedFd>> {
     let mut fds: Vec<libc::pollfd> = pidfds
         .iter()
@@ -159,33 +177,41 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Ar
             unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
         }
     }
-    // A pidfd is readable (POLLIN) once its process has exited; nothing else means that.
+    // A pidfd is readable once its process has exited; a watch socket, which carries no byte,
+    // once its peer reset it (or, hung up or in error, once it is no use either).
+    let gone = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
     fds.iter()
         .zip(pidfds)
-        .filter(|(p, _)| p.revents & libc::POLLIN != 0)
+        .filter(|(p, _)| p.revents & gone != 0)
         .map(|(_, fd)| fd.clone())
         .collect()
 }
 
 /// Reports dead peers and services the others.
 fn sweep(exited: &[Arc<OwnedFd>]) {
-    type Found = (u64, Lookup, Option<u32>);
+    type Found = (u64, Lookup, String);
     let (dead, live): (Vec<Found>, Vec<Found>) = {
         let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-        let is_dead = |e: &Entry| match (&e.pidfd, e.pid) {
+        let is_dead = |e: &Entry| match (&e.gone, e.pid) {
             (Some(fd), _) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
             (None, Some(pid)) => !alive(pid),
             (None, None) => false,
         };
-        let found = |e: &Entry| (e.umqh, e.lookup, e.pid);
-        let dead = w.0.iter().filter(|e| is_dead(e)).map(found).collect();
+        let dead =
+            w.0.iter()
+                .filter(|e| is_dead(e))
+                .map(|e| (e.umqh, e.lookup, e.why_lost()))
+                .collect();
         w.0.retain(|e| !is_dead(e));
-        let live = w.0.iter().map(found).collect();
+        let live =
+            w.0.iter()
+                .map(|e| (e.umqh, e.lookup, String::new()))
+                .collect();
         (dead, live)
     };
-    for (umqh, lookup, pid) in dead {
-        if let (Some(q), Some(pid)) = (lookup(umqh), pid) {
-            q.peer_lost(&format!("peer process {pid} exited"));
+    for (umqh, lookup, why) in dead {
+        if let Some(q) = lookup(umqh) {
+            q.peer_lost(&why);
         }
     }
     for (umqh, lookup, _) in live {

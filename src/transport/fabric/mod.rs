@@ -16,6 +16,7 @@ mod msg;
 mod rx;
 pub mod sys;
 mod tx;
+pub mod watch;
 
 use super::LinkError;
 use super::link::Arm;
@@ -28,6 +29,8 @@ use crate::abi::types::*;
 use crate::flow::Area;
 use msg::*;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 pub use sys::Endpoint;
 use tx::*;
@@ -87,11 +90,23 @@ pub fn liveness() -> Duration {
 /// The completion queue of an endpoint: room for every buffer's completion.
 pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + 16;
 
+/// Where the peer's process runs, as its bind info says.
+pub enum PeerProcess {
+    /// On this host, as this pid (the progress thread watches it through a pidfd).
+    Local(u32),
+    /// On another host, with its death-watch beacon there (`watch`), if it offers one.
+    Remote(Option<SocketAddr>),
+}
+
 /// A binding over libfabric.
 pub struct Link {
     ep: Endpoint,
+    /// Our death-watch beacon, open while the binding lasts.
+    _beacon: Option<watch::Beacon>,
     peer: u64,
     peer_pid: Option<u32>,
+    /// Connected to the peer's beacon, until the progress thread takes it.
+    peer_socket: Option<OwnedFd>,
     rx: Rx,
     tx: Tx,
     /// The peer's flow-control area, as its last `KIND_AREA` said.
@@ -146,26 +161,48 @@ fn quick(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP)
 }
 
+/// Connects to a peer's beacon; without one, a killed peer is noticed only by the liveness
+/// timeout.
+fn watch_or_log(at: SocketAddr) -> Option<OwnedFd> {
+    watch::watch(at)
+        .inspect_err(|why| {
+            crate::log_warn!(
+                "umq_bind",
+                "{why}: a killed peer is noticed after the liveness timeout ({} ms)",
+                liveness().as_millis()
+            )
+        })
+        .ok()
+}
+
 fn lost(why: &'static str) -> LinkError {
     LinkError::Lost(why)
 }
 
 impl Link {
-    /// Binds our endpoint `ep` to the peer's endpoint at `addr`, posting our receive buffers;
-    /// `peer_pid` when the peer runs on this host (its exit then ends the binding at once).
-    /// A peer silent for `liveness` (a host gone, a link down) breaks the binding.
+    /// Binds our endpoint `ep` (with its beacon) to the peer's endpoint at `addr`, posting our
+    /// receive buffers. The peer's death ends the binding at once: on this host its pid is
+    /// watched, on another its beacon. A peer silent for `liveness` (a host gone, a link down)
+    /// breaks the binding.
     pub fn open(
         ep: Endpoint,
         addr: &[u8],
-        peer_pid: Option<u32>,
+        peer_process: PeerProcess,
+        beacon: Option<watch::Beacon>,
         our_area: OurArea,
         liveness: Duration,
     ) -> Result<Link, String> {
         let peer = ep.connect(addr)?;
+        let (peer_pid, peer_socket) = match peer_process {
+            PeerProcess::Local(pid) => (Some(pid), None),
+            PeerProcess::Remote(at) => (None, at.and_then(watch_or_log)),
+        };
         let mut link = Link {
             ep,
+            _beacon: beacon,
             peer,
             peer_pid,
+            peer_socket,
             rx: Rx {
                 bufs: (0..RX_BOUNCES)
                     .map(|_| vec![0u8; BOUNCE].into_boxed_slice())
@@ -204,6 +241,10 @@ impl Link {
 
     pub fn peer_pid(&self) -> Option<u32> {
         self.peer_pid
+    }
+
+    pub fn take_peer_socket(&mut self) -> Option<OwnedFd> {
+        self.peer_socket.take()
     }
 
     pub fn peer_area(&self) -> &Area {
@@ -326,7 +367,7 @@ mod tests {
     fn link(ep: Endpoint, to: &[u8], area: &Area, liveness: Duration) -> Link {
         // SAFETY: the areas outlive the links (the test owns both).
         let ours = unsafe { OurArea::new(area) };
-        Link::open(ep, to, None, ours, liveness).expect("connect")
+        Link::open(ep, to, PeerProcess::Remote(None), None, ours, liveness).expect("connect")
     }
 
     fn readable(fd: i32, timeout_ms: i32) -> bool {
