@@ -110,6 +110,11 @@ class Hosts:
         self.procs.append(p)
         return p
 
+    def spawn(self, ns, cmd, **kw):
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], **kw)
+        self.procs.append(p)
+        return p
+
     def down(self):
         for p in self.procs:
             if p.poll() is None:
@@ -175,3 +180,38 @@ def test_a_peer_killed_on_another_host_is_noticed_within_100_ms(hosts, victim):
     took_ms = (float(out[3]) - at) * 1000
     print(f"{victim} killed: the other side in ERR after {took_ms:.1f} ms")
     assert took_ms < 100, took_ms
+
+
+PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
+def test_umq_perf_runs_between_two_hosts_as_server_and_client(hosts):
+    import json
+    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7432"], stderr=subprocess.PIPE)
+    out = subprocess.run(
+        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7432",
+         "--test", "all", "--size", "64,4096", "--iters", "3000", "--json"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["test"], r["size"]) for r in rows] == [
+        ("lat", 64), ("bw", 64), ("lat", 4096), ("bw", 4096)]
+    for r in rows:
+        assert r["provider"] == "fabric" and r["flow_control"], r
+        if r["test"] == "lat":
+            assert 0 < r["p50_ns"] <= r["p99_ns"] <= r["p999_ns"], r
+        else:
+            assert r["msgs_per_s"] > 0, r
+        # Both sides' flow-control counters agree: what one announced the other received.
+        c, s = r["client_fc"], r["server_fc"]
+        assert c["total_local_rx_notified"] == s["total_remote_rx_received"], r
+        assert s["total_local_rx_notified"] == c["total_remote_rx_received"], r
+    server.kill()
+    # A server nobody answers for is reported as such, not as a crash.
+    bad = subprocess.run(["ip", "netns", "exec", hosts.cli, PERF, "--client", "10.231.9.77",
+                          "--port", "7433", "--test", "lat", "--iters", "10"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "cannot reach umq-perf --server" in bad.stderr, bad.stderr

@@ -39,11 +39,26 @@ pub fn create(depth: u32) -> u64 {
 
 /// `create` in another trans mode (IPC, as applications between processes of one host use).
 pub fn create_in(depth: u32, trans_mode: umq_trans_mode_t) -> u64 {
+    create_at(depth, trans_mode, std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// `create_in` with `ip` as the queue's address (`dev_info`), which other hosts reach it at.
+pub fn create_at(depth: u32, trans_mode: umq_trans_mode_t, ip: std::net::IpAddr) -> u64 {
     let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
     o.trans_mode = trans_mode;
-    o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
-    for (d, s) in unsafe { o.dev_info.u.ipv4.ip_addr.iter_mut() }.zip(b"127.0.0.1\0") {
-        *d = *s as _;
+    let text = format!("{ip}\0");
+    let field = match ip {
+        std::net::IpAddr::V4(_) => {
+            o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
+            unsafe { &mut o.dev_info.u.ipv4.ip_addr[..] }
+        }
+        std::net::IpAddr::V6(_) => {
+            o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV6;
+            unsafe { &mut o.dev_info.u.ipv6.ip_addr[..] }
+        }
+    };
+    for (d, s) in field.iter_mut().zip(text.bytes()) {
+        *d = s as _;
     }
     o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH;
     o.rx_depth = depth;

@@ -14,18 +14,27 @@ mod ucx;
 use api::Flow;
 use report::Row;
 
-const USAGE: &str = "usage: umq-perf [--provider loopback|shm] [--test lat|bw|qps|fc|all]
+const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
+       umq-perf --server [--port N]
+       umq-perf --client HOST [--port N] [--test ...] [--size ...] [...]
 
   --provider     loopback: two queues of this process (default); shm: a second process,
                  started by umq-perf itself, over the shared-memory transport; its
                  latency rows also carry the floor (the same bytes bounced between two
                  processes through bare shared memory) and how far above it we are, and
                  the floor of a one-copy transport through the kernel (each message moved
-                 by one process_vm_writev into the peer's own buffer)
+                 by one process_vm_writev into the peer's own buffer); fabric: the same two
+                 processes over the network provider (libfabric, UMQ_FABRIC_PROVIDER,
+                 default tcp), on this host
+  --server       between two hosts, as perftest's tools: serve the peer's side of every
+                 run a client asks for, one at a time, until killed
+  --client       run the tests against the umq-perf --server on HOST over the network
+                 provider; each side's queue offers the address their connection uses
+  --port         the server's TCP port for the runs' setup (default 18515)
   --test         lat: ping-pong half round trip; bw: streaming messages/s;
                  qps: the reference qps tool's pattern, a client posting the same list
                  head of 64 one-buffer SENDs round after round (the list is checked
@@ -144,6 +153,8 @@ pub struct Run {
     /// buffers posted, TX then RX polled on their own each turn) instead of the benchmark's.
     pub app_loop: bool,
     pub quiet: bool,
+    /// `--client HOST`: the `umq-perf --server` that serves the peer's side, on another host.
+    pub server: Option<std::net::SocketAddr>,
 }
 
 struct Args {
@@ -155,8 +166,16 @@ struct Args {
     compare_ucx: bool,
     json: bool,
     peer: Option<Kind>,
+    /// The peer's queue address (`--ip`, given by the server to the peers it starts).
+    peer_ip: std::net::IpAddr,
+    serve: bool,
+    client: Option<String>,
+    port: u16,
     run: Run,
 }
+
+/// The server's port when `--port` does not say (perftest's).
+const PORT: u16 = 18515;
 
 const SWEEP: [u32; 6] = [64, 256, 1024, 4096, 16384, 65536];
 
@@ -194,6 +213,10 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         compare_ucx: false,
         json: false,
         peer: None,
+        peer_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+        serve: false,
+        client: None,
+        port: PORT,
         run: Run {
             size: 64,
             iters: 200_000,
@@ -210,6 +233,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             shared_rx: true,
             app_loop: false,
             quiet: false,
+            server: None,
         },
     };
     let mut it = argv;
@@ -254,9 +278,16 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 }
             }
             "--peer" => a.peer = Some(Kind::parse(&value()?)?),
+            "--ip" => a.peer_ip = number(&flag, value()?)?,
+            "--server" => a.serve = true,
+            "--client" => a.client = Some(value()?),
+            "--port" => a.port = number(&flag, value()?)?,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown flag {flag}")),
         }
+    }
+    if a.client.is_some() {
+        a.provider = "fabric".into();
     }
     check(&a)?;
     a.run.flow.notify_interval = a.run.batch as u16;
@@ -288,6 +319,9 @@ fn check(a: &Args) -> Result<(), String> {
     let streams = a.peer.map_or(a.test != "lat", |k| k != Kind::Lat);
     if r.rx_bufs != 0 && r.rx_bufs < r.batch && streams {
         return Err("--rx-bufs must be at least --batch: a stream posts a batch at a time".into());
+    }
+    if a.client.is_some() && (a.compare || a.compare_ucx) {
+        return Err("--compare runs its baseline on this host: not with --client".into());
     }
     if r.app_loop
         && (a.provider != "shm" || !["lat", "all"].contains(&a.test.as_str()))
@@ -349,7 +383,7 @@ fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
     let standalone: u64 = on.sides.iter().map(|(_, s)| s.ext.standalone).sum();
     Row {
         sides: on.sides.clone(),
-        ..Row::new("fc", "shm", run.size, true)
+        ..Row::new("fc", on.provider, run.size, true)
             .num("off_msgs_per_s", rate(&off))
             .num("on_msgs_per_s", rate(&on))
             .num("ratio", rate(&on) / rate(&off))
@@ -459,6 +493,18 @@ fn emit(row: &Row, json: bool) {
     }
 }
 
+/// `HOST` (a name or an address) and `port` as a socket address; exits when it resolves to none.
+fn resolve(host: &str, port: u16) -> std::net::SocketAddr {
+    use std::net::ToSocketAddrs;
+    match (host, port).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        _ => {
+            eprintln!("--client {host}: no such host");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -468,7 +514,18 @@ fn main() {
         }
     };
     if let Some(kind) = args.peer {
-        return shm::serve(kind, &args.run.for_test(kind, true));
+        return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);
+    }
+    if args.serve || args.client.is_some() {
+        // Two hosts: the network, also when both are namespaces of one kernel.
+        unsafe { std::env::set_var("UMQ_PROVIDER", "fabric") };
+    }
+    if args.serve {
+        return shm::server(args.port);
+    }
+    let mut args = args;
+    if let Some(host) = &args.client {
+        args.run.server = Some(resolve(host, args.port));
     }
     if args.provider == "fabric" {
         // Before umq_init and any thread: the library and the peer process read it there.
@@ -494,10 +551,10 @@ fn main() {
         println!(
             "umq-perf: provider {} ({}), {} iterations, batch {}, depth {}, flow control {}{}",
             args.provider,
-            if args.provider != "loopback" {
-                "two processes"
-            } else {
-                "two queues, one process"
+            match (&run.server, args.provider.as_str()) {
+                (Some(at), _) => format!("two hosts, server {at}"),
+                (None, "loopback") => "two queues, one process".into(),
+                _ => "two processes".into(),
             },
             run.iters,
             run.batch,
@@ -543,7 +600,7 @@ fn main() {
         let fc = args.test == "fc" || (args.test == "all" && args.provider == "loopback");
         if fc {
             let row = match args.provider.as_str() {
-                "shm" => shm_flow_control_cost(&run, args.rounds),
+                "shm" | "fabric" => shm_flow_control_cost(&run, args.rounds),
                 _ => loopback::flow_control_cost(&run.for_test(Kind::Bw, false)),
             };
             emit(&row, args.json);
@@ -596,6 +653,16 @@ mod tests {
             "the app loop is an shm latency loop"
         );
         assert!(parse("--provider shm --test bw --loop app").is_err());
+        let client = parse("--client 10.0.0.1 --port 9000 --test lat").unwrap();
+        assert_eq!(client.provider, "fabric");
+        assert_eq!(
+            (client.client.as_deref(), client.port),
+            (Some("10.0.0.1"), 9000)
+        );
+        let server = parse("--server").unwrap();
+        assert!(server.serve && server.port == PORT);
+        assert!(parse("--client h --compare libfabric").is_err());
+        assert!(parse("--port x").is_err());
         assert!(parse("--loop sometimes").is_err());
     }
 

@@ -1,14 +1,17 @@
 //! `--provider shm` (and `fabric`, the same over libfabric): the two queues live in two
-//! processes. umq-perf starts a copy of itself as
-//! the peer (`--peer lat|bw`, hidden), exchanges bind infos with it over the child's stdin and
-//! stdout, as a real application would over a socket, and measures traffic that only crosses
-//! libumq's shared-memory transport. The peer sends its flow-control statistics back at the end.
+//! processes. umq-perf starts a copy of itself as the peer (`--peer lat|bw`, hidden), exchanges
+//! bind infos with it over the child's stdin and stdout, as a real application would over a
+//! socket, and measures traffic that only crosses libumq's transport between processes. The
+//! peer sends its flow-control statistics back at the end. Between two hosts (`--client HOST`)
+//! the peer is a `umq-perf --server` there, reached over TCP, which serves each run the same
+//! way: the client's first frame is the peer's arguments.
 
 use crate::api::{self, Done, SideStats};
 use crate::report::{Progress, Row};
 use crate::{Kind, Run};
 use std::io::{Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::ptr;
 use std::time::Instant;
 use umq::abi::pro_types::*;
@@ -40,15 +43,16 @@ fn stats_from(bytes: &[u8]) -> SideStats {
     unsafe { ptr::read_unaligned(bytes.as_ptr() as *const SideStats) }
 }
 
-/// One side's queue, bound to the other process's, with `rx_bufs` receive buffers posted.
-fn connect(run: &Run, out: &mut impl Write, inp: &mut impl Read) -> u64 {
+/// One side's queue at address `ip`, bound to the other process's, with `rx_bufs` receive
+/// buffers posted.
+fn connect(run: &Run, ip: IpAddr, out: &mut impl Write, inp: &mut impl Read) -> u64 {
     api::init(run.flow);
     let mode = if run.app_loop {
         UMQ_TRANS_MODE_IPC
     } else {
         UMQ_TRANS_MODE_UB
     };
-    let q = api::create_in(run.depth, mode);
+    let q = api::create_at(run.depth, mode, ip);
     send_frame(out, &api::bind_info(q));
     api::bind(q, recv_frame(inp));
     let from = if run.shared_rx { q } else { 0 };
@@ -91,7 +95,16 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
     a
 }
 
-fn spawn_peer(kind: Kind, run: &Run) -> (Child, ChildStdin, ChildStdout) {
+/// The measuring side's line to its peer: a child process's pipes, or a TCP connection to a
+/// `umq-perf --server` on another host; and the address our queue offers.
+struct Peer {
+    child: Option<Child>,
+    to: Box<dyn Write>,
+    from: Box<dyn Read>,
+    ip: IpAddr,
+}
+
+fn spawn_peer(kind: Kind, run: &Run) -> Peer {
     let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
     let mut child = Command::new(exe)
         .args(peer_args(kind, run))
@@ -99,15 +112,48 @@ fn spawn_peer(kind: Kind, run: &Run) -> (Child, ChildStdin, ChildStdout) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("cannot start the peer process");
-    let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-    (child, i, o)
+    let (to, from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    Peer {
+        child: Some(child),
+        to: Box::new(to),
+        from: Box::new(from),
+        ip: Ipv4Addr::LOCALHOST.into(),
+    }
 }
 
-/// The measuring side: starts the peer, runs `kind`, collects both sides' statistics.
+/// Asks the `umq-perf --server` at `server` to serve this run; our queue offers the address
+/// the connection to it leaves from.
+fn dial_peer(server: SocketAddr, kind: Kind, run: &Run) -> Peer {
+    let stream = TcpStream::connect_timeout(&server, std::time::Duration::from_secs(5))
+        .unwrap_or_else(|e| {
+            eprintln!("umq-perf: cannot reach umq-perf --server at {server}: {e}");
+            std::process::exit(2);
+        });
+    let _ = stream.set_nodelay(true);
+    let ip = stream
+        .local_addr()
+        .expect("local address")
+        .ip()
+        .to_canonical();
+    let mut to = stream.try_clone().expect("cloning the connection");
+    send_frame(&mut to, peer_args(kind, run).join("\0").as_bytes());
+    Peer {
+        child: None,
+        to: Box::new(to),
+        from: Box::new(stream),
+        ip,
+    }
+}
+
+/// The measuring side: starts the peer (or asks the server for one), runs `kind`, collects
+/// both sides' statistics.
 pub fn run(kind: Kind, run: &Run) -> Row {
-    let (mut child, mut to_peer, mut from_peer) = spawn_peer(kind, run);
-    let q = connect(run, &mut to_peer, &mut from_peer);
-    recv_frame(&mut from_peer); // the peer has bound and posted its receive buffers
+    let mut peer = match run.server {
+        Some(at) => dial_peer(at, kind, run),
+        None => spawn_peer(kind, run),
+    };
+    let q = connect(run, peer.ip, &mut peer.to, &mut peer.from);
+    recv_frame(&mut peer.from); // the peer has bound and posted its receive buffers
     let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
         Ok("fabric") => "fabric",
         _ => "shm",
@@ -125,12 +171,14 @@ pub fn run(kind: Kind, run: &Run) -> Row {
         Kind::Qps => crate::bandwidth_row(row, run.size, qps_out(q, run, &mut progress)),
     };
     drop(progress);
-    let theirs = stats_from(&recv_frame(&mut from_peer));
+    let theirs = stats_from(&recv_frame(&mut peer.from));
     let mine = api::side_stats(q);
     api::teardown(q);
-    send_frame(&mut to_peer, b"bye");
-    let status = child.wait().expect("waiting for the peer");
-    assert!(status.success(), "the peer process failed: {status}");
+    send_frame(&mut peer.to, b"bye");
+    if let Some(mut child) = peer.child {
+        let status = child.wait().expect("waiting for the peer");
+        assert!(status.success(), "the peer process failed: {status}");
+    }
     umq::ffi::api::umq_uninit();
     Row {
         sides: vec![("client", mine), ("server", theirs)],
@@ -138,12 +186,24 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     }
 }
 
-/// The peer process (`umq-perf --peer ...`): serves one run, then exits.
-pub fn serve(kind: Kind, run: &Run) {
-    // Die with the measuring process rather than spin forever.
+/// A client's first frame, the peer's arguments (at most 64 KiB); None when it is no such
+/// frame.
+fn read_args(r: &mut impl Read) -> Option<String> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).ok()?;
+    let len = u32::from_le_bytes(len) as usize;
+    let mut v = vec![0u8; (len <= 1 << 16).then_some(len)?];
+    r.read_exact(&mut v).ok()?;
+    String::from_utf8(v).ok()
+}
+
+/// The peer process (`umq-perf --peer ...`): serves one run over its stdin and stdout, its
+/// queue at `ip`, then exits.
+pub fn serve(kind: Kind, run: &Run, ip: IpAddr) {
+    // Die with the measuring process (or the server) rather than spin forever.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
-    let q = connect(run, &mut out, &mut inp);
+    let q = connect(run, ip, &mut out, &mut inp);
     send_frame(&mut out, b"ready");
     match kind {
         Kind::Lat => pong(q, run),
@@ -153,6 +213,45 @@ pub fn serve(kind: Kind, run: &Run) {
     recv_frame(&mut inp);
     api::teardown(q);
     umq::ffi::api::umq_uninit();
+}
+
+/// `umq-perf --server`: serves the runs of clients on other hosts, one at a time, until
+/// killed. Each connection carries one run: the peer's arguments, then what a peer process
+/// exchanges over its pipes; a peer process (as `--peer` runs it, with the connection as its
+/// stdin and stdout) serves it, so a client that fails mid-run leaves the server as it was.
+pub fn server(port: u16) {
+    let listener = TcpListener::bind((std::net::Ipv6Addr::UNSPECIFIED, port))
+        .or_else(|_| TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))
+        .unwrap_or_else(|e| panic!("cannot listen on port {port}: {e}"));
+    eprintln!("umq-perf: server listening on port {port}");
+    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        let _ = stream.set_nodelay(true);
+        let (Ok(ours), Ok(client)) = (stream.local_addr(), stream.peer_addr()) else {
+            continue;
+        };
+        let Some(args) = read_args(&mut stream) else {
+            continue;
+        };
+        let Ok(out) = stream.try_clone() else {
+            continue;
+        };
+        let child = Command::new(&exe)
+            .args(args.split('\0'))
+            .args(["--ip".to_string(), ours.ip().to_canonical().to_string()])
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(stream)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(out)))
+            .status();
+        eprintln!(
+            "umq-perf: served {} ({})",
+            client.ip().to_canonical(),
+            match child {
+                Ok(s) => s.to_string(),
+                Err(e) => e.to_string(),
+            }
+        );
+    }
 }
 
 /// Posts the receive completions among `bufs` back as receive buffers.
