@@ -53,11 +53,13 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test la
                  messages of 16 KiB and more cross by reference. recv: receive buffers
                  only. off: neither; every message is copied through the ring
   --rounds       repeat each measurement and report the median (default 1)
-  --compare      libfabric: also run libfabric's shm provider per size: fi_pingpong for
+  --compare      libfabric: also run libfabric per size (its shm provider against shm, the
+                 same provider as ours against fabric): fi_pingpong for
                  latency (Debian libfabric-bin), a windowed stream for bw and qps (built
                  here from fi_stream.c; needs libfabric-dev and a C compiler);
-                 ucx: also run ucx_perftest tag_lat over UCX's posix shared memory for
-                 latency (Debian ucx-utils); both: --compare libfabric,ucx
+                 ucx: also run ucx_perftest tag_lat for latency (Debian ucx-utils), over
+                 UCX's posix shared memory (shm) or its tcp transport (fabric);
+                 both: --compare libfabric,ucx
   --loop         shm latency: bench (default) polls both directions at once with 16 receive
                  buffers posted, as fi_pingpong's loop; app is the loop applications write:
                  IPC queues, 256 receive buffers posted, TX completions then RX polled on
@@ -435,7 +437,8 @@ fn compare_latency_ucx(row: Row, run: &Run, rounds: u32) -> Row {
     }
     let ucx = middle(mean);
     let ours = row.get("mean_ns").unwrap_or(f64::NAN);
-    row.num("ucx_tag_lat_p50_ns", middle(p50).round())
+    row.text("ucx_tls", ucx::transports())
+        .num("ucx_tag_lat_p50_ns", middle(p50).round())
         .num("ucx_tag_lat_mean_ns", ucx.round())
         .num("mean_vs_ucx", ours / ucx)
 }
@@ -533,10 +536,11 @@ fn main() {
         libfabric::use_provider(
             std::env::var("UMQ_FABRIC_PROVIDER").unwrap_or_else(|_| "tcp".into()),
         );
-        if args.compare_ucx {
-            eprintln!("--compare ucx: over shared memory only, so far");
+        if std::env::var("UMQ_FABRIC_PROVIDER").is_ok_and(|p| p != "tcp") && args.compare_ucx {
+            eprintln!("--compare ucx: against UCX's tcp transport, so with the tcp provider only");
             std::process::exit(2);
         }
+        ucx::use_tcp();
     }
     if args.compare && !libfabric::available() {
         eprintln!("--compare libfabric: fi_pingpong not found (apt-get install libfabric-bin)");

@@ -1,8 +1,23 @@
 //! The UCX baseline, run on this host in the same invocation as our measurement: `ucx_perftest`
-//! (Debian `ucx-utils`) `tag_lat`, UCP tag-matched ping-pong, over UCX's posix shared-memory
-//! transport (`UCX_TLS=posix,self`), server and client as two processes.
+//! (Debian `ucx-utils`) `tag_lat`, UCP tag-matched ping-pong, server and client as two
+//! processes, over the UCX transport that matches ours: posix shared memory
+//! (`UCX_TLS=posix,self`) against shm, tcp (`UCX_TLS=tcp`) against the network provider.
 
 use std::process::Command;
+use std::sync::OnceLock;
+
+/// `UCX_TLS` for the runs: shared memory unless `use_tcp` said otherwise.
+static TLS: OnceLock<&'static str> = OnceLock::new();
+
+/// Compares against UCX's tcp transport instead of its shared memory (the network provider).
+pub fn use_tcp() {
+    let _ = TLS.set("tcp");
+}
+
+/// The UCX transports compared against, as `UCX_TLS` names them.
+pub fn transports() -> &'static str {
+    TLS.get().copied().unwrap_or("posix,self")
+}
 
 /// What `ucx_perftest` reported for one size: one-way latency (half a round trip), in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -17,7 +32,7 @@ pub fn available() -> bool {
 
 fn perftest() -> Command {
     let mut c = Command::new("ucx_perftest");
-    c.env("UCX_TLS", "posix,self");
+    c.env("UCX_TLS", transports());
     c
 }
 
