@@ -86,7 +86,7 @@ impl Queue {
         const F: &str = "umq_bind";
         let offer = self.offer_for_bind();
         let have = match provider {
-            Provider::Fabric => offer.fabric_addr.is_some(),
+            Provider::Fabric => offer.fabric.is_some(),
             _ => offer.shm.is_some(),
         };
         if !have {
@@ -109,8 +109,7 @@ impl Queue {
             same_host: remote.boot_id == bind_info::boot_id(),
             inbox_fd: remote.inbox_fd,
             secret: remote.secret,
-            fabric_addr: &remote.fabric_addr,
-            fabric_watch: remote.watch,
+            fabric: &remote.fabric,
             our_area: self.area(),
         };
         self.endpoints

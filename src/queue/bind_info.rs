@@ -4,13 +4,15 @@
 //! api, flow control flag, flow-control protocol version (0 when off), pid, runtime instance,
 //! umqh, rx/tx depth, rx/tx buffer size, then for shared memory the host's boot id (hashed), the
 //! uid, the inbox memfd number (u32::MAX when there is none) and the inbox secret; then for the
-//! network a length byte and the libfabric endpoint name, and a length byte and the socket
-//! address of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port,
-//! big endian); last, an FNV-1a checksum of everything before it.
+//! network a length byte and the libfabric endpoint name, a length byte and the socket address
+//! of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port, big
+//! endian), and a length byte and where the peer writes its flow-control area (0, or 16 bytes:
+//! address and key); last, an FNV-1a checksum of everything before it.
 
 use super::Queue;
 use crate::error::{UmqResult, einval};
 use crate::runtime::Runtime;
+use crate::transport::fabric::{Contact, RemoteKey};
 use crate::transport::link::Provider;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Once;
@@ -19,8 +21,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 pub const VERSION: u16 = 4;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
-/// The shortest bind info: no network address, no death watch.
-pub const LEN_MIN: usize = FIXED + 1 + 1 + 4;
+/// The shortest bind info: no network address, no death watch, no area key.
+pub const LEN_MIN: usize = FIXED + 1 + 1 + 1 + 4;
 /// The longest network address carried (a libfabric endpoint name).
 pub const MAX_FABRIC_ADDR: usize = 128;
 /// Transports a bind info offers, as bits.
@@ -46,10 +48,8 @@ pub struct BindInfo {
     pub uid: u32,
     pub inbox_fd: u32,
     pub secret: u64,
-    /// The queue's libfabric endpoint name (empty when it offers no network endpoint).
-    pub fabric_addr: Vec<u8>,
-    /// Where a peer on another host connects to learn at once when this process dies.
-    pub watch: Option<SocketAddr>,
+    /// The queue's network endpoint (an empty name when it offers none).
+    pub fabric: Contact,
 }
 
 fn encode_socket(a: Option<SocketAddr>) -> Vec<u8> {
@@ -60,6 +60,24 @@ fn encode_socket(a: Option<SocketAddr>) -> Vec<u8> {
     };
     out.extend_from_slice(&a.map_or(0, |a| a.port()).to_be_bytes());
     out
+}
+
+fn encode_key(k: Option<RemoteKey>) -> Vec<u8> {
+    k.map_or(Vec::new(), |k| {
+        [k.addr.to_le_bytes(), k.key.to_le_bytes()].concat()
+    })
+}
+
+/// None for an empty field; Err for a length that is no key.
+fn decode_key(b: &[u8]) -> Result<Option<RemoteKey>, ()> {
+    match b.len() {
+        0 => Ok(None),
+        16 => Ok(Some(RemoteKey {
+            addr: u64_at(b, 0),
+            key: u64_at(b, 8),
+        })),
+        _ => Err(()),
+    }
 }
 
 /// None for an empty field; Err for a length that is no address.
@@ -103,7 +121,7 @@ pub fn of_queue(q: &Queue) -> BindInfo {
             } else {
                 0
             }
-            | if offer.fabric_addr.is_some() {
+            | if offer.fabric.is_some() {
                 TRANSPORT_FABRIC
             } else {
                 0
@@ -126,18 +144,18 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         uid: unsafe { libc::getuid() },
         inbox_fd: offer.shm.map_or(NO_INBOX, |(fd, _)| fd as u32),
         secret: offer.shm.map_or(0, |(_, s)| s),
-        fabric_addr: offer
-            .fabric_addr
-            .filter(|a| a.len() <= MAX_FABRIC_ADDR)
+        fabric: offer
+            .fabric
+            .filter(|c| c.name.len() <= MAX_FABRIC_ADDR)
             .unwrap_or_default(),
-        watch: offer.fabric_watch,
     }
 }
 
 pub fn encode(b: &BindInfo) -> Vec<u8> {
-    let addr = &b.fabric_addr[..b.fabric_addr.len().min(MAX_FABRIC_ADDR)];
-    let watch = encode_socket(b.watch);
-    let len = LEN_MIN + addr.len() + watch.len();
+    let addr = &b.fabric.name[..b.fabric.name.len().min(MAX_FABRIC_ADDR)];
+    let watch = encode_socket(b.fabric.watch);
+    let key = encode_key(b.fabric.area);
+    let len = LEN_MIN + addr.len() + watch.len() + key.len();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -163,6 +181,8 @@ pub fn encode(b: &BindInfo) -> Vec<u8> {
     out.extend_from_slice(addr);
     out.push(watch.len() as u8);
     out.extend_from_slice(&watch);
+    out.push(key.len() as u8);
+    out.extend_from_slice(&key);
     let sum = fnv1a(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -209,12 +229,16 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
     if len > b.len() || addr_len > MAX_FABRIC_ADDR || watch_at >= len {
         return Err(corrupt());
     }
-    let watch_len = b[watch_at] as usize;
-    if len != LEN_MIN + addr_len + watch_len || fnv1a(&b[..len - 4]) != u32_at(b, len - 4) {
+    let key_at = watch_at + 1 + b[watch_at] as usize;
+    if key_at >= len {
         return Err(corrupt());
     }
-    let watch =
-        decode_socket(&b[watch_at + 1..watch_at + 1 + watch_len]).map_err(|()| corrupt())?;
+    let key_len = b[key_at] as usize;
+    if len != key_at + 1 + key_len + 4 || fnv1a(&b[..len - 4]) != u32_at(b, len - 4) {
+        return Err(corrupt());
+    }
+    let watch = decode_socket(&b[watch_at + 1..key_at]).map_err(|()| corrupt())?;
+    let area = decode_key(&b[key_at + 1..key_at + 1 + key_len]).map_err(|()| corrupt())?;
     Ok(BindInfo {
         transport: b[8],
         pro_api: b[9] != 0,
@@ -231,8 +255,11 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         uid: u32_at(b, 56),
         inbox_fd: u32_at(b, 60),
         secret: u64_at(b, 64),
-        fabric_addr: b[FIXED + 1..watch_at].to_vec(),
-        watch,
+        fabric: Contact {
+            name: b[FIXED + 1..watch_at].to_vec(),
+            watch,
+            area,
+        },
     })
 }
 
@@ -285,7 +312,7 @@ fn on_off(b: bool) -> &'static str {
 /// forces one.
 pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Provider> {
     let same_process = remote.pid == std::process::id() && remote.instance == rt.instance;
-    let offers_fabric = remote.transport & TRANSPORT_FABRIC != 0 && !remote.fabric_addr.is_empty();
+    let offers_fabric = remote.transport & TRANSPORT_FABRIC != 0 && !remote.fabric.name.is_empty();
     match rt.provider {
         None | Some(Provider::Loopback) if same_process => return Ok(Provider::Loopback),
         Some(Provider::Loopback) => {
@@ -371,8 +398,14 @@ mod tests {
             uid: 1000,
             inbox_fd: 7,
             secret: 0x005e_c2e7,
-            fabric_addr: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1],
-            watch: Some("10.0.0.7:40001".parse().unwrap()),
+            fabric: Contact {
+                name: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1],
+                watch: Some("10.0.0.7:40001".parse().unwrap()),
+                area: Some(RemoteKey {
+                    addr: 0x7f00_1234_5000,
+                    key: 0x9a,
+                }),
+            },
         }
     }
 
@@ -380,13 +413,15 @@ mod tests {
     fn round_trips_with_and_without_a_network_address() {
         assert_eq!(parse("t", &encode(&sample())), Ok(sample()));
         let v6 = BindInfo {
-            watch: Some("[fd00::1]:9".parse().unwrap()),
+            fabric: Contact {
+                watch: Some("[fd00::1]:9".parse().unwrap()),
+                ..sample().fabric
+            },
             ..sample()
         };
         assert_eq!(parse("t", &encode(&v6)), Ok(v6));
         let plain = BindInfo {
-            fabric_addr: Vec::new(),
-            watch: None,
+            fabric: Contact::default(),
             ..sample()
         };
         assert_eq!(encode(&plain).len(), LEN_MIN);
@@ -431,7 +466,10 @@ mod tests {
         assert!(parse("t", &resum(other_version)).is_err());
         // An address length past the limit, checksummed as if honest, is still refused.
         let mut long = encode(&BindInfo {
-            fabric_addr: vec![1; MAX_FABRIC_ADDR],
+            fabric: Contact {
+                name: vec![1; MAX_FABRIC_ADDR],
+                ..Contact::default()
+            },
             ..sample()
         });
         long[FIXED] = MAX_FABRIC_ADDR as u8 + 1;
@@ -439,16 +477,24 @@ mod tests {
         long[6..8].copy_from_slice(&(len as u16).to_le_bytes());
         long.resize(len, 1);
         assert!(parse("t", &resum(long)).is_err());
-        // A death-watch field of a length no address has, checksummed as if honest.
-        let mut odd = encode(&BindInfo {
-            watch: None,
+        // A death-watch or area-key field of a length no such thing has, checksummed as if
+        // honest.
+        let no_extras = BindInfo {
+            fabric: Contact {
+                watch: None,
+                area: None,
+                ..sample().fabric
+            },
             ..sample()
-        });
-        let at = FIXED + 1 + sample().fabric_addr.len();
-        odd[at] = 5;
-        odd.splice(at + 1..at + 1, [1, 2, 3, 4, 5]);
-        let len = odd.len();
-        odd[6..8].copy_from_slice(&(len as u16).to_le_bytes());
-        assert!(parse("t", &resum(odd)).is_err());
+        };
+        for field in [0, 1] {
+            let mut odd = encode(&no_extras);
+            let at = FIXED + 1 + no_extras.fabric.name.len() + field;
+            odd[at] = 5;
+            odd.splice(at + 1..at + 1, [1, 2, 3, 4, 5]);
+            let len = odd.len();
+            odd[6..8].copy_from_slice(&(len as u16).to_le_bytes());
+            assert!(parse("t", &resum(odd)).is_err(), "field {field}");
+        }
     }
 }

@@ -22,7 +22,6 @@ use super::wire::{Outcome, Wire};
 use crate::abi::types::umq_buf_t;
 use crate::buf::arena::Arena;
 use crate::flow::Area;
-use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -75,10 +74,8 @@ pub struct PeerAddress<'a> {
     /// Shared memory: the peer's inbox fd and the secret in its header.
     pub inbox_fd: u32,
     pub secret: u64,
-    /// Network: the peer's libfabric endpoint name (`fi_getname`), and where to watch its
-    /// process from another host.
-    pub fabric_addr: &'a [u8],
-    pub fabric_watch: Option<SocketAddr>,
+    /// Network: the peer's endpoint (its name, death watch and area key).
+    pub fabric: &'a fabric::Contact,
     /// Our queue's flow-control area, for a provider that ships it to the peer.
     pub our_area: &'a Area,
 }
@@ -256,13 +253,12 @@ pub struct Endpoints {
 }
 
 /// Our network endpoint and its death-watch beacon until a binding takes them (the binding
-/// then closes them when it ends, the endpoint before its buffers go), and the name and beacon
-/// address of the last ones made, which a bound queue still offers.
+/// then closes them when it ends, the endpoint before its buffers go), and how the last ones
+/// made are reached, which a bound queue still offers.
 #[derive(Default)]
 struct FabricEnd {
     unbound: Option<(fabric::Endpoint, Option<fabric::watch::Beacon>)>,
-    name: Option<Vec<u8>>,
-    watch: Option<SocketAddr>,
+    contact: Option<fabric::Contact>,
 }
 
 /// What a queue's bind info offers, beside what the queue itself says.
@@ -270,9 +266,8 @@ struct FabricEnd {
 pub struct Offer {
     /// Shared memory: our inbox fd and its secret.
     pub shm: Option<(i32, u64)>,
-    /// Network: our endpoint's name, and where a peer on another host watches our process.
-    pub fabric_addr: Option<Vec<u8>>,
-    pub fabric_watch: Option<SocketAddr>,
+    /// Network: how our endpoint is reached.
+    pub fabric: Option<fabric::Contact>,
 }
 
 /// Which endpoints a bind info should offer.
@@ -290,12 +285,9 @@ impl Endpoints {
     /// Our endpoints as `want` says, each created on first use; a provider whose endpoint
     /// could not be set up is left out (and logged).
     pub fn offer(&self, want: &Wants) -> Offer {
-        let (fabric_addr, fabric_watch) =
-            want.fabric.and_then(|f| self.offer_fabric(want, f)).unzip();
         Offer {
             shm: want.shm.then(|| self.offer_shm(want)).flatten(),
-            fabric_addr,
-            fabric_watch: fabric_watch.flatten(),
+            fabric: want.fabric.and_then(|f| self.offer_fabric(want, f)),
         }
     }
 
@@ -323,7 +315,7 @@ impl Endpoints {
         &self,
         want: &Wants,
         (prov, node): (&str, Option<&str>),
-    ) -> Option<(Vec<u8>, Option<SocketAddr>)> {
+    ) -> Option<fabric::Contact> {
         let mut end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && end.unbound.is_none() {
             let ep = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE, want.interrupt)
@@ -349,14 +341,13 @@ impl Endpoints {
                 let beacon = fabric::watch::Beacon::open(ep.name());
                 (ep, beacon)
             });
-            end.name = end.unbound.as_ref().map(|(ep, _)| ep.name().to_vec());
-            end.watch = end
-                .unbound
-                .as_ref()
-                .and_then(|(_, b)| b.as_ref())
-                .and_then(|b| b.addr());
+            end.contact = end.unbound.as_ref().map(|(ep, beacon)| fabric::Contact {
+                name: ep.name().to_vec(),
+                watch: beacon.as_ref().and_then(|b| b.addr()),
+                area: Some(ep.landing_key()),
+            });
         }
-        Some((end.name.clone()?, end.watch))
+        end.contact.clone()
     }
 
     /// Readies our endpoints for a peer that has not bound yet (after `offer`, while unbound).
@@ -387,9 +378,9 @@ impl Endpoints {
                 let ours = unsafe { fabric::OurArea::new(addr.our_area) };
                 let peer = match addr.same_host {
                     true => fabric::PeerProcess::Local(addr.pid),
-                    false => fabric::PeerProcess::Remote(addr.fabric_watch),
+                    false => fabric::PeerProcess::Remote(addr.fabric.watch),
                 };
-                fabric::Link::open(ep, addr.fabric_addr, peer, beacon, ours, fabric::liveness())
+                fabric::Link::open(ep, addr.fabric, peer, beacon, ours, fabric::liveness())
                     .map(Link::Fabric)
             }
             Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),

@@ -9,8 +9,8 @@
 //! SEND_IMM and NOP complete once their bytes are copied into our send buffers (transmit
 //! complete, as over shared memory); WRITE, WRITE_IMM and READ when the peer reports having
 //! executed them (`KIND_DONE`), a READ's data arriving first. Flow control is unchanged: each
-//! side ships its flow-control area whenever it changed (`KIND_AREA`), and the peer reads
-//! credit from its copy.
+//! side writes its flow-control area into memory the peer registered for it (RMA, `ship_area`)
+//! whenever it changed, and the peer reads credit from there.
 
 mod msg;
 mod rx;
@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
-pub use sys::Endpoint;
+pub use sys::{Endpoint, RemoteKey};
 use tx::*;
 
 /// The binding's own queue's flow-control area, which outlives the binding: the queue owns both
@@ -90,6 +90,17 @@ pub fn liveness() -> Duration {
 /// The completion queue of an endpoint: room for every buffer's completion.
 pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + 16;
 
+/// What a peer needs to reach a queue's network endpoint: the network part of its bind info.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Contact {
+    /// The endpoint's name (`fi_getname`); empty: no endpoint.
+    pub name: Vec<u8>,
+    /// The death-watch beacon (`watch`).
+    pub watch: Option<SocketAddr>,
+    /// Where the peer writes its flow-control area.
+    pub area: Option<RemoteKey>,
+}
+
 /// Where the peer's process runs, as its bind info says.
 pub enum PeerProcess {
     /// On this host, as this pid (the progress thread watches it through a pidfd).
@@ -109,8 +120,10 @@ pub struct Link {
     peer_socket: Option<OwnedFd>,
     rx: Rx,
     tx: Tx,
-    /// The peer's flow-control area, as its last `KIND_AREA` said.
+    /// The peer's flow-control area, as it last wrote it into our landing words, and where we
+    /// write ours.
     peer_area: Area,
+    peer_landing: RemoteKey,
     /// Our own area, which we ship to the peer whenever it changed.
     our_area: OurArea,
     /// Our area as we last shipped it, and when.
@@ -186,13 +199,16 @@ impl Link {
     /// breaks the binding.
     pub fn open(
         ep: Endpoint,
-        addr: &[u8],
+        to: &Contact,
         peer_process: PeerProcess,
         beacon: Option<watch::Beacon>,
         our_area: OurArea,
         liveness: Duration,
     ) -> Result<Link, String> {
-        let peer = ep.connect(addr)?;
+        let peer_landing = to
+            .area
+            .ok_or("the peer's bind info has no key for its flow-control area")?;
+        let peer = ep.connect(&to.name)?;
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
             PeerProcess::Remote(at) => (None, at.and_then(watch_or_log)),
@@ -226,6 +242,7 @@ impl Link {
                 scratch: Vec::with_capacity(BOUNCE),
             },
             peer_area: Area::default(),
+            peer_landing,
             our_area,
             area_sent: [0; 3],
             area_sent_at: Instant::now(),
@@ -257,13 +274,14 @@ impl Link {
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
         let mut out = Outcome::default();
         self.reap()?;
+        self.take_landed();
         self.check_liveness()?;
         self.receive(w, at, &mut out)?;
         self.complete(w, &mut out);
         if self.left {
             return Err(LinkError::PeerLeft);
         }
-        self.ship_area();
+        self.ship_area()?;
         self.transmit(w, &mut out);
         self.flush()?;
         self.complete(w, &mut out);
@@ -283,6 +301,7 @@ impl Link {
         if self.tx.free.len() < TX_SLOTS / 2 && self.reap().is_err() {
             return None;
         }
+        self.take_landed();
         self.transmit(w, &mut out);
         if self.flush().is_err() {
             return None;
@@ -343,6 +362,17 @@ impl Link {
         }
     }
 
+    /// Takes what the peer last wrote into our landing words (its flow-control area) as its
+    /// area: each word only grows within a binding, so a stale or hostile write lowers nothing.
+    /// A change is also word from the peer (it is alive).
+    fn take_landed(&mut self) {
+        let landed = self.ep.landed();
+        if landed != self.peer_area.snapshot() {
+            self.peer_area.raise_to(landed);
+            self.heard = Instant::now();
+        }
+    }
+
     /// Pings a peer we have said nothing to for a while; fails a peer silent for too long.
     fn check_liveness(&mut self) -> Result<(), LinkError> {
         if self.heard.elapsed() >= self.liveness {
@@ -364,7 +394,15 @@ mod tests {
     use super::*;
     use crate::buf::pool::Pool;
 
-    fn link(ep: Endpoint, to: &[u8], area: &Area, liveness: Duration) -> Link {
+    fn contact(ep: &Endpoint) -> Contact {
+        Contact {
+            name: ep.name().to_vec(),
+            watch: None,
+            area: Some(ep.landing_key()),
+        }
+    }
+
+    fn link(ep: Endpoint, to: &Contact, area: &Area, liveness: Duration) -> Link {
         // SAFETY: the areas outlive the links (the test owns both).
         let ours = unsafe { OurArea::new(area) };
         Link::open(ep, to, PeerProcess::Remote(None), None, ours, liveness).expect("connect")
@@ -389,7 +427,7 @@ mod tests {
             open(true).expect("tcp, FI_WAIT_FD"),
         );
         assert!(ea.wait_fd().is_none());
-        let (na, nb) = (ea.name().to_vec(), eb.name().to_vec());
+        let (na, nb) = (contact(&ea), contact(&eb));
         let (area_a, area_b) = (Area::default(), Area::default());
         let mut a = link(ea, &nb, &area_a, Duration::from_secs(60));
         let mut b = link(eb, &na, &area_b, Duration::from_secs(60));
@@ -456,6 +494,55 @@ mod tests {
         assert!(b.heard > quiet_since, "the ping never arrived");
     }
 
+    /// Two bindings on 127.0.0.1 whose rounds run until `done` says so (or 5 s pass).
+    fn rounds_until(a: &mut Link, b: &mut Link, done: impl Fn(&Link, &Link) -> bool) {
+        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
+        let pool = Pool::new(false, 0, 0);
+        let at = Receiver {
+            umqh: 1,
+            fragments: false,
+            pool: &pool,
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done(a, b) {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            a.round(&mut wa, &at).unwrap();
+            b.round(&mut wb, &at).unwrap();
+        }
+    }
+
+    /// The flow-control area crosses as an RMA write into the peer's landing words: the peer
+    /// sees it without a message (no receive buffer taken), and a write of lower words (stale,
+    /// or hostile) lowers nothing.
+    #[test]
+    fn the_area_lands_by_rma_write_and_never_goes_down() {
+        let open = || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, false).expect("tcp");
+        let (ea, eb) = (open(), open());
+        let (na, nb) = (contact(&ea), contact(&eb));
+        let (area_a, area_b) = (Area::default(), Area::default());
+        let mut a = link(ea, &nb, &area_a, Duration::from_secs(60));
+        let mut b = link(eb, &na, &area_b, Duration::from_secs(60));
+        area_a.raise_to([16, 40, 3]);
+        rounds_until(&mut a, &mut b, |_, b| {
+            b.peer_area().snapshot() == [16, 40, 3]
+        });
+        assert!(b.rx.filled.iter().all(|f| f.is_none()), "a message arrived");
+        assert_eq!(b.rx.posted.len() + b.rx.repost.len(), RX_BOUNCES);
+        area_a.raise_to([16, 41, 3]);
+        rounds_until(&mut a, &mut b, |_, b| {
+            b.peer_area().snapshot() == [16, 41, 3]
+        });
+        // A lower write lands in the words but not in the area the queue reads.
+        let low: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let to = b.ep.landing_key();
+        let peer = a.peer;
+        while a.ep.write(&low, peer, to).is_err() {
+            a.reap().unwrap();
+        }
+        rounds_until(&mut a, &mut b, |_, b| b.ep.landed() == [1, 2, 3]);
+        assert_eq!(b.peer_area().snapshot(), [16, 41, 3]);
+    }
+
     /// Two bindings over libfabric tcp on 127.0.0.1 that keep running rounds hear each other
     /// (pings) for several liveness periods; once one side goes silent, as a host that is gone
     /// or cut off does, the other's round fails within about one period.
@@ -465,7 +552,7 @@ mod tests {
         let open =
             || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, false).expect("libfabric tcp");
         let (ea, eb) = (open(), open());
-        let (na, nb) = (ea.name().to_vec(), eb.name().to_vec());
+        let (na, nb) = (contact(&ea), contact(&eb));
         let (area_a, area_b) = (Area::default(), Area::default());
         let mut a = link(ea, &nb, &area_a, liveness);
         let mut b = link(eb, &na, &area_b, liveness);

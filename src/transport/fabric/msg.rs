@@ -21,13 +21,10 @@ pub const KIND_STANDALONE: u8 = 3;
 pub const KIND_READ_RESP: u8 = 4;
 /// The peer executed our WR `seq` with completion status `status`.
 pub const KIND_DONE: u8 = 5;
-/// The sender's flow-control area (`imm`, `addr`, `total`: initial window, data and control
-/// grants).
-pub const KIND_AREA: u8 = 6;
 /// The sender left the binding.
-pub const KIND_BYE: u8 = 7;
+pub const KIND_BYE: u8 = 6;
 /// Nothing but "still here": sent when a side had nothing else to send for a while.
-pub const KIND_PING: u8 = 8;
+pub const KIND_PING: u8 = 7;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

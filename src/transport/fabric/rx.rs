@@ -67,18 +67,11 @@ impl Link {
         at: &Receiver,
         out: &mut Outcome,
     ) -> Result<(), LinkError> {
-        let Link {
-            rx,
-            tx,
-            peer_area,
-            left,
-            ..
-        } = self;
+        let Link { rx, tx, left, .. } = self;
         loop {
             if let Some((h, data)) = rx.held.take() {
                 let mut run = Run {
                     tx,
-                    peer_area,
                     left,
                     executed: &mut rx.executed,
                 };
@@ -113,7 +106,6 @@ impl Link {
             } else {
                 let mut run = Run {
                     tx,
-                    peer_area,
                     left,
                     executed: &mut rx.executed,
                 };
@@ -141,7 +133,6 @@ impl Rx {
 /// What running one of the peer's messages touches of the link.
 struct Run<'a> {
     tx: &'a mut Tx,
-    peer_area: &'a Area,
     left: &'a mut bool,
     executed: &'a mut u64,
 }
@@ -208,15 +199,12 @@ impl Run<'_> {
                 f.status = Some(target::peer_status(h.status));
                 Ok(true)
             }
-            KIND_AREA => {
-                self.peer_area.raise_to([h.imm, h.addr, h.seq]);
-                Ok(true)
-            }
             KIND_PING => Ok(true),
-            _ => {
+            KIND_BYE => {
                 *self.left = true;
                 Ok(true)
             }
+            _ => Err(LinkError::Corrupt("a fabric message of an unexpected kind")),
         }
     }
 

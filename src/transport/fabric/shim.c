@@ -32,6 +32,7 @@ struct umqf_cqe {
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 static struct {
     void *lib;
@@ -87,6 +88,8 @@ struct umqf_ep {
     struct fid_ep *ep;
     size_t inject_size;
     int wait_fd; /* the completion queue's wait fd (FI_WAIT_FD), or -1 */
+    struct fid_mr *mrs[4]; /* registered memory, closed with the endpoint */
+    int n_mrs;
 };
 
 static void fail(char *why, size_t n, const char *what, int rc)
@@ -98,9 +101,11 @@ void umqf_close(struct umqf_ep *e)
 {
     if (!e)
         return;
-    /* The endpoint first: it holds the CQ and AV bound. */
+    /* The endpoint first: it holds the CQ and AV bound; then the memory it exposed. */
     if (e->ep)
         fi_close(&e->ep->fid);
+    for (int i = 0; i < e->n_mrs; i++)
+        fi_close(&e->mrs[i]->fid);
     if (e->cq)
         fi_close(&e->cq->fid);
     if (e->av)
@@ -130,7 +135,8 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
     if (!hints || !e)
         goto out;
     e->wait_fd = -1;
-    hints->caps = FI_MSG;
+    /* Messages, and RMA writes into memory the peer registered (its flow-control area). */
+    hints->caps = FI_MSG | FI_RMA;
     hints->mode = 0;
     hints->ep_attr->type = FI_EP_RDM;
     hints->tx_attr->msg_order = FI_ORDER_SAS;
@@ -209,6 +215,31 @@ const char *umqf_provider(const struct umqf_ep *e)
 size_t umqf_inject_size(const struct umqf_ep *e)
 {
     return e->inject_size;
+}
+
+/* Registers `len` bytes at `buf` for the peer to write (FI_REMOTE_WRITE); *addr is the address
+ * the peer names in its writes (the virtual address, or 0 where the provider counts from the
+ * region's start) and *key the region's key. 0, or a negative FI_E* code. */
+int umqf_expose(struct umqf_ep *e, void *buf, size_t len, uint64_t *addr, uint64_t *key)
+{
+    if (e->n_mrs == (int)(sizeof(e->mrs) / sizeof(e->mrs[0])))
+        return -FI_ENOSPC;
+    struct fid_mr *mr;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
+    if (rc)
+        return rc;
+    e->mrs[e->n_mrs++] = mr;
+    *addr = (e->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
+    *key = fi_mr_key(mr);
+    return 0;
+}
+
+/* Writes `len` bytes (at most the inject size) into the peer's memory at `addr` under `key`,
+ * copied out now, no completion. 0, -FI_EAGAIN (progress and retry) or another negative code. */
+int umqf_write(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer, uint64_t addr,
+               uint64_t key)
+{
+    return (int)fi_inject_write(e->ep, buf, len, peer, addr, key);
 }
 
 /* The completion queue's wait fd, or -1 (opened without one). */
@@ -312,6 +343,8 @@ void umqf_close(struct umqf_ep *e) { (void)e; }
 const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
 size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
+int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
+int umqf_write(struct umqf_ep *e, const void *b, size_t l, uint64_t p, uint64_t a, uint64_t k) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k; return -38; }
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }

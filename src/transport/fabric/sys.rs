@@ -3,6 +3,7 @@
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One completion, as the shim flattens it.
 #[repr(C)]
@@ -37,6 +38,21 @@ unsafe extern "C" {
     fn umqf_provider(e: *const RawEp) -> *const c_char;
     fn umqf_inject_size(e: *const RawEp) -> usize;
     fn umqf_wait_fd(e: *const RawEp) -> c_int;
+    fn umqf_expose(
+        e: *mut RawEp,
+        buf: *mut c_void,
+        len: usize,
+        addr: *mut u64,
+        key: *mut u64,
+    ) -> c_int;
+    fn umqf_write(
+        e: *mut RawEp,
+        buf: *const c_void,
+        len: usize,
+        peer: u64,
+        addr: u64,
+        key: u64,
+    ) -> c_int;
     fn umqf_trywait(e: *mut RawEp) -> c_int;
     fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
@@ -64,6 +80,20 @@ pub fn strerror(code: c_int) -> String {
         .into_owned()
 }
 
+/// Memory of ours the peer writes into (libfabric RMA): where and under which key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteKey {
+    pub addr: u64,
+    pub key: u64,
+}
+
+/// The words the peer writes its flow-control area into (`Endpoint::landed`).
+pub const LANDING_WORDS: usize = 3;
+
+/// Where the peer's writes land: registered with the endpoint, and never moved (boxed).
+#[repr(C, align(64))]
+struct Landing([AtomicU64; LANDING_WORDS]);
+
 /// A reliable-datagram endpoint. Every call on it is made under the wire lock of the one queue
 /// that owns it (libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a time).
 pub struct Endpoint {
@@ -71,6 +101,10 @@ pub struct Endpoint {
     name: Vec<u8>,
     inject: usize,
     provider: String,
+    /// Registered for the peer to write (closed with the endpoint, before this box goes: the
+    /// shim closes its registrations in `umqf_close`, which `drop` calls first).
+    landing: Box<Landing>,
+    landing_key: RemoteKey,
 }
 
 // SAFETY: see the type's comment: the queue's wire lock serialises every use.
@@ -126,12 +160,59 @@ impl Endpoint {
         let provider = unsafe { CStr::from_ptr(umqf_provider(raw.as_ptr())) }
             .to_string_lossy()
             .into_owned();
+        let landing = Box::new(Landing(Default::default()));
+        let mut landing_key = RemoteKey { addr: 0, key: 0 };
+        let rc = unsafe {
+            umqf_expose(
+                raw.as_ptr(),
+                landing.0.as_ptr() as *mut c_void,
+                size_of::<Landing>(),
+                &mut landing_key.addr,
+                &mut landing_key.key,
+            )
+        };
+        if rc != 0 {
+            unsafe { umqf_close(raw.as_ptr()) };
+            return Err(format!("fi_mr_reg: {}", strerror(rc)));
+        }
         Ok(Endpoint {
             raw,
             name,
             inject: unsafe { umqf_inject_size(raw.as_ptr()) },
             provider,
+            landing,
+            landing_key,
         })
+    }
+
+    /// Where the peer writes into our landing words, for its bind.
+    pub fn landing_key(&self) -> RemoteKey {
+        self.landing_key
+    }
+
+    /// The landing words as the peer last wrote them (each word whole: an aligned 8-byte
+    /// store, by our own progress over tcp and by the NIC over verbs).
+    pub fn landed(&self) -> [u64; LANDING_WORDS] {
+        std::array::from_fn(|i| self.landing.0[i].load(Ordering::Acquire))
+    }
+
+    /// Writes `bytes` (at most `inject_size`) into the peer's memory at `to`, copied out now.
+    /// Err(code), where `FI_EAGAIN` means no room now.
+    pub fn write(&self, bytes: &[u8], peer: u64, to: RemoteKey) -> Result<(), c_int> {
+        let rc = unsafe {
+            umqf_write(
+                self.raw.as_ptr(),
+                bytes.as_ptr() as *const c_void,
+                bytes.len(),
+                peer,
+                to.addr,
+                to.key,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(-rc),
+        }
     }
 
     /// Our address, for the peer (`fi_getname`).

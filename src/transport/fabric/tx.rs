@@ -95,14 +95,15 @@ impl Link {
         }
     }
 
-    /// Queues our flow-control area when it changed since we last shipped it: at once for a new
+    /// Writes our flow-control area into the peer's landing words (libfabric RMA: no receive
+    /// buffer, no completion at the peer) when it changed since we last did: at once for a new
     /// initial window (the peer is IDLE until it has it), else after a pause. Grants also travel
     /// in announcements piggybacked on our SENDs, so while we send WRs the pause is long
     /// (`AREA_WHILE_SENDING`: a ping-pong's replies carry the credit); a pure receiver, whose
     /// peer may have no receive buffer for a standalone update, ships it soon
     /// (`AREA_WHILE_RECEIVING`: a stream's credit). It always arrives: the progress thread's
     /// rounds ship it when the application does not call in.
-    pub(super) fn ship_area(&mut self) {
+    pub(super) fn ship_area(&mut self) -> Result<(), LinkError> {
         let now = self.our_area.get().snapshot();
         let pause = if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
             AREA_WHILE_SENDING
@@ -112,17 +113,20 @@ impl Link {
         if now == self.area_sent
             || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < pause)
         {
-            return;
+            return Ok(());
+        }
+        let bytes: Vec<u8> = now.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        match self.ep.write(&bytes, self.peer, self.peer_landing) {
+            Ok(()) => {}
+            Err(sys::FI_EAGAIN) => return Ok(()), // the next round tries again
+            Err(code) => {
+                crate::log_info!("umq_fabric", "area write failed: {}", sys::strerror(code));
+                return Err(lost("peer unreachable over the network"));
+            }
         }
         self.area_sent = now;
         self.area_sent_at = Instant::now();
-        self.tx.outgoing.push_back(Outgoing::control(Header {
-            kind: KIND_AREA,
-            imm: now[0],
-            addr: now[1],
-            seq: now[2],
-            ..Default::default()
-        }));
+        Ok(())
     }
 
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
