@@ -22,7 +22,10 @@ pub struct QueueConfig {
     pub network_addr: Option<String>,
 }
 
-/// The address `d` names, for the transport modes that run over a network device.
+/// The address `d` names, for the transport modes that run over a network device. An EID is
+/// read as a GID is: its 16 bytes an IPv6 address in network order, an IPv4-mapped one
+/// (`in4`: prefix ::ffff, then the IPv4 address) as that IPv4 address; the all-zero EID names
+/// none.
 fn network_addr(mode: umq_trans_mode_t, d: &umq_dev_assign_t) -> Option<String> {
     let networked = matches!(
         mode,
@@ -31,6 +34,10 @@ fn network_addr(mode: umq_trans_mode_t, d: &umq_dev_assign_t) -> Option<String> 
     let text: &[std::ffi::c_char] = match d.assign_mode {
         UMQ_DEV_ASSIGN_MODE_IPV4 if networked => unsafe { &d.u.ipv4.ip_addr },
         UMQ_DEV_ASSIGN_MODE_IPV6 if networked => unsafe { &d.u.ipv6.ip_addr },
+        UMQ_DEV_ASSIGN_MODE_EID if networked => {
+            let ip = std::net::Ipv6Addr::from(unsafe { d.u.eid.eid.raw });
+            return (!ip.is_unspecified()).then(|| ip.to_canonical().to_string());
+        }
         _ => return None,
     };
     c_text("umq_create", "dev_info address", text)
@@ -176,4 +183,29 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
         interrupt: mode == UMQ_MODE_INTERRUPT,
         network_addr: network_addr(o.trans_mode, &o.dev_info),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eid(raw: [u8; 16]) -> umq_dev_assign_t {
+        let mut d: umq_dev_assign_t = unsafe { std::mem::zeroed() };
+        d.assign_mode = UMQ_DEV_ASSIGN_MODE_EID;
+        d.u.eid.eid.raw = raw;
+        d
+    }
+
+    #[test]
+    fn an_eid_names_the_address_its_bytes_are() {
+        let mut mapped = [0u8; 16];
+        mapped[10..12].copy_from_slice(&[0xff, 0xff]);
+        mapped[12..].copy_from_slice(&[10, 1, 2, 3]);
+        let v6 = "fd00::17".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let ub = UMQ_TRANS_MODE_UB;
+        assert_eq!(network_addr(ub, &eid(mapped)).as_deref(), Some("10.1.2.3"));
+        assert_eq!(network_addr(ub, &eid(v6)).as_deref(), Some("fd00::17"));
+        assert_eq!(network_addr(ub, &eid([0; 16])), None);
+        assert_eq!(network_addr(UMQ_TRANS_MODE_IPC, &eid(v6)), None);
+    }
 }
