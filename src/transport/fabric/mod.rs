@@ -141,7 +141,8 @@ pub struct Link {
 }
 
 struct Rx {
-    bufs: Vec<Box<[u8]>>,
+    /// `RX_BOUNCES` buffers of `BOUNCE` bytes.
+    bufs: sys::Buffers,
     /// Our posted buffers in the order they were posted, which is the order messages match
     /// them (libfabric's send-after-send ordering); completions can come in another order (a
     /// large message's rendezvous completes after a small one behind it).
@@ -160,7 +161,8 @@ struct Rx {
 }
 
 struct Tx {
-    bufs: Vec<Box<[u8]>>,
+    /// `TX_SLOTS` buffers of `BOUNCE` bytes.
+    bufs: sys::Buffers,
     free: Vec<usize>,
     /// Messages to send, in order; the first may be partly sent.
     outgoing: VecDeque<Outgoing>,
@@ -209,6 +211,10 @@ impl Link {
             .area
             .ok_or("the peer's bind info has no key for its flow-control area")?;
         let peer = ep.connect(&to.name)?;
+        let (rx_bufs, tx_bufs) = (
+            ep.buffers(RX_BOUNCES * BOUNCE)?,
+            ep.buffers(TX_SLOTS * BOUNCE)?,
+        );
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
             PeerProcess::Remote(at) => (None, at.and_then(watch_or_log)),
@@ -220,9 +226,7 @@ impl Link {
             peer_pid,
             peer_socket,
             rx: Rx {
-                bufs: (0..RX_BOUNCES)
-                    .map(|_| vec![0u8; BOUNCE].into_boxed_slice())
-                    .collect(),
+                bufs: rx_bufs,
                 posted: VecDeque::with_capacity(RX_BOUNCES),
                 filled: vec![None; RX_BOUNCES],
                 repost: (0..RX_BOUNCES).collect(),
@@ -232,9 +236,7 @@ impl Link {
                 executed: 0,
             },
             tx: Tx {
-                bufs: (0..TX_SLOTS)
-                    .map(|_| vec![0u8; BOUNCE].into_boxed_slice())
-                    .collect(),
+                bufs: tx_bufs,
                 free: (0..TX_SLOTS).rev().collect(),
                 outgoing: VecDeque::new(),
                 flight: VecDeque::new(),

@@ -51,8 +51,10 @@ impl Link {
 
     pub(super) fn repost(&mut self) {
         while let Some(idx) = self.rx.repost.pop() {
-            let buf = self.rx.bufs[idx].as_mut_ptr();
-            if self.ep.post_recv(buf, BOUNCE, RECV_TAG | idx).is_err() {
+            let posted = self
+                .ep
+                .post_recv(&mut self.rx.bufs, idx * BOUNCE, BOUNCE, RECV_TAG | idx);
+            if posted.is_err() {
                 self.rx.repost.push(idx);
                 return;
             }
@@ -86,7 +88,7 @@ impl Link {
             let Some((idx, len)) = rx.next_filled() else {
                 return Ok(());
             };
-            let bytes = &rx.bufs[idx][..len];
+            let bytes = rx.bufs.get(idx * BOUNCE, len);
             let h = Header::read(bytes)?;
             let payload = &bytes[HEADER..];
             if let Some((first, data)) = rx.assembling.as_mut() {

@@ -217,6 +217,29 @@ size_t umqf_inject_size(const struct umqf_ep *e)
     return e->inject_size;
 }
 
+/* A key for the next registration: unique in the domain (one per endpoint), for providers that
+ * take the caller's key (no FI_MR_PROV_KEY); the others choose their own. */
+static uint64_t next_key(const struct umqf_ep *e)
+{
+    return (uint64_t)e->n_mrs + 1;
+}
+
+/* Registers `len` bytes at `buf` as our own send and receive buffers: *desc is what a provider
+ * that needs local registration (FI_MR_LOCAL: verbs) takes with each operation on them. 0, or
+ * a negative FI_E* code. */
+int umqf_register(struct umqf_ep *e, void *buf, size_t len, void **desc)
+{
+    if (e->n_mrs == (int)(sizeof(e->mrs) / sizeof(e->mrs[0])))
+        return -FI_ENOSPC;
+    struct fid_mr *mr;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_SEND | FI_RECV, 0, next_key(e), 0, &mr, NULL);
+    if (rc)
+        return rc;
+    e->mrs[e->n_mrs++] = mr;
+    *desc = fi_mr_desc(mr);
+    return 0;
+}
+
 /* Registers `len` bytes at `buf` for the peer to write (FI_REMOTE_WRITE); *addr is the address
  * the peer names in its writes (the virtual address, or 0 where the provider counts from the
  * region's start) and *key the region's key. 0, or a negative FI_E* code. */
@@ -225,7 +248,7 @@ int umqf_expose(struct umqf_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     if (e->n_mrs == (int)(sizeof(e->mrs) / sizeof(e->mrs[0])))
         return -FI_ENOSPC;
     struct fid_mr *mr;
-    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
+    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_WRITE, 0, next_key(e), 0, &mr, NULL);
     if (rc)
         return rc;
     e->mrs[e->n_mrs++] = mr;
@@ -274,19 +297,22 @@ int umqf_connect(struct umqf_ep *e, const void *addr, uint64_t *peer)
     return 0;
 }
 
-/* Posts a receive buffer; 0, -FI_EAGAIN (progress and retry) or another negative code. */
-int umqf_recv(struct umqf_ep *e, void *buf, size_t len, void *ctx)
+/* Posts a receive buffer (`desc` from umqf_register); 0, -FI_EAGAIN (progress and retry) or
+ * another negative code. */
+int umqf_recv(struct umqf_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
-    return (int)fi_recv(e->ep, buf, len, NULL, FI_ADDR_UNSPEC, ctx);
+    return (int)fi_recv(e->ep, buf, len, desc, FI_ADDR_UNSPEC, ctx);
 }
 
-/* Sends `len` bytes at `buf` to `peer`; its completion carries `ctx`. With `ctx` NULL and `len`
- * at most the inject size, the bytes are copied out now and no completion comes. */
-int umqf_send(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer, void *ctx)
+/* Sends `len` bytes at `buf` (`desc` from umqf_register) to `peer`; its completion carries
+ * `ctx`. With `ctx` NULL and `len` at most the inject size, the bytes are copied out now and no
+ * completion comes. */
+int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
+              void *ctx)
 {
     if (!ctx)
         return (int)fi_inject(e->ep, buf, len, peer);
-    return (int)fi_send(e->ep, buf, len, NULL, peer, ctx);
+    return (int)fi_send(e->ep, buf, len, desc, peer, ctx);
 }
 
 /* Up to `max` completions into `out`: their count, 0 when none, or a negative FI_E* code. An
@@ -348,8 +374,9 @@ int umqf_write(struct umqf_ep *e, const void *b, size_t l, uint64_t p, uint64_t 
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
-int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *c) { (void)e, (void)b, (void)l, (void)c; return -38; }
-int umqf_send(struct umqf_ep *e, const void *b, size_t l, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)p, (void)c; return -38; }
+int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }
+int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -38; }
+int umqf_send(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -38; }
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -38; }
 const char *umqf_strerror(int code) { (void)code; return "libfabric not available"; }
 

@@ -56,11 +56,19 @@ unsafe extern "C" {
     fn umqf_trywait(e: *mut RawEp) -> c_int;
     fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
-    fn umqf_recv(e: *mut RawEp, buf: *mut c_void, len: usize, ctx: *mut c_void) -> c_int;
+    fn umqf_register(e: *mut RawEp, buf: *mut c_void, len: usize, desc: *mut *mut c_void) -> c_int;
+    fn umqf_recv(
+        e: *mut RawEp,
+        buf: *mut c_void,
+        len: usize,
+        desc: *mut c_void,
+        ctx: *mut c_void,
+    ) -> c_int;
     fn umqf_send(
         e: *mut RawEp,
         buf: *const c_void,
         len: usize,
+        desc: *mut c_void,
         peer: u64,
         ctx: *mut c_void,
     ) -> c_int;
@@ -78,6 +86,28 @@ pub fn strerror(code: c_int) -> String {
     unsafe { CStr::from_ptr(umqf_strerror(code)) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// Send or receive buffers in one allocation, registered with the endpoint that uses them (a
+/// provider with `FI_MR_LOCAL`, verbs, needs their descriptor with each operation). Valid while
+/// that endpoint is open: it closes the registration when it closes.
+pub struct Buffers {
+    mem: Box<[u8]>,
+    desc: *mut c_void,
+}
+
+// SAFETY: the descriptor is the provider's handle for `mem`, used under the same lock.
+unsafe impl Send for Buffers {}
+unsafe impl Sync for Buffers {}
+
+impl Buffers {
+    pub fn get(&self, at: usize, len: usize) -> &[u8] {
+        &self.mem[at..at + len]
+    }
+
+    pub fn get_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
+        &mut self.mem[at..at + len]
+    }
 }
 
 /// Memory of ours the peer writes into (libfabric RMA): where and under which key.
@@ -185,6 +215,24 @@ impl Endpoint {
         })
     }
 
+    /// `len` bytes of buffers for our sends or receives, registered with this endpoint.
+    pub fn buffers(&self, len: usize) -> Result<Buffers, String> {
+        let mut mem = vec![0u8; len].into_boxed_slice();
+        let mut desc = std::ptr::null_mut();
+        let rc = unsafe {
+            umqf_register(
+                self.raw.as_ptr(),
+                mem.as_mut_ptr() as *mut c_void,
+                len,
+                &mut desc,
+            )
+        };
+        match rc {
+            0 => Ok(Buffers { mem, desc }),
+            rc => Err(format!("fi_mr_reg: {}", strerror(rc))),
+        }
+    }
+
     /// Where the peer writes into our landing words, for its bind.
     pub fn landing_key(&self) -> RemoteKey {
         self.landing_key
@@ -253,13 +301,22 @@ impl Endpoint {
         }
     }
 
-    /// Posts `len` bytes at `buf` for a message; its completion carries `ctx`. Err(code).
-    pub fn post_recv(&self, buf: *mut u8, len: usize, ctx: usize) -> Result<(), c_int> {
+    /// Posts `len` bytes of `bufs` at `at` for a message; its completion carries `ctx`.
+    /// Err(code).
+    pub fn post_recv(
+        &self,
+        bufs: &mut Buffers,
+        at: usize,
+        len: usize,
+        ctx: usize,
+    ) -> Result<(), c_int> {
+        let buf = bufs.mem[at..at + len].as_mut_ptr();
         match unsafe {
             umqf_recv(
                 self.raw.as_ptr(),
                 buf as *mut c_void,
                 len,
+                bufs.desc,
                 ctx as *mut c_void,
             )
         } {
@@ -268,16 +325,38 @@ impl Endpoint {
         }
     }
 
-    /// Sends `bytes` to `peer`. With `ctx`, the bytes must stay put until the completion that
-    /// carries it; without, they are copied out now (at most `inject_size`). Err(code), where
-    /// `FI_EAGAIN` means no room now.
-    pub fn send(&self, bytes: &[u8], peer: u64, ctx: Option<usize>) -> Result<(), c_int> {
-        let ctx = ctx.map_or(std::ptr::null_mut(), |c| c as *mut c_void);
+    /// Sends `bytes` to `peer`, copied out now (at most `inject_size`, no completion).
+    /// Err(code), where `FI_EAGAIN` means no room now.
+    pub fn inject(&self, bytes: &[u8], peer: u64) -> Result<(), c_int> {
+        self.send_raw(bytes, std::ptr::null_mut(), peer, std::ptr::null_mut())
+    }
+
+    /// Sends `len` bytes of `bufs` at `at` to `peer`; they must stay put until the completion
+    /// that carries `ctx`. Err(code), where `FI_EAGAIN` means no room now.
+    pub fn send(
+        &self,
+        bufs: &Buffers,
+        at: usize,
+        len: usize,
+        peer: u64,
+        ctx: usize,
+    ) -> Result<(), c_int> {
+        self.send_raw(&bufs.mem[at..at + len], bufs.desc, peer, ctx as *mut c_void)
+    }
+
+    fn send_raw(
+        &self,
+        bytes: &[u8],
+        desc: *mut c_void,
+        peer: u64,
+        ctx: *mut c_void,
+    ) -> Result<(), c_int> {
         let rc = unsafe {
             umqf_send(
                 self.raw.as_ptr(),
                 bytes.as_ptr() as *const c_void,
                 bytes.len(),
+                desc,
                 peer,
                 ctx,
             )

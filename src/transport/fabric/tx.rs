@@ -203,15 +203,15 @@ impl Link {
                 scratch.extend_from_slice(&h.to_bytes());
                 scratch.resize(len, 0);
                 o.copy_out(&mut scratch[HEADER..]);
-                ep.send(scratch, peer, None)
+                ep.inject(scratch, peer)
             } else {
                 let Some(slot) = free.pop() else {
                     return Ok(());
                 };
-                let buf = &mut bufs[slot][..len];
+                let buf = bufs.get_mut(slot * BOUNCE, len);
                 buf[..HEADER].copy_from_slice(&h.to_bytes());
                 o.copy_out(&mut buf[HEADER..]);
-                let sent = ep.send(buf, peer, Some(SEND_TAG | slot));
+                let sent = ep.send(bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
                 if sent.is_err() {
                     free.push(slot);
                 }
