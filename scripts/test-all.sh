@@ -57,6 +57,16 @@ else
   echo "SKIPPED: umq-perf --compare ucx smoke run: ucx_perftest not found, ucx-utils could not be installed"
 fi
 
+# The network provider (libfabric tcp on this host), with UCX's tcp transport as the baseline.
+if [ -e /usr/include/rdma/fabric.h ]; then
+  timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
+  if command -v ucx_perftest >/dev/null; then
+    timeout 300 "$lib/umq-perf" --provider fabric --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tls"] == "tcp" and rows[0]["ucx_tag_lat_mean_ns"] > 0, rows; print("ucx tcp baseline over the network provider: ok")'
+  fi
+else
+  echo "SKIPPED: umq-perf --provider fabric smoke runs: libfabric-dev is not installed"
+fi
+
 echo "== C tests (meson)"
 if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then
   python3 -m pip install --quiet meson ninja
