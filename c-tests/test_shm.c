@@ -407,6 +407,8 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static umq_ext_transport_stats_t transport_stats(uint64_t q);
+
 static void test_death(int s, int child, pid_t pid)
 {
     init(1, 0);
@@ -419,8 +421,9 @@ static void test_death(int s, int child, pid_t pid)
     }
     char ready = 0;
     CHECK_EQ(sock_recv(s, &ready, 1), 1);
-    /* 4 MiB each: three fill the peer's 16 MiB ring (a SEND completes once in the ring), the
-     * other five wait in our send queue. */
+    /* 4 MiB each. Over shared memory three fill the peer's 16 MiB ring (a SEND completes once in
+     * the ring) and the other five wait in our send queue; over the network fewer complete (once
+     * copied into the 4 MiB of send buffers). Either way some complete and the rest wait. */
     for (int i = 0; i < 8; i++) {
         umq_buf_t *b = message((uint64_t)i, 4u << 20), *bad = NULL;
         CHECK_EQ(umq_post(q, b, UMQ_IO_TX, &bad), 0);
@@ -432,7 +435,10 @@ static void test_death(int s, int child, pid_t pid)
     for (int n; (n = umq_poll(q, UMQ_IO_TX, c, 16)) > 0;)
         for (int i = 0; i < n; i++, done++)
             umq_buf_free(c[i]);
-    CHECK_EQ(done, 3);
+    if (transport_stats(q).transport == UMQ_EXT_TRANSPORT_SHM)
+        CHECK_EQ(done, 3);
+    CHECK(done >= 1 && done < 8);
+    int before_death = done;
     CHECK_EQ(umq_state_get(q), QUEUE_STATE_READY);
     CHECK_EQ(umq_rearm_interrupt(q, false, &tx), 0);
     double t0 = now_ms();
@@ -448,7 +454,7 @@ static void test_death(int s, int child, pid_t pid)
             umq_buf_free(c[i]);
         }
     CHECK_EQ(done, 8);     /* every send came back: nothing leaked */
-    CHECK_EQ(flushed, 5);  /* the ones the dead peer never took were flushed */
+    CHECK_EQ(flushed, 8 - before_death); /* the ones the dead peer never took were flushed */
     umq_async_event_t ev;
     int got_err = 0;
     while (umq_get_async_event(&(umq_trans_info_t){0}, &ev) == 0) {
