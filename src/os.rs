@@ -99,3 +99,64 @@ pub fn alive(pid: u32) -> bool {
     let probed = unsafe { libc::kill(pid as libc::pid_t, 0) };
     probed == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
+
+/// `len` values of `T` in anonymous memory reserved up front and zero until written: a table
+/// sized for the most it may ever hold costs resident memory only for the pages it uses.
+pub struct ZeroedSlab<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: a slab is a plain array of `T`; sharing it is sharing `T`s.
+unsafe impl<T: Send> Send for ZeroedSlab<T> {}
+unsafe impl<T: Sync> Sync for ZeroedSlab<T> {}
+
+impl<T> ZeroedSlab<T> {
+    /// # Safety
+    /// The all-zero bit pattern must be a valid `T` (atomics, integers, raw pointers).
+    pub unsafe fn new(len: usize) -> std::io::Result<ZeroedSlab<T>> {
+        let bytes = len.max(1) * size_of::<T>().max(1);
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(ZeroedSlab {
+            ptr: std::ptr::NonNull::new(p as *mut T).expect("mmap returned null"),
+            len,
+        })
+    }
+}
+
+impl<T> std::ops::Deref for ZeroedSlab<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for ZeroedSlab<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for ZeroedSlab<T> {
+    fn drop(&mut self) {
+        unsafe {
+            std::ptr::drop_in_place(&mut **self as *mut [T]);
+            libc::munmap(
+                self.ptr.as_ptr() as *mut libc::c_void,
+                self.len.max(1) * size_of::<T>().max(1),
+            );
+        }
+    }
+}

@@ -9,9 +9,10 @@
 use super::{Failure, ffi_guard};
 use crate::abi::errno::UMQ_ERR_EINVAL;
 use crate::queue::{self, table};
+use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// libfabric's `FI_EINVAL` and `FI_EOPBADSTATE`.
 pub const FI_EINVAL: isize = 22;
@@ -78,12 +79,51 @@ pub struct fid_ep {
 
 #[repr(C)]
 struct Endpoint {
-    ep: fid_ep,
+    /// Written once, by the first `umq_fi_ep_get` of its slot (`ready` says when), then only
+    /// read; its raw pointers are to statics.
+    ep: UnsafeCell<fid_ep>,
     umqh: AtomicU64,
+    /// 0: never handed out (all zero), 1: being filled in, 2: filled in.
+    ready: AtomicU32,
 }
 
-// The endpoints are immutable apart from the atomic handle; the raw pointers are to statics.
 unsafe impl Sync for Endpoint {}
+
+/// Slot `index`'s endpoint, filled in on first use.
+fn endpoint(index: usize) -> &'static Endpoint {
+    let e = &endpoints()[index];
+    if e.ready.load(Ordering::Acquire) != 2 {
+        if e.ready
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire)
+            .is_ok()
+        {
+            // SAFETY: nobody reads `ep` before `ready` is 2, and only this thread writes it.
+            unsafe { e.ep.get().write(new_fid_ep()) };
+            e.ready.store(2, Ordering::Release);
+        }
+        while e.ready.load(Ordering::Acquire) != 2 {
+            std::hint::spin_loop();
+        }
+    }
+    e
+}
+
+fn new_fid_ep() -> fid_ep {
+    fid_ep {
+        fid: fid {
+            fclass: FI_CLASS_EP,
+            context: std::ptr::null_mut(),
+            ops: &FI_OPS,
+        },
+        ops: &EP_OPS,
+        cm: std::ptr::null(),
+        msg: std::ptr::null(),
+        rma: std::ptr::null(),
+        tagged: std::ptr::null(),
+        atomic: std::ptr::null(),
+        collective: std::ptr::null(),
+    }
+}
 unsafe impl Send for Endpoint {}
 
 unsafe extern "C" fn close(_: *mut fid) -> i32 {
@@ -156,28 +196,13 @@ static EP_OPS: fi_ops_ep = fi_ops_ep {
     tx_size_left: fi_tx_size_left,
 };
 
+/// One endpoint per queue slot, reserved up front and resident only where handed out.
 fn endpoints() -> &'static [Endpoint] {
-    static EPS: OnceLock<Box<[Endpoint]>> = OnceLock::new();
+    static EPS: OnceLock<crate::os::ZeroedSlab<Endpoint>> = OnceLock::new();
     EPS.get_or_init(|| {
-        (0..table::MAX_QUEUES)
-            .map(|_| Endpoint {
-                ep: fid_ep {
-                    fid: fid {
-                        fclass: FI_CLASS_EP,
-                        context: std::ptr::null_mut(),
-                        ops: &FI_OPS,
-                    },
-                    ops: &EP_OPS,
-                    cm: std::ptr::null(),
-                    msg: std::ptr::null(),
-                    rma: std::ptr::null(),
-                    tagged: std::ptr::null(),
-                    atomic: std::ptr::null(),
-                    collective: std::ptr::null(),
-                },
-                umqh: AtomicU64::new(0),
-            })
-            .collect()
+        // SAFETY: an all-zero endpoint is one never handed out (`ready` 0).
+        unsafe { crate::os::ZeroedSlab::new(table::MAX_QUEUES) }
+            .expect("cannot reserve the endpoint table")
     })
 }
 
@@ -217,9 +242,9 @@ pub extern "C" fn umq_fi_ep_get(umqh: u64) -> *mut fid_ep {
             crate::error::set_errno(-UMQ_ERR_EINVAL);
             return std::ptr::null_mut();
         };
-        let e = &endpoints()[index];
+        let e = endpoint(index);
         e.umqh.store(umqh, Ordering::Release);
-        &e.ep as *const fid_ep as *mut fid_ep
+        e.ep.get()
     })
 }
 

@@ -31,6 +31,7 @@ impl Queue {
             *slot = Some(peer);
         }
         bind_info::log_provider_once(provider);
+        self.endpoints.bound_through(provider);
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;

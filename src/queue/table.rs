@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 const TAG: u64 = 0x554d; // "UM"
-pub const MAX_QUEUES: usize = 16384;
+/// The most queues alive at once. The slots are reserved for all of them but cost resident
+/// memory only as they are used (`ZeroedSlab`): 16 bytes a queue.
+pub const MAX_QUEUES: usize = 1 << 20;
 
 /// What a table holds: something that knows its own handle.
 pub trait Named {
@@ -39,8 +41,14 @@ struct Slot<T> {
 }
 
 pub struct Table<T> {
-    slots: Box<[Slot<T>]>,
-    free: Mutex<Vec<u32>>,
+    slots: crate::os::ZeroedSlab<Slot<T>>,
+    free: Mutex<Free>,
+}
+
+/// Slots to hand out: those given back, then the never used ones from `fresh` on.
+struct Free {
+    returned: Vec<u32>,
+    fresh: u32,
 }
 
 /// Why a removal did not happen.
@@ -75,14 +83,40 @@ impl<T: Named> Table<T> {
     pub fn new(capacity: usize) -> Self {
         assert!(capacity <= MAX_QUEUES);
         Table {
-            slots: (0..capacity)
-                .map(|_| Slot {
-                    generation: AtomicU32::new(1),
-                    item: AtomicPtr::new(ptr::null_mut()),
-                })
-                .collect(),
-            free: Mutex::new((0..capacity as u32).rev().collect()),
+            // SAFETY: a zero slot is generation 0 and no occupant.
+            slots: unsafe { crate::os::ZeroedSlab::new(capacity) }
+                .expect("cannot reserve the queue table"),
+            free: Mutex::new(Free {
+                returned: Vec::new(),
+                fresh: 0,
+            }),
         }
+    }
+
+    /// A slot to use: the last one given back, else a never used one.
+    fn take_slot(&self) -> Option<u32> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = free.returned.pop() {
+            return Some(i);
+        }
+        if free.fresh as usize == self.slots.len() {
+            return None;
+        }
+        free.fresh += 1;
+        Some(free.fresh - 1)
+    }
+
+    fn give_back(&self, index: u32) {
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .returned
+            .push(index);
+    }
+
+    /// How many slots were ever used: every live entry is below.
+    fn used(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).fresh as usize
     }
 
     /// The hazard id of a slot: its address, unique across tables.
@@ -96,12 +130,7 @@ impl<T: Named> Table<T> {
 
     /// Reserves a slot and builds the entry with its final handle.
     pub fn insert(&self, build: impl FnOnce(u64, u32) -> Result<T, i32>) -> Result<Arc<T>, i32> {
-        let index = self
-            .free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .ok_or(-crate::abi::errno::UMQ_ERR_ENOMEM)?;
+        let index = self.take_slot().ok_or(-crate::abi::errno::UMQ_ERR_ENOMEM)?;
         let slot = &self.slots[index as usize];
         let handle = encode(index, slot.generation.load(Ordering::Relaxed));
         match build(handle, index) {
@@ -112,10 +141,7 @@ impl<T: Named> Table<T> {
                 Ok(q)
             }
             Err(e) => {
-                self.free
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(index);
+                self.give_back(index);
                 Err(e)
             }
         }
@@ -156,16 +182,13 @@ impl<T: Named> Table<T> {
         };
         hazard::wait_until_unused(id);
         slot.generation.fetch_add(1, Ordering::Relaxed);
-        self.free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(index as u32);
+        self.give_back(index as u32);
         Ok(unsafe { Arc::from_raw(p) })
     }
 
     /// Every live entry.
     pub fn all(&self) -> Vec<Arc<T>> {
-        (0..self.slots.len())
+        (0..self.used())
             .filter_map(|i| {
                 let _held = hazard::publish(self.id(i))?;
                 let p = self.slots[i].item.load(Ordering::Acquire);
@@ -181,7 +204,8 @@ impl<T: Named> Table<T> {
 impl<T> Drop for Table<T> {
     fn drop(&mut self) {
         // `&mut self`: no lookup can be running, so each remaining reference can just go.
-        for slot in self.slots.iter_mut() {
+        let used = self.free.get_mut().unwrap_or_else(|p| p.into_inner()).fresh as usize;
+        for slot in self.slots[..used].iter_mut() {
             let p = *slot.item.get_mut();
             if !p.is_null() {
                 drop(unsafe { Arc::from_raw(p) });

@@ -248,7 +248,13 @@ pub enum Arm {
 /// it maps; for the network, a libfabric endpoint, which the binding that uses it takes).
 #[derive(Default)]
 pub struct Endpoints {
-    shm: OnceLock<Option<Arc<shm::Segment>>>,
+    /// The shared-memory inbox of our bindings: set by the first bind that picks shared memory,
+    /// then kept (and renewed for each next peer), since our flow-control area lives in it.
+    shm: OnceLock<Arc<shm::Segment>>,
+    /// An inbox offered in bind info that no binding uses yet: a peer in another process may
+    /// map it before we bind. A bind that picks another provider drops it, so a queue bound in
+    /// its own process keeps no shared memory.
+    shm_offered: Mutex<Option<Arc<shm::Segment>>>,
     fabric: Mutex<FabricEnd>,
 }
 
@@ -292,11 +298,12 @@ impl Endpoints {
     }
 
     fn offer_shm(&self, want: &Wants) -> Option<(i32, u64)> {
-        if !want.make && self.shm.get().is_none() {
-            return None;
+        if let Some(seg) = self.shm.get() {
+            return Some((seg.fd(), seg.secret()));
         }
-        let seg = self.shm.get_or_init(|| {
-            shm::Segment::create(crate::runtime::random_u64(), want.interrupt)
+        let mut offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
+        if want.make && offered.is_none() {
+            *offered = shm::Segment::create(crate::runtime::random_u64(), want.interrupt)
                 .inspect_err(|_| {
                     crate::log_warn!(
                         "umq_bind_info_get",
@@ -305,10 +312,9 @@ impl Endpoints {
                     )
                 })
                 .ok()
-                .map(Arc::new)
-        });
-        let seg = seg.as_ref()?;
-        Some((seg.fd(), seg.secret()))
+                .map(Arc::new);
+        }
+        offered.as_ref().map(|seg| (seg.fd(), seg.secret()))
     }
 
     fn offer_fabric(
@@ -362,9 +368,9 @@ impl Endpoints {
         match provider {
             Provider::Shm => {
                 let mine = self
-                    .shm_inbox()
-                    .ok_or("no shared-memory inbox of our own")?;
-                shm::Link::open(mine.clone(), addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
+                    .inbox_for_binding()
+                    .ok_or("no shared-memory inbox of our own (call umq_bind_info_get first)")?;
+                shm::Link::open(mine, addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
             }
             Provider::Fabric => {
                 let (ep, beacon) = self
@@ -387,19 +393,40 @@ impl Endpoints {
         }
     }
 
+    /// The inbox a shared-memory binding uses: ours already, or the one offered, which
+    /// becomes ours (its ring's first stretch populated now that it will carry messages).
+    fn inbox_for_binding(&self) -> Option<Arc<shm::Segment>> {
+        if let Some(seg) = self.shm.get() {
+            return Some(seg.clone());
+        }
+        let seg = self
+            .shm_offered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        seg.populate();
+        Some(self.shm.get_or_init(|| seg).clone())
+    }
+
+    /// A bind picked `provider`: an inbox offered for a shared-memory binding that did not
+    /// come is dropped (unmapped and closed).
+    pub fn bound_through(&self, provider: Provider) {
+        if provider != Provider::Shm {
+            *self.shm_offered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
     /// Our flow-control area when a provider keeps it where the peer reads it (None: the
     /// queue keeps it itself).
     #[inline]
     pub fn area(&self) -> Option<&Area> {
-        match self.shm.get() {
-            Some(Some(seg)) => Some(seg.area()),
-            _ => None,
-        }
+        self.shm.get().map(|seg| seg.area())
     }
 
     /// Tells the peer's side where our shared pool is (a provider that maps or registers it).
     pub fn publish_pool(&self, arena: &Arena) {
-        if let Some(seg) = self.shm_inbox() {
+        let offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
+        for seg in self.shm.get().into_iter().chain(offered.as_ref()) {
             seg.publish_pool(arena.fd(), arena.secret());
         }
     }
@@ -419,6 +446,6 @@ impl Endpoints {
 
     #[inline]
     fn shm_inbox(&self) -> Option<&Arc<shm::Segment>> {
-        self.shm.get().and_then(|s| s.as_ref())
+        self.shm.get()
     }
 }

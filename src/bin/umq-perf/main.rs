@@ -8,6 +8,7 @@ mod libfabric;
 mod loopback;
 mod pair;
 mod report;
+mod scale;
 mod shm;
 mod ucx;
 
@@ -173,6 +174,8 @@ struct Args {
     serve: bool,
     client: Option<String>,
     port: u16,
+    /// `--test scale`: how many queue pairs, per measurement.
+    pairs: Vec<u32>,
     run: Run,
 }
 
@@ -219,6 +222,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         serve: false,
         client: None,
         port: PORT,
+        pairs: vec![10_000],
         run: Run {
             size: 64,
             iters: 200_000,
@@ -284,6 +288,12 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--server" => a.serve = true,
             "--client" => a.client = Some(value()?),
             "--port" => a.port = number(&flag, value()?)?,
+            "--pairs" => {
+                a.pairs = value()?
+                    .split(',')
+                    .map(|p| number("--pairs", p.trim().to_string()))
+                    .collect::<Result<_, _>>()?
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -306,8 +316,14 @@ fn check(a: &Args) -> Result<(), String> {
             a.provider
         ));
     }
-    if !["lat", "bw", "qps", "fc", "all"].contains(&a.test.as_str()) {
-        return Err(format!("--test {}: lat, bw, qps, fc or all", a.test));
+    if !["lat", "bw", "qps", "fc", "scale", "all"].contains(&a.test.as_str()) {
+        return Err(format!("--test {}: lat, bw, qps, fc, scale or all", a.test));
+    }
+    if a.test == "scale" && a.provider != "loopback" {
+        return Err("--test scale: loopback pairs, so far".into());
+    }
+    if a.pairs.iter().any(|&p| p == 0) {
+        return Err("--pairs: at least 1".into());
     }
     if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {
         return Err("--batch must be 1..=64 and at most --depth".into());
@@ -496,6 +512,28 @@ fn emit(row: &Row, json: bool) {
     }
 }
 
+/// `--test scale`: one measurement per `--pairs` value, each with one receive buffer per queue
+/// (so an initial window of one).
+fn scale_runs(args: &Args) {
+    let run = Run {
+        flow: Flow {
+            initial_window: 1,
+            notify_interval: 1,
+            ..args.run.flow
+        },
+        ..args.run
+    };
+    let mut rows = Vec::new();
+    for &pairs in &args.pairs {
+        let row = scale::measure(&run, pairs);
+        emit(&row, args.json);
+        rows.push(row);
+    }
+    if !args.json {
+        print!("{}", report::table(&rows));
+    }
+}
+
 /// `HOST` (a name or an address) and `port` as a socket address; exits when it resolves to none.
 fn resolve(host: &str, port: u16) -> std::net::SocketAddr {
     use std::net::ToSocketAddrs;
@@ -570,6 +608,9 @@ fn main() {
                 ""
             }
         );
+    }
+    if args.test == "scale" {
+        return scale_runs(&args);
     }
     let kinds: &[Kind] = match args.test.as_str() {
         "lat" => &[Kind::Lat],

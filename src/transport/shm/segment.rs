@@ -123,8 +123,13 @@ impl Segment {
             joined: 0,
         };
         write_inbox_header(base, secret, seg.doorbell.as_ref());
-        populate_hot(seg.ring());
         Ok(seg)
+    }
+
+    /// Populates the first stretch of our ring, once a binding will use it (an inbox only
+    /// offered costs its header's pages, not this).
+    pub fn populate(&self) {
+        populate_hot(self.ring());
     }
 
     /// Ours, once a binding ended: moves the inbox onto a fresh memfd, at the same address and
