@@ -46,6 +46,11 @@ timeout 120 "$lib/umq-perf" --provider shm --test lat --loop app --iters 2000 --
 # deadlock here once); the timeout turns a hang into a failure.
 timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'
 
+# Queue scale: 10,000 bound loopback pairs at depth 64, each queue within 64 KiB of resident
+# memory and holding no fd (no shared memory for a pair in one process), a message each way
+# through every pair. Memory is counted, not timed.
+timeout 600 "$lib/umq-perf" --test scale --depth 64 --pairs 10000 --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; r=rows[0]; assert len(rows) == 1 and r["queues"] == 20000, rows; assert r["bytes_per_queue"] <= 65536, r; assert r["fds_per_queue"] == 0, r; print("scale: 20000 queues,", r["bytes_per_queue"], "bytes each")'
+
 # UCX's ucx_perftest is the second shared-memory baseline (`umq-perf --compare ucx`).
 if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q ucx-utils >/dev/null 2>&1 ||

@@ -291,6 +291,38 @@ mod tests {
         assert_eq!(t.all().len(), 1);
     }
 
+    /// Slots are handed out until the table is full, a removed one is reused under a new
+    /// generation (its old handle stays stale), and `all` finds exactly the live entries.
+    #[test]
+    fn slots_run_out_at_capacity_and_come_back_with_a_new_generation() {
+        let t = Table::<Probe>::new(3);
+        let hs: Vec<u64> = (0..3).map(|_| probe(&t).0).collect();
+        let full = t.insert(|handle, _| {
+            Ok(Probe {
+                handle,
+                dropped: Arc::default(),
+            })
+        });
+        assert_eq!(full.err(), Some(-crate::abi::errno::UMQ_ERR_ENOMEM));
+        assert!(t.remove(hs[1]).is_ok());
+        let (again, _) = probe(&t);
+        assert_eq!(again & 0xffff_ffff, hs[1] & 0xffff_ffff, "the freed slot");
+        assert_ne!(again, hs[1]);
+        assert_eq!(t.with(hs[1], |_| ()), None);
+        let mut live: Vec<u64> = t.all().iter().map(|p| p.handle).collect();
+        live.sort();
+        let mut want = vec![hs[0], again, hs[2]];
+        want.sort();
+        assert_eq!(live, want);
+    }
+
+    /// The process table holds far more than a server's worth of queues.
+    #[test]
+    fn the_table_reaches_a_million_queues() {
+        assert_eq!(index_of(encode(MAX_QUEUES as u32 - 1, 0)), Some(MAX_QUEUES - 1));
+        assert!(MAX_QUEUES >= 1 << 20);
+    }
+
     #[test]
     fn a_removal_from_inside_a_call_on_the_same_entry_is_refused() {
         let t = Table::<Probe>::new(2);
