@@ -306,6 +306,7 @@ impl Queue {
             shm: matches!(forced, None | Some(Provider::Shm)),
             fabric: fabric.then_some((self.rt.fabric_provider.as_str(), addr)),
             interrupt: self.irq.is_some(),
+            rx_depth: self.cfg.rx_depth,
             umqh: self.handle,
         };
         let offer = self.endpoints.offer(&want);

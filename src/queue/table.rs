@@ -319,7 +319,10 @@ mod tests {
     /// The process table holds far more than a server's worth of queues.
     #[test]
     fn the_table_reaches_a_million_queues() {
-        assert_eq!(index_of(encode(MAX_QUEUES as u32 - 1, 0)), Some(MAX_QUEUES - 1));
+        assert_eq!(
+            index_of(encode(MAX_QUEUES as u32 - 1, 0)),
+            Some(MAX_QUEUES - 1)
+        );
         assert!(MAX_QUEUES >= 1 << 20);
     }
 

@@ -284,6 +284,8 @@ pub struct Wants<'a> {
     /// The libfabric provider and the local address to listen on, when the network is offered.
     pub fabric: Option<(&'a str, Option<&'a str>)>,
     pub interrupt: bool,
+    /// The queue's receive depth, which sizes what an inbox keeps ready (`shm::Hot`).
+    pub rx_depth: u32,
     pub umqh: u64,
 }
 
@@ -303,16 +305,21 @@ impl Endpoints {
         }
         let mut offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && offered.is_none() {
-            *offered = shm::Segment::create(crate::runtime::random_u64(), want.interrupt)
-                .inspect_err(|_| {
-                    crate::log_warn!(
-                        "umq_bind_info_get",
-                        "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
-                        want.umqh
-                    )
-                })
-                .ok()
-                .map(Arc::new);
+            let hot = shm::Hot::for_depth(want.rx_depth);
+            *offered = shm::Segment::create_sized(
+                crate::runtime::random_u64(),
+                want.interrupt,
+                hot,
+            )
+            .inspect_err(|_| {
+                crate::log_warn!(
+                    "umq_bind_info_get",
+                    "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
+                    want.umqh
+                )
+            })
+            .ok()
+            .map(Arc::new);
         }
         offered.as_ref().map(|seg| (seg.fd(), seg.secret()))
     }

@@ -88,15 +88,24 @@ const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     w.0.retain(|e| e.umqh != umqh);
+    // One pidfd per peer process, shared by all its queues (a process bound to another by ten
+    // thousand queues must not spend ten thousand fds on watching it).
+    let shared = what.peer_pid.and_then(|pid| {
+        w.0.iter()
+            .find(|e| e.pid == Some(pid))
+            .and_then(|e| e.gone.clone())
+    });
+    let gone = shared.or_else(|| {
+        what.peer_pid
+            .and_then(pidfd_open)
+            .or(what.peer_socket)
+            .map(Arc::new)
+    });
     w.0.push(Entry {
         umqh,
         lookup,
         pid: what.peer_pid,
-        gone: what
-            .peer_pid
-            .and_then(pidfd_open)
-            .or(what.peer_socket)
-            .map(Arc::new),
+        gone,
         interrupt: what.interrupt,
     });
     if !w.1 {
@@ -139,7 +148,12 @@ fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
         w.1 = false;
         return None;
     }
-    let pidfds = w.0.iter().filter_map(|e| e.gone.clone()).collect();
+    let mut pidfds: Vec<Arc<OwnedFd>> = Vec::new();
+    for fd in w.0.iter().filter_map(|e| e.gone.as_ref()) {
+        if !pidfds.iter().any(|p| Arc::ptr_eq(p, fd)) {
+            pidfds.push(fd.clone());
+        }
+    }
     let sleepers =
         w.0.iter()
             .filter(|e| e.interrupt)

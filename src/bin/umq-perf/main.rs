@@ -176,6 +176,8 @@ struct Args {
     port: u16,
     /// `--test scale`: how many queue pairs, per measurement.
     pairs: Vec<u32>,
+    /// The peer process of a shm scale run (hidden).
+    scale_peer: bool,
     run: Run,
 }
 
@@ -223,6 +225,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         client: None,
         port: PORT,
         pairs: vec![10_000],
+        scale_peer: false,
         run: Run {
             size: 64,
             iters: 200_000,
@@ -286,6 +289,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--peer" => a.peer = Some(Kind::parse(&value()?)?),
             "--ip" => a.peer_ip = number(&flag, value()?)?,
             "--server" => a.serve = true,
+            "--scale-peer" => a.scale_peer = true,
             "--client" => a.client = Some(value()?),
             "--port" => a.port = number(&flag, value()?)?,
             "--pairs" => {
@@ -319,8 +323,8 @@ fn check(a: &Args) -> Result<(), String> {
     if !["lat", "bw", "qps", "fc", "scale", "all"].contains(&a.test.as_str()) {
         return Err(format!("--test {}: lat, bw, qps, fc, scale or all", a.test));
     }
-    if a.test == "scale" && a.provider != "loopback" {
-        return Err("--test scale: loopback pairs, so far".into());
+    if a.test == "scale" && !["loopback", "shm"].contains(&a.provider.as_str()) {
+        return Err("--test scale: loopback or shm pairs".into());
     }
     if a.pairs.iter().any(|&p| p == 0) {
         return Err("--pairs: at least 1".into());
@@ -512,20 +516,25 @@ fn emit(row: &Row, json: bool) {
     }
 }
 
-/// `--test scale`: one measurement per `--pairs` value, each with one receive buffer per queue
-/// (so an initial window of one).
-fn scale_runs(args: &Args) {
-    let run = Run {
+/// A scale run's parameters: one receive buffer per queue, so an initial window of one.
+fn scale_run(args: &Args) -> Run {
+    Run {
         flow: Flow {
             initial_window: 1,
             notify_interval: 1,
             ..args.run.flow
         },
         ..args.run
-    };
+    }
+}
+
+/// `--test scale`: one measurement per `--pairs` value, each with one receive buffer per queue
+/// (so an initial window of one).
+fn scale_runs(args: &Args) {
+    let run = scale_run(args);
     let mut rows = Vec::new();
     for &pairs in &args.pairs {
-        let row = scale::measure(&run, pairs);
+        let row = scale::measure(&run, pairs, &args.provider);
         emit(&row, args.json);
         rows.push(row);
     }
@@ -554,6 +563,9 @@ fn main() {
             std::process::exit(if e.is_empty() { 0 } else { 2 });
         }
     };
+    if args.scale_peer {
+        return scale::serve_peer(&scale_run(&args), args.pairs[0]);
+    }
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);
     }

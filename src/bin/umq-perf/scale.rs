@@ -9,21 +9,24 @@
 use crate::Run;
 use crate::api;
 use crate::report::Row;
+use crate::shm::{poll_ping_pong, recv_frame, send_frame};
+use std::process::{Command, Stdio};
 use std::ptr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use umq::abi::pro_types::*;
 use umq::abi::types::*;
 use umq::ffi::api::*;
 
-/// The process's resident memory, in bytes (`/proc/self/statm`).
+/// The process's proportional share of resident memory, in bytes (`Pss` of
+/// `/proc/self/smaps_rollup`): private pages whole, a page shared with the peer process half,
+/// so two processes' figures add up to what the pairs really cost.
 pub fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// The process's open file descriptors.
@@ -40,7 +43,16 @@ fn one_way(from: u64, to: u64, msg: *mut umq_buf_t) {
     api::poll_exact(from, UMQ_IO_TX, &mut c);
 }
 
-pub fn measure(run: &Run, pairs: u32) -> Row {
+/// The scale run on `provider`: loopback pairs in this process, or shm pairs with a peer
+/// process.
+pub fn measure(run: &Run, pairs: u32, provider: &str) -> Row {
+    match provider {
+        "shm" => measure_shm(run, pairs),
+        _ => measure_loopback(run, pairs),
+    }
+}
+
+fn measure_loopback(run: &Run, pairs: u32) -> Row {
     api::init(run.flow);
     let (before, fds_before) = (resident_bytes(), open_fds());
     let start = Instant::now();
@@ -83,23 +95,207 @@ pub fn measure(run: &Run, pairs: u32) -> Row {
     }
     let teardown = start.elapsed();
     umq_uninit();
-    let per_pair = |d: std::time::Duration| d.as_nanos() as f64 / 1e3 / pairs as f64;
-    Row::new("scale", "loopback", run.size, run.flow.on)
-        .num("queues", 2.0 * pairs as f64)
-        .num("depth", run.depth as f64)
-        .num(
-            "bytes_per_queue",
-            (grown as f64 / (2.0 * pairs as f64)).round(),
-        )
-        .num("fds_per_queue", fds as f64 / (2.0 * pairs as f64))
-        .num("setup_us_per_pair", per_pair(setup))
-        .num(
-            "msg_ns",
-            (ping_pong.as_nanos() as f64 / (2.0 * rounds as f64)).round(),
-        )
-        .num(
-            "sweep_ns",
-            (sweep.as_nanos() as f64 / (2.0 * pairs as f64)).round(),
-        )
-        .num("teardown_us_per_pair", per_pair(teardown))
+    Figures {
+        queues: 2 * pairs as u64,
+        grown,
+        fds,
+        setup,
+        sweep,
+        ping_pong: ping_pong / rounds as u32,
+        teardown,
+    }
+    .row("loopback", run, pairs)
+}
+
+/// What a scale run measured. The memory, fds and setup time are the measuring process's;
+/// `queues` counts the queues of that process.
+struct Figures {
+    queues: u64,
+    grown: u64,
+    fds: usize,
+    setup: Duration,
+    sweep: Duration,
+    /// One round trip.
+    ping_pong: Duration,
+    teardown: Duration,
+}
+
+impl Figures {
+    fn row(&self, provider: &'static str, run: &Run, pairs: u32) -> Row {
+        let per_pair = |d: Duration| d.as_nanos() as f64 / 1e3 / pairs as f64;
+        let queues = self.queues as f64;
+        Row::new("scale", provider, run.size, run.flow.on)
+            .num("queues", queues)
+            .num("depth", run.depth as f64)
+            .num("bytes_per_queue", (self.grown as f64 / queues).round())
+            .num("fds_per_queue", self.fds as f64 / queues)
+            .num("setup_us_per_pair", per_pair(self.setup))
+            .num("msg_ns", (self.ping_pong.as_nanos() as f64 / 2.0).round())
+            .num(
+                "sweep_ns",
+                (self.sweep.as_nanos() as f64 / (2.0 * pairs as f64)).round(),
+            )
+            .num("teardown_us_per_pair", per_pair(self.teardown))
+    }
+}
+
+/// Bind infos as one frame: each with its length before it.
+fn pack(infos: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in infos {
+        out.extend_from_slice(&(i.len() as u32).to_le_bytes());
+        out.extend_from_slice(&i);
+    }
+    out
+}
+
+fn unpack(mut b: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while b.len() >= 4 {
+        let n = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+        out.push(b[4..4 + n].to_vec());
+        b = &b[4 + n..];
+    }
+    out
+}
+
+/// `pairs` queues of ours bound to as many of the peer's (infos exchanged in one frame each
+/// way, the measuring side's first: a pipe holds less than either frame).
+fn bind_all(
+    run: &Run,
+    pairs: u32,
+    to: &mut impl std::io::Write,
+    from: &mut impl std::io::Read,
+    measuring: bool,
+) -> Vec<u64> {
+    let qs: Vec<u64> = (0..pairs).map(|_| api::create(run.depth)).collect();
+    let ours = pack(qs.iter().map(|&q| api::bind_info(q)));
+    let theirs = if measuring {
+        send_frame(to, &ours);
+        recv_frame(from)
+    } else {
+        let theirs = recv_frame(from);
+        send_frame(to, &ours);
+        theirs
+    };
+    let theirs = unpack(&theirs);
+    assert_eq!(
+        theirs.len(),
+        qs.len(),
+        "the peer sent another count of bind infos"
+    );
+    for (&q, info) in qs.iter().zip(theirs) {
+        api::bind(q, info);
+    }
+    qs
+}
+
+fn post_one_rx(qs: &[u64], size: u32) {
+    for &q in qs {
+        api::post(q, &api::alloc(size, 1, UMQ_OPC_SEND), UMQ_IO_RX);
+    }
+}
+
+/// Sends `msg` on `q` and waits for the peer's echo (and our send's completion).
+fn ping(q: u64, msg: *mut umq_buf_t) {
+    api::post_all(q, &[msg], std::hint::spin_loop);
+    let (mut sent, mut echo) = (false, false);
+    while !sent || !echo {
+        let (s, e) = poll_ping_pong(q);
+        sent |= s;
+        echo |= e.is_some();
+    }
+}
+
+/// Waits for a message on `q` (unless `arrived` says the last call saw it come) and sends
+/// `msg` back; returns whether the next message came while our send completed.
+fn echo(q: u64, msg: *mut umq_buf_t, arrived: bool) -> bool {
+    if !arrived {
+        while poll_ping_pong(q).1.is_none() {}
+    }
+    api::post_all(q, &[msg], std::hint::spin_loop);
+    let mut next = false;
+    loop {
+        let (sent, echo) = poll_ping_pong(q);
+        next |= echo.is_some();
+        if sent {
+            return next;
+        }
+    }
+}
+
+fn measure_shm(run: &Run, pairs: u32) -> Row {
+    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
+    let mut child = Command::new(exe)
+        .args(["--scale-peer", "--pairs", &pairs.to_string()])
+        .args([
+            "--depth",
+            &run.depth.to_string(),
+            "--size",
+            &run.size.to_string(),
+        ])
+        .args(["--iters", &run.iters.to_string()])
+        .args(["--flow-control", if run.flow.on { "on" } else { "off" }])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cannot start the peer process");
+    let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    api::init(run.flow);
+    let (before, fds_before) = (resident_bytes(), open_fds());
+    let start = Instant::now();
+    let qs = bind_all(run, pairs, &mut to, &mut from, true);
+    recv_frame(&mut from); // the peer has bound and posted its receive buffers
+    let setup = start.elapsed();
+    let (grown, fds) = (
+        resident_bytes().saturating_sub(before),
+        open_fds().saturating_sub(fds_before),
+    );
+    post_one_rx(&qs, run.size);
+    let msg = api::alloc(run.size, 1, UMQ_OPC_SEND)[0];
+    let start = Instant::now();
+    qs.iter().for_each(|&q| ping(q, msg));
+    let sweep = start.elapsed();
+    let rounds = run.iters.min(100_000);
+    let start = Instant::now();
+    (0..rounds).for_each(|_| ping(qs[0], msg));
+    let ping_pong = start.elapsed() / rounds as u32;
+    umq_buf_free(msg);
+    let start = Instant::now();
+    qs.iter().for_each(|&q| api::teardown(q));
+    let teardown = start.elapsed();
+    send_frame(&mut to, b"bye");
+    let status = child.wait().expect("waiting for the peer");
+    assert!(status.success(), "the peer process failed: {status}");
+    umq_uninit();
+    Figures {
+        queues: pairs as u64,
+        grown,
+        fds,
+        setup,
+        sweep,
+        ping_pong,
+        teardown,
+    }
+    .row("shm", run, pairs)
+}
+
+/// The peer process of a shm scale run (`--scale-peer`): binds its queues to the measuring
+/// process's, echoes one message through each pair and then the ping-pong, and exits.
+pub fn serve_peer(run: &Run, pairs: u32) {
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let (mut from, mut to) = (std::io::stdin().lock(), std::io::stdout().lock());
+    api::init(run.flow);
+    let qs = bind_all(run, pairs, &mut to, &mut from, false);
+    post_one_rx(&qs, run.size);
+    send_frame(&mut to, b"ready");
+    let msg = api::alloc(run.size, 1, UMQ_OPC_SEND)[0];
+    for &q in &qs {
+        echo(q, msg, false);
+    }
+    (0..run.iters.min(100_000)).fold(false, |arrived, _| echo(qs[0], msg, arrived));
+    umq_buf_free(msg);
+    recv_frame(&mut from);
+    qs.iter().for_each(|&q| api::teardown(q));
+    umq_uninit();
 }

@@ -18,14 +18,14 @@ use umq::abi::pro_types::*;
 use umq::abi::types::*;
 
 /// Length-prefixed frames over a byte stream.
-fn send_frame(w: &mut impl Write, bytes: &[u8]) {
+pub(crate) fn send_frame(w: &mut impl Write, bytes: &[u8]) {
     w.write_all(&(bytes.len() as u32).to_le_bytes())
         .and_then(|_| w.write_all(bytes))
         .and_then(|_| w.flush())
         .expect("peer pipe closed");
 }
 
-fn recv_frame(r: &mut impl Read) -> Vec<u8> {
+pub(crate) fn recv_frame(r: &mut impl Read) -> Vec<u8> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).expect("peer pipe closed");
     let mut v = vec![0u8; u32::from_le_bytes(len) as usize];
@@ -292,7 +292,7 @@ fn message(q: u64, run: &Run) -> *mut umq_buf_t {
 
 /// One poll of both directions: whether our send completed and the first byte of a message
 /// that arrived; received buffers are reposted.
-fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
+pub(crate) fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
     let mut scratch = [ptr::null_mut(); 4];
     let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
     let (mut sent, mut echo) = (false, None);

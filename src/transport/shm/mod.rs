@@ -22,10 +22,13 @@
 //! entry. The producer reads the consumer's index only when its cached copy says the ring is
 //! full, and the sender reads the receiver's executed count only while a WR waits for it.
 //!
-//! Only the first `HOT_BYTES` (1 MiB) of the ring are populated up front (on both sides, so neither
-//! takes page faults there). A producer past that point wraps back to the start early whenever
-//! the consumer has left it, so a stream of messages up to 128 KiB cycles through one MiB
-//! that stay in cache; the cold rest of the 16 MiB is there for large messages and bursts.
+//! Only the first stretch of the ring, its *hot* part, is populated up front (on both sides, so
+//! neither takes page faults there). A producer past that point wraps back to the start early
+//! whenever the consumer has left it, so a stream of small messages cycles through pages that
+//! stay in cache; the cold rest of the 16 MiB is there for large messages and bursts. The hot
+//! part is sized from the owner's receive depth, what can be in flight to it (`Hot`): 2 KiB a
+//! receive buffer, between 64 KiB and 1 MiB (reached at depth 512), and entries up to an
+//! eighth of it wrap early.
 //!
 //! The receiving process executes the entries against its own buffers with the loopback
 //! engine's helpers, so opcodes, flow control and completion statuses mean the same here.
@@ -59,16 +62,57 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 /// Ring capacity: the largest message (`UMQ_MAX_BUF_REQUEST_SIZE`, 10 MiB) always fits. Pages
 /// are only backed once touched, so a queue that moves small messages uses little of it.
 pub const RING_BYTES: usize = 16 << 20;
-/// The start of the ring that small entries cycle through: its pages are populated (backed and
-/// mapped) on both sides at setup, so a message never waits for a page fault. A producer past
-/// it wraps to the start early when the consumer has room there, instead of touching new pages.
-const HOT_BYTES: usize = 1 << 20;
-/// Entries up to this size wrap early; larger ones run on through the cold part of the ring.
-const HOT_ENTRY_MAX: usize = (128 << 10) + LINE;
+/// The start of the ring that small entries cycle through (`bytes`): its pages are populated
+/// (backed and mapped) on both sides at setup, so a message never waits for a page fault. A
+/// producer past it wraps to the start early when the consumer has room there, instead of
+/// touching new pages. Entries up to `entry_max` wrap early; larger ones run on through the
+/// cold part of the ring. The owner chooses it and writes it in its inbox's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hot {
+    bytes: usize,
+    entry_max: usize,
+}
+
+impl Hot {
+    /// The largest hot part, for the deepest queues.
+    pub const LARGEST: Hot = Hot::of(1 << 20);
+    const SMALLEST: usize = 64 << 10;
+    /// Hot bytes per receive buffer of the owner's.
+    const PER_RX_BUFFER: usize = 2 << 10;
+
+    const fn of(bytes: usize) -> Hot {
+        Hot {
+            bytes,
+            entry_max: bytes / 8 + LINE,
+        }
+    }
+
+    /// For an owner with `rx_depth` receive buffers: what can be in flight to it.
+    pub fn for_depth(rx_depth: u32) -> Hot {
+        let bytes = (rx_depth as usize * Hot::PER_RX_BUFFER)
+            .clamp(Hot::SMALLEST, Hot::LARGEST.bytes)
+            .next_power_of_two();
+        Hot::of(bytes)
+    }
+
+    /// What a peer's header says, if it is a hot part this library could have chosen.
+    fn checked(bytes: u32, entry_max: u32) -> Option<Hot> {
+        let hot = Hot::of(bytes as usize);
+        let plausible = (Hot::SMALLEST..=Hot::LARGEST.bytes).contains(&hot.bytes)
+            && hot.bytes.is_power_of_two()
+            && hot.entry_max == entry_max as usize;
+        plausible.then_some(hot)
+    }
+
+    /// The bytes populated up front: the hot part and the longest entry that starts in it.
+    fn populated(self) -> usize {
+        self.bytes + self.entry_max
+    }
+}
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 6;
+const LAYOUT_VERSION: u32 = 7;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -112,6 +156,9 @@ pub struct Inbox {
     version: u32,
     owner_pid: u32,
     secret: u64,
+    /// The ring's hot part, as the owner chose it (`Hot`).
+    hot_bytes: u32,
+    hot_entry_max: u32,
     /// Whether the owner is still in the binding the peer joined: when it is not, the peer
     /// stops and fails its sends.
     presence: Presence,
@@ -209,6 +256,8 @@ pub struct Segment {
     taking_rx: AtomicU64,
     /// The peer's: the binding of its owner that we joined (see `presence`).
     joined: u64,
+    /// The ring's hot part (ours as we chose it, the peer's as its header says).
+    hot: Hot,
 }
 
 unsafe impl Send for Segment {}
@@ -357,7 +406,8 @@ mod tests {
     fn small_entries_stay_in_the_hot_start_while_the_consumer_keeps_up() {
         let owner = Segment::create(11, false).unwrap();
         let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 11).unwrap();
-        let laps = 3 * HOT_BYTES / LINE;
+        let hot = Hot::LARGEST;
+        let laps = 3 * hot.bytes / LINE;
         let mut furthest = 0;
         for n in 0..laps as u64 {
             furthest = furthest.max(push_numbered(&view, n));
@@ -367,10 +417,7 @@ mod tests {
                 "in order, across early wraps"
             );
         }
-        assert!(
-            furthest < HOT_BYTES + HOT_ENTRY_MAX,
-            "reached offset {furthest}"
-        );
+        assert!(furthest < hot.populated(), "reached offset {furthest}");
         assert!(
             view.inbox().prod.0.load(Ordering::Relaxed) as usize > RING_BYTES,
             "wrapped"
@@ -381,13 +428,13 @@ mod tests {
     fn a_lagging_consumer_sends_the_producer_on_through_the_cold_ring() {
         let owner = Segment::create(12, false).unwrap();
         let view = Segment::open_peer(std::process::id(), owner.fd() as u32, 12).unwrap();
-        let beyond = (HOT_BYTES + HOT_ENTRY_MAX) / LINE + 10;
+        let beyond = Hot::LARGEST.populated() / LINE + 10;
         let last = (0..beyond as u64)
             .map(|n| push_numbered(&view, n))
             .last()
             .unwrap();
         assert!(
-            last >= HOT_BYTES + HOT_ENTRY_MAX,
+            last >= Hot::LARGEST.populated(),
             "nothing was consumed: no early wrap"
         );
         for n in 0..beyond as u64 {

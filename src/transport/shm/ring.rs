@@ -56,8 +56,8 @@ impl Segment {
         let off = prod as usize % RING_BYTES;
         let pad = if RING_BYTES - off < need {
             RING_BYTES - off
-        } else if off >= HOT_BYTES
-            && need <= HOT_ENTRY_MAX
+        } else if off >= self.hot.bytes
+            && need <= self.hot.entry_max
             && self.free_bytes(prod, RING_BYTES - off + need) >= RING_BYTES - off + need
         {
             RING_BYTES - off // back to the populated start: the consumer is done with it

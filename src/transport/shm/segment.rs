@@ -33,11 +33,11 @@ pub(super) fn raw(fd: &std::os::fd::OwnedFd) -> i32 {
 
 /// Backs and maps the hot start of the ring in this process now (Linux 5.14+; on older kernels
 /// the pages fault in on first use instead, which is only slower).
-pub(super) fn populate_hot(ring: *mut u8) {
+pub(super) fn populate_hot(ring: *mut u8, hot: Hot) {
     unsafe {
         libc::madvise(
             ring as *mut libc::c_void,
-            HOT_BYTES + HOT_ENTRY_MAX,
+            hot.populated(),
             libc::MADV_POPULATE_WRITE,
         )
     };
@@ -72,13 +72,15 @@ pub(super) fn inbox_memfd() -> Result<std::os::fd::OwnedFd, i32> {
 }
 
 /// Writes the header of a fresh (zeroed) inbox mapped at `base`.
-pub(super) fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>) {
+pub(super) fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>, hot: Hot) {
     let inbox = unsafe { &mut *(base as *mut Inbox) };
     inbox.pool_fd = AtomicU32::new(NO_POOL);
     inbox.magic = MAGIC;
     inbox.version = LAYOUT_VERSION;
     inbox.owner_pid = std::process::id();
     inbox.secret = secret;
+    inbox.hot_bytes = hot.bytes as u32;
+    inbox.hot_entry_max = hot.entry_max as u32;
     let bell = doorbell.map_or(NO_DOORBELL, |f| f.fd() as u32);
     inbox.doorbell.0.fd.store(bell, Ordering::Release);
 }
@@ -101,7 +103,14 @@ pub(super) fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
 impl Segment {
     /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
     /// when the owning queue is in interrupt mode.
+    /// An inbox with the largest hot part (`create_sized`).
     pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
+        Segment::create_sized(secret, with_doorbell, Hot::LARGEST)
+    }
+
+    /// A new inbox of ours, its ring's hot part `hot` (populated by `populate`, once a binding
+    /// uses it).
+    pub fn create_sized(secret: u64, with_doorbell: bool, hot: Hot) -> Result<Segment, i32> {
         let owned = inbox_memfd()?;
         let len = segment_len();
         let base = map(raw(&owned), len)?;
@@ -121,15 +130,16 @@ impl Segment {
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
             joined: 0,
+            hot,
         };
-        write_inbox_header(base, secret, seg.doorbell.as_ref());
+        write_inbox_header(base, secret, seg.doorbell.as_ref(), hot);
         Ok(seg)
     }
 
     /// Populates the first stretch of our ring, once a binding will use it (an inbox only
     /// offered costs its header's pages, not this).
     pub fn populate(&self) {
-        populate_hot(self.ring());
+        populate_hot(self.ring(), self.hot);
     }
 
     /// Ours, once a binding ended: moves the inbox onto a fresh memfd, at the same address and
@@ -144,7 +154,12 @@ impl Segment {
         // The header goes in through a mapping of our own first, so our view of the inbox is
         // never one without it.
         let staged = map(raw(&fresh), self.len)?;
-        write_inbox_header(staged, crate::runtime::random_u64(), self.doorbell.as_ref());
+        write_inbox_header(
+            staged,
+            crate::runtime::random_u64(),
+            self.doorbell.as_ref(),
+            self.hot,
+        );
         unsafe { libc::munmap(staged as *mut libc::c_void, self.len) };
         if !map_at(self.base, self.len, raw(&fresh)) {
             let err = os_err();
@@ -160,7 +175,7 @@ impl Segment {
         }
         self.publisher.forget();
         self.cons_seen.store(0, Ordering::Relaxed);
-        populate_hot(self.ring());
+        self.populate();
         Ok(())
     }
 
@@ -190,6 +205,7 @@ impl Segment {
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
             joined: 0,
+            hot: Hot::LARGEST,
         };
         let i = seg.inbox();
         if i.magic != MAGIC
@@ -199,12 +215,15 @@ impl Segment {
         {
             return Err("the peer's inbox does not match its bind info".to_string());
         }
+        let hot = Hot::checked(i.hot_bytes, i.hot_entry_max)
+            .ok_or("the peer's inbox names an impossible hot part")?;
         let (joined, bell) = (
             i.presence.binding(),
             i.doorbell.0.fd.load(Ordering::Acquire),
         );
+        seg.hot = hot;
         seg.joined = joined;
-        populate_hot(seg.ring());
+        seg.populate();
         if bell != NO_DOORBELL {
             seg.doorbell = peer_doorbell(pid, bell);
             if seg.doorbell.is_some() {
@@ -338,6 +357,6 @@ impl Segment {
         if !punched {
             unsafe { std::ptr::write_bytes(ring, 0, RING_BYTES) };
         }
-        populate_hot(ring);
+        self.populate();
     }
 }
