@@ -50,6 +50,9 @@ timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 -
 # memory and holding no fd (no shared memory for a pair in one process), a message each way
 # through every pair. Memory is counted, not timed.
 timeout 600 "$lib/umq-perf" --test scale --depth 64 --pairs 10000 --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; r=rows[0]; assert len(rows) == 1 and r["queues"] == 20000, rows; assert r["bytes_per_queue"] <= 65536, r; assert r["fds_per_queue"] == 0, r; print("scale: 20000 queues,", r["bytes_per_queue"], "bytes each")'
+# The same over shared memory, 2,000 pairs between two processes: within 256 KiB a queue (its
+# proportional share of the pages it shares with its peer) and one fd.
+timeout 600 "$lib/umq-perf" --test scale --provider shm --depth 64 --pairs 2000 --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; r=rows[0]; assert len(rows) == 1 and r["queues"] == 2000, rows; assert r["bytes_per_queue"] <= 262144, r; assert r["fds_per_queue"] <= 1.01, r; print("scale over shm: 2000 queues,", r["bytes_per_queue"], "bytes each")'
 
 # UCX's ucx_perftest is the second shared-memory baseline (`umq-perf --compare ucx`).
 if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -15,7 +15,7 @@ mod ucx;
 use api::Flow;
 use report::Row;
 
-const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|all]
+const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|scale|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
@@ -40,7 +40,11 @@ const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test la
                  qps: the reference qps tool's pattern, a client posting the same list
                  head of 64 one-buffer SENDs round after round (the list is checked
                  intact after every round) and a server counting and reposting;
-                 fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback)
+                 fc: throughput with flow control on vs off; all: lat and bw (and fc on loopback);
+                 scale: --pairs queue pairs bound at once (loopback, or shm with a second
+                 process), each one's memory (Pss) and fds, setup and teardown per pair, a
+                 message each way through every pair, a ping-pong beside all the others
+  --pairs        scale: how many pairs, a list (default 10000)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
   --rx-bufs      receive buffers each side keeps posted (at most --depth); by default
                  as the baseline: 16 for lat (fi_pingpong posts one; 16 stay as warm),
