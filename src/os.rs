@@ -100,8 +100,10 @@ pub fn alive(pid: u32) -> bool {
     probed == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// `len` values of `T` in anonymous memory reserved up front and zero until written: a table
-/// sized for the most it may ever hold costs resident memory only for the pages it uses.
+/// `len` values of `T`, zero until written, for a table sized for the most it may ever hold:
+/// it comes from `calloc` (`alloc_zeroed`), which serves a block this large with fresh
+/// anonymous pages it does not clear, so only the pages used become resident. (Heap memory,
+/// not a private `mmap`, so leak checkers still see the pointers kept in it.)
 pub struct ZeroedSlab<T> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
@@ -115,24 +117,15 @@ impl<T> ZeroedSlab<T> {
     /// # Safety
     /// The all-zero bit pattern must be a valid `T` (atomics, integers, raw pointers).
     pub unsafe fn new(len: usize) -> std::io::Result<ZeroedSlab<T>> {
-        let bytes = len.max(1) * size_of::<T>().max(1);
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(ZeroedSlab {
-            ptr: std::ptr::NonNull::new(p as *mut T).expect("mmap returned null"),
-            len,
-        })
+        let layout = Self::layout(len)?;
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+        let ptr = std::ptr::NonNull::new(p).ok_or(std::io::ErrorKind::OutOfMemory)?;
+        Ok(ZeroedSlab { ptr, len })
+    }
+
+    fn layout(len: usize) -> std::io::Result<std::alloc::Layout> {
+        std::alloc::Layout::array::<T>(len.max(1))
+            .map_err(|_| std::io::ErrorKind::OutOfMemory.into())
     }
 }
 
@@ -153,10 +146,8 @@ impl<T> Drop for ZeroedSlab<T> {
     fn drop(&mut self) {
         unsafe {
             std::ptr::drop_in_place(&mut **self as *mut [T]);
-            libc::munmap(
-                self.ptr.as_ptr() as *mut libc::c_void,
-                self.len.max(1) * size_of::<T>().max(1),
-            );
+            let layout = Self::layout(self.len).expect("a layout that was made once");
+            std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout);
         }
     }
 }

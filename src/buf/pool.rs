@@ -26,6 +26,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 pub const HEADER_SIZE: usize = 128;
 const CHUNK_TARGET: usize = 2 << 20;
+/// A queue's shared pool starts a size class with a chunk this big and doubles each next one
+/// up to `CHUNK_TARGET`: a queue that uses a few buffers backs a few (its arena's pages are
+/// populated as chunks are carved), not 2 MiB.
+const SHARED_FIRST_CHUNK: usize = 64 << 10;
 const MAX_SLOTS_PER_CHUNK: usize = 256;
 const FREE: u8 = 0;
 const IN_USE: u8 = 1;
@@ -98,6 +102,8 @@ impl Chunk {
 /// The free slots of one size class.
 struct Class {
     free: Mutex<Vec<NonNull<umq_buf_t>>>,
+    /// Chunks carved for this class so far.
+    chunks: AtomicU32,
 }
 unsafe impl Send for Class {}
 unsafe impl Sync for Class {}
@@ -120,6 +126,7 @@ impl Lists {
                 .iter()
                 .map(|_| Class {
                     free: Mutex::new(Vec::new()),
+                    chunks: AtomicU32::new(0),
                 })
                 .collect(),
             arena,
@@ -323,7 +330,14 @@ impl Pool {
     fn grow(&self, lists: &Arc<Lists>, class: usize) -> Result<(), i32> {
         let data_cap = self.caps[class];
         let slot = HEADER_SIZE + data_cap;
-        let count = (CHUNK_TARGET / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
+        let made = lists.classes[class].chunks.fetch_add(1, Ordering::Relaxed);
+        let target = match lists.arena {
+            Some(_) => SHARED_FIRST_CHUNK
+                .checked_shl(made.min(16))
+                .map_or(CHUNK_TARGET, |b| b.min(CHUNK_TARGET)),
+            None => CHUNK_TARGET,
+        };
+        let count = (target / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
         let (memory, heap) = Self::chunk_memory(lists, slot * count)?;
         let base = memory as usize;
         let (hdr_base, hdr_stride, data_base, data_stride) = if self.split {

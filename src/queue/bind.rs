@@ -32,6 +32,10 @@ impl Queue {
         }
         bind_info::log_provider_once(provider);
         self.endpoints.bound_through(provider);
+        // An inbox a binding now uses says where our shared pool is (the offered one could not).
+        if let Some(arena) = &lock(&self.wire).arena {
+            self.endpoints.publish_pool(arena);
+        }
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;

@@ -377,6 +377,9 @@ mod tests {
                             assert!(!q.dropped.load(Ordering::SeqCst), "dropped during the call");
                             calls.fetch_add(1, Ordering::Relaxed);
                         });
+                        // Three readers on two cores must leave the remover some time: it
+                        // yields until no reader holds the slot.
+                        std::thread::yield_now();
                     }
                 })
             })

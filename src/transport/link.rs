@@ -254,7 +254,7 @@ pub struct Endpoints {
     /// An inbox offered in bind info that no binding uses yet: a peer in another process may
     /// map it before we bind. A bind that picks another provider drops it, so a queue bound in
     /// its own process keeps no shared memory.
-    shm_offered: Mutex<Option<Arc<shm::Segment>>>,
+    shm_offered: Mutex<Option<shm::Offered>>,
     fabric: Mutex<FabricEnd>,
 }
 
@@ -306,20 +306,15 @@ impl Endpoints {
         let mut offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && offered.is_none() {
             let hot = shm::Hot::for_depth(want.rx_depth);
-            *offered = shm::Segment::create_sized(
-                crate::runtime::random_u64(),
-                want.interrupt,
-                hot,
-            )
-            .inspect_err(|_| {
-                crate::log_warn!(
-                    "umq_bind_info_get",
-                    "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
-                    want.umqh
-                )
-            })
-            .ok()
-            .map(Arc::new);
+            *offered = shm::Offered::create(crate::runtime::random_u64(), want.interrupt, hot)
+                .inspect_err(|_| {
+                    crate::log_warn!(
+                        "umq_bind_info_get",
+                        "queue {:#x}: no shared-memory inbox; peers in other processes cannot bind",
+                        want.umqh
+                    )
+                })
+                .ok();
         }
         offered.as_ref().map(|seg| (seg.fd(), seg.secret()))
     }
@@ -374,9 +369,7 @@ impl Endpoints {
     pub fn connect(&self, provider: Provider, addr: &PeerAddress) -> Result<Link, String> {
         match provider {
             Provider::Shm => {
-                let mine = self
-                    .inbox_for_binding()
-                    .ok_or("no shared-memory inbox of our own (call umq_bind_info_get first)")?;
+                let mine = self.inbox_for_binding()?;
                 shm::Link::open(mine, addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
             }
             Provider::Fabric => {
@@ -401,18 +394,21 @@ impl Endpoints {
     }
 
     /// The inbox a shared-memory binding uses: ours already, or the one offered, which
-    /// becomes ours (its ring's first stretch populated now that it will carry messages).
-    fn inbox_for_binding(&self) -> Option<Arc<shm::Segment>> {
+    /// becomes ours (mapped, its ring's hot part populated now that it will carry messages).
+    fn inbox_for_binding(&self) -> Result<Arc<shm::Segment>, String> {
         if let Some(seg) = self.shm.get() {
-            return Some(seg.clone());
+            return Ok(seg.clone());
         }
-        let seg = self
+        let offered = self
             .shm_offered
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()?;
-        seg.populate();
-        Some(self.shm.get_or_init(|| seg).clone())
+            .take()
+            .ok_or("no shared-memory inbox of our own (call umq_bind_info_get first)")?;
+        let seg = offered
+            .into_segment()
+            .map_err(|e| format!("cannot map our inbox: errno {e}"))?;
+        Ok(self.shm.get_or_init(|| Arc::new(seg)).clone())
     }
 
     /// A bind picked `provider`: an inbox offered for a shared-memory binding that did not
@@ -431,9 +427,10 @@ impl Endpoints {
     }
 
     /// Tells the peer's side where our shared pool is (a provider that maps or registers it).
+    /// Only a binding's inbox says it: the peer reads it for our sends, which come after our
+    /// bind.
     pub fn publish_pool(&self, arena: &Arena) {
-        let offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
-        for seg in self.shm.get().into_iter().chain(offered.as_ref()) {
+        if let Some(seg) = self.shm_inbox() {
             seg.publish_pool(arena.fd(), arena.secret());
         }
     }

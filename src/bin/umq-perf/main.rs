@@ -15,7 +15,8 @@ mod ucx;
 use api::Flow;
 use report::Row;
 
-const USAGE: &str = "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|scale|all]
+const USAGE: &str =
+    "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|scale|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]

@@ -200,6 +200,7 @@ use link::Pair;
 #[cfg(test)]
 use ring::*;
 use rx::*;
+pub use segment::Offered;
 #[cfg(test)]
 use segment::*;
 use tx::*;

@@ -85,6 +85,103 @@ pub(super) fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&E
     inbox.doorbell.0.fd.store(bell, Ordering::Release);
 }
 
+/// Writes the header of a fresh (zeroed) inbox through its memfd, without mapping it: the
+/// words `write_inbox_header` writes, at the same places (the pool fd may stay 0: a zeroed
+/// header means no pool).
+fn write_inbox_header_to(fd: i32, secret: u64, doorbell: Option<&EventFd>, hot: Hot) -> bool {
+    use std::mem::offset_of;
+    let mut head = [0u8; offset_of!(Inbox, hot_entry_max) + 4];
+    let mut put = |at: usize, bytes: &[u8]| head[at..at + bytes.len()].copy_from_slice(bytes);
+    put(offset_of!(Inbox, magic), &MAGIC.to_ne_bytes());
+    put(offset_of!(Inbox, version), &LAYOUT_VERSION.to_ne_bytes());
+    put(
+        offset_of!(Inbox, owner_pid),
+        &std::process::id().to_ne_bytes(),
+    );
+    put(offset_of!(Inbox, secret), &secret.to_ne_bytes());
+    put(
+        offset_of!(Inbox, hot_bytes),
+        &(hot.bytes as u32).to_ne_bytes(),
+    );
+    put(
+        offset_of!(Inbox, hot_entry_max),
+        &(hot.entry_max as u32).to_ne_bytes(),
+    );
+    let bell = doorbell
+        .map_or(NO_DOORBELL, |f| f.fd() as u32)
+        .to_ne_bytes();
+    let bell_at = offset_of!(Inbox, doorbell) + offset_of!(super::doorbell::Doorbell, fd);
+    let write = |bytes: &[u8], at: usize| unsafe {
+        libc::pwrite(
+            fd,
+            bytes.as_ptr() as *const libc::c_void,
+            bytes.len(),
+            at as i64,
+        ) == bytes.len() as isize
+    };
+    write(&head, 0) && write(&bell, bell_at)
+}
+
+/// An inbox of ours that a bind info offers and no binding uses yet: its memfd, with the header
+/// written through it, not mapped here (mapping and unmapping it would be most of a loopback
+/// bind's cost). A peer in another process may map it before we bind; a binding over shared
+/// memory maps it (`into_segment`).
+pub struct Offered {
+    fd: std::os::fd::OwnedFd,
+    secret: u64,
+    doorbell: Option<EventFd>,
+    hot: Hot,
+}
+
+impl Offered {
+    pub fn create(secret: u64, with_doorbell: bool, hot: Hot) -> Result<Offered, i32> {
+        let fd = inbox_memfd()?;
+        let doorbell = if with_doorbell {
+            Some(EventFd::new(false)?)
+        } else {
+            None
+        };
+        if !write_inbox_header_to(raw(&fd), secret, doorbell.as_ref(), hot) {
+            return Err(os_err());
+        }
+        Ok(Offered {
+            fd,
+            secret,
+            doorbell,
+            hot,
+        })
+    }
+
+    pub fn fd(&self) -> i32 {
+        raw(&self.fd)
+    }
+
+    pub fn secret(&self) -> u64 {
+        self.secret
+    }
+
+    /// Ours for a binding: mapped, its hot part populated.
+    pub fn into_segment(self) -> Result<Segment, i32> {
+        let len = segment_len();
+        let base = map(raw(&self.fd), len)?;
+        let seg = Segment {
+            base,
+            len,
+            fd: Some(self.fd),
+            cons_seen: AtomicU64::new(0),
+            doorbell: self.doorbell,
+            rung_at: Default::default(),
+            peer_pool: Default::default(),
+            publisher: Default::default(),
+            taking_rx: AtomicU64::new(0),
+            joined: 0,
+            hot: self.hot,
+        };
+        seg.populate();
+        Ok(seg)
+    }
+}
+
 /// Maps `fd` shared over `[base, base + len)`, in place of what was there.
 pub(super) fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
     let p = unsafe {
@@ -101,9 +198,8 @@ pub(super) fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
 }
 
 impl Segment {
-    /// A fresh inbox of this process, with mode 0600, marked with `secret`; with a doorbell
-    /// when the owning queue is in interrupt mode.
-    /// An inbox with the largest hot part (`create_sized`).
+    /// A fresh inbox of this process, with mode 0600, marked with `secret`, with a doorbell
+    /// when the owning queue is in interrupt mode, and the largest hot part (`create_sized`).
     pub fn create(secret: u64, with_doorbell: bool) -> Result<Segment, i32> {
         Segment::create_sized(secret, with_doorbell, Hot::LARGEST)
     }
