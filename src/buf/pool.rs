@@ -610,6 +610,32 @@ mod tests {
         );
     }
 
+    /// A queue that takes a few buffers from its shared pool backs a small chunk, not 2 MiB;
+    /// the chunks double as it takes more.
+    #[test]
+    fn a_shared_pool_starts_with_a_small_chunk_and_doubles() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(5).unwrap();
+        let arena = shared.arena().unwrap();
+        let first = pool.alloc_in(&shared, 100, 1, 0, 1).unwrap();
+        let backed = arena.backed();
+        assert!(backed > 0 && backed <= SHARED_FIRST_CHUNK, "first chunk: {backed} B");
+        // The rest of the first chunk's slots come from it; the next buffer makes a second
+        // chunk, twice as big.
+        let in_first = (SHARED_FIRST_CHUNK / (HEADER_SIZE + 8192)) as u32;
+        let more = pool.alloc_in(&shared, 100, in_first - 1, 0, 1).unwrap();
+        assert_eq!(arena.backed(), backed);
+        let next = pool.alloc_in(&shared, 100, 1, 0, 1).unwrap();
+        let grown = arena.backed() - backed;
+        assert!(grown > backed && grown <= 2 * SHARED_FIRST_CHUNK, "second chunk: {grown} B");
+        for head in [first, more, next] {
+            for b in crate::buf::iter(head).collect::<Vec<_>>() {
+                pool.free_one(b).unwrap();
+            }
+        }
+        pool.retire(&shared);
+    }
+
     #[test]
     fn a_retired_shared_pool_leaves_the_registry_with_its_last_buffer() {
         let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
