@@ -619,7 +619,10 @@ mod tests {
         let arena = shared.arena().unwrap();
         let first = pool.alloc_in(&shared, 100, 1, 0, 1).unwrap();
         let backed = arena.backed();
-        assert!(backed > 0 && backed <= SHARED_FIRST_CHUNK, "first chunk: {backed} B");
+        assert!(
+            backed > 0 && backed <= SHARED_FIRST_CHUNK,
+            "first chunk: {backed} B"
+        );
         // The rest of the first chunk's slots come from it; the next buffer makes a second
         // chunk, twice as big.
         let in_first = (SHARED_FIRST_CHUNK / (HEADER_SIZE + 8192)) as u32;
@@ -627,7 +630,10 @@ mod tests {
         assert_eq!(arena.backed(), backed);
         let next = pool.alloc_in(&shared, 100, 1, 0, 1).unwrap();
         let grown = arena.backed() - backed;
-        assert!(grown > backed && grown <= 2 * SHARED_FIRST_CHUNK, "second chunk: {grown} B");
+        assert!(
+            grown > backed && grown <= 2 * SHARED_FIRST_CHUNK,
+            "second chunk: {grown} B"
+        );
         for head in [first, more, next] {
             for b in crate::buf::iter(head).collect::<Vec<_>>() {
                 pool.free_one(b).unwrap();

@@ -396,18 +396,88 @@ mod tests {
     use super::*;
     use crate::buf::pool::Pool;
 
-    fn contact(ep: &Endpoint) -> Contact {
-        Contact {
-            name: ep.name().to_vec(),
-            watch: None,
-            area: Some(ep.landing_key()),
-        }
+    /// Two bindings to each other over libfabric tcp on 127.0.0.1, with their wires; b's
+    /// endpoint has a wait fd when asked.
+    struct Pair {
+        a: Link,
+        b: Link,
+        wa: Wire,
+        wb: Wire,
+        pool: Pool,
+        /// a's flow-control area (b's is never changed).
+        area_a: &'static Area,
     }
 
-    fn link(ep: Endpoint, to: &Contact, area: &Area, liveness: Duration) -> Link {
-        // SAFETY: the areas outlive the links (the test owns both).
-        let ours = unsafe { OurArea::new(area) };
-        Link::open(ep, to, PeerProcess::Remote(None), None, ours, liveness).expect("connect")
+    impl Pair {
+        fn new(b_wakeable: bool, liveness: Duration) -> Pair {
+            let open = |wakeable| {
+                Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, wakeable).expect("libfabric tcp")
+            };
+            let (ea, eb) = (open(false), open(b_wakeable));
+            let contact = |ep: &Endpoint| Contact {
+                name: ep.name().to_vec(),
+                watch: None,
+                area: Some(ep.landing_key()),
+            };
+            let (na, nb) = (contact(&ea), contact(&eb));
+            // Leaked: an area must outlive its binding.
+            let (area_a, area_b): (&'static Area, &'static Area) =
+                (Box::leak(Box::default()), Box::leak(Box::default()));
+            let link = |ep, to: &Contact, area| {
+                // SAFETY: the areas live as long as the test process.
+                let ours = unsafe { OurArea::new(area) };
+                Link::open(ep, to, PeerProcess::Remote(None), None, ours, liveness)
+                    .expect("connect")
+            };
+            Pair {
+                a: link(ea, &nb, area_a),
+                b: link(eb, &na, area_b),
+                wa: Wire::new(8, 8),
+                wb: Wire::new(8, 8),
+                pool: Pool::new(false, 0, 0),
+                area_a,
+            }
+        }
+
+        fn round_a(&mut self) -> Result<Outcome, LinkError> {
+            let at = Receiver {
+                umqh: 1,
+                fragments: false,
+                pool: &self.pool,
+            };
+            self.a.round(&mut self.wa, &at)
+        }
+
+        fn round_b(&mut self) -> Result<Outcome, LinkError> {
+            let at = Receiver {
+                umqh: 2,
+                fragments: false,
+                pool: &self.pool,
+            };
+            self.b.round(&mut self.wb, &at)
+        }
+
+        /// Both sides' rounds until `done` says so (at most 5 s).
+        fn rounds_until(&mut self, done: impl Fn(&Link, &Link) -> bool) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !done(&self.a, &self.b) {
+                assert!(Instant::now() < deadline, "not within 5 s");
+                self.round_a().unwrap();
+                self.round_b().unwrap();
+            }
+        }
+
+        /// Connected (the first sends set the connection up), each side having heard the
+        /// other, and quiet.
+        fn connect(&mut self) {
+            let start = Instant::now();
+            self.rounds_until(|a, b| {
+                a.heard > start
+                    && b.heard > start
+                    && a.tx.outgoing.is_empty()
+                    && b.tx.outgoing.is_empty()
+            });
+        }
     }
 
     fn readable(fd: i32, timeout_ms: i32) -> bool {
@@ -423,94 +493,37 @@ mod tests {
     /// comes and turns readable when the peer sends (what the progress thread sleeps on).
     #[test]
     fn the_wait_fd_turns_readable_when_the_peer_sends() {
-        let open = |wakeable| Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, wakeable);
-        let (ea, eb) = (
-            open(false).expect("tcp"),
-            open(true).expect("tcp, FI_WAIT_FD"),
-        );
-        assert!(ea.wait_fd().is_none());
-        let (na, nb) = (contact(&ea), contact(&eb));
-        let (area_a, area_b) = (Area::default(), Area::default());
-        let mut a = link(ea, &nb, &area_a, Duration::from_secs(60));
-        let mut b = link(eb, &na, &area_b, Duration::from_secs(60));
-        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
-        let pool = Pool::new(false, 0, 0);
-        let at = Receiver {
-            umqh: 1,
-            fragments: false,
-            pool: &pool,
-        };
-        // Connect (the first sends, of the areas, set the connection up), each side hearing
-        // the other, and let both go quiet.
-        let start = Instant::now();
-        let deadline = start + Duration::from_secs(5);
-        let connected = |a: &Link, b: &Link| {
-            a.heard > start
-                && b.heard > start
-                && a.tx.outgoing.is_empty()
-                && b.tx.outgoing.is_empty()
-        };
-        while !connected(&a, &b) {
-            assert!(Instant::now() < deadline, "no connection");
-            a.round(&mut wa, &at).unwrap();
-            b.round(&mut wb, &at).unwrap();
-        }
+        let mut p = Pair::new(true, Duration::from_secs(60));
+        assert!(p.a.ep.wait_fd().is_none());
+        p.connect();
         for _ in 0..20 {
-            a.round(&mut wa, &at).unwrap();
-            b.round(&mut wb, &at).unwrap();
+            p.round_a().unwrap();
+            p.round_b().unwrap();
             std::thread::sleep(Duration::from_millis(1));
         }
-        let armed = |b: &mut Link, wb: &mut Wire| loop {
-            match b.arm_wakeup() {
+        let bell = loop {
+            match p.b.arm_wakeup() {
                 Arm::Armed(bell) => break bell,
                 Arm::Pending => {
-                    b.round(wb, &at).unwrap();
+                    p.round_b().unwrap();
                 }
                 Arm::NoFd => panic!("a wakeable endpoint without a wait fd"),
             }
         };
-        let bell = armed(&mut b, &mut wb);
         assert!(!bell.counter);
         assert!(!readable(bell.fd, 50), "readable with nothing sent");
-        let quiet_since = b.heard;
-        a.tx.outgoing.push_back(Outgoing::control(Header {
+        let quiet_since = p.b.heard;
+        p.a.tx.outgoing.push_back(Outgoing::control(Header {
             kind: KIND_PING,
             ..Default::default()
         }));
-        while !a.tx.outgoing.is_empty() {
-            assert!(
-                Instant::now() < deadline + Duration::from_secs(5),
-                "the ping stuck"
-            );
-            a.round(&mut wa, &at).unwrap();
-        }
+        p.rounds_until(|a, _| a.tx.outgoing.is_empty());
         assert!(
             readable(bell.fd, 5000),
             "the peer's message did not wake us"
         );
         // What woke us is there to take: b's round hears the ping.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while b.heard == quiet_since && Instant::now() < deadline {
-            b.round(&mut wb, &at).unwrap();
-        }
-        assert!(b.heard > quiet_since, "the ping never arrived");
-    }
-
-    /// Two bindings on 127.0.0.1 whose rounds run until `done` says so (or 5 s pass).
-    fn rounds_until(a: &mut Link, b: &mut Link, done: impl Fn(&Link, &Link) -> bool) {
-        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
-        let pool = Pool::new(false, 0, 0);
-        let at = Receiver {
-            umqh: 1,
-            fragments: false,
-            pool: &pool,
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !done(a, b) {
-            assert!(Instant::now() < deadline, "not within 5 s");
-            a.round(&mut wa, &at).unwrap();
-            b.round(&mut wb, &at).unwrap();
-        }
+        p.rounds_until(|_, b| b.heard > quiet_since);
     }
 
     /// The flow-control area crosses as an RMA write into the peer's landing words: the peer
@@ -518,62 +531,42 @@ mod tests {
     /// or hostile) lowers nothing.
     #[test]
     fn the_area_lands_by_rma_write_and_never_goes_down() {
-        let open = || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, false).expect("tcp");
-        let (ea, eb) = (open(), open());
-        let (na, nb) = (contact(&ea), contact(&eb));
-        let (area_a, area_b) = (Area::default(), Area::default());
-        let mut a = link(ea, &nb, &area_a, Duration::from_secs(60));
-        let mut b = link(eb, &na, &area_b, Duration::from_secs(60));
-        area_a.raise_to([16, 40, 3]);
-        rounds_until(&mut a, &mut b, |_, b| {
-            b.peer_area().snapshot() == [16, 40, 3]
-        });
-        assert!(b.rx.filled.iter().all(|f| f.is_none()), "a message arrived");
-        assert_eq!(b.rx.posted.len() + b.rx.repost.len(), RX_BOUNCES);
-        area_a.raise_to([16, 41, 3]);
-        rounds_until(&mut a, &mut b, |_, b| {
-            b.peer_area().snapshot() == [16, 41, 3]
-        });
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.area_a.raise_to([16, 40, 3]);
+        p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 40, 3]);
+        assert!(
+            p.b.rx.filled.iter().all(|f| f.is_none()),
+            "a message arrived"
+        );
+        assert_eq!(p.b.rx.posted.len() + p.b.rx.repost.len(), RX_BOUNCES);
+        p.area_a.raise_to([16, 41, 3]);
+        p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 41, 3]);
         // A lower write lands in the words but not in the area the queue reads.
         let low: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let to = b.ep.landing_key();
-        let peer = a.peer;
-        while a.ep.write(&low, peer, to).is_err() {
-            a.reap().unwrap();
+        let to = p.b.ep.landing_key();
+        while p.a.ep.write(&low, p.a.peer, to).is_err() {
+            p.a.reap().unwrap();
         }
-        rounds_until(&mut a, &mut b, |_, b| b.ep.landed() == [1, 2, 3]);
-        assert_eq!(b.peer_area().snapshot(), [16, 41, 3]);
+        p.rounds_until(|_, b| b.ep.landed() == [1, 2, 3]);
+        assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }
 
-    /// Two bindings over libfabric tcp on 127.0.0.1 that keep running rounds hear each other
-    /// (pings) for several liveness periods; once one side goes silent, as a host that is gone
-    /// or cut off does, the other's round fails within about one period.
+    /// Two bindings that keep running rounds hear each other (pings) for several liveness
+    /// periods; once one side goes silent, as a host that is gone or cut off does, the other's
+    /// round fails within about one period.
     #[test]
     fn a_silent_peer_breaks_the_binding_after_the_liveness_timeout() {
         let liveness = Duration::from_millis(300);
-        let open =
-            || Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, false).expect("libfabric tcp");
-        let (ea, eb) = (open(), open());
-        let (na, nb) = (contact(&ea), contact(&eb));
-        let (area_a, area_b) = (Area::default(), Area::default());
-        let mut a = link(ea, &nb, &area_a, liveness);
-        let mut b = link(eb, &na, &area_b, liveness);
-        let (mut wa, mut wb) = (Wire::new(8, 8), Wire::new(8, 8));
-        let pool = Pool::new(false, 0, 0);
-        let at = Receiver {
-            umqh: 1,
-            fragments: false,
-            pool: &pool,
-        };
+        let mut p = Pair::new(false, liveness);
         let start = Instant::now();
         while start.elapsed() < liveness * 3 {
-            a.round(&mut wa, &at).expect("a hears b");
-            b.round(&mut wb, &at).expect("b hears a");
+            p.round_a().expect("a hears b");
+            p.round_b().expect("b hears a");
             std::thread::sleep(Duration::from_millis(2));
         }
         let cut = Instant::now();
         let err = loop {
-            match a.round(&mut wa, &at) {
+            match p.round_a() {
                 Err(e) => break e,
                 Ok(_) => std::thread::sleep(Duration::from_millis(5)),
             }
@@ -588,6 +581,5 @@ mod tests {
             "broken too early: {:?}",
             cut.elapsed()
         );
-        drop(b);
     }
 }
