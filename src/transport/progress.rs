@@ -140,9 +140,12 @@ fn run() {
     }
 }
 
+/// The fds to poll for peers gone, and the queues to arm wake-ups for.
+type Snapshot = (Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>);
+
 /// The watched peers' pidfds and the interrupt-mode queues, or None (the thread ends) when
 /// nothing is watched.
-fn snapshot() -> Option<(Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>)> {
+fn snapshot() -> Option<Snapshot> {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     if w.0.is_empty() {
         w.1 = false;
