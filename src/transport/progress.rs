@@ -10,7 +10,8 @@
 //! peer that goes silent without dying (a host gone, a link down) is the provider's to notice:
 //! its round reports the broken binding.
 //!
-//! It also runs the round of every watched queue each tick, so one-sided WRITE / READ / NOP
+//! It also runs the rounds of watched queues each tick (every interrupt-mode one, polling-mode
+//! ones by turns, at most `POLLED_PER_TICK` a tick), so one-sided WRITE / READ / NOP
 //! complete even when the target never calls in. Interrupt-mode queues have no caller polling
 //! them: the thread also sleeps on the fd their endpoint is woken through (for shared memory, a
 //! doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`), and services
@@ -18,6 +19,7 @@
 
 use crate::os::{alive, pidfd_open};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -204,7 +206,36 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Ar
         .collect()
 }
 
-/// Reports dead peers and services the others.
+/// Polling-mode queues serviced at most per tick. Finding out whether a queue has anything to
+/// do means looking at its memory (for shared memory, the peer's ring), a cache miss or two a
+/// queue; ten thousand of them each tick took a sixth of the machine's time from the
+/// applications. So the polling-mode queues take turns, this many a tick: the thread's cost
+/// stays bounded however many queues there are, and a queue is serviced at least every
+/// `n / POLLED_PER_TICK` ticks. (Their applications drive them when they call in; this is for
+/// one-sided WRs to a target that does not.) Interrupt-mode queues are serviced every tick:
+/// nothing else drives them.
+const POLLED_PER_TICK: usize = 1024;
+
+/// Where the next tick's turn of polling-mode queues starts.
+static TURN: AtomicUsize = AtomicUsize::new(0);
+
+/// The entries to service this tick: every interrupt-mode one, and `POLLED_PER_TICK` of the
+/// others from number `turn` on (modulo their count), round robin.
+fn due(entries: &[Entry], turn: usize) -> impl Iterator<Item = &Entry> {
+    let polled = entries.iter().filter(|e| !e.interrupt).count();
+    let start = turn % polled.max(1);
+    let window = move |i: usize| (i + polled - start) % polled.max(1) < POLLED_PER_TICK;
+    let mut nth = 0;
+    entries.iter().filter(move |e| {
+        if e.interrupt {
+            return true;
+        }
+        nth += 1;
+        window(nth - 1)
+    })
+}
+
+/// Reports dead peers and services the others that are due.
 fn sweep(exited: &[Arc<OwnedFd>]) {
     type Found = (u64, Lookup, String);
     let (dead, live): (Vec<Found>, Vec<Found>) = {
@@ -220,10 +251,10 @@ fn sweep(exited: &[Arc<OwnedFd>]) {
                 .map(|e| (e.umqh, e.lookup, e.why_lost()))
                 .collect();
         w.0.retain(|e| !is_dead(e));
-        let live =
-            w.0.iter()
-                .map(|e| (e.umqh, e.lookup, String::new()))
-                .collect();
+        let turn = TURN.fetch_add(POLLED_PER_TICK, Ordering::Relaxed);
+        let live = due(&w.0, turn)
+            .map(|e| (e.umqh, e.lookup, String::new()))
+            .collect();
         (dead, live)
     };
     for (umqh, lookup, why) in dead {
@@ -241,6 +272,42 @@ fn sweep(exited: &[Arc<OwnedFd>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(umqh: u64, interrupt: bool) -> Entry {
+        Entry {
+            umqh,
+            lookup: |_| None,
+            pid: None,
+            gone: None,
+            interrupt,
+        }
+    }
+
+    /// Every interrupt-mode queue each tick; the polling-mode ones a bounded window at a time,
+    /// each of them within `n / POLLED_PER_TICK` (rounded up) ticks.
+    #[test]
+    fn polling_queues_take_turns_and_interrupt_ones_come_every_tick() {
+        let n = 2 * POLLED_PER_TICK + 100;
+        let mut entries: Vec<Entry> = (0..n as u64).map(|h| entry(h, false)).collect();
+        entries.insert(7, entry(1_000_001, true));
+        entries.push(entry(1_000_002, true));
+        let mut seen = std::collections::HashSet::new();
+        for tick in 0..3 {
+            let due: Vec<u64> = due(&entries, tick * POLLED_PER_TICK)
+                .map(|e| e.umqh)
+                .collect();
+            assert!(
+                due.contains(&1_000_001) && due.contains(&1_000_002),
+                "tick {tick}"
+            );
+            assert_eq!(due.len(), 2 + POLLED_PER_TICK.min(n), "tick {tick}");
+            seen.extend(due);
+        }
+        assert_eq!(seen.len(), n + 2, "every queue within three ticks");
+        let few: Vec<Entry> = (0..5).map(|h| entry(h, false)).collect();
+        assert_eq!(due(&few, 12345).count(), 5);
+        assert_eq!(due(&[], 3).count(), 0);
+    }
 
     #[test]
     fn only_an_exited_process_is_reported() {
