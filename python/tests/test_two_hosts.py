@@ -190,7 +190,10 @@ PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")
 @pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
 def test_umq_perf_runs_between_two_hosts_as_server_and_client(hosts):
     import json
-    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7432"], stderr=subprocess.PIPE)
+    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7432"], stderr=subprocess.PIPE,
+                         text=True)
+    # The client gives up on a server that is not listening yet, as perftest's do.
+    assert "listening" in server.stderr.readline()
     out = subprocess.run(
         ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7432",
          "--test", "all", "--size", "64,4096", "--iters", "3000", "--json"],
