@@ -2,7 +2,8 @@
 namespaces these tests create, joined by a veth pair with addresses only inside them. The client
 streams to the server with flow control on; then a test takes the link down mid-stream (both
 sides must reach QUEUE_STATE_ERR within the liveness timeout), or kills one side with SIGKILL
-(the other must reach it within 100 ms: a killed process's kernel closes its connections). The
+(the other must reach it long before the liveness timeout: a killed process's kernel closes its
+connections; it takes 8-9 ms here). The
 server runs with another boot id (a private mount namespace with its own
 /proc/sys/kernel/random/boot_id), so the client takes it for another host and cannot watch its
 process. Needs root, iproute2, unshare and libfabric; runs once (not again in the suite's
@@ -168,7 +169,7 @@ def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout(hosts):
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
 @pytest.mark.parametrize("victim", ["server", "client"])
-def test_a_peer_killed_on_another_host_is_noticed_within_100_ms(hosts, victim):
+def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim):
     # A long liveness timeout: only the closed connection can explain a quick error.
     server, client = streaming(hosts, 60000)
     killed, survivor = (server, client) if victim == "server" else (client, server)
@@ -179,7 +180,9 @@ def test_a_peer_killed_on_another_host_is_noticed_within_100_ms(hosts, victim):
     assert int(out[1]) >= 1000, out
     took_ms = (float(out[3]) - at) * 1000
     print(f"{victim} killed: the other side in ERR after {took_ms:.1f} ms")
-    assert took_ms < 100, took_ms
+    # Measured here: 8-9 ms. The bound is loose on purpose (a loaded machine must not fail it);
+    # it is still far below the 60 s liveness timeout, so only the death watch can meet it.
+    assert took_ms < 5000, took_ms
 
 
 PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")
