@@ -136,6 +136,8 @@ pub struct Link {
     /// When we last heard from the peer and last sent it anything, and how long it may stay
     /// silent before the binding counts as broken.
     heard: Instant,
+    /// A message of the peer's has arrived: the connection under the endpoint is up.
+    heard_any: bool,
     said: Instant,
     liveness: Duration,
 }
@@ -251,6 +253,7 @@ impl Link {
             wr_sent_at: Instant::now(),
             left: false,
             heard: Instant::now(),
+            heard_any: false,
             said: Instant::now(),
             liveness,
         };
@@ -333,7 +336,9 @@ impl Link {
         }
         Arm::Armed(Wakeup {
             fd,
-            rung_by_peer: true,
+            // Until the peer's first message, libfabric may still be setting up the connection
+            // (rxm connects on the first send), which need not make the fd readable: tick.
+            rung_by_peer: self.heard_any,
             // An epoll set: readable while a completion waits, nothing to read from it.
             counter: false,
         })

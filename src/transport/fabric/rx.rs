@@ -38,6 +38,7 @@ impl Link {
                     {
                         self.rx.filled[idx] = Some(c.len as usize);
                         self.heard = Instant::now();
+                        self.heard_any = true;
                     }
                     SEND_TAG if idx < TX_SLOTS => self.tx.free.push(idx),
                     _ => return Err(lost("a fabric completion for no buffer of ours")),
