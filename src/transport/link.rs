@@ -408,6 +408,7 @@ impl Endpoints {
         let seg = offered
             .into_segment()
             .map_err(|e| format!("cannot map our inbox: errno {e}"))?;
+        seg.populate();
         Ok(self.shm.get_or_init(|| Arc::new(seg)).clone())
     }
 

@@ -71,23 +71,8 @@ pub(super) fn inbox_memfd() -> Result<std::os::fd::OwnedFd, i32> {
     .map_err(|_| os_err())
 }
 
-/// Writes the header of a fresh (zeroed) inbox mapped at `base`.
-pub(super) fn write_inbox_header(base: *mut u8, secret: u64, doorbell: Option<&EventFd>, hot: Hot) {
-    let inbox = unsafe { &mut *(base as *mut Inbox) };
-    inbox.pool_fd = AtomicU32::new(NO_POOL);
-    inbox.magic = MAGIC;
-    inbox.version = LAYOUT_VERSION;
-    inbox.owner_pid = std::process::id();
-    inbox.secret = secret;
-    inbox.hot_bytes = hot.bytes as u32;
-    inbox.hot_entry_max = hot.entry_max as u32;
-    let bell = doorbell.map_or(NO_DOORBELL, |f| f.fd() as u32);
-    inbox.doorbell.0.fd.store(bell, Ordering::Release);
-}
-
-/// Writes the header of a fresh (zeroed) inbox through its memfd, without mapping it: the
-/// words `write_inbox_header` writes, at the same places (the pool fd may stay 0: a zeroed
-/// header means no pool).
+/// Writes the header of a fresh (zeroed) inbox through its memfd, mapped or not (the pool fd
+/// may stay 0: a zeroed header means no pool).
 fn write_inbox_header_to(fd: i32, secret: u64, doorbell: Option<&EventFd>, hot: Hot) -> bool {
     use std::mem::offset_of;
     let mut head = [0u8; offset_of!(Inbox, hot_entry_max) + 4];
@@ -160,7 +145,7 @@ impl Offered {
         self.secret
     }
 
-    /// Ours for a binding: mapped, its hot part populated.
+    /// Ours, mapped (its hot part populated by `Segment::populate`, once a binding uses it).
     pub fn into_segment(self) -> Result<Segment, i32> {
         let len = segment_len();
         let base = map(raw(&self.fd), len)?;
@@ -177,7 +162,6 @@ impl Offered {
             joined: 0,
             hot: self.hot,
         };
-        seg.populate();
         Ok(seg)
     }
 }
@@ -207,29 +191,7 @@ impl Segment {
     /// A new inbox of ours, its ring's hot part `hot` (populated by `populate`, once a binding
     /// uses it).
     pub fn create_sized(secret: u64, with_doorbell: bool, hot: Hot) -> Result<Segment, i32> {
-        let owned = inbox_memfd()?;
-        let len = segment_len();
-        let base = map(raw(&owned), len)?;
-        let doorbell = if with_doorbell {
-            Some(EventFd::new(false)?)
-        } else {
-            None
-        };
-        let seg = Segment {
-            base,
-            len,
-            fd: Some(owned),
-            cons_seen: AtomicU64::new(0),
-            doorbell,
-            rung_at: Default::default(),
-            peer_pool: Default::default(),
-            publisher: Default::default(),
-            taking_rx: AtomicU64::new(0),
-            joined: 0,
-            hot,
-        };
-        write_inbox_header(base, secret, seg.doorbell.as_ref(), hot);
-        Ok(seg)
+        Offered::create(secret, with_doorbell, hot)?.into_segment()
     }
 
     /// Populates the first stretch of our ring, once a binding will use it (an inbox only
@@ -247,16 +209,11 @@ impl Segment {
     /// into the next binding's ring.
     pub fn renew(&self) -> Result<(), i32> {
         let fresh = inbox_memfd()?;
-        // The header goes in through a mapping of our own first, so our view of the inbox is
-        // never one without it.
-        let staged = map(raw(&fresh), self.len)?;
-        write_inbox_header(
-            staged,
-            crate::runtime::random_u64(),
-            self.doorbell.as_ref(),
-            self.hot,
-        );
-        unsafe { libc::munmap(staged as *mut libc::c_void, self.len) };
+        // The header goes in first, so our view of the inbox is never one without it.
+        let secret = crate::runtime::random_u64();
+        if !write_inbox_header_to(raw(&fresh), secret, self.doorbell.as_ref(), self.hot) {
+            return Err(os_err());
+        }
         if !map_at(self.base, self.len, raw(&fresh)) {
             let err = os_err();
             // A failed MAP_FIXED may have unmapped the range: put the old memfd back.
