@@ -138,6 +138,29 @@ impl Arena {
         Ok(start)
     }
 
+    /// Gives the pages under `[p, p + len)` (whole pages of the backed chunks) back to the
+    /// system: a hole is punched in the memfd, so the peer's mapping lets go of them too, and
+    /// the next touch on either side finds a zero page. The size stays (the seal forbids
+    /// shrinking, and offsets never move).
+    pub fn release(&self, p: *const u8, len: usize) -> bool {
+        let Some(off) = self.offset_of(p, len) else {
+            return false;
+        };
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let done =
+            unsafe { libc::fallocate(self.fd(), mode, off as libc::off_t, len as libc::off_t) };
+        done == 0
+    }
+
+    /// Bytes of the memfd backed by memory now (released chunks do not count).
+    pub fn resident(&self) -> usize {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.fd(), &mut st) } != 0 {
+            return 0;
+        }
+        st.st_blocks as usize * 512
+    }
+
     /// The offset of `[p, p + len)` in the arena when it lies inside the backed chunks.
     pub fn offset_of(&self, p: *const u8, len: usize) -> Option<u64> {
         let off = (p as usize).checked_sub(self.map.base() as usize)?;
@@ -243,6 +266,27 @@ mod tests {
             7
         );
         assert!(a.offset_of(unsafe { more.add(4096) }, 1).is_none());
+    }
+
+    /// A released range goes from both mappings: the owner's memory use drops and the peer
+    /// reads zero there, not the old bytes.
+    #[test]
+    fn a_released_range_leaves_both_mappings() {
+        let a = Arena::create(8).unwrap();
+        let chunk = a.extend(64 << 10).unwrap();
+        unsafe { std::ptr::write_bytes(chunk, 0x77, 64 << 10) };
+        let view = PeerArena::open(std::process::id(), a.fd() as u32, 8).unwrap();
+        let off = a.offset_of(chunk, 1).unwrap();
+        assert_eq!(unsafe { *view.at(off + 5000, 1).unwrap() }, 0x77);
+        let before = a.resident();
+        assert!(a.release(chunk, 64 << 10));
+        assert_eq!(before - a.resident(), 64 << 10);
+        assert_eq!(unsafe { *view.at(off + 5000, 1).unwrap() }, 0);
+        assert_eq!(a.backed(), HEADER_BYTES + (64 << 10), "the size stays");
+        assert!(
+            !a.release(unsafe { chunk.add(64 << 10) }, 4096),
+            "past the end"
+        );
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! every buffer call and remote-access check works on them unchanged); when the queue is gone
 //! and the last of its buffers comes back, they are unregistered and the arena unmapped.
 //!
+//! A shared pool gives memory back: a chunk none of whose buffers has been handed out for
+//! `RELEASE_AFTER_MS` has its pages dropped (a hole punched in the arena's memfd, so the peer's
+//! mapping lets go of them too). The chunk keeps its address range, its registration and its
+//! slots on the free list, so nothing else changes: a slot taken again faults in a zero page.
+//! A class's first chunk is kept (it is small, and what a lightly used queue lives in), and
+//! nothing is released while a [`ChunkHook`] is present (a device may have pinned the pages).
+//!
 //! A provider that must register memory with a device before a peer can reach it (a NIC)
 //! adds a [`ChunkHook`]: it hears of every chunk, those that exist and each new one, and of
 //! each chunk that leaves. The pools do not know what the provider does with them.
@@ -21,7 +28,9 @@ use super::arena::Arena;
 use crate::abi::types::*;
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Mutex, RwLock};
 
 pub const HEADER_SIZE: usize = 128;
@@ -31,6 +40,9 @@ const CHUNK_TARGET: usize = 2 << 20;
 /// populated as chunks are carved), not 2 MiB.
 const SHARED_FIRST_CHUNK: usize = 64 << 10;
 const MAX_SLOTS_PER_CHUNK: usize = 256;
+/// A shared pool's chunk idle this long is released. Long enough that a queue between bursts
+/// does not pay a hole punch and page faults per burst.
+pub const RELEASE_AFTER_MS: u64 = 1000;
 const FREE: u8 = 0;
 const IN_USE: u8 = 1;
 
@@ -56,6 +68,13 @@ pub struct Chunk {
     meta: Box<[SlotMeta]>,
     /// The free lists the chunk's slots return to.
     lists: Arc<Lists>,
+    /// Carved as its class's how-manyth chunk of these lists (the first one is never released).
+    ordinal: u32,
+    /// Slots handed out (a hint for noticing the chunk going idle; `release_idle` counts its
+    /// free slots to be sure).
+    out: AtomicU32,
+    /// When the chunk last went idle (ms on the pool clock); 0 while in use or released.
+    idle_since_ms: AtomicU64,
 }
 
 // The chunk's memory is shared by design; every mutable access goes through slot ownership.
@@ -101,9 +120,17 @@ impl Chunk {
 
 /// The free slots of one size class.
 struct Class {
-    free: Mutex<Vec<NonNull<umq_buf_t>>>,
+    free: Mutex<Slots>,
     /// Chunks carved for this class so far.
     chunks: AtomicU32,
+}
+
+#[derive(Default)]
+struct Slots {
+    free: Vec<NonNull<umq_buf_t>>,
+    /// A shared pool's chunks past the first, which may be released (cleared when the pool
+    /// leaves the registry: chunks hold their lists).
+    releasable: Vec<Arc<Chunk>>,
 }
 unsafe impl Send for Class {}
 unsafe impl Sync for Class {}
@@ -117,6 +144,8 @@ pub struct Lists {
     in_use: AtomicUsize,
     retired: AtomicBool,
     unregistered: AtomicBool,
+    /// Some chunk went idle since `release_idle` last found none waiting.
+    idle_hint: AtomicBool,
 }
 
 impl Lists {
@@ -125,7 +154,7 @@ impl Lists {
             classes: caps
                 .iter()
                 .map(|_| Class {
-                    free: Mutex::new(Vec::new()),
+                    free: Mutex::new(Slots::default()),
                     chunks: AtomicU32::new(0),
                 })
                 .collect(),
@@ -133,7 +162,15 @@ impl Lists {
             in_use: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             unregistered: AtomicBool::new(false),
+            idle_hint: AtomicBool::new(false),
         }
+    }
+
+    fn slots(&self, class: usize) -> std::sync::MutexGuard<'_, Slots> {
+        self.classes[class]
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn arena(&self) -> Option<&Arc<Arena>> {
@@ -310,6 +347,9 @@ impl Pool {
             reg.data.retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
             gone
         };
+        for class in 0..lists.classes.len() {
+            lists.slots(class).releasable.clear();
+        }
         self.tell_hooks(&gone, false);
     }
 
@@ -358,6 +398,9 @@ impl Pool {
             memory,
             heap,
             lists: lists.clone(),
+            ordinal: made,
+            out: AtomicU32::new(0),
+            idle_since_ms: AtomicU64::new(0),
             meta: (0..count)
                 .map(|_| SlotMeta {
                     state: AtomicU8::new(FREE),
@@ -381,15 +424,19 @@ impl Pool {
                 hook.added(&chunk.span());
             }
         }
-        let mut free = lists.classes[class]
-            .free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        free.extend(
+        let mut slots = lists.slots(class);
+        slots.free.extend(
             (0..count)
                 .rev()
                 .map(|i| NonNull::new(chunk.header(i)).unwrap()),
         );
+        if lists.arena.is_some() && made > 0 {
+            // Idle from birth: a chunk grown for a batch that the previous ones' slots covered
+            // in the end is never handed out, and goes back like any other.
+            chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
+            lists.idle_hint.store(true, Ordering::Release);
+            slots.releasable.push(chunk);
+        }
         Ok(())
     }
 
@@ -403,13 +450,10 @@ impl Pool {
     ) -> Result<(), i32> {
         loop {
             {
-                let mut free = lists.classes[class]
-                    .free
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                if free.len() >= n {
-                    let at = free.len() - n;
-                    out.extend(free.drain(at..).rev());
+                let mut slots = lists.slots(class);
+                if slots.free.len() >= n {
+                    let at = slots.free.len() - n;
+                    out.extend(slots.free.drain(at..).rev());
                     return Ok(());
                 }
             }
@@ -454,6 +498,9 @@ impl Pool {
                 .store(request_size, Ordering::Relaxed);
             slot.meta().headroom.store(headroom, Ordering::Relaxed);
             slot.meta().state.store(IN_USE, Ordering::Release);
+            if slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
+                slot.chunk.idle_since_ms.store(0, Ordering::Relaxed);
+            }
             unsafe { init_header(&slot, b.as_ptr(), request_size, headroom, umqh, next) };
             next = b.as_ptr();
         }
@@ -496,11 +543,16 @@ impl Pool {
             return Err("buffer is already free (double free)");
         }
         let lists = &slot.chunk.lists;
-        lists.classes[slot.chunk.class]
+        lists
+            .slots(slot.chunk.class)
             .free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .push(NonNull::new(buf).unwrap());
+        let chunk = &slot.chunk;
+        let went_idle = chunk.out.fetch_sub(1, Ordering::Relaxed) == 1;
+        if went_idle && chunk.ordinal > 0 && lists.arena.is_some() {
+            chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
+            lists.idle_hint.store(true, Ordering::Release);
+        }
         if lists.arena.is_some()
             && lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1
             && lists.retired.load(Ordering::SeqCst)
@@ -508,6 +560,77 @@ impl Pool {
             self.unregister(lists);
         }
         Ok(())
+    }
+
+    /// Releases the chunks of a shared pool that have been idle for `RELEASE_AFTER_MS`; returns
+    /// how many. Cheap when none went idle: a queue's housekeeping calls it every tick.
+    pub fn release_idle(&self, lists: &Lists) -> usize {
+        self.release_idle_at(lists, clock_ms())
+    }
+
+    /// `release_idle` as if the pool clock read `now` (ms).
+    fn release_idle_at(&self, lists: &Lists, now: u64) -> usize {
+        if lists.arena.is_none() || !lists.idle_hint.swap(false, Ordering::Acquire) {
+            return 0;
+        }
+        if !self
+            .hooks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
+            return 0;
+        }
+        let mut released = 0;
+        let mut waiting = false;
+        for class in 0..lists.classes.len() {
+            let candidates: Vec<Arc<Chunk>> = lists.slots(class).releasable.clone();
+            for chunk in candidates {
+                let since = chunk.idle_since_ms.load(Ordering::Relaxed);
+                if since == 0 {
+                    continue;
+                }
+                if now.saturating_sub(since) < RELEASE_AFTER_MS {
+                    waiting = true;
+                } else if Self::release(lists, &chunk) {
+                    released += 1;
+                }
+            }
+        }
+        if waiting {
+            lists.idle_hint.store(true, Ordering::Release);
+        }
+        released
+    }
+
+    /// Drops an idle chunk's pages. Its slots leave the free list meanwhile, so no one can take
+    /// one while the hole is punched; if they are not all there, a buffer is out after all
+    /// and nothing happens.
+    fn release(lists: &Lists, chunk: &Arc<Chunk>) -> bool {
+        let held = {
+            let mut slots = lists.slots(chunk.class);
+            let before = slots.free.len();
+            let mut mine = Vec::with_capacity(chunk.count);
+            slots.free.retain(|b| {
+                let is_mine = chunk.slot_of_header(b.as_ptr() as usize).is_some();
+                if is_mine {
+                    mine.push(*b);
+                }
+                !is_mine
+            });
+            debug_assert_eq!(before - slots.free.len(), mine.len());
+            if mine.len() != chunk.count {
+                slots.free.extend(mine);
+                return false;
+            }
+            mine
+        };
+        let arena = lists.arena.as_ref().expect("a shared pool has an arena");
+        let span = chunk.span();
+        let done = arena.release(span.base as *const u8, span.len);
+        chunk.idle_since_ms.store(0, Ordering::Relaxed);
+        lists.slots(chunk.class).free.extend(held);
+        done
     }
 
     /// Is `[addr, addr + len)` inside one in-use buffer's data area of a chunk with this token?
@@ -523,6 +646,16 @@ impl Pool {
                 .checked_add(len as u64)
                 .is_some_and(|end| end <= start + slot.data_cap() as u64)
     }
+}
+
+/// Milliseconds on a monotonic clock (never 0: 0 means "not idle").
+fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1
 }
 
 fn insert_sorted(v: &mut Vec<(usize, usize, Arc<Chunk>)>, item: (usize, usize, Arc<Chunk>)) {
@@ -638,6 +771,79 @@ mod tests {
             for b in crate::buf::iter(head).collect::<Vec<_>>() {
                 pool.free_one(b).unwrap();
             }
+        }
+        pool.retire(&shared);
+    }
+
+    /// After a burst, the chunks the burst grew go back to the system once idle for
+    /// `RELEASE_AFTER_MS`; the first stays, as does a chunk with a buffer still out. The
+    /// released slots work as before.
+    #[test]
+    fn idle_chunks_of_a_shared_pool_are_released_and_reusable() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(9).unwrap();
+        let arena = shared.arena().unwrap().clone();
+        let slot = HEADER_SIZE + 8192;
+        let per_chunk: Vec<usize> = (0..4).map(|k| (SHARED_FIRST_CHUNK << k) / slot).collect();
+        let burst: usize = per_chunk.iter().sum();
+        let head = pool.alloc_in(&shared, 8000, burst as u32, 0, 1).unwrap();
+        let bufs: Vec<_> = crate::buf::iter(head).collect();
+        for &b in &bufs {
+            unsafe { std::ptr::write_bytes((*b).buf_data as *mut u8, 0x5a, 8000) };
+        }
+        let backed = arena.backed();
+        let resident = arena.resident();
+        assert!(
+            resident + 4096 >= backed - super::super::arena::HEADER_BYTES,
+            "{resident} of {backed}"
+        );
+        // Keep one buffer of the last chunk out; free the rest.
+        let kept = *bufs.iter().max().unwrap();
+        for &b in bufs.iter().filter(|&&b| b != kept) {
+            pool.free_one(b).unwrap();
+        }
+        let t0 = clock_ms();
+        assert_eq!(
+            pool.release_idle_at(&shared, t0),
+            0,
+            "not idle long enough yet"
+        );
+        assert_eq!(arena.resident(), resident);
+        assert_eq!(
+            pool.release_idle_at(&shared, t0 + RELEASE_AFTER_MS),
+            2,
+            "the second and third chunks go; the first stays, the fourth has a buffer out"
+        );
+        let chunk_bytes = |k: usize| per_chunk[k] * slot;
+        let gone = resident - arena.resident();
+        assert!(
+            gone >= chunk_bytes(1) + chunk_bytes(2) - 8192,
+            "released {gone} B"
+        );
+        assert_eq!(arena.backed(), backed, "the address range stays");
+        assert_eq!(
+            pool.release_idle_at(&shared, t0 + 10 * RELEASE_AFTER_MS),
+            0,
+            "once"
+        );
+        // Every slot is still there: the same burst again grows nothing, and released memory
+        // reads zero.
+        let again = pool
+            .alloc_in(&shared, 8000, burst as u32 - 1, 0, 1)
+            .unwrap();
+        let again: Vec<_> = crate::buf::iter(again).collect();
+        assert_eq!(arena.backed(), backed, "no new chunk");
+        let zeroed = again
+            .iter()
+            .filter(|&&b| unsafe { *((*b).buf_data as *const u8).add(100) } == 0)
+            .count();
+        assert_eq!(
+            zeroed,
+            per_chunk[1] + per_chunk[2],
+            "the released slots read zero"
+        );
+        for &b in again.iter().chain([&kept]) {
+            pool.free_one(b).unwrap();
         }
         pool.retire(&shared);
     }

@@ -105,6 +105,9 @@ pub struct Queue {
 impl crate::transport::progress::Watched for Queue {
     fn service(&self) {
         self.background_round();
+        if let Some(Some(lists)) = self.shared_pool.get() {
+            self.rt.pool.release_idle(lists);
+        }
     }
 
     fn peer_lost(&self, why: &str) {

@@ -90,7 +90,7 @@ impl Queue {
         umq_ext_transport_stats_t {
             transport,
             shared_pool: w.arena.is_some() as u32,
-            shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.backed() as u64),
+            shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.resident() as u64),
             by_ref_wr: w.zero_copy.by_ref_wr,
             by_ref_bytes: w.zero_copy.by_ref_bytes,
             placed_wr: w.zero_copy.placed_wr,
