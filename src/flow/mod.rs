@@ -18,6 +18,7 @@
 //! one of those buffers; refilling it is announced silently (area only, batched at half the
 //! budget), so an announcement never causes another one.
 
+pub mod pacing;
 pub mod word;
 
 use crate::abi::types::umq_flowcontrol_stats_t;

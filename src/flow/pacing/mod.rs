@@ -1,0 +1,382 @@
+//! Per-queue pacing by back-pressure (flow-control system 4, `docs/PACING.md`), as a sans-IO
+//! machine: fed the tick, it says which limited queues may send how many packets now.
+//!
+//! Time is cut into ticks (1024 a second by default). A limited queue's rate gives its *packet
+//! time*, the ticks one PMTU-sized packet is worth, kept in 32.32 fixed point so the long-run
+//! rate is exact to about one part in a million. The queue's *next send time* advances by one
+//! packet time per packet sent. A queue whose next send time falls in the tick being served is
+//! granted every packet whose send time falls in that tick, m = rate x tick / (8 x PMTU) of them
+//! with the fraction carried in the next send time. What it leaves unsent is not kept: the
+//! caller writes its progress back (which packets of which message went) and the queue is filed
+//! under the tick of its next packet. The machine never holds a packet.
+//!
+//! Nothing is banked: a queue served late, or woken after an idle or blocked spell, starts from
+//! `max(next send time, now)`, so it never gets more than one tick's m packets at once. A rate
+//! change moves the next send time to `last packet + new packet time`, not earlier than the
+//! next tick.
+//!
+//! Queues wait in a [`Schedule`]: a timing wheel ([`wheel::Wheel`], O(1) a queue) or, as the
+//! baseline it is measured against, a binary heap. The per-queue record is one cache line
+//! (`QUEUE_BYTES`), so a grant costs one miss however many queues there are.
+
+pub mod wheel;
+
+use wheel::{Filed, Schedule, Wheel};
+
+/// Packets are at most this long (the seed's claim 2).
+pub const MAX_PMTU: u32 = 4096;
+pub const DEFAULT_PMTU: u32 = 1024;
+pub const DEFAULT_TICKS_PER_S: u32 = 1024;
+/// Bounds of the tick rate (a tick from 1 s down to 1 µs).
+pub const MIN_TICKS_PER_S: u32 = 1;
+pub const MAX_TICKS_PER_S: u32 = 1_000_000;
+
+const FRAC_BITS: u32 = 32;
+const ONE_TICK: u128 = 1 << FRAC_BITS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+enum State {
+    /// Not limited: the pacer is not asked.
+    #[default]
+    Unlimited,
+    /// Limited, nothing to send.
+    Idle,
+    /// Filed under a tick (`filed`) in the schedule.
+    Waiting,
+    /// Handed a grant; the caller has not said what it sent.
+    Granted,
+    /// Has work but cannot send (no credit, a paused priority): waits for a wake.
+    Blocked,
+}
+
+/// One queue's pacing state and counters: one cache line.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Limited {
+    /// Integer and fraction of the next packet's send time, in ticks.
+    next_tick: u64,
+    next_frac: u32,
+    /// Low bits of the tick the queue is filed under (while `Waiting`).
+    filed: u32,
+    /// Ticks a packet is worth, 32.32 (0 while unlimited).
+    packet_time: u64,
+    pmtu: u16,
+    state: State,
+    /// Saturates (2^32 ticks are 48 days at the default tick rate).
+    ticks_parked: u32,
+    packets: u64,
+    bytes: u64,
+    /// When the current limit was set, and the bytes sent since.
+    since_tick: u64,
+    bytes_since: u64,
+}
+
+/// Bytes of pacing state per queue (the schedule adds 4 to 16 a waiting queue).
+pub const QUEUE_BYTES: usize = std::mem::size_of::<Limited>();
+
+impl Limited {
+    fn next(&self) -> u128 {
+        (self.next_tick as u128) << FRAC_BITS | self.next_frac as u128
+    }
+    fn set_next(&mut self, t: u128) {
+        self.next_tick = (t >> FRAC_BITS) as u64;
+        self.next_frac = t as u32;
+    }
+}
+
+/// Packets a queue may send now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub queue: u32,
+    pub packets: u32,
+}
+
+/// What a queue has left after it used a grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// Nothing to send: it waits for a wake.
+    Nothing,
+    /// More to send: filed under its next packet's tick.
+    More,
+    /// More to send, but something else holds it (credit, a pause): it waits for a wake.
+    Blocked,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacingError {
+    /// PMTU 0 or above `MAX_PMTU`.
+    Pmtu,
+    /// A rate so low a packet would take more than 2^32 ticks, or so high it takes less than
+    /// 2^-32 of one.
+    Rate,
+    /// A tick rate outside `MIN_TICKS_PER_S..=MAX_TICKS_PER_S`.
+    TickRate,
+    /// No such queue.
+    Queue,
+}
+
+/// A queue's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PacingStats {
+    pub rate_bps: u64,
+    pub pmtu: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Ticks the queue had work but waited for its send time.
+    pub ticks_parked: u64,
+    /// Bit/s achieved since the limit was set.
+    pub achieved_bps: u64,
+}
+
+/// The pacing machine of one sender.
+pub struct Pacer<S: Schedule = Wheel> {
+    ticks_per_s: u32,
+    /// The tick being served.
+    now: u64,
+    queues: Vec<Limited>,
+    /// Each queue's limit as set, for the stats.
+    rates: Vec<u64>,
+    schedule: S,
+    due: Vec<Filed>,
+}
+
+impl Pacer<Wheel> {
+    pub fn new(ticks_per_s: u32) -> Result<Self, PacingError> {
+        Self::with_schedule(ticks_per_s, Wheel::new(0))
+    }
+}
+
+impl<S: Schedule> Pacer<S> {
+    pub fn with_schedule(ticks_per_s: u32, schedule: S) -> Result<Self, PacingError> {
+        check_tick_rate(ticks_per_s)?;
+        Ok(Pacer {
+            ticks_per_s,
+            now: 0,
+            queues: Vec::new(),
+            rates: Vec::new(),
+            schedule,
+            due: Vec::new(),
+        })
+    }
+
+    pub fn ticks_per_s(&self) -> u32 {
+        self.ticks_per_s
+    }
+
+    /// The tick a time falls in (nanoseconds on the caller's clock).
+    pub fn tick_at(&self, ns: u64) -> u64 {
+        (ns as u128 * self.ticks_per_s as u128 / 1_000_000_000) as u64
+    }
+
+    /// When a tick starts, in nanoseconds.
+    pub fn tick_start_ns(&self, tick: u64) -> u64 {
+        (tick as u128 * 1_000_000_000).div_ceil(self.ticks_per_s as u128) as u64
+    }
+
+    /// The tick being served.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Makes room for queues `0..n`.
+    pub fn reserve(&mut self, n: usize) {
+        if self.queues.len() < n {
+            self.queues.resize(n, Limited::default());
+            self.rates.resize(n, 0);
+        }
+    }
+
+    /// Sets queue `q`'s limit (0: unlimited) and PMTU; a change takes effect from the next tick.
+    pub fn set_rate(&mut self, q: u32, bits_per_s: u64, pmtu: u32) -> Result<(), PacingError> {
+        if pmtu == 0 || pmtu > MAX_PMTU {
+            return Err(PacingError::Pmtu);
+        }
+        let packet_time = match bits_per_s {
+            0 => 0,
+            r => packet_time(r, pmtu, self.ticks_per_s).ok_or(PacingError::Rate)?,
+        };
+        self.reserve(q as usize + 1);
+        let now = self.now;
+        let lim = &mut self.queues[q as usize];
+        let (old, was) = (lim.packet_time, lim.state);
+        lim.packet_time = packet_time;
+        lim.pmtu = pmtu as u16;
+        lim.since_tick = now;
+        lim.bytes_since = 0;
+        self.rates[q as usize] = bits_per_s;
+        if packet_time == 0 {
+            lim.state = State::Unlimited;
+            return Ok(());
+        }
+        if old == 0 {
+            lim.set_next((now as u128) << FRAC_BITS);
+            lim.state = if was == State::Unlimited {
+                State::Idle
+            } else {
+                was
+            };
+            return Ok(());
+        }
+        let last = lim.next().saturating_sub(old as u128);
+        let next_tick_start = (now as u128 + 1) << FRAC_BITS;
+        lim.set_next((last + packet_time as u128).max(next_tick_start));
+        if was == State::Waiting {
+            self.file(q);
+        }
+        Ok(())
+    }
+
+    /// Whether queue `q` is limited.
+    pub fn limited(&self, q: u32) -> bool {
+        self.queues
+            .get(q as usize)
+            .is_some_and(|l| l.packet_time != 0)
+    }
+
+    /// Queue `q` has something to send (it had nothing, or was blocked). Returns the packets it
+    /// may send at once (`u32::MAX` when it is unlimited); 0 files it under its next tick.
+    pub fn wake(&mut self, q: u32) -> u32 {
+        let Some(lim) = self.queues.get_mut(q as usize) else {
+            return u32::MAX;
+        };
+        match lim.state {
+            State::Unlimited => return u32::MAX,
+            State::Waiting | State::Granted => return 0,
+            State::Idle | State::Blocked => {}
+        }
+        let now = (self.now as u128) << FRAC_BITS;
+        lim.set_next(lim.next().max(now));
+        if lim.next_tick > self.now {
+            self.file(q);
+            return 0;
+        }
+        self.grant(q)
+    }
+
+    /// Moves to tick `now` and appends the grants of every queue due by then to `grants`. A tick
+    /// served late grants each queue one tick's packets, not those of the ticks it missed.
+    pub fn advance(&mut self, now: u64, grants: &mut Vec<Grant>) {
+        self.now = self.now.max(now);
+        let mut due = std::mem::take(&mut self.due);
+        self.schedule.drain(self.now, &mut due);
+        for i in 0..due.len() {
+            if let Some(&(ahead, _)) = due.get(i + 8) {
+                prefetch(self.queues.as_ptr().wrapping_add(ahead as usize));
+            }
+            let (q, tick) = due[i];
+            let lim = &self.queues[q as usize];
+            // A queue re-filed since (its rate changed) is also listed under its old tick.
+            if lim.state != State::Waiting || lim.filed != tick as u32 {
+                continue;
+            }
+            let packets = self.grant(q);
+            grants.push(Grant { queue: q, packets });
+        }
+        due.clear();
+        self.due = due;
+    }
+
+    /// What queue `q` did with its grant: it sent `packets` packets, `bytes` bytes in all.
+    pub fn complete(&mut self, q: u32, packets: u32, bytes: u64, left: Left) {
+        let Some(lim) = self.queues.get_mut(q as usize) else {
+            return;
+        };
+        if lim.state != State::Granted {
+            return;
+        }
+        lim.set_next(lim.next() + packets as u128 * lim.packet_time as u128);
+        lim.packets += packets as u64;
+        lim.bytes += bytes;
+        lim.bytes_since += bytes;
+        match left {
+            Left::Nothing => lim.state = State::Idle,
+            Left::Blocked => lim.state = State::Blocked,
+            Left::More => self.file(q),
+        }
+    }
+
+    /// Takes queue `q` out (its queue is gone); its number may be reused.
+    pub fn remove(&mut self, q: u32) {
+        if let Some(lim) = self.queues.get_mut(q as usize) {
+            *lim = Limited::default();
+            self.rates[q as usize] = 0;
+        }
+    }
+
+    pub fn stats(&self, q: u32) -> Option<PacingStats> {
+        let lim = self.queues.get(q as usize)?;
+        let elapsed = self.now.saturating_sub(lim.since_tick).max(1);
+        Some(PacingStats {
+            rate_bps: self.rates[q as usize],
+            pmtu: lim.pmtu as u32,
+            packets: lim.packets,
+            bytes: lim.bytes,
+            ticks_parked: lim.ticks_parked as u64,
+            achieved_bps: (lim.bytes_since as u128 * 8 * self.ticks_per_s as u128 / elapsed as u128)
+                as u64,
+        })
+    }
+
+    /// The send time of queue `q`'s next packet, in ticks (for tests and measurements).
+    pub fn next_send(&self, q: u32) -> f64 {
+        self.queues
+            .get(q as usize)
+            .map_or(0.0, |l| l.next() as f64 / ONE_TICK as f64)
+    }
+
+    /// Bytes the machine holds: per-queue records and the schedule.
+    pub fn bytes(&self) -> usize {
+        self.queues.capacity() * QUEUE_BYTES + self.rates.capacity() * 8 + self.schedule.bytes()
+    }
+
+    /// Grants queue `q` (due in the tick being served) the packets whose send times fall in
+    /// it, starting no earlier than the tick's start: nothing is banked.
+    fn grant(&mut self, q: u32) -> u32 {
+        let now = (self.now as u128) << FRAC_BITS;
+        let end = now + ONE_TICK;
+        let lim = &mut self.queues[q as usize];
+        let start = lim.next().max(now);
+        lim.set_next(start);
+        lim.state = State::Granted;
+        let pt = lim.packet_time as u128;
+        ((end.saturating_sub(start)).div_ceil(pt)).min(u32::MAX as u128) as u32
+    }
+
+    /// Files queue `q` under the tick of its next send time.
+    fn file(&mut self, q: u32) {
+        let now = self.now;
+        let lim = &mut self.queues[q as usize];
+        let tick = lim.next_tick;
+        let parked = tick.saturating_sub(now).min(u32::MAX as u64) as u32;
+        lim.ticks_parked = lim.ticks_parked.saturating_add(parked);
+        lim.filed = tick as u32;
+        lim.state = State::Waiting;
+        self.schedule.file(q, tick);
+    }
+}
+
+fn check_tick_rate(ticks_per_s: u32) -> Result<(), PacingError> {
+    (MIN_TICKS_PER_S..=MAX_TICKS_PER_S)
+        .contains(&ticks_per_s)
+        .then_some(())
+        .ok_or(PacingError::TickRate)
+}
+
+/// Ticks (32.32) one packet of `pmtu` bytes takes at `bits_per_s`, rounded to nearest.
+fn packet_time(bits_per_s: u64, pmtu: u32, ticks_per_s: u32) -> Option<u64> {
+    let num = (8 * pmtu as u128 * ticks_per_s as u128) << FRAC_BITS;
+    let t = (num + bits_per_s as u128 / 2) / bits_per_s as u128;
+    (t > 0 && t <= u64::MAX as u128).then_some(t as u64)
+}
+
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+}
+
+#[cfg(test)]
+mod tests;

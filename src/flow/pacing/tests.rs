@@ -1,0 +1,335 @@
+//! The pacing machine on a virtual clock.
+
+use super::wheel::{HORIZON, Heap};
+use super::*;
+
+/// A queue that always has more to send and uses every grant; returns the packets per tick.
+fn backlogged(p: &mut Pacer<impl Schedule>, q: u32, ticks: u64) -> Vec<u32> {
+    let mut per_tick = Vec::new();
+    let mut grants = Vec::new();
+    let first = p.wake(q);
+    let start = p.now();
+    let mut sent_now = first;
+    if first > 0 {
+        p.complete(q, first, first as u64 * 1024, Left::More);
+    }
+    for t in start + 1..start + ticks {
+        grants.clear();
+        p.advance(t, &mut grants);
+        per_tick.push(sent_now);
+        sent_now = 0;
+        for g in &grants {
+            assert_eq!(g.queue, q);
+            p.complete(q, g.packets, g.packets as u64 * 1024, Left::More);
+            sent_now += g.packets;
+        }
+    }
+    per_tick.push(sent_now);
+    per_tick
+}
+
+/// The worked example of the specification: 10 MiB/s, PMTU 1024, 1024 ticks/s: m = 10 packets
+/// each tick, every tick.
+#[test]
+fn ten_mib_per_second_is_ten_packets_a_tick() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 83_886_080, 1024).unwrap();
+    let per_tick = backlogged(&mut p, 0, 1000);
+    assert!(per_tick.iter().all(|&n| n == 10), "{:?}", &per_tick[..20]);
+}
+
+/// m = 2.5: the fraction is carried, so the ticks alternate 3 and 2.
+#[test]
+fn a_fractional_m_is_carried_from_tick_to_tick() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 2 * 83_886_080 / 8, 1024).unwrap();
+    let per_tick = backlogged(&mut p, 0, 1000);
+    assert!(per_tick.iter().all(|&n| n == 2 || n == 3));
+    // 0.4 ticks a packet is not exact in 32.32: within one packet of 2500 over 1000 ticks.
+    assert!(per_tick.iter().sum::<u32>().abs_diff(2500) <= 1);
+}
+
+/// Rate error of a backlogged queue over a run: the packets sent against the time their send
+/// times span (so the result does not depend on where the run stops inside a packet time).
+fn rate_error(bits_per_s: u64, pmtu: u32, ticks_per_s: u32, ticks: u64) -> f64 {
+    let mut p = Pacer::new(ticks_per_s).unwrap();
+    p.set_rate(0, bits_per_s, pmtu).unwrap();
+    let sent: u64 = backlogged(&mut p, 0, ticks).iter().map(|&n| n as u64).sum();
+    let seconds = p.next_send(0) / ticks_per_s as f64;
+    let achieved = sent as f64 * pmtu as f64 * 8.0 / seconds;
+    (achieved / bits_per_s as f64 - 1.0).abs()
+}
+
+/// From 1 Mbit/s to 100 Gbit/s, PMTU 256 to 4096, three tick rates: the long-run rate is
+/// within 0.001 % (Carousel's bound is 0.5 %).
+#[test]
+fn the_long_run_rate_is_exact_across_rates_pmtus_and_tick_rates() {
+    let mut worst: f64 = 0.0;
+    for ticks_per_s in [128, 1024, 100_000] {
+        for pmtu in [256, 1024, 4096] {
+            for bits_per_s in [
+                1_000_000,
+                7_777_777,
+                100_000_000,
+                10_000_000_000,
+                100_000_000_000,
+            ] {
+                // Long enough for a thousand packets at the slowest.
+                let packet_s = pmtu as f64 * 8.0 / bits_per_s as f64;
+                let ticks = ((1000.0 * packet_s * ticks_per_s as f64) as u64).clamp(100, 200_000);
+                let e = rate_error(bits_per_s, pmtu, ticks_per_s, ticks);
+                assert!(
+                    e < 1e-5,
+                    "{bits_per_s} bit/s, PMTU {pmtu}, {ticks_per_s} ticks/s: error {e}"
+                );
+                worst = worst.max(e);
+            }
+        }
+    }
+    assert!(worst > 0.0, "the measurement measures something");
+}
+
+/// After an idle spell, a queue gets one tick's packets, not those of the ticks it sat out.
+#[test]
+fn an_idle_spell_banks_nothing() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 83_886_080, 1024).unwrap(); // m = 10
+    let mut grants = Vec::new();
+    assert_eq!(p.wake(0), 10);
+    p.complete(0, 3, 3072, Left::Nothing);
+    p.advance(500, &mut grants);
+    assert!(grants.is_empty(), "an idle queue is not scheduled");
+    assert_eq!(p.wake(0), 10, "one tick's m after 500 idle ticks");
+    p.complete(0, 10, 10240, Left::Blocked);
+    p.advance(900, &mut grants);
+    assert!(grants.is_empty(), "a blocked queue waits for its wake");
+    assert_eq!(p.wake(0), 10, "and banks nothing while blocked");
+}
+
+/// A tick served late (the driver was busy) grants one tick's m, not the missed ticks'.
+#[test]
+fn a_late_tick_grants_one_ticks_packets() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 83_886_080 / 4, 1024).unwrap(); // m = 2.5
+    assert_eq!(p.wake(0), 3);
+    p.complete(0, 3, 0, Left::More);
+    let mut grants = Vec::new();
+    p.advance(40, &mut grants);
+    assert_eq!(
+        grants,
+        vec![Grant {
+            queue: 0,
+            packets: 3
+        }]
+    );
+    p.complete(0, 3, 0, Left::More);
+    grants.clear();
+    p.advance(41, &mut grants);
+    assert!(grants[0].packets <= 3);
+}
+
+/// A rate change takes effect from the next tick, both ways.
+#[test]
+fn a_rate_change_takes_effect_from_the_next_tick() {
+    let mut p = Pacer::new(1024).unwrap();
+    // 1 Mbit/s at PMTU 1024: a packet every 8.39 ticks.
+    p.set_rate(0, 1_000_000, 1024).unwrap();
+    assert_eq!(p.wake(0), 1);
+    p.complete(0, 1, 1024, Left::More);
+    let mut grants = Vec::new();
+    p.advance(2, &mut grants);
+    assert!(grants.is_empty());
+    p.set_rate(0, 83_886_080, 1024).unwrap();
+    p.advance(3, &mut grants);
+    assert_eq!(
+        grants,
+        vec![Grant {
+            queue: 0,
+            packets: 10
+        }],
+        "faster from tick 3 on"
+    );
+    p.complete(0, 10, 10240, Left::More);
+    // Back to 1 Mbit/s: the next packet is one (slow) packet time after the last one sent.
+    p.set_rate(0, 1_000_000, 1024).unwrap();
+    grants.clear();
+    for t in 4..12 {
+        p.advance(t, &mut grants);
+    }
+    assert!(grants.is_empty(), "{grants:?}");
+    p.advance(12, &mut grants);
+    assert_eq!(grants.len(), 1);
+    let next = p.next_send(0);
+    assert!((next - (3.9 + 8.39)).abs() < 0.1, "{next}");
+}
+
+/// A packet time longer than the wheel's horizon (8 kbit/s at PMTU 4096: 4194.304 ticks) still
+/// comes due exactly: in the tick its send time falls in.
+#[test]
+fn a_rate_slower_than_the_horizon_still_works() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 8000, 4096).unwrap();
+    let per_tick = backlogged(&mut p, 0, 5 * 4194 + 10);
+    let sent_at: Vec<usize> = (0..per_tick.len()).filter(|&t| per_tick[t] > 0).collect();
+    assert!(4194 > HORIZON as usize);
+    assert_eq!(sent_at, vec![0, 4194, 8388, 12582, 16777, 20971]);
+}
+
+/// One limited queue with no credit does not hold up the others; an unlimited queue is never
+/// asked.
+#[test]
+fn a_blocked_queue_holds_up_no_other() {
+    let mut p = Pacer::new(1024).unwrap();
+    for q in 0..3 {
+        p.set_rate(q, 83_886_080, 1024).unwrap();
+    }
+    p.reserve(4);
+    assert_eq!(p.wake(3), u32::MAX, "queue 3 is not limited");
+    for q in 0..3 {
+        assert_eq!(p.wake(q), 10);
+    }
+    p.complete(0, 0, 0, Left::Blocked);
+    p.complete(1, 10, 0, Left::More);
+    p.complete(2, 10, 0, Left::More);
+    let mut grants = Vec::new();
+    for t in 1..100 {
+        grants.clear();
+        p.advance(t, &mut grants);
+        assert_eq!(
+            grants.iter().map(|g| g.queue).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        for g in &grants {
+            p.complete(g.queue, g.packets, 0, Left::More);
+        }
+    }
+}
+
+/// A million limited queues at rates from 0.1 to 4 packets a tick: each gets exactly the
+/// packets its send times call for, tick by tick.
+#[test]
+fn a_million_limited_queues_each_get_their_rate() {
+    const N: u32 = 1_000_000;
+    let mut p = Pacer::new(1024).unwrap();
+    let rate = |q: u32| 838_861 + (q as u64 % 40) * 838_861; // 0.1 .. 4 packets a tick
+    for q in 0..N {
+        p.set_rate(q, rate(q), 1024).unwrap();
+    }
+    let mut sent = vec![0u64; N as usize];
+    for q in 0..N {
+        let n = p.wake(q);
+        sent[q as usize] += n as u64;
+        p.complete(q, n, 0, Left::More);
+    }
+    let mut grants = Vec::new();
+    const TICKS: u64 = 64;
+    for t in 1..TICKS {
+        grants.clear();
+        p.advance(t, &mut grants);
+        for g in &grants {
+            sent[g.queue as usize] += g.packets as u64;
+            p.complete(g.queue, g.packets, 0, Left::More);
+        }
+    }
+    for q in (0..N).step_by(997) {
+        let per_tick = rate(q) as f64 / (8.0 * 1024.0) / 1024.0;
+        let exact = TICKS as f64 * per_tick;
+        assert!(
+            (sent[q as usize] as f64 - exact).abs() <= 1.0,
+            "queue {q}: {} packets, exactly {exact}",
+            sent[q as usize]
+        );
+    }
+    // 64 B of state, 8 of rate, the rest the schedule's and the due list's room.
+    assert!(
+        p.bytes() / N as usize <= 128,
+        "{} B a queue",
+        p.bytes() / N as usize
+    );
+}
+
+/// The wheel and the heap grant the same packets to the same queues, tick by tick.
+#[test]
+fn the_wheel_and_the_heap_agree() {
+    let mut wheel = Pacer::new(1024).unwrap();
+    let mut heap = Pacer::with_schedule(1024, Heap::new(0)).unwrap();
+    let mut seed = 12345u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for q in 0..500 {
+        let r = 100_000 + rnd() % 200_000_000;
+        wheel.set_rate(q, r, 1024).unwrap();
+        heap.set_rate(q, r, 1024).unwrap();
+        assert_eq!(wheel.wake(q), heap.wake(q));
+    }
+    let (mut gw, mut gh) = (Vec::new(), Vec::new());
+    for t in 0..3000 {
+        gw.clear();
+        gh.clear();
+        wheel.advance(t, &mut gw);
+        heap.advance(t, &mut gh);
+        gw.sort_by_key(|g| g.queue);
+        gh.sort_by_key(|g| g.queue);
+        assert_eq!(gw, gh, "tick {t}");
+        for g in &gw {
+            let left = match rnd() % 8 {
+                0 => Left::Nothing,
+                1 => Left::Blocked,
+                _ => Left::More,
+            };
+            let used = (rnd() % (g.packets as u64 + 1)) as u32;
+            wheel.complete(g.queue, used, 0, left);
+            heap.complete(g.queue, used, 0, left);
+        }
+        if t % 7 == 0 {
+            let q = (rnd() % 500) as u32;
+            assert_eq!(wheel.wake(q), heap.wake(q));
+            let r = 100_000 + rnd() % 200_000_000;
+            wheel.set_rate(q, r, 1024).unwrap();
+            heap.set_rate(q, r, 1024).unwrap();
+        }
+    }
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    let mut p = Pacer::new(1024).unwrap();
+    assert_eq!(p.set_rate(0, 1_000_000, 0), Err(PacingError::Pmtu));
+    assert_eq!(p.set_rate(0, 1_000_000, 4097), Err(PacingError::Pmtu));
+    let mut fine = Pacer::new(MAX_TICKS_PER_S).unwrap();
+    assert_eq!(
+        fine.set_rate(0, 1, 4096),
+        Err(PacingError::Rate),
+        "a packet every 32768 s is 2^35 ticks of 1 us"
+    );
+    let mut coarse = Pacer::new(1).unwrap();
+    assert_eq!(
+        coarse.set_rate(0, u64::MAX, 256),
+        Err(PacingError::Rate),
+        "under 2^-32 tick"
+    );
+    assert!(Pacer::new(0).is_err());
+    assert!(Pacer::new(MAX_TICKS_PER_S + 1).is_err());
+    assert_eq!(p.set_rate(0, 1_000_000, 4096), Ok(()));
+    assert_eq!(QUEUE_BYTES, 64);
+}
+
+#[test]
+fn stats_count_packets_bytes_parked_ticks_and_the_achieved_rate() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 83_886_080, 1024).unwrap();
+    backlogged(&mut p, 0, 1024);
+    let s = p.stats(0).unwrap();
+    assert_eq!((s.rate_bps, s.pmtu, s.packets), (83_886_080, 1024, 10240));
+    assert_eq!(s.bytes, 10240 * 1024);
+    assert_eq!(
+        s.ticks_parked, 1024,
+        "filed one tick ahead each of the 1024 ticks"
+    );
+    let off = (s.achieved_bps as f64 / 83_886_080.0 - 1.0).abs();
+    assert!(off < 0.002, "{}", s.achieved_bps);
+}
