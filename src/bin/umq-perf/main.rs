@@ -6,6 +6,7 @@ mod api;
 mod floor;
 mod libfabric;
 mod loopback;
+mod pacing;
 mod pair;
 mod report;
 mod scale;
@@ -16,7 +17,7 @@ use api::Flow;
 use report::Row;
 
 const USAGE: &str =
-    "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|scale|all]
+    "usage: umq-perf [--provider loopback|shm|fabric] [--test lat|bw|qps|fc|scale|pacing|all]
                 [--size BYTES[,BYTES...]|sweep] [--iters N] [--batch N] [--depth N]
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
@@ -45,7 +46,11 @@ const USAGE: &str =
                  scale: --pairs queue pairs bound at once (loopback, or shm with a second
                  process), each one's memory (Pss) and fds, setup and teardown per pair, a
                  message each way through every pair, a ping-pong beside all the others
+                 pacing: the pacing machine alone on a virtual clock, --queues limited
+                 queues each always with more to send, packet times of 1 to 16 ticks; per
+                 packet on the timing wheel and on a binary heap, the largest rate error
   --pairs        scale: how many pairs, a list (default 10000)
+  --queues       pacing: how many limited queues, a list (default 1000,10000,100000,1000000)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
   --rx-bufs      receive buffers each side keeps posted (at most --depth); by default
                  as the baseline: 16 for lat (fi_pingpong posts one; 16 stay as warm),
@@ -183,6 +188,8 @@ struct Args {
     pairs: Vec<u32>,
     /// The peer process of a shm scale run (hidden).
     scale_peer: bool,
+    /// `--test pacing`: how many limited queues, per measurement.
+    queues: Vec<u32>,
     run: Run,
 }
 
@@ -231,6 +238,7 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         port: PORT,
         pairs: vec![10_000],
         scale_peer: false,
+        queues: vec![1_000, 10_000, 100_000, 1_000_000],
         run: Run {
             size: 64,
             iters: 200_000,
@@ -303,6 +311,12 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
                     .map(|p| number("--pairs", p.trim().to_string()))
                     .collect::<Result<_, _>>()?
             }
+            "--queues" => {
+                a.queues = value()?
+                    .split(',')
+                    .map(|p| number("--queues", p.trim().to_string()))
+                    .collect::<Result<_, _>>()?
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -325,8 +339,14 @@ fn check(a: &Args) -> Result<(), String> {
             a.provider
         ));
     }
-    if !["lat", "bw", "qps", "fc", "scale", "all"].contains(&a.test.as_str()) {
-        return Err(format!("--test {}: lat, bw, qps, fc, scale or all", a.test));
+    if !["lat", "bw", "qps", "fc", "scale", "pacing", "all"].contains(&a.test.as_str()) {
+        return Err(format!(
+            "--test {}: lat, bw, qps, fc, scale, pacing or all",
+            a.test
+        ));
+    }
+    if a.queues.iter().any(|&q| q == 0 || q > 16_000_000) {
+        return Err("--queues: 1 to 16000000".into());
     }
     if a.test == "scale" && !["loopback", "shm"].contains(&a.provider.as_str()) {
         return Err("--test scale: loopback or shm pairs".into());
@@ -548,6 +568,19 @@ fn scale_runs(args: &Args) {
     }
 }
 
+/// `--test pacing`: one row per `--queues` value.
+fn pacing_runs(args: &Args) {
+    let mut rows = Vec::new();
+    for &queues in &args.queues {
+        let row = pacing::measure(queues);
+        emit(&row, args.json);
+        rows.push(row);
+    }
+    if !args.json {
+        print!("{}", report::table(&rows));
+    }
+}
+
 /// `HOST` (a name or an address) and `port` as a socket address; exits when it resolves to none.
 fn resolve(host: &str, port: u16) -> std::net::SocketAddr {
     use std::net::ToSocketAddrs;
@@ -570,6 +603,9 @@ fn main() {
     };
     if args.scale_peer {
         return scale::serve_peer(&scale_run(&args), args.pairs[0]);
+    }
+    if args.test == "pacing" {
+        return pacing_runs(&args);
     }
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);

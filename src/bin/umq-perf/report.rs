@@ -166,7 +166,9 @@ impl Row {
 }
 
 fn human(x: f64) -> String {
-    if x.fract() == 0.0 || x.abs() >= 100.0 {
+    if x != 0.0 && x.abs() < 0.01 {
+        format!("{x:.2e}")
+    } else if x.fract() == 0.0 || x.abs() >= 100.0 {
         format!("{x:.0}")
     } else {
         format!("{x:.3}")

@@ -32,6 +32,9 @@ pub const MIN_TICKS_PER_S: u32 = 1;
 pub const MAX_TICKS_PER_S: u32 = 1_000_000;
 
 const FRAC_BITS: u32 = 32;
+/// How far ahead in the due list a queue's record is fetched into cache: far enough for the
+/// memory to answer while the queues before it are served.
+const PREFETCH_AHEAD: usize = 16;
 const ONE_TICK: u128 = 1 << FRAC_BITS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -138,7 +141,9 @@ pub struct Pacer<S: Schedule = Wheel> {
     /// Each queue's limit as set, for the stats.
     rates: Vec<u64>,
     schedule: S,
+    /// Queues due in this tick, and how many of them `next_grant` has looked at.
     due: Vec<Filed>,
+    due_at: usize,
 }
 
 impl Pacer<Wheel> {
@@ -157,6 +162,7 @@ impl<S: Schedule> Pacer<S> {
             rates: Vec::new(),
             schedule,
             due: Vec::new(),
+            due_at: 0,
         })
     }
 
@@ -182,6 +188,10 @@ impl<S: Schedule> Pacer<S> {
     /// Makes room for queues `0..n`.
     pub fn reserve(&mut self, n: usize) {
         if self.queues.len() < n {
+            if self.queues.capacity() < n {
+                self.queues.reserve(n - self.queues.len());
+                ask_for_huge_pages(&self.queues);
+            }
             self.queues.resize(n, Limited::default());
             self.rates.resize(n, 0);
         }
@@ -254,27 +264,41 @@ impl<S: Schedule> Pacer<S> {
         self.grant(q)
     }
 
-    /// Moves to tick `now` and appends the grants of every queue due by then to `grants`. A tick
-    /// served late grants each queue one tick's packets, not those of the ticks it missed.
-    pub fn advance(&mut self, now: u64, grants: &mut Vec<Grant>) {
+    /// Moves to tick `now`: every queue due by then is up for a grant from [`Self::next_grant`].
+    /// A tick served late grants each queue one tick's packets, not those of the ticks it
+    /// missed.
+    pub fn tick(&mut self, now: u64) {
         self.now = self.now.max(now);
-        let mut due = std::mem::take(&mut self.due);
-        self.schedule.drain(self.now, &mut due);
-        for i in 0..due.len() {
-            if let Some(&(ahead, _)) = due.get(i + 8) {
+        self.due.drain(..self.due_at);
+        self.due_at = 0;
+        self.schedule.drain(self.now, &mut self.due);
+    }
+
+    /// The next queue due in this tick and the packets it may send. Use it (and say what was
+    /// sent, `complete`) before asking for the next: its record is in cache then.
+    pub fn next_grant(&mut self) -> Option<Grant> {
+        while let Some(&(q, tick)) = self.due.get(self.due_at) {
+            self.due_at += 1;
+            if let Some(&(ahead, _)) = self.due.get(self.due_at + PREFETCH_AHEAD) {
                 prefetch(self.queues.as_ptr().wrapping_add(ahead as usize));
             }
-            let (q, tick) = due[i];
             let lim = &self.queues[q as usize];
             // A queue re-filed since (its rate changed) is also listed under its old tick.
             if lim.state != State::Waiting || lim.filed != tick as u32 {
                 continue;
             }
             let packets = self.grant(q);
-            grants.push(Grant { queue: q, packets });
+            return Some(Grant { queue: q, packets });
         }
-        due.clear();
-        self.due = due;
+        None
+    }
+
+    /// `tick`, then every grant of the tick appended to `grants`.
+    pub fn advance(&mut self, now: u64, grants: &mut Vec<Grant>) {
+        self.tick(now);
+        while let Some(g) = self.next_grant() {
+            grants.push(g);
+        }
     }
 
     /// What queue `q` did with its grant: it sent `packets` packets, `bytes` bytes in all.
@@ -368,6 +392,18 @@ fn packet_time(bits_per_s: u64, pmtu: u32, ticks_per_s: u32) -> Option<u64> {
     let num = (8 * pmtu as u128 * ticks_per_s as u128) << FRAC_BITS;
     let t = (num + bits_per_s as u128 / 2) / bits_per_s as u128;
     (t > 0 && t <= u64::MAX as u128).then_some(t as u64)
+}
+
+/// Asks for the records' memory to be backed by huge pages where it is not yet touched: a
+/// million queues' records are 64 MiB, and with 4 KiB pages nearly every grant would also miss
+/// the TLB.
+fn ask_for_huge_pages(records: &Vec<Limited>) {
+    const HUGE: usize = 2 << 20;
+    let start = (records.as_ptr() as usize + records.len() * QUEUE_BYTES).next_multiple_of(HUGE);
+    let end = (records.as_ptr() as usize + records.capacity() * QUEUE_BYTES) & !(HUGE - 1);
+    if end > start {
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
 }
 
 #[inline(always)]
