@@ -62,6 +62,30 @@ typedef struct umq_ext_transport_stats {
     uint64_t rsvd;
 } umq_ext_transport_stats_t;
 
+/* Pacing (rate limits). in->addr = the queue's limit in bit/s; 0 (the default) is unlimited. A
+ * limited queue's messages are released in packets of at most its PMTU at that rate, each
+ * message once all its packets are granted; a change takes effect from the next tick. A rate
+ * may be set before or after bind. */
+#define UMQ_EXT_OPCODE_PACING_RATE 0x554d0005u
+/* in->addr = the queue's PMTU in bytes, 1..4096 (default 1024). */
+#define UMQ_EXT_OPCODE_PACING_PMTU 0x554d0006u
+/* Fills a umq_ext_pacing_stats_t at out->addr (out->len = its size). */
+#define UMQ_EXT_OPCODE_PACING_STATS 0x554d0007u
+/* in->addr = the process's pacing ticks per second, 1..1000000 (default 1024), through any
+ * queue's handle; -UMQ_ERR_EBUSY while a queue is rate limited. */
+#define UMQ_EXT_OPCODE_PACING_TICK_RATE 0x554d0008u
+
+typedef struct umq_ext_pacing_stats {
+    uint64_t rate_bps;     /* the limit (0: unlimited) */
+    uint64_t packets;      /* packets granted */
+    uint64_t bytes;        /* bytes of the messages released */
+    uint64_t ticks_parked; /* ticks the queue had messages waiting for their send time */
+    uint64_t achieved_bps; /* bit/s released since the limit was set */
+    uint32_t pmtu;
+    uint32_t ticks_per_s;  /* the process's tick rate */
+    uint64_t held_wr;      /* messages waiting for the pacer now */
+} umq_ext_pacing_stats_t;
+
 /* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts
  * that succeed now; -22 (FI_EINVAL) for a bad handle, -258 (FI_EOPBADSTATE) when unbound. */
 int64_t umq_tx_size_left(uint64_t umqh);

@@ -22,6 +22,7 @@ from .core import (
     FlowStats,
     Queue,
     RemoteBuffer,
+    PacingStats,
     TransportStats,
     Umq,
     check_pair_identities,

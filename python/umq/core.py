@@ -324,6 +324,20 @@ class TransportStats:
     placed_rx: int
 
 
+@dataclass(frozen=True)
+class PacingStats:
+    """libumq's `umq_ext_pacing_stats_t`: a queue's rate limit and what the pacer released."""
+
+    rate_bps: int
+    packets: int
+    bytes: int
+    ticks_parked: int
+    achieved_bps: int
+    pmtu: int
+    ticks_per_s: int
+    held_wr: int
+
+
 def _from_struct(cls, s):
     return cls(**{f.name: getattr(s, f.name) for f in fields(cls)})
 
@@ -552,6 +566,22 @@ class Queue:
         s = T.umq_ext_transport_stats_t()
         self.user_ctl(K.UMQ_EXT_OPCODE_TRANSPORT_STATS, out=s)
         return _from_struct(TransportStats, s)
+
+    def set_rate(self, bits_per_s):
+        """Rate limit in bit/s (0: unlimited); libumq extension."""
+        self.user_ctl(K.UMQ_EXT_OPCODE_PACING_RATE, in_addr=bits_per_s)
+
+    def set_pmtu(self, pmtu):
+        self.user_ctl(K.UMQ_EXT_OPCODE_PACING_PMTU, in_addr=pmtu)
+
+    def set_tick_rate(self, ticks_per_s):
+        """The process's pacing tick rate (through any queue)."""
+        self.user_ctl(K.UMQ_EXT_OPCODE_PACING_TICK_RATE, in_addr=ticks_per_s)
+
+    def pacing_stats(self):
+        s = T.umq_ext_pacing_stats_t()
+        self.user_ctl(K.UMQ_EXT_OPCODE_PACING_STATS, out=s)
+        return _from_struct(PacingStats, s)
 
     def set_queued_mode(self, on):
         self.user_ctl(K.UMQ_EXT_OPCODE_FLOW_CONTROL_QUEUED_MODE, in_addr=int(bool(on)))

@@ -349,6 +349,14 @@ class umq_ext_transport_stats_t(_Struct):
     ]
 
 
+class umq_ext_pacing_stats_t(_Struct):
+    _fields_ = [(name, u64) for name in ("rate_bps", "packets", "bytes", "ticks_parked", "achieved_bps")] + [
+        ("pmtu", u32),
+        ("ticks_per_s", u32),
+        ("held_wr", u64),
+    ]
+
+
 def pro(buf):
     """The pro-API view (`umq_buf_pro_t`) of a buffer's `qbuf_ext`: reads and writes go to the buffer."""
     return umq_buf_pro_t.from_address(C.addressof(buf.qbuf_ext))

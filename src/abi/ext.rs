@@ -57,3 +57,31 @@ pub struct umq_ext_transport_stats_t {
 
 // The hand-written umq_ext.h declares the same layout.
 const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 64);
+
+/// `umq_user_ctl` opcode: `in->addr` = the queue's rate limit in bit/s, 0 for unlimited (the
+/// default). A limited queue's messages are released in packets of at most its PMTU, at that
+/// rate; a change takes effect from the next tick.
+pub const UMQ_EXT_OPCODE_PACING_RATE: u32 = 0x554d_0005;
+/// `umq_user_ctl` opcode: `in->addr` = the queue's PMTU in bytes, 1..=4096 (default 1024).
+pub const UMQ_EXT_OPCODE_PACING_PMTU: u32 = 0x554d_0006;
+/// `umq_user_ctl` opcode: fills a `umq_ext_pacing_stats_t` at `out->addr`.
+pub const UMQ_EXT_OPCODE_PACING_STATS: u32 = 0x554d_0007;
+/// `umq_user_ctl` opcode: `in->addr` = the process's pacing ticks per second, 1..=1000000
+/// (default 1024); `-UMQ_ERR_EBUSY` while any queue is rate limited.
+pub const UMQ_EXT_OPCODE_PACING_TICK_RATE: u32 = 0x554d_0008;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_pacing_stats_t {
+    pub rate_bps: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub ticks_parked: u64,
+    pub achieved_bps: u64,
+    pub pmtu: u32,
+    pub ticks_per_s: u32,
+    pub held_wr: u64,
+}
+
+// The hand-written umq_ext.h declares the same layout.
+const _: () = assert!(size_of::<umq_ext_pacing_stats_t>() == 56);

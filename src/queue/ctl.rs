@@ -69,6 +69,10 @@ pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) 
         UMQ_EXT_OPCODE_TRANSPORT_STATS => {
             write_out(out, "umq_ext_transport_stats_t", q.transport_stats())
         }
+        UMQ_EXT_OPCODE_PACING_RATE => super::pacing::set_rate(q, input.addr),
+        UMQ_EXT_OPCODE_PACING_PMTU => super::pacing::set_pmtu(q, input.addr),
+        UMQ_EXT_OPCODE_PACING_TICK_RATE => super::pacing::set_tick_rate(input.addr),
+        UMQ_EXT_OPCODE_PACING_STATS => write_out(out, "umq_ext_pacing_stats_t", q.pacing_stats()),
         op => Err(einval(F, format_args!("unknown opcode {op:#x}"))),
     }
 }

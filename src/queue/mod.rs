@@ -11,6 +11,7 @@ pub mod config;
 pub mod ctl;
 mod hazard;
 pub mod interrupt;
+pub mod pacing;
 mod progress;
 mod rx;
 mod spin;
@@ -99,6 +100,8 @@ pub struct Queue {
     /// The queue's shared pool (`umq_buf_alloc` with its handle), made on first use; None when
     /// its memory could not be set up (those allocations then come from the process pool).
     shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
+    /// Rate limit and PMTU (`pacing`).
+    pub pacing: pacing::QueuePacing,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -183,6 +186,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             queued_mode: AtomicBool::new(false),
             stall_timeout_ms: AtomicU64::new(stall_ms),
             shared_pool: OnceLock::new(),
+            pacing: pacing::QueuePacing::default(),
         })
     })
     .inspect_err(|_| {
@@ -216,6 +220,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
     if q.is_bound() {
         q.disconnect(false);
     }
+    pacing::forget(&q);
     let held = q.release_all_buffers();
     if let Some(Some(lists)) = q.shared_pool.get() {
         q.rt.pool.retire(lists);

@@ -28,7 +28,7 @@ impl Queue {
             return None;
         }
         let mut mine = lock(&self.wire);
-        let room = (self.cfg.tx_depth as usize - mine.sq.len()) as u64;
+        let room = (self.cfg.tx_depth as usize - mine.sq.len() - mine.held()) as u64;
         let queued = self.queued_mode.load(Ordering::Relaxed);
         if !queued {
             peer.refresh_window(&mut mine);

@@ -84,6 +84,9 @@ impl Queue {
             Some(admitted) => admitted,
             None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
         };
+        if accepted > 0 && self.pacing.limited() {
+            self.pace_wake();
+        }
         if accepted < batch.n {
             *bad = batch.head(accepted);
             crate::log_at!(
@@ -133,7 +136,7 @@ impl Queue {
     /// (`Link::send_one_if`) that has credit. None, with nothing changed, when it cannot go
     /// this way.
     fn send_one_now(&self, w: &mut Wire, link: &mut Link, wr: *mut umq_buf_t) -> Option<Outcome> {
-        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize {
+        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize || w.paced.is_some() {
             return None;
         }
         link.send_one_if(w, wr, |w, peer_area| self.admit_one(w, peer_area, wr))
@@ -220,7 +223,7 @@ impl Queue {
             None => Admission::everything(batch.n),
         };
         // The transport (our send queue) may still refuse WRs flow control let through.
-        let room = self.cfg.tx_depth as usize - mine.sq.len();
+        let room = self.cfg.tx_depth as usize - mine.sq.len() - mine.held();
         let mut accepted = admit.limit.min(room);
         if batch.whole && accepted < batch.n {
             accepted = 0;
@@ -234,7 +237,10 @@ impl Queue {
         // The caller's list stays as it was: a WR ends where its head's total_data_size says.
         for &head in &batch.heads()[..accepted] {
             unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-            mine.sq.push_back(head);
+            match mine.paced.as_mut() {
+                Some(p) => p.held.push_back(head),
+                None => mine.sq.push_back(head),
+            }
         }
         (accepted, window_limited)
     }

@@ -46,6 +46,34 @@ pub struct Wire {
     /// copy into a ring (by reference, or placed).
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
     pub zero_copy: ZeroCopy,
+    /// While the queue has a rate limit: the WRs posted and not yet released by the pacer.
+    pub paced: Option<Paced>,
+}
+
+/// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
+/// hold their flow-control credit already; the pacer releases them into the send queue as it
+/// grants their packets.
+pub struct Paced {
+    pub held: std::collections::VecDeque<*mut umq_buf_t>,
+    /// Packets of the first held WR granted so far: its progress, written back when a grant
+    /// ends inside it.
+    pub progress: u32,
+    pub pmtu: u32,
+}
+
+impl Paced {
+    pub fn new(pmtu: u32) -> Paced {
+        Paced {
+            held: std::collections::VecDeque::new(),
+            progress: 0,
+            pmtu,
+        }
+    }
+}
+
+/// Packets of at most `pmtu` bytes a message of `bytes` is cut into (an empty one is one).
+pub fn packets_of(bytes: u32, pmtu: u32) -> u32 {
+    bytes.div_ceil(pmtu).max(1)
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -72,6 +100,7 @@ impl Wire {
             link: None,
             arena: None,
             zero_copy: ZeroCopy::default(),
+            paced: None,
         }
     }
 
@@ -85,12 +114,29 @@ impl Wire {
         self.rx_posted.len() + self.rx_cq_bufs
     }
 
+    /// WRs posted and not yet handed to the peer (those the pacer holds included).
     pub fn undelivered(&self) -> usize {
-        self.sq.len() - self.delivered
+        self.sq.len() - self.delivered + self.held()
+    }
+
+    /// WRs the pacer holds back.
+    pub fn held(&self) -> usize {
+        self.paced.as_ref().map_or(0, |p| p.held.len())
+    }
+
+    /// Moves every WR the pacer holds into the send queue (in order, after the others).
+    pub fn release_held(&mut self) {
+        if let Some(p) = self.paced.as_mut() {
+            p.progress = 0;
+            for wr in p.held.drain(..) {
+                self.sq.push_back(wr);
+            }
+        }
     }
 
     /// Completes every undelivered WR with an error: `first` for the oldest, flush for the rest.
     pub fn fail_undelivered(&mut self, first: umq_buf_status_t) -> usize {
+        self.release_held();
         let n = self.undelivered();
         for (i, b) in self.sq.iter().skip(self.delivered).enumerate() {
             unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
@@ -129,9 +175,11 @@ impl Wire {
 
     /// Credit-needing WRs not yet handed to the peer.
     fn waiting_needy(&self) -> usize {
+        let held = self.paced.iter().flat_map(|p| p.held.iter().copied());
         self.sq
             .iter()
             .skip(self.delivered + self.in_flight)
+            .chain(held)
             .filter(|&b| needs_rx_buffer(unsafe { (*b).pro().opcode }))
             .count()
     }

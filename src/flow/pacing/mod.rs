@@ -49,6 +49,9 @@ enum State {
     Waiting,
     /// Handed a grant; the caller has not said what it sent.
     Granted,
+    /// Granted, and woken since: the caller may have looked for work before the wake's work
+    /// arrived, so the queue is filed whatever the caller says is left.
+    GrantedWoken,
     /// Has work but cannot send (no credit, a paused priority): waits for a wake.
     Blocked,
 }
@@ -170,6 +173,17 @@ impl<S: Schedule> Pacer<S> {
         self.ticks_per_s
     }
 
+    /// Changes the tick rate; refused (false) while any queue is limited, whose send times
+    /// count in ticks of the old rate.
+    pub fn set_ticks_per_s(&mut self, ticks_per_s: u32) -> Result<bool, PacingError> {
+        check_tick_rate(ticks_per_s)?;
+        if self.queues.iter().any(|l| l.packet_time != 0) {
+            return Ok(false);
+        }
+        self.ticks_per_s = ticks_per_s;
+        Ok(true)
+    }
+
     /// The tick a time falls in (nanoseconds on the caller's clock).
     pub fn tick_at(&self, ns: u64) -> u64 {
         (ns as u128 * self.ticks_per_s as u128 / 1_000_000_000) as u64
@@ -183,6 +197,13 @@ impl<S: Schedule> Pacer<S> {
     /// The tick being served.
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// Makes `now` the current tick for wakes and rate changes, without serving the queues due
+    /// by then (the next `tick` does). A wake between two ticks of the driver then starts from
+    /// the clock's tick, not the driver's last one, and banks nothing.
+    pub fn catch_up(&mut self, now: u64) {
+        self.now = self.now.max(now);
     }
 
     /// Makes room for queues `0..n`.
@@ -252,7 +273,11 @@ impl<S: Schedule> Pacer<S> {
         };
         match lim.state {
             State::Unlimited => return u32::MAX,
-            State::Waiting | State::Granted => return 0,
+            State::Granted => {
+                lim.state = State::GrantedWoken;
+                return 0;
+            }
+            State::Waiting | State::GrantedWoken => return 0,
             State::Idle | State::Blocked => {}
         }
         let now = (self.now as u128) << FRAC_BITS;
@@ -306,17 +331,20 @@ impl<S: Schedule> Pacer<S> {
         let Some(lim) = self.queues.get_mut(q as usize) else {
             return;
         };
-        if lim.state != State::Granted {
-            return;
-        }
+        let woken = match lim.state {
+            State::Granted => false,
+            State::GrantedWoken => true,
+            _ => return,
+        };
         lim.set_next(lim.next() + packets as u128 * lim.packet_time as u128);
         lim.packets += packets as u64;
         lim.bytes += bytes;
         lim.bytes_since += bytes;
         match left {
+            Left::More => self.file(q),
+            _ if woken => self.file(q),
             Left::Nothing => lim.state = State::Idle,
             Left::Blocked => lim.state = State::Blocked,
-            Left::More => self.file(q),
         }
     }
 

@@ -333,3 +333,39 @@ fn stats_count_packets_bytes_parked_ticks_and_the_achieved_rate() {
     let off = (s.achieved_bps as f64 / 83_886_080.0 - 1.0).abs();
     assert!(off < 0.002, "{}", s.achieved_bps);
 }
+
+/// A wake while the queue holds a grant is not lost: the caller may have found nothing to send
+/// just before the new work arrived, and says so; the queue is filed anyway, and its next
+/// grant finds the work.
+#[test]
+fn a_wake_during_a_grant_is_not_lost() {
+    let mut p = Pacer::new(1024).unwrap();
+    p.set_rate(0, 83_886_080, 1024).unwrap();
+    assert_eq!(p.wake(0), 10);
+    assert_eq!(p.wake(0), 0, "already granted");
+    p.complete(0, 2, 2048, Left::Nothing);
+    let mut grants = Vec::new();
+    p.advance(1, &mut grants);
+    assert_eq!(
+        grants,
+        vec![Grant {
+            queue: 0,
+            packets: 10
+        }]
+    );
+    p.complete(0, 0, 0, Left::Nothing);
+    grants.clear();
+    p.advance(2, &mut grants);
+    assert!(grants.is_empty(), "idle now");
+}
+
+#[test]
+fn the_tick_rate_changes_only_while_no_queue_is_limited() {
+    let mut p = Pacer::new(1024).unwrap();
+    assert_eq!(p.set_ticks_per_s(4096), Ok(true));
+    p.set_rate(3, 1_000_000, 1024).unwrap();
+    assert_eq!(p.set_ticks_per_s(1024), Ok(false));
+    assert_eq!(p.set_ticks_per_s(0), Err(PacingError::TickRate));
+    p.set_rate(3, 0, 1024).unwrap();
+    assert_eq!(p.set_ticks_per_s(1024), Ok(true));
+}

@@ -1,0 +1,357 @@
+//! Rate-limited queues (flow-control system 4): the queue side of [`crate::flow::pacing`].
+//!
+//! One pacing machine per process, behind a mutex, drives every limited queue. A limited
+//! queue's posted WRs wait in its wire (`Paced::held`, after taking their credit) instead of
+//! the send queue; the machine grants them packets of at most PMTU bytes, and a WR moves to
+//! the send queue, where its provider sends it as any other, once all its packets are granted.
+//! A grant that ends inside a WR writes the WR's progress back (packets granted so far) and
+//! nothing else is kept. So pacing works the same on every provider, and unlimited queues never
+//! pass through here.
+//!
+//! The ticks are driven by a pacing thread, alive while some queue is limited: each tick it
+//! hands out the grants of the queues due and sleeps until the next tick starts. A post to an
+//! idle limited queue is served at once when the queue's next send time has come (the
+//! machine's wake), so a slow-rate queue's first message does not wait a tick.
+//!
+//! Locks: the machine's mutex and a queue's wire lock are never held together, except in
+//! `set_rate`, which takes the machine's first; the pacing thread and the post path take them
+//! one after the other.
+
+use super::{Queue, lock, lock_two};
+use crate::abi::errno::*;
+use crate::abi::ext::umq_ext_pacing_stats_t;
+use crate::error::{UmqResult, einval};
+use crate::flow::pacing::{self, Left, Pacer, PacingError};
+use crate::transport::loopback;
+use crate::transport::wire::{Paced, Side, Wire, packets_of};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+const F: &str = "umq_user_ctl";
+
+/// A queue's pacing settings.
+pub struct QueuePacing {
+    limited: AtomicBool,
+    rate: AtomicU64,
+    pmtu: AtomicU32,
+}
+
+impl Default for QueuePacing {
+    fn default() -> Self {
+        QueuePacing {
+            limited: AtomicBool::new(false),
+            rate: AtomicU64::new(0),
+            pmtu: AtomicU32::new(pacing::DEFAULT_PMTU),
+        }
+    }
+}
+
+impl QueuePacing {
+    #[inline]
+    pub fn limited(&self) -> bool {
+        self.limited.load(Ordering::Relaxed)
+    }
+}
+
+struct Engine {
+    machine: Pacer,
+    /// The queue each machine slot stands for (its handle), by queue index.
+    handles: Vec<u64>,
+    /// Queues limited now; the pacing thread runs while there are any.
+    limited: usize,
+    thread_running: bool,
+}
+
+fn engine() -> MutexGuard<'static, Engine> {
+    static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            Mutex::new(Engine {
+                machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
+                handles: Vec::new(),
+                limited: 0,
+                thread_running: false,
+            })
+        })
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Nanoseconds on the pacing clock.
+fn clock_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+impl Engine {
+    /// The tick the clock is in now, made the machine's current one (without serving the
+    /// queues due: the pacing thread does).
+    fn catch_up(&mut self) -> u64 {
+        let now = self.machine.tick_at(clock_ns());
+        self.machine.catch_up(now);
+        now
+    }
+
+    fn note_limited(&mut self, index: u32, handle: u64, was: bool, is: bool) {
+        if self.handles.len() <= index as usize {
+            self.handles.resize(index as usize + 1, 0);
+        }
+        self.handles[index as usize] = handle;
+        match (was, is) {
+            (false, true) => self.limited += 1,
+            (true, false) => self.limited -= 1,
+            _ => {}
+        }
+        if self.limited > 0 && !self.thread_running {
+            self.thread_running = true;
+            std::thread::Builder::new()
+                .name("umq-pacing".into())
+                .spawn(run)
+                .map_err(|e| crate::log_err!(F, "cannot start the pacing thread: {e}"))
+                .ok();
+        }
+    }
+}
+
+fn pacing_error(e: PacingError, what: &str) -> i32 {
+    einval(
+        F,
+        format_args!(
+            "{what}: {}",
+            match e {
+                PacingError::Pmtu => "PMTU must be 1..=4096",
+                PacingError::Rate => "rate out of range for the tick rate and PMTU",
+                PacingError::TickRate => "tick rate must be 1..=1000000 per second",
+                PacingError::Queue => "no such queue",
+            }
+        ),
+    )
+}
+
+/// Sets queue `q`'s rate limit in bit/s (0: unlimited). WRs already in its send queue go as
+/// they are; a queue made unlimited releases the WRs it held at once.
+pub fn set_rate(q: &Queue, bits_per_s: u64) -> UmqResult<()> {
+    let pmtu = q.pacing.pmtu.load(Ordering::Relaxed);
+    {
+        let mut e = engine();
+        e.catch_up();
+        e.machine
+            .set_rate(q.index, bits_per_s, pmtu)
+            .map_err(|err| pacing_error(err, "rate"))?;
+        let was = q.pacing.limited.swap(bits_per_s > 0, Ordering::AcqRel);
+        q.pacing.rate.store(bits_per_s, Ordering::Relaxed);
+        e.note_limited(q.index, q.handle, was, bits_per_s > 0);
+    }
+    let mut w = lock(&q.wire);
+    if bits_per_s > 0 {
+        match w.paced.as_mut() {
+            Some(p) => p.pmtu = pmtu,
+            None => w.paced = Some(Paced::new(pmtu)),
+        }
+        return Ok(());
+    }
+    let released = w.held() > 0;
+    w.release_held();
+    w.paced = None;
+    drop(w);
+    if released {
+        q.transmit();
+    }
+    Ok(())
+}
+
+/// Sets queue `q`'s PMTU (1..=4096 bytes), for its rate from the next tick.
+pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
+    let pmtu = u32::try_from(pmtu)
+        .ok()
+        .filter(|p| (1..=pacing::MAX_PMTU).contains(p))
+        .ok_or_else(|| pacing_error(PacingError::Pmtu, "PMTU"))?;
+    let rate = q.pacing.rate.load(Ordering::Relaxed);
+    if rate > 0 {
+        let mut e = engine();
+        e.catch_up();
+        e.machine
+            .set_rate(q.index, rate, pmtu)
+            .map_err(|err| pacing_error(err, "PMTU"))?;
+    }
+    q.pacing.pmtu.store(pmtu, Ordering::Relaxed);
+    if let Some(p) = lock(&q.wire).paced.as_mut() {
+        p.pmtu = pmtu;
+    }
+    Ok(())
+}
+
+/// Sets the process's tick rate; refused with `-UMQ_ERR_EBUSY` while any queue is limited.
+pub fn set_tick_rate(ticks_per_s: u64) -> UmqResult<()> {
+    let tps = u32::try_from(ticks_per_s).unwrap_or(0);
+    match engine().machine.set_ticks_per_s(tps) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            crate::log_err!(
+                F,
+                "the tick rate cannot change while a queue is rate limited"
+            );
+            Err(-UMQ_ERR_EBUSY)
+        }
+        Err(err) => Err(pacing_error(err, "tick rate")),
+    }
+}
+
+impl Queue {
+    /// The queue's pacing counters, its PMTU and limit, and the process's tick rate.
+    pub fn pacing_stats(&self) -> umq_ext_pacing_stats_t {
+        let (s, ticks_per_s) = {
+            let mut e = engine();
+            e.catch_up();
+            (e.machine.stats(self.index), e.machine.ticks_per_s())
+        };
+        let s = s.unwrap_or_default();
+        umq_ext_pacing_stats_t {
+            rate_bps: self.pacing.rate.load(Ordering::Relaxed),
+            packets: s.packets,
+            bytes: s.bytes,
+            ticks_parked: s.ticks_parked,
+            achieved_bps: s.achieved_bps,
+            pmtu: self.pacing.pmtu.load(Ordering::Relaxed),
+            ticks_per_s,
+            held_wr: lock(&self.wire).held() as u64,
+        }
+    }
+}
+
+/// The queue is being destroyed: its slot in the machine is freed.
+pub fn forget(q: &Queue) {
+    let was = q.pacing.limited.swap(false, Ordering::AcqRel);
+    let mut e = engine();
+    e.machine.remove(q.index);
+    if was {
+        e.note_limited(q.index, 0, true, false);
+    }
+}
+
+/// The pacing thread: serves each tick's grants, then sleeps until the next tick starts; ends
+/// when no queue is limited.
+fn run() {
+    let mut grants = Vec::new();
+    loop {
+        let now = {
+            let mut e = engine();
+            if e.limited == 0 {
+                e.thread_running = false;
+                return;
+            }
+            let now = e.catch_up();
+            e.machine.tick(now);
+            while let Some(g) = e.machine.next_grant() {
+                grants.push((g, e.handles.get(g.queue as usize).copied().unwrap_or(0)));
+            }
+            now
+        };
+        for (g, handle) in grants.drain(..) {
+            let used = match super::table::get(handle) {
+                Some(q) if q.index == g.queue => q.use_grant(g.packets),
+                _ => (0, 0, Left::Nothing),
+            };
+            engine().machine.complete(g.queue, used.0, used.1, used.2);
+        }
+        let next = {
+            let e = engine();
+            e.machine.tick_start_ns(now + 1)
+        };
+        let wait = next.saturating_sub(clock_ns());
+        std::thread::sleep(Duration::from_nanos(wait.max(1000)));
+    }
+}
+
+impl Queue {
+    /// Called after a post that queued WRs on a limited queue: serves it at once when its next
+    /// send time has come.
+    pub(super) fn pace_wake(&self) {
+        let packets = {
+            let mut e = engine();
+            e.catch_up();
+            e.machine.wake(self.index)
+        };
+        if packets == 0 {
+            return;
+        }
+        if packets == u32::MAX {
+            // No longer limited (the rate was just lifted): whatever is held goes.
+            return;
+        }
+        let (used, bytes, left) = self.use_grant(packets);
+        engine().machine.complete(self.index, used, bytes, left);
+    }
+
+    /// Releases the held WRs a grant of `packets` covers into the send queue and sends them;
+    /// returns the packets used, the bytes of the WRs released and what is left.
+    fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
+        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets);
+        if moved > 0 {
+            self.transmit();
+        }
+        (used, bytes, left)
+    }
+
+    /// Sends what the send queue holds: the provider's round, or a delivery to the local peer.
+    fn transmit(&self) {
+        if self.over_link.load(Ordering::Relaxed) {
+            let out = self.link_post_round(&mut lock(&self.wire));
+            self.after_round(&out);
+            return;
+        }
+        let Some(peer) = self.local_peer() else {
+            return;
+        };
+        if self.rt.flow_control.enabled {
+            self.flow_progress();
+            return;
+        }
+        let out = {
+            let (mut mine, mut theirs) = lock_two(self, &peer);
+            let mut dst = Side {
+                umqh: peer.handle,
+                wire: &mut theirs,
+                fragments: !peer.rt.pro_api,
+            };
+            loopback::deliver(&mut mine, &mut dst, &self.rt.pool)
+        };
+        self.after_delivery(&peer, &out, true);
+    }
+}
+
+/// Moves the held WRs `packets` packets cover into the send queue, in order; a WR the grant
+/// ends inside keeps its progress. Returns packets used, bytes released, WRs moved, and what
+/// is left.
+fn release(w: &mut Wire, packets: u32) -> (u32, u64, usize, Left) {
+    let Some(p) = w.paced.as_mut() else {
+        return (0, 0, 0, Left::Nothing);
+    };
+    let (mut budget, mut bytes, mut moved) = (packets, 0u64, 0usize);
+    let mut out = Vec::new();
+    while let Some(&wr) = p.held.front() {
+        let size = unsafe { (*wr).total_data_size };
+        // (A PMTU changed since may leave more progress than the WR has packets now.)
+        let need = packets_of(size, p.pmtu).saturating_sub(p.progress);
+        if need > budget {
+            p.progress += budget;
+            budget = 0;
+            break;
+        }
+        budget -= need;
+        p.progress = 0;
+        bytes += size as u64;
+        moved += 1;
+        out.push(p.held.pop_front().expect("front"));
+    }
+    let left = if p.held.is_empty() {
+        Left::Nothing
+    } else {
+        Left::More
+    };
+    for wr in out {
+        w.sq.push_back(wr);
+    }
+    (packets - budget, bytes, moved, left)
+}
