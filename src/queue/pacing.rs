@@ -21,7 +21,7 @@ use super::{Queue, lock, lock_two};
 use crate::abi::errno::*;
 use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::error::{UmqResult, einval};
-use crate::flow::pacing::{self, Left, Pacer, PacingError};
+use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
 use crate::transport::loopback;
 use crate::transport::wire::{Paced, Side, Wire, packets_of};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -61,21 +61,34 @@ struct Engine {
     /// Queues limited now; the pacing thread runs while there are any.
     limited: usize,
     thread_running: bool,
+    /// The last tick whose grants were handed out.
+    served: u64,
+}
+
+fn engine_cell() -> &'static Mutex<Engine> {
+    static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        Mutex::new(Engine {
+            machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
+            handles: Vec::new(),
+            limited: 0,
+            thread_running: false,
+            served: 0,
+        })
+    })
 }
 
 fn engine() -> MutexGuard<'static, Engine> {
-    static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            Mutex::new(Engine {
-                machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
-                handles: Vec::new(),
-                limited: 0,
-                thread_running: false,
-            })
-        })
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    engine_cell().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The engine if no one holds it now.
+fn engine_try() -> Result<MutexGuard<'static, Engine>, ()> {
+    match engine_cell().try_lock() {
+        Ok(e) => Ok(e),
+        Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => Err(()),
+    }
 }
 
 /// Nanoseconds on the pacing clock.
@@ -230,37 +243,66 @@ pub fn forget(q: &Queue) {
     }
 }
 
-/// The pacing thread: serves each tick's grants, then sleeps until the next tick starts; ends
-/// when no queue is limited.
+/// The pacing thread: serves each tick, then sleeps until the next one starts; ends when no
+/// queue is limited.
 fn run() {
     let mut grants = Vec::new();
     loop {
-        let now = {
+        let next = {
             let mut e = engine();
             if e.limited == 0 {
                 e.thread_running = false;
                 return;
             }
-            let now = e.catch_up();
-            e.machine.tick(now);
-            while let Some(g) = e.machine.next_grant() {
-                grants.push((g, e.handles.get(g.queue as usize).copied().unwrap_or(0)));
-            }
-            now
-        };
-        for (g, handle) in grants.drain(..) {
-            let used = match super::table::get(handle) {
-                Some(q) if q.index == g.queue => q.use_grant(g.packets),
-                _ => (0, 0, Left::Nothing),
-            };
-            engine().machine.complete(g.queue, used.0, used.1, used.2);
-        }
-        let next = {
-            let e = engine();
+            let now = e.take_grants(&mut grants);
             e.machine.tick_start_ns(now + 1)
         };
+        serve(&mut grants);
         let wait = next.saturating_sub(clock_ns());
         std::thread::sleep(Duration::from_nanos(wait.max(1000)));
+    }
+}
+
+/// Serves a tick that has begun and is not served yet, if no one else is at it. The pacing
+/// thread may be kept off the CPU by the very threads that poll (two cores, busy pollers), and
+/// a tick missed is time a queue loses: nothing is banked. So limited queues' polls and posts
+/// serve a tick too.
+pub fn drive() {
+    let mut grants = Vec::new();
+    {
+        let Ok(mut e) = engine_try() else {
+            return;
+        };
+        if e.machine.tick_at(clock_ns()) <= e.served {
+            return;
+        }
+        e.take_grants(&mut grants);
+    }
+    serve(&mut grants);
+}
+
+impl Engine {
+    /// Moves the machine to the clock's tick and takes its grants, with each queue's handle;
+    /// returns the tick.
+    fn take_grants(&mut self, grants: &mut Vec<(Grant, u64)>) -> u64 {
+        let now = self.catch_up();
+        self.machine.tick(now);
+        self.served = now;
+        while let Some(g) = self.machine.next_grant() {
+            grants.push((g, self.handles.get(g.queue as usize).copied().unwrap_or(0)));
+        }
+        now
+    }
+}
+
+/// Hands each grant to its queue and tells the machine what the queue did with it.
+fn serve(grants: &mut Vec<(Grant, u64)>) {
+    for (g, handle) in grants.drain(..) {
+        let used = match super::table::get(handle) {
+            Some(q) if q.index == g.queue => q.use_grant(g.packets),
+            _ => (0, 0, Left::Nothing),
+        };
+        engine().machine.complete(g.queue, used.0, used.1, used.2);
     }
 }
 
@@ -268,6 +310,7 @@ impl Queue {
     /// Called after a post that queued WRs on a limited queue: serves it at once when its next
     /// send time has come.
     pub(super) fn pace_wake(&self) {
+        drive();
         let packets = {
             let mut e = engine();
             e.catch_up();
@@ -297,7 +340,10 @@ impl Queue {
     /// Sends what the send queue holds: the provider's round, or a delivery to the local peer.
     fn transmit(&self) {
         if self.over_link.load(Ordering::Relaxed) {
-            let out = self.link_post_round(&mut lock(&self.wire));
+            // The full round, not a post's: the application may not be polling this queue
+            // (it waits on the receiver), and a network provider moves sends along only
+            // when its completions are read.
+            let out = self.link_round(&mut lock(&self.wire));
             self.after_round(&out);
             return;
         }

@@ -1,0 +1,227 @@
+"""Rate-limited queues (pacing, a libumq extension) on a real clock: the rate a queue's
+messages arrive at, bytes and order intact, no head-of-line blocking, bad settings refused.
+
+Rates are measured at the receiver: the slope of bytes received against arrival time."""
+
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+import umq
+
+pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="pacing is a libumq extension")
+
+MIB_PER_S = 8 * 1024 * 1024  # bit/s
+SIZE = 16384
+
+
+def patterned(i, size=SIZE):
+    return bytes((i * 7 + k) % 251 for k in range(256)) * (size // 256)
+
+
+def receive(q, count, size=SIZE):
+    """Receives `count` messages, reposting; returns them and each one's arrival time."""
+    got, times = [], []
+    while len(got) < count:
+        rx = q.poll(umq.UMQ_IO_RX)
+        now = time.monotonic()
+        for c in rx:
+            if c.data:
+                got.append(c.data)
+                times.append(now)
+        if rx:
+            q.post_recv(len(rx), size=size)
+    return got, times
+
+
+def rate_between(times, size=SIZE):
+    """Bit/s: the slope of bits received against arrival time (least squares), from an eighth
+    of the way in. The start is left out (over the network the first message also waits for
+    the connection to be set up, not the pacer's doing), and the fit evens out when a poll
+    happened to see an arrival."""
+    ts = times[len(times) // 8 :]
+    bits = [i * size * 8 for i in range(len(ts))]
+    mt, mb = sum(ts) / len(ts), sum(bits) / len(bits)
+    return sum((t - mt) * (b - mb) for t, b in zip(ts, bits)) / sum((t - mt) ** 2 for t in ts)
+
+
+def send_all(q, payloads, poll=None):
+    sent = 0
+    while sent < len(payloads):
+        sent += q.send(payloads[sent : sent + 8])
+        q.poll(umq.UMQ_IO_TX)
+        if poll:
+            poll()
+
+
+@pytest.mark.parametrize("limit_mib", [2, 8])
+def test_a_limited_queue_delivers_at_its_rate_with_bytes_and_order_intact(limit_mib):
+    count = limit_mib * 64  # a second's worth
+    with umq.Umq() as ctx:
+        a, b = ctx.pair(depth=256)
+        a.set_rate(limit_mib * MIB_PER_S)
+        b.post_recv(256, size=SIZE)
+        payloads = [patterned(i) for i in range(count)]
+        got, times = [], []
+
+        def take():
+            rx = b.poll(umq.UMQ_IO_RX)
+            now = time.monotonic()
+            for c in rx:
+                got.append(c.data)
+                times.append(now)
+            if rx:
+                b.post_recv(len(rx), size=SIZE)
+
+        send_all(a, payloads, take)
+        while len(got) < count:
+            take()
+        assert got == payloads, "every message once, whole, in order"
+        achieved = rate_between(times)
+        print(f"limit {limit_mib} MiB/s: achieved {achieved / MIB_PER_S:.4f} MiB/s")
+        assert abs(achieved / (limit_mib * MIB_PER_S) - 1) < 0.01
+        s = a.pacing_stats()
+        assert (s.rate_bps, s.pmtu, s.ticks_per_s) == (limit_mib * MIB_PER_S, 1024, 1024)
+        assert s.packets == count * SIZE // 1024, "a 16 KiB message is 16 packets of 1 KiB"
+        assert s.bytes == count * SIZE
+        assert s.held_wr == 0 and s.ticks_parked > 0
+
+
+def test_an_unlimited_queue_is_not_held_up_by_a_limited_one():
+    """A limited pair holds a four-second backlog; an unlimited pair of the same process
+    sends 2000 messages meanwhile, all of them before the limited backlog is through."""
+    with umq.Umq() as ctx:
+        slow_a, slow_b = ctx.pair(depth=128)
+        fast_a, fast_b = ctx.pair(depth=128)
+        slow_a.set_rate(MIB_PER_S // 4)  # 1 MiB in 4 s
+        slow_b.post_recv(128, size=SIZE)
+        fast_b.post_recv(128, size=64)
+        assert slow_a.send([patterned(i) for i in range(64)]) == 64
+        assert slow_a.pacing_stats().held_wr > 0
+        start = time.monotonic()
+        send_all(fast_a, [b"x" * 64] * 2000, lambda: fast_b.post_recv(len(fast_b.poll(umq.UMQ_IO_RX)), size=64))
+        fast_seconds = time.monotonic() - start
+        still_held = slow_a.pacing_stats().held_wr
+        print(f"2000 unlimited messages in {fast_seconds * 1e3:.1f} ms; {still_held} limited ones still held")
+        assert still_held > 0, "the unlimited pair finished while the limited one still waited"
+
+
+def test_a_slow_limited_queue_does_not_hold_up_a_faster_one():
+    """Two limited pairs: one at 256 KiB/s with a backlog, one at 4 MiB/s. The faster gets
+    its own rate."""
+    with umq.Umq() as ctx:
+        slow_a, slow_b = ctx.pair(depth=128)
+        fast_a, fast_b = ctx.pair(depth=256)
+        slow_a.set_rate(MIB_PER_S // 4)
+        fast_a.set_rate(4 * MIB_PER_S)
+        slow_b.post_recv(128, size=SIZE)
+        fast_b.post_recv(256, size=SIZE)
+        assert slow_a.send([patterned(i) for i in range(64)]) == 64
+        count = 4 * 32  # half a second
+        got, times = [], []
+
+        def take():
+            rx = fast_b.poll(umq.UMQ_IO_RX)
+            now = time.monotonic()
+            got.extend(c.data for c in rx)
+            times.extend([now] * len(rx))
+            if rx:
+                fast_b.post_recv(len(rx), size=SIZE)
+            slow_b.post_recv(len(slow_b.poll(umq.UMQ_IO_RX)), size=SIZE)
+
+        send_all(fast_a, [patterned(i) for i in range(count)], take)
+        while len(got) < count:
+            take()
+        achieved = rate_between(times)
+        print(f"beside a backlogged slow queue: {achieved / MIB_PER_S:.4f} MiB/s of 4")
+        assert abs(achieved / (4 * MIB_PER_S) - 1) < 0.01
+        assert slow_a.pacing_stats().held_wr > 0
+
+
+def test_a_rate_change_takes_effect_at_once_and_lifting_it_releases_the_backlog():
+    with umq.Umq() as ctx:
+        a, b = ctx.pair(depth=256)
+        a.set_rate(MIB_PER_S // 8)  # 128 KiB/s: 64 messages take 8 s
+        b.post_recv(256, size=SIZE)
+        assert a.send([patterned(i) for i in range(64)]) == 64
+        a.set_rate(8 * MIB_PER_S)  # now 128 ms
+        got, times = receive(b, 64)
+        assert got == [patterned(i) for i in range(64)]
+        assert times[-1] - times[0] < 2.0, "the faster rate applied to the waiting messages"
+        a.set_rate(MIB_PER_S // 8)
+        assert a.send([patterned(i) for i in range(64)]) == 64
+        assert a.pacing_stats().held_wr > 0
+        a.set_rate(0)
+        assert a.pacing_stats().held_wr == 0, "unlimited: everything held goes"
+        got, _ = receive(b, 64)
+        assert got == [patterned(i) for i in range(64)]
+
+
+def test_bad_pacing_settings_are_refused():
+    with umq.Umq() as ctx:
+        q = ctx.queue("q")
+        for pmtu in (0, 4097, 1 << 40):
+            with pytest.raises(umq.UmqError) as e:
+                q.set_pmtu(pmtu)
+            assert e.value.code == -umq.UMQ_ERR_EINVAL
+        for tps in (0, 1_000_001):
+            with pytest.raises(umq.UmqError) as e:
+                q.set_tick_rate(tps)
+            assert e.value.code == -umq.UMQ_ERR_EINVAL
+        q.set_tick_rate(2048)
+        assert q.pacing_stats().ticks_per_s == 2048
+        q.set_pmtu(4096)
+        q.set_rate(MIB_PER_S)  # before bind: it applies once bound
+        with pytest.raises(umq.UmqError) as e:
+            q.set_tick_rate(1024)
+        assert e.value.code == -umq.UMQ_ERR_EBUSY, "not while a queue is limited"
+        s = q.pacing_stats()
+        assert (s.rate_bps, s.pmtu, s.ticks_per_s) == (MIB_PER_S, 4096, 2048)
+        q.set_rate(0)
+        q.set_tick_rate(1024)
+        out = umq.types.umq_ext_pacing_stats_t()
+        import ctypes as C
+
+        cin = umq.types.umq_user_ctl_in_t(opcode=umq.UMQ_EXT_OPCODE_PACING_STATS)
+        cout = umq.types.umq_user_ctl_out_t(addr=C.addressof(out), len=C.sizeof(out) - 8)
+        assert umq.lib().umq_user_ctl(q.handle, C.byref(cin), C.byref(cout)) == -umq.UMQ_ERR_EINVAL
+
+
+def limited_sender(conn, limit, count):
+    with umq.Umq() as ctx:
+        q = ctx.queue("child", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        q.set_rate(limit)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        conn.recv()  # receive buffers posted
+        send_all(q, [patterned(i) for i in range(count)])
+        conn.recv()  # the parent has them all
+        conn.send(q.pacing_stats())
+
+
+def test_a_limited_queue_keeps_its_rate_to_another_process():
+    """Over shared memory (or the network with UMQ_PROVIDER=fabric): 4 MiB/s for a second."""
+    limit, count = 4 * MIB_PER_S, 256
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=limited_sender, args=(child_end, limit, count))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("parent", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(parent_end.recv())
+            parent_end.send(q.bind_info())
+            q.post_recv(256, size=SIZE)
+            parent_end.send("posted")
+            got, times = receive(q, count)
+            assert got == [patterned(i) for i in range(count)]
+            achieved = rate_between(times)
+            print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4")
+            assert abs(achieved / limit - 1) < 0.01
+            parent_end.send("received")
+            s = parent_end.recv()
+            assert (s.packets, s.bytes) == (count * SIZE // 1024, count * SIZE)
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
