@@ -127,6 +127,7 @@ impl Row {
                 Value::Num(x) if x.fract() == 0.0 || x.abs() >= 1000.0 => {
                     s += &format!(",\"{name}\":{x:.0}")
                 }
+                Value::Num(x) if x.abs() < 0.01 => s += &format!(",\"{name}\":{x:e}"),
                 Value::Num(x) => s += &format!(",\"{name}\":{x:.4}"),
                 Value::Text(t) => s += &format!(",\"{name}\":\"{}\"", t.replace('"', "'")),
             }
