@@ -99,6 +99,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 meson test -C build-c-asan --print-
 
 echo "== Python package and tests"
 python3 -c 'import pytest, hypothesis' 2>/dev/null || python3 -m pip install --quiet pytest hypothesis
+# scapy: the independent check of our MAC control frames (python/tests/test_mac_control.py).
+python3 -c 'import scapy.contrib.mac_control' 2>/dev/null || python3 -m pip install --quiet scapy
 # The package must build as a wheel (pure Python); the suite runs it in place against our library.
 python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-wheel ./python >/dev/null 2>&1 ||
   python3 -m pip wheel --quiet --no-deps -w target/python-wheel ./python >/dev/null

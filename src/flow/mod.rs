@@ -19,6 +19,7 @@
 //! budget), so an announcement never causes another one.
 
 pub mod pacing;
+pub mod pfc;
 pub mod word;
 
 use crate::abi::types::umq_flowcontrol_stats_t;

@@ -329,7 +329,14 @@ impl Queue {
 
     /// The free lists of this queue's shared pool, made on first use (None: could not be set
     /// up; the caller then allocates from the process pool).
+    ///
+    /// A queue bound to a peer in this process has no use for one (nothing crosses a process
+    /// boundary): until it has a pool, its buffers come from the process pool, and a server
+    /// with a hundred thousand loopback pairs spends no memfd (and no fd) on them.
     pub fn shared_pool(&self) -> Option<&Arc<crate::buf::pool::Lists>> {
+        if self.shared_pool.get().is_none() && self.local_peer().is_some() {
+            return None;
+        }
         self.shared_pool
             .get_or_init(|| {
                 let lists = self

@@ -298,11 +298,13 @@ impl Engine {
 /// Hands each grant to its queue and tells the machine what the queue did with it.
 fn serve(grants: &mut Vec<(Grant, u64)>) {
     for (g, handle) in grants.drain(..) {
-        let used = match super::table::get(handle) {
-            Some(q) if q.index == g.queue => q.use_grant(g.packets),
-            _ => (0, 0, Left::Nothing),
+        // A queue destroyed since has had its record reset (`forget`); its slot may already
+        // serve a new queue, whose grant this is not.
+        let Some(q) = super::table::get(handle).filter(|q| q.index == g.queue) else {
+            continue;
         };
-        engine().machine.complete(g.queue, used.0, used.1, used.2);
+        let (used, bytes, left) = q.use_grant(g.packets);
+        engine().machine.complete(g.queue, used, bytes, left);
     }
 }
 

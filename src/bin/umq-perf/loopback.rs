@@ -155,7 +155,12 @@ fn stream(a: u64, b: u64, run: &Run, two_way: bool, progress: &mut Progress) -> 
     let secs = t.elapsed().as_secs_f64();
     let sent = rounds * batch as u64 * if two_way { 2 } else { 1 };
     let standalone = (api::side_stats(a).ext.standalone + api::side_stats(b).ext.standalone) as f64;
-    ta.iter().chain(&tb).for_each(|&x| umq_buf_free(x));
+    // A posted list stays linked after its WRs complete (the caller's list is left as it
+    // was): each buffer is cut out of it before it is freed alone.
+    for &x in ta.iter().chain(&tb) {
+        unsafe { (*x).qbuf_next = ptr::null_mut() };
+        umq_buf_free(x);
+    }
     (sent as f64 / secs, standalone / sent as f64)
 }
 
