@@ -23,7 +23,7 @@ use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
 use crate::transport::loopback;
-use crate::transport::wire::{Paced, Side, Wire, packets_of};
+use crate::transport::wire::{Paced, Side, Wire};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -376,23 +376,10 @@ fn release(w: &mut Wire, packets: u32) -> (u32, u64, usize, Left) {
     let Some(p) = w.paced.as_mut() else {
         return (0, 0, 0, Left::Nothing);
     };
-    let (mut budget, mut bytes, mut moved) = (packets, 0u64, 0usize);
-    let mut out = Vec::new();
-    while let Some(&wr) = p.held.front() {
-        let size = unsafe { (*wr).total_data_size };
-        // (A PMTU changed since may leave more progress than the WR has packets now.)
-        let need = packets_of(size, p.pmtu).saturating_sub(p.progress);
-        if need > budget {
-            p.progress += budget;
-            budget = 0;
-            break;
-        }
-        budget -= need;
-        p.progress = 0;
-        bytes += size as u64;
-        moved += 1;
-        out.push(p.held.pop_front().expect("front"));
-    }
+    let sizes = p.held.iter().map(|&wr| unsafe { (*wr).total_data_size });
+    let c = pacing::cover(sizes, p.progress, p.pmtu, packets);
+    p.progress = c.progress;
+    let out: Vec<_> = p.held.drain(..c.messages).collect();
     let left = if p.held.is_empty() {
         Left::Nothing
     } else {
@@ -401,5 +388,5 @@ fn release(w: &mut Wire, packets: u32) -> (u32, u64, usize, Left) {
     for wr in out {
         w.sq.push_back(wr);
     }
-    (packets - budget, bytes, moved, left)
+    (c.packets, c.bytes, c.messages, left)
 }

@@ -71,11 +71,6 @@ impl Paced {
     }
 }
 
-/// Packets of at most `pmtu` bytes a message of `bytes` is cut into (an empty one is one).
-pub fn packets_of(bytes: u32, pmtu: u32) -> u32 {
-    bytes.div_ceil(pmtu).max(1)
-}
-
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
 unsafe impl Send for Wire {}
 

@@ -408,6 +408,47 @@ impl<S: Schedule> Pacer<S> {
     }
 }
 
+/// What a grant of packets covers of the messages a queue has waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cover {
+    /// Messages whose last packet the grant reached: they go now, in order.
+    pub messages: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Packets of the grant used (all of it, unless the messages ran out).
+    pub packets: u32,
+    /// Packets of the next message granted so far: its progress, written back.
+    pub progress: u32,
+}
+
+/// How a grant of `packets` covers the messages of `sizes` (bytes, in order), the first of
+/// which has `progress` packets granted already, cut into packets of `pmtu` bytes (an empty
+/// message is one packet).
+pub fn cover(sizes: impl Iterator<Item = u32>, progress: u32, pmtu: u32, packets: u32) -> Cover {
+    let mut c = Cover {
+        messages: 0,
+        bytes: 0,
+        packets: 0,
+        progress,
+    };
+    let mut budget = packets;
+    for size in sizes {
+        // (A PMTU changed since may leave more progress than the message has packets now.)
+        let need = size.div_ceil(pmtu).max(1).saturating_sub(c.progress);
+        if need > budget {
+            c.progress += budget;
+            budget = 0;
+            break;
+        }
+        budget -= need;
+        c.progress = 0;
+        c.messages += 1;
+        c.bytes += size as u64;
+    }
+    c.packets = packets - budget;
+    c
+}
+
 fn check_tick_rate(ticks_per_s: u32) -> Result<(), PacingError> {
     (MIN_TICKS_PER_S..=MAX_TICKS_PER_S)
         .contains(&ticks_per_s)

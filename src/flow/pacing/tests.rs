@@ -369,3 +369,27 @@ fn the_tick_rate_changes_only_while_no_queue_is_limited() {
     p.set_rate(3, 0, 1024).unwrap();
     assert_eq!(p.set_ticks_per_s(1024), Ok(true));
 }
+
+/// A grant covers waiting messages in order; one it ends inside keeps its progress.
+#[test]
+fn a_grant_covers_messages_in_order_and_writes_progress_back() {
+    // 5000 B at PMTU 1024: five packets; 0 B: one.
+    let sizes = [5000u32, 0, 2048];
+    let c = cover(sizes.iter().copied(), 0, 1024, 3);
+    assert_eq!((c.messages, c.bytes, c.packets, c.progress), (0, 0, 3, 3));
+    let c = cover(sizes.iter().copied(), 3, 1024, 4);
+    assert_eq!(
+        (c.messages, c.bytes, c.packets, c.progress),
+        (2, 5000, 4, 1)
+    );
+    let c = cover(sizes[2..].iter().copied(), 1, 1024, 10);
+    assert_eq!(
+        (c.messages, c.bytes, c.packets, c.progress),
+        (1, 2048, 1, 0),
+        "unused: 9"
+    );
+    // The PMTU grew since: the first message's progress covers it whole; the grant's one
+    // packet takes the empty one.
+    let c = cover(sizes.iter().copied(), 9, 4096, 1);
+    assert_eq!((c.messages, c.packets, c.progress), (2, 1, 0));
+}
