@@ -9,7 +9,8 @@
 //! pass through here.
 //!
 //! The ticks are driven by a pacing thread, alive while some queue is limited: each tick it
-//! hands out the grants of the queues due and sleeps until the next tick starts. A post to an
+//! hands out the grants of the queues due and sleeps until the next tick starts. A limited
+//! queue's post serves a tick the thread has not (`drive`). A post to an
 //! idle limited queue is served at once when the queue's next send time has come (the
 //! machine's wake), so a slow-rate queue's first message does not wait a tick.
 //!
@@ -264,9 +265,10 @@ fn run() {
 }
 
 /// Serves a tick that has begun and is not served yet, if no one else is at it. The pacing
-/// thread may be kept off the CPU by the very threads that poll (two cores, busy pollers), and
-/// a tick missed is time a queue loses: nothing is banked. So limited queues' polls and posts
-/// serve a tick too.
+/// thread may be kept off the CPU by the very threads that post (two cores, busy loops), and a
+/// tick missed is time a queue loses: nothing is banked. So a limited queue's post serves a
+/// tick too. (Not its polls: that would cost every poll of every queue a check, and the posts
+/// were enough in the measurements of `docs/PACING.md`.)
 pub fn drive() {
     let mut grants = Vec::new();
     {

@@ -94,10 +94,8 @@ impl Queue {
         if !self.rt.pro_api {
             return Ok(0);
         }
-        if self.pacing.limited() {
-            super::pacing::drive();
-        }
         let (n, progress) = self.poll_locked(dir, out);
+
         if progress {
             self.flow_progress();
         }

@@ -84,7 +84,7 @@ impl Queue {
             Some(admitted) => admitted,
             None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
         };
-        if accepted > 0 && self.pacing.limited() {
+        if batch.held.get() {
             self.pace_wake();
         }
         if accepted < batch.n {
@@ -235,12 +235,18 @@ impl Queue {
             mine.note_admitted(needy, credited);
         }
         // The caller's list stays as it was: a WR ends where its head's total_data_size says.
-        for &head in &batch.heads()[..accepted] {
-            unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-            match mine.paced.as_mut() {
-                Some(p) => p.held.push_back(head),
-                None => mine.sq.push_back(head),
+        let heads = &batch.heads()[..accepted];
+        if let Some(p) = mine.paced.as_mut() {
+            for &head in heads {
+                unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+                p.held.push_back(head);
             }
+            batch.held.set(accepted > 0);
+            return (accepted, window_limited);
+        }
+        for &head in heads {
+            unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+            mine.sq.push_back(head);
         }
         (accepted, window_limited)
     }
@@ -333,6 +339,8 @@ struct TxBatch {
     user_imm: u64,
     /// All of the batch or nothing (`umq_enqueue`); WRs without credit wait as in queued mode.
     whole: bool,
+    /// WRs of the batch went to the pacer (the queue is rate limited): it is to be woken.
+    held: std::cell::Cell<bool>,
 }
 
 impl TxBatch {
@@ -344,6 +352,7 @@ impl TxBatch {
             needs_credit: 0,
             credit_wrs: 0,
             user_imm: 0,
+            held: std::cell::Cell::new(false),
         }
     }
 

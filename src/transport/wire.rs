@@ -109,9 +109,10 @@ impl Wire {
         self.rx_posted.len() + self.rx_cq_bufs
     }
 
-    /// WRs posted and not yet handed to the peer (those the pacer holds included).
+    /// WRs in the send queue not yet handed to the peer (not counting those the pacer holds:
+    /// they have their credit, and wait for nothing flow control does).
     pub fn undelivered(&self) -> usize {
-        self.sq.len() - self.delivered + self.held()
+        self.sq.len() - self.delivered
     }
 
     /// WRs the pacer holds back.
