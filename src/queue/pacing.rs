@@ -18,13 +18,12 @@
 //! `set_rate`, which takes the machine's first; the pacing thread and the post path take them
 //! one after the other.
 
-use super::{Queue, lock, lock_two};
+use super::{Queue, lock};
 use crate::abi::errno::*;
 use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
-use crate::transport::loopback;
-use crate::transport::wire::{Paced, Side, Wire};
+use crate::transport::wire::{Paced, Wire};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -358,15 +357,7 @@ impl Queue {
             self.flow_progress();
             return;
         }
-        let out = {
-            let (mut mine, mut theirs) = lock_two(self, &peer);
-            let mut dst = Side {
-                umqh: peer.handle,
-                wire: &mut theirs,
-                fragments: !peer.rt.pro_api,
-            };
-            loopback::deliver(&mut mine, &mut dst, &self.rt.pool)
-        };
+        let out = super::progress::deliver_local(self, &peer);
         self.after_delivery(&peer, &out, true);
     }
 }

@@ -229,15 +229,7 @@ impl Queue {
             sender.flow_progress();
             return;
         }
-        let out = {
-            let (mut theirs, mut mine) = lock_two(&sender, self);
-            let mut dst = Side {
-                umqh: self.handle,
-                wire: &mut mine,
-                fragments: !self.rt.pro_api,
-            };
-            loopback::deliver(&mut theirs, &mut dst, &self.rt.pool)
-        };
+        let out = deliver_local(&sender, self);
         self.after_delivery(&sender, &out, false);
     }
 
@@ -252,4 +244,16 @@ impl Queue {
             _ => false,
         }
     }
+}
+
+/// Runs the WRs waiting in `sender`'s send queue against `receiver`, its peer in this process,
+/// under both wire locks.
+pub(super) fn deliver_local(sender: &Queue, receiver: &Queue) -> Outcome {
+    let (mut src, mut dst) = lock_two(sender, receiver);
+    let mut dst = Side {
+        umqh: receiver.handle,
+        wire: &mut dst,
+        fragments: !receiver.rt.pro_api,
+    };
+    loopback::deliver(&mut src, &mut dst, &sender.rt.pool)
 }
