@@ -1,6 +1,7 @@
 """Shared fixtures. Each test gets its own umq_init / umq_uninit (the library allows re-init after
 uninit), so a failing test cannot leak state into the next one."""
 
+import contextlib
 import faulthandler
 import os
 
@@ -93,3 +94,24 @@ def eventually(check, seconds=5.0):
     while not check():
         assert time.monotonic() < deadline, "did not happen in time"
         time.sleep(0.0005)
+
+
+@contextlib.contextmanager
+def peer_process(target, *args, depth=32):
+    """Runs `target(conn, *args)` in a new (spawned) process that sends its queue's bind info
+    over `conn` and binds to ours; yields our context, our queue bound to it and our end of
+    the pipe. The child must exit 0 once the block is done."""
+    import multiprocessing as mp
+
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=target, args=(child_end, *args))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("parent", depth=depth, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(parent_end.recv())
+            parent_end.send(q.bind_info())
+            yield ctx, q, parent_end
+    finally:
+        child.join(30)
+    assert child.exitcode == 0

@@ -3,13 +3,13 @@ messages arrive at, bytes and order intact, no head-of-line blocking, bad settin
 
 Rates are measured at the receiver: the slope of bytes received against arrival time."""
 
-import multiprocessing as mp
 import os
 import time
 
 import pytest
 
 import umq
+from conftest import peer_process
 
 pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="pacing is a libumq extension")
 
@@ -204,27 +204,17 @@ def limited_sender(conn, limit, count):
 def test_a_limited_queue_keeps_its_rate_to_another_process():
     """Over shared memory (or the network with UMQ_PROVIDER=fabric): 4 MiB/s for a second."""
     limit, count = 4 * MIB_PER_S, 256
-    parent_end, child_end = mp.Pipe()
-    child = mp.get_context("spawn").Process(target=limited_sender, args=(child_end, limit, count))
-    child.start()
-    try:
-        with umq.Umq() as ctx:
-            q = ctx.queue("parent", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(parent_end.recv())
-            parent_end.send(q.bind_info())
-            q.post_recv(256, size=SIZE)
-            parent_end.send("posted")
-            got, times = receive(q, count)
-            assert got == [patterned(i) for i in range(count)]
-            achieved = rate_between(times)
-            print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4")
-            assert abs(achieved / limit - 1) < 0.01
-            parent_end.send("received")
-            s = parent_end.recv()
-            assert (s.packets, s.bytes) == (count * SIZE // 1024, count * SIZE)
-    finally:
-        child.join(30)
-    assert child.exitcode == 0
+    with peer_process(limited_sender, limit, count, depth=256) as (_, q, conn):
+        q.post_recv(256, size=SIZE)
+        conn.send("posted")
+        got, times = receive(q, count)
+        assert got == [patterned(i) for i in range(count)]
+        achieved = rate_between(times)
+        print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4")
+        assert abs(achieved / limit - 1) < 0.01
+        conn.send("received")
+        s = conn.recv()
+        assert (s.packets, s.bytes) == (count * SIZE // 1024, count * SIZE)
 
 
 def test_ten_thousand_limited_queues_each_at_its_own_rate():

@@ -9,7 +9,7 @@ import signal
 import pytest
 
 import umq
-from conftest import eventually
+from conftest import eventually, peer_process
 
 COUNT = 2000
 
@@ -125,28 +125,18 @@ def test_an_idle_burst_of_shared_pool_memory_goes_back_to_the_system():
     """A burst of 64 buffers of 8 KiB from a queue's shared pool grows it to four chunks (of
     about 64, 128, 256 and 512 KiB); a second after the last is freed the progress thread has
     released all but the first, and a second burst that writes its buffers gets memory back."""
-    parent_end, child_end = mp.Pipe()
-    child = mp.get_context("spawn").Process(target=bound_peer, args=(child_end,))
-    child.start()
-    try:
-        with umq.Umq() as ctx:
-            q = ctx.queue("parent", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(parent_end.recv())
-            parent_end.send(q.bind_info())
-            burst = ctx.alloc(8000, 64, umqh=q.handle)
-            held = q.transport_stats().shared_pool_bytes
-            assert held >= 900 << 10
-            burst.free()
-            eventually(lambda: q.transport_stats().shared_pool_bytes <= 128 << 10, 20)
-            again = ctx.alloc(8000, 64, umqh=q.handle)
-            for i in range(len(again)):
-                again.write(i, bytes([i]) * 8000)
-            assert q.transport_stats().shared_pool_bytes >= 512 << 10, "written pages are back"
-            again.free()
-            parent_end.send("done")
-    finally:
-        child.join(30)
-    assert child.exitcode == 0
+    with peer_process(bound_peer) as (ctx, q, conn):
+        burst = ctx.alloc(8000, 64, umqh=q.handle)
+        held = q.transport_stats().shared_pool_bytes
+        assert held >= 900 << 10
+        burst.free()
+        eventually(lambda: q.transport_stats().shared_pool_bytes <= 128 << 10, 20)
+        again = ctx.alloc(8000, 64, umqh=q.handle)
+        for i in range(len(again)):
+            again.write(i, bytes([i]) * 8000)
+        assert q.transport_stats().shared_pool_bytes >= 512 << 10, "written pages are back"
+        again.free()
+        conn.send("done")
 
 
 def victim(conn):
