@@ -24,15 +24,14 @@ use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
 use crate::transport::wire::{Paced, Wire};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 const F: &str = "umq_user_ctl";
 
-/// A queue's pacing settings.
+/// A queue's pacing settings: its limit (0: unlimited) and PMTU.
 pub struct QueuePacing {
-    limited: AtomicBool,
     rate: AtomicU64,
     pmtu: AtomicU32,
 }
@@ -40,17 +39,9 @@ pub struct QueuePacing {
 impl Default for QueuePacing {
     fn default() -> Self {
         QueuePacing {
-            limited: AtomicBool::new(false),
             rate: AtomicU64::new(0),
             pmtu: AtomicU32::new(pacing::DEFAULT_PMTU),
         }
-    }
-}
-
-impl QueuePacing {
-    #[inline]
-    pub fn limited(&self) -> bool {
-        self.limited.load(Ordering::Relaxed)
     }
 }
 
@@ -83,11 +74,11 @@ fn engine() -> MutexGuard<'static, Engine> {
 }
 
 /// The engine if no one holds it now.
-fn engine_try() -> Result<MutexGuard<'static, Engine>, ()> {
+fn engine_try() -> Option<MutexGuard<'static, Engine>> {
     match engine_cell().try_lock() {
-        Ok(e) => Ok(e),
-        Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => Err(()),
+        Ok(e) => Some(e),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
     }
 }
 
@@ -136,7 +127,6 @@ fn pacing_error(e: PacingError, what: &str) -> i32 {
                 PacingError::Pmtu => "PMTU must be 1..=4096",
                 PacingError::Rate => "rate out of range for the tick rate and PMTU",
                 PacingError::TickRate => "tick rate must be 1..=1000000 per second",
-                PacingError::Queue => "no such queue",
             }
         ),
     )
@@ -152,16 +142,12 @@ pub fn set_rate(q: &Queue, bits_per_s: u64) -> UmqResult<()> {
         e.machine
             .set_rate(q.index, bits_per_s, pmtu)
             .map_err(|err| pacing_error(err, "rate"))?;
-        let was = q.pacing.limited.swap(bits_per_s > 0, Ordering::AcqRel);
-        q.pacing.rate.store(bits_per_s, Ordering::Relaxed);
+        let was = q.pacing.rate.swap(bits_per_s, Ordering::AcqRel) != 0;
         e.note_limited(q.index, q.handle, was, bits_per_s > 0);
     }
     let mut w = lock(&q.wire);
     if bits_per_s > 0 {
-        match w.paced.as_mut() {
-            Some(p) => p.pmtu = pmtu,
-            None => w.paced = Some(Paced::new(pmtu)),
-        }
+        w.paced.get_or_insert_with(Paced::default);
         return Ok(());
     }
     let released = w.held() > 0;
@@ -189,9 +175,6 @@ pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
             .map_err(|err| pacing_error(err, "PMTU"))?;
     }
     q.pacing.pmtu.store(pmtu, Ordering::Relaxed);
-    if let Some(p) = lock(&q.wire).paced.as_mut() {
-        p.pmtu = pmtu;
-    }
     Ok(())
 }
 
@@ -235,7 +218,7 @@ impl Queue {
 
 /// The queue is being destroyed: its slot in the machine is freed.
 pub fn forget(q: &Queue) {
-    let was = q.pacing.limited.swap(false, Ordering::AcqRel);
+    let was = q.pacing.rate.swap(0, Ordering::AcqRel) != 0;
     let mut e = engine();
     e.machine.remove(q.index);
     if was {
@@ -271,7 +254,7 @@ fn run() {
 pub fn drive() {
     let mut grants = Vec::new();
     {
-        let Ok(mut e) = engine_try() else {
+        let Some(mut e) = engine_try() else {
             return;
         };
         if e.machine.tick_at(clock_ns()) <= e.served {
@@ -333,7 +316,8 @@ impl Queue {
     /// Releases the held WRs a grant of `packets` covers into the send queue and sends them;
     /// returns the packets used, the bytes of the WRs released and what is left.
     fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
-        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets);
+        let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
+        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu);
         if moved > 0 {
             self.transmit();
         }
@@ -365,12 +349,12 @@ impl Queue {
 /// Moves the held WRs `packets` packets cover into the send queue, in order; a WR the grant
 /// ends inside keeps its progress. Returns packets used, bytes released, WRs moved, and what
 /// is left.
-fn release(w: &mut Wire, packets: u32) -> (u32, u64, usize, Left) {
+fn release(w: &mut Wire, packets: u32, pmtu: u32) -> (u32, u64, usize, Left) {
     let Some(p) = w.paced.as_mut() else {
         return (0, 0, 0, Left::Nothing);
     };
     let sizes = p.held.iter().map(|&wr| unsafe { (*wr).total_data_size });
-    let c = pacing::cover(sizes, p.progress, p.pmtu, packets);
+    let c = pacing::cover(sizes, p.progress, pmtu, packets);
     p.progress = c.progress;
     let out: Vec<_> = p.held.drain(..c.messages).collect();
     let left = if p.held.is_empty() {

@@ -95,7 +95,6 @@ impl Queue {
             return Ok(0);
         }
         let (n, progress) = self.poll_locked(dir, out);
-
         if progress {
             self.flow_progress();
         }

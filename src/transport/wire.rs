@@ -53,22 +53,12 @@ pub struct Wire {
 /// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
 /// hold their flow-control credit already; the pacer releases them into the send queue as it
 /// grants their packets.
+#[derive(Default)]
 pub struct Paced {
     pub held: std::collections::VecDeque<*mut umq_buf_t>,
     /// Packets of the first held WR granted so far: its progress, written back when a grant
     /// ends inside it.
     pub progress: u32,
-    pub pmtu: u32,
-}
-
-impl Paced {
-    pub fn new(pmtu: u32) -> Paced {
-        Paced {
-            held: std::collections::VecDeque::new(),
-            progress: 0,
-            pmtu,
-        }
-    }
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.

@@ -118,8 +118,6 @@ pub enum PacingError {
     Rate,
     /// A tick rate outside `MIN_TICKS_PER_S..=MAX_TICKS_PER_S`.
     TickRate,
-    /// No such queue.
-    Queue,
 }
 
 /// A queue's counters.

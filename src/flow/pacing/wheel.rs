@@ -56,8 +56,9 @@ impl Wheel {
         }
     }
 
-    /// Moves the overflow queues that have come within the horizon into their slots.
-    fn refill_from_overflow(&mut self) {
+    /// Moves the overflow queues whose tick has come into `due`, and those that have come
+    /// within the horizon into their slots.
+    fn refill_from_overflow(&mut self, due: &mut Vec<Filed>) {
         let horizon_end = self.now + HORIZON;
         if self.overflow_min >= horizon_end {
             return;
@@ -66,7 +67,10 @@ impl Wheel {
         let mut i = 0;
         while i < self.overflow.len() {
             let (q, tick) = self.overflow[i];
-            if tick < horizon_end {
+            if tick <= self.now {
+                self.overflow.swap_remove(i);
+                due.push((q, tick));
+            } else if tick < horizon_end {
                 self.overflow.swap_remove(i);
                 self.slots[(tick % HORIZON) as usize].push(q);
             } else {
@@ -112,19 +116,7 @@ impl Schedule for Wheel {
             }
         }
         self.now = now;
-        if self.overflow_min <= now {
-            let (ready, rest): (Vec<Filed>, Vec<Filed>) =
-                self.overflow.drain(..).partition(|&(_, t)| t <= now);
-            due.extend(ready);
-            self.overflow = rest;
-            self.overflow_min = self
-                .overflow
-                .iter()
-                .map(|&(_, t)| t)
-                .min()
-                .unwrap_or(u64::MAX);
-        }
-        self.refill_from_overflow();
+        self.refill_from_overflow(due);
     }
 
     fn bytes(&self) -> usize {

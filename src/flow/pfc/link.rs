@@ -134,7 +134,6 @@ struct Priority {
     refresh_at: u64,
     /// A frame for this priority is due (XOFF, refresh or XON).
     frame_due: bool,
-    backlog: u64,
 }
 
 pub struct PauseLink {
@@ -308,7 +307,6 @@ impl PauseLink {
         let refresh = self.quanta_ns(self.cfg.pause_quanta) / 2;
         let (xoff, xon) = (self.cfg.xoff_bytes, self.cfg.xon_bytes);
         let pr = &mut self.prio[priority as usize % PRIORITIES];
-        pr.backlog = bytes;
         if !pr.asserting && bytes > xoff {
             pr.asserting = true;
             pr.frame_due = true;
