@@ -1,7 +1,9 @@
 /* Rate-limited queues (pacing, umq_ext.h) through the C API: a limited queue's messages arrive
  * whole and in order, one completion each, their immediates and flow control as without a
- * limit; the stats count the packets of at most PMTU bytes the pacer granted; bad settings are
- * refused with the documented codes and change nothing. Rates on a real clock are checked by
+ * limit; the stats count the packets of at most PMTU bytes the pacer granted, and over shared
+ * memory or the network the packets the provider put on the wire, the same number (none to a
+ * queue of this process, where there is no wire); bad settings are refused with the
+ * documented codes and change nothing. Rates on a real clock are checked by
  * python/tests/test_pacing.py. Runs on the provider UMQ_PROVIDER forces (loopback by default). */
 #include "util.h"
 #include "umq_ext.h"
@@ -24,6 +26,16 @@ static umq_ext_pacing_stats_t pacing(uint64_t h)
     umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
     CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
     return s;
+}
+
+static uint64_t wire_packets(uint64_t h, uint32_t *transport)
+{
+    umq_ext_transport_stats_t s;
+    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
+    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
+    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    *transport = s.transport;
+    return s.paced_packets;
 }
 
 static uint8_t byte_at(int msg, uint32_t i)
@@ -56,6 +68,8 @@ static void post_rx(uint64_t h, int n)
 static void stream(uint64_t a, uint64_t b, uint32_t pmtu, uint64_t packets_before)
 {
     CHECK_EQ(ctl(a, UMQ_EXT_OPCODE_PACING_PMTU, pmtu), 0);
+    uint32_t transport;
+    uint64_t wire_before = wire_packets(a, &transport);
     int sent = 0, received = 0, completed = 0;
     umq_buf_t *got[16], *bad = NULL;
     while (received < COUNT) {
@@ -106,6 +120,8 @@ static void stream(uint64_t a, uint64_t b, uint32_t pmtu, uint64_t packets_befor
     umq_ext_pacing_stats_t s = pacing(a);
     uint32_t per_message = (SIZE + pmtu - 1) / pmtu;
     CHECK_EQ(s.packets - packets_before, (uint64_t)COUNT * per_message);
+    uint64_t on_wire = wire_packets(a, &transport) - wire_before;
+    CHECK_EQ(on_wire, transport == UMQ_EXT_TRANSPORT_LOOPBACK ? 0 : (uint64_t)COUNT * per_message);
     CHECK_EQ(s.pmtu, pmtu);
     CHECK_EQ(s.held_wr, 0);
 }

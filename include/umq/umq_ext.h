@@ -59,13 +59,16 @@ typedef struct umq_ext_transport_stats {
                                    copy, by the sender) since the queue was created */
     uint64_t placed_bytes;
     uint64_t placed_rx;         /* messages that arrived already in our receive buffers */
-    uint64_t rsvd;
+    uint64_t paced_packets;     /* packets of this queue's rate-limited messages put on the
+                                   wire (shm, network; 0 for a peer in this process) */
 } umq_ext_transport_stats_t;
 
 /* Pacing (rate limits). in->addr = the queue's limit in bit/s; 0 (the default) is unlimited. A
- * limited queue's messages are released in packets of at most its PMTU at that rate, each
- * message once all its packets are granted; a change takes effect from the next tick. A rate
- * may be set before or after bind. */
+ * limited queue's messages go in packets of at most its PMTU at that rate: over shared memory
+ * and the network each packet is put on the wire as it is granted, and the peer reassembles
+ * the message (one completion); to a peer in this process a message lands once its last packet
+ * is granted. A change takes effect from the next tick. A rate may be set before or after
+ * bind. */
 #define UMQ_EXT_OPCODE_PACING_RATE 0x554d0005u
 /* in->addr = the queue's PMTU in bytes, 1..4096 (default 1024). */
 #define UMQ_EXT_OPCODE_PACING_PMTU 0x554d0006u

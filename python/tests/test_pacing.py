@@ -198,11 +198,12 @@ def limited_sender(conn, limit, count):
         conn.recv()  # receive buffers posted
         send_all(q, [patterned(i) for i in range(count)])
         conn.recv()  # the parent has them all
-        conn.send(q.pacing_stats())
+        conn.send((q.pacing_stats(), q.transport_stats().paced_packets))
 
 
 def test_a_limited_queue_keeps_its_rate_to_another_process():
-    """Over shared memory (or the network with UMQ_PROVIDER=fabric): 4 MiB/s for a second."""
+    """Over shared memory (or the network with UMQ_PROVIDER=fabric): 4 MiB/s for a second, each
+    16 KiB message on the wire as 16 packets of 1 KiB."""
     limit, count = 4 * MIB_PER_S, 256
     with peer_process(limited_sender, limit, count, depth=256) as (_, q, conn):
         q.post_recv(256, size=SIZE)
@@ -213,8 +214,9 @@ def test_a_limited_queue_keeps_its_rate_to_another_process():
         print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4")
         assert abs(achieved / limit - 1) < 0.01
         conn.send("received")
-        s = conn.recv()
+        s, on_wire = conn.recv()
         assert (s.packets, s.bytes) == (count * SIZE // 1024, count * SIZE)
+        assert on_wire == s.packets, "every granted packet went on the wire as one"
 
 
 def test_ten_thousand_limited_queues_each_at_its_own_rate():

@@ -311,8 +311,9 @@ class ExtFlowStats:
 
 @dataclass(frozen=True)
 class TransportStats:
-    """libumq's `umq_ext_transport_stats_t`: which transport serves the binding, and how many
-    messages crossed shared memory with one copy (by reference, or placed by the sender)."""
+    """libumq's `umq_ext_transport_stats_t`: which transport serves the binding, how many
+    messages crossed shared memory with one copy (by reference, or placed by the sender), and
+    how many packets of a rate-limited queue's messages went on the wire."""
 
     transport: int
     shared_pool: int
@@ -322,6 +323,7 @@ class TransportStats:
     placed_wr: int
     placed_bytes: int
     placed_rx: int
+    paced_packets: int
 
 
 @dataclass(frozen=True)

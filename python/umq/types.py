@@ -344,7 +344,7 @@ class umq_ext_transport_stats_t(_Struct):
             "placed_wr",
             "placed_bytes",
             "placed_rx",
-            "rsvd",
+            "paced_packets",
         )
     ]
 

@@ -52,7 +52,8 @@ pub struct umq_ext_transport_stats_t {
     pub placed_wr: u64,
     pub placed_bytes: u64,
     pub placed_rx: u64,
-    pub rsvd: u64,
+    /// Packets of a rate-limited queue's messages put on the wire (shared memory, network).
+    pub paced_packets: u64,
 }
 
 // The hand-written umq_ext.h declares the same layout.

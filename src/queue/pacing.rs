@@ -2,11 +2,13 @@
 //!
 //! One pacing machine per process, behind a mutex, drives every limited queue. A limited
 //! queue's posted WRs wait in its wire (`Paced::held`, after taking their credit) instead of
-//! the send queue; the machine grants them packets of at most PMTU bytes, and a WR moves to
-//! the send queue, where its provider sends it as any other, once all its packets are granted.
-//! A grant that ends inside a WR writes the WR's progress back (packets granted so far) and
-//! nothing else is kept. So pacing works the same on every provider, and unlimited queues never
-//! pass through here.
+//! the send queue; the machine grants them packets of at most PMTU bytes. Over a link (shared
+//! memory, the network) a WR moves to the send queue with its first packet granted, and its
+//! provider puts its packets on the wire as they are granted (`wire::PacketGate`); the peer
+//! reassembles them into one message. To a queue of this process there is no wire to cut, and
+//! a WR moves once its last packet is granted, when the last packet would have landed. A grant
+//! that ends inside a WR writes the WR's progress back (packets granted so far) and nothing
+//! else is kept. Unlimited queues never pass through here.
 //!
 //! The ticks are driven by a pacing thread, alive while some queue is limited: each tick it
 //! hands out the grants of the queues due and sleeps until the next tick starts. A limited
@@ -21,6 +23,7 @@
 use super::{Queue, lock};
 use crate::abi::errno::*;
 use crate::abi::ext::umq_ext_pacing_stats_t;
+use crate::abi::types::umq_buf_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
 use crate::transport::wire::{Paced, Wire};
@@ -147,7 +150,7 @@ pub fn set_rate(q: &Queue, bits_per_s: u64) -> UmqResult<()> {
     }
     let mut w = lock(&q.wire);
     if bits_per_s > 0 {
-        w.paced.get_or_insert_with(Paced::default);
+        w.paced.get_or_insert_with(Paced::default).pmtu = pmtu;
         return Ok(());
     }
     let released = w.held() > 0;
@@ -175,6 +178,9 @@ pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
             .map_err(|err| pacing_error(err, "PMTU"))?;
     }
     q.pacing.pmtu.store(pmtu, Ordering::Relaxed);
+    if let Some(p) = lock(&q.wire).paced.as_mut() {
+        p.pmtu = pmtu;
+    }
     Ok(())
 }
 
@@ -317,8 +323,9 @@ impl Queue {
     /// returns the packets used, the bytes of the WRs released and what is left.
     fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
         let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
-        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu);
-        if moved > 0 {
+        let packetize = self.over_link.load(Ordering::Relaxed);
+        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu, packetize);
+        if moved > 0 || (packetize && used > 0) {
             self.transmit();
         }
         (used, bytes, left)
@@ -346,24 +353,147 @@ impl Queue {
     }
 }
 
-/// Moves the held WRs `packets` packets cover into the send queue, in order; a WR the grant
-/// ends inside keeps its progress. Returns packets used, bytes released, WRs moved, and what
-/// is left.
-fn release(w: &mut Wire, packets: u32, pmtu: u32) -> (u32, u64, usize, Left) {
+/// Hands the send queue what a grant of `packets` covers of the held WRs, in order. Over a
+/// link (`packetize`) a WR goes with its first packet granted and its provider sends its
+/// packets as they are granted (`Paced::open`); to a queue of this process, where there is no
+/// wire to cut, a WR goes once its last packet is granted. Either way a grant that ends inside
+/// a WR writes its progress back. Returns packets used, bytes granted, WRs moved, and what is
+/// left.
+fn release(w: &mut Wire, packets: u32, pmtu: u32, packetize: bool) -> (u32, u64, usize, Left) {
     let Some(p) = w.paced.as_mut() else {
         return (0, 0, 0, Left::Nothing);
     };
-    let sizes = p.held.iter().map(|&wr| unsafe { (*wr).total_data_size });
+    let size = |wr: *mut umq_buf_t| unsafe { (*wr).total_data_size };
+    let open = p.open.map(|(wr, _)| wr);
+    // The WR the grant starts inside (if any), and the bytes of it granted before.
+    let first = open.or(p.held.front().copied());
+    let before = first.map_or(0, |wr| granted_bytes(p.progress, pmtu, size(wr)));
+    let sizes = open.iter().chain(p.held.iter()).map(|&wr| size(wr));
     let c = pacing::cover(sizes, p.progress, pmtu, packets);
+    let mut whole = c.messages;
+    if open.is_some() && whole > 0 {
+        p.open = None;
+        whole -= 1;
+    }
+    let mut moved: Vec<_> = p.held.drain(..whole).collect();
     p.progress = c.progress;
-    let out: Vec<_> = p.held.drain(..c.messages).collect();
-    let left = if p.held.is_empty() {
+    p.pmtu = pmtu;
+    let mut partial = 0;
+    if c.progress > 0 {
+        let wr = open
+            .filter(|_| p.open.is_some())
+            .or(p.held.front().copied());
+        if let Some(wr) = wr {
+            partial = granted_bytes(c.progress, pmtu, size(wr));
+            if packetize {
+                if p.open.is_none() {
+                    moved.extend(p.held.pop_front());
+                }
+                p.open = Some((wr, partial));
+            }
+        }
+    }
+    let left = if p.held.is_empty() && p.open.is_none() {
         Left::Nothing
     } else {
         Left::More
     };
-    for wr in out {
+    let n = moved.len();
+    for wr in moved {
         w.sq.push_back(wr);
     }
-    (c.packets, c.bytes, c.messages, left)
+    (c.packets, c.bytes + partial - before, n, left)
+}
+
+/// The bytes `packets` packets of `pmtu` cover of a message of `size` bytes.
+fn granted_bytes(packets: u32, pmtu: u32, size: u32) -> u64 {
+    (packets as u64 * pmtu as u64).min(size as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::pro_types::UMQ_OPC_SEND;
+    use crate::buf::pool::Pool;
+
+    /// A wire holding WRs of `sizes` bytes for the pacer, PMTU 1024.
+    fn held(pool: &Pool, sizes: &[u32]) -> (Wire, Vec<*mut umq_buf_t>) {
+        let mut w = Wire::new(8, 8);
+        let wrs: Vec<_> = sizes
+            .iter()
+            .map(|&n| crate::transport::test_wr(pool, n.max(1), UMQ_OPC_SEND, 0))
+            .collect();
+        for (&wr, &n) in wrs.iter().zip(sizes) {
+            unsafe { (*wr).total_data_size = n };
+        }
+        w.paced = Some(Paced {
+            held: wrs.iter().copied().collect(),
+            pmtu: 1024,
+            ..Default::default()
+        });
+        (w, wrs)
+    }
+
+    fn open(w: &Wire) -> Option<(*mut umq_buf_t, u64)> {
+        w.paced.as_ref().unwrap().open
+    }
+
+    /// Over a link a WR goes to the send queue with its first packet granted and the gate
+    /// says how much of it may go; the bytes reported are the packets' bytes.
+    #[test]
+    fn over_a_link_a_wr_goes_with_its_first_packet_and_opens_as_granted() {
+        let pool = Pool::new(false, 0, 0);
+        let (mut w, wrs) = held(&pool, &[5000, 100, 3000]);
+        assert_eq!(release(&mut w, 2, 1024, true), (2, 2048, 1, Left::More));
+        assert_eq!(w.sq.iter().collect::<Vec<_>>(), vec![wrs[0]]);
+        assert_eq!(open(&w), Some((wrs[0], 2048)));
+        let gate = w.packet_gate().unwrap();
+        assert_eq!((gate.pmtu, gate.allowed(wrs[0], 5000)), (1024, 2048));
+        // Three packets finish the first WR (904 bytes in its last), one is the second's only.
+        assert_eq!(
+            release(&mut w, 4, 1024, true),
+            (4, 2952 + 100, 1, Left::More)
+        );
+        assert_eq!(w.sq.len(), 2);
+        assert_eq!(open(&w), None);
+        // Two of the third's three packets: it goes, open.
+        assert_eq!(release(&mut w, 2, 1024, true), (2, 2048, 1, Left::More));
+        assert_eq!(open(&w), Some((wrs[2], 2048)));
+        assert_eq!(release(&mut w, 5, 1024, true), (1, 952, 0, Left::Nothing));
+        assert_eq!((w.sq.len(), open(&w)), (3, None));
+        for wr in wrs {
+            pool.free_one(wr).unwrap();
+        }
+    }
+
+    /// To a queue of this process a WR goes whole, once its last packet is granted.
+    #[test]
+    fn in_process_a_wr_goes_once_its_last_packet_is_granted() {
+        let pool = Pool::new(false, 0, 0);
+        let (mut w, wrs) = held(&pool, &[5000, 0]);
+        assert_eq!(release(&mut w, 2, 1024, false), (2, 2048, 0, Left::More));
+        assert!(w.sq.is_empty() && open(&w).is_none());
+        assert_eq!(w.paced.as_ref().unwrap().progress, 2);
+        // The empty message is one packet.
+        assert_eq!(release(&mut w, 9, 1024, false), (4, 2952, 2, Left::Nothing));
+        assert_eq!(w.sq.iter().collect::<Vec<_>>(), wrs);
+        for wr in wrs {
+            pool.free_one(wr).unwrap();
+        }
+    }
+
+    /// Lifting the limit releases what is held, and nothing stays open.
+    #[test]
+    fn released_wrs_leave_nothing_open() {
+        let pool = Pool::new(false, 0, 0);
+        let (mut w, wrs) = held(&pool, &[5000, 100]);
+        release(&mut w, 1, 1024, true);
+        assert!(open(&w).is_some());
+        w.release_held();
+        assert_eq!(w.sq.len(), 2);
+        assert_eq!(w.packet_gate().map(|g| g.allowed(wrs[0], 5000)), Some(5000));
+        for wr in wrs {
+            pool.free_one(wr).unwrap();
+        }
+    }
 }

@@ -96,7 +96,7 @@ impl Queue {
             placed_wr: w.zero_copy.placed_wr,
             placed_bytes: w.zero_copy.placed_bytes,
             placed_rx: w.zero_copy.placed_rx,
-            rsvd: 0,
+            paced_packets: w.paced_packets,
         }
     }
 }

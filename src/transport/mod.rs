@@ -41,3 +41,30 @@ impl std::fmt::Display for LinkError {
         })
     }
 }
+
+/// A WR for the providers' tests: `len` bytes (byte i is i % 251), opcode `op`, immediate `imm`.
+#[cfg(test)]
+pub(crate) fn test_wr(
+    pool: &crate::buf::pool::Pool,
+    len: u32,
+    op: crate::abi::pro_types::umq_opcode_t,
+    imm: u64,
+) -> *mut crate::abi::types::umq_buf_t {
+    let wr = pool.alloc(len, 1, 0, 0).unwrap();
+    let b = unsafe { &mut *wr };
+    let data = unsafe { std::slice::from_raw_parts_mut(b.buf_data as *mut u8, len as usize) };
+    data.iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = (i % 251) as u8);
+    (b.data_size, b.total_data_size) = (len, len);
+    b.pro_mut().opcode = op;
+    b.pro_mut().imm_data = imm;
+    wr
+}
+
+/// Whether the buffer `b` holds the `len` bytes `test_wr` sent.
+#[cfg(test)]
+pub(crate) fn test_bytes_intact(b: *mut crate::abi::types::umq_buf_t, len: usize) -> bool {
+    let got = unsafe { std::slice::from_raw_parts((*b).buf_data as *const u8, len) };
+    got.iter().enumerate().all(|(i, &x)| x == (i % 251) as u8)
+}

@@ -20,6 +20,25 @@ pub(crate) fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize
     crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
 }
 
+/// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
+pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
+    let mut skip = from;
+    let mut at = 0;
+    for (p, n) in pieces(wr) {
+        if at == dst.len() {
+            break;
+        }
+        if skip >= n {
+            skip -= n;
+            continue;
+        }
+        let take = (n - skip).min(dst.len() - at);
+        unsafe { std::ptr::copy_nonoverlapping(p.add(skip), dst[at..].as_mut_ptr(), take) };
+        at += take;
+        skip = 0;
+    }
+}
+
 /// Lands the `len` bytes a READ fetched from `src` in the READ WR `wr`: its buffers (the ones
 /// its `total_data_size` spanned when posted) fill in order, each `data_size` says what it
 /// holds and `total_data_size` what landed. Bytes beyond the buffers' room are dropped.

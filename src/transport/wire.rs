@@ -48,6 +48,8 @@ pub struct Wire {
     pub zero_copy: ZeroCopy,
     /// While the queue has a rate limit: the WRs posted and not yet released by the pacer.
     pub paced: Option<Paced>,
+    /// Packets of paced messages the provider has put on the wire since the queue was created.
+    pub paced_packets: u64,
 }
 
 /// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
@@ -56,9 +58,32 @@ pub struct Wire {
 #[derive(Default)]
 pub struct Paced {
     pub held: std::collections::VecDeque<*mut umq_buf_t>,
-    /// Packets of the first held WR granted so far: its progress, written back when a grant
-    /// ends inside it.
+    /// Packets granted so far of the WR a grant ended inside (`open`, or else the first held
+    /// WR): its progress, written back when a grant ends inside it.
     pub progress: u32,
+    /// The queue's PMTU, as of the last grant.
+    pub pmtu: u32,
+    /// Over a link, a WR goes to the send queue with its first packet granted, and its
+    /// provider sends its packets as they are granted: the WR whose packets are granted in
+    /// part, and its bytes granted so far.
+    pub open: Option<(*mut umq_buf_t, u64)>,
+}
+
+/// How a provider sends a rate-limited queue's WRs: their messages cut into packets of at most
+/// `pmtu` bytes, and of the WR `open` no more than the first `granted` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketGate {
+    pub pmtu: usize,
+    pub open: *mut umq_buf_t,
+    pub granted: u64,
+}
+
+impl PacketGate {
+    /// The bytes of `wr`'s message of `total` bytes that may be on the wire now.
+    #[inline]
+    pub fn allowed(&self, wr: *mut umq_buf_t, total: u64) -> u64 {
+        if wr == self.open { self.granted } else { total }
+    }
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.
@@ -86,6 +111,7 @@ impl Wire {
             arena: None,
             zero_copy: ZeroCopy::default(),
             paced: None,
+            paced_packets: 0,
         }
     }
 
@@ -110,10 +136,24 @@ impl Wire {
         self.paced.as_ref().map_or(0, |p| p.held.len())
     }
 
-    /// Moves every WR the pacer holds into the send queue (in order, after the others).
+    /// How the provider sends the WRs of a rate-limited queue (None: whole, as they come).
+    #[inline]
+    pub fn packet_gate(&self) -> Option<PacketGate> {
+        let p = self.paced.as_ref()?;
+        let (open, granted) = p.open.unwrap_or((ptr::null_mut(), 0));
+        Some(PacketGate {
+            pmtu: p.pmtu as usize,
+            open,
+            granted,
+        })
+    }
+
+    /// Moves every WR the pacer holds into the send queue (in order, after the others), all
+    /// their packets granted.
     pub fn release_held(&mut self) {
         if let Some(p) = self.paced.as_mut() {
             p.progress = 0;
+            p.open = None;
             for wr in p.held.drain(..) {
                 self.sq.push_back(wr);
             }

@@ -22,7 +22,7 @@ use super::LinkError;
 use super::link::Arm;
 use super::progress::Wakeup;
 use super::target;
-use super::wire::{CreditGate, Outcome, Receiver, Side, Wire};
+use super::wire::{CreditGate, Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -288,7 +288,7 @@ impl Link {
         }
         self.ship_area()?;
         self.transmit(w, &mut out);
-        self.flush()?;
+        self.flush(w.packet_gate(), &mut w.paced_packets)?;
         self.complete(w, &mut out);
         self.repost();
         Ok(out)
@@ -308,7 +308,7 @@ impl Link {
         }
         self.take_landed();
         self.transmit(w, &mut out);
-        if self.flush().is_err() {
+        if self.flush(w.packet_gate(), &mut w.paced_packets).is_err() {
             return None;
         }
         self.complete(w, &mut out);
@@ -362,7 +362,10 @@ impl Link {
             ..Default::default()
         }));
         for _ in 0..100 {
-            if self.reap().is_err() || self.flush().is_err() || self.tx.outgoing.is_empty() {
+            if self.reap().is_err()
+                || self.flush(None, &mut 0).is_err()
+                || self.tx.outgoing.is_empty()
+            {
                 break;
             }
             std::thread::yield_now();
@@ -529,6 +532,52 @@ mod tests {
         );
         // What woke us is there to take: b's round hears the ping.
         p.rounds_until(|_, b| b.heard > quiet_since);
+    }
+
+    /// A rate-limited queue's WR goes in fragments of at most its PMTU, each only once the
+    /// pacer granted it (`PacketGate`); the peer completes the WR once, whole.
+    #[test]
+    fn a_paced_wr_goes_in_packets_as_they_are_granted() {
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let wr = crate::transport::test_wr(&p.pool, 5000, UMQ_OPC_SEND_IMM, 77);
+        let rx = p.pool.alloc(8192, 1, 0, 0).unwrap();
+        p.wb.rx_posted.push_back(rx);
+        p.wa.sq.push_back(wr);
+        p.wa.paced = Some(crate::transport::wire::Paced {
+            pmtu: 1024,
+            open: Some((wr, 2048)),
+            ..Default::default()
+        });
+        p.rounds_until(|_, b| {
+            b.rx.assembling
+                .as_ref()
+                .is_some_and(|(_, d)| d.len() == 2048)
+        });
+        for _ in 0..20 {
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let assembled = p.b.rx.assembling.as_ref().map(|(_, d)| d.len());
+        assert_eq!(assembled, Some(2048), "more than was granted went");
+        assert_eq!(p.wa.paced_packets, 2);
+        assert!(p.wb.rx_cq.is_empty() && p.wa.delivered == 0);
+        p.wa.paced.as_mut().unwrap().open = None; // all granted
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.wb.rx_cq.is_empty() || p.wa.delivered == 0 {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert_eq!(p.wa.paced_packets, 5, "5000 bytes in packets of 1024");
+        let (head, nbufs) = p.wb.rx_cq.front().unwrap();
+        let h = unsafe { &*head };
+        assert_eq!((head, nbufs, h.total_data_size), (rx, 1, 5000));
+        assert_eq!((h.pro().opcode, h.pro().imm_data), (UMQ_OPC_SEND_IMM, 77));
+        assert!(crate::transport::test_bytes_intact(head, 5000));
+        p.pool.free_one(wr).unwrap();
+        p.pool.free_one(rx).unwrap();
     }
 
     /// The flow-control area crosses as an RMA write into the peer's landing words: the peer

@@ -161,6 +161,7 @@ impl target::Initiator for Reply<'_> {
             done: 0,
             started: false,
             wr_seq: None,
+            fragment: FRAGMENT,
         });
         Some(UMQ_BUF_SUCCESS)
     }

@@ -19,6 +19,9 @@ pub(super) struct Outgoing {
     pub(super) started: bool,
     /// Our WR this message carries (its sequence number).
     pub(super) wr_seq: Option<u64>,
+    /// Payload bytes a fragment carries at most: `FRAGMENT`, or a rate-limited queue's PMTU
+    /// (each fragment is then one of its packets, sent as the pacer grants it).
+    pub(super) fragment: usize,
 }
 
 pub(super) enum Body {
@@ -36,6 +39,7 @@ impl Outgoing {
             done: 0,
             started: false,
             wr_seq: None,
+            fragment: FRAGMENT,
         }
     }
 
@@ -48,27 +52,8 @@ impl Outgoing {
         match &self.body {
             Body::None => {}
             Body::Owned(v) => dst.copy_from_slice(&v[self.done as usize..][..dst.len()]),
-            Body::Wr(wr) => copy_wr_range(*wr, self.done as usize, dst),
+            Body::Wr(wr) => target::copy_range(*wr, self.done as usize, dst),
         }
-    }
-}
-
-/// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
-pub(super) fn copy_wr_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
-    let mut skip = from;
-    let mut at = 0;
-    for (p, n) in target::pieces(wr) {
-        if at == dst.len() {
-            break;
-        }
-        if skip >= n {
-            skip -= n;
-            continue;
-        }
-        let take = (n - skip).min(dst.len() - at);
-        unsafe { std::ptr::copy_nonoverlapping(p.add(skip), dst[at..].as_mut_ptr(), take) };
-        at += take;
-        skip = 0;
     }
 }
 
@@ -132,6 +117,7 @@ impl Link {
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
     pub(super) fn transmit(&mut self, w: &mut Wire, out: &mut Outcome) {
         let mut credit = CreditGate::open(w);
+        let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
         while w.delivered + w.in_flight < w.sq.len() && self.tx.outgoing.len() < MAX_OUTGOING {
             let wr = w.sq[w.delivered + w.in_flight];
             let pro = unsafe { *(*wr).pro() };
@@ -162,6 +148,7 @@ impl Link {
                 done: 0,
                 started: false,
                 wr_seq: Some(seq),
+                fragment,
             });
             self.tx.flight.push_back(Flight {
                 quick: quick(pro.opcode),
@@ -179,8 +166,14 @@ impl Link {
         credit.close(w);
     }
 
-    /// Sends queued messages in order, fragment by fragment, while libfabric takes them.
-    pub(super) fn flush(&mut self) -> Result<(), LinkError> {
+    /// Sends queued messages in order, fragment by fragment, while libfabric takes them and, for
+    /// a rate-limited queue (`gate`), while the pacer's grants last, counting its `packets`. (Fragments are this
+    /// provider's packets: the first carries the header of the WR, `KIND_MORE` the others.)
+    pub(super) fn flush(
+        &mut self,
+        gate: Option<PacketGate>,
+        packets: &mut u64,
+    ) -> Result<(), LinkError> {
         let (ep, peer, said) = (&self.ep, self.peer, &mut self.said);
         let Tx {
             bufs,
@@ -191,7 +184,12 @@ impl Link {
             scratch,
         } = &mut self.tx;
         while let Some(o) = outgoing.front_mut() {
-            let n = (o.total() - o.done).min(FRAGMENT as u64) as usize;
+            let n = (o.total() - o.done).min(o.fragment as u64) as usize;
+            if let (Some(g), Body::Wr(wr)) = (gate, &o.body)
+                && o.done + n as u64 > g.allowed(*wr, o.total())
+            {
+                return Ok(());
+            }
             let mut h = o.header;
             if o.started {
                 h.kind = KIND_MORE;
@@ -226,6 +224,9 @@ impl Link {
                 }
             }
             *said = Instant::now();
+            if o.fragment < FRAGMENT {
+                *packets += 1;
+            }
             o.started = true;
             o.done += n as u64;
             if o.done == o.total() {

@@ -16,6 +16,12 @@ pub(super) struct Pair {
     pub(super) rx_entries_run: u64,
     /// The oldest entry of our inbox waits for a receive buffer.
     pub(super) rx_blocked: bool,
+    /// The peer's message whose packets are arriving: its First entry and the bytes so far.
+    pub(super) assembly: Option<(Entry, Vec<u8>)>,
+    /// Our WR whose packets are going out (the next to go): the bytes pushed so far, and the
+    /// packet size it began with.
+    pub(super) packet_sent: u64,
+    pub(super) packet_size: usize,
 }
 
 /// A binding to a queue of another process on this host.

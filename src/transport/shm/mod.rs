@@ -45,10 +45,15 @@
 //! The other way round, a SEND into a receive buffer from the *receiver's* shared pool is
 //! *placed*: the sender writes it straight into that buffer (see `placement`), and its entry
 //! says where.
+//!
+//! A rate-limited queue's messages longer than its PMTU go as packets, one entry each, pushed
+//! as the pacer grants them (`FLAG_FIRST_PACKET`, then `KIND_MORE_PACKET` entries): First,
+//! Middles, Last. The receiver keeps their bytes until the Last arrives and then runs the
+//! message as any other, so the application sees one completion.
 
 use super::LinkError;
 use super::target;
-use super::wire::{CreditGate, Outcome, Receiver, Side, Wire};
+use super::wire::{CreditGate, Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -112,7 +117,7 @@ impl Hot {
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 7;
+const LAYOUT_VERSION: u32 = 8;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -120,12 +125,20 @@ const KIND_PAD: u8 = 0;
 const KIND_WR: u8 = 1;
 const KIND_STANDALONE: u8 = 2;
 const KIND_READ_RESP: u8 = 3;
+/// A Middle or Last packet of a message cut into packets (a rate-limited sender's): `len`
+/// bytes at offset `seq` of the `total` bytes its First packet began.
+const KIND_MORE_PACKET: u8 = 4;
 
 /// `Entry::flags`: the payload is a list of `RefPiece`s in the sender's shared pool.
 const FLAG_BY_REF: u16 = 1;
 /// `Entry::flags`: the payload is already in the receive buffer at `Entry::addr` (an offset in
 /// the receiver's shared pool), written there by the sender (`placement`).
 const FLAG_PLACED: u16 = 2;
+/// `Entry::flags`: the WR's message is cut into packets (its sender is rate limited), and this
+/// entry is its First, carrying the first `len` of its `total` bytes; `KIND_MORE_PACKET`
+/// entries follow with the rest, the Last completing it. A message of one packet (an Only) is
+/// an ordinary entry.
+const FLAG_FIRST_PACKET: u16 = 4;
 /// Smallest message placed straight into the receiver's buffer when it goes alone (a post of
 /// one WR, nothing of ours waiting): below it, the copy through the ring costs less than the
 /// placement's fence and its look at the board (measured: see `docs/TRANSPORTS.md`).
@@ -582,7 +595,7 @@ mod tests {
             imm: rng.next(),
             ..Default::default()
         };
-        match rng.next() % 8 {
+        match rng.next() % 9 {
             0 | 1 => {} // inline
             2 | 3 => {
                 e.flags = FLAG_BY_REF;
@@ -612,6 +625,16 @@ mod tests {
                     (e.token_id, e.token_value) = (slot.chunk.token_id, slot.chunk.token_value);
                 }
             }
+            7 => {
+                // A packet of a rate-limited sender's message: a First, or a later one.
+                e.total = payload.len() as u64 + rng.next() % 2000;
+                if rng.next().is_multiple_of(2) {
+                    e.flags = FLAG_FIRST_PACKET;
+                } else {
+                    e.kind = KIND_MORE_PACKET;
+                    e.seq = rng.edgy(&[0, 1024, e.total - payload.len() as u64]);
+                }
+            }
             _ => {
                 e.kind = rng.pick(&[KIND_PAD, KIND_STANDALONE, KIND_READ_RESP]);
                 e.seq = rng.next() % 2;
@@ -620,9 +643,9 @@ mod tests {
         e.len = payload.len() as u32;
         for _ in 0..rng.next() % 3 {
             match rng.next() % 10 {
-                0 => e.kind = rng.edgy(&[0, 1, 2, 3]) as u8,
+                0 => e.kind = rng.edgy(&[0, 1, 2, 3, 4]) as u8,
                 1 => e.opcode = rng.edgy(&[0, 1, 0x10, 0x40, 0x41, 0x51]) as u8,
-                2 => e.flags = rng.edgy(&[0, 1, 2]) as u16,
+                2 => e.flags = rng.edgy(&[0, 1, 2, 4]) as u16,
                 3 => e.len = rng.edgy(&[0, 16, 48, e.len as u64, cap]) as u32,
                 4 => e.addr = rng.edgy(offsets),
                 5 => e.total = rng.edgy(&[0, e.total, cap, cap + 1]),
@@ -721,12 +744,19 @@ mod tests {
                 rx.len(),
                 "case {case}: a receive buffer was lost"
             );
-            for (b, _) in w.rx_cq.iter() {
-                let (len, cap) = unsafe { ((*b).total_data_size, (*b).buf_size) };
+            for (b, nbufs) in w.rx_cq.iter() {
+                // A receiver that fragments takes a long message in a chain of buffers.
+                let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
+                let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
+                let len = unsafe { (*b).total_data_size } as u64;
                 assert!(
                     len <= cap,
-                    "case {case}: {len} bytes completed in a {cap}-byte buffer"
+                    "case {case}: {len} bytes completed in {cap} bytes of buffers"
                 );
+                for &c in &chain {
+                    let (n, cap) = unsafe { ((*c).data_size, (*c).buf_size) };
+                    assert!(n <= cap, "case {case}: {n} bytes in a {cap}-byte buffer");
+                }
             }
             for &b in &canaries {
                 let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
@@ -749,6 +779,160 @@ mod tests {
             outcomes["ran"] > 500 && completed > 500 && placed > 50,
             "{outcomes:?}"
         );
+    }
+
+    /// A rate-limited sender's message longer than its PMTU goes as packets, one ring entry
+    /// each, only as far as the pacer granted it (`PacketGate`); the receiver holds them and
+    /// completes the message once, bytes and immediate intact, when the Last arrives.
+    #[test]
+    fn a_paced_message_crosses_as_packets_as_they_are_granted() {
+        let me = std::process::id();
+        let pool = Pool::new(false, 0, 0);
+        let theirs = Segment::create(51, false).unwrap();
+        let to_theirs = Segment::open_peer(me, theirs.fd() as u32, 51).unwrap();
+        let ours = Segment::create(52, false).unwrap();
+        let to_ours = Segment::open_peer(me, ours.fd() as u32, 52).unwrap();
+        let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
+        let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND_IMM, 77);
+        ws.sq.push_back(wr);
+        ws.paced = Some(crate::transport::wire::Paced {
+            pmtu: 1024,
+            open: Some((wr, 2048)),
+            ..Default::default()
+        });
+        let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
+        let rx = pool.alloc(8192, 1, 0, 0).unwrap();
+        wr_rx.rx_posted.push_back(rx);
+        let at = Receiver {
+            umqh: 9,
+            fragments: false,
+            pool: &pool,
+        };
+        let mut out = Outcome::default();
+
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        assert_eq!(ws.paced_packets, 2, "two packets granted, two on the wire");
+        assert_eq!(
+            (ws.delivered, ws.in_flight),
+            (0, 0),
+            "the WR is not all out"
+        );
+        let (first, _) = theirs.peek().unwrap().expect("the First");
+        assert_eq!(
+            (first.flags, first.len, first.total),
+            (FLAG_FIRST_PACKET, 1024, 5000)
+        );
+        receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
+        assert!(wr_rx.rx_cq.is_empty(), "completed before its Last");
+        assert_eq!(receiver.assembly.as_ref().map(|(_, d)| d.len()), Some(2048));
+        assert_eq!(wr_rx.rx_posted.len(), 1, "no buffer taken yet");
+
+        ws.paced.as_mut().unwrap().open = Some((wr, 4096));
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        assert_eq!(ws.paced_packets, 4);
+        ws.paced.as_mut().unwrap().open = None; // all granted
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        assert_eq!(ws.paced_packets, 5, "5000 bytes in packets of 1024");
+        assert_eq!(
+            ws.delivered, 1,
+            "a SEND completes once its Last is in the ring"
+        );
+        receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
+        let (head, nbufs) = wr_rx.rx_cq.front().expect("one completion");
+        assert_eq!((head, nbufs, wr_rx.rx_cq.len()), (rx, 1, 1));
+        let h = unsafe { &*head };
+        assert_eq!(
+            (h.total_data_size, h.pro().opcode, h.pro().imm_data),
+            (5000, UMQ_OPC_SEND_IMM, 77)
+        );
+        assert!(
+            crate::transport::test_bytes_intact(head, 5000),
+            "bytes intact"
+        );
+        assert_eq!(
+            theirs.inbox().done.0.load(Ordering::Relaxed),
+            1,
+            "executed once"
+        );
+        assert!(receiver.assembly.is_none() && !theirs.has_entry());
+        pool.free_one(wr).unwrap();
+        pool.free_one(rx).unwrap();
+    }
+
+    /// Packets that do not make a message end the pair: a Middle without a First, a gap, a
+    /// new message before the Last, a First of a message that fits one packet.
+    #[test]
+    fn packets_that_do_not_make_a_message_break_the_pair() {
+        let me = std::process::id();
+        let pool = Pool::new(false, 0, 0);
+        let first = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            flags: FLAG_FIRST_PACKET,
+            len: 100,
+            total: 300,
+            ..Default::default()
+        };
+        let more = |seq: u64, len: u32| Entry {
+            kind: KIND_MORE_PACKET,
+            len,
+            total: 300,
+            seq,
+            ..Default::default()
+        };
+        let plain = Entry {
+            flags: 0,
+            total: 0,
+            ..first
+        };
+        let cases: [(&str, Vec<Entry>); 5] = [
+            ("a packet without its message's first", vec![more(0, 100)]),
+            (
+                "packets that do not make their message",
+                vec![first, more(150, 100)],
+            ),
+            (
+                "packets that do not make their message",
+                vec![first, more(100, 250)],
+            ),
+            (
+                "a message began before the last packet of the one before",
+                vec![first, more(100, 100), plain],
+            ),
+            (
+                "malformed first packet",
+                vec![Entry {
+                    total: 100,
+                    ..first
+                }],
+            ),
+        ];
+        for (why, entries) in cases {
+            let mine = Segment::create(61, false).unwrap();
+            let writer = Segment::open_peer(me, mine.fd() as u32, 61).unwrap();
+            let (_other, peer, _) = sender_with_pool();
+            let mut at = 0;
+            for e in &entries {
+                at = write_raw(&writer, at, e, &vec![7u8; e.len as usize]).unwrap();
+            }
+            let mut w = Wire::new(8, 8);
+            w.rx_posted.push_back(pool.alloc(1000, 1, 0, 0).unwrap());
+            let r = receive(
+                &mut w,
+                &mut Pair::default(),
+                &mine,
+                &peer,
+                &Receiver {
+                    umqh: 0,
+                    fragments: false,
+                    pool: &pool,
+                },
+                &mut Outcome::default(),
+            );
+            assert_eq!(r, Err(LinkError::Corrupt(why)), "{entries:?}");
+            assert!(w.rx_cq.is_empty(), "{why}: something completed");
+            pool.free_one(w.rx_posted.pop_front().unwrap()).unwrap();
+        }
     }
 
     #[test]

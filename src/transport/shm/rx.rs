@@ -34,6 +34,39 @@ pub(super) fn receive(
                 let data = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
                 target::land_read_response(w, e.seq, data)?
             }
+            _ if pair.assembly.is_some() && e.kind == KIND_WR => {
+                return Err(LinkError::Corrupt(
+                    "a message began before the last packet of the one before",
+                ));
+            }
+            _ if e.flags == FLAG_FIRST_PACKET => first_packet(pair, &e, payload)?,
+            KIND_MORE_PACKET => {
+                let Some(last) = next_packet(pair, &e, payload)? else {
+                    mine.pop(&e);
+                    continue;
+                };
+                let at = Here {
+                    umqh,
+                    fragments,
+                    seq: mine.inbox().done.0.load(Ordering::Relaxed),
+                };
+                let (first, data) = pair.assembly.as_ref().expect("next_packet checked");
+                let src = [(data.as_ptr() as *mut u8, data.len()), last];
+                let Some(status) = execute(w, peer, first, &src, &at, pool, out)? else {
+                    if crate::transport::wire::needs_rx_buffer(first.opcode as u32) {
+                        note_blocked(pair, out);
+                    }
+                    return Ok(());
+                };
+                if crate::transport::wire::needs_rx_buffer(first.opcode as u32) {
+                    pair.rx_entries_run += 1;
+                }
+                pair.assembly = None;
+                mine.pop(&e);
+                mine.finish_wr(status);
+                pair.rx_blocked = false;
+                continue;
+            }
             _ => {
                 let landed = match e.flags {
                     0 => land_inline(w, &e, payload, umqh, fragments, out),
@@ -72,6 +105,49 @@ pub(super) fn receive(
         pair.rx_blocked = false;
     }
     Ok(())
+}
+
+/// The First packet of a message cut into packets: its bytes are kept until the Last arrives.
+fn first_packet(pair: &mut Pair, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
+    let carries_payload = matches!(
+        e.opcode as u32,
+        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+    );
+    if e.kind != KIND_WR
+        || !carries_payload
+        || e.total <= e.len as u64
+        || e.total > crate::limits::MAX_MESSAGE
+    {
+        return Err(LinkError::Corrupt("malformed first packet"));
+    }
+    let mut data = Vec::with_capacity(e.total as usize);
+    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+    data.extend_from_slice(unsafe { std::slice::from_raw_parts(payload, e.len as usize) });
+    pair.assembly = Some((*e, data));
+    Ok(())
+}
+
+/// A Middle packet joins its message's bytes (None); the Last is returned as the message's
+/// final piece, left in the ring until the message has run.
+fn next_packet(
+    pair: &mut Pair,
+    e: &Entry,
+    payload: *const u8,
+) -> Result<Option<(*mut u8, usize)>, LinkError> {
+    let (first, data) = pair
+        .assembly
+        .as_mut()
+        .ok_or(LinkError::Corrupt("a packet without its message's first"))?;
+    let end = data.len() as u64 + e.len as u64;
+    if e.seq != data.len() as u64 || e.total != first.total || e.len == 0 || end > first.total {
+        return Err(LinkError::Corrupt("packets that do not make their message"));
+    }
+    if end == first.total {
+        return Ok(Some((payload as *mut u8, e.len as usize)));
+    }
+    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+    data.extend_from_slice(unsafe { std::slice::from_raw_parts(payload, e.len as usize) });
+    Ok(None)
 }
 
 /// The common case in one pass: a SEND or SEND_IMM whose payload is in the ring lands whole in

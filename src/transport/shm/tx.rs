@@ -97,6 +97,7 @@ pub(super) fn finish_tx(
 pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
     let mut credit = CreditGate::open(w);
     let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
+    let gate = w.packet_gate();
     while w.delivered + w.in_flight < w.sq.len() {
         let wr = w.sq[w.delivered + w.in_flight];
         let opcode = unsafe { (*wr).pro().opcode };
@@ -104,11 +105,23 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
             out.credit_wait = true;
             break;
         }
-        let by_ref = w
-            .arena
-            .as_deref()
-            .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, pair, peer));
-        let Some(how) = push_wr(peer, wr, by_ref, alone) else {
+        let how = if let Some(allowed) = packet_allowance(gate, pair, wr) {
+            push_packets(peer, wr, pair, allowed, &mut w.paced_packets).then(|| {
+                peer.note_pushed(opcode);
+                Sent::Copied
+            })
+        } else {
+            let by_ref = w
+                .arena
+                .as_deref()
+                .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, pair, peer));
+            let how = push_wr(peer, wr, by_ref, alone);
+            if how.is_some() && gate.is_some() {
+                w.paced_packets += 1; // an Only packet
+            }
+            how
+        };
+        let Some(how) = how else {
             credit.keep(opcode);
             break;
         };
@@ -139,6 +152,71 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
         }
     }
     credit.close(w);
+}
+
+/// Whether `wr` goes as packets, and if so how many bytes of its message may be on the wire
+/// now: a rate-limited queue's message longer than its PMTU, or one whose packets are already
+/// going (its queue's limit lifted since: the rest goes at once, in packets of the same size).
+fn packet_allowance(gate: Option<PacketGate>, pair: &mut Pair, wr: *mut umq_buf_t) -> Option<u64> {
+    let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
+    if pair.packet_sent > 0 {
+        return Some(gate.map_or(total, |g| g.allowed(wr, total)));
+    }
+    let g = gate?;
+    let payload = matches!(
+        opcode,
+        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+    );
+    if !payload || total <= g.pmtu as u64 {
+        return None; // an Only packet: an ordinary entry
+    }
+    pair.packet_size = g.pmtu;
+    Some(g.allowed(wr, total))
+}
+
+/// Pushes the next packets of `wr`'s message, one entry each (the First, then Middles and the
+/// Last), while `allowed` bytes of it and the ring's room last; true once the Last is in.
+fn push_packets(
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+    pair: &mut Pair,
+    allowed: u64,
+    pushed: &mut u64,
+) -> bool {
+    let (first, total) = wr_entry(wr);
+    let total = total as u64;
+    while pair.packet_sent < total {
+        let at = pair.packet_sent;
+        let n = (total - at).min(pair.packet_size as u64);
+        if at + n > allowed {
+            return false;
+        }
+        let e = if at == 0 {
+            Entry {
+                flags: FLAG_FIRST_PACKET,
+                total,
+                ..first
+            }
+        } else {
+            Entry {
+                kind: KIND_MORE_PACKET,
+                total,
+                seq: at,
+                ..Default::default()
+            }
+        };
+        let copied = peer.push(e, n as usize, |dst| {
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst, n as usize) };
+            target::copy_range(wr, at as usize, dst);
+        });
+        if !copied {
+            return false;
+        }
+        pair.packet_sent += n;
+        *pushed += 1;
+    }
+    pair.packet_sent = 0;
+    true
 }
 
 /// Whether `wr`, the only WR of a post, can go in one pass (`transmit_one`): a one-buffer SEND
