@@ -34,47 +34,28 @@ pub(super) fn receive(
                 let data = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
                 target::land_read_response(w, e.seq, data)?
             }
-            _ if pair.assembly.is_some() && e.kind == KIND_WR => {
-                return Err(LinkError::Corrupt(
-                    "a message began before the last packet of the one before",
-                ));
-            }
-            _ if e.flags == FLAG_FIRST_PACKET => first_packet(pair, &e, payload)?,
             KIND_MORE_PACKET => {
-                let Some(last) = next_packet(pair, &e, payload)? else {
-                    mine.pop(&e);
-                    continue;
-                };
-                let at = Here {
-                    umqh,
-                    fragments,
-                    seq: mine.inbox().done.0.load(Ordering::Relaxed),
-                };
-                let (first, data) = pair.assembly.as_ref().expect("next_packet checked");
-                let src = [(data.as_ptr() as *mut u8, data.len()), last];
-                let Some(status) = execute(w, peer, first, &src, &at, pool, out)? else {
-                    if crate::transport::wire::needs_rx_buffer(first.opcode as u32) {
-                        note_blocked(pair, out);
-                    }
+                if !packet(w, pair, mine, peer, &e, payload, at, out)? {
                     return Ok(());
-                };
-                if crate::transport::wire::needs_rx_buffer(first.opcode as u32) {
-                    pair.rx_entries_run += 1;
                 }
-                pair.assembly = None;
-                mine.pop(&e);
-                mine.finish_wr(status);
-                pair.rx_blocked = false;
                 continue;
             }
             _ => {
+                // (While a message's packets arrive, every WR entry is a packet's business.)
+                let whole = pair.assembly.is_none();
                 let landed = match e.flags {
-                    0 => land_inline(w, &e, payload, umqh, fragments, out),
-                    FLAG_PLACED => land_placed(w, &e, umqh, out),
+                    0 if whole => land_inline(w, &e, payload, umqh, fragments, out),
+                    FLAG_PLACED if whole => land_placed(w, &e, umqh, out),
                     _ => None,
                 };
                 let status = match landed {
                     Some(status) => Some(status),
+                    None if e.flags == FLAG_FIRST_PACKET || !whole => {
+                        if !packet(w, pair, mine, peer, &e, payload, at, out)? {
+                            return Ok(());
+                        }
+                        continue;
+                    }
                     None => {
                         let at = Here {
                             umqh,
@@ -105,6 +86,59 @@ pub(super) fn receive(
         pair.rx_blocked = false;
     }
     Ok(())
+}
+
+/// An entry of a message cut into packets (or, while one arrives, any entry of a WR): the First
+/// and Middles kept, the message run at its Last. Whether the receive goes on (false: the
+/// message waits for a receive buffer).
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn packet(
+    w: &mut Wire,
+    pair: &mut Pair,
+    mine: &Segment,
+    peer: &Segment,
+    e: &Entry,
+    payload: *const u8,
+    at: &Receiver,
+    out: &mut Outcome,
+) -> Result<bool, LinkError> {
+    if e.kind == KIND_WR && pair.assembly.is_some() {
+        return Err(LinkError::Corrupt(
+            "a message began before the last packet of the one before",
+        ));
+    }
+    let last = if e.kind == KIND_WR {
+        first_packet(pair, e, payload)?;
+        None
+    } else {
+        next_packet(pair, e, payload)?
+    };
+    let Some(last) = last else {
+        mine.pop(e);
+        return Ok(true);
+    };
+    let here = Here {
+        umqh: at.umqh,
+        fragments: at.fragments,
+        seq: mine.inbox().done.0.load(Ordering::Relaxed),
+    };
+    let (first, data) = pair.assembly.as_ref().expect("next_packet checked");
+    let takes_rx = crate::transport::wire::needs_rx_buffer(first.opcode as u32);
+    let src = [(data.as_ptr() as *mut u8, data.len()), last];
+    let Some(status) = execute(w, peer, first, &src, &here, at.pool, out)? else {
+        if takes_rx {
+            note_blocked(pair, out);
+        }
+        return Ok(false);
+    };
+    pair.rx_entries_run += takes_rx as u64;
+    pair.assembly = None;
+    mine.pop(e);
+    mine.finish_wr(status);
+    pair.rx_blocked = false;
+    Ok(true)
 }
 
 /// The First packet of a message cut into packets: its bytes are kept until the Last arrives.

@@ -97,7 +97,9 @@ pub(super) fn finish_tx(
 pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
     let mut credit = CreditGate::open(w);
     let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
-    let gate = w.packet_gate();
+    // A limited queue's WRs may go as packets (looked at only then: this is every round's path).
+    let paced = w.paced.is_some() || pair.packet_sent > 0;
+    let gate = if paced { w.packet_gate() } else { None };
     while w.delivered + w.in_flight < w.sq.len() {
         let wr = w.sq[w.delivered + w.in_flight];
         let opcode = unsafe { (*wr).pro().opcode };
@@ -105,7 +107,12 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
             out.credit_wait = true;
             break;
         }
-        let how = if let Some(allowed) = packet_allowance(gate, pair, wr) {
+        let packets = if paced {
+            packet_allowance(gate, pair, wr)
+        } else {
+            None
+        };
+        let how = if let Some(allowed) = packets {
             push_packets(peer, wr, pair, allowed, &mut w.paced_packets).then(|| {
                 peer.note_pushed(opcode);
                 Sent::Copied
@@ -157,6 +164,8 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
 /// Whether `wr` goes as packets, and if so how many bytes of its message may be on the wire
 /// now: a rate-limited queue's message longer than its PMTU, or one whose packets are already
 /// going (its queue's limit lifted since: the rest goes at once, in packets of the same size).
+#[cold]
+#[inline(never)]
 fn packet_allowance(gate: Option<PacketGate>, pair: &mut Pair, wr: *mut umq_buf_t) -> Option<u64> {
     let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
     if pair.packet_sent > 0 {
