@@ -89,6 +89,70 @@ typedef struct umq_ext_pacing_stats {
     uint64_t held_wr;      /* messages waiting for the pacer now */
 } umq_ext_pacing_stats_t;
 
+/* Link-level pause and priority flow control (PAUSE 802.3x, PFC 802.1Qbb; docs/PFC.md). A link
+ * is every queue bound to the same peer process; its MAC control frames travel in-band. A
+ * priority the peer pauses stops its queues from starting new messages; the others run on.
+ * in->addr = the queue's priority, 0..7 (default 0); bound or not. */
+#define UMQ_EXT_OPCODE_PFC_PRIORITY 0x554d0009u
+/* Sets the link's settings from the umq_ext_pfc_config_t at in->addr (in->len its size) when
+ * in->addr is set; writes them to out->addr (out->len its size) when that is set. The queue
+ * must be bound to another process. */
+#define UMQ_EXT_OPCODE_PFC_CONFIG 0x554d000au
+/* Fills a umq_ext_pfc_stats_t at out->addr: the link's counters. */
+#define UMQ_EXT_OPCODE_PFC_STATS 0x554d000bu
+/* Sends the raw MAC control frame in the umq_ext_pfc_frame_t at in->addr (len 14..1518). */
+#define UMQ_EXT_OPCODE_PFC_SEND_FRAME 0x554d000cu
+/* The oldest control frame the link passed to the application (pass_control), into the
+ * umq_ext_pfc_frame_t at out->addr; len 0 when there is none. */
+#define UMQ_EXT_OPCODE_PFC_RECV_FRAME 0x554d000du
+
+/* umq_ext_pfc_config_t.flags; the defaults are RFE | PFCE. */
+#define UMQ_EXT_PFC_RFE 1u     /* act on the peer's pause frames */
+#define UMQ_EXT_PFC_PFCE 2u    /* act on PFC frames per priority (with RFE) */
+#define UMQ_EXT_PFC_UNICAST 4u /* also accept pause frames sent to the link's address */
+#define UMQ_EXT_PFC_EMIT 8u    /* our receive backlog of a priority sends XOFF / XON for it */
+
+/* UMQ_EVENT_OTHER with original_code = this + the priority: the storm watchdog stopped
+ * honouring a priority the peer kept paused while we had work, and later honoured it again. */
+#define UMQ_EXT_EVENT_PFC_STORM 0x554d0100
+#define UMQ_EXT_EVENT_PFC_STORM_RESTORED 0x554d0110
+
+typedef struct umq_ext_pfc_config {
+    uint32_t flags;
+    uint32_t pass_control;        /* 0: drop non-pause control frames; 1: pass them to the
+                                     application; 2: pass pause frames too */
+    uint64_t speed_bps;           /* for the length of a pause quantum (512 bit times) */
+    uint64_t xoff_bytes;          /* backlog of a priority above which we ask for a pause */
+    uint64_t xon_bytes;           /* and below which we ask to resume */
+    uint64_t watchdog_detect_ns;  /* default 200 ms */
+    uint64_t watchdog_restore_ns; /* default 200 ms */
+    uint16_t pause_quanta;        /* quanta our XOFF frames ask for (refreshed at half) */
+    uint8_t address[6];           /* the link's own address */
+} umq_ext_pfc_config_t;
+
+typedef struct umq_ext_pfc_priority_stats {
+    uint64_t indications; /* pause frames received for the priority */
+    uint64_t requests;    /* pause frames sent for it */
+    uint64_t paused_ns;
+    uint64_t watchdog_trips;
+} umq_ext_pfc_priority_stats_t;
+
+typedef struct umq_ext_pfc_stats {
+    umq_ext_pfc_priority_stats_t priority[8];
+    uint64_t link_pauses; /* 802.3x PAUSE frames received */
+    uint64_t link_paused_ns;
+    uint64_t other_control;  /* control frames that were not pause frames for this link */
+    uint64_t passed_dropped; /* passed frames dropped unread (more than 64 waiting) */
+    uint32_t paused_now;     /* bit p: priority p paused now */
+    uint32_t queues;         /* queues on the link */
+} umq_ext_pfc_stats_t;
+
+typedef struct umq_ext_pfc_frame {
+    uint32_t len;
+    uint32_t rsvd;
+    uint8_t bytes[1520];
+} umq_ext_pfc_frame_t;
+
 /* fi_tx_size_left / fi_rx_size_left by queue handle (see umq_fi.h): a lower bound on the posts
  * that succeed now; -22 (FI_EINVAL) for a bad handle, -258 (FI_EOPBADSTATE) when unbound. */
 int64_t umq_tx_size_left(uint64_t umqh);

@@ -580,6 +580,40 @@ class Queue:
         """The process's pacing tick rate (through any queue)."""
         self.user_ctl(K.UMQ_EXT_OPCODE_PACING_TICK_RATE, in_addr=ticks_per_s)
 
+    def set_priority(self, priority):
+        """The queue's priority on its link, 0..7 (link-level pause and PFC)."""
+        self.user_ctl(K.UMQ_EXT_OPCODE_PFC_PRIORITY, in_addr=priority)
+
+    def pfc_config(self, **changes):
+        """The link's settings as a umq_ext_pfc_config_t, after applying `changes` (field
+        names of that struct; `address` as 6 bytes) when given."""
+        c = T.umq_ext_pfc_config_t()
+        self.user_ctl(K.UMQ_EXT_OPCODE_PFC_CONFIG, out=c)
+        if changes:
+            for name, value in changes.items():
+                if name == "address":
+                    C.memmove(c.address, bytes(value), 6)
+                else:
+                    setattr(c, name, value)
+            self.user_ctl(K.UMQ_EXT_OPCODE_PFC_CONFIG, in_addr=C.addressof(c), in_len=C.sizeof(c), out=c)
+        return c
+
+    def pfc_stats(self):
+        s = T.umq_ext_pfc_stats_t()
+        self.user_ctl(K.UMQ_EXT_OPCODE_PFC_STATS, out=s)
+        return s
+
+    def pfc_send_frame(self, frame):
+        f = T.umq_ext_pfc_frame_t(len=len(frame))
+        C.memmove(f.bytes, bytes(frame), len(frame))
+        self.user_ctl(K.UMQ_EXT_OPCODE_PFC_SEND_FRAME, in_addr=C.addressof(f), in_len=C.sizeof(f))
+
+    def pfc_recv_frame(self):
+        """The oldest control frame the link passed to us, or None."""
+        f = T.umq_ext_pfc_frame_t()
+        self.user_ctl(K.UMQ_EXT_OPCODE_PFC_RECV_FRAME, out=f)
+        return bytes(f.bytes[: f.len]) if f.len else None
+
     def pacing_stats(self):
         s = T.umq_ext_pacing_stats_t()
         self.user_ctl(K.UMQ_EXT_OPCODE_PACING_STATS, out=s)

@@ -360,3 +360,23 @@ class umq_ext_pacing_stats_t(_Struct):
 def pro(buf):
     """The pro-API view (`umq_buf_pro_t`) of a buffer's `qbuf_ext`: reads and writes go to the buffer."""
     return umq_buf_pro_t.from_address(C.addressof(buf.qbuf_ext))
+
+
+class umq_ext_pfc_config_t(_Struct):
+    _fields_ = [("flags", u32), ("pass_control", u32)] + [
+        (name, u64) for name in ("speed_bps", "xoff_bytes", "xon_bytes", "watchdog_detect_ns", "watchdog_restore_ns")
+    ] + [("pause_quanta", u16), ("address", u8 * 6)]
+
+
+class umq_ext_pfc_priority_stats_t(_Struct):
+    _fields_ = [(name, u64) for name in ("indications", "requests", "paused_ns", "watchdog_trips")]
+
+
+class umq_ext_pfc_stats_t(_Struct):
+    _fields_ = [("priority", umq_ext_pfc_priority_stats_t * 8)] + [
+        (name, u64) for name in ("link_pauses", "link_paused_ns", "other_control", "passed_dropped")
+    ] + [("paused_now", u32), ("queues", u32)]
+
+
+class umq_ext_pfc_frame_t(_Struct):
+    _fields_ = [("len", u32), ("rsvd", u32), ("bytes", u8 * 1520)]

@@ -86,3 +86,100 @@ pub struct umq_ext_pacing_stats_t {
 
 // The hand-written umq_ext.h declares the same layout.
 const _: () = assert!(size_of::<umq_ext_pacing_stats_t>() == 56);
+
+/// `umq_user_ctl` opcode: `in->addr` = the queue's priority on its link, 0..=7 (default 0).
+/// A priority the peer pauses stops the queue's new messages; the link is every queue bound
+/// to the same peer process (link-level pause and PFC, `docs/PFC.md`).
+pub const UMQ_EXT_OPCODE_PFC_PRIORITY: u32 = 0x554d_0009;
+/// `umq_user_ctl` opcode: sets the link's settings from the `umq_ext_pfc_config_t` at
+/// `in->addr` (`in->len` its size) when given, and writes them to `out->addr` when given. The
+/// queue must be bound to another process.
+pub const UMQ_EXT_OPCODE_PFC_CONFIG: u32 = 0x554d_000a;
+/// `umq_user_ctl` opcode: fills a `umq_ext_pfc_stats_t` at `out->addr` (the link's).
+pub const UMQ_EXT_OPCODE_PFC_STATS: u32 = 0x554d_000b;
+/// `umq_user_ctl` opcode: sends the raw MAC control frame in the `umq_ext_pfc_frame_t` at
+/// `in->addr` over the link, as it is.
+pub const UMQ_EXT_OPCODE_PFC_SEND_FRAME: u32 = 0x554d_000c;
+/// `umq_user_ctl` opcode: the oldest control frame the link passed to the application (its
+/// pass-control setting), into the `umq_ext_pfc_frame_t` at `out->addr`; `len` 0 when none.
+pub const UMQ_EXT_OPCODE_PFC_RECV_FRAME: u32 = 0x554d_000d;
+
+/// `umq_ext_pfc_config_t.flags`.
+pub const UMQ_EXT_PFC_RFE: u32 = 1;
+pub const UMQ_EXT_PFC_PFCE: u32 = 2;
+pub const UMQ_EXT_PFC_UNICAST: u32 = 4;
+/// Our receive backlog of a priority makes us send XOFF / XON for it.
+pub const UMQ_EXT_PFC_EMIT: u32 = 8;
+
+/// `UMQ_EVENT_OTHER`'s `original_code` when the storm watchdog stops honouring a priority the
+/// peer kept paused (plus the priority), and when it honours it again.
+pub const UMQ_EXT_EVENT_PFC_STORM: i32 = 0x554d_0100;
+pub const UMQ_EXT_EVENT_PFC_STORM_RESTORED: i32 = 0x554d_0110;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_pfc_config_t {
+    pub flags: u32,
+    /// 0: drop control frames that are not pause frames; 1: pass them to the application;
+    /// 2: pass pause frames too.
+    pub pass_control: u32,
+    pub speed_bps: u64,
+    pub xoff_bytes: u64,
+    pub xon_bytes: u64,
+    pub watchdog_detect_ns: u64,
+    pub watchdog_restore_ns: u64,
+    /// Quanta our XOFF frames ask for.
+    pub pause_quanta: u16,
+    /// The link's own address (unicast pause).
+    pub address: [u8; 6],
+}
+
+const _: () = assert!(size_of::<umq_ext_pfc_config_t>() == 56);
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_pfc_priority_stats_t {
+    /// Pause frames received for the priority, and sent for it (Linux `ieee_pfc` names).
+    pub indications: u64,
+    pub requests: u64,
+    pub paused_ns: u64,
+    pub watchdog_trips: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct umq_ext_pfc_stats_t {
+    pub priority: [umq_ext_pfc_priority_stats_t; 8],
+    pub link_pauses: u64,
+    pub link_paused_ns: u64,
+    /// Control frames that were not pause frames for this link.
+    pub other_control: u64,
+    /// Frames passed to the application and dropped unread (more than 64 waiting).
+    pub passed_dropped: u64,
+    /// Bit p: priority p is paused now.
+    pub paused_now: u32,
+    /// Queues on the link.
+    pub queues: u32,
+}
+
+const _: () = assert!(size_of::<umq_ext_pfc_stats_t>() == 296);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct umq_ext_pfc_frame_t {
+    pub len: u32,
+    pub rsvd: u32,
+    pub bytes: [u8; 1520],
+}
+
+impl Default for umq_ext_pfc_frame_t {
+    fn default() -> Self {
+        umq_ext_pfc_frame_t {
+            len: 0,
+            rsvd: 0,
+            bytes: [0; 1520],
+        }
+    }
+}
+
+const _: () = assert!(size_of::<umq_ext_pfc_frame_t>() == 1528);

@@ -41,6 +41,7 @@ impl Queue {
             w.in_flight = 0;
             w.awaiting_peer = 0;
             w.tx_done_seq = 0;
+            w.pause = link.as_ref().map(|_| self.pause_gate(provider, &remote));
             w.link = link;
         }
         self.over_link.store(watch.is_some(), Ordering::Release);
@@ -200,6 +201,9 @@ impl Queue {
             return;
         };
         link.leave();
+        if let Some(g) = lock(&self.wire).pause.take() {
+            g.link.forget(self.handle);
+        }
         crate::transport::progress::unwatch(self.handle);
         let (tx, rx) = {
             let mut w = lock(&self.wire);

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 const F: &str = "umq_user_ctl";
 
 /// Writes `value` to the caller's `out` buffer, which must be exactly its size and aligned.
-fn write_out<T>(out: &umq_user_ctl_out_t, what: &str, value: T) -> UmqResult<()> {
+pub(super) fn write_out<T>(out: &umq_user_ctl_out_t, what: &str, value: T) -> UmqResult<()> {
     if out.addr == 0 || out.len as usize != size_of::<T>() {
         return Err(einval(
             F,
@@ -73,6 +73,11 @@ pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) 
         UMQ_EXT_OPCODE_PACING_PMTU => super::pacing::set_pmtu(q, input.addr),
         UMQ_EXT_OPCODE_PACING_TICK_RATE => super::pacing::set_tick_rate(input.addr),
         UMQ_EXT_OPCODE_PACING_STATS => write_out(out, "umq_ext_pacing_stats_t", q.pacing_stats()),
+        UMQ_EXT_OPCODE_PFC_PRIORITY => super::pfc::set_priority(q, input.addr),
+        UMQ_EXT_OPCODE_PFC_CONFIG => super::pfc::config(q, input, out),
+        UMQ_EXT_OPCODE_PFC_STATS => write_out(out, "umq_ext_pfc_stats_t", super::pfc::stats(q)?),
+        UMQ_EXT_OPCODE_PFC_SEND_FRAME => super::pfc::send_frame(q, input),
+        UMQ_EXT_OPCODE_PFC_RECV_FRAME => super::pfc::recv_frame(q, out),
         op => Err(einval(F, format_args!("unknown opcode {op:#x}"))),
     }
 }

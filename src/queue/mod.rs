@@ -12,6 +12,7 @@ pub mod ctl;
 mod hazard;
 pub mod interrupt;
 pub mod pacing;
+pub mod pfc;
 mod progress;
 mod rx;
 mod spin;
@@ -102,6 +103,8 @@ pub struct Queue {
     shared_pool: OnceLock<Option<Arc<crate::buf::pool::Lists>>>,
     /// Rate limit and PMTU (`pacing`).
     pub pacing: pacing::QueuePacing,
+    /// The queue's priority on its link (link-level pause, `pfc`).
+    pub pfc_priority: std::sync::atomic::AtomicU8,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -187,6 +190,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             stall_timeout_ms: AtomicU64::new(stall_ms),
             shared_pool: OnceLock::new(),
             pacing: pacing::QueuePacing::default(),
+            pfc_priority: std::sync::atomic::AtomicU8::new(0),
         })
     })
     .inspect_err(|_| {

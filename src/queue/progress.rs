@@ -34,6 +34,9 @@ impl Queue {
 
     #[inline(never)]
     fn link_round_busy(&self, w: &mut Wire) -> Outcome {
+        if crate::transport::pause::in_use() {
+            self.pause_round_if_busy(w);
+        }
         // The link is moved out and back (one pointer) so the provider can borrow the wire
         // mutably beside it.
         let Some(mut link) = w.link.take() else {
@@ -104,6 +107,11 @@ impl Queue {
     /// control the sends that wait for credit, so they go out even when the application does
     /// not call in (a base-API sender that enqueued and waits elsewhere).
     pub(crate) fn background_round(&self) {
+        // An idle binding's link still has timers and frames: the polls of an idle queue skip
+        // them (they are the latency path), this thread does not.
+        if crate::transport::pause::in_use() {
+            self.pause_round_if_busy(&mut lock(&self.wire));
+        }
         if self.service_link() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
         {
             self.flow_progress();

@@ -169,6 +169,15 @@ impl Link {
         }
     }
 
+    /// Sends a control frame of the link-level pause (`transport::pause`); false when there is
+    /// no room now.
+    pub fn send_control(&mut self, frame: &[u8]) -> bool {
+        match self {
+            Link::Shm(l) => l.send_control(frame),
+            Link::Fabric(l) => l.send_control(frame),
+        }
+    }
+
     /// Sends a standalone window update (immediate `imm`); false when there is no room.
     pub fn send_update(&mut self, imm: u64) -> bool {
         match self {

@@ -5,6 +5,7 @@ pub mod fabric;
 pub mod fifo;
 pub mod link;
 pub mod loopback;
+pub mod pause;
 pub mod progress;
 pub mod shm;
 pub mod target;

@@ -50,6 +50,8 @@ pub struct Wire {
     pub paced: Option<Paced>,
     /// Packets of paced messages the provider has put on the wire since the queue was created.
     pub paced_packets: u64,
+    /// While bound to another process: the queue's place on the link to it (link-level pause).
+    pub pause: Option<super::pause::PauseGate>,
 }
 
 /// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
@@ -112,6 +114,7 @@ impl Wire {
             zero_copy: ZeroCopy::default(),
             paced: None,
             paced_packets: 0,
+            pause: None,
         }
     }
 
@@ -134,6 +137,12 @@ impl Wire {
     /// WRs the pacer holds back.
     pub fn held(&self) -> usize {
         self.paced.as_ref().map_or(0, |p| p.held.len())
+    }
+
+    /// Whether the peer paused the queue's priority: no new message (or packet) starts.
+    #[inline(always)]
+    pub fn paused(&self) -> bool {
+        super::pause::in_use() && self.pause.as_ref().is_some_and(|g| !g.may_start())
     }
 
     /// How the provider sends the WRs of a rate-limited queue (None: whole, as they come).

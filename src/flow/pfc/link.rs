@@ -207,8 +207,9 @@ impl PauseLink {
                     self.stats.priorities[p].indications += 1;
                     self.prio[p].last_frame = now;
                     // PFC detection off: a PFC frame is not acted on (the seed's MAC pauses
-                    // the whole transmitter on PAUSE frames only).
-                    if self.cfg.rfe && self.cfg.pfce {
+                    // the whole transmitter on PAUSE frames only). During a storm the
+                    // priority's frames are counted and not honoured (pfcwd's action).
+                    if self.cfg.rfe && self.cfg.pfce && !self.prio[p].storm {
                         let until = self.deadline(now, quanta[p]);
                         self.reload(now, p, until);
                     }
@@ -279,6 +280,12 @@ impl PauseLink {
                 .is_some_and(|since| now.saturating_sub(since) >= cfg.watchdog_detect_ns);
             if stuck && pr.pending {
                 pr.storm = true;
+                // The pause is dropped, not suspended: once restored, the priority waits
+                // only for a new frame, never for what is left of this one.
+                if let Some(since) = pr.paused_since.take() {
+                    self.stats.priorities[p].paused_ns += now.saturating_sub(since);
+                }
+                pr.paused_until = 0;
                 self.stats.priorities[p].watchdog_trips += 1;
                 self.events.push(Event::StormDetected(p as u8));
             }

@@ -315,6 +315,23 @@ impl Link {
         Some(out)
     }
 
+    /// Queues a control frame of the link, in order with our messages.
+    pub fn send_control(&mut self, frame: &[u8]) -> bool {
+        self.tx.outgoing.push_back(Outgoing {
+            header: Header {
+                kind: KIND_CONTROL,
+                total: frame.len() as u64,
+                ..Default::default()
+            },
+            body: Body::Owned(frame.to_vec()),
+            done: 0,
+            started: false,
+            wr_seq: None,
+            fragment: FRAGMENT,
+        });
+        true
+    }
+
     /// Queues a standalone window update.
     pub fn send_update(&mut self, imm: u64) -> bool {
         self.tx.outgoing.push_back(Outgoing::control(Header {

@@ -25,6 +25,8 @@ pub const KIND_DONE: u8 = 5;
 pub const KIND_BYE: u8 = 6;
 /// Nothing but "still here": sent when a side had nothing else to send for a while.
 pub const KIND_PING: u8 = 7;
+/// A MAC control frame of the link (`transport::pause`), the payload.
+pub const KIND_CONTROL: u8 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -62,7 +64,7 @@ impl Header {
         }
         // SAFETY: at least HEADER bytes; read_unaligned makes no alignment claim.
         let h: Header = unsafe { std::ptr::read_unaligned(at.as_ptr() as *const Header) };
-        if h.kind == 0 || h.kind > KIND_PING {
+        if h.kind == 0 || h.kind > KIND_CONTROL {
             return Err(LinkError::Corrupt("unknown fabric message kind"));
         }
         if h.len as usize != at.len() - HEADER {

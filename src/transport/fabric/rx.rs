@@ -204,6 +204,16 @@ impl Run<'_> {
                 Ok(true)
             }
             KIND_PING => Ok(true),
+            KIND_CONTROL => {
+                use crate::transport::pause::{MAX_FRAME, MIN_FRAME};
+                if !(MIN_FRAME..=MAX_FRAME).contains(&payload.len()) {
+                    return Err(LinkError::Corrupt("control frame length out of range"));
+                }
+                if let Some(g) = &w.pause {
+                    g.link.on_frame(payload);
+                }
+                Ok(true)
+            }
             KIND_BYE => {
                 *self.left = true;
                 Ok(true)

@@ -116,6 +116,9 @@ impl Link {
 
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
     pub(super) fn transmit(&mut self, w: &mut Wire, out: &mut Outcome) {
+        if w.paused() {
+            return; // the peer paused our priority: no new message starts
+        }
         let mut credit = CreditGate::open(w);
         let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
         while w.delivered + w.in_flight < w.sq.len() && self.tx.outgoing.len() < MAX_OUTGOING {

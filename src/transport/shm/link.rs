@@ -97,6 +97,11 @@ impl Link {
         push_standalone(&self.peer, imm)
     }
 
+    /// Sends a control frame of the link; false when the ring is full.
+    pub fn send_control(&self, frame: &[u8]) -> bool {
+        push_control(&self.peer, frame)
+    }
+
     /// Whether a message of the peer waits for a receive buffer of ours.
     pub fn waits_for_rx_buffer(&self) -> bool {
         self.pair.rx_blocked

@@ -117,7 +117,7 @@ impl Hot {
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 8;
+const LAYOUT_VERSION: u32 = 9;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -128,6 +128,8 @@ const KIND_READ_RESP: u8 = 3;
 /// A Middle or Last packet of a message cut into packets (a rate-limited sender's): `len`
 /// bytes at offset `seq` of the `total` bytes its First packet began.
 const KIND_MORE_PACKET: u8 = 4;
+/// A MAC control frame of the link (`transport::pause`): `len` bytes, the frame.
+const KIND_CONTROL: u8 = 5;
 
 /// `Entry::flags`: the payload is a list of `RefPiece`s in the sender's shared pool.
 const FLAG_BY_REF: u16 = 1;

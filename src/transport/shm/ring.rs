@@ -113,7 +113,7 @@ impl Segment {
         if off as u64 + size > RING_BYTES as u64 {
             return Err(LinkError::Corrupt("ring entry length out of range"));
         }
-        if e.kind > KIND_MORE_PACKET {
+        if e.kind > KIND_CONTROL {
             return Err(LinkError::Corrupt("unknown ring entry kind"));
         }
         Ok(Some((e, unsafe { at.add(LINE) })))

@@ -95,6 +95,9 @@ pub(super) fn finish_tx(
 
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
 pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
+    if w.paused() {
+        return; // the peer paused our priority: nothing starts, not even a packet
+    }
     let mut credit = CreditGate::open(w);
     let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
     // A limited queue's WRs may go as packets (looked at only then: this is every round's path).
@@ -239,6 +242,7 @@ pub(super) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> 
         && h.data_size == h.total_data_size
         && (h.total_data_size as usize) < BY_REF_MIN
         && w.delivered == w.sq.len()
+        && !w.paused()
         && peer.has_room(h.total_data_size as usize)
         && !peer.is_closed()
 }
@@ -384,7 +388,17 @@ pub(super) fn push_entry(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Are
     })
 }
 
-/// Whether the peer's ring can take an entry of `len` payload bytes now.
+/// Pushes a control frame of the link; false when the ring is full.
+pub(super) fn push_control(peer: &Segment, frame: &[u8]) -> bool {
+    let e = Entry {
+        kind: KIND_CONTROL,
+        ..Default::default()
+    };
+    peer.push(e, frame.len(), |dst| unsafe {
+        std::ptr::copy_nonoverlapping(frame.as_ptr(), dst, frame.len())
+    })
+}
+
 /// Pushes a standalone window update; false when the ring is full (it is retried later: the
 /// announcement is already in our area either way).
 pub(super) fn push_standalone(peer: &Segment, imm: u64) -> bool {

@@ -207,6 +207,28 @@ fn the_watchdog_stops_honouring_a_storm_and_restores_after_quiet() {
     assert_eq!(l.stats(last + 202 * MS).priorities[3].watchdog_trips, 1);
 }
 
+/// On a slow link one frame pauses for half a minute. The watchdog drops that pause when it
+/// trips: once restored, the priority runs until a new frame comes, and no new trip follows.
+#[test]
+fn a_pause_the_watchdog_dropped_does_not_come_back_on_restore() {
+    let mut l = link(1_000_000);
+    l.set_pending(0, 3, true);
+    l.handle_frame(0, &only(3, 0xffff));
+    assert!(!l.may_start(199 * MS, 3));
+    l.set_pending(200 * MS, 3, true);
+    assert_eq!(l.poll_event(), Some(Event::StormDetected(3)));
+    assert!(l.may_start(201 * MS, 3));
+    l.set_pending(400 * MS, 3, true);
+    assert_eq!(l.poll_event(), Some(Event::StormRestored(3)));
+    for t in [401 * MS, 700 * MS, 2000 * MS] {
+        l.set_pending(t, 3, true);
+        assert!(l.may_start(t, 3), "paused again at {t} without a frame");
+    }
+    assert_eq!(l.poll_event(), None, "no second trip");
+    let s = l.stats(2000 * MS).priorities[3];
+    assert_eq!((s.watchdog_trips, s.paused_ns), (1, 200 * MS));
+}
+
 #[test]
 fn a_long_pause_without_pending_work_trips_nothing() {
     let mut l = link(10_000_000_000);

@@ -1,0 +1,257 @@
+"""Link-level pause and priority flow control (a libumq extension) between two processes: two
+queue pairs of priorities 0 and 3 share the link between the processes. A PFC frame for
+priority 3 stops the priority-3 queue and not the other; a slow priority-3 receiver makes its
+side send XOFF and XON by itself; a peer that keeps priority 3 paused trips the storm watchdog,
+which raises an async event and lets the work through until the peer stops pausing. Runs over
+shared memory (or the network with UMQ_PROVIDER=fabric)."""
+
+import ctypes as C
+import multiprocessing as mp
+import struct
+import time
+import zlib
+
+import pytest
+
+import umq
+from conftest import expected_transport
+
+pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="PFC is a libumq extension")
+
+SIZE = 1024
+SLOW_LINK = 1_000_000  # bit/s: a quantum is 512 us, 0xffff quanta 33.5 s
+
+
+def pfc_frame(enabled, quanta):
+    """An 802.1Qbb PFC frame, FCS (CRC-32, least significant byte first) included."""
+    head = bytes.fromhex("0180c2000001" "02000000000a") + struct.pack(">HHH", 0x8808, 0x0101, enabled)
+    body = (head + struct.pack(">8H", *quanta)).ljust(60, b"\0")
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def payload(i):
+    return bytes((i * 13 + k) % 251 for k in range(SIZE))
+
+
+def two_queues(ctx, conn, name):
+    """Two queues bound to the other process's two; the second has priority 3."""
+    qs = [ctx.queue(f"{name}{p}", depth=64, trans_mode=umq.UMQ_TRANS_MODE_IPC) for p in (0, 3)]
+    conn.send([q.bind_info() for q in qs])
+    for q, info in zip(qs, conn.recv()):
+        q.bind(info)
+    qs[1].set_priority(3)
+    return qs
+
+
+def receive_for(q, seconds, got):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rx = [c for c in q.poll(umq.UMQ_IO_RX) if c.data]
+        got += [c.data for c in rx]
+        if rx:
+            q.post_recv(len(rx), size=SIZE)
+
+
+def send_all(q, payloads, other=None):
+    sent = 0
+    while sent < len(payloads):
+        sent += q.send(payloads[sent : sent + 4])
+        q.poll(umq.UMQ_IO_TX)
+        if other:
+            other.poll(umq.UMQ_IO_TX)
+
+
+class Peer:
+    """The other process, running `target(conn, ...)` with its two queues bound to ours."""
+
+    def __init__(self, target, *args):
+        self.conn, child_end = mp.Pipe()
+        self.proc = mp.get_context("spawn").Process(target=target, args=(child_end, *args))
+
+    def __enter__(self):
+        self.proc.start()
+        self.ctx = umq.Umq().__enter__()
+        self.qs = two_queues(self.ctx, self.conn, "parent")
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.join(30)
+        self.ctx.__exit__(*exc)
+        assert self.proc.exitcode == 0
+
+
+def hand_paused_child(conn):
+    with umq.Umq() as ctx:
+        c0, c3 = two_queues(ctx, conn, "child")
+        for q in (c0, c3):
+            q.post_recv(64, size=SIZE)
+        conn.recv()
+        c0.pfc_send_frame(pfc_frame(1 << 3, [0xFFFF] * 8))
+        conn.send("paused")
+        conn.recv()
+        got0, got3 = [], []
+        receive_for(c0, 0.5, got0)
+        receive_for(c3, 0.1, got3)
+        conn.send((got0, got3))
+        conn.recv()
+        c0.pfc_send_frame(pfc_frame(1 << 3, [0] * 8))
+        end = time.monotonic() + 10
+        while len(got3) < 10 and time.monotonic() < end:
+            receive_for(c3, 0.01, got3)
+        conn.send(got3)
+        conn.recv()
+
+
+def test_a_pfc_frame_stops_only_its_priority_and_a_zero_time_frame_resumes_it():
+    with Peer(hand_paused_child) as p:
+        q0, q3 = p.qs
+        q0.pfc_config(speed_bps=SLOW_LINK, watchdog_detect_ns=10_000_000_000)  # no storm here
+        p.conn.send("ready")
+        assert p.conn.recv() == "paused"
+        end = time.monotonic() + 5
+        while not q0.pfc_stats().paused_now & (1 << 3):
+            q0.poll()
+            assert time.monotonic() < end, "the frame never arrived"
+        assert q3.pfc_stats().paused_now == 1 << 3, "one link: both queues see it"
+        assert q3.send([payload(i) for i in range(10)]) == 10
+        send_all(q0, [payload(i) for i in range(10)])
+        p.conn.send("sent")
+        got0, got3 = p.conn.recv()
+        assert got0 == [payload(i) for i in range(10)], "priority 0 ran on"
+        assert got3 == [], "priority 3 started nothing while paused"
+        p.conn.send("resume")
+        done = []
+        end = time.monotonic() + 10
+        while len(done) < 10 and time.monotonic() < end:
+            done += q3.poll(umq.UMQ_IO_TX)
+        assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 10
+        assert p.conn.recv() == [payload(i) for i in range(10)], "all of them, in order, once"
+        p.conn.send("done")
+        s = q0.pfc_stats()
+        assert s.priority[3].indications == 2 and s.priority[0].indications == 0
+        assert s.priority[3].paused_ns > 100_000_000
+        assert s.paused_now == 0 and s.queues == 2
+
+
+def slow_child(conn, count):
+    with umq.Umq() as ctx:
+        c0, c3 = two_queues(ctx, conn, "child")
+        c0.pfc_config(flags=c0.pfc_config().flags | umq.UMQ_EXT_PFC_EMIT, xoff_bytes=4 * SIZE, xon_bytes=SIZE)
+        for q in (c0, c3):
+            q.post_recv(64, size=SIZE)
+        conn.send("ready")
+        got0, got3 = [], []
+        end = time.monotonic() + 10
+        while len(got0) < count and time.monotonic() < end:
+            receive_for(c0, 0.01, got0)  # priority 3 is not taken meanwhile
+        time.sleep(0.2)
+        backlog_phase = c0.pfc_stats().priority[3].requests
+        end = time.monotonic() + 10
+        while len(got3) < count and time.monotonic() < end:
+            receive_for(c3, 0.01, got3)
+        time.sleep(0.1)
+        c3.poll()
+        conn.send((got0, got3, backlog_phase, c0.pfc_stats().priority[3].requests))
+
+
+def test_a_slow_receiver_pauses_its_priority_by_itself_and_resumes_it_once_drained():
+    count = 200
+    with Peer(slow_child, count) as p:
+        q0, q3 = p.qs
+        assert p.conn.recv() == "ready"
+        payloads = [payload(i) for i in range(count)]
+        sent3 = 0
+        send_all(q0, payloads)
+        end = time.monotonic() + 20
+        while sent3 < count and time.monotonic() < end:
+            sent3 += q3.send(payloads[sent3 : sent3 + 4])
+            q3.poll(umq.UMQ_IO_TX)
+        assert sent3 == count
+        got0, got3, xoff_sent, requests = p.conn.recv()
+        assert got0 == payloads, "priority 0 was not held up by priority 3's backlog"
+        assert got3 == payloads, "priority 3: every message, in order, nothing lost"
+        assert xoff_sent >= 1, "the backlog asked for a pause"
+        assert requests >= xoff_sent + 1, "and, drained, for the resume"
+        s = q3.pfc_stats()
+        assert s.priority[3].indications >= 2 and s.priority[3].paused_ns > 0
+        assert s.priority[0].indications == 0 and s.paused_now == 0
+
+
+def storm_child(conn):
+    with umq.Umq() as ctx:
+        c0, c3 = two_queues(ctx, conn, "child")
+        for q in (c0, c3):
+            q.post_recv(64, size=SIZE)
+        conn.recv()
+        got3 = []
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # pauses priority 3 forever, refreshing
+            c0.pfc_send_frame(pfc_frame(1 << 3, [0xFFFF] * 8))
+            receive_for(c3, 0.02, got3)
+        conn.send(got3)
+        receive_for(c3, 0.5, got3)
+        conn.recv()
+
+
+def next_event(ctx, timeout):
+    lib = umq.lib()
+    ti = ctx.cfg.trans_info[0]
+    ev = umq.types.umq_async_event_t()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if lib.umq_get_async_event(C.byref(ti), C.byref(ev)) == 0:
+            lib.umq_ack_async_event(C.byref(ev))
+            return ev.event_type, ev.original_code
+        time.sleep(0.005)
+    return None
+
+
+def test_a_peer_that_keeps_a_priority_paused_trips_the_watchdog_until_it_stops():
+    with Peer(storm_child) as p:
+        q0, q3 = p.qs
+        q0.pfc_config(speed_bps=SLOW_LINK, watchdog_detect_ns=100_000_000, watchdog_restore_ns=100_000_000)
+        p.conn.send("go")
+        end = time.monotonic() + 5
+        while not q0.pfc_stats().paused_now & (1 << 3):
+            q0.poll()
+            assert time.monotonic() < end, "the storm never began"
+        start = time.monotonic()
+        assert q3.send([payload(i) for i in range(5)]) == 5
+        done = []
+        while len(done) < 5 and time.monotonic() < start + 5:
+            done += q3.poll(umq.UMQ_IO_TX)
+        tripped_after = time.monotonic() - start
+        assert len(done) == 5, "the watchdog let the work through"
+        assert 0.05 < tripped_after < 0.9, tripped_after
+        assert next_event(p.ctx, 1) == (umq.UMQ_EVENT_OTHER, umq.UMQ_EXT_EVENT_PFC_STORM + 3)
+        assert p.conn.recv() == [payload(i) for i in range(5)], "through during the storm"
+        restored = None
+        end = time.monotonic() + 3
+        while restored is None and time.monotonic() < end:
+            q3.poll()
+            restored = next_event(p.ctx, 0.01)
+        assert restored == (umq.UMQ_EVENT_OTHER, umq.UMQ_EXT_EVENT_PFC_STORM_RESTORED + 3)
+        s = q0.pfc_stats()
+        assert s.priority[3].watchdog_trips == 1 and s.priority[3].indications >= 10
+        p.conn.send("done")
+
+
+def test_pfc_settings_need_a_link_and_bad_ones_are_refused(ctx):
+    a, b = ctx.pair()
+    if expected_transport() == umq.UMQ_EXT_TRANSPORT_LOOPBACK:
+        with pytest.raises(umq.UmqError):
+            a.pfc_stats()  # bound within this process: no link
+    else:
+        assert a.pfc_stats().queues == 2, "forced onto a provider: the pair shares one link"
+        good = a.pfc_config()
+        for bad in ({"flags": 1 << 7}, {"pass_control": 3}, {"xon_bytes": good.xoff_bytes + 1}, {"speed_bps": 0}):
+            with pytest.raises(umq.UmqError):
+                a.pfc_config(**bad)
+        assert bytes(a.pfc_config()) == bytes(good), "a refused setting changed nothing"
+        for frame in (b"", b"x" * 13, b"x" * 1519):
+            with pytest.raises(umq.UmqError):
+                a.pfc_send_frame(frame)
+        assert a.pfc_recv_frame() is None
+    with pytest.raises(umq.UmqError):
+        a.set_priority(8)
+    a.set_priority(7)

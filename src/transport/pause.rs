@@ -1,0 +1,398 @@
+//! Link-level pause between two processes (flow-control system 5; the machine is
+//! `flow::pfc::link`). A *link* is what every queue bound to the same peer shares: one per peer
+//! process (shared memory) or network peer, whatever the number of queue pairs between them.
+//! Its control frames travel in-band, in the ring or the message stream of whichever of its
+//! queue pairs runs a round next, and a frame that arrives on any of them acts on all.
+//!
+//! Each queue has a priority (0-7). A priority the peer paused stops its queues from starting
+//! new messages (or packets, when they are rate limited); the others run on. The providers ask
+//! `may_start` before they start one: one atomic load while nothing is paused. The queue layer
+//! reports each queue's receive backlog and pending work after its rounds (`report`), takes the
+//! frames to send (`take_frame`) and the watchdog's events (`take_event`).
+
+use crate::flow::pfc::link::{Config, Event, LinkStats, PRIORITIES, PauseLink, Verdict};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
+
+/// Which peer a link reaches: the provider's name and the peer's identity in it.
+pub type PeerKey = Vec<u8>;
+
+/// The speed a link is timed at until configured: pause quanta of 512 bit times at 100 Gbit/s.
+pub const DEFAULT_SPEED_BPS: u64 = 100_000_000_000;
+/// The round trip the default XOFF is sized for (shared memory between two cores: a few
+/// microseconds, the network provider over loopback tens).
+const DEFAULT_RTT_NS: u64 = 20_000;
+/// Frames passed to the application and not yet read, at most (older ones are dropped).
+const PASSED_MAX: usize = 64;
+/// The largest control frame a link carries (an Ethernet frame without VLAN tag).
+pub const MAX_FRAME: usize = 1518;
+/// The smallest: destination, source and EtherType.
+pub const MIN_FRAME: usize = 14;
+
+/// A link's settings as the application sets them: the machine's, and whether our receive
+/// backlog makes us send XOFF / XON (off by default: a library that paused its peer by itself
+/// would change what unconfigured programs see).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub machine: Config,
+    pub emit: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            machine: Config::for_link(DEFAULT_SPEED_BPS, DEFAULT_RTT_NS, [0x02, 0, 0, 0, 0, 1]),
+            emit: false,
+        }
+    }
+}
+
+struct State {
+    machine: PauseLink,
+    emit: bool,
+    outbox: VecDeque<Vec<u8>>,
+    passed: VecDeque<Vec<u8>>,
+    passed_dropped: u64,
+    /// Per queue (handle): its priority, receive backlog in bytes, and whether it has work
+    /// waiting to go.
+    queues: HashMap<u64, (u8, u64, bool)>,
+    events: VecDeque<Event>,
+}
+
+pub struct LinkPause {
+    state: Mutex<State>,
+    /// The priorities paused as the machine last said (bit p): a message of a priority not
+    /// in it starts without taking the lock.
+    paused: AtomicU8,
+    /// Something for the rounds to do: frames to send, a backlog to watch, timers running.
+    busy: AtomicBool,
+    /// Queues bound over the link now.
+    members: AtomicUsize,
+}
+
+/// A queue's place on its link: what the providers consult.
+#[derive(Clone)]
+pub struct PauseGate {
+    pub link: Arc<LinkPause>,
+    pub priority: u8,
+}
+
+impl PauseGate {
+    /// Whether a message of this queue may start now.
+    #[inline(always)]
+    pub fn may_start(&self) -> bool {
+        self.link.may_start(self.priority)
+    }
+}
+
+/// Whether any link of the process has had something to do (a frame, a setting, a raw send):
+/// until then the data path's checks stop at this one load. Never cleared.
+static IN_USE: AtomicBool = AtomicBool::new(false);
+
+/// Whether link-level pause may concern the data path at all.
+#[inline(always)]
+pub fn in_use() -> bool {
+    IN_USE.load(Ordering::Relaxed)
+}
+
+/// Nanoseconds on the links' clock.
+fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+fn registry() -> MutexGuard<'static, HashMap<PeerKey, Weak<LinkPause>>> {
+    static LINKS: OnceLock<Mutex<HashMap<PeerKey, Weak<LinkPause>>>> = OnceLock::new();
+    LINKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The link to the peer `key`, made on the first binding to it; it lives while a queue is
+/// bound over it (a binding after that starts a new one, with the default settings).
+pub fn attach(key: PeerKey) -> Arc<LinkPause> {
+    let mut links = registry();
+    let link = links.get(&key).and_then(Weak::upgrade).unwrap_or_else(|| {
+        links.retain(|_, l| l.strong_count() > 0);
+        let link = Arc::new(LinkPause::new(Settings::default()));
+        links.insert(key, Arc::downgrade(&link));
+        link
+    });
+    link.members.fetch_add(1, Ordering::Relaxed);
+    link
+}
+
+impl LinkPause {
+    pub fn new(s: Settings) -> LinkPause {
+        LinkPause {
+            state: Mutex::new(State {
+                machine: PauseLink::new(s.machine),
+                emit: s.emit,
+                outbox: VecDeque::new(),
+                passed: VecDeque::new(),
+                passed_dropped: 0,
+                queues: HashMap::new(),
+                events: VecDeque::new(),
+            }),
+            paused: AtomicU8::new(0),
+            busy: AtomicBool::new(false),
+            members: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a message of `priority` may start now.
+    #[inline(always)]
+    pub fn may_start(&self, priority: u8) -> bool {
+        self.paused.load(Ordering::Acquire) & (1 << (priority & 7)) == 0
+            || self.may_start_now(priority)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn may_start_now(&self, priority: u8) -> bool {
+        let mut s = self.lock();
+        let now = now_ns();
+        let ok = s.machine.may_start(now, priority);
+        self.settle(&mut s, now);
+        ok
+    }
+
+    /// Whether the rounds of its queues have something to do for the link.
+    #[inline(always)]
+    pub fn busy(&self) -> bool {
+        self.busy.load(Ordering::Relaxed)
+    }
+
+    /// Publishes which priorities are paused, and whether the rounds have work.
+    fn settle(&self, s: &mut State, now: u64) {
+        let mut paused = 0u8;
+        for p in 0..PRIORITIES as u8 {
+            if !s.machine.may_start(now, p) {
+                paused |= 1 << p;
+            }
+        }
+        while let Some(e) = s.machine.poll_event() {
+            s.events.push_back(e);
+        }
+        if paused != 0 {
+            IN_USE.store(true, Ordering::Relaxed);
+        }
+        self.paused.store(paused, Ordering::Release);
+        let busy = s.emit
+            || paused != 0
+            || !s.outbox.is_empty()
+            || !s.events.is_empty()
+            || s.machine.next_timeout().is_some();
+        if busy {
+            IN_USE.store(true, Ordering::Relaxed);
+        }
+        self.busy.store(busy, Ordering::Relaxed);
+    }
+
+    /// A control frame the peer sent over one of the link's queue pairs.
+    pub fn on_frame(&self, bytes: &[u8]) {
+        let mut s = self.lock();
+        let now = now_ns();
+        if s.machine.handle_frame(now, bytes) == Verdict::Pass {
+            if s.passed.len() == PASSED_MAX {
+                s.passed.pop_front();
+                s.passed_dropped += 1;
+            }
+            s.passed.push_back(bytes.to_vec());
+        }
+        self.settle(&mut s, now);
+    }
+
+    /// What queue `handle` (of `priority`) has: `backlog` bytes received and not taken by the
+    /// application, and whether work of its own waits to go. Runs the timers; our XOFF / XON
+    /// frames join the outbox.
+    pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
+        let mut s = self.lock();
+        let now = now_ns();
+        s.queues.insert(handle, (priority, backlog, pending));
+        let (mut bytes, mut waiting) = ([0u64; PRIORITIES], [false; PRIORITIES]);
+        for &(p, b, w) in s.queues.values() {
+            bytes[p as usize] += b;
+            waiting[p as usize] |= w;
+        }
+        for p in 0..PRIORITIES {
+            if s.emit {
+                s.machine.set_backlog(now, p as u8, bytes[p]);
+            }
+            s.machine.set_pending(now, p as u8, waiting[p]);
+        }
+        while let Some(f) = s.machine.poll_transmit(now) {
+            s.outbox.push_back(f.to_vec());
+        }
+        self.settle(&mut s, now);
+    }
+
+    /// Queue `handle` left the link.
+    pub fn forget(&self, handle: u64) {
+        let mut s = self.lock();
+        s.queues.remove(&handle);
+        self.members.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The next frame to send, if any.
+    pub fn take_frame(&self) -> Option<Vec<u8>> {
+        let mut s = self.lock();
+        let f = s.outbox.pop_front();
+        if s.outbox.is_empty() {
+            self.settle(&mut s, now_ns());
+        }
+        f
+    }
+
+    /// A frame `take_frame` gave that could not go yet: first in line again.
+    pub fn put_back(&self, frame: Vec<u8>) {
+        self.lock().outbox.push_front(frame);
+        IN_USE.store(true, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Relaxed);
+    }
+
+    /// A raw control frame from the application, sent as it is.
+    pub fn send_raw(&self, frame: &[u8]) {
+        self.lock().outbox.push_back(frame.to_vec());
+        IN_USE.store(true, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Relaxed);
+    }
+
+    /// The oldest control frame passed to the application, if any.
+    pub fn take_passed(&self) -> Option<Vec<u8>> {
+        self.lock().passed.pop_front()
+    }
+
+    pub fn take_event(&self) -> Option<Event> {
+        self.lock().events.pop_front()
+    }
+
+    pub fn settings(&self) -> Settings {
+        let s = self.lock();
+        Settings {
+            machine: *s.machine.config(),
+            emit: s.emit,
+        }
+    }
+
+    pub fn set_settings(&self, new: Settings) {
+        let mut s = self.lock();
+        s.machine.set_config(new.machine);
+        s.emit = new.emit;
+        self.settle(&mut s, now_ns());
+    }
+
+    /// The counters, the priorities paused now, the queues on the link and the passed frames
+    /// dropped unread.
+    pub fn stats(&self) -> (LinkStats, u8, usize, u64) {
+        let mut s = self.lock();
+        let now = now_ns();
+        let stats = s.machine.stats(now);
+        self.settle(&mut s, now);
+        (
+            stats,
+            self.paused.load(Ordering::Relaxed),
+            self.members.load(Ordering::Relaxed),
+            s.passed_dropped,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::pfc::frame::{self, Pause, PauseFrame};
+
+    fn pfc(enabled: u8, quanta: u16) -> [u8; frame::FRAME_BYTES] {
+        frame::encode(&PauseFrame {
+            dst: frame::PAUSE_MULTICAST,
+            src: [2, 0, 0, 0, 0, 9],
+            pause: Pause::Priorities {
+                enabled,
+                quanta: [quanta; 8],
+            },
+        })
+    }
+
+    /// A frame paused priority 3 and only it: its queues stop, the others go on; a zero-time
+    /// frame resumes it at once.
+    #[test]
+    fn a_paused_priority_stops_only_its_own_queues() {
+        let link = LinkPause::new(Settings::default());
+        assert!((0..8).all(|p| link.may_start(p)));
+        link.on_frame(&pfc(1 << 3, 0xffff));
+        assert!(!link.may_start(3));
+        assert!((0..8).filter(|&p| p != 3).all(|p| link.may_start(p)));
+        assert!(link.busy(), "a running pause is the rounds' business");
+        link.on_frame(&pfc(1 << 3, 0));
+        assert!(link.may_start(3));
+        let (stats, paused, _, _) = link.stats();
+        assert_eq!((stats.priorities[3].indications, paused), (2, 0));
+    }
+
+    /// Our backlog of a priority above XOFF puts a PFC frame for it in the outbox (with
+    /// emission on), and below XON a zero-time one; a queue's share is replaced, not added.
+    #[test]
+    fn a_backlog_over_xoff_asks_the_peer_to_pause_and_under_xon_to_resume() {
+        let mut s = Settings::default();
+        (s.machine.xoff_bytes, s.machine.xon_bytes, s.emit) = (1000, 500, true);
+        let link = LinkPause::new(s);
+        link.report(1, 3, 600, false);
+        link.report(2, 3, 300, false);
+        assert!(link.take_frame().is_none(), "900 bytes: under XOFF");
+        link.report(1, 3, 800, false);
+        let f = frame::decode(&link.take_frame().expect("XOFF"), None).unwrap();
+        assert_eq!(
+            f.pause,
+            Pause::Priorities {
+                enabled: 1 << 3,
+                quanta: [0, 0, 0, 0xffff, 0, 0, 0, 0]
+            }
+        );
+        link.report(2, 3, 0, false);
+        assert!(
+            link.take_frame().is_none(),
+            "800 bytes: between XON and XOFF"
+        );
+        link.report(1, 3, 100, false);
+        let f = frame::decode(&link.take_frame().expect("XON"), None).unwrap();
+        assert_eq!(
+            f.pause,
+            Pause::Priorities {
+                enabled: 1 << 3,
+                quanta: [0; 8]
+            }
+        );
+        assert_eq!(link.stats().0.priorities[3].requests, 2);
+    }
+
+    /// Emission off (the default): no backlog makes a frame.
+    #[test]
+    fn without_emission_a_backlog_sends_nothing() {
+        let link = LinkPause::new(Settings::default());
+        link.report(1, 0, u64::MAX / 2, false);
+        assert!(link.take_frame().is_none());
+    }
+
+    #[test]
+    fn queues_to_one_peer_share_its_link_and_others_do_not() {
+        let a = attach(b"test:1".to_vec());
+        let b = attach(b"test:1".to_vec());
+        let c = attach(b"test:2".to_vec());
+        assert!(Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
+        drop((a, b));
+        let again = attach(b"test:1".to_vec());
+        assert_eq!(
+            Arc::strong_count(&again),
+            1,
+            "a link with no queue is made anew"
+        );
+    }
+}
