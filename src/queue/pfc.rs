@@ -70,15 +70,17 @@ impl Queue {
     }
 }
 
-/// Bytes the peer sent that the application has not taken: completed receives not yet polled,
-/// or (a message of the peer's waiting for a receive buffer) as good as over XOFF.
+/// Bytes the peer sent that the application has not taken: completed receives not yet polled;
+/// and when a message of the peer's also waits for a receive buffer, as good as over XOFF.
+/// (A message waiting while the application has taken everything is a fast stream, not a slow
+/// receiver: credit, not pause, is for that.)
 fn rx_backlog(w: &Wire) -> u64 {
     let waiting: u64 = w
         .rx_cq
         .iter()
         .map(|(b, _)| unsafe { (*b).total_data_size } as u64)
         .sum();
-    let starved = w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer());
+    let starved = waiting > 0 && w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer());
     waiting + if starved { NO_RX_BUFFER } else { 0 }
 }
 

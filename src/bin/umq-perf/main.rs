@@ -8,6 +8,7 @@ mod libfabric;
 mod loopback;
 mod pacing;
 mod pair;
+mod pfc;
 mod report;
 mod scale;
 mod shm;
@@ -22,6 +23,7 @@ const USAGE: &str =
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
+       umq-perf --provider shm|fabric --test pfc [--storm] [--json]
        umq-perf --server [--port N]
        umq-perf --client HOST [--port N] [--test ...] [--size ...] [...]
 
@@ -49,6 +51,11 @@ const USAGE: &str =
                  pacing: the pacing machine alone on a virtual clock, --queues limited
                  queues each always with more to send, packet times of 1 to 16 ticks; per
                  packet on the timing wheel and on a binary heap, the largest rate error
+                 pfc: link-level pause between two processes (shm or fabric): priorities 0
+                 and 3 share the link, the peer takes priority 3 slowly and pauses it with
+                 XOFF / XON; rows per priority (messages/s, pause frames, paused ms,
+                 watchdog trips, messages lost)
+  --storm        pfc: the peer keeps priority 3 paused instead; our watchdog trips
   --pairs        scale: how many pairs, a list (default 10000)
   --queues       pacing: how many limited queues, a list (default 1000,10000,100000,1000000)
   --size         message bytes, a list, or 'sweep' (64 B .. 64 KiB); default 64
@@ -188,6 +195,8 @@ struct Args {
     pairs: Vec<u32>,
     /// The peer process of a shm scale run (hidden).
     scale_peer: bool,
+    pfc_peer: bool,
+    storm: bool,
     /// `--test pacing`: how many limited queues, per measurement.
     queues: Vec<u32>,
     run: Run,
@@ -238,6 +247,8 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
         port: PORT,
         pairs: vec![10_000],
         scale_peer: false,
+        pfc_peer: false,
+        storm: false,
         queues: vec![1_000, 10_000, 100_000, 1_000_000],
         run: Run {
             size: 64,
@@ -303,6 +314,8 @@ fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--ip" => a.peer_ip = number(&flag, value()?)?,
             "--server" => a.serve = true,
             "--scale-peer" => a.scale_peer = true,
+            "--pfc-peer" => a.pfc_peer = true,
+            "--storm" => a.storm = true,
             "--client" => a.client = Some(value()?),
             "--port" => a.port = number(&flag, value()?)?,
             "--pairs" => {
@@ -339,11 +352,14 @@ fn check(a: &Args) -> Result<(), String> {
             a.provider
         ));
     }
-    if !["lat", "bw", "qps", "fc", "scale", "pacing", "all"].contains(&a.test.as_str()) {
+    if !["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "all"].contains(&a.test.as_str()) {
         return Err(format!(
-            "--test {}: lat, bw, qps, fc, scale, pacing or all",
+            "--test {}: lat, bw, qps, fc, scale, pacing, pfc or all",
             a.test
         ));
+    }
+    if a.test == "pfc" && !["shm", "fabric"].contains(&a.provider.as_str()) {
+        return Err("--test pfc: between two processes, --provider shm or fabric".into());
     }
     if a.queues.iter().any(|&q| q == 0 || q > 16_000_000) {
         return Err("--queues: 1 to 16000000".into());
@@ -607,6 +623,9 @@ fn main() {
     if args.test == "pacing" {
         return pacing_runs(&args);
     }
+    if args.pfc_peer {
+        return pfc::serve_peer(&args.run, args.storm);
+    }
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);
     }
@@ -664,6 +683,14 @@ fn main() {
     }
     if args.test == "scale" {
         return scale_runs(&args);
+    }
+    if args.test == "pfc" {
+        let rows = pfc::measure(&run, args.storm);
+        rows.iter().for_each(|r| emit(r, args.json));
+        if !args.json {
+            print!("{}", report::table(&rows));
+        }
+        return;
     }
     let kinds: &[Kind] = match args.test.as_str() {
         "lat" => &[Kind::Lat],

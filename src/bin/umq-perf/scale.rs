@@ -161,7 +161,7 @@ fn unpack(mut b: &[u8]) -> Vec<Vec<u8>> {
 
 /// `pairs` queues of ours bound to as many of the peer's (infos exchanged in one frame each
 /// way, the measuring side's first: a pipe holds less than either frame).
-fn bind_all(
+pub(crate) fn bind_all(
     run: &Run,
     pairs: u32,
     to: &mut impl std::io::Write,

@@ -1,0 +1,342 @@
+//! `--test pfc`: link-level pause between two processes. Two queue pairs share the link, one of
+//! priority 0 and one of priority 3; this process sends on both as fast as they take messages
+//! for `SECONDS`. The peer takes priority 0's messages as they come and priority 3's slowly,
+//! one every `SLOW_EVERY`, with XOFF / XON emission on: its backlog pauses priority 3 and
+//! never priority 0. With `--storm` the peer takes both at full speed but keeps priority 3
+//! paused with a frame every `STORM_EVERY`, and our watchdog stops honouring it. Rows per
+//! priority: messages a second, pause frames sent (by the peer) and received (by us), the time
+//! priority was paused, watchdog trips, and messages lost (sent and never received: must be
+//! 0). Every message carries its sequence number, checked in order at the peer.
+
+use crate::api;
+use crate::report::Row;
+use crate::shm::{recv_frame, send_frame};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use umq::abi::ext::*;
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+use umq::ffi::api::*;
+
+const SECONDS: f64 = 2.0;
+const SLOW_EVERY: Duration = Duration::from_millis(2);
+const STORM_EVERY: Duration = Duration::from_millis(10);
+const PRIORITIES: [u8; 2] = [0, 3];
+/// Our link's speed: a pause quantum is 512 ns, and 0xffff quanta 33.5 ms.
+const LINK_BPS: u64 = 1_000_000_000;
+
+fn ctl(q: u64, opcode: u32, input: umq_user_ctl_in_t, out: umq_user_ctl_out_t) {
+    let mut input = umq_user_ctl_in_t { opcode, ..input };
+    let mut out = out;
+    let r = umq_user_ctl(q, &mut input, &mut out);
+    assert_eq!(r, 0, "umq_user_ctl {opcode:#x} failed: {r}");
+}
+
+fn out_of<T>(v: &mut T) -> umq_user_ctl_out_t {
+    umq_user_ctl_out_t {
+        addr: v as *mut T as u64,
+        len: size_of::<T>() as u32,
+        ..Default::default()
+    }
+}
+
+fn set_priority(q: u64, p: u8) {
+    let input = umq_user_ctl_in_t {
+        addr: p as u64,
+        ..Default::default()
+    };
+    ctl(q, UMQ_EXT_OPCODE_PFC_PRIORITY, input, Default::default());
+}
+
+/// Changes the link's settings (through queue `q`) with `change`.
+fn configure(q: u64, change: impl FnOnce(&mut umq_ext_pfc_config_t)) {
+    let mut c = umq_ext_pfc_config_t::default();
+    ctl(
+        q,
+        UMQ_EXT_OPCODE_PFC_CONFIG,
+        Default::default(),
+        out_of(&mut c),
+    );
+    change(&mut c);
+    let input = umq_user_ctl_in_t {
+        addr: &c as *const _ as u64,
+        len: size_of_val(&c) as u32,
+        ..Default::default()
+    };
+    ctl(q, UMQ_EXT_OPCODE_PFC_CONFIG, input, Default::default());
+}
+
+fn stats(q: u64) -> umq_ext_pfc_stats_t {
+    let mut s = umq_ext_pfc_stats_t::default();
+    ctl(
+        q,
+        UMQ_EXT_OPCODE_PFC_STATS,
+        Default::default(),
+        out_of(&mut s),
+    );
+    s
+}
+
+/// A PFC frame pausing priority 3 for 0xffff quanta.
+fn pause_3() -> umq_ext_pfc_frame_t {
+    use umq::flow::pfc::frame::{self, Pause, PauseFrame};
+    let mut quanta = [0u16; 8];
+    quanta[3] = 0xffff;
+    let bytes = frame::encode(&PauseFrame {
+        dst: frame::PAUSE_MULTICAST,
+        src: [2, 0, 0, 0, 0, 0x33],
+        pause: Pause::Priorities {
+            enabled: 1 << 3,
+            quanta,
+        },
+    });
+    let mut f = umq_ext_pfc_frame_t {
+        len: bytes.len() as u32,
+        ..Default::default()
+    };
+    f.bytes[..bytes.len()].copy_from_slice(&bytes);
+    f
+}
+
+fn send_raw(q: u64, f: &umq_ext_pfc_frame_t) {
+    let input = umq_user_ctl_in_t {
+        addr: f as *const _ as u64,
+        len: size_of_val(f) as u32,
+        ..Default::default()
+    };
+    ctl(q, UMQ_EXT_OPCODE_PFC_SEND_FRAME, input, Default::default());
+}
+
+/// Both sides' parameters: 256 receive buffers posted a queue, a quarter of them the initial
+/// window, credit returned every 16.
+fn pfc_run(run: &crate::Run) -> crate::Run {
+    crate::Run {
+        depth: run.depth.min(256),
+        flow: api::Flow {
+            initial_window: 64,
+            notify_interval: 16,
+            ..run.flow
+        },
+        ..*run
+    }
+}
+
+fn seq_of(b: *mut umq_buf_t) -> u64 {
+    unsafe { ((*b).buf_data as *const u64).read_unaligned() }
+}
+
+/// One queue's sending side: buffers free to post, messages sent and completed.
+struct Sender {
+    q: u64,
+    free: Vec<*mut umq_buf_t>,
+    next_seq: u64,
+    completed: u64,
+}
+
+impl Sender {
+    fn new(q: u64, run: &crate::Run) -> Sender {
+        let n = run.depth;
+        Sender {
+            q,
+            free: api::alloc(run.size.max(8), n, UMQ_OPC_SEND),
+            next_seq: 0,
+            completed: 0,
+        }
+    }
+
+    /// Posts what the queue takes now (each message numbered), and takes completions.
+    fn step(&mut self, posting: bool) {
+        if posting && !self.free.is_empty() {
+            let batch = &self.free[..self.free.len().min(32)];
+            for (i, &b) in batch.iter().enumerate() {
+                unsafe { ((*b).buf_data as *mut u64).write_unaligned(self.next_seq + i as u64) };
+            }
+            let n = api::post_tx_some(self.q, batch);
+            self.next_seq += n as u64;
+            self.free.drain(..n);
+        }
+        let mut got = [std::ptr::null_mut(); 64];
+        let n = api::poll(self.q, UMQ_IO_TX, &mut got);
+        for &b in &got[..n] {
+            assert_eq!(api::done(b), api::Done::Sent);
+            unsafe { (*b).qbuf_next = std::ptr::null_mut() };
+            self.free.push(b);
+        }
+        self.completed += n as u64;
+    }
+}
+
+pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
+    let run = &pfc_run(run);
+    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
+    let mut child = Command::new(exe)
+        .args(["--pfc-peer", "--depth", &run.depth.to_string()])
+        .args(["--size", &run.size.to_string()])
+        .args(["--flow-control", if run.flow.on { "on" } else { "off" }])
+        .args(storm.then_some("--storm"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cannot start the peer process");
+    let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    api::init(run.flow);
+    let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, true);
+    set_priority(qs[1], 3);
+    configure(qs[0], |c| {
+        c.speed_bps = LINK_BPS;
+        if !storm {
+            // A slow receiver is not a storm: the watchdog stays out of the plain run.
+            c.watchdog_detect_ns = 60_000_000_000;
+        }
+    });
+    recv_frame(&mut from); // the peer is ready
+    let mut senders: Vec<Sender> = qs.iter().map(|&q| Sender::new(q, run)).collect();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < SECONDS {
+        senders.iter_mut().for_each(|s| s.step(true));
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let in_phase: Vec<u64> = senders.iter().map(|s| s.completed).collect();
+    while senders.iter().any(|s| s.completed < s.next_seq) {
+        senders.iter_mut().for_each(|s| s.step(false));
+    }
+    let ours = stats(qs[0]);
+    let sent: Vec<u64> = senders.iter().map(|s| s.next_seq).collect();
+    send_frame(&mut to, &pack(&sent));
+    let theirs = unpack(&recv_frame(&mut from));
+    drop(to); // the peer's end of the run
+    let status = child.wait().expect("waiting for the peer");
+    assert!(status.success(), "the peer process failed: {status}");
+    qs.iter().for_each(|&q| api::teardown(q));
+    umq_uninit();
+    let provider = if std::env::var("UMQ_PROVIDER").is_ok_and(|p| p == "fabric") {
+        "fabric"
+    } else {
+        "shm"
+    };
+    PRIORITIES
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let o = ours.priority[p as usize];
+            Row::new("pfc", provider, run.size, run.flow.on)
+                .num("priority", p as f64)
+                .num("msgs_per_s", (in_phase[i] as f64 / elapsed).round())
+                .num("pause_frames_sent", theirs[2 + i] as f64)
+                .num("pause_frames_received", o.indications as f64)
+                .num("paused_ms", (o.paused_ns as f64 / 1e5).round() / 10.0)
+                .num("watchdog_trips", o.watchdog_trips as f64)
+                .num("lost", (sent[i] - theirs[i]) as f64)
+        })
+        .collect()
+}
+
+fn pack(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn unpack(b: &[u8]) -> Vec<u64> {
+    b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// One queue's receiving side: messages taken, in order.
+struct Receiver {
+    q: u64,
+    size: u32,
+    got: u64,
+}
+
+impl Receiver {
+    /// Takes up to `max` messages, checking their order, and posts their buffers again.
+    fn take(&mut self, max: usize) {
+        let mut got = [std::ptr::null_mut(); 64];
+        let n = api::poll(self.q, UMQ_IO_RX, &mut got[..max.min(64)]);
+        for &b in &got[..n] {
+            if api::done(b) == api::Done::Received {
+                assert_eq!(seq_of(b), self.got, "a message out of order or twice");
+                self.got += 1;
+            }
+            unsafe {
+                (*b).qbuf_next = std::ptr::null_mut();
+                (*b).data_size = self.size;
+            }
+            api::post_rx_all(self.q, &[b]);
+        }
+    }
+}
+
+/// Whether the measuring process wrote to us (its totals), without blocking.
+fn stdin_ready() -> bool {
+    let mut p = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+/// The peer process (`--pfc-peer`): see the module's comment.
+pub fn serve_peer(run: &crate::Run, storm: bool) {
+    let run = &pfc_run(run);
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let (mut from, mut to) = (std::io::stdin().lock(), std::io::stdout().lock());
+    api::init(run.flow);
+    let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, false);
+    set_priority(qs[1], 3);
+    let (size, depth) = (run.size.max(8), run.depth);
+    if !storm {
+        configure(qs[0], |c| {
+            c.flags |= UMQ_EXT_PFC_EMIT;
+            c.speed_bps = LINK_BPS;
+            // Half the receive buffers: the fast priority never gets there between polls.
+            (c.xoff_bytes, c.xon_bytes) = (128 * size as u64, 32 * size as u64);
+        });
+    }
+    let mut rx: Vec<Receiver> = qs
+        .iter()
+        .map(|&q| {
+            api::post_rx_all(q, &api::alloc(size, depth, UMQ_OPC_SEND));
+            Receiver { q, size, got: 0 }
+        })
+        .collect();
+    send_frame(&mut to, b"ready");
+    let (start, frame) = (Instant::now(), pause_3());
+    let (mut next_slow, mut next_pause, mut storm_frames) = (start, start, 0u64);
+    while start.elapsed().as_secs_f64() < SECONDS {
+        rx[0].take(64);
+        let now = Instant::now();
+        if storm {
+            rx[1].take(64);
+            if now >= next_pause {
+                send_raw(qs[0], &frame);
+                storm_frames += 1;
+                next_pause = now + STORM_EVERY;
+            }
+        } else if now >= next_slow {
+            rx[1].take(1);
+            next_slow = now + SLOW_EVERY;
+        }
+    }
+    while !stdin_ready() {
+        rx.iter_mut().for_each(|r| r.take(64));
+    }
+    let sent = unpack(&recv_frame(&mut from));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rx.iter().zip(&sent).any(|(r, &s)| r.got < s) && Instant::now() < deadline {
+        rx.iter_mut().for_each(|r| r.take(64));
+    }
+    let s = stats(qs[0]);
+    let frames_sent = |p: usize| match (storm, p) {
+        (true, 3) => storm_frames,
+        _ => s.priority[p].requests,
+    };
+    let report = [rx[0].got, rx[1].got, frames_sent(0), frames_sent(3)];
+    send_frame(&mut to, &pack(&report));
+    let mut rest = Vec::new();
+    let _ = from.read_to_end(&mut rest);
+    qs.iter().for_each(|&q| api::teardown(q));
+    umq_uninit();
+}
