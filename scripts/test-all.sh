@@ -59,6 +59,11 @@ timeout 600 "$lib/umq-perf" --test scale --provider shm --depth 64 --pairs 2000 
 # asserts it). Times are reported, not asserted.
 timeout 600 "$lib/umq-perf" --test pacing --queues 1000,1000000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["queues"] for r in rows] == [1000, 1000000], rows; assert all(r["rate_error_max"] < 0.005 and r["packets"] > 0 and r["bytes_per_queue"] < 256 for r in rows), rows; print("pacing: 1e6 queues,", rows[1]["sched_ns_per_packet"], "ns a packet (heap", rows[1]["heap_ns_per_packet"], "ns)")'
 
+# Link-level pause between two processes: the slow priority-3 receiver pauses and resumes it by
+# itself, priority 0 is never held up by it, nothing is lost; under --storm the watchdog trips.
+timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p0, p3 = rows[0], rows[3]; assert p3["pause_frames_sent"] >= 2 and p3["pause_frames_received"] >= 2 and p3["paused_ms"] > 500, p3; assert p0["msgs_per_s"] > 10 * p3["msgs_per_s"], rows; assert p0["lost"] == p3["lost"] == 0 and p3["watchdog_trips"] == 0, rows; print("pfc: priority 3 paused", p3["paused_ms"], "ms by", p3["pause_frames_sent"], "frames; priority 0 at", p0["msgs_per_s"], "msgs/s")'
+timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --storm --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p3 = rows[3]; assert p3["watchdog_trips"] == 1 and p3["pause_frames_received"] >= 10, p3; assert rows[0]["lost"] == p3["lost"] == 0, rows; print("pfc --storm: the watchdog tripped once, after", p3["paused_ms"], "ms paused")'
+
 # UCX's ucx_perftest is the second shared-memory baseline (`umq-perf --compare ucx`).
 if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q ucx-utils >/dev/null 2>&1 ||

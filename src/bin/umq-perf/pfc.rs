@@ -198,6 +198,7 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     }
     let elapsed = start.elapsed().as_secs_f64();
     let in_phase: Vec<u64> = senders.iter().map(|s| s.completed).collect();
+    send_frame(&mut to, b"end"); // the peer may take everything now
     while senders.iter().any(|s| s.completed < s.next_seq) {
         senders.iter_mut().for_each(|s| s.step(false));
     }
@@ -282,7 +283,9 @@ fn stdin_ready() -> bool {
 pub fn serve_peer(run: &crate::Run, storm: bool) {
     let run = &pfc_run(run);
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    let (mut from, mut to) = (std::io::stdin().lock(), std::io::stdout().lock());
+    // Unbuffered: `stdin_ready` looks at the pipe, so no frame may wait in a buffer of ours.
+    let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
+    let mut to = std::io::stdout().lock();
     api::init(run.flow);
     let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, false);
     set_priority(qs[1], 3);
@@ -305,7 +308,8 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
     send_frame(&mut to, b"ready");
     let (start, frame) = (Instant::now(), pause_3());
     let (mut next_slow, mut next_pause, mut storm_frames) = (start, start, 0u64);
-    while start.elapsed().as_secs_f64() < SECONDS {
+    // Until the measuring process says its phase is over (it started after our "ready").
+    while !stdin_ready() {
         rx[0].take(64);
         let now = Instant::now();
         if storm {
@@ -320,6 +324,7 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
             next_slow = now + SLOW_EVERY;
         }
     }
+    recv_frame(&mut from);
     while !stdin_ready() {
         rx.iter_mut().for_each(|r| r.take(64));
     }
