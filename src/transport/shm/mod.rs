@@ -638,14 +638,14 @@ mod tests {
                 }
             }
             _ => {
-                e.kind = rng.pick(&[KIND_PAD, KIND_STANDALONE, KIND_READ_RESP]);
+                e.kind = rng.pick(&[KIND_PAD, KIND_STANDALONE, KIND_READ_RESP, KIND_CONTROL]);
                 e.seq = rng.next() % 2;
             }
         }
         e.len = payload.len() as u32;
         for _ in 0..rng.next() % 3 {
             match rng.next() % 10 {
-                0 => e.kind = rng.edgy(&[0, 1, 2, 3, 4]) as u8,
+                0 => e.kind = rng.edgy(&[0, 1, 2, 3, 4, 5]) as u8,
                 1 => e.opcode = rng.edgy(&[0, 1, 0x10, 0x40, 0x41, 0x51]) as u8,
                 2 => e.flags = rng.edgy(&[0, 1, 2, 4]) as u16,
                 3 => e.len = rng.edgy(&[0, 16, 48, e.len as u64, cap]) as u32,
