@@ -22,6 +22,9 @@
  *              of either pool (ring, placement and by-reference copies), unbound mid-stream
  *              by the receiver at a different point each time: order and bytes hold, returned
  *              buffers stay untouched, the same queue binds again each cycle
+ *   pfc      - link-level pause: a PFC frame from the child stops the parent's priority-3 queue
+ *              and not its priority-0 one, a zero-time frame resumes it with nothing lost, a
+ *              non-pause control frame is passed to the application, bad settings refused
  *   death    - the child is killed with SIGKILL mid-stream: the parent's queue goes to ERR, a
  *              QH_ERR event is raised, sends in flight flush, an interrupt waiter returns. */
 #include "util.h"
@@ -1056,6 +1059,177 @@ static void test_imm64(int s, int child)
     _exit(fails ? 1 : 0);
 }
 
+/* ---- pfc: link-level pause between the two processes (umq_ext.h) ---- */
+
+static uint32_t crc32_le(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    }
+    return ~c;
+}
+
+/* A 64-byte MAC control frame: opcode 0x0101 (PFC) pausing the priorities in `enabled` for
+ * `quanta`, or another opcode (not a pause frame); FCS least significant byte first. */
+static umq_ext_pfc_frame_t control_frame(uint16_t opcode, uint8_t enabled, uint16_t quanta)
+{
+    umq_ext_pfc_frame_t f;
+    memset(&f, 0, sizeof(f));
+    static const uint8_t head[14] = {0x01, 0x80, 0xc2, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x0c, 0x88, 0x08};
+    memcpy(f.bytes, head, sizeof(head));
+    f.bytes[14] = (uint8_t)(opcode >> 8);
+    f.bytes[15] = (uint8_t)opcode;
+    f.bytes[17] = enabled;
+    for (int p = 0; p < 8; p++) {
+        f.bytes[18 + 2 * p] = (uint8_t)(quanta >> 8);
+        f.bytes[19 + 2 * p] = (uint8_t)quanta;
+    }
+    uint32_t fcs = crc32_le(f.bytes, 60);
+    for (int i = 0; i < 4; i++)
+        f.bytes[60 + i] = (uint8_t)(fcs >> (8 * i));
+    f.len = 64;
+    return f;
+}
+
+static int pfc_ctl(uint64_t q, uint32_t opcode, void *in, uint32_t in_len, void *out, uint32_t out_len)
+{
+    umq_user_ctl_in_t i = {.addr = (uint64_t)(uintptr_t)in, .len = in_len, .opcode = opcode};
+    umq_user_ctl_out_t o = {.addr = (uint64_t)(uintptr_t)out, .len = out_len};
+    return umq_user_ctl(q, &i, &o);
+}
+
+static umq_ext_pfc_stats_t pfc_stats(uint64_t q)
+{
+    umq_ext_pfc_stats_t st;
+    memset(&st, 0xff, sizeof(st));
+    CHECK_EQ(pfc_ctl(q, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, &st, sizeof(st)), 0);
+    return st;
+}
+
+static int send_frame_on(uint64_t q, umq_ext_pfc_frame_t f)
+{
+    return pfc_ctl(q, UMQ_EXT_OPCODE_PFC_SEND_FRAME, &f, sizeof(f), NULL, 0);
+}
+
+/* Receives `n` sequence-numbered messages on `q` within about a second; how many came in order. */
+static int receive_in_order(uint64_t q, int n, int *next)
+{
+    int got = 0;
+    for (int spin = 0; spin < 20000000 && got < n; spin++) {
+        umq_buf_t *b = NULL;
+        if (umq_poll(q, UMQ_IO_RX, &b, 1) != 1)
+            continue;
+        uint64_t seq = 0;
+        memcpy(&seq, b->buf_data, sizeof(seq));
+        got += b->status == UMQ_BUF_SUCCESS && seq == (uint64_t)(*next)++;
+        umq_buf_free(b);
+    }
+    return got;
+}
+
+/* The child pauses priority 3 with a hand-built PFC frame: the parent's priority-3 queue starts
+ * nothing while its priority-0 queue runs on; a zero-time frame resumes it, nothing lost; a
+ * control frame that is not a pause frame is counted and, with pass_control 1, handed to the
+ * parent's application byte for byte; bad settings and frames are refused and change nothing. */
+static void test_pfc(int s, int child)
+{
+    init(1, 0);
+    uint64_t q0 = connect_queue(s, child ? "pfc0-c" : "pfc0-p", 16, UMQ_MODE_POLLING);
+    uint64_t q3 = connect_queue(s, child ? "pfc3-c" : "pfc3-p", 16, UMQ_MODE_POLLING);
+    char go = 0;
+    if (child) {
+        umq_user_ctl_in_t i = {.addr = 3, .opcode = UMQ_EXT_OPCODE_PFC_PRIORITY};
+        umq_user_ctl_out_t o = {0};
+        int fails = umq_user_ctl(q3, &i, &o) != 0;
+        post_rx(q0, 8, 64);
+        post_rx(q3, 8, 64);
+        fails += send_frame_on(q0, control_frame(0x0101, 1 << 3, 0xffff)) != 0;
+        sock_send(s, &go, 1);
+        fails += sock_recv(s, &go, 1) != 1; /* the parent sent 4 + 4 */
+        int next0 = 0, next3 = 0;
+        fails += receive_in_order(q0, 4, &next0) != 4;
+        umq_buf_t *b = NULL;
+        for (int spin = 0; spin < 2000000; spin++)
+            fails += umq_poll(q3, UMQ_IO_RX, &b, 1) != 0; /* priority 3 paused: nothing */
+        fails += send_frame_on(q0, control_frame(0x0101, 1 << 3, 0)) != 0;
+        fails += receive_in_order(q3, 4, &next3) != 4;
+        fails += send_frame_on(q0, control_frame(0x0002, 0, 0)) != 0; /* not a pause frame */
+        sock_send(s, &go, 1);
+        fails += sock_recv(s, &go, 1) != 1;
+        umq_uninit();
+        _exit(fails ? 1 : 0);
+    }
+    umq_user_ctl_in_t i = {.addr = 3, .opcode = UMQ_EXT_OPCODE_PFC_PRIORITY};
+    umq_user_ctl_out_t o = {0};
+    CHECK_EQ(umq_user_ctl(q3, &i, &o), 0);
+    i.addr = 8;
+    CHECK_EQ(umq_user_ctl(q3, &i, &o), -UMQ_ERR_EINVAL);
+    umq_ext_pfc_config_t c, again;
+    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, NULL, 0, &c, sizeof(c)), 0);
+    CHECK_EQ(c.flags, UMQ_EXT_PFC_RFE | UMQ_EXT_PFC_PFCE);
+    CHECK_EQ(c.watchdog_detect_ns, 200000000);
+    umq_ext_pfc_config_t bad = c;
+    bad.xon_bytes = c.xoff_bytes + 1;
+    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &bad, sizeof(bad), NULL, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c) - 1, NULL, 0), -UMQ_ERR_EINVAL);
+    c.speed_bps = 1000000ull;           /* 0xffff quanta: 33.5 s, until the zero-time frame */
+    c.watchdog_detect_ns = 60000000000ull; /* no storm here */
+    c.pass_control = 1;
+    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c), &again, sizeof(again)), 0);
+    CHECK(memcmp(&c, &again, sizeof(c)) == 0);
+    umq_ext_pfc_frame_t short_frame = control_frame(0x0101, 1, 1);
+    short_frame.len = 13;
+    CHECK_EQ(send_frame_on(q0, short_frame), -UMQ_ERR_EINVAL);
+    CHECK_EQ(sock_recv(s, &go, 1), 1); /* the child sent its pause */
+    int paused = 0;
+    for (int spin = 0; spin < 20000000 && !paused; spin++) {
+        umq_buf_t *b = NULL;
+        umq_poll(q0, UMQ_IO_TX, &b, 1);
+        paused = (pfc_stats(q3).paused_now & (1u << 3)) != 0;
+    }
+    CHECK(paused);
+    for (int k = 0; k < 4; k++) {
+        umq_buf_t *bad_wr = NULL;
+        CHECK_EQ(umq_post(q3, message((uint64_t)k, 64), UMQ_IO_TX, &bad_wr), 0);
+        CHECK_EQ(send_and_wait(q0, message((uint64_t)k, 64), UMQ_OPC_SEND, 0), UMQ_BUF_SUCCESS);
+    }
+    umq_buf_t *done[8];
+    CHECK_EQ(umq_poll(q3, UMQ_IO_TX, done, 8), 0); /* nothing of priority 3 went */
+    sock_send(s, &go, 1);
+    int completed = 0;
+    for (int spin = 0; spin < 20000000 && completed < 4; spin++) {
+        int n = umq_poll(q3, UMQ_IO_TX, done, 8);
+        for (int k = 0; k < n; k++) {
+            CHECK_EQ(done[k]->status, UMQ_BUF_SUCCESS);
+            umq_buf_free(done[k]);
+        }
+        completed += n > 0 ? n : 0;
+    }
+    CHECK_EQ(completed, 4);
+    CHECK_EQ(sock_recv(s, &go, 1), 1); /* the child has them all, and sent a non-pause frame */
+    umq_ext_pfc_frame_t passed;
+    memset(&passed, 0, sizeof(passed));
+    for (int spin = 0; spin < 2000000 && passed.len == 0; spin++)
+        CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_RECV_FRAME, NULL, 0, &passed, sizeof(passed)), 0);
+    umq_ext_pfc_frame_t sent = control_frame(0x0002, 0, 0);
+    CHECK_EQ(passed.len, 64);
+    CHECK(memcmp(passed.bytes, sent.bytes, 64) == 0);
+    umq_ext_pfc_stats_t st = pfc_stats(q0);
+    CHECK_EQ(st.priority[3].indications, 2);
+    CHECK_EQ(st.priority[0].indications, 0);
+    CHECK(st.priority[3].paused_ns > 0);
+    CHECK_EQ(st.paused_now, 0);
+    CHECK_EQ(st.other_control, 1);
+    CHECK_EQ(st.queues, 2);
+    sock_send(s, &go, 1);
+    umq_destroy(q0);
+    umq_destroy(q3);
+    umq_uninit();
+}
+
 static void run(const char *name, pair_test t, int death)
 {
     int sv[2];
@@ -1091,7 +1265,7 @@ int main(int argc, char **argv)
         {"stream", test_stream}, {"rdma", test_rdma}, {"base", test_base}, {"irq", test_irq},
         {"last_words", test_last_words}, {"shared_pool", test_shared_pool}, {"imm64", test_imm64},
         {"placement", test_placement}, {"placement_unbind", test_placement_unbind},
-        {"churn", test_churn},
+        {"churn", test_churn}, {"pfc", test_pfc},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!only || strcmp(only, cases[i].name) == 0)
