@@ -15,32 +15,18 @@ clock through the Python package; the SVG is written by hand (no plotting depend
 """
 
 import multiprocessing as mp
-import struct
 import sys
 import time
-import zlib
 
 import umq
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/python/tests")
+from test_pfc import two_queues  # noqa: E402 - the tests' two queue pairs, priorities 0 and 3
 
 SIZE = 1024
 SECONDS = 3.5
 BIN = 0.1
 SAMPLE = 0.002
-
-
-def pfc_frame(enabled, quanta):
-    head = bytes.fromhex("0180c2000001" "02000000000a") + struct.pack(">HHH", 0x8808, 0x0101, enabled)
-    body = (head + struct.pack(">8H", *quanta)).ljust(60, b"\0")
-    return body + struct.pack("<I", zlib.crc32(body))
-
-
-def two_queues(ctx, conn, name):
-    qs = [ctx.queue(f"{name}{p}", depth=64, trans_mode=umq.UMQ_TRANS_MODE_IPC) for p in (0, 3)]
-    conn.send([q.bind_info() for q in qs])
-    for q, info in zip(qs, conn.recv()):
-        q.bind(info)
-    qs[1].set_priority(3)
-    return qs
 
 
 def take(q, most=64):
@@ -58,7 +44,7 @@ def receiver(conn):
         conn.send("ready")
         start = time.monotonic()
         next_pause = 0.0
-        frame = pfc_frame(1 << 3, [0xFFFF] * 8)
+        frame = umq.pfc_frame(1 << 3, [0xFFFF] * 8)
         while (t := time.monotonic() - start) < SECONDS + 0.3:
             take(c0)
             if t >= 1.0 or t % 0.2 >= 0.15:

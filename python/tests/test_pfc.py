@@ -7,9 +7,7 @@ shared memory (or the network with UMQ_PROVIDER=fabric)."""
 
 import ctypes as C
 import multiprocessing as mp
-import struct
 import time
-import zlib
 
 import pytest
 
@@ -20,13 +18,6 @@ pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="PFC is a
 
 SIZE = 1024
 SLOW_LINK = 1_000_000  # bit/s: a quantum is 512 us, 0xffff quanta 33.5 s
-
-
-def pfc_frame(enabled, quanta):
-    """An 802.1Qbb PFC frame, FCS (CRC-32, least significant byte first) included."""
-    head = bytes.fromhex("0180c2000001" "02000000000a") + struct.pack(">HHH", 0x8808, 0x0101, enabled)
-    body = (head + struct.pack(">8H", *quanta)).ljust(60, b"\0")
-    return body + struct.pack("<I", zlib.crc32(body))
 
 
 def payload(i):
@@ -40,6 +31,14 @@ def two_queues(ctx, conn, name):
     for q, info in zip(qs, conn.recv()):
         q.bind(info)
     qs[1].set_priority(3)
+    return qs
+
+
+def receiving_queues(ctx, conn):
+    """The other process's side: `two_queues`, 64 receive buffers posted on each."""
+    qs = two_queues(ctx, conn, "child")
+    for q in qs:
+        q.post_recv(64, size=SIZE)
     return qs
 
 
@@ -82,11 +81,9 @@ class Peer:
 
 def hand_paused_child(conn):
     with umq.Umq() as ctx:
-        c0, c3 = two_queues(ctx, conn, "child")
-        for q in (c0, c3):
-            q.post_recv(64, size=SIZE)
+        c0, c3 = receiving_queues(ctx, conn)
         conn.recv()
-        c0.pfc_send_frame(pfc_frame(1 << 3, [0xFFFF] * 8))
+        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0xFFFF] * 8))
         conn.send("paused")
         conn.recv()
         got0, got3 = [], []
@@ -94,7 +91,7 @@ def hand_paused_child(conn):
         receive_for(c3, 0.1, got3)
         conn.send((got0, got3))
         conn.recv()
-        c0.pfc_send_frame(pfc_frame(1 << 3, [0] * 8))
+        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0] * 8))
         end = time.monotonic() + 10
         while len(got3) < 10 and time.monotonic() < end:
             receive_for(c3, 0.01, got3)
@@ -135,10 +132,8 @@ def test_a_pfc_frame_stops_only_its_priority_and_a_zero_time_frame_resumes_it():
 
 def slow_child(conn, count):
     with umq.Umq() as ctx:
-        c0, c3 = two_queues(ctx, conn, "child")
+        c0, c3 = receiving_queues(ctx, conn)
         c0.pfc_config(flags=c0.pfc_config().flags | umq.UMQ_EXT_PFC_EMIT, xoff_bytes=4 * SIZE, xon_bytes=SIZE)
-        for q in (c0, c3):
-            q.post_recv(64, size=SIZE)
         conn.send("ready")
         got0, got3 = [], []
         end = time.monotonic() + 10
@@ -179,14 +174,12 @@ def test_a_slow_receiver_pauses_its_priority_by_itself_and_resumes_it_once_drain
 
 def storm_child(conn):
     with umq.Umq() as ctx:
-        c0, c3 = two_queues(ctx, conn, "child")
-        for q in (c0, c3):
-            q.post_recv(64, size=SIZE)
+        c0, c3 = receiving_queues(ctx, conn)
         conn.recv()
         got3 = []
         end = time.monotonic() + 1.0
         while time.monotonic() < end:  # pauses priority 3 forever, refreshing
-            c0.pfc_send_frame(pfc_frame(1 << 3, [0xFFFF] * 8))
+            c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0xFFFF] * 8))
             receive_for(c3, 0.02, got3)
         conn.send(got3)
         receive_for(c3, 0.5, got3)

@@ -26,6 +26,7 @@ from .core import (
     TransportStats,
     Umq,
     check_pair_identities,
+    pfc_frame,
 )
 
 __version__ = "0.1.0"

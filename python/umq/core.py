@@ -340,6 +340,18 @@ class PacingStats:
     held_wr: int
 
 
+def pfc_frame(enabled, quanta, *, opcode=0x0101, src=bytes.fromhex("02000000000a")):
+    """A 64-byte MAC control frame to the pause multicast address, FCS (CRC-32, least
+    significant byte first) included: 802.1Qbb PFC (opcode 0x0101) pausing the priorities set
+    in `enabled` for `quanta` (eight times), or any other opcode (not a pause frame)."""
+    import struct
+    import zlib
+
+    head = bytes.fromhex("0180c2000001") + bytes(src) + struct.pack(">HHH", 0x8808, opcode, enabled)
+    body = (head + struct.pack(">8H", *quanta)).ljust(60, b"\0")
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
 def _from_struct(cls, s):
     return cls(**{f.name: getattr(s, f.name) for f in fields(cls)})
 

@@ -12,7 +12,6 @@ use crate::api;
 use crate::report::Row;
 use crate::shm::{recv_frame, send_frame};
 use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use umq::abi::ext::*;
 use umq::abi::pro_types::*;
@@ -169,16 +168,19 @@ impl Sender {
 
 pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     let run = &pfc_run(run);
-    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
-    let mut child = Command::new(exe)
-        .args(["--pfc-peer", "--depth", &run.depth.to_string()])
-        .args(["--size", &run.size.to_string()])
-        .args(["--flow-control", if run.flow.on { "on" } else { "off" }])
-        .args(storm.then_some("--storm"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("cannot start the peer process");
+    let mut args = vec![
+        "--pfc-peer".to_string(),
+        "--depth".into(),
+        run.depth.to_string(),
+    ];
+    args.extend([
+        "--size".into(),
+        run.size.to_string(),
+        "--flow-control".into(),
+    ]);
+    args.push(if run.flow.on { "on" } else { "off" }.into());
+    args.extend(storm.then(|| "--storm".to_string()));
+    let mut child = crate::shm::spawn_self(args);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     api::init(run.flow);
     let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, true);
@@ -206,10 +208,10 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     let sent: Vec<u64> = senders.iter().map(|s| s.next_seq).collect();
     send_frame(&mut to, &pack(&sent));
     let theirs = unpack(&recv_frame(&mut from));
+    qs.iter().for_each(|&q| api::teardown(q)); // before the peer exits: an orderly end
     drop(to); // the peer's end of the run
     let status = child.wait().expect("waiting for the peer");
     assert!(status.success(), "the peer process failed: {status}");
-    qs.iter().for_each(|&q| api::teardown(q));
     umq_uninit();
     let provider = if std::env::var("UMQ_PROVIDER").is_ok_and(|p| p == "fabric") {
         "fabric"

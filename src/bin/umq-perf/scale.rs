@@ -10,7 +10,6 @@ use crate::Run;
 use crate::api;
 use crate::report::Row;
 use crate::shm::{poll_ping_pong, recv_frame, send_frame};
-use std::process::{Command, Stdio};
 use std::ptr;
 use std::time::{Duration, Instant};
 use umq::abi::pro_types::*;
@@ -225,21 +224,19 @@ fn echo(q: u64, msg: *mut umq_buf_t, arrived: bool) -> bool {
 }
 
 fn measure_shm(run: &Run, pairs: u32) -> Row {
-    let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
-    let mut child = Command::new(exe)
-        .args(["--scale-peer", "--pairs", &pairs.to_string()])
-        .args([
-            "--depth",
-            &run.depth.to_string(),
-            "--size",
-            &run.size.to_string(),
-        ])
-        .args(["--iters", &run.iters.to_string()])
-        .args(["--flow-control", if run.flow.on { "on" } else { "off" }])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("cannot start the peer process");
+    let mut child = crate::shm::spawn_self([
+        "--scale-peer".to_string(),
+        "--pairs".into(),
+        pairs.to_string(),
+        "--depth".into(),
+        run.depth.to_string(),
+        "--size".into(),
+        run.size.to_string(),
+        "--iters".into(),
+        run.iters.to_string(),
+        "--flow-control".into(),
+        if run.flow.on { "on" } else { "off" }.into(),
+    ]);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     api::init(run.flow);
     let (before, fds_before) = (resident_bytes(), open_fds());

@@ -104,14 +104,19 @@ struct Peer {
     ip: IpAddr,
 }
 
-fn spawn_peer(kind: Kind, run: &Run) -> Peer {
+/// Starts umq-perf again with `args`, as the peer process, its stdin and stdout our pipes.
+pub(crate) fn spawn_self<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Child {
     let exe = std::env::current_exe().expect("cannot find umq-perf's own path");
-    let mut child = Command::new(exe)
-        .args(peer_args(kind, run))
+    Command::new(exe)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("cannot start the peer process");
+        .expect("cannot start the peer process")
+}
+
+fn spawn_peer(kind: Kind, run: &Run) -> Peer {
+    let mut child = spawn_self(peer_args(kind, run));
     let (to, from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     Peer {
         child: Some(child),

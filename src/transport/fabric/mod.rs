@@ -288,7 +288,7 @@ impl Link {
         }
         self.ship_area()?;
         self.transmit(w, &mut out);
-        self.flush(w.packet_gate(), &mut w.paced_packets)?;
+        self.flush(w.packet_gate(), w.paused(), &mut w.paced_packets)?;
         self.complete(w, &mut out);
         self.repost();
         Ok(out)
@@ -308,27 +308,41 @@ impl Link {
         }
         self.take_landed();
         self.transmit(w, &mut out);
-        if self.flush(w.packet_gate(), &mut w.paced_packets).is_err() {
+        if self
+            .flush(w.packet_gate(), w.paused(), &mut w.paced_packets)
+            .is_err()
+        {
             return None;
         }
         self.complete(w, &mut out);
         Some(out)
     }
 
-    /// Queues a control frame of the link, in order with our messages.
+    /// Queues a control frame of the link ahead of our messages (between two fragments of
+    /// one, if need be: the receiver takes frames anywhere), so that a priority paused on our
+    /// side never holds up the frames that would resume the peer's.
     pub fn send_control(&mut self, frame: &[u8]) -> bool {
-        self.tx.outgoing.push_back(Outgoing {
-            header: Header {
-                kind: KIND_CONTROL,
-                total: frame.len() as u64,
-                ..Default::default()
+        let behind_frames = self
+            .tx
+            .outgoing
+            .iter()
+            .take_while(|o| o.header.kind == KIND_CONTROL)
+            .count();
+        self.tx.outgoing.insert(
+            behind_frames,
+            Outgoing {
+                header: Header {
+                    kind: KIND_CONTROL,
+                    total: frame.len() as u64,
+                    ..Default::default()
+                },
+                body: Body::Owned(frame.to_vec()),
+                done: 0,
+                started: false,
+                wr_seq: None,
+                fragment: FRAGMENT,
             },
-            body: Body::Owned(frame.to_vec()),
-            done: 0,
-            started: false,
-            wr_seq: None,
-            fragment: FRAGMENT,
-        });
+        );
         true
     }
 
@@ -380,7 +394,7 @@ impl Link {
         }));
         for _ in 0..100 {
             if self.reap().is_err()
-                || self.flush(None, &mut 0).is_err()
+                || self.flush(None, false, &mut 0).is_err()
                 || self.tx.outgoing.is_empty()
             {
                 break;
@@ -492,6 +506,25 @@ mod tests {
             }
         }
 
+        /// A 5000-byte WR of a's (opcode `op`, immediate `imm`), its queue rate limited at PMTU
+        /// 1024 with two packets granted, and the 8 KiB receive buffer b posted for it.
+        fn paced_wr_half_granted(
+            &mut self,
+            op: umq_opcode_t,
+            imm: u64,
+        ) -> (*mut umq_buf_t, *mut umq_buf_t) {
+            let wr = crate::transport::test_wr(&self.pool, 5000, op, imm);
+            let rx = self.pool.alloc(8192, 1, 0, 0).unwrap();
+            self.wb.rx_posted.push_back(rx);
+            self.wa.sq.push_back(wr);
+            self.wa.paced = Some(crate::transport::wire::Paced {
+                pmtu: 1024,
+                open: Some((wr, 2048)),
+                ..Default::default()
+            });
+            (wr, rx)
+        }
+
         /// Connected (the first sends set the connection up), each side having heard the
         /// other, and quiet.
         fn connect(&mut self) {
@@ -557,15 +590,7 @@ mod tests {
     fn a_paced_wr_goes_in_packets_as_they_are_granted() {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.connect();
-        let wr = crate::transport::test_wr(&p.pool, 5000, UMQ_OPC_SEND_IMM, 77);
-        let rx = p.pool.alloc(8192, 1, 0, 0).unwrap();
-        p.wb.rx_posted.push_back(rx);
-        p.wa.sq.push_back(wr);
-        p.wa.paced = Some(crate::transport::wire::Paced {
-            pmtu: 1024,
-            open: Some((wr, 2048)),
-            ..Default::default()
-        });
+        let (wr, rx) = p.paced_wr_half_granted(UMQ_OPC_SEND_IMM, 77);
         p.rounds_until(|_, b| {
             b.rx.assembling
                 .as_ref()
@@ -593,6 +618,52 @@ mod tests {
         assert_eq!((head, nbufs, h.total_data_size), (rx, 1, 5000));
         assert_eq!((h.pro().opcode, h.pro().imm_data), (UMQ_OPC_SEND_IMM, 77));
         assert!(crate::transport::test_bytes_intact(head, 5000));
+        p.pool.free_one(wr).unwrap();
+        p.pool.free_one(rx).unwrap();
+    }
+
+    /// A control frame of the link overtakes a message whose packets are going: it arrives
+    /// between two of them, acts on the receiver's link, and the message still completes whole.
+    #[test]
+    fn a_control_frame_overtakes_a_message_between_its_packets() {
+        use crate::flow::pfc::frame::{self, Pause, PauseFrame};
+        use crate::transport::pause::{LinkPause, PauseGate, Settings};
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let link = std::sync::Arc::new(LinkPause::new(Settings::default()));
+        p.wb.pause = Some(PauseGate {
+            link: link.clone(),
+            priority: 0,
+        });
+        let (wr, rx) = p.paced_wr_half_granted(UMQ_OPC_SEND, 0);
+        p.rounds_until(|_, b| {
+            b.rx.assembling
+                .as_ref()
+                .is_some_and(|(_, d)| d.len() == 2048)
+        });
+        let pause = frame::encode(&PauseFrame {
+            dst: frame::PAUSE_MULTICAST,
+            src: [2, 0, 0, 0, 0, 7],
+            pause: Pause::Priorities {
+                enabled: 1 << 3,
+                quanta: [0xffff; 8],
+            },
+        });
+        assert!(p.a.send_control(&pause));
+        p.rounds_until(|_, _| !link.may_start(3));
+        assert!(p.wb.rx_cq.is_empty(), "the message is still arriving");
+        p.wa.paced.as_mut().unwrap().open = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.wb.rx_cq.is_empty() {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert!(crate::transport::test_bytes_intact(
+            p.wb.rx_cq.front().unwrap().0,
+            5000
+        ));
+        assert_eq!(link.stats().0.priorities[3].indications, 1);
         p.pool.free_one(wr).unwrap();
         p.pool.free_one(rx).unwrap();
     }

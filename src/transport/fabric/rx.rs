@@ -92,7 +92,10 @@ impl Link {
             let bytes = rx.bufs.get(idx * BOUNCE, len);
             let h = Header::read(bytes)?;
             let payload = &bytes[HEADER..];
-            if let Some((first, data)) = rx.assembling.as_mut() {
+            if h.kind == KIND_CONTROL {
+                // Anywhere, also between a message's fragments: the link's frames overtake.
+                control_frame(w, payload)?;
+            } else if let Some((first, data)) = rx.assembling.as_mut() {
                 if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
                     return Err(LinkError::Corrupt("fabric fragments do not make a message"));
                 }
@@ -123,6 +126,18 @@ impl Link {
             rx.repost.push(idx);
         }
     }
+}
+
+/// A control frame of the link: handed to it (a queue not on one drops it).
+fn control_frame(w: &Wire, frame: &[u8]) -> Result<(), LinkError> {
+    use crate::transport::pause::{MAX_FRAME, MIN_FRAME};
+    if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
+        return Err(LinkError::Corrupt("control frame length out of range"));
+    }
+    if let Some(g) = &w.pause {
+        g.link.on_frame(frame);
+    }
+    Ok(())
 }
 
 impl Rx {
@@ -204,16 +219,7 @@ impl Run<'_> {
                 Ok(true)
             }
             KIND_PING => Ok(true),
-            KIND_CONTROL => {
-                use crate::transport::pause::{MAX_FRAME, MIN_FRAME};
-                if !(MIN_FRAME..=MAX_FRAME).contains(&payload.len()) {
-                    return Err(LinkError::Corrupt("control frame length out of range"));
-                }
-                if let Some(g) = &w.pause {
-                    g.link.on_frame(payload);
-                }
-                Ok(true)
-            }
+            KIND_CONTROL => control_frame(w, payload).map(|()| true),
             KIND_BYE => {
                 *self.left = true;
                 Ok(true)

@@ -170,11 +170,13 @@ impl Link {
     }
 
     /// Sends queued messages in order, fragment by fragment, while libfabric takes them and, for
-    /// a rate-limited queue (`gate`), while the pacer's grants last, counting its `packets`. (Fragments are this
+    /// a rate-limited queue (`gate`), while the pacer's grants last and its priority is not
+    /// `paused`, counting its `packets`. (Fragments are this
     /// provider's packets: the first carries the header of the WR, `KIND_MORE` the others.)
     pub(super) fn flush(
         &mut self,
         gate: Option<PacketGate>,
+        paused: bool,
         packets: &mut u64,
     ) -> Result<(), LinkError> {
         let (ep, peer, said) = (&self.ep, self.peer, &mut self.said);
@@ -189,9 +191,9 @@ impl Link {
         while let Some(o) = outgoing.front_mut() {
             let n = (o.total() - o.done).min(o.fragment as u64) as usize;
             if let (Some(g), Body::Wr(wr)) = (gate, &o.body)
-                && o.done + n as u64 > g.allowed(*wr, o.total())
+                && (paused || o.done + n as u64 > g.allowed(*wr, o.total()))
             {
-                return Ok(());
+                return Ok(()); // packets go as granted, and not while our priority is paused
             }
             let mut h = o.header;
             if o.started {

@@ -579,6 +579,23 @@ mod tests {
             .then(|| pos + entry_bytes(e.len as usize) as u64)
     }
 
+    /// The entries in `mine` run by a binding that has seen none before.
+    fn receive_fresh(
+        w: &mut Wire,
+        mine: &Segment,
+        peer: &Segment,
+        pool: &Pool,
+        fragments: bool,
+        out: &mut Outcome,
+    ) -> Result<(), LinkError> {
+        let at = Receiver {
+            umqh: 0,
+            fragments,
+            pool,
+        };
+        receive(w, &mut Pair::default(), mine, peer, &at, out)
+    }
+
     /// What a peer might write next: a well-formed entry of one of the shapes the sender makes
     /// (a SEND inline, by reference or placed, a WRITE, a READ, a pad, ...), then with some
     /// luck a field or two changed to anything, mostly at the edges of what it may hold.
@@ -724,18 +741,7 @@ mod tests {
             };
             let mut out = Outcome::default();
             let fragments = rng.next().is_multiple_of(4);
-            let r = receive(
-                &mut w,
-                &mut Pair::default(),
-                &mine,
-                &peer,
-                &Receiver {
-                    umqh: 0,
-                    fragments,
-                    pool: &pool,
-                },
-                &mut out,
-            );
+            let r = receive_fresh(&mut w, &mine, &peer, &pool, fragments, &mut out);
             *outcomes
                 .entry(r.err().map_or("ran".to_string(), |e| e.to_string()))
                 .or_insert(0) += 1;
@@ -919,18 +925,7 @@ mod tests {
             }
             let mut w = Wire::new(8, 8);
             w.rx_posted.push_back(pool.alloc(1000, 1, 0, 0).unwrap());
-            let r = receive(
-                &mut w,
-                &mut Pair::default(),
-                &mine,
-                &peer,
-                &Receiver {
-                    umqh: 0,
-                    fragments: false,
-                    pool: &pool,
-                },
-                &mut Outcome::default(),
-            );
+            let r = receive_fresh(&mut w, &mine, &peer, &pool, false, &mut Outcome::default());
             assert_eq!(r, Err(LinkError::Corrupt(why)), "{entries:?}");
             assert!(w.rx_cq.is_empty(), "{why}: something completed");
             pool.free_one(w.rx_posted.pop_front().unwrap()).unwrap();
