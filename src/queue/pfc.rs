@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering;
 const F: &str = "umq_user_ctl";
 
 /// A backlog reported for a queue whose peer waits for a receive buffer of ours: over any XOFF
-/// (posted receive buffers running short), and far from overflowing a sum of eight.
-const NO_RX_BUFFER: u64 = 1 << 48;
+/// (posted receive buffers running short).
+const NO_RX_BUFFER: u64 = pause::BACKLOG_MAX;
 
 impl Queue {
     /// The queue's place on the link to the peer `remote` reached through `provider`: one link

@@ -56,9 +56,28 @@ struct State {
     passed: VecDeque<Vec<u8>>,
     passed_dropped: u64,
     /// Per queue (handle): its priority, receive backlog in bytes, and whether it has work
-    /// waiting to go.
+    /// waiting to go; and their sums per priority, kept as queues report (a report costs the
+    /// same with ten queues on the link or ten thousand).
     queues: HashMap<u64, (u8, u64, bool)>,
+    backlog: [u64; PRIORITIES],
+    waiting: [u32; PRIORITIES],
     events: VecDeque<Event>,
+}
+
+/// The most a queue's backlog counts for (1 TiB, far above any XOFF): the sums per priority
+/// then never overflow, whatever the number of queues.
+pub const BACKLOG_MAX: u64 = 1 << 40;
+
+impl State {
+    /// Adds (`sign` 1) or takes away (-1) a queue's report in the sums per priority.
+    fn account(&mut self, report: Option<(u8, u64, bool)>, sign: i64) {
+        let Some((p, bytes, pending)) = report else {
+            return;
+        };
+        let p = p as usize;
+        self.backlog[p] = self.backlog[p].wrapping_add_signed(sign * bytes.min(BACKLOG_MAX) as i64);
+        self.waiting[p] = self.waiting[p].wrapping_add_signed(sign as i32 * pending as i32);
+    }
 }
 
 pub struct LinkPause {
@@ -135,6 +154,8 @@ impl LinkPause {
                 passed: VecDeque::new(),
                 passed_dropped: 0,
                 queues: HashMap::new(),
+                backlog: [0; PRIORITIES],
+                waiting: [0; PRIORITIES],
                 events: VecDeque::new(),
             }),
             paused: AtomicU8::new(0),
@@ -216,17 +237,16 @@ impl LinkPause {
     pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
         let mut s = self.lock();
         let now = now_ns();
-        s.queues.insert(handle, (priority, backlog, pending));
-        let (mut bytes, mut waiting) = ([0u64; PRIORITIES], [false; PRIORITIES]);
-        for &(p, b, w) in s.queues.values() {
-            bytes[p as usize] += b;
-            waiting[p as usize] |= w;
-        }
+        let old = s.queues.insert(handle, (priority & 7, backlog, pending));
+        s.account(old, -1);
+        s.account(Some((priority & 7, backlog, pending)), 1);
         for p in 0..PRIORITIES {
             if s.emit {
-                s.machine.set_backlog(now, p as u8, bytes[p]);
+                let bytes = s.backlog[p];
+                s.machine.set_backlog(now, p as u8, bytes);
             }
-            s.machine.set_pending(now, p as u8, waiting[p]);
+            let waiting = s.waiting[p] > 0;
+            s.machine.set_pending(now, p as u8, waiting);
         }
         while let Some(f) = s.machine.poll_transmit(now) {
             s.outbox.push_back(f.to_vec());
@@ -237,7 +257,8 @@ impl LinkPause {
     /// Queue `handle` left the link.
     pub fn forget(&self, handle: u64) {
         let mut s = self.lock();
-        s.queues.remove(&handle);
+        let old = s.queues.remove(&handle);
+        s.account(old, -1);
         self.members.fetch_sub(1, Ordering::Relaxed);
     }
 
