@@ -16,9 +16,7 @@
 static void query(uint64_t h, uint32_t opcode, void *out, uint32_t len)
 {
     memset(out, 0xff, len);
-    umq_user_ctl_in_t in = {.opcode = opcode};
-    umq_user_ctl_out_t o = {.addr = (uint64_t)(uintptr_t)out, .len = len};
-    CHECK_EQ(umq_user_ctl(h, &in, &o), 0);
+    CHECK_EQ(test_ctl(h, opcode, NULL, 0, out, len), 0);
 }
 
 static umq_flowcontrol_stats_t stats(uint64_t h)

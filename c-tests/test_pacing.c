@@ -22,18 +22,14 @@ static umq_ext_pacing_stats_t pacing(uint64_t h)
 {
     umq_ext_pacing_stats_t s;
     memset(&s, 0xff, sizeof(s));
-    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_PACING_STATS};
-    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
-    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    CHECK_EQ(test_ctl(h, UMQ_EXT_OPCODE_PACING_STATS, NULL, 0, &s, sizeof(s)), 0);
     return s;
 }
 
 static uint64_t wire_packets(uint64_t h, uint32_t *transport)
 {
     umq_ext_transport_stats_t s;
-    umq_user_ctl_in_t in = {.opcode = UMQ_EXT_OPCODE_TRANSPORT_STATS};
-    umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&s, .len = sizeof(s)};
-    CHECK_EQ(umq_user_ctl(h, &in, &out), 0);
+    CHECK_EQ(test_ctl(h, UMQ_EXT_OPCODE_TRANSPORT_STATS, NULL, 0, &s, sizeof(s)), 0);
     *transport = s.transport;
     return s.paced_packets;
 }

@@ -1094,24 +1094,17 @@ static umq_ext_pfc_frame_t control_frame(uint16_t opcode, uint8_t enabled, uint1
     return f;
 }
 
-static int pfc_ctl(uint64_t q, uint32_t opcode, void *in, uint32_t in_len, void *out, uint32_t out_len)
-{
-    umq_user_ctl_in_t i = {.addr = (uint64_t)(uintptr_t)in, .len = in_len, .opcode = opcode};
-    umq_user_ctl_out_t o = {.addr = (uint64_t)(uintptr_t)out, .len = out_len};
-    return umq_user_ctl(q, &i, &o);
-}
-
 static umq_ext_pfc_stats_t pfc_stats(uint64_t q)
 {
     umq_ext_pfc_stats_t st;
     memset(&st, 0xff, sizeof(st));
-    CHECK_EQ(pfc_ctl(q, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, &st, sizeof(st)), 0);
+    CHECK_EQ(test_ctl(q, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, &st, sizeof(st)), 0);
     return st;
 }
 
 static int send_frame_on(uint64_t q, umq_ext_pfc_frame_t f)
 {
-    return pfc_ctl(q, UMQ_EXT_OPCODE_PFC_SEND_FRAME, &f, sizeof(f), NULL, 0);
+    return test_ctl(q, UMQ_EXT_OPCODE_PFC_SEND_FRAME, &f, sizeof(f), NULL, 0);
 }
 
 /* Receives `n` sequence-numbered messages on `q` within about a second; how many came in order. */
@@ -1168,17 +1161,17 @@ static void test_pfc(int s, int child)
     i.addr = 8;
     CHECK_EQ(umq_user_ctl(q3, &i, &o), -UMQ_ERR_EINVAL);
     umq_ext_pfc_config_t c, again;
-    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, NULL, 0, &c, sizeof(c)), 0);
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, NULL, 0, &c, sizeof(c)), 0);
     CHECK_EQ(c.flags, UMQ_EXT_PFC_RFE | UMQ_EXT_PFC_PFCE);
     CHECK_EQ(c.watchdog_detect_ns, 200000000);
     umq_ext_pfc_config_t bad = c;
     bad.xon_bytes = c.xoff_bytes + 1;
-    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &bad, sizeof(bad), NULL, 0), -UMQ_ERR_EINVAL);
-    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c) - 1, NULL, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &bad, sizeof(bad), NULL, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c) - 1, NULL, 0), -UMQ_ERR_EINVAL);
     c.speed_bps = 1000000ull;           /* 0xffff quanta: 33.5 s, until the zero-time frame */
     c.watchdog_detect_ns = 60000000000ull; /* no storm here */
     c.pass_control = 1;
-    CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c), &again, sizeof(again)), 0);
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_CONFIG, &c, sizeof(c), &again, sizeof(again)), 0);
     CHECK(memcmp(&c, &again, sizeof(c)) == 0);
     umq_ext_pfc_frame_t short_frame = control_frame(0x0101, 1, 1);
     short_frame.len = 13;
@@ -1213,7 +1206,7 @@ static void test_pfc(int s, int child)
     umq_ext_pfc_frame_t passed;
     memset(&passed, 0, sizeof(passed));
     for (int spin = 0; spin < 2000000 && passed.len == 0; spin++)
-        CHECK_EQ(pfc_ctl(q0, UMQ_EXT_OPCODE_PFC_RECV_FRAME, NULL, 0, &passed, sizeof(passed)), 0);
+        CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_RECV_FRAME, NULL, 0, &passed, sizeof(passed)), 0);
     umq_ext_pfc_frame_t sent = control_frame(0x0002, 0, 0);
     CHECK_EQ(passed.len, 64);
     CHECK(memcmp(passed.bytes, sent.bytes, 64) == 0);

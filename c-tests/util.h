@@ -45,6 +45,16 @@ static inline void test_pair(uint32_t depth, umq_queue_mode_t mode, uint64_t *a,
     }
 }
 
+/* umq_user_ctl with `in` (in.addr, in.len) and `out` (out.addr, out.len) naming the buffers
+ * given, or 0 for those not given; its return code. */
+static inline int test_ctl(uint64_t h, uint32_t opcode, const void *in, uint32_t in_len, void *out,
+                           uint32_t out_len)
+{
+    umq_user_ctl_in_t i = {.addr = (uint64_t)(uintptr_t)in, .len = in_len, .opcode = opcode};
+    umq_user_ctl_out_t o = {.addr = (uint64_t)(uintptr_t)out, .len = out_len};
+    return umq_user_ctl(h, &i, &o);
+}
+
 static inline int test_poll_one(uint64_t h, umq_io_direction_t dir, umq_buf_t **out)
 {
     for (int i = 0; i < 1000000; i++) {

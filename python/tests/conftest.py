@@ -115,3 +115,14 @@ def peer_process(target, *args, depth=32):
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+def send_all(q, payloads, poll=None):
+    """Sends every payload on `q`, eight at a time as the queue takes them, taking its send
+    completions (and calling `poll`, when given, after each try)."""
+    sent = 0
+    while sent < len(payloads):
+        sent += q.send(payloads[sent : sent + 8])
+        q.poll(umq.UMQ_IO_TX)
+        if poll:
+            poll()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import umq
-from conftest import peer_process
+from conftest import peer_process, send_all
 
 pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="pacing is a libumq extension")
 
@@ -45,15 +45,6 @@ def rate_between(times, size=SIZE):
     bits = [i * size * 8 for i in range(len(ts))]
     mt, mb = sum(ts) / len(ts), sum(bits) / len(bits)
     return sum((t - mt) * (b - mb) for t, b in zip(ts, bits)) / sum((t - mt) ** 2 for t in ts)
-
-
-def send_all(q, payloads, poll=None):
-    sent = 0
-    while sent < len(payloads):
-        sent += q.send(payloads[sent : sent + 8])
-        q.poll(umq.UMQ_IO_TX)
-        if poll:
-            poll()
 
 
 @pytest.mark.parametrize("limit_mib", [2, 8])

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import umq
-from conftest import expected_transport
+from conftest import expected_transport, send_all
 
 pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="PFC is a libumq extension")
 
@@ -49,15 +49,6 @@ def receive_for(q, seconds, got):
         got += [c.data for c in rx]
         if rx:
             q.post_recv(len(rx), size=SIZE)
-
-
-def send_all(q, payloads, other=None):
-    sent = 0
-    while sent < len(payloads):
-        sent += q.send(payloads[sent : sent + 4])
-        q.poll(umq.UMQ_IO_TX)
-        if other:
-            other.poll(umq.UMQ_IO_TX)
 
 
 class Peer:

@@ -28,6 +28,24 @@ pub(super) fn write_out<T>(out: &umq_user_ctl_out_t, what: &str, value: T) -> Um
     Ok(())
 }
 
+/// Reads a `T` the caller gave at `in.addr` (`in.len` its size).
+pub(super) fn read_in<T: Copy>(input: &umq_user_ctl_in_t, what: &str) -> UmqResult<T> {
+    if input.addr == 0
+        || input.len as usize != size_of::<T>()
+        || !(input.addr as usize).is_multiple_of(align_of::<T>())
+    {
+        return Err(einval(
+            F,
+            format_args!(
+                "in.addr NULL or misaligned, or in.len {} != sizeof({what}) ({})",
+                input.len,
+                size_of::<T>()
+            ),
+        ));
+    }
+    Ok(unsafe { *(input.addr as *const T) })
+}
+
 pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) -> UmqResult<()> {
     match input.opcode {
         UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY => {

@@ -97,24 +97,6 @@ fn gate(q: &Queue) -> UmqResult<PauseGate> {
     })
 }
 
-/// Reads a `T` the caller gave at `in.addr` (`in.len` its size).
-fn read_in<T: Copy>(input: &umq_user_ctl_in_t, what: &str) -> UmqResult<T> {
-    if input.addr == 0
-        || input.len as usize != size_of::<T>()
-        || !(input.addr as usize).is_multiple_of(align_of::<T>())
-    {
-        return Err(einval(
-            F,
-            format_args!(
-                "in.addr NULL or misaligned, or in.len {} != sizeof({what}) ({})",
-                input.len,
-                size_of::<T>()
-            ),
-        ));
-    }
-    Ok(unsafe { *(input.addr as *const T) })
-}
-
 /// Sets the queue's priority (0..=7), bound or not.
 pub fn set_priority(q: &Queue, priority: u64) -> UmqResult<()> {
     let p = u8::try_from(priority)
@@ -132,7 +114,7 @@ pub fn set_priority(q: &Queue, priority: u64) -> UmqResult<()> {
 pub fn config(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) -> UmqResult<()> {
     let g = gate(q)?;
     if input.addr != 0 {
-        let c: umq_ext_pfc_config_t = read_in(input, "umq_ext_pfc_config_t")?;
+        let c: umq_ext_pfc_config_t = super::ctl::read_in(input, "umq_ext_pfc_config_t")?;
         g.link.set_settings(settings_from(&c)?);
     }
     if out.addr != 0 {
@@ -226,7 +208,7 @@ pub fn stats(q: &Queue) -> UmqResult<umq_ext_pfc_stats_t> {
 /// Sends the application's raw control frame over the link (with the queue's next round).
 pub fn send_frame(q: &Queue, input: &umq_user_ctl_in_t) -> UmqResult<()> {
     let g = gate(q)?;
-    let f: umq_ext_pfc_frame_t = read_in(input, "umq_ext_pfc_frame_t")?;
+    let f: umq_ext_pfc_frame_t = super::ctl::read_in(input, "umq_ext_pfc_frame_t")?;
     let len = f.len as usize;
     if !(MIN_FRAME..=MAX_FRAME).contains(&len) {
         return Err(einval(

@@ -108,9 +108,13 @@ impl Queue {
     /// not call in (a base-API sender that enqueued and waits elsewhere).
     pub(crate) fn background_round(&self) {
         // An idle binding's link still has timers and frames: the polls of an idle queue skip
-        // them (they are the latency path), this thread does not.
+        // them (they are the latency path), this thread does not. (A busy round below serves
+        // them itself.)
         if crate::transport::pause::in_use() {
-            self.pause_round_if_busy(&mut lock(&self.wire));
+            let mut w = lock(&self.wire);
+            if w.link.as_deref().is_some_and(|l| l.idle(&w)) {
+                self.pause_round_if_busy(&mut w);
+            }
         }
         if self.service_link() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
         {

@@ -116,6 +116,20 @@ pub fn in_use() -> bool {
     IN_USE.load(Ordering::Relaxed)
 }
 
+/// A control frame a provider received for the queue at `gate` (None: a queue not on a link,
+/// being unbound: the frame is dropped). Err for a length no frame has: the peer is corrupt.
+pub fn receive_frame(gate: Option<&PauseGate>, frame: &[u8]) -> Result<(), super::LinkError> {
+    if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
+        return Err(super::LinkError::Corrupt(
+            "control frame length out of range",
+        ));
+    }
+    if let Some(g) = gate {
+        g.link.on_frame(frame);
+    }
+    Ok(())
+}
+
 /// Nanoseconds on the links' clock.
 fn now_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();

@@ -247,17 +247,23 @@ pub fn side_stats(h: u64) -> SideStats {
 }
 
 fn ctl<T>(h: u64, opcode: u32, out: &mut T) {
-    let mut i = umq_user_ctl_in_t {
-        opcode,
-        ..Default::default()
-    };
-    let mut o = umq_user_ctl_out_t {
-        addr: out as *mut T as u64,
+    // EINVAL when flow control is off: the zeroed stats are the right answer then.
+    let _ = user_ctl(h, opcode, Default::default(), out_of(out));
+}
+
+/// `umq_user_ctl` with opcode `opcode`; its return code.
+pub fn user_ctl(h: u64, opcode: u32, input: umq_user_ctl_in_t, out: umq_user_ctl_out_t) -> i32 {
+    let (mut i, mut o) = (umq_user_ctl_in_t { opcode, ..input }, out);
+    umq_user_ctl(h, &mut i, &mut o)
+}
+
+/// `umq_user_ctl`'s output naming `v`.
+pub fn out_of<T>(v: &mut T) -> umq_user_ctl_out_t {
+    umq_user_ctl_out_t {
+        addr: v as *mut T as u64,
         len: size_of::<T>() as u32,
         reserved: 0,
-    };
-    // EINVAL when flow control is off: the zeroed stats are the right answer then.
-    let _ = umq_user_ctl(h, &mut i, &mut o);
+    }
 }
 
 /// Unbinds (which flushes the posted receive buffers back), frees every buffer that comes

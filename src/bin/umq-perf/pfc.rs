@@ -26,18 +26,8 @@ const PRIORITIES: [u8; 2] = [0, 3];
 const LINK_BPS: u64 = 1_000_000_000;
 
 fn ctl(q: u64, opcode: u32, input: umq_user_ctl_in_t, out: umq_user_ctl_out_t) {
-    let mut input = umq_user_ctl_in_t { opcode, ..input };
-    let mut out = out;
-    let r = umq_user_ctl(q, &mut input, &mut out);
+    let r = api::user_ctl(q, opcode, input, out);
     assert_eq!(r, 0, "umq_user_ctl {opcode:#x} failed: {r}");
-}
-
-fn out_of<T>(v: &mut T) -> umq_user_ctl_out_t {
-    umq_user_ctl_out_t {
-        addr: v as *mut T as u64,
-        len: size_of::<T>() as u32,
-        ..Default::default()
-    }
 }
 
 fn set_priority(q: u64, p: u8) {
@@ -55,7 +45,7 @@ fn configure(q: u64, change: impl FnOnce(&mut umq_ext_pfc_config_t)) {
         q,
         UMQ_EXT_OPCODE_PFC_CONFIG,
         Default::default(),
-        out_of(&mut c),
+        api::out_of(&mut c),
     );
     change(&mut c);
     let input = umq_user_ctl_in_t {
@@ -72,7 +62,7 @@ fn stats(q: u64) -> umq_ext_pfc_stats_t {
         q,
         UMQ_EXT_OPCODE_PFC_STATS,
         Default::default(),
-        out_of(&mut s),
+        api::out_of(&mut s),
     );
     s
 }

@@ -94,7 +94,7 @@ impl Link {
             let payload = &bytes[HEADER..];
             if h.kind == KIND_CONTROL {
                 // Anywhere, also between a message's fragments: the link's frames overtake.
-                control_frame(w, payload)?;
+                crate::transport::pause::receive_frame(w.pause.as_ref(), payload)?;
             } else if let Some((first, data)) = rx.assembling.as_mut() {
                 if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
                     return Err(LinkError::Corrupt("fabric fragments do not make a message"));
@@ -126,18 +126,6 @@ impl Link {
             rx.repost.push(idx);
         }
     }
-}
-
-/// A control frame of the link: handed to it (a queue not on one drops it).
-fn control_frame(w: &Wire, frame: &[u8]) -> Result<(), LinkError> {
-    use crate::transport::pause::{MAX_FRAME, MIN_FRAME};
-    if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
-        return Err(LinkError::Corrupt("control frame length out of range"));
-    }
-    if let Some(g) = &w.pause {
-        g.link.on_frame(frame);
-    }
-    Ok(())
 }
 
 impl Rx {
@@ -219,7 +207,9 @@ impl Run<'_> {
                 Ok(true)
             }
             KIND_PING => Ok(true),
-            KIND_CONTROL => control_frame(w, payload).map(|()| true),
+            KIND_CONTROL => {
+                crate::transport::pause::receive_frame(w.pause.as_ref(), payload).map(|()| true)
+            }
             KIND_BYE => {
                 *self.left = true;
                 Ok(true)

@@ -34,7 +34,11 @@ pub(super) fn receive(
                 let data = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
                 target::land_read_response(w, e.seq, data)?
             }
-            KIND_CONTROL => control_frame(w, &e, payload)?,
+            KIND_CONTROL => {
+                // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+                let frame = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
+                crate::transport::pause::receive_frame(w.pause.as_ref(), frame)?
+            }
             KIND_MORE_PACKET => {
                 if !packet(w, pair, mine, peer, &e, payload, at, out)? {
                     return Ok(());
@@ -85,20 +89,6 @@ pub(super) fn receive(
         }
         mine.pop(&e);
         pair.rx_blocked = false;
-    }
-    Ok(())
-}
-
-/// A control frame of the link: handed to it (a queue not on one, being unbound, drops it).
-fn control_frame(w: &Wire, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
-    use crate::transport::pause::{MAX_FRAME, MIN_FRAME};
-    if !(MIN_FRAME..=MAX_FRAME).contains(&(e.len as usize)) {
-        return Err(LinkError::Corrupt("control frame length out of range"));
-    }
-    if let Some(g) = &w.pause {
-        // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
-        g.link
-            .on_frame(unsafe { std::slice::from_raw_parts(payload, e.len as usize) });
     }
     Ok(())
 }
