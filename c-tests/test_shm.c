@@ -1176,6 +1176,15 @@ static void test_pfc(int s, int child)
     umq_ext_pfc_frame_t short_frame = control_frame(0x0101, 1, 1);
     short_frame.len = 13;
     CHECK_EQ(send_frame_on(q0, short_frame), -UMQ_ERR_EINVAL);
+    /* NULL or short buffers, a stale handle: refused, nothing written. */
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_SEND_FRAME, NULL, sizeof(short_frame), NULL, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, NULL, sizeof(umq_ext_pfc_stats_t)), -UMQ_ERR_EINVAL);
+    umq_ext_pfc_frame_t untouched;
+    memset(&untouched, 0x5a, sizeof(untouched));
+    CHECK_EQ(test_ctl(q0, UMQ_EXT_OPCODE_PFC_RECV_FRAME, NULL, 0, &untouched, sizeof(untouched) - 1), -UMQ_ERR_EINVAL);
+    CHECK_EQ(untouched.len, 0x5a5a5a5a);
+    CHECK_EQ(test_ctl(0xdead, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, &untouched, sizeof(umq_ext_pfc_stats_t)), -UMQ_ERR_EINVAL);
+    CHECK_EQ(untouched.len, 0x5a5a5a5a);
     CHECK_EQ(sock_recv(s, &go, 1), 1); /* the child sent its pause */
     int paused = 0;
     for (int spin = 0; spin < 20000000 && !paused; spin++) {
