@@ -9,7 +9,7 @@
 //! (the technique of liburcu's membarrier flavour and folly's asymmetric fences). Where the
 //! kernel refuses membarrier, lookups fall back to a real fence.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, compiler_fence, fence};
 use std::sync::{Mutex, OnceLock};
 
 /// Lookups one thread may have open at once: a lookup inside a lookup (`umq_bind` looking up
@@ -56,6 +56,9 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        // Lookups from later destructors of this thread find no block (and fail) instead of
+        // one the next thread may have claimed.
+        let _ = WORDS.try_with(|w| w.set(None));
         for h in &self.0.held {
             h.store(0, Ordering::Release);
         }
@@ -64,13 +67,48 @@ impl Drop for Claim {
 }
 
 thread_local! {
+    /// This thread's block, once claimed (read on every lookup: a const-initialised,
+    /// destructor-free thread local is one load).
+    static WORDS: std::cell::Cell<Option<&'static Words>> = const { std::cell::Cell::new(None) };
+    /// The claim itself, which gives the block back when the thread exits.
     static MINE: Claim = Claim::new();
 }
 
+/// This thread's hazard words; None while the thread is exiting.
+#[inline(always)]
+fn words() -> Option<&'static Words> {
+    match WORDS.get() {
+        Some(w) => Some(w),
+        None => claim_words(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn claim_words() -> Option<&'static Words> {
+    let w = MINE.try_with(|c| c.0).ok()?;
+    WORDS.set(Some(w));
+    Some(w)
+}
+
 /// Whether the kernel runs the heavy side of the fence for us (decided once per process).
+#[inline(always)]
 fn expedited() -> bool {
-    static EXPEDITED: OnceLock<bool> = OnceLock::new();
-    *EXPEDITED.get_or_init(|| membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+    // 0: not asked yet, 1: yes, 2: no. A race asks twice and gets the same answer.
+    static EXPEDITED: AtomicU8 = AtomicU8::new(0);
+    match EXPEDITED.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => register_expedited(&EXPEDITED),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn register_expedited(state: &AtomicU8) -> bool {
+    let yes = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+    state.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+    yes
 }
 
 fn membarrier(cmd: libc::c_long) -> bool {
@@ -114,10 +152,10 @@ impl Drop for Published {
 /// than `NEST` or the thread is exiting.
 pub fn publish(id: usize) -> Option<Published> {
     debug_assert_ne!(id, 0);
-    let word = MINE
-        .try_with(|c| c.0.held.iter().find(|w| w.load(Ordering::Relaxed) == 0))
-        .ok()
-        .flatten()?;
+    let word = words()?
+        .held
+        .iter()
+        .find(|w| w.load(Ordering::Relaxed) == 0)?;
     word.store(id, Ordering::Relaxed);
     light_fence();
     Some(Published(word))
@@ -126,8 +164,7 @@ pub fn publish(id: usize) -> Option<Published> {
 /// Whether this thread itself has `id` published (a removal from inside a lookup of the same
 /// slot would wait for itself forever).
 pub fn held_here(id: usize) -> bool {
-    MINE.try_with(|c| c.0.held.iter().any(|w| w.load(Ordering::Relaxed) == id))
-        .unwrap_or(false)
+    words().is_some_and(|w| w.held.iter().any(|h| h.load(Ordering::Relaxed) == id))
 }
 
 /// Waits until no thread has `id` published. Call after making the slot unreachable: every

@@ -246,7 +246,15 @@ impl Queue {
     }
 
     /// Fails the oldest waiting WR after the RNR timeout, as RDMA's retry limit would.
+    #[inline(always)]
     pub(super) fn expire_rnr(&self, w: &mut Wire) -> bool {
+        // Every send poll asks; a WR is rarely waiting for a receive buffer.
+        w.blocked_since.is_some() && self.expire_rnr_now(w)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn expire_rnr_now(&self, w: &mut Wire) -> bool {
         match w.blocked_since {
             Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
                 w.fail_undelivered(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);

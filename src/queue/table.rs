@@ -148,10 +148,12 @@ impl<T: Named> Table<T> {
     }
 
     /// Runs `f` on the live entry named by `umqh`; a concurrent removal waits for it to return.
+    #[inline(always)]
     pub fn with<R>(&self, umqh: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
-        let index = self.slot_of(umqh)?;
-        let _held = hazard::publish(self.id(index))?;
-        let p = self.slots[index].item.load(Ordering::Acquire);
+        // Every API call comes through here: one range check, one slot reference.
+        let slot = self.slots.get(index_of(umqh)?)?;
+        let _held = hazard::publish(slot as *const Slot<T> as usize)?;
+        let p = slot.item.load(Ordering::Acquire);
         if p.is_null() {
             return None;
         }

@@ -104,9 +104,14 @@ impl<T: Copy> Fifo<T> {
     pub fn pop_map_into<U>(&mut self, out: &mut [U], mut f: impl FnMut(T) -> U) -> usize {
         let n = out.len().min(self.len);
         // A plain loop, not slice copies: a poll usually takes a handful, and two calls into
-        // memcpy cost more than moving them (a ping-pong takes one at a time).
-        for (i, slot) in out[..n].iter_mut().enumerate() {
-            *slot = f(self.read(self.slot(i)));
+        // memcpy cost more than moving them. A ping-pong takes one at a time: that case skips
+        // the loop's set-up (the compiler unrolls and vectorises it).
+        if n == 1 {
+            out[0] = f(self.read(self.slot(0)));
+        } else {
+            for (i, slot) in out[..n].iter_mut().enumerate() {
+                *slot = f(self.read(self.slot(i)));
+            }
         }
         self.head = self.head.wrapping_add(n);
         self.len -= n;
