@@ -402,6 +402,7 @@ impl<W: Word> Flow<W> {
         due
     }
 
+    #[inline(never)]
     fn take_announcement(&mut self, in_user_buf: bool) -> (u64, u64) {
         let k = self.free();
         self.c.local_rx_posted.sub(k);
@@ -418,8 +419,12 @@ impl<W: Word> Flow<W> {
 
     /// An announcement to piggyback on a user SEND, if one is due: `(count, immediate)`.
     /// Call [`Flow::commit`] once the transport took the WR, or [`Flow::undo`] if it refused it.
+    #[inline]
     pub fn piggyback(&mut self) -> Option<(u64, u64)> {
-        self.due().piggyback.then(|| self.take_announcement(true))
+        if !self.due().piggyback {
+            return None;
+        }
+        Some(self.take_announcement(true))
     }
 
     pub fn commit(&mut self, mine: &Area) {
@@ -762,6 +767,7 @@ dispatch! {
     fn data_arrived(&mut self, n: u64) -> ();
     fn ctrl_arrived(&mut self) -> ();
     fn publish(&mut self, mine: &Area) -> bool;
+    #[inline]
     fn piggyback(&mut self) -> Option<(u64, u64)>;
     fn commit(&mut self, mine: &Area) -> ();
     fn undo(&mut self, k: u64) -> ();

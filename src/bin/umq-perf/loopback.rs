@@ -2,6 +2,7 @@
 //! thread, next to a bare crossbeam ArrayQueue moving the same payload in the same run.
 
 use crate::api::{self, Flow};
+use crate::clock::RoundTrips;
 use crate::report::{Progress, Row};
 use crate::{Kind, Run};
 use std::ptr;
@@ -61,9 +62,12 @@ fn latency(a: u64, b: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     );
     let mut c = [ptr::null_mut(); 1];
     let warm = crate::shm::warmup(run.iters);
-    let mut samples = Vec::with_capacity(run.iters as usize);
+    let mut marks = RoundTrips::with_capacity(run.iters);
     for i in 0..warm + run.iters {
-        let t = Instant::now();
+        if i >= warm {
+            marks.mark();
+            progress.tick(i - warm);
+        }
         api::post_all(a, &ta, std::hint::spin_loop);
         api::poll_exact(b, UMQ_IO_RX, &mut c);
         api::post(b, &c, UMQ_IO_RX);
@@ -72,13 +76,10 @@ fn latency(a: u64, b: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
         api::post(a, &c, UMQ_IO_RX);
         api::poll_exact(a, UMQ_IO_TX, &mut c);
         api::poll_exact(b, UMQ_IO_TX, &mut c);
-        if i >= warm {
-            samples.push(t.elapsed().as_nanos() as f64 / 2.0);
-            progress.tick(i - warm);
-        }
     }
+    marks.mark();
     [ta, tb].iter().for_each(|v| umq_buf_free(v[0]));
-    samples
+    marks.half_round_trips_ns()
 }
 
 /// The baseline: the same payload copied through a crossbeam ArrayQueue by one thread.

@@ -3,6 +3,7 @@
 //! next to libfabric's `fi_pingpong` on its `shm` provider, run in the same invocation.
 
 mod api;
+mod clock;
 mod floor;
 mod libfabric;
 mod loopback;

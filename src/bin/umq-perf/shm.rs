@@ -13,6 +13,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::ptr;
+use crate::clock::RoundTrips;
 use std::time::Instant;
 use umq::abi::pro_types::*;
 use umq::abi::types::*;
@@ -338,9 +339,12 @@ fn turn(q: u64, run: &Run) -> (bool, Option<u8>) {
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     let tx = [message(q, run)];
     let warm = warmup(run.iters);
-    let mut samples = Vec::with_capacity(run.iters as usize);
+    let mut marks = RoundTrips::with_capacity(run.iters);
     for i in 0..warm + run.iters {
-        let t = Instant::now();
+        if i >= warm {
+            marks.mark();
+            progress.tick(i - warm);
+        }
         unsafe { *first_byte(tx[0]) = i as u8 };
         api::post_all(q, &tx, std::hint::spin_loop);
         let (mut sent, mut echo) = (false, None);
@@ -349,15 +353,12 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
             sent |= s;
             echo = echo.or(e);
         }
-        if i >= warm {
-            samples.push(t.elapsed().as_nanos() as f64 / 2.0);
-            progress.tick(i - warm);
-        }
         if run.size > 0 {
             assert_eq!(echo, Some(i as u8), "echo {i} carried the wrong byte");
         }
     }
-    samples
+    marks.mark();
+    marks.half_round_trips_ns()
 }
 
 /// Pong: echo every message's first byte back in a message of the same size.
