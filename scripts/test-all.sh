@@ -32,6 +32,8 @@ symbols=$(nm -D --defined-only "$lib/libumq.so" | awk '{print $3}')
 exported=$(grep -v -e '^umq_' -e '^fi_[rt]x_size_left$' <<<"$symbols" || [ $? = 1 ])
 if [ -n "$exported" ]; then echo "unexpected exported symbols: $exported"; exit 1; fi
 echo "soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols") umq_* symbols exported"
+# umq-info names exactly what the library exports: the 34 UMQ functions and our extensions.
+"$lib/umq-info" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); listed=sorted(r["functions"]+r["extensions"]); exported=sorted(sys.argv[1].split()); assert listed == exported, (set(listed) ^ set(exported)); print("umq-info lists the", len(listed), "exports")' "$symbols"
 
 echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'

@@ -16,6 +16,7 @@ pub mod error;
 pub mod event;
 pub mod ffi;
 pub mod flow;
+pub mod info;
 pub mod limits;
 pub mod os;
 #[macro_use]

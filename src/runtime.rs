@@ -46,6 +46,19 @@ pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
     get().ok_or_else(|| einval(func, format_args!("umq_init has not been called")))
 }
 
+pub const RNR_TIMEOUT_DEFAULT_MS: u64 = 1000;
+pub const CREDIT_STALL_DEFAULT_MS: u64 = 1000;
+pub const FABRIC_PROVIDER_DEFAULT: &str = "tcp";
+
+/// `UMQ_FABRIC_PROVIDER`: the libfabric provider of the network transport.
+pub fn fabric_provider_from_env() -> String {
+    std::env::var("UMQ_FABRIC_PROVIDER")
+        .ok()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| FABRIC_PROVIDER_DEFAULT.to_string())
+}
+
 fn millis_from_env(var: &str, default: u64) -> Duration {
     let ms = std::env::var(var)
         .ok()
@@ -141,14 +154,10 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
             } != 0,
         },
         instance: random_u64(),
-        rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", 1000),
-        credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", 1000),
+        rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", RNR_TIMEOUT_DEFAULT_MS),
+        credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", CREDIT_STALL_DEFAULT_MS),
         provider: provider_from_env()?,
-        fabric_provider: std::env::var("UMQ_FABRIC_PROVIDER")
-            .ok()
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "tcp".to_string()),
+        fabric_provider: fabric_provider_from_env(),
         events: AsyncEvents::new()?,
         trans_info,
     };

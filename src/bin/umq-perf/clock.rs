@@ -87,7 +87,11 @@ mod tests {
     #[test]
     fn fewer_than_two_marks_give_no_sample() {
         let mut rt = RoundTrips::with_capacity(1);
-        assert!(RoundTrips::with_capacity(0).half_round_trips_ns().is_empty());
+        assert!(
+            RoundTrips::with_capacity(0)
+                .half_round_trips_ns()
+                .is_empty()
+        );
         rt.mark();
         assert!(rt.half_round_trips_ns().is_empty());
     }

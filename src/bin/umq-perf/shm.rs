@@ -7,13 +7,13 @@
 //! way: the client's first frame is the peer's arguments.
 
 use crate::api::{self, Done, SideStats};
+use crate::clock::RoundTrips;
 use crate::report::{Progress, Row};
 use crate::{Kind, Run};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::ptr;
-use crate::clock::RoundTrips;
 use std::time::Instant;
 use umq::abi::pro_types::*;
 use umq::abi::types::*;

@@ -73,8 +73,10 @@ const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
 
+pub const LIVENESS_DEFAULT_MS: u64 = 5000;
+
 /// How long a peer may stay silent before its binding breaks: `UMQ_FABRIC_LIVENESS_MS`,
-/// default 5000 (each side pings after half a second of saying nothing, so only a peer that is
+/// default `LIVENESS_DEFAULT_MS` (each side pings after half a second of saying nothing, so only a peer that is
 /// gone or cut off stays silent).
 pub fn liveness() -> Duration {
     static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -83,7 +85,7 @@ pub fn liveness() -> Duration {
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|&ms| ms > 0)
-            .unwrap_or(5000)
+            .unwrap_or(LIVENESS_DEFAULT_MS)
     }))
 }
 

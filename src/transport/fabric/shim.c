@@ -42,6 +42,7 @@ static struct {
     struct fi_info *(*dupinfo)(const struct fi_info *);
     int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
     const char *(*strerror)(int);
+    uint32_t (*version)(void); /* optional: only umqf_probe reports it */
     char why[256];
 } F;
 
@@ -61,6 +62,7 @@ static void load(void)
     *(void **)&F.dupinfo = dlsym(F.lib, "fi_dupinfo");
     *(void **)&F.fabric = dlsym(F.lib, "fi_fabric");
     *(void **)&F.strerror = dlsym(F.lib, "fi_strerror");
+    *(void **)&F.version = dlsym(F.lib, "fi_version");
     if (!F.getinfo || !F.freeinfo || !F.dupinfo || !F.fabric || !F.strerror) {
         snprintf(F.why, sizeof(F.why), "libfabric.so.1 lacks fi_getinfo or its kin: too old?");
         dlclose(F.lib);
@@ -124,17 +126,12 @@ void umqf_close(struct umqf_ep *e)
  * entries, with a wait fd when `wakeable` (for interrupt mode: a provider signals the fd as it
  * completes, a cost a polled queue does not pay). 0 and *out, or a negative FI_E* code and
  * `why`. */
-int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
-              struct umqf_ep **out, char *why, size_t n)
+/* What the provider asks of libfabric, for provider `prov` (NULL: any); NULL when out of memory. */
+static struct fi_info *our_hints(const char *prov)
 {
-    if (umqf_load(why, n))
-        return -FI_ENOSYS;
     struct fi_info *hints = F.dupinfo(NULL);
-    struct umqf_ep *e = calloc(1, sizeof(*e));
-    int rc = -FI_ENOMEM;
-    if (!hints || !e)
-        goto out;
-    e->wait_fd = -1;
+    if (!hints)
+        return NULL;
     /* Messages, and RMA writes into memory the peer registered (its flow-control area). */
     hints->caps = FI_MSG | FI_RMA;
     hints->mode = 0;
@@ -146,7 +143,61 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
     hints->tx_attr->inject_size = 512;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    hints->fabric_attr->prov_name = strdup(prov);
+    if (prov)
+        hints->fabric_attr->prov_name = strdup(prov);
+    return hints;
+}
+
+/* What umq-info reports: libfabric's version (FI_VERSION encoding, 0 when unknown) and, comma
+ * separated in `names`, the providers fi_getinfo offers for what we ask. The number of offers, or
+ * a negative code and `why`. */
+int umqf_probe(uint32_t *version, char *names, size_t names_len, char *why, size_t n)
+{
+    *version = 0;
+    if (names_len)
+        names[0] = 0;
+    if (umqf_load(why, n))
+        return -FI_ENOSYS;
+    if (F.version)
+        *version = F.version();
+    struct fi_info *hints = our_hints(NULL), *info = NULL;
+    if (!hints)
+        return -FI_ENOMEM;
+    int rc = F.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &info);
+    F.freeinfo(hints);
+    if (rc == -FI_ENODATA)
+        return 0;
+    if (rc) {
+        fail(why, n, "fi_getinfo", rc);
+        return rc;
+    }
+    int offers = 0;
+    size_t used = 0;
+    for (struct fi_info *i = info; i; i = i->next, offers++) {
+        const char *name = i->fabric_attr->prov_name;
+        size_t len = strlen(name);
+        int seen = 0;
+        for (const char *p = names; !seen && (p = strstr(p, name)); p += len)
+            seen = (p == names || p[-1] == ',') && (p[len] == ',' || p[len] == 0);
+        if (seen || used + len + 2 > names_len)
+            continue;
+        used += snprintf(names + used, names_len - used, "%s%s", used ? "," : "", name);
+    }
+    F.freeinfo(info);
+    return offers;
+}
+
+int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
+              struct umqf_ep **out, char *why, size_t n)
+{
+    if (umqf_load(why, n))
+        return -FI_ENOSYS;
+    struct fi_info *hints = our_hints(prov);
+    struct umqf_ep *e = calloc(1, sizeof(*e));
+    int rc = -FI_ENOMEM;
+    if (!hints || !e)
+        goto out;
+    e->wait_fd = -1;
     rc = F.getinfo(FI_VERSION(1, 9), node, NULL, node ? FI_SOURCE : 0, hints, &e->info);
     if (rc) {
         fail(why, n, "fi_getinfo", rc);
@@ -361,6 +412,15 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
               struct umqf_ep **out, char *why, size_t n)
 {
     (void)prov, (void)node, (void)cq_size, (void)wakeable, (void)out;
+    umqf_load(why, n);
+    return -38; /* ENOSYS */
+}
+
+int umqf_probe(uint32_t *version, char *names, size_t names_len, char *why, size_t n)
+{
+    *version = 0;
+    if (names_len)
+        names[0] = 0;
     umqf_load(why, n);
     return -38; /* ENOSYS */
 }

@@ -74,6 +74,47 @@ unsafe extern "C" {
     ) -> c_int;
     fn umqf_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
     fn umqf_strerror(code: c_int) -> *const c_char;
+    fn umqf_probe(
+        version: *mut u32,
+        names: *mut c_char,
+        names_len: usize,
+        why: *mut c_char,
+        n: usize,
+    ) -> c_int;
+}
+
+/// What libfabric offers this host for what the provider asks (`umq-info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// `major.minor` of the loaded libfabric, if it says.
+    pub version: Option<String>,
+    /// The libfabric providers `fi_getinfo` answers with, first seen first.
+    pub providers: Vec<String>,
+}
+
+/// Loads libfabric and asks it; Err says why it cannot be used.
+pub fn probe() -> Result<Offer, String> {
+    let (mut version, mut names, mut why) = (0u32, [0u8; 512], [0u8; 256]);
+    let rc = unsafe {
+        umqf_probe(
+            &mut version,
+            names.as_mut_ptr() as *mut c_char,
+            names.len(),
+            why.as_mut_ptr() as *mut c_char,
+            why.len(),
+        )
+    };
+    if rc < 0 {
+        return Err(text(&why));
+    }
+    Ok(Offer {
+        version: (version != 0).then(|| format!("{}.{}", version >> 16, version & 0xffff)),
+        providers: text(&names)
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
 }
 
 fn text(why: &[u8]) -> String {

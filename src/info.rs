@@ -1,0 +1,471 @@
+//! What this build of the library and this machine offer, as `fi_info` and `ucx_info` report
+//! theirs: the version and ABI, each provider and whether it can be used here (and why not),
+//! the limits, the environment variables the library reads, and the flow-control defaults.
+//!
+//! `umq-info` prints it. Nothing here is exported to C, so `libumq.so` does not carry it.
+
+use crate::abi::types::*;
+use crate::transport::fabric::sys as fabric;
+use std::os::fd::AsRawFd;
+
+/// The UMQ C API this library implements, by name: the openEuler UMDK revision with window
+/// flow control.
+pub const UMQ_FUNCTIONS: [&str; 34] = [
+    "umq_ack_async_event",
+    "umq_ack_interrupt",
+    "umq_async_event_fd_get",
+    "umq_bind",
+    "umq_bind_info_get",
+    "umq_buf_alloc",
+    "umq_buf_break_and_free",
+    "umq_buf_free",
+    "umq_buf_headroom_reset",
+    "umq_buf_reset",
+    "umq_buf_split",
+    "umq_create",
+    "umq_data_to_head",
+    "umq_dequeue",
+    "umq_destroy",
+    "umq_dev_add",
+    "umq_dfx_cmd_process",
+    "umq_enqueue",
+    "umq_get_async_event",
+    "umq_get_cq_event",
+    "umq_get_route_list",
+    "umq_init",
+    "umq_interrupt_fd_get",
+    "umq_log_config_get",
+    "umq_log_config_set",
+    "umq_notify",
+    "umq_poll",
+    "umq_post",
+    "umq_rearm_interrupt",
+    "umq_state_get",
+    "umq_unbind",
+    "umq_uninit",
+    "umq_user_ctl",
+    "umq_wait_interrupt",
+];
+
+/// Our additions (`umq_ext.h`, `umq_fi.h`): libfabric-style queue room and the endpoint.
+pub const EXTENSION_FUNCTIONS: [&str; 5] = [
+    "umq_tx_size_left",
+    "umq_rx_size_left",
+    "umq_fi_ep_get",
+    "fi_tx_size_left",
+    "fi_rx_size_left",
+];
+
+pub const ABI_REVISION: &str = "openEuler UMDK UMQ, the revision with window flow control";
+
+/// Everything `umq-info` shows.
+#[derive(Debug, Clone)]
+pub struct Info {
+    pub version: &'static str,
+    pub abi_revision: &'static str,
+    pub providers: Vec<Provider>,
+    pub limits: Vec<Item>,
+    pub environment: Vec<Variable>,
+    pub flow_control: Vec<Item>,
+}
+
+/// One transport and whether a bind can use it on this machine.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub usable: bool,
+    /// Why not, when it is not usable.
+    pub why_not: Option<String>,
+    /// The facilities it relies on, each checked here.
+    pub checks: Vec<Check>,
+    /// For the network provider, what libfabric offers.
+    pub libfabric: Option<fabric::Offer>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// A named value with what it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub name: &'static str,
+    pub value: String,
+    pub meaning: &'static str,
+}
+
+/// An environment variable the library reads at `umq_init` (or at first use).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// Its value in this process, if set.
+    pub value: Option<String>,
+    pub default: String,
+    pub meaning: &'static str,
+}
+
+/// Every variable the library reads, with its default and its value in this process.
+pub fn variables() -> Vec<Variable> {
+    use crate::runtime::{CREDIT_STALL_DEFAULT_MS, RNR_TIMEOUT_DEFAULT_MS};
+    use crate::transport::fabric::LIVENESS_DEFAULT_MS;
+    let var = |name, default: String, meaning| Variable {
+        name,
+        value: std::env::var(name).ok(),
+        default,
+        meaning,
+    };
+    vec![
+        var(
+            "UMQ_PROVIDER",
+            "auto".into(),
+            "force a transport for every bind: loopback, shm, fabric or auto (chosen per peer)",
+        ),
+        var(
+            "UMQ_FABRIC_PROVIDER",
+            crate::runtime::FABRIC_PROVIDER_DEFAULT.into(),
+            "the libfabric provider of the network transport (tcp, verbs, ...)",
+        ),
+        var(
+            "UMQ_LOG_LEVEL",
+            "warn".into(),
+            "the initial log level: a number 0-7 or emerg, alert, crit, err, warn, notice, info, debug",
+        ),
+        var(
+            "UMQ_RNR_TIMEOUT_MS",
+            RNR_TIMEOUT_DEFAULT_MS.to_string(),
+            "how long a message waits for a receive buffer before its queue fails (ms)",
+        ),
+        var(
+            "UMQ_CREDIT_STALL_MS",
+            CREDIT_STALL_DEFAULT_MS.to_string(),
+            "how long a queue waits for flow-control credit before it is reported (ms)",
+        ),
+        var(
+            "UMQ_FABRIC_LIVENESS_MS",
+            LIVENESS_DEFAULT_MS.to_string(),
+            "how long a silent network peer is given before its binding fails (ms)",
+        ),
+    ]
+}
+
+/// Looks at this machine and this build.
+pub fn gather() -> Info {
+    Info {
+        version: env!("CARGO_PKG_VERSION"),
+        abi_revision: ABI_REVISION,
+        providers: vec![loopback(), shm(), network()],
+        limits: limits(),
+        environment: variables(),
+        flow_control: flow_control_defaults(),
+    }
+}
+
+fn loopback() -> Provider {
+    Provider {
+        name: "loopback",
+        what: "two queues of one process (the embedded default)",
+        usable: true,
+        why_not: None,
+        checks: Vec::new(),
+        libfabric: None,
+    }
+}
+
+/// Shared memory needs sealed memfds and opening a peer's memfd through /proc; interrupt-mode
+/// doorbells also need `pidfd_getfd` (without it they fall back to a 1 ms tick).
+fn shm() -> Provider {
+    let memfd = crate::os::sealed_memfd(c"umq-info", 4096, libc::F_SEAL_SHRINK);
+    let memfd_check = Check {
+        name: "memfd",
+        ok: memfd.is_ok(),
+        detail: match &memfd {
+            Ok(_) => "sealed memfds (memfd_create, F_SEAL_SHRINK)".into(),
+            Err(e) => format!("memfd_create: {e}"),
+        },
+    };
+    let proc_open = memfd.as_ref().map_err(|e| e.to_string()).and_then(|fd| {
+        crate::os::open_peer_memfd(
+            std::process::id(),
+            fd.as_raw_fd() as u32,
+            libc::O_RDWR,
+            "memfd",
+        )
+    });
+    let proc_check = Check {
+        name: "proc_fd",
+        ok: proc_open.is_ok(),
+        detail: match &proc_open {
+            Ok(_) => "a process's memfd opens through /proc/<pid>/fd".into(),
+            Err(e) => e.clone(),
+        },
+    };
+    let getfd = memfd.as_ref().map_err(|e| e.to_string()).and_then(|fd| {
+        crate::os::pidfd_getfd(std::process::id(), fd.as_raw_fd() as u32)
+            .map_err(|e| format!("pidfd_getfd: {e}"))
+    });
+    let getfd_check = Check {
+        name: "pidfd_getfd",
+        ok: getfd.is_ok(),
+        detail: match &getfd {
+            Ok(_) => {
+                "interrupt-mode doorbells (eventfds shared with pidfd_getfd, Linux 5.6)".into()
+            }
+            Err(e) => format!("{e}: interrupt-mode queues fall back to a 1 ms tick"),
+        },
+    };
+    let why_not = [&memfd_check, &proc_check]
+        .iter()
+        .find(|c| !c.ok)
+        .map(|c| c.detail.clone());
+    Provider {
+        name: "shm",
+        what: "another process of this host, over shared memory",
+        usable: why_not.is_none(),
+        why_not,
+        checks: vec![memfd_check, proc_check, getfd_check],
+        libfabric: None,
+    }
+}
+
+/// The network provider needs libfabric and, among the providers it offers for what we ask, the
+/// one `UMQ_FABRIC_PROVIDER` names.
+fn network() -> Provider {
+    let wanted = crate::runtime::fabric_provider_from_env();
+    let (usable, why_not, libfabric) = match fabric::probe() {
+        Err(why) => (false, Some(why), None),
+        Ok(offer) if !offer.providers.iter().any(|p| offers(p, &wanted)) => (
+            false,
+            Some(format!(
+                "libfabric offers no '{wanted}' endpoint for reliable messages and RMA here \
+                 (UMQ_FABRIC_PROVIDER); it offers: {}",
+                if offer.providers.is_empty() {
+                    "none".to_string()
+                } else {
+                    offer.providers.join(", ")
+                }
+            )),
+            Some(offer),
+        ),
+        Ok(offer) => (true, None, Some(offer)),
+    };
+    Provider {
+        name: "fabric",
+        what: "other hosts, over libfabric (UMQ_FABRIC_PROVIDER: tcp, verbs, ...)",
+        usable,
+        why_not,
+        checks: vec![Check {
+            name: "provider",
+            ok: usable,
+            detail: format!("UMQ_FABRIC_PROVIDER={wanted}"),
+        }],
+        libfabric,
+    }
+}
+
+/// Whether libfabric's provider `name` ("tcp;ofi_rxm": tcp under the rxm utility layer) is
+/// what `wanted` asks for, as `fi_getinfo` matches a `prov_name` hint.
+fn offers(name: &str, wanted: &str) -> bool {
+    name == wanted || name.split(';').next() == Some(wanted)
+}
+
+fn item(name: &'static str, value: impl ToString, meaning: &'static str) -> Item {
+    Item {
+        name,
+        value: value.to_string(),
+        meaning,
+    }
+}
+
+fn limits() -> Vec<Item> {
+    use crate::limits::*;
+    vec![
+        item(
+            "max_queues",
+            crate::queue::table::MAX_QUEUES,
+            "queues alive at once in a process",
+        ),
+        item(
+            "max_depth",
+            MAX_DEPTH,
+            "deepest send or receive queue (tx_depth, rx_depth)",
+        ),
+        item(
+            "batch",
+            UMQ_BATCH_SIZE,
+            "WRs or receive buffers one umq_post takes",
+        ),
+        item("max_sge", MAX_SGE, "buffers one WR may gather"),
+        item(
+            "max_message",
+            MAX_MESSAGE,
+            "bytes one WR carries (total_data_size)",
+        ),
+        item(
+            "max_buf_request",
+            UMQ_MAX_BUF_REQUEST_SIZE,
+            "bytes one umq_buf_alloc request or umq_enqueue message may hold",
+        ),
+        item(
+            "block_sizes",
+            "8192,16384,32768,65536",
+            "umq_init's small_block_size choices",
+        ),
+        item(
+            "max_trans_info",
+            MAX_UMQ_TRANS_INFO_NUM,
+            "umq_init trans_info entries",
+        ),
+        item(
+            "shm_ring_bytes",
+            crate::transport::shm::RING_BYTES,
+            "a shared-memory inbox ring",
+        ),
+    ]
+}
+
+fn flow_control_defaults() -> Vec<Item> {
+    let p = crate::flow::Params::new(0, 0, 1024, 1024);
+    vec![
+        item(
+            "enabled",
+            "no",
+            "UMQ_FEATURE_ENABLE_FLOW_CONTROL in umq_init's features turns it on",
+        ),
+        item(
+            "initial_window",
+            "rx_depth/2",
+            "credit granted once that many buffers are posted",
+        ),
+        item(
+            "notify_interval",
+            "rx_depth/16",
+            "buffers posted between announcements",
+        ),
+        item(
+            "control_budget",
+            "min(rx_depth/16, 4)",
+            "buffers kept for standalone announcements",
+        ),
+        item(
+            "at_rx_depth_1024",
+            format!(
+                "{}/{}/{}",
+                p.initial_window, p.notify_interval, p.ctrl_budget
+            ),
+            "initial_window/notify_interval/control_budget",
+        ),
+        item(
+            "stall_report_ms",
+            crate::runtime::CREDIT_STALL_DEFAULT_MS,
+            "UMQ_CREDIT_STALL_MS",
+        ),
+        item(
+            "queued_mode",
+            "off",
+            "posts beyond the window fail with -UMQ_ERR_EAGAIN",
+        ),
+        item(
+            "atomic_window",
+            "off",
+            "flow_control.use_atomic_window in umq_init",
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library's sources, for the checks that the lists above miss nothing.
+    fn sources() -> Vec<(std::path::PathBuf, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() && !p.ends_with("bin") {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push((p.clone(), std::fs::read_to_string(&p).unwrap()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn every_environment_variable_the_library_reads_is_listed() {
+        let listed: Vec<&str> = variables().iter().map(|v| v.name).collect();
+        let mut read = Vec::new();
+        for (path, text) in sources()
+            .into_iter()
+            .filter(|(p, _)| !p.ends_with("info.rs"))
+        {
+            // `std::env::var("UMQ_...")` and `millis_from_env("UMQ_...", ...)`.
+            for (at, _) in text.match_indices("(\"UMQ_") {
+                if !text[at.saturating_sub(12)..at].contains("env") {
+                    continue;
+                }
+                let name = &text[at + 2..];
+                let name = &name[..name.find('"').unwrap()];
+                assert!(
+                    listed.contains(&name),
+                    "{} reads {name}, not listed",
+                    path.display()
+                );
+                read.push(name.to_string());
+            }
+        }
+        for name in &listed {
+            assert!(
+                read.iter().any(|r| r == name),
+                "{name} is listed but never read"
+            );
+        }
+    }
+
+    #[test]
+    fn the_api_lists_name_every_export_once() {
+        let exported: String = sources()
+            .into_iter()
+            .filter(|(p, _)| p.components().any(|c| c.as_os_str() == "ffi"))
+            .map(|(_, t)| t)
+            .collect();
+        let all: Vec<&str> = UMQ_FUNCTIONS
+            .iter()
+            .chain(&EXTENSION_FUNCTIONS)
+            .copied()
+            .collect();
+        for name in &all {
+            assert_eq!(all.iter().filter(|n| *n == name).count(), 1, "{name} twice");
+            assert!(
+                exported.contains(&format!("extern \"C\" fn {name}(")),
+                "{name} is not an export"
+            );
+        }
+        let exports = exported.matches("#[unsafe(no_mangle)]").count();
+        assert_eq!(exports, all.len(), "exports not in the lists");
+    }
+
+    #[test]
+    fn loopback_and_shared_memory_are_usable_here() {
+        let info = gather();
+        let names: Vec<&str> = info.providers.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["loopback", "shm", "fabric"]);
+        assert!(info.providers[0].usable);
+        let shm = &info.providers[1];
+        assert!(shm.usable, "{:?}", shm.why_not);
+        let checks: Vec<(&str, bool)> = shm.checks.iter().map(|c| (c.name, c.ok)).collect();
+        assert_eq!(checks[..2], [("memfd", true), ("proc_fd", true)]);
+        let fabric = &info.providers[2];
+        assert_eq!(fabric.usable, fabric.why_not.is_none());
+        assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+    }
+}

@@ -1,0 +1,190 @@
+//! `umq-info` on this machine, checked field by field: against the library's own constants,
+//! against the environment the test gives it, and against libfabric's `fi_info` where that is
+//! installed.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn umq_info(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_umq-info"));
+    cmd.args(args);
+    for var in umq::info::variables() {
+        cmd.env_remove(var.name);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("umq-info runs")
+}
+
+fn json(env: &[(&str, &str)]) -> Value {
+    let out = umq_info(&["--json"], env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+fn provider<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no provider {name}"))
+}
+
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no entry {name}"))
+}
+
+/// The version the root package declares.
+fn package_version() -> String {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .expect("the workspace manifest");
+    let after = &manifest[manifest.find("[package]").unwrap()..];
+    let line = after.lines().find(|l| l.starts_with("version")).unwrap();
+    line.split('"').nth(1).unwrap().to_string()
+}
+
+#[test]
+fn version_abi_and_limits_are_the_library_s() {
+    let v = json(&[]);
+    assert_eq!(v["version"], package_version());
+    assert_eq!(v["abi_revision"], umq::info::ABI_REVISION);
+    assert_eq!(v["functions"].as_array().unwrap().len(), 34);
+    assert!(
+        v["functions"]
+            .as_array()
+            .unwrap()
+            .contains(&"umq_post".into())
+    );
+    assert_eq!(v["extensions"].as_array().unwrap().len(), 5);
+    let limits = &v["limits"];
+    let want = [
+        ("max_depth", umq::limits::MAX_DEPTH.to_string()),
+        ("batch", umq::abi::types::UMQ_BATCH_SIZE.to_string()),
+        ("max_sge", umq::limits::MAX_SGE.to_string()),
+        ("max_message", u32::MAX.to_string()),
+        ("max_queues", (1u32 << 20).to_string()),
+        ("max_buf_request", (10u32 << 20).to_string()),
+        ("shm_ring_bytes", (16u32 << 20).to_string()),
+    ];
+    for (name, value) in want {
+        assert_eq!(named(limits, name)["value"], value, "{name}");
+    }
+    let fc = &v["flow_control"];
+    assert_eq!(named(fc, "enabled")["value"], "no");
+    assert_eq!(named(fc, "at_rx_depth_1024")["value"], "512/64/4");
+    assert_eq!(named(fc, "stall_report_ms")["value"], "1000");
+}
+
+#[test]
+fn loopback_and_shared_memory_are_usable_with_every_check_passed() {
+    let v = json(&[]);
+    let names: Vec<&str> = v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["loopback", "shm", "fabric"]);
+    assert_eq!(provider(&v, "loopback")["usable"], true);
+    let shm = provider(&v, "shm");
+    assert_eq!(shm["usable"], true);
+    assert_eq!(shm["why_not"], Value::Null);
+    for check in ["memfd", "proc_fd", "pidfd_getfd"] {
+        assert_eq!(named(&shm["checks"], check)["ok"], true, "{check}");
+    }
+}
+
+/// The environment the library would read, as this process gave it.
+#[test]
+fn the_environment_is_reported_as_set_or_as_its_default() {
+    let v = json(&[("UMQ_PROVIDER", "shm"), ("UMQ_RNR_TIMEOUT_MS", "250")]);
+    let env = &v["environment"];
+    assert_eq!(env.as_array().unwrap().len(), 6);
+    assert_eq!(named(env, "UMQ_PROVIDER")["value"], "shm");
+    assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["value"], "250");
+    assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["default"], "1000");
+    let unset = named(env, "UMQ_FABRIC_LIVENESS_MS");
+    assert_eq!(unset["value"], Value::Null);
+    assert_eq!(unset["default"], "5000");
+    assert_eq!(named(env, "UMQ_FABRIC_PROVIDER")["default"], "tcp");
+}
+
+/// What libfabric offers, as libfabric's own `fi_info` sees it.
+#[test]
+fn the_network_provider_matches_fi_info() {
+    let v = json(&[]);
+    let fabric = provider(&v, "fabric");
+    let Ok(version) = Command::new("fi_info").arg("--version").output() else {
+        eprintln!("SKIPPED: fi_info is not installed");
+        return;
+    };
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    let libfabric = version
+        .lines()
+        .find_map(|l| l.strip_prefix("libfabric: "))
+        .expect("fi_info --version names libfabric's");
+    let major_minor: Vec<&str> = libfabric.trim().split('.').take(2).collect();
+    assert_eq!(fabric["libfabric"]["version"], major_minor.join("."));
+    let rdm = Command::new("fi_info")
+        .args(["-t", "FI_EP_RDM"])
+        .output()
+        .unwrap();
+    let rdm = String::from_utf8_lossy(&rdm.stdout).to_string();
+    let offered: Vec<&str> = rdm
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("provider: "))
+        .collect();
+    let ours = fabric["libfabric"]["providers"].as_array().unwrap();
+    for p in ours {
+        assert!(
+            offered.contains(&p.as_str().unwrap()),
+            "{p} not in fi_info's list"
+        );
+    }
+    if offered.contains(&"tcp;ofi_rxm") {
+        assert!(ours.contains(&"tcp;ofi_rxm".into()), "{ours:?}");
+        assert_eq!(fabric["usable"], true, "{fabric}");
+    }
+    let other = json(&[("UMQ_FABRIC_PROVIDER", "no-such-provider")]);
+    let fabric = provider(&other, "fabric");
+    assert_eq!(fabric["usable"], false);
+    let why = fabric["why_not"].as_str().unwrap();
+    assert!(why.contains("'no-such-provider'"), "{why}");
+}
+
+#[test]
+fn one_provider_text_output_and_usage_errors() {
+    let out = umq_info(&["--json", "--provider", "shm"], &[]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["providers"].as_array().unwrap().len(), 1);
+    assert_eq!(v["providers"][0]["name"], "shm");
+
+    let text = umq_info(&[], &[]);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    for heading in [
+        "# providers",
+        "# limits",
+        "# environment",
+        "# flow control defaults",
+    ] {
+        assert!(text.contains(heading), "{heading} missing:\n{text}");
+    }
+    assert!(text.starts_with(&format!("# libumq {}\n", package_version())));
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("shm") && l.contains(" usable "))
+    );
+
+    let bad = umq_info(&["--provider", "carrier-pigeon"], &[]);
+    assert_eq!(bad.status.code(), Some(2), "clap's usage error");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("carrier-pigeon"));
+}
