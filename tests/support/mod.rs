@@ -24,6 +24,11 @@ pub fn init_flow_control(iw: u16, ni: u16, atomic: bool) {
 }
 
 pub fn create(name: &str, depth: u32) -> u64 {
+    create_in_mode(name, depth, UMQ_MODE_POLLING)
+}
+
+/// `create` with a queue mode (`UMQ_MODE_POLLING` or `UMQ_MODE_INTERRUPT`).
+pub fn create_in_mode(name: &str, depth: u32, mode: umq_queue_mode_t) -> u64 {
     let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
     o.trans_mode = UMQ_TRANS_MODE_UB;
     o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
@@ -33,9 +38,11 @@ pub fn create(name: &str, depth: u32) -> u64 {
     for (d, s) in o.name.iter_mut().zip(name.bytes()) {
         *d = s as _;
     }
-    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH;
+    o.create_flag =
+        UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH | UMQ_CREATE_FLAG_QUEUE_MODE;
     o.rx_depth = depth;
     o.tx_depth = depth;
+    o.mode = mode;
     let h = umq_create(&mut o);
     assert_ne!(h, 0);
     h
@@ -186,4 +193,93 @@ pub fn poll(h: u64, dir: umq_io_direction_t, max: usize) -> Vec<*mut umq_buf_t> 
 
 pub fn seq_of(b: *mut umq_buf_t) -> u64 {
     unsafe { std::ptr::read_unaligned((*b).buf_data as *const u64) }
+}
+
+/// What the process holds, from /proc/self (for the leak checks of the fault tests).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Held {
+    pub fds: usize,
+    pub memfds: usize,
+    pub mappings: usize,
+    pub threads: usize,
+}
+
+pub fn held() -> Held {
+    let links: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    Held {
+        fds: links.len(),
+        memfds: links.iter().filter(|l| l.starts_with("/memfd:")).count(),
+        mappings: maps().lines().count(),
+        threads: std::fs::read_dir("/proc/self/task").unwrap().count(),
+    }
+}
+
+pub fn maps() -> String {
+    std::fs::read_to_string("/proc/self/maps").unwrap()
+}
+
+/// `held()` once it equals `want`, or what it still is after two seconds (threads and their
+/// stacks go a moment after the binding that needed them).
+pub fn held_settled(want: Held) -> Held {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let now = held();
+        if now == want || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Panics unless the process holds `before` again, naming the mappings that are new since
+/// `maps_before` (a `maps()`).
+pub fn assert_holds(before: Held, maps_before: &str, what: &str) {
+    let after = held_settled(before);
+    if after != before {
+        let now = maps();
+        let new: Vec<&str> = now.lines().filter(|l| !maps_before.contains(*l)).collect();
+        panic!(
+            "{what}: the process holds {after:?}, {before:?} before; new mappings:\n{}",
+            new.join("\n")
+        );
+    }
+}
+
+/// Keeps the allocator's own mappings from passing for the library's: one arena for every
+/// thread, and a fixed mmap threshold (a large block freed would otherwise raise it, so the
+/// next block of that size would come from the heap instead of a mapping of its own).
+pub fn steady_allocator() {
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
+/// Takes every pending async event, as an application reading them would; returns their types.
+pub fn drain_async_events() -> Vec<umq_async_event_type_t> {
+    let mut types = Vec::new();
+    loop {
+        let mut info: umq_trans_info_t = unsafe { std::mem::zeroed() };
+        let mut ev: umq_async_event_t = unsafe { std::mem::zeroed() };
+        if umq_get_async_event(&mut info, &mut ev) != 0 {
+            return types;
+        }
+        types.push(ev.event_type);
+        umq_ack_async_event(&mut ev);
+    }
+}
+
+/// What the process holds once it is back to `threads` threads (a binding's progress thread
+/// ends a moment after the binding), with its mappings: the baseline of the leak checks.
+pub fn quiescent(threads: usize) -> (Held, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while held().threads != threads && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    (held(), maps())
 }

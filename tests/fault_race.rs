@@ -1,0 +1,214 @@
+//! Fault injection inside one process: a sender thread streams flow-controlled SENDs on queue
+//! `a` while the main thread, receiving on `b`, destroys `a` (or unbinds it) at a random point
+//! of the stream. Runs on the loopback transport and over shared memory (forced with
+//! `UMQ_PROVIDER=shm`), `UMQ_RACE_RUNS` times each (default 200; `UMQ_FAULT_SEED` picks the
+//! points).
+//!
+//! Each run must end with:
+//! - no crash, and the sender's calls on the gone or unbound queue refused with
+//!   `-UMQ_ERR_EINVAL` (a stale handle, or a queue that is not bound), never anything else;
+//! - `b` holding every message `a` completed, in order, exactly once;
+//! - the process holding what it held before the run once both queues are destroyed.
+
+mod support;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use support::*;
+use umq::abi::errno::*;
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+use umq::ffi::api::*;
+use umq::ffi::pro_api::*;
+
+const DEPTH: u32 = 64;
+
+fn runs() -> u64 {
+    std::env::var("UMQ_RACE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
+
+fn seed() -> u64 {
+    std::env::var("UMQ_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_f00d)
+}
+
+/// What the sender saw.
+struct Sent {
+    completed: u64,
+    refusals: u64,
+}
+
+/// Streams sequence-numbered SENDs on `a` until `stop`; every call's result must be success,
+/// `-UMQ_ERR_EAGAIN` (no credit or room) or, once `a` is gone or unbound, `-UMQ_ERR_EINVAL`.
+fn sender(a: u64, stop: Arc<AtomicBool>, completed: Arc<AtomicU64>, seed: u64) -> Sent {
+    let mut rng = Rng(seed | 1);
+    let mut free = alloc(DEPTH as usize, 64);
+    let (mut next, mut refusals) = (0u64, 0u64);
+    while !stop.load(Ordering::Acquire) {
+        let want = (1 + rng.below(8) as usize).min(free.len());
+        let batch: Vec<_> = free.drain(free.len() - want..).collect();
+        for (k, &b) in batch.iter().enumerate() {
+            unsafe {
+                ptr::write_unaligned((*b).buf_data as *mut u64, next + k as u64);
+                (*b).data_size = 8;
+                (*b).total_data_size = 8;
+                (*b).pro_mut().opcode = UMQ_OPC_SEND;
+            }
+        }
+        let mut bad = ptr::null_mut();
+        let rc = umq_post(a, chain(&batch), UMQ_IO_TX, &mut bad);
+        let taken = match rc {
+            0 => batch.len(),
+            e if e == -UMQ_ERR_EAGAIN => batch.iter().position(|&b| b == bad).unwrap(),
+            e => {
+                assert_eq!(e, -UMQ_ERR_EINVAL, "post on a gone or unbound queue");
+                assert_eq!(bad, batch[0], "a refused post names its first buffer");
+                refusals += 1;
+                0
+            }
+        };
+        next += taken as u64;
+        free.extend_from_slice(&batch[taken..]);
+        let mut out = [ptr::null_mut(); DEPTH as usize];
+        let n = umq_poll(a, UMQ_IO_TX, out.as_mut_ptr(), DEPTH);
+        if n < 0 {
+            assert_eq!(n, -UMQ_ERR_EINVAL, "poll on a gone queue");
+            continue;
+        }
+        for &b in &out[..n as usize] {
+            if unsafe { (*b).status() } == UMQ_BUF_SUCCESS {
+                completed.fetch_add(1, Ordering::Release);
+            }
+            free.push(b);
+        }
+    }
+    free_all(&free);
+    Sent {
+        completed: completed.load(Ordering::Acquire),
+        refusals,
+    }
+}
+
+/// Receives on `b` until `until` says stop; checks order; reposts. Returns the count.
+fn receive(b: u64, received: &mut u64, run: u64, mut until: impl FnMut(u64) -> bool) {
+    while !until(*received) {
+        let got = poll(b, UMQ_IO_RX, DEPTH as usize);
+        let mut again = Vec::new();
+        for &m in &got {
+            if unsafe { (*m).status() } == UMQ_BUF_SUCCESS {
+                assert_eq!(seq_of(m), *received, "run {run}: out of order or repeated");
+                *received += 1;
+            }
+            again.push(m);
+        }
+        if !again.is_empty() && umq_state_get(b) != QUEUE_STATE_ERR {
+            let _ = post(b, UMQ_IO_RX, &again);
+        } else {
+            free_all(&again);
+        }
+    }
+}
+
+/// One run; returns (messages received, the sender's refused calls).
+fn one_run(
+    run: u64,
+    rng: &mut Rng,
+    destroy: bool,
+    baseline: Option<&(Held, String)>,
+) -> (u64, u64) {
+    let (a, b) = (create("race-a", DEPTH), create("race-b", DEPTH));
+    bind_pair(a, b);
+    assert_eq!(
+        post(b, UMQ_IO_RX, &alloc(DEPTH as usize, 64)),
+        Ok(DEPTH as usize)
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let completed = Arc::new(AtomicU64::new(0));
+    let thread = {
+        let (stop, completed, s) = (stop.clone(), completed.clone(), rng.next());
+        std::thread::spawn(move || sender(a, stop, completed, s))
+    };
+    let at = rng.below(3000);
+    let mut received = 0;
+    receive(b, &mut received, run, |r| r >= at);
+    if destroy {
+        assert_eq!(umq_destroy(a), 0, "run {run}: destroy under a sender");
+    } else {
+        assert_eq!(umq_unbind(a), 0, "run {run}: unbind under a sender");
+    }
+    // What `a` completed before it went is in `b` (or on its way there): take it all.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let sent_before_stop = loop {
+        let done = completed.load(Ordering::Acquire);
+        receive(b, &mut received, run, |r| {
+            r >= done || std::time::Instant::now() > deadline
+        });
+        if received >= done || std::time::Instant::now() > deadline {
+            break done;
+        }
+    };
+    stop.store(true, Ordering::Release);
+    let sent = thread.join().expect("the sender thread");
+    receive(b, &mut received, run, |r| {
+        r >= sent.completed || std::time::Instant::now() > deadline
+    });
+    assert!(
+        received >= sent.completed && received >= sent_before_stop,
+        "run {run}: a completed {} and b received {received}",
+        sent.completed
+    );
+    if !destroy {
+        assert_eq!(umq_destroy(a), 0);
+    }
+    assert_eq!(umq_destroy(b), 0);
+    // The events of the run (b's error when its peer went): read, as an application would.
+    drain_async_events();
+    if let Some((before, maps_before)) = baseline {
+        assert_holds(*before, maps_before, &format!("run {run}"));
+    }
+    (received, sent.refusals)
+}
+
+fn race_runs(provider: &str) {
+    // SAFETY: before umq_init reads it; the other tests of this binary are not running (one).
+    unsafe {
+        std::env::set_var("UMQ_PROVIDER", provider);
+    }
+    steady_allocator();
+    init_flow_control(0, 0, false);
+    let mut rng = Rng(seed() | 1);
+    let (mut received, mut refused, mut raced) = (0, 0, 0);
+    // The first two runs fill the C library's cache of thread stacks; from then on every run
+    // must leave the process as it was then.
+    let (threads, mut baseline) = (held().threads, None);
+    for run in 0..runs() {
+        if run == 2 {
+            baseline = Some(quiescent(threads));
+        }
+        let (r, f) = one_run(run, &mut rng, run % 2 == 0, baseline.as_ref());
+        received += r;
+        refused += f;
+        raced += (f > 0) as u64;
+    }
+    umq_uninit();
+    println!(
+        "{provider}: {} runs (seed {}), {received} messages received in order, the sender \
+         refused {refused} times in the {raced} runs where it called after the queue went",
+        runs(),
+        seed()
+    );
+    // The point of the test: the sender did run into the destroyed or unbound queue.
+    assert!(raced > 0, "{provider}: no run raced the sender");
+}
+
+/// The providers one after the other: one library instance per process.
+#[test]
+fn destroying_or_unbinding_a_queue_under_its_sender_loses_nothing_it_completed() {
+    race_runs("loopback");
+    race_runs("shm");
+}
