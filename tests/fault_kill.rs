@@ -32,17 +32,7 @@ const DEPTH: u32 = 64;
 const MSG: u32 = 64;
 
 fn runs() -> u64 {
-    std::env::var("UMQ_FAULT_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
-}
-
-fn seed() -> u64 {
-    std::env::var("UMQ_FAULT_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_f00d)
+    env_u64("UMQ_FAULT_RUNS", 1000)
 }
 
 fn init() {
@@ -148,20 +138,13 @@ fn peer_role() {
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
     // Receive buffers for the survivor's standalone credit announcements.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
-    let mut rng = Rng(seed() ^ std::process::id() as u64 | 1);
+    let mut rng = Rng(fault_seed() ^ std::process::id() as u64 | 1);
     let mut free = alloc(DEPTH as usize, MSG);
     let (mut next, mut completed) = (0u64, 0u64);
     loop {
         let want = (1 + rng.below(8) as usize).min(free.len());
         let batch: Vec<_> = free.drain(free.len() - want..).collect();
-        for (k, &b) in batch.iter().enumerate() {
-            unsafe {
-                ptr::write_unaligned((*b).buf_data as *mut u64, next + k as u64);
-                (*b).data_size = 8;
-                (*b).total_data_size = 8;
-                (*b).pro_mut().opcode = UMQ_OPC_SEND;
-            }
-        }
+        fill_sends(&batch, next);
         let taken = post(q, UMQ_IO_TX, &batch).expect("post");
         next += taken as u64;
         free.extend_from_slice(&batch[taken..]);
@@ -332,7 +315,7 @@ fn kill_runs(provider: &str) {
         }
     }
     init();
-    let (n, seed) = (runs(), seed());
+    let (n, seed) = (runs(), fault_seed());
     let mut rng = Rng(seed | 1);
     let mut worst = Duration::ZERO;
     let mut extra = 0;

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use support::*;
 use umq::abi::errno::*;
-use umq::abi::pro_types::*;
 use umq::abi::types::*;
 use umq::ffi::api::*;
 use umq::ffi::pro_api::*;
@@ -24,17 +23,7 @@ use umq::ffi::pro_api::*;
 const DEPTH: u32 = 64;
 
 fn runs() -> u64 {
-    std::env::var("UMQ_RACE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200)
-}
-
-fn seed() -> u64 {
-    std::env::var("UMQ_FAULT_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_f00d)
+    env_u64("UMQ_RACE_RUNS", 200)
 }
 
 /// What the sender saw.
@@ -52,14 +41,7 @@ fn sender(a: u64, stop: Arc<AtomicBool>, completed: Arc<AtomicU64>, seed: u64) -
     while !stop.load(Ordering::Acquire) {
         let want = (1 + rng.below(8) as usize).min(free.len());
         let batch: Vec<_> = free.drain(free.len() - want..).collect();
-        for (k, &b) in batch.iter().enumerate() {
-            unsafe {
-                ptr::write_unaligned((*b).buf_data as *mut u64, next + k as u64);
-                (*b).data_size = 8;
-                (*b).total_data_size = 8;
-                (*b).pro_mut().opcode = UMQ_OPC_SEND;
-            }
-        }
+        fill_sends(&batch, next);
         let mut bad = ptr::null_mut();
         let rc = umq_post(a, chain(&batch), UMQ_IO_TX, &mut bad);
         let taken = match rc {
@@ -181,7 +163,7 @@ fn race_runs(provider: &str) {
     }
     steady_allocator();
     init_flow_control(0, 0, false);
-    let mut rng = Rng(seed() | 1);
+    let mut rng = Rng(fault_seed() | 1);
     let (mut received, mut refused, mut raced) = (0, 0, 0);
     // The first two runs fill the C library's cache of thread stacks; from then on every run
     // must leave the process as it was then.
@@ -200,7 +182,7 @@ fn race_runs(provider: &str) {
         "{provider}: {} runs (seed {}), {received} messages received in order, the sender \
          refused {refused} times in the {raced} runs where it called after the queue went",
         runs(),
-        seed()
+        fault_seed()
     );
     // The point of the test: the sender did run into the destroyed or unbound queue.
     assert!(raced > 0, "{provider}: no run raced the sender");

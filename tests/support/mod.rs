@@ -283,3 +283,28 @@ pub fn quiescent(threads: usize) -> (Held, String) {
     }
     (held(), maps())
 }
+
+/// A number from the environment (`UMQ_FAULT_RUNS`, `UMQ_FAULT_SEED`, ...), else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The fault tests' seed: `UMQ_FAULT_SEED`, else a fixed one.
+pub fn fault_seed() -> u64 {
+    env_u64("UMQ_FAULT_SEED", 0x5eed_f00d)
+}
+
+/// Makes `batch` one-buffer SENDs of 8 bytes carrying `first_seq`, `first_seq + 1`, ...
+pub fn fill_sends(batch: &[*mut umq_buf_t], first_seq: u64) {
+    for (k, &b) in batch.iter().enumerate() {
+        unsafe {
+            ptr::write_unaligned((*b).buf_data as *mut u64, first_seq + k as u64);
+            (*b).data_size = 8;
+            (*b).total_data_size = 8;
+            (*b).pro_mut().opcode = UMQ_OPC_SEND;
+        }
+    }
+}
