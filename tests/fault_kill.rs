@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::*;
 use umq::abi::errno::*;
-use umq::abi::pro_types::*;
 use umq::abi::types::*;
 use umq::ffi::api::*;
 
