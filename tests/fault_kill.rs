@@ -7,8 +7,8 @@
 //! - receive every message the peer saw complete, in order, exactly once (the peer records its
 //!   completions in a shared page as it polls them, so the count outlives it);
 //! - reach the error state within `DETECTION_BOUND`, with its interrupt waiter woken;
-//! - once it unbinds, be back to the fds, memfds, mappings and threads it had before the bind
-//!   (read from /proc/self).
+//! - once it unbinds and destroys its queue, be back to the fds, memfds, shared mappings and
+//!   threads it had before its first binding (read from /proc/self).
 //!
 //! The peer is this test binary again, started with `UMQ_FAULT_PEER` set: it runs `peer_role`.
 
@@ -224,7 +224,7 @@ fn waiter(q: u64) -> std::thread::JoinHandle<i32> {
 /// One run: a fresh queue binds to a fresh peer, receives until `kill_at` messages are in,
 /// kills it, and checks what it sees; then it unbinds and is destroyed, and the process must
 /// hold what it held before any binding (`baseline`; see `kill_runs`).
-fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: Option<&(Held, String)>) -> Outcome {
+fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String>)) -> Outcome {
     let shared = Shared::open(
         std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
         true,
@@ -292,9 +292,7 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: Option<&(Held, Str
         drain_async_events().contains(&UMQ_EVENT_QH_ERR),
         "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
     );
-    if let Some((before, maps_before)) = baseline {
-        assert_holds(*before, maps_before, &format!("run {run}"));
-    }
+    assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
     Outcome {
         received,
         completed,
@@ -303,7 +301,6 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: Option<&(Held, Str
 }
 
 fn kill_runs(provider: &str) {
-    steady_allocator();
     // SAFETY: set before the library reads them (umq_init), and no other test of this binary
     // runs (the other is the peer's role, ignored here). Each kill is an error the library
     // logs: a thousand of them would bury the test output.
@@ -318,16 +315,12 @@ fn kill_runs(provider: &str) {
     let mut rng = Rng(seed | 1);
     let mut worst = Duration::ZERO;
     let mut extra = 0;
-    // The first two runs (one of each mode) fill the C library's cache of thread stacks for
-    // the threads a run has at once; from then on every run must leave the process as it was.
-    let (threads, mut baseline) = (held().threads, None);
+    // Every run must leave the process as it was before the first binding.
+    let baseline = quiescent(held().threads);
     for run in 0..n {
-        if run == 2 {
-            baseline = Some(quiescent(threads));
-        }
         let kill_at = rng.below(4000);
         // Every fourth run waits in interrupt mode.
-        let out = one_run(run, kill_at, run % 4 == 1, baseline.as_ref());
+        let out = one_run(run, kill_at, run % 4 == 1, &baseline);
         assert!(
             out.received >= out.completed,
             "{provider} seed {seed} run {run}: {} completed at the peer, {} received",

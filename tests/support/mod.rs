@@ -195,12 +195,15 @@ pub fn seq_of(b: *mut umq_buf_t) -> u64 {
     unsafe { std::ptr::read_unaligned((*b).buf_data as *const u64) }
 }
 
-/// What the process holds, from /proc/self (for the leak checks of the fault tests).
+/// What the process holds, from /proc/self (for the leak checks of the fault tests). Private
+/// anonymous mappings are the allocator's business (its arenas, its cache of thread stacks,
+/// which come and stay as threads come and go): the check counts the shared ones, which are
+/// what a binding maps (inboxes, pools, a peer's memory).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct Held {
     pub fds: usize,
     pub memfds: usize,
-    pub mappings: usize,
+    pub shared_mappings: usize,
     pub threads: usize,
 }
 
@@ -214,13 +217,23 @@ pub fn held() -> Held {
     Held {
         fds: links.len(),
         memfds: links.iter().filter(|l| l.starts_with("/memfd:")).count(),
-        mappings: maps().lines().count(),
+        shared_mappings: shared_maps().len(),
         threads: std::fs::read_dir("/proc/self/task").unwrap().count(),
     }
 }
 
-pub fn maps() -> String {
-    std::fs::read_to_string("/proc/self/maps").unwrap()
+/// The shared mappings of the process, one line of /proc/self/maps each.
+pub fn shared_maps() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|perms| perms.ends_with('s'))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// `held()` once it equals `want`, or what it still is after two seconds (threads and their
@@ -236,27 +249,19 @@ pub fn held_settled(want: Held) -> Held {
     }
 }
 
-/// Panics unless the process holds `before` again, naming the mappings that are new since
-/// `maps_before` (a `maps()`).
-pub fn assert_holds(before: Held, maps_before: &str, what: &str) {
+/// Panics unless the process holds `before` again, naming the shared mappings that are new
+/// since `maps_before` (a `shared_maps()`).
+pub fn assert_holds(before: Held, maps_before: &[String], what: &str) {
     let after = held_settled(before);
     if after != before {
-        let now = maps();
-        let new: Vec<&str> = now.lines().filter(|l| !maps_before.contains(*l)).collect();
+        let new: Vec<String> = shared_maps()
+            .into_iter()
+            .filter(|l| !maps_before.contains(l))
+            .collect();
         panic!(
             "{what}: the process holds {after:?}, {before:?} before; new mappings:\n{}",
             new.join("\n")
         );
-    }
-}
-
-/// Keeps the allocator's own mappings from passing for the library's: one arena for every
-/// thread, and a fixed mmap threshold (a large block freed would otherwise raise it, so the
-/// next block of that size would come from the heap instead of a mapping of its own).
-pub fn steady_allocator() {
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
 }
 
@@ -276,12 +281,12 @@ pub fn drain_async_events() -> Vec<umq_async_event_type_t> {
 
 /// What the process holds once it is back to `threads` threads (a binding's progress thread
 /// ends a moment after the binding), with its mappings: the baseline of the leak checks.
-pub fn quiescent(threads: usize) -> (Held, String) {
+pub fn quiescent(threads: usize) -> (Held, Vec<String>) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     while held().threads != threads && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    (held(), maps())
+    (held(), shared_maps())
 }
 
 /// A number from the environment (`UMQ_FAULT_RUNS`, `UMQ_FAULT_SEED`, ...), else `default`.
