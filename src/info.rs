@@ -280,6 +280,14 @@ fn item(name: &'static str, value: impl ToString, meaning: &'static str) -> Item
     }
 }
 
+/// The bytes of each `BLOCK_SIZE_*` (8 KiB doubling, as the pool sizes them).
+fn block_sizes() -> String {
+    let sizes: Vec<String> = (BLOCK_SIZE_8K..BLOCK_SIZE_MAX)
+        .map(|b| (8192u32 << b).to_string())
+        .collect();
+    sizes.join(",")
+}
+
 fn limits() -> Vec<Item> {
     use crate::limits::*;
     vec![
@@ -311,7 +319,7 @@ fn limits() -> Vec<Item> {
         ),
         item(
             "block_sizes",
-            "8192,16384,32768,65536",
+            block_sizes(),
             "umq_init's small_block_size choices",
         ),
         item(

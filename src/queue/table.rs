@@ -66,6 +66,10 @@ fn queues() -> &'static Table<super::Queue> {
     TABLE.get_or_init(|| Table::new(MAX_QUEUES))
 }
 
+fn hazard_id<T>(slot: &Slot<T>) -> usize {
+    slot as *const Slot<T> as usize
+}
+
 pub fn encode(index: u32, generation: u32) -> u64 {
     TAG << 48 | ((generation & 0xffff) as u64) << 32 | (index as u64 + 1)
 }
@@ -121,7 +125,7 @@ impl<T: Named> Table<T> {
 
     /// The hazard id of a slot: its address, unique across tables.
     fn id(&self, index: usize) -> usize {
-        &self.slots[index] as *const Slot<T> as usize
+        hazard_id(&self.slots[index])
     }
 
     fn slot_of(&self, umqh: u64) -> Option<usize> {
@@ -152,7 +156,7 @@ impl<T: Named> Table<T> {
     pub fn with<R>(&self, umqh: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
         // Every API call comes through here: one range check, one slot reference.
         let slot = self.slots.get(index_of(umqh)?)?;
-        let _held = hazard::publish(slot as *const Slot<T> as usize)?;
+        let _held = hazard::publish(hazard_id(slot))?;
         let p = slot.item.load(Ordering::Acquire);
         if p.is_null() {
             return None;

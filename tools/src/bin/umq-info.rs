@@ -2,7 +2,7 @@
 //! theirs. The library gathers it (`umq::info`); this program prints it as text or JSON.
 
 use clap::Parser;
-use serde::Serialize;
+use serde_json::{Value, json};
 use umq::info::{self, Info};
 
 /// Show libumq's version and ABI, every transport provider and whether it can be used on this
@@ -19,119 +19,53 @@ struct Args {
     provider: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Report {
-    version: &'static str,
-    abi_revision: &'static str,
-    functions: Vec<&'static str>,
-    extensions: Vec<&'static str>,
-    providers: Vec<Provider>,
-    limits: Vec<Item>,
-    environment: Vec<Variable>,
-    flow_control: Vec<Item>,
-}
-
-#[derive(Serialize)]
-struct Provider {
-    name: &'static str,
-    description: &'static str,
-    usable: bool,
-    why_not: Option<String>,
-    checks: Vec<Check>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    libfabric: Option<Libfabric>,
-}
-
-#[derive(Serialize)]
-struct Check {
-    name: &'static str,
-    ok: bool,
-    detail: String,
-}
-
-#[derive(Serialize)]
-struct Libfabric {
-    version: Option<String>,
-    providers: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct Item {
-    name: &'static str,
-    value: String,
-    meaning: &'static str,
-}
-
-#[derive(Serialize)]
-struct Variable {
-    name: &'static str,
-    value: Option<String>,
-    default: String,
-    meaning: &'static str,
-}
-
-fn report(info: Info, only: Option<&str>) -> Report {
-    let item = |i: info::Item| Item {
-        name: i.name,
-        value: i.value,
-        meaning: i.meaning,
+/// The report as one JSON object (field names are part of the tool's interface).
+fn to_json(info: &Info) -> Value {
+    let items = |list: &[info::Item]| -> Vec<Value> {
+        list.iter()
+            .map(|i| json!({"name": i.name, "value": i.value, "meaning": i.meaning}))
+            .collect()
     };
-    Report {
-        version: info.version,
-        abi_revision: info.abi_revision,
-        functions: info::UMQ_FUNCTIONS.to_vec(),
-        extensions: info::EXTENSION_FUNCTIONS.to_vec(),
-        providers: info
-            .providers
-            .into_iter()
-            .filter(|p| only.is_none_or(|o| o == p.name))
-            .map(|p| Provider {
-                name: p.name,
-                description: p.what,
-                usable: p.usable,
-                why_not: p.why_not,
-                checks: p
-                    .checks
-                    .into_iter()
-                    .map(|c| Check {
-                        name: c.name,
-                        ok: c.ok,
-                        detail: c.detail,
-                    })
-                    .collect(),
-                libfabric: p.libfabric.map(|o| Libfabric {
-                    version: o.version,
-                    providers: o.providers,
-                }),
-            })
-            .collect(),
-        limits: info.limits.into_iter().map(item).collect(),
-        environment: info
-            .environment
-            .into_iter()
-            .map(|v| Variable {
-                name: v.name,
-                value: v.value,
-                default: v.default,
-                meaning: v.meaning,
-            })
-            .collect(),
-        flow_control: info.flow_control.into_iter().map(item).collect(),
-    }
+    json!({
+        "version": info.version,
+        "abi_revision": info.abi_revision,
+        "functions": info::UMQ_FUNCTIONS.as_slice(),
+        "extensions": info::EXTENSION_FUNCTIONS.as_slice(),
+        "providers": info.providers.iter().map(|p| {
+            let mut v = json!({
+                "name": p.name,
+                "description": p.what,
+                "usable": p.usable,
+                "why_not": p.why_not,
+                "checks": p.checks.iter()
+                    .map(|c| json!({"name": c.name, "ok": c.ok, "detail": c.detail}))
+                    .collect::<Vec<_>>(),
+            });
+            if let Some(o) = &p.libfabric {
+                v["libfabric"] = json!({"version": o.version, "providers": o.providers});
+            }
+            v
+        }).collect::<Vec<_>>(),
+        "limits": items(&info.limits),
+        "environment": info.environment.iter()
+            .map(|v| json!({"name": v.name, "value": v.value, "default": v.default, "meaning": v.meaning}))
+            .collect::<Vec<_>>(),
+        "flow_control": items(&info.flow_control),
+    })
 }
 
-fn print_text(r: &Report) {
+fn print_text(r: &Info) {
     println!("# libumq {}", r.version);
     println!(
         "# ABI: {} ({} functions; extensions: {})",
         r.abi_revision,
-        r.functions.len(),
-        r.extensions.join(", ")
+        info::UMQ_FUNCTIONS.len(),
+        info::EXTENSION_FUNCTIONS.join(", ")
     );
     println!("\n# providers");
     for p in &r.providers {
         let state = if p.usable { "usable" } else { "not usable" };
-        println!("  {:<9} {:<11} {}", p.name, state, p.description);
+        println!("  {:<9} {:<11} {}", p.name, state, p.what);
         if let Some(why) = &p.why_not {
             println!("  {:<9} {:<11} why: {why}", "", "");
         }
@@ -165,13 +99,13 @@ fn print_text(r: &Report) {
 
 fn main() {
     let args = Args::parse();
-    let r = report(info::gather(), args.provider.as_deref());
+    let mut info = info::gather();
+    if let Some(only) = args.provider.as_deref() {
+        info.providers.retain(|p| p.name == only);
+    }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&r).expect("a report serialises")
-        );
+        println!("{}", to_json(&info));
     } else {
-        print_text(&r);
+        print_text(&info);
     }
 }
