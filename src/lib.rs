@@ -12,10 +12,14 @@
 pub mod abi;
 pub mod buf;
 pub mod dfx;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod draw;
 pub mod error;
 pub mod event;
 pub mod ffi;
 pub mod flow;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod info;
 pub mod limits;
 pub mod os;

@@ -42,7 +42,16 @@ impl<T> Failure for Option<T> {
     }
 }
 
+/// Panics caught at the C boundary since the process started: zero, unless the library has a
+/// bug (the API fuzz target fails on any).
+static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn panics_caught() -> u64 {
+    PANICS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub fn panicked(func: &str) {
+    PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::log_err!(
         func,
         "internal error (panic caught at the C boundary); please report it"

@@ -97,7 +97,8 @@ fn decode_socket(b: &[u8]) -> Result<Option<SocketAddr>, ()> {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> u32 {
+/// The checksum that ends a bind info.
+pub fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
         (h ^ b as u32).wrapping_mul(0x0100_0193)
     })

@@ -9,9 +9,10 @@ use umq::abi::types::*;
 use umq::ffi::api::*;
 use umq::ffi::pro_api::*;
 
-mod rng;
+#[path = "../../src/draw.rs"]
+mod draw;
 #[allow(unused_imports)] // not every test uses it
-pub use rng::Rng;
+pub use draw::{Draw, Rng};
 
 pub fn init_flow_control(iw: u16, ni: u16, atomic: bool) {
     let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };

@@ -12,6 +12,8 @@
 //! side writes its flow-control area into memory the peer registered for it (RMA, `ship_area`)
 //! whenever it changed, and the peer reads credit from there.
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod hostile;
 mod msg;
 mod rx;
 pub mod sys;
@@ -551,6 +553,27 @@ mod tests {
 
     /// Interrupt mode: a wakeable endpoint's wait fd, once armed, stays quiet while nothing
     /// comes and turns readable when the peer sends (what the progress thread sleeps on).
+    /// A hostile or corrupt peer sends whatever it likes: messages of every kind, their
+    /// header fields near their edges or anything (`hostile::case`). Each round runs them or
+    /// breaks the binding with a reason, and what must hold does. The `fabric_messages` fuzz
+    /// target runs the same cases from its bytes.
+    #[test]
+    fn random_messages_from_a_hostile_peer_run_or_break_the_binding_but_never_escape() {
+        let mut rng = crate::draw::Rng(0x5eed_fab1_c0de);
+        let mut outcomes = std::collections::BTreeMap::new();
+        let mut completed = 0;
+        for _ in 0..3000 {
+            let case = hostile::case(&mut rng);
+            *outcomes
+                .entry(case.broke.unwrap_or_else(|| "ran".to_string()))
+                .or_insert(0) += 1;
+            completed += case.completed;
+        }
+        // The cases reach past the first checks: many run, and complete receives.
+        eprintln!("{outcomes:?}, {completed} completed");
+        assert!(outcomes["ran"] > 300 && completed > 300, "{outcomes:?}");
+    }
+
     #[test]
     fn the_wait_fd_turns_readable_when_the_peer_sends() {
         let mut p = Pair::new(true, Duration::from_secs(60));

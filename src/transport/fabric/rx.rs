@@ -70,61 +70,73 @@ impl Link {
         at: &Receiver,
         out: &mut Outcome,
     ) -> Result<(), LinkError> {
-        let Link { rx, tx, left, .. } = self;
-        loop {
-            if let Some((h, data)) = rx.held.take() {
-                let mut run = Run {
-                    tx,
-                    left,
-                    executed: &mut rx.executed,
-                };
-                if !run.message(w, at, &h, &data, out)? {
-                    rx.held = Some((h, data));
-                    out.blocked |= !std::mem::replace(&mut rx.blocked, true);
-                    return Ok(());
-                }
-                rx.blocked = false;
-                continue;
-            }
-            let Some((idx, len)) = rx.next_filled() else {
-                return Ok(());
+        receive_messages(&mut self.rx, &mut self.tx, &mut self.left, w, at, out)
+    }
+}
+
+/// `Link::receive` on the parts of a link it touches, which need no endpoint (the fuzz target
+/// runs it on buffers of its own).
+pub(super) fn receive_messages(
+    rx: &mut Rx,
+    tx: &mut Tx,
+    left: &mut bool,
+    w: &mut Wire,
+    at: &Receiver,
+    out: &mut Outcome,
+) -> Result<(), LinkError> {
+    loop {
+        if let Some((h, data)) = rx.held.take() {
+            let mut run = Run {
+                tx,
+                left,
+                executed: &mut rx.executed,
             };
-            let bytes = rx.bufs.get(idx * BOUNCE, len);
-            let h = Header::read(bytes)?;
-            let payload = &bytes[HEADER..];
-            if h.kind == KIND_CONTROL {
-                // Anywhere, also between a message's fragments: the link's frames overtake.
-                crate::transport::pause::receive_frame(w.pause.as_ref(), payload)?;
-            } else if let Some((first, data)) = rx.assembling.as_mut() {
-                if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
-                    return Err(LinkError::Corrupt("fabric fragments do not make a message"));
-                }
-                data.extend_from_slice(payload);
-                if data.len() as u64 == first.total {
-                    rx.held = rx.assembling.take();
-                }
-            } else if h.kind == KIND_MORE {
-                return Err(LinkError::Corrupt("a fabric fragment without its message"));
-            } else if h.total > h.len as u64 {
-                let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
-                data.extend_from_slice(payload);
-                rx.assembling = Some((h, data));
-            } else {
-                let mut run = Run {
-                    tx,
-                    left,
-                    executed: &mut rx.executed,
-                };
-                if !run.message(w, at, &h, payload, out)? {
-                    out.blocked |= !std::mem::replace(&mut rx.blocked, true);
-                    return Ok(());
-                }
-                rx.blocked = false;
+            if !run.message(w, at, &h, &data, out)? {
+                rx.held = Some((h, data));
+                out.blocked |= !std::mem::replace(&mut rx.blocked, true);
+                return Ok(());
             }
-            rx.posted.pop_front();
-            rx.filled[idx] = None;
-            rx.repost.push(idx);
+            rx.blocked = false;
+            continue;
         }
+        let Some((idx, len)) = rx.next_filled() else {
+            return Ok(());
+        };
+        let bytes = rx.bufs.get(idx * BOUNCE, len);
+        let h = Header::read(bytes)?;
+        let payload = &bytes[HEADER..];
+        if h.kind == KIND_CONTROL {
+            // Anywhere, also between a message's fragments: the link's frames overtake.
+            crate::transport::pause::receive_frame(w.pause.as_ref(), payload)?;
+        } else if let Some((first, data)) = rx.assembling.as_mut() {
+            if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
+                return Err(LinkError::Corrupt("fabric fragments do not make a message"));
+            }
+            data.extend_from_slice(payload);
+            if data.len() as u64 == first.total {
+                rx.held = rx.assembling.take();
+            }
+        } else if h.kind == KIND_MORE {
+            return Err(LinkError::Corrupt("a fabric fragment without its message"));
+        } else if h.total > h.len as u64 {
+            let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
+            data.extend_from_slice(payload);
+            rx.assembling = Some((h, data));
+        } else {
+            let mut run = Run {
+                tx,
+                left,
+                executed: &mut rx.executed,
+            };
+            if !run.message(w, at, &h, payload, out)? {
+                out.blocked |= !std::mem::replace(&mut rx.blocked, true);
+                return Ok(());
+            }
+            rx.blocked = false;
+        }
+        rx.posted.pop_front();
+        rx.filled[idx] = None;
+        rx.repost.push(idx);
     }
 }
 

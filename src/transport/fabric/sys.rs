@@ -142,6 +142,15 @@ unsafe impl Send for Buffers {}
 unsafe impl Sync for Buffers {}
 
 impl Buffers {
+    /// Buffers no provider knows, for running the receive path without an endpoint.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn unregistered(len: usize) -> Buffers {
+        Buffers {
+            mem: vec![0u8; len].into_boxed_slice(),
+            desc: std::ptr::null_mut(),
+        }
+    }
+
     pub fn get(&self, at: usize, len: usize) -> &[u8] {
         &self.mem[at..at + len]
     }

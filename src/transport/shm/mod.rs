@@ -199,6 +199,8 @@ pub struct Inbox {
 const NO_POOL: u32 = u32::MAX;
 
 mod doorbell;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod hostile;
 mod link;
 pub mod placement;
 pub mod presence;
@@ -212,8 +214,6 @@ mod tx;
 use doorbell::*;
 pub use link::Link;
 use link::Pair;
-#[cfg(test)]
-use ring::*;
 use rx::*;
 pub use segment::Offered;
 #[cfg(test)]
@@ -344,13 +344,10 @@ fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
 }
 
 #[cfg(test)]
-#[path = "../../../tests/support/rng.rs"]
-mod test_rng;
-
-#[cfg(test)]
 mod tests {
-    use super::test_rng::Rng;
     use super::*;
+    use crate::draw::Rng;
+    use hostile::{receive_fresh, sender_with_pool, write_raw};
 
     fn readable(fd: i32) -> bool {
         let mut p = libc::pollfd {
@@ -459,15 +456,6 @@ mod tests {
         assert_eq!(pop_numbered(&owner), None);
     }
 
-    /// A sender's inbox as its receiver maps it, with the sender's shared pool published.
-    fn sender_with_pool() -> (Segment, Segment, Arena) {
-        let inbox = Segment::create(21, false).unwrap();
-        let arena = Arena::create(22).unwrap();
-        inbox.publish_pool(arena.fd(), arena.secret());
-        let view = Segment::open_peer(std::process::id(), inbox.fd() as u32, 21).unwrap();
-        (inbox, view, arena)
-    }
-
     fn by_ref_entry(pieces: &[RefPiece], total: u64) -> (Entry, Vec<RefPiece>) {
         let e = Entry {
             kind: KIND_WR,
@@ -564,222 +552,23 @@ mod tests {
         );
     }
 
-    /// Writes `e` (its `len` whatever the peer claims) at ring position `pos` with up to
-    /// `payload` after it, then its stamp: what a hostile peer can do. Returns the position a
-    /// consumer would go on at, or None when the entry reaches past the ring's end.
-    fn write_raw(view: &Segment, pos: u64, e: &Entry, payload: &[u8]) -> Option<u64> {
-        let off = pos as usize % RING_BYTES;
-        let room = RING_BYTES - off - LINE;
-        let at = unsafe { view.ring().add(off) };
-        write_header(at, e);
-        let n = payload.len().min(room);
-        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), at.add(LINE), n) };
-        stamp_of(at).store(pos + 1, Ordering::Release);
-        (off + entry_bytes(e.len as usize) < RING_BYTES)
-            .then(|| pos + entry_bytes(e.len as usize) as u64)
-    }
-
-    /// The entries in `mine` run by a binding that has seen none before.
-    fn receive_fresh(
-        w: &mut Wire,
-        mine: &Segment,
-        peer: &Segment,
-        pool: &Pool,
-        fragments: bool,
-        out: &mut Outcome,
-    ) -> Result<(), LinkError> {
-        let at = Receiver {
-            umqh: 0,
-            fragments,
-            pool,
-        };
-        receive(w, &mut Pair::default(), mine, peer, &at, out)
-    }
-
-    /// What a peer might write next: a well-formed entry of one of the shapes the sender makes
-    /// (a SEND inline, by reference or placed, a WRITE, a READ, a pad, ...), then with some
-    /// luck a field or two changed to anything, mostly at the edges of what it may hold.
-    fn hostile_entry(
-        rng: &mut Rng,
-        pool: &Pool,
-        rx: &[*mut umq_buf_t],
-        offsets: &[u64],
-    ) -> (Entry, Vec<u8>) {
-        let cap = unsafe { (*rx[0]).buf_size } as u64;
-        let mut payload = vec![0u8; (rng.next() % 1100) as usize];
-        payload.iter_mut().for_each(|b| *b = rng.next() as u8);
-        let mut e = Entry {
-            kind: KIND_WR,
-            opcode: rng.pick(&[UMQ_OPC_SEND, UMQ_OPC_SEND_IMM]) as u8,
-            imm: rng.next(),
-            ..Default::default()
-        };
-        match rng.next() % 9 {
-            0 | 1 => {} // inline
-            2 | 3 => {
-                e.flags = FLAG_BY_REF;
-                payload.clear();
-                let mut total = 0;
-                for _ in 0..1 + rng.next() % 3 {
-                    let (offset, len) = (offsets[0] + rng.next() % 4096, rng.next() % 600);
-                    payload.extend_from_slice(&offset.to_ne_bytes());
-                    payload.extend_from_slice(&len.to_ne_bytes());
-                    total += len;
-                }
-                e.total = total;
-            }
-            4 | 5 => {
-                // Placed into one of our posted buffers, the right one or another.
-                e.flags = FLAG_PLACED;
-                e.addr = rng.pick(offsets);
-                e.total = payload.len() as u64;
-                payload.clear();
-            }
-            6 => {
-                e.opcode = rng.pick(&[UMQ_OPC_WRITE, UMQ_OPC_WRITE_IMM, UMQ_OPC_READ]) as u8;
-                let b = rng.pick(rx);
-                e.addr = unsafe { (*b).buf_data } as u64;
-                e.rlen = (rng.next() % 1100) as u32;
-                if let Some(slot) = pool.slot_of_data(e.addr as usize) {
-                    (e.token_id, e.token_value) = (slot.chunk.token_id, slot.chunk.token_value);
-                }
-            }
-            7 => {
-                // A packet of a rate-limited sender's message: a First, or a later one.
-                e.total = payload.len() as u64 + rng.next() % 2000;
-                if rng.next().is_multiple_of(2) {
-                    e.flags = FLAG_FIRST_PACKET;
-                } else {
-                    e.kind = KIND_MORE_PACKET;
-                    e.seq = rng.edgy(&[0, 1024, e.total - payload.len() as u64]);
-                }
-            }
-            _ => {
-                e.kind = rng.pick(&[KIND_PAD, KIND_STANDALONE, KIND_READ_RESP, KIND_CONTROL]);
-                e.seq = rng.next() % 2;
-            }
-        }
-        e.len = payload.len() as u32;
-        for _ in 0..rng.next() % 3 {
-            match rng.next() % 10 {
-                0 => e.kind = rng.edgy(&[0, 1, 2, 3, 4, 5]) as u8,
-                1 => e.opcode = rng.edgy(&[0, 1, 0x10, 0x40, 0x41, 0x51]) as u8,
-                2 => e.flags = rng.edgy(&[0, 1, 2, 4]) as u16,
-                3 => e.len = rng.edgy(&[0, 16, 48, e.len as u64, cap]) as u32,
-                4 => e.addr = rng.edgy(offsets),
-                5 => e.total = rng.edgy(&[0, e.total, cap, cap + 1]),
-                6 => e.rlen = rng.edgy(&[0, cap, cap + 1]) as u32,
-                7 => e.token_id = rng.next() as u32,
-                8 => e.seq = rng.edgy(&[0, 1]),
-                _ => {
-                    let i = (rng.next() as usize) % payload.len().max(1);
-                    if let Some(b) = payload.get_mut(i) {
-                        *b = rng.next() as u8;
-                    }
-                }
-            }
-        }
-        (e, payload)
-    }
-
     /// A hostile or corrupt peer writes whatever it likes into our ring: entries of every shape
-    /// the sender makes, a field or two often changed to anything (`hostile_entry`). Each round
-    /// either runs them or ends the pair with a reason. It never panics, never loses a receive
-    /// buffer, never completes one with more bytes than it holds, and never writes outside our
-    /// buffers: the pool slots around them keep their canary bytes.
+    /// the sender makes, a field or two often changed to anything (`hostile::hostile_entry`).
+    /// Each round either runs them or ends the pair with a reason, and what must hold does
+    /// (`hostile::Bench::case`). The `shm_ring` fuzz target runs the same cases from its bytes.
     #[test]
     fn random_entries_from_a_hostile_peer_run_or_break_the_pair_but_never_escape() {
-        const CANARY: u8 = 0xc5;
-        let me = std::process::id();
-        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
-        let shared = pool.new_shared(41).unwrap();
-        let mine = Segment::create(42, false).unwrap();
-        let hostile = Segment::open_peer(me, mine.fd() as u32, 42).unwrap();
-        let (theirs, peer, their_pool) = sender_with_pool();
-        let their_chunk = their_pool.extend(1 << 16).unwrap();
-        let their_off = their_pool.offset_of(their_chunk, 1 << 16).unwrap();
+        let mut bench = hostile::Bench::new();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut outcomes = std::collections::BTreeMap::new();
-        let (mut completed, mut placed, mut pos) = (0, 0, 0u64);
-        for case in 0..3000 {
-            let mut w = Wire::new(16, 16);
-            w.arena = shared.arena().cloned();
-            let from_shared = !rng.next().is_multiple_of(4);
-            let alloc = |n: u32| {
-                let head = if from_shared {
-                    pool.alloc_in(&shared, 1000, n, 0, 0).unwrap()
-                } else {
-                    pool.alloc(1000, n, 0, 0).unwrap()
-                };
-                crate::buf::iter(head).collect::<Vec<_>>()
-            };
-            let (rx, canaries) = (alloc(4), alloc(2));
-            for &b in &canaries {
-                let (data, cap) = unsafe { ((*b).buf_data, (*b).buf_size as usize) };
-                unsafe { std::ptr::write_bytes(data, CANARY, cap) };
-            }
-            let mut offsets = vec![their_off];
-            for &b in &rx {
-                let data = unsafe { (*b).buf_data as *const u8 };
-                offsets.extend(w.arena.as_deref().and_then(|a| a.offset_of(data, 1)));
-                w.rx_posted.push_back(b);
-            }
-            // Each case starts at a fresh line of the ring, as if the ones before were consumed.
-            mine.inbox().cons.0.store(pos, Ordering::Relaxed);
-            let mut at = pos;
-            for _ in 0..1 + rng.next() % 3 {
-                let (e, payload) = hostile_entry(&mut rng, &pool, &rx, &offsets);
-                match write_raw(&hostile, at, &e, &payload) {
-                    Some(next) => at = next,
-                    None => break,
-                }
-            }
-            pos = if at % RING_BYTES as u64 > RING_BYTES as u64 / 2 {
-                at.next_multiple_of(RING_BYTES as u64) // back to the start, on the next lap
-            } else {
-                at + LINE as u64
-            };
-            let mut out = Outcome::default();
-            let fragments = rng.next().is_multiple_of(4);
-            let r = receive_fresh(&mut w, &mine, &peer, &pool, fragments, &mut out);
+        let (mut completed, mut placed) = (0, 0);
+        for _ in 0..3000 {
+            let case = bench.case(&mut rng, None);
             *outcomes
-                .entry(r.err().map_or("ran".to_string(), |e| e.to_string()))
+                .entry(case.broke.unwrap_or_else(|| "ran".to_string()))
                 .or_insert(0) += 1;
-            completed += out.rx_done;
-            placed += w.zero_copy.placed_rx;
-            assert_eq!(
-                w.rx_outstanding(),
-                rx.len(),
-                "case {case}: a receive buffer was lost"
-            );
-            for (b, nbufs) in w.rx_cq.iter() {
-                // A receiver that fragments takes a long message in a chain of buffers.
-                let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
-                let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
-                let len = unsafe { (*b).total_data_size } as u64;
-                assert!(
-                    len <= cap,
-                    "case {case}: {len} bytes completed in {cap} bytes of buffers"
-                );
-                for &c in &chain {
-                    let (n, cap) = unsafe { ((*c).data_size, (*c).buf_size) };
-                    assert!(n <= cap, "case {case}: {n} bytes in a {cap}-byte buffer");
-                }
-            }
-            for &b in &canaries {
-                let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
-                let intact = unsafe { std::slice::from_raw_parts(data, cap) };
-                assert!(
-                    intact.iter().all(|&x| x == CANARY),
-                    "case {case}: a stray write"
-                );
-            }
-            for b in rx.into_iter().chain(canaries) {
-                pool.free_one(b).unwrap();
-            }
-            if case % 500 == 499 {
-                theirs.reset_for_next_binding(); // our READ responses fill their ring
-            }
+            completed += case.completed;
+            placed += case.placed;
         }
         // The cases reach past the first checks: many run, some land in place.
         eprintln!("{outcomes:?}, {completed} completed, {placed} placed");

@@ -1,0 +1,85 @@
+//! The fuzz targets' entry points. `fuzz/` runs each under AFL++ (`cargo afl`), and `cargo
+//! test` replays every input of their corpora (`fuzz/corpus/<target>/`) and every crash a
+//! campaign found (`fuzz/regressions/<target>/`). A target takes any bytes and panics only when
+//! something that must hold whatever the input does not: the fuzzer reports that panic as a
+//! crash. Compiled for tests and the `fuzzing` feature only, never into a shipped build.
+
+mod api;
+mod fabric;
+mod input;
+mod pause;
+mod shm;
+
+/// A fuzz target: its name (its corpus directory) and its entry point.
+pub struct Target {
+    pub name: &'static str,
+    pub run: fn(&[u8]),
+}
+
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "bind_info",
+        run: input::bind_info,
+    },
+    Target {
+        name: "pause_link",
+        run: pause::pause_link,
+    },
+    Target {
+        name: "shm_ring",
+        run: shm::shm_ring,
+    },
+    Target {
+        name: "fabric_messages",
+        run: fabric::fabric_messages,
+    },
+    Target {
+        name: "api_sequence",
+        run: api::api_sequence,
+    },
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+/// The inputs of `target` kept under `root` (the repository's `fuzz/`): its seed corpus and
+/// the crashes campaigns found, which stay as regression inputs.
+pub fn inputs(root: &std::path::Path, target: &Target) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = ["corpus", "regressions"]
+        .iter()
+        .filter_map(|kind| std::fs::read_dir(root.join(kind).join(target.name)).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `target` on every file of `files`, naming the file that fails.
+pub fn replay(target: &Target, files: &[std::path::PathBuf]) {
+    for f in files {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        eprintln!("{} {}", target.name, f.display());
+        (target.run)(&data);
+    }
+}
+
+/// Seeds for a new corpus: for bind info, a valid one of every transport; for the others,
+/// bytes from a seeded generator (their inputs are choices, and any bytes are a valid run).
+pub fn seeds(target: &Target) -> Vec<Vec<u8>> {
+    if target.name == "bind_info" {
+        return input::bind_info_seeds();
+    }
+    let mut rng = crate::draw::Rng(0x5eed_0000 + target.name.len() as u64);
+    (0..16)
+        .map(|i| {
+            let n = 32 << (i % 6);
+            (0..n)
+                .map(|_| crate::draw::Draw::next(&mut rng) as u8)
+                .collect()
+        })
+        .collect()
+}

@@ -1,0 +1,227 @@
+//! A hostile peer's messages, for the `fabric_messages` fuzz target: the receive path of a
+//! link (`rx::receive_messages`) over bounce buffers the input fills with messages of every
+//! kind, their headers' fields chosen by the input (lengths, totals, sequence numbers, kinds
+//! and opcodes at and past their edges), and flow-control areas landing in any order. What must
+//! hold whatever the peer sends: no panic, every receive buffer of ours either still posted or
+//! completed within its size, no write outside our buffers, every bounce buffer accounted for
+//! once, and the peer's area never going down.
+
+use super::rx::receive_messages;
+use super::*;
+use crate::buf::pool::Pool;
+use crate::draw::Draw;
+
+const CANARY: u8 = 0xa3;
+/// Bounce buffers a case fills at most.
+const MESSAGES: usize = 8;
+
+/// What one case did.
+pub struct Case {
+    /// None when every message ran (or waits for a buffer), else why the binding broke.
+    pub broke: Option<String>,
+    pub completed: u64,
+}
+
+pub fn case(d: &mut impl Draw) -> Case {
+    let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+    let alloc = |n| crate::buf::iter(pool.alloc(1000, n, 0, 0).unwrap()).collect::<Vec<_>>();
+    let (ours, canaries) = (alloc(1 + d.below(4) as u32), alloc(2));
+    for &b in &canaries {
+        unsafe { std::ptr::write_bytes((*b).buf_data, CANARY, (*b).buf_size as usize) };
+    }
+    let mut w = Wire::new(16, 16);
+    ours.iter().for_each(|&b| w.rx_posted.push_back(b));
+    let (mut rx, mut tx) = (filled_rx(d, &ours, &pool), tx_in_flight(d));
+    let at = Receiver {
+        umqh: 0,
+        fragments: d.below(4) == 0,
+        pool: &pool,
+    };
+    let (mut left, mut out) = (false, Outcome::default());
+    let r = receive_messages(&mut rx, &mut tx, &mut left, &mut w, &at, &mut out);
+    let case = Case {
+        broke: r.err().map(|e| e.to_string()),
+        completed: out.rx_done as u64,
+    };
+    assert_eq!(w.rx_outstanding(), ours.len(), "a receive buffer was lost");
+    for (b, nbufs) in w.rx_cq.iter() {
+        let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
+        let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
+        let len = unsafe { (*b).total_data_size } as u64;
+        assert!(
+            len <= cap,
+            "{len} bytes completed in {cap} bytes of buffers"
+        );
+    }
+    for &b in &canaries {
+        let bytes = unsafe {
+            std::slice::from_raw_parts((*b).buf_data as *const u8, (*b).buf_size as usize)
+        };
+        assert!(bytes.iter().all(|&x| x == CANARY), "a stray write");
+    }
+    assert_bounces_accounted(&rx);
+    landing_areas(d);
+    for b in ours.into_iter().chain(canaries) {
+        pool.free_one(b).unwrap();
+    }
+    case
+}
+
+/// Bounce buffers posted in order, the first ones filled with the peer's messages.
+fn filled_rx(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> Rx {
+    let mut rx = Rx {
+        bufs: sys::Buffers::unregistered(MESSAGES * BOUNCE),
+        posted: (0..MESSAGES).collect(),
+        filled: vec![None; MESSAGES],
+        repost: Vec::new(),
+        assembling: None,
+        blocked: false,
+        held: None,
+        executed: d.below(3),
+    };
+    // Bytes of a fragmented message still to come.
+    let mut more = 0;
+    for idx in 0..1 + d.below(MESSAGES as u64) as usize {
+        let (h, payload) = match more {
+            0 => message(d, ours, pool),
+            _ => fragment(d, &mut more),
+        };
+        if h.kind != KIND_MORE && h.total > h.len as u64 {
+            more = h.total - h.len as u64;
+        }
+        let bytes = rx.bufs.get_mut(idx * BOUNCE, BOUNCE);
+        bytes[..HEADER].copy_from_slice(&h.to_bytes());
+        bytes[HEADER..HEADER + payload.len()].copy_from_slice(&payload);
+        // What the completion says arrived: the message, or (rarely) any length of the buffer.
+        let got = HEADER + payload.len();
+        rx.filled[idx] = Some(match d.below(32) {
+            0 => d.below(BOUNCE as u64 + 1) as usize,
+            _ => got,
+        });
+    }
+    rx
+}
+
+fn bytes(d: &mut impl Draw, n: u64) -> Vec<u8> {
+    (0..n).map(|_| d.next() as u8).collect()
+}
+
+/// A message of one of the kinds a peer sends, mostly well-formed, sometimes with a field
+/// changed to anything or to just past its edge.
+fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, Vec<u8>) {
+    let cap = unsafe { (*ours[0]).buf_size } as u64;
+    let kind = match d.below(12) {
+        0..=6 => KIND_WR,
+        7 => KIND_STANDALONE,
+        8 => KIND_READ_RESP,
+        9 => KIND_DONE,
+        10 => KIND_CONTROL,
+        _ => d.pick(&[KIND_MORE, KIND_BYE, KIND_PING]),
+    };
+    let n = match kind {
+        KIND_CONTROL => d.edgy(&[14, 64, 1518]) % 2000,
+        KIND_DONE | KIND_STANDALONE | KIND_BYE | KIND_PING => 0,
+        _ => d.edgy(&[0, 16, cap, 1500]) % (2 * cap + 2),
+    };
+    let payload = bytes(d, n);
+    let target = d.pick(ours);
+    let addr = unsafe { (*target).buf_data } as u64;
+    let slot = pool.slot_of_data(addr as usize);
+    let mut h = Header {
+        kind,
+        opcode: d.pick(&[
+            UMQ_OPC_SEND,
+            UMQ_OPC_SEND,
+            UMQ_OPC_SEND_IMM,
+            UMQ_OPC_WRITE,
+            UMQ_OPC_WRITE_IMM,
+            UMQ_OPC_READ,
+            UMQ_OPC_NOP,
+        ]) as u8,
+        len: n as u32,
+        imm: d.next(),
+        addr: addr + d.below(4) * d.below(64),
+        token_id: slot.as_ref().map_or(0, |s| s.chunk.token_id),
+        token_value: slot.as_ref().map_or(0, |s| s.chunk.token_value),
+        rlen: d.edgy(&[0, n, cap]) as u32,
+        seq: d.edgy(&[0, 1, 2]),
+        total: match d.below(6) {
+            0 => d.edgy(&[n + 1, 2 * n, cap, cap + 1, crate::limits::MAX_MESSAGE]),
+            _ => n,
+        },
+        status: d.below(4) as u32,
+        ..Default::default()
+    };
+    if d.below(4) == 0 {
+        match d.below(6) {
+            0 => h.kind = d.edgy(&[0, 8, 9]) as u8,
+            1 => h.opcode = d.next() as u8,
+            2 => h.len = d.edgy(&[n, n + 1]) as u32,
+            3 => (h.token_id, h.token_value) = (d.next() as u32, d.next() as u32),
+            4 => h.total = d.edgy(&[n, h.total]),
+            _ => h.addr = d.edgy(&[addr, addr + cap]),
+        }
+    }
+    (h, payload)
+}
+
+/// The next fragment of a message with `more` bytes to come (or, sometimes, something else).
+fn fragment(d: &mut impl Draw, more: &mut u64) -> (Header, Vec<u8>) {
+    let n = match d.below(8) {
+        0 => d.edgy(&[*more, more.saturating_add(1)]) % (FRAGMENT as u64 + 1),
+        _ => (*more).min(1 + d.below(FRAGMENT as u64)),
+    };
+    *more = more.saturating_sub(n);
+    let h = Header {
+        kind: if d.below(16) == 0 { KIND_WR } else { KIND_MORE },
+        len: n as u32,
+        total: n,
+        ..Default::default()
+    };
+    (h, bytes(d, n))
+}
+
+/// Our WRs in flight, some waiting for the peer's report that it executed them.
+fn tx_in_flight(d: &mut impl Draw) -> Tx {
+    let flight = (0..d.below(4))
+        .map(|_| tx::Flight {
+            quick: d.below(2) == 0,
+            sent: true,
+            status: None,
+        })
+        .collect();
+    Tx {
+        bufs: sys::Buffers::unregistered(0),
+        free: Vec::new(),
+        outgoing: VecDeque::new(),
+        flight,
+        flight_base: 0,
+        scratch: Vec::new(),
+    }
+}
+
+/// Every bounce buffer is posted or waits to be posted again, once.
+fn assert_bounces_accounted(rx: &Rx) {
+    let mut seen = [0u8; MESSAGES];
+    rx.posted
+        .iter()
+        .chain(&rx.repost)
+        .for_each(|&i| seen[i] += 1);
+    assert!(seen.iter().all(|&n| n == 1), "bounce buffers {seen:?}");
+}
+
+/// The peer's flow-control area as its RMA writes land, any words in any order: what we take
+/// from it never goes down.
+fn landing_areas(d: &mut impl Draw) {
+    let area = Area::default();
+    let mut before = area.snapshot();
+    for _ in 0..d.below(4) {
+        area.raise_to([d.next(), d.edgy(&[before[1]]), d.edgy(&[before[2]])]);
+        let now = area.snapshot();
+        assert!(
+            now.iter().zip(&before).all(|(n, b)| n >= b),
+            "{before:?} -> {now:?}"
+        );
+        before = now;
+    }
+}
