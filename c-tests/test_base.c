@@ -34,6 +34,16 @@ int main(void)
     ob.create_flag |= UMQ_CREATE_FLAG_RX_BUF_SIZE;
     ob.rx_buf_size = 1024;
     uint64_t a = umq_create(&oa), b = umq_create(&ob);
+    /* Enqueued on a queue not bound yet: refused, and the message stays as the caller gave it,
+     * its qbuf_ext too (an accepted message has it rewritten as a SEND). */
+    umq_buf_t *early = message("early", 8), *early_bad = NULL;
+    memset(early->qbuf_ext, 0x5c, sizeof(early->qbuf_ext));
+    umq_buf_t given = *early;
+    CHECK_EQ(umq_enqueue(a, early, &early_bad), -UMQ_ERR_EINVAL);
+    CHECK(early_bad == early);
+    CHECK_EQ(memcmp(early, &given, sizeof(given)), 0);
+    umq_buf_free(early);
+
     uint8_t ia[512], ib[512];
     uint32_t la = umq_bind_info_get(a, ia, sizeof(ia)), lb = umq_bind_info_get(b, ib, sizeof(ib));
     CHECK_EQ(umq_bind(a, ib, lb), 0);

@@ -42,6 +42,9 @@ pub fn api_sequence(data: &[u8]) {
     let mut tape = Tape::new(data);
     let mut caller = Caller::default();
     quiet_logs();
+    if tape.byte() & 1 == 0 {
+        caller.bound_pair(&mut tape);
+    }
     for _ in 0..CALLS {
         if tape.is_empty() {
             break;
@@ -56,8 +59,12 @@ pub fn api_sequence(data: &[u8]) {
     umq_uninit();
 }
 
-/// The library's log lines go nowhere: a run logs every refusal, and the fuzzer reads none.
+/// The library's log lines go nowhere: a run logs every refusal, and the fuzzer reads none
+/// (`UMQ_FUZZ_LOG=1` keeps them, to see why calls of a replayed input were refused).
 fn quiet_logs() {
+    if std::env::var_os("UMQ_FUZZ_LOG").is_some() {
+        return;
+    }
     let mut cfg = umq_log_config_t {
         log_flag: UMQ_LOG_FLAG_FUNC,
         func: Some(discard),
@@ -84,15 +91,19 @@ struct Caller {
     owned: Vec<*mut umq_buf_t>,
     /// Buffers freed since init: a second free must be refused, not corrupt the pool.
     freed: Vec<*mut umq_buf_t>,
+    /// This call's arguments are what a correct program passes (three calls in four): so a
+    /// run reaches bound queues and messages in flight, where the hostile calls then land.
+    careful: bool,
 }
 
 impl Caller {
     fn call(&mut self, t: &mut Tape) {
-        match t.byte() % 20 {
+        self.careful = t.byte() & 3 != 0;
+        match t.byte() % 21 {
             0 => self.init(t),
-            1 => self.uninit(),
+            1 if !self.careful => self.uninit(),
             2 | 3 => self.create(t),
-            4 => self.destroy(t),
+            4 if !self.careful => self.destroy(t),
             5 => self.bind_info_get(t),
             6 => self.bind(t),
             7 => self.unbind_or_state(t),
@@ -103,13 +114,33 @@ impl Caller {
             16 => self.base_api(t),
             17 => self.interrupts(t),
             18 => self.buffer_ops(t),
-            _ => self.queries(t),
+            19 => self.queries(t),
+            20 => self.bind_pair(t),
+            _ => self.poll(t),
         }
     }
 
-    /// A handle as a careless program might pass one: one it got (live or destroyed), zero, a
-    /// made-up one, or a real one with a bit flipped.
+    /// One of `valid` in a careful call, else a value near one of `near` or anything.
+    fn choose(&self, t: &mut Tape, valid: &[u64], near: &[u64]) -> u64 {
+        if self.careful {
+            t.pick(valid)
+        } else {
+            t.edgy(near)
+        }
+    }
+
+    /// A handle: in a careful call a live one, else as a careless program might pass one: one
+    /// it got (live or destroyed), zero, a made-up one, or a real one with a bit flipped.
     fn handle(&self, t: &mut Tape) -> u64 {
+        let live: Vec<u64> = self
+            .queues
+            .iter()
+            .filter(|h| !self.stale(**h))
+            .copied()
+            .collect();
+        if self.careful && !live.is_empty() {
+            return t.pick(&live);
+        }
         let real = (!self.queues.is_empty()).then(|| t.pick(&self.queues));
         match (t.byte() % 8, real) {
             (0, _) => 0,
@@ -136,21 +167,24 @@ impl Caller {
         let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
         let flags = t.byte();
         cfg.buf_mode = (flags & 1) as umq_buf_mode_t;
-        let anything = t.next() as u32;
-        cfg.feature = t.pick(&[
+        let features = [
             UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL,
             UMQ_FEATURE_API_PRO,
             UMQ_FEATURE_API_BASE,
             UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_STATS | UMQ_FEATURE_ENABLE_PERF,
-            anything,
-        ]);
-        cfg.headroom_size = t.edgy(&[0, 64, 512]) as u16;
+        ]
+        .map(u64::from);
+        cfg.feature = match self.careful {
+            true => t.pick(&features) as u32,
+            false => t.next() as u32,
+        };
+        cfg.headroom_size = self.choose(t, &[0, 64], &[0, 64, 512]) as u16;
         cfg.io_lock_free = flags & 2 != 0;
-        cfg.trans_info_num = t.edgy(&[0, 1, 128]) as u8;
-        cfg.flow_control.initial_window = t.edgy(&[0, 1, 64, 256]) as u16;
-        cfg.flow_control.notify_interval = t.edgy(&[0, 1, 16]) as u16;
+        cfg.trans_info_num = self.choose(t, &[0], &[0, 1, 128]) as u8;
+        cfg.flow_control.initial_window = self.choose(t, &[64, 256], &[0, 1, 64, 256]) as u16;
+        cfg.flow_control.notify_interval = self.choose(t, &[1, 16], &[0, 1, 16]) as u16;
         cfg.flow_control.use_atomic_window = flags & 4 != 0;
-        let r = if flags & 0xf0 == 0xf0 {
+        let r = if !self.careful && flags & 0xf0 == 0xf0 {
             umq_init(null_mut())
         } else {
             umq_init(&mut cfg)
@@ -177,9 +211,9 @@ impl Caller {
 
     fn create(&mut self, t: &mut Tape) {
         let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
-        o.trans_mode = t.edgy(&[UMQ_TRANS_MODE_UB as u64]) as umq_trans_mode_t;
+        o.trans_mode = self.choose(t, &[0], &[UMQ_TRANS_MODE_UB as u64]) as umq_trans_mode_t;
         o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
-        let ip: &[u8] = if t.byte() % 8 == 0 {
+        let ip: &[u8] = if !self.careful && t.byte() % 8 == 0 {
             t.bytes(16)
         } else {
             b"127.0.0.1"
@@ -187,16 +221,24 @@ impl Caller {
         for (d, s) in unsafe { o.dev_info.u.ipv4.ip_addr.iter_mut() }.zip(ip) {
             *d = *s as _;
         }
-        for (d, s) in o.name.iter_mut().zip(t.bytes(40)) {
-            *d = *s as _;
+        let name = match self.careful {
+            true => format!("q{}", self.queues.len()).into_bytes(),
+            false => t.bytes(40).to_vec(),
+        };
+        for (d, s) in o.name.iter_mut().zip(name) {
+            *d = s as _;
         }
-        o.create_flag = t.byte() as u32 & 0x3f;
-        o.rx_buf_size = t.edgy(&[0, 4096, 8192, 65536]) as u32;
-        o.tx_buf_size = t.edgy(&[0, 4096, 8192, 65536]) as u32;
-        o.rx_depth = t.edgy(&[0, 1, 64, 1024]) as u32;
-        o.tx_depth = t.edgy(&[0, 1, 64, 1024]) as u32;
-        o.mode = t.edgy(&[0, 1, 2]) as umq_queue_mode_t;
-        let h = if t.byte() == 0xff {
+        o.create_flag = match self.careful {
+            true => 0x1f,
+            false => t.byte() as u32 & 0x3f,
+        };
+        let sizes = [4096, 8192, 65536];
+        o.rx_buf_size = self.choose(t, &sizes, &[0, 4096, 8192, 65536]) as u32;
+        o.tx_buf_size = self.choose(t, &sizes, &[0, 4096, 8192, 65536]) as u32;
+        o.rx_depth = self.choose(t, &[16, 64, 256], &[0, 1, 64, 1024]) as u32;
+        o.tx_depth = self.choose(t, &[16, 64, 256], &[0, 1, 64, 1024]) as u32;
+        o.mode = self.choose(t, &[0, 1], &[0, 1, 2]) as umq_queue_mode_t;
+        let h = if !self.careful && t.byte() == 0xff {
             umq_create(null_mut())
         } else {
             umq_create(&mut o)
@@ -270,6 +312,33 @@ impl Caller {
         );
     }
 
+    /// Where most programs are after their first calls: initialised, and two new queues bound
+    /// to each other (their settings from the input). Half the runs start here, so the fuzzer
+    /// spends its time on calls around messages in flight rather than on finding this state.
+    fn bound_pair(&mut self, t: &mut Tape) {
+        self.careful = true;
+        self.init(t);
+        self.create(t);
+        self.create(t);
+        self.bind_pair(t);
+    }
+
+    /// Two queues bound to each other, as every program does it: each one's bind info to the
+    /// other.
+    fn bind_pair(&mut self, t: &mut Tape) {
+        let (a, b) = (self.handle(t), self.handle(t));
+        let (mut ia, mut ib) = ([0u8; 512], [0u8; 512]);
+        let la = umq_bind_info_get(a, ia.as_mut_ptr(), 512);
+        let lb = umq_bind_info_get(b, ib.as_mut_ptr(), 512);
+        if la == 0 || lb == 0 {
+            return;
+        }
+        let r = umq_bind(a, ib.as_mut_ptr(), lb);
+        self.check_handle_refused(a, r, "umq_bind");
+        let r = umq_bind(b, ia.as_mut_ptr(), la);
+        self.check_handle_refused(b, r, "umq_bind");
+    }
+
     fn unbind_or_state(&mut self, t: &mut Tape) {
         let h = self.handle(t);
         if t.byte() % 2 == 0 {
@@ -282,14 +351,14 @@ impl Caller {
     }
 
     fn alloc(&mut self, t: &mut Tape) {
-        let size = t.edgy(&[0, 1, 4096, 8192, 65536, 1 << 20]) as u32;
-        let num = t.edgy(&[0, 1, 2, UMQ_BATCH_SIZE as u64]) as u32;
+        let size = self.choose(t, &[64, 1024, 4096], &[0, 1, 4096, 8192, 65536, 1 << 20]) as u32;
+        let num = self.choose(t, &[1, 4, 16], &[0, 1, 2, UMQ_BATCH_SIZE as u64]) as u32;
         let h = if t.byte() % 2 == 0 { 0 } else { self.handle(t) };
         let mut option = umq_alloc_option_t {
             flag: t.byte() as u32 & 3,
             headroom_size: t.edgy(&[0, 64, 4096]) as u16,
         };
-        let opt = if t.byte() % 2 == 0 {
+        let opt = if self.careful || t.byte() % 2 == 0 {
             null_mut()
         } else {
             &mut option as *mut _
@@ -352,18 +421,15 @@ impl Caller {
             let Some(b) = self.take_owned(t) else { break };
             unsafe {
                 let size = (*b).buf_size as u64;
-                (*b).data_size = t.edgy(&[0, 1, size]) as u32;
+                (*b).data_size = match self.careful {
+                    true => t.below(size + 1),
+                    false => t.edgy(&[0, 1, size]),
+                } as u32;
                 (*b).total_data_size = (*b).data_size;
                 let pro = (*b).pro_mut();
-                let anything = t.next() as umq_opcode_t;
-                pro.opcode = t.pick(&[
-                    UMQ_OPC_SEND,
-                    UMQ_OPC_SEND_IMM,
-                    UMQ_OPC_WRITE,
-                    UMQ_OPC_READ,
-                    UMQ_OPC_NOP,
-                    anything,
-                ]);
+                let opcodes = [UMQ_OPC_SEND, UMQ_OPC_SEND_IMM, UMQ_OPC_NOP].map(u64::from);
+                let near = [UMQ_OPC_WRITE, UMQ_OPC_READ, UMQ_OPC_SEND, UMQ_OPC_NOP].map(u64::from);
+                pro.opcode = self.choose(t, &opcodes, &near) as umq_opcode_t;
                 pro.imm_data = t.next();
                 pro.remote_sge.addr = t.next();
                 pro.remote_sge.length = t.edgy(&[0, size]) as u32;
@@ -372,7 +438,7 @@ impl Caller {
             list.push(b);
         }
         // One WR of odd length is posted alone: its total_data_size may span a list.
-        if list.len() == 1 && t.byte() % 4 == 0 {
+        if !self.careful && list.len() == 1 && t.byte() % 4 == 0 {
             unsafe {
                 (*list[0]).total_data_size = t.edgy(&[0, (*list[0]).data_size as u64]) as u32
             };
@@ -408,9 +474,9 @@ impl Caller {
 
     fn post(&mut self, t: &mut Tape) {
         let h = self.handle(t);
-        let dir =
-            t.edgy(&[UMQ_IO_TX as u64, UMQ_IO_RX as u64, UMQ_IO_RX as u64]) as umq_io_direction_t;
-        let n = t.edgy(&[1, 2, 8, UMQ_BATCH_SIZE as u64]);
+        let dirs = [UMQ_IO_TX, UMQ_IO_RX].map(u64::from);
+        let dir = self.choose(t, &dirs, &dirs) as umq_io_direction_t;
+        let n = self.choose(t, &[1, 2, 8], &[1, 2, 8, UMQ_BATCH_SIZE as u64]);
         let list = self.list(t, n);
         let before: Vec<_> = list.iter().map(|&b| header_bytes(b)).collect();
         let head = list.first().copied().unwrap_or(null_mut());
@@ -435,12 +501,14 @@ impl Caller {
 
     fn poll(&mut self, t: &mut Tape) {
         let h = self.handle(t);
-        let dir =
-            t.edgy(&[UMQ_IO_TX as u64, UMQ_IO_RX as u64, UMQ_IO_ALL as u64]) as umq_io_direction_t;
-        let max = t.edgy(&[0, 1, UMQ_BATCH_SIZE as u64, 100]).min(128) as u32;
+        let dirs = [UMQ_IO_TX, UMQ_IO_RX, UMQ_IO_ALL].map(u64::from);
+        let dir = self.choose(t, &dirs, &dirs) as umq_io_direction_t;
+        let max = self
+            .choose(t, &[1, 16, 64], &[0, 1, UMQ_BATCH_SIZE as u64, 100])
+            .min(128) as u32;
         let sentinel = 0x5a5a_5a5a_5a5a_5a5a_usize as *mut umq_buf_t;
         let mut out = vec![sentinel; max as usize];
-        let ptr = if t.byte() % 16 == 0 {
+        let ptr = if !self.careful && t.byte() % 16 == 0 {
             null_mut()
         } else {
             out.as_mut_ptr()

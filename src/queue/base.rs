@@ -119,14 +119,22 @@ pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> Umq
     reap_tx(q);
     let mut heads = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     let n = check_messages(head, &mut heads).inspect_err(|_| *bad = head)?;
-    // Only now that every WR is valid: a refused list stays as the caller gave it.
-    for &wr in &heads[..n] {
+    // Each message goes as a SEND. A refused list (the queue not bound, in the error state, or
+    // without room for all of it: none is taken then) gets its fields back as the caller gave
+    // them.
+    let mut given = [[0; 8]; UMQ_BATCH_SIZE as usize];
+    for (&wr, given) in heads[..n].iter().zip(&mut given) {
         unsafe {
+            *given = (*wr).qbuf_ext;
             (*wr).qbuf_ext = [0; 8];
             (*wr).pro_mut().opcode = UMQ_OPC_SEND;
         }
     }
-    q.post_tx_whole(head, bad)
+    q.post_tx_whole(head, bad).inspect_err(|_| {
+        for (&wr, given) in heads[..n].iter().zip(&given) {
+            unsafe { (*wr).qbuf_ext = *given };
+        }
+    })
 }
 
 /// The first buffers of the messages of an enqueued list, checked: at most `UMQ_BATCH_SIZE`
