@@ -20,8 +20,32 @@ cargo build --release --all-targets
 cargo test --release --all-targets 2>&1 | tail -n +1
 echo "== cargo test again with debug assertions and overflow checks (profile release-checked)"
 # The release tests never run the debug_assert! invariants or catch an integer overflow.
-# (The fault runs, 1000 kills a provider in the release run above, are cut to 100 here.)
-UMQ_FAULT_RUNS=100 cargo test --profile release-checked --lib --tests
+# (The fault runs, 1000 kills a provider in the release run above, are cut to 100 here.) The
+# fuzzing feature adds the replay of every fuzz corpus (tests/fuzz_corpus.rs).
+UMQ_FAULT_RUNS=100 cargo test --profile release-checked --features fuzzing --lib --tests
+
+echo "== fuzz targets: every corpus under valgrind's memcheck, then AFL++ for a fixed number of executions"
+# AddressSanitizer for Rust needs the nightly toolchain; memcheck sees every memory access of
+# the library, instrumented or not. No leak scan: a queue's shared pool reserves a large
+# address range that it would walk page by page (leaks are LeakSanitizer's, in the C pass).
+if ! command -v valgrind >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1; } || true
+fi
+cargo build --profile release-checked --features fuzzing --example fuzz_replay
+fuzz_targets="bind_info pause_link shm_ring fabric_messages api_sequence"
+if command -v valgrind >/dev/null; then
+  for t in $fuzz_targets; do
+    log="target/fuzz-replay-$t.log"
+    valgrind -q --leak-check=no --error-exitcode=99 target/release-checked/examples/fuzz_replay "$t" >"$log" 2>&1 ||
+      { echo "memcheck failed replaying $t:"; tail -40 "$log"; exit 1; }
+    tail -1 "$log"
+  done
+else
+  echo "SKIPPED: the corpora under memcheck: valgrind not found and could not be installed"
+fi
+# shellcheck disable=SC2086 # the names are words
+scripts/fuzz.sh --execs 20000 $fuzz_targets
 
 echo "== shared library names"
 lib="$root/target/release"

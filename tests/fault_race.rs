@@ -1,14 +1,16 @@
 //! Fault injection inside one process: a sender thread streams flow-controlled SENDs on queue
-//! `a` while the main thread, receiving on `b`, destroys `a` (or unbinds it) at a random point
-//! of the stream. Runs on the loopback transport and over shared memory (forced with
-//! `UMQ_PROVIDER=shm`), `UMQ_RACE_RUNS` times each (default 200; `UMQ_FAULT_SEED` picks the
-//! points).
+//! `a` while the main thread, receiving on `b`, destroys `a`, unbinds it, or unbinds it and
+//! binds it to a new queue `c` at a random point of the stream (one run in three each). Runs on
+//! the loopback transport and over shared memory (forced with `UMQ_PROVIDER=shm`),
+//! `UMQ_RACE_RUNS` times each (default 300; `UMQ_FAULT_SEED` picks the points).
 //!
 //! Each run must end with:
 //! - no crash, and the sender's calls on the gone or unbound queue refused with
 //!   `-UMQ_ERR_EINVAL` (a stale handle, or a queue that is not bound), never anything else;
-//! - `b` holding every message `a` completed, in order, exactly once;
-//! - the process holding what it held before the run once both queues are destroyed.
+//! - `b` holding every message `a` completed while bound to it, in order, exactly once;
+//! - after a rebind, the same sender going on: `c` receives its next messages, in order, with
+//!   no gap, and together `b` and `c` hold every message `a` completed;
+//! - the process holding what it held before the run once the queues are destroyed.
 
 mod support;
 use std::ptr;
@@ -23,7 +25,24 @@ use umq::ffi::pro_api::*;
 const DEPTH: u32 = 64;
 
 fn runs() -> u64 {
-    env_u64("UMQ_RACE_RUNS", 200)
+    env_u64("UMQ_RACE_RUNS", 300)
+}
+
+/// What happens to `a` under its sender.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fault {
+    Destroy,
+    Unbind,
+    /// Unbound, then bound to a new queue; the sender goes on.
+    Rebind,
+}
+
+/// Messages received on one queue: the count, and the sequence number the next must carry
+/// (None until the first: after a rebind, the stream goes on where the sender is).
+#[derive(Default)]
+struct Stream {
+    count: u64,
+    next: Option<u64>,
 }
 
 /// What the sender saw.
@@ -76,15 +95,21 @@ fn sender(a: u64, stop: Arc<AtomicBool>, completed: Arc<AtomicU64>, seed: u64) -
     }
 }
 
-/// Receives on `b` until `until` says stop; checks order; reposts. Returns the count.
-fn receive(b: u64, received: &mut u64, run: u64, mut until: impl FnMut(u64) -> bool) {
-    while !until(*received) {
+/// Receives on `b` until `until` says stop; checks order; reposts.
+fn receive(b: u64, got_so_far: &mut Stream, run: u64, mut until: impl FnMut(u64) -> bool) {
+    while !until(got_so_far.count) {
         let got = poll(b, UMQ_IO_RX, DEPTH as usize);
         let mut again = Vec::new();
         for &m in &got {
             if unsafe { (*m).status() } == UMQ_BUF_SUCCESS {
-                assert_eq!(seq_of(m), *received, "run {run}: out of order or repeated");
-                *received += 1;
+                let expected = *got_so_far.next.get_or_insert(seq_of(m));
+                assert_eq!(
+                    seq_of(m),
+                    expected,
+                    "run {run}: out of order, repeated or a gap"
+                );
+                got_so_far.next = Some(expected + 1);
+                got_so_far.count += 1;
             }
             again.push(m);
         }
@@ -96,14 +121,22 @@ fn receive(b: u64, received: &mut u64, run: u64, mut until: impl FnMut(u64) -> b
     }
 }
 
-/// One run; returns (messages received, the sender's refused calls).
-fn one_run(run: u64, rng: &mut Rng, destroy: bool, baseline: &(Held, Vec<String>)) -> (u64, u64) {
-    let (a, b) = (create("race-a", DEPTH), create("race-b", DEPTH));
-    bind_pair(a, b);
+/// A new receiving queue bound to `a`, its receive buffers posted first: a sender already
+/// running spends the initial window at once.
+fn receiver_for(a: u64, name: &str) -> u64 {
+    let b = create(name, DEPTH);
     assert_eq!(
         post(b, UMQ_IO_RX, &alloc(DEPTH as usize, 64)),
         Ok(DEPTH as usize)
     );
+    bind_pair(a, b);
+    b
+}
+
+/// One run; returns (messages received, the sender's refused calls).
+fn one_run(run: u64, rng: &mut Rng, fault: Fault, baseline: &(Held, Vec<String>)) -> (u64, u64) {
+    let a = create("race-a", DEPTH);
+    let b = receiver_for(a, "race-b");
     let stop = Arc::new(AtomicBool::new(false));
     let completed = Arc::new(AtomicU64::new(0));
     let thread = {
@@ -111,9 +144,9 @@ fn one_run(run: u64, rng: &mut Rng, destroy: bool, baseline: &(Held, Vec<String>
         std::thread::spawn(move || sender(a, stop, completed, s))
     };
     let at = rng.below(3000);
-    let mut received = 0;
+    let mut received = Stream::default();
     receive(b, &mut received, run, |r| r >= at);
-    if destroy {
+    if fault == Fault::Destroy {
         assert_eq!(umq_destroy(a), 0, "run {run}: destroy under a sender");
     } else {
         assert_eq!(umq_unbind(a), 0, "run {run}: unbind under a sender");
@@ -125,28 +158,72 @@ fn one_run(run: u64, rng: &mut Rng, destroy: bool, baseline: &(Held, Vec<String>
         receive(b, &mut received, run, |r| {
             r >= done || std::time::Instant::now() > deadline
         });
-        if received >= done || std::time::Instant::now() > deadline {
+        if received.count >= done || std::time::Instant::now() > deadline {
             break done;
         }
     };
+    assert!(
+        received.count >= sent_before_stop,
+        "run {run}: a completed {sent_before_stop} before it went and b received {}",
+        received.count
+    );
+    // After a rebind the sender goes on to the new peer, where the stream takes up again.
+    let mut after = Stream::default();
+    let c = (fault == Fault::Rebind).then(|| {
+        let c = receiver_for(a, "race-c");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        receive(c, &mut after, run, |r| {
+            r >= 200 || std::time::Instant::now() > deadline
+        });
+        assert!(
+            after.count >= 200,
+            "run {run}: the sender stalled after the rebind: c received {}, a: state {}, {} sends left, {:?}, {:?}; c: {:?}, {:?}",
+            after.count,
+            umq_state_get(a),
+            umq::ffi::fi::umq_tx_size_left(a),
+            stats(a),
+            ext_stats(a),
+            stats(c),
+            ext_stats(c)
+        );
+        c
+    });
     stop.store(true, Ordering::Release);
     let sent = thread.join().expect("the sender thread");
-    receive(b, &mut received, run, |r| {
-        r >= sent.completed || std::time::Instant::now() > deadline
-    });
+    // What `a` completed last may still wait in `b` (sent before the unbind, its completion
+    // polled since) or in `c`.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while received.count + after.count < sent.completed && std::time::Instant::now() < deadline {
+        for (q, stream) in [(Some(b), &mut received), (c, &mut after)] {
+            let mut once = false;
+            if let Some(q) = q {
+                receive(q, stream, run, |_| std::mem::replace(&mut once, true));
+            }
+        }
+    }
+    if let Some(c) = c {
+        // The new peer's first message follows the last the old one could have had.
+        assert!(
+            after.next.unwrap() - after.count >= received.count,
+            "run {run}: replayed"
+        );
+        assert_eq!(umq_destroy(c), 0);
+    }
     assert!(
-        received >= sent.completed && received >= sent_before_stop,
-        "run {run}: a completed {} and b received {received}",
-        sent.completed
+        received.count + after.count >= sent.completed,
+        "run {run}: a completed {} and its peers received {} + {}",
+        sent.completed,
+        received.count,
+        after.count
     );
-    if !destroy {
+    if fault != Fault::Destroy {
         assert_eq!(umq_destroy(a), 0);
     }
     assert_eq!(umq_destroy(b), 0);
     // The events of the run (b's error when its peer went): read, as an application would.
     drain_async_events();
     assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
-    (received, sent.refusals)
+    (received.count + after.count, sent.refusals)
 }
 
 fn race_runs(provider: &str) {
@@ -160,7 +237,8 @@ fn race_runs(provider: &str) {
     // Every run must leave the process as it was before the first binding.
     let baseline = quiescent(held().threads);
     for run in 0..runs() {
-        let (r, f) = one_run(run, &mut rng, run % 2 == 0, &baseline);
+        let fault = [Fault::Destroy, Fault::Unbind, Fault::Rebind][run as usize % 3];
+        let (r, f) = one_run(run, &mut rng, fault, &baseline);
         received += r;
         refused += f;
         raced += (f > 0) as u64;
@@ -178,7 +256,7 @@ fn race_runs(provider: &str) {
 
 /// The providers one after the other: one library instance per process.
 #[test]
-fn destroying_or_unbinding_a_queue_under_its_sender_loses_nothing_it_completed() {
+fn destroying_unbinding_or_rebinding_a_queue_under_its_sender_loses_nothing_it_completed() {
     race_runs("loopback");
     race_runs("shm");
 }

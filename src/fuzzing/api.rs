@@ -74,6 +74,12 @@ fn quiet_logs() {
     assert_eq!(umq_log_config_set(&mut cfg), 0);
 }
 
+/// `UMQ_FUZZ_TRACE=1`: each call of a replayed input on stderr, to find the one that fails.
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("UMQ_FUZZ_TRACE").is_some())
+}
+
 fn documented(r: i32) -> bool {
     r >= 0 || DOCUMENTED.contains(&r)
 }
@@ -99,7 +105,11 @@ struct Caller {
 impl Caller {
     fn call(&mut self, t: &mut Tape) {
         self.careful = t.byte() & 3 != 0;
-        match t.byte() % 21 {
+        let op = t.byte() % 21;
+        if tracing() {
+            eprintln!("call {op} (careful: {})", self.careful);
+        }
+        match op {
             0 => self.init(t),
             1 if !self.careful => self.uninit(),
             2 | 3 => self.create(t),

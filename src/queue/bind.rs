@@ -28,6 +28,13 @@ impl Queue {
             if slot.is_some() {
                 return Err(self.already_bound());
             }
+            // The binding's flow state first: a sender that ran on through an unbind must find
+            // the new peer's credit, never spend what the old peer's left over on it.
+            if self.rt.flow_control.enabled {
+                self.start_flow_control(&remote);
+            } else {
+                self.state.store(QUEUE_STATE_READY, Ordering::Release);
+            }
             *slot = Some(peer);
         }
         bind_info::log_provider_once(provider);
@@ -45,11 +52,6 @@ impl Queue {
             w.link = link;
         }
         self.over_link.store(watch.is_some(), Ordering::Release);
-        if self.rt.flow_control.enabled {
-            self.start_flow_control(&remote);
-        } else {
-            self.state.store(QUEUE_STATE_READY, Ordering::Release);
-        }
         if let Some(what) = watch {
             crate::transport::progress::watch(self.handle, watched, what);
         }
