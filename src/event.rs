@@ -74,10 +74,23 @@ impl Drop for EventFd {
     }
 }
 
-/// Queue errors and other asynchronous events, readable through one fd per process.
+/// Events kept unread at most. A program that never reads them (nothing obliges it to) loses
+/// the oldest, not memory: one event per failed queue would otherwise pile up for as long as
+/// the process runs.
+pub const PENDING_MAX: usize = 4096;
+
+/// Queue errors and other asynchronous events, readable through one fd per process (its
+/// counter is the number of events pending).
 pub struct AsyncEvents {
     fd: EventFd,
-    pending: Mutex<VecDeque<umq_async_event_t>>,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    events: VecDeque<umq_async_event_t>,
+    /// The oldest events dropped to make room since the process started.
+    dropped: u64,
 }
 
 // Events are plain data; `priv` is always NULL in the events we raise.
@@ -88,7 +101,7 @@ impl AsyncEvents {
     pub fn new() -> Result<AsyncEvents, i32> {
         Ok(AsyncEvents {
             fd: EventFd::new(true)?,
-            pending: Mutex::new(VecDeque::new()),
+            pending: Mutex::new(Pending::default()),
         })
     }
 
@@ -108,20 +121,59 @@ impl AsyncEvents {
         ev.element.umqh = umqh;
         ev.event_type = event_type;
         ev.original_code = code;
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(ev);
-        self.fd.signal();
+        let mut p = self.lock();
+        if p.events.len() == PENDING_MAX {
+            // The count of pending events, and so the fd's counter, stays as it is.
+            p.events.pop_front();
+            p.dropped += 1;
+            if p.dropped == 1 {
+                crate::log_warn!(
+                    "umq",
+                    "{PENDING_MAX} async events unread: the oldest are dropped from now on (read them with umq_get_async_event)"
+                );
+            }
+        } else {
+            self.fd.signal();
+        }
+        p.events.push_back(ev);
     }
 
     pub fn next(&self) -> Option<umq_async_event_t> {
-        let ev = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()?;
+        let ev = self.lock().events.pop_front()?;
         self.fd.take();
         Some(ev)
+    }
+
+    /// Events dropped unread because `PENDING_MAX` were pending.
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that never reads its events keeps the newest `PENDING_MAX`, in order, and the
+    /// fd counts exactly those.
+    #[test]
+    fn unread_events_are_bounded_and_the_oldest_go_first() {
+        let events = AsyncEvents::new().unwrap();
+        let extra = 10;
+        for h in 0..(PENDING_MAX + extra) as u64 {
+            events.raise(UMQ_EVENT_QH_ERR, h, UMQ_TRANS_MODE_UB, 0);
+        }
+        assert_eq!(events.dropped(), extra as u64);
+        for h in extra as u64..(PENDING_MAX + extra) as u64 {
+            assert!(events.fd.wait(0), "the fd is readable while events are pending");
+            let ev = events.next().unwrap();
+            assert_eq!(unsafe { ev.element.umqh }, h);
+        }
+        assert!(events.next().is_none());
+        assert!(!events.fd.wait(0), "the fd's counter matched the events pending");
     }
 }
