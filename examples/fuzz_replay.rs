@@ -1,7 +1,7 @@
 //! Runs the fuzz targets on their stored inputs outside AFL++, for valgrind's memcheck and for
 //! reproducing a crash: `fuzz_replay <target> [files...]` (no files: the target's corpus and
 //! regressions under fuzz/), `fuzz_replay --write-seeds` (seeds for every target whose corpus
-//! directory is empty). Built with the `fuzzing` feature (scripts/test-all.sh, scripts/fuzz.sh).
+//! directory is empty), `fuzz_replay --list` (the targets' names). Built with the `fuzzing` feature (scripts/test-all.sh, scripts/fuzz.sh).
 
 use std::path::{Path, PathBuf};
 use umq::fuzzing::{TARGETS, inputs, replay, seeds, target};
@@ -11,6 +11,7 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     match args.first().map(String::as_str) {
         Some("--write-seeds") => write_seeds(&root),
+        Some("--list") => TARGETS.iter().for_each(|t| println!("{}", t.name)),
         Some(name) => {
             let Some(t) = target(name) else {
                 eprintln!("no target {name}");

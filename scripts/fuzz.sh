@@ -22,17 +22,16 @@ case "$1" in
   *) usage ;;
 esac
 shift 2
-targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-  targets=(bind_info pause_link shm_ring fabric_messages api_sequence)
-fi
-
 if ! cargo afl --version >/dev/null 2>&1; then
   echo "installing cargo-afl (builds AFL++ from source)"
   cargo install --quiet --locked cargo-afl
 fi
 (cd fuzz && cargo afl build --release --quiet)
 harness="$root/fuzz/target/release/umq-fuzz"
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  mapfile -t targets < <("$harness" --list)
+fi
 
 failed=0
 for t in "${targets[@]}"; do

@@ -33,9 +33,8 @@ if ! command -v valgrind >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
     { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1; } || true
 fi
 cargo build --profile release-checked --features fuzzing --example fuzz_replay
-fuzz_targets="bind_info pause_link shm_ring fabric_messages api_sequence"
 if command -v valgrind >/dev/null; then
-  for t in $fuzz_targets; do
+  for t in $(target/release-checked/examples/fuzz_replay --list); do
     log="target/fuzz-replay-$t.log"
     valgrind -q --leak-check=no --error-exitcode=99 target/release-checked/examples/fuzz_replay "$t" >"$log" 2>&1 ||
       { echo "memcheck failed replaying $t:"; tail -40 "$log"; exit 1; }
@@ -44,8 +43,7 @@ if command -v valgrind >/dev/null; then
 else
   echo "SKIPPED: the corpora under memcheck: valgrind not found and could not be installed"
 fi
-# shellcheck disable=SC2086 # the names are words
-scripts/fuzz.sh --execs 20000 $fuzz_targets
+scripts/fuzz.sh --execs 20000
 
 echo "== shared library names"
 lib="$root/target/release"

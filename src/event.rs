@@ -169,11 +169,17 @@ mod tests {
         }
         assert_eq!(events.dropped(), extra as u64);
         for h in extra as u64..(PENDING_MAX + extra) as u64 {
-            assert!(events.fd.wait(0), "the fd is readable while events are pending");
+            assert!(
+                events.fd.wait(0),
+                "the fd is readable while events are pending"
+            );
             let ev = events.next().unwrap();
             assert_eq!(unsafe { ev.element.umqh }, h);
         }
         assert!(events.next().is_none());
-        assert!(!events.fd.wait(0), "the fd's counter matched the events pending");
+        assert!(
+            !events.fd.wait(0),
+            "the fd's counter matched the events pending"
+        );
     }
 }

@@ -46,6 +46,11 @@ fn shm_ring_corpus() {
 }
 
 #[test]
+fn shm_sender_corpus() {
+    replay_all(target("shm_sender").unwrap());
+}
+
+#[test]
 fn fabric_messages_corpus() {
     replay_all(target("fabric_messages").unwrap());
 }

@@ -30,6 +30,10 @@ pub const TARGETS: &[Target] = &[
         run: shm::shm_ring,
     },
     Target {
+        name: "shm_sender",
+        run: shm::shm_sender,
+    },
+    Target {
         name: "fabric_messages",
         run: fabric::fabric_messages,
     },

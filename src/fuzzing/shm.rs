@@ -1,7 +1,7 @@
 //! The shared-memory receive path, fed by a hostile peer.
 
 use crate::draw::Tape;
-use crate::transport::shm::hostile::Bench;
+use crate::transport::shm::hostile::{Bench, sender_case};
 use std::cell::RefCell;
 
 thread_local! {
@@ -26,4 +26,10 @@ pub fn shm_ring(data: &[u8]) {
             bench.case(&mut tape, None);
         }
     });
+}
+
+/// Our sender's rounds against a receiver whose side of the inbox the input writes
+/// (`hostile::sender_case` says what must hold).
+pub fn shm_sender(data: &[u8]) {
+    sender_case(&mut Tape::new(data));
 }

@@ -289,3 +289,123 @@ fn check_completions(w: &Wire) {
         }
     }
 }
+
+/// What one sender case did.
+pub struct SenderCase {
+    /// None while the pair held, else why our side ended it.
+    pub broke: Option<String>,
+    pub completed: u64,
+}
+
+/// Our sender against a hostile receiver, for the `shm_sender` fuzz target and its test: the
+/// receiver's side of its inbox (how far it consumed our ring, how many of our WRs it executed
+/// and how, its board of posted buffers, whether it is still in the binding, its flow-control
+/// area) is whatever `d` says, between rounds of our progress. What must hold: no panic, our
+/// WRs complete in order and once each, never more than were posted, and nothing written to
+/// our own memory but the WRs' completion fields (the pool slots around them keep their
+/// canaries). A round may end the pair (`Corrupt`, `PeerLeft`); it must say so.
+pub fn sender_case(d: &mut impl Draw) -> SenderCase {
+    let pool = Pool::new(false, crate::abi::types::BLOCK_SIZE_8K, 0);
+    let (theirs, to_theirs, their_pool) = sender_with_pool();
+    let ours = Segment::create(62, false).unwrap();
+    let their_chunk = their_pool.extend(1 << 16).unwrap();
+    let their_off = their_pool.offset_of(their_chunk, 1 << 16).unwrap();
+    let alloc = |n| crate::buf::iter(pool.alloc(1000, n, 0, 0).unwrap()).collect::<Vec<_>>();
+    let canaries = alloc(2);
+    for &b in &canaries {
+        unsafe { std::ptr::write_bytes((*b).buf_data, CANARY, (*b).buf_size as usize) };
+    }
+    let mut w = Wire::new(16, 16);
+    let wrs = alloc(1 + d.below(8) as u32);
+    for &wr in &wrs {
+        hostile_wr(d, wr, their_off);
+        w.sq.push_back(wr);
+    }
+    let (mut pair, publisher) = (Pair::default(), placement::Publisher::default());
+    let at = Receiver {
+        umqh: 0,
+        fragments: false,
+        pool: &pool,
+    };
+    let (mut completed, mut broke) = (0, None);
+    for _ in 0..1 + d.below(4) {
+        hostile_receiver(d, &theirs, &publisher, their_off, wrs.len() as u64);
+        match progress(&mut w, &mut pair, &ours, &to_theirs, &at) {
+            Ok(out) => completed += out.tx_done as u64,
+            Err(e) => {
+                broke = Some(e.to_string());
+                break;
+            }
+        }
+        assert!(w.delivered <= w.sq.len() && completed == w.delivered as u64);
+    }
+    for &b in &canaries {
+        let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
+        let intact = unsafe { std::slice::from_raw_parts(data, cap) };
+        assert!(intact.iter().all(|&x| x == CANARY), "a stray write");
+    }
+    for b in wrs.into_iter().chain(canaries) {
+        pool.free_one(b).unwrap();
+    }
+    SenderCase { broke, completed }
+}
+
+/// A WR of ours of any opcode, its length and remote fields near their edges.
+fn hostile_wr(d: &mut impl Draw, wr: *mut umq_buf_t, their_off: u64) {
+    let b = unsafe { &mut *wr };
+    b.data_size = d.below(b.buf_size as u64 + 1) as u32;
+    b.total_data_size = b.data_size;
+    let pro = b.pro_mut();
+    pro.opcode = d.pick(&[
+        UMQ_OPC_SEND,
+        UMQ_OPC_SEND,
+        UMQ_OPC_SEND_IMM,
+        UMQ_OPC_WRITE,
+        UMQ_OPC_WRITE_IMM,
+        UMQ_OPC_READ,
+        UMQ_OPC_NOP,
+    ]);
+    pro.imm_data = d.next();
+    pro.remote_sge.addr = d.edgy(&[their_off, their_off + 4096]);
+    pro.remote_sge.length = d.edgy(&[0, 64, 4096]) as u32;
+}
+
+/// The receiver's side of its inbox, as a hostile receiver may write it.
+fn hostile_receiver(
+    d: &mut impl Draw,
+    theirs: &Segment,
+    publisher: &placement::Publisher,
+    their_off: u64,
+    wrs: u64,
+) {
+    let i = theirs.inbox();
+    for _ in 0..d.below(6) {
+        match d.below(6) {
+            0 => {
+                let prod = i.prod.0.load(Ordering::Relaxed);
+                i.cons
+                    .0
+                    .store(d.edgy(&[prod, 0, RING_BYTES as u64]), Ordering::Release);
+            }
+            1 => {
+                let slot = d.below(STATUS_SLOTS as u64) as usize;
+                i.statuses[slot].store(d.next() as u8, Ordering::Relaxed);
+                i.done
+                    .0
+                    .store(d.edgy(&[0, 1, wrs, wrs + 1]), Ordering::Release);
+            }
+            2 => {
+                let offset = d.edgy(&[their_off, their_off + 4096, 1 << 16, 1 << 30]);
+                let capacity = d.edgy(&[0, 64, 1000, 8192]) as u32;
+                i.board
+                    .publish(publisher, d.edgy(&[0, 1, wrs]), offset, capacity);
+            }
+            3 => theirs.set_closed(),
+            4 => theirs.open_for_next_peer(),
+            _ => i
+                .area
+                .0
+                .raise_to([d.edgy(&[0, 32]), d.edgy(&[0, 64]), d.edgy(&[0, 4])]),
+        }
+    }
+}

@@ -578,6 +578,25 @@ mod tests {
         );
     }
 
+    /// Our sender against a receiver that writes whatever it likes into its side of the inbox
+    /// (`hostile::sender_case`): rounds run or end the pair with a reason, never escape. The
+    /// `shm_sender` fuzz target runs the same cases from its bytes.
+    #[test]
+    fn a_hostile_receiver_never_makes_our_sender_escape() {
+        let mut rng = Rng(0x5e4d_e2);
+        let mut outcomes = std::collections::BTreeMap::new();
+        let mut completed = 0;
+        for _ in 0..300 {
+            let case = hostile::sender_case(&mut rng);
+            *outcomes
+                .entry(case.broke.unwrap_or_else(|| "held".to_string()))
+                .or_insert(0) += 1;
+            completed += case.completed;
+        }
+        eprintln!("{outcomes:?}, {completed} completed");
+        assert!(outcomes["held"] > 30 && completed > 100, "{outcomes:?}");
+    }
+
     /// A rate-limited sender's message longer than its PMTU goes as packets, one ring entry
     /// each, only as far as the pacer granted it (`PacketGate`); the receiver holds them and
     /// completes the message once, bytes and immediate intact, when the Last arrives.
