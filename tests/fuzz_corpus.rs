@@ -4,7 +4,7 @@
 #![cfg(feature = "fuzzing")]
 
 use std::path::Path;
-use umq::fuzzing::{TARGETS, Target, inputs, replay, target};
+use umq::fuzzing::{TARGETS, Target, inputs, replay};
 
 fn replay_all(t: &Target) {
     let files = inputs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz"), t);
@@ -30,34 +30,11 @@ fn every_target_has_a_corpus() {
     }
 }
 
+/// One target after the other: the API target calls umq_uninit, and runs alone in this
+/// process's library state (the other targets never touch it).
 #[test]
-fn bind_info_corpus() {
-    replay_all(target("bind_info").unwrap());
-}
-
-#[test]
-fn pause_link_corpus() {
-    replay_all(target("pause_link").unwrap());
-}
-
-#[test]
-fn shm_ring_corpus() {
-    replay_all(target("shm_ring").unwrap());
-}
-
-#[test]
-fn shm_sender_corpus() {
-    replay_all(target("shm_sender").unwrap());
-}
-
-#[test]
-fn fabric_messages_corpus() {
-    replay_all(target("fabric_messages").unwrap());
-}
-
-/// The API target calls umq_uninit: it runs alone in this process's library state (the other
-/// targets here never touch it).
-#[test]
-fn api_sequence_corpus() {
-    replay_all(target("api_sequence").unwrap());
+fn every_corpus_replays() {
+    for t in TARGETS {
+        replay_all(t);
+    }
 }

@@ -223,7 +223,7 @@ impl Caller {
         let mut o: umq_create_option_t = unsafe { std::mem::zeroed() };
         o.trans_mode = self.choose(t, &[0], &[UMQ_TRANS_MODE_UB as u64]) as umq_trans_mode_t;
         o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
-        let ip: &[u8] = if !self.careful && t.byte() % 8 == 0 {
+        let ip: &[u8] = if !self.careful && t.byte().is_multiple_of(8) {
             t.bytes(16)
         } else {
             b"127.0.0.1"
@@ -273,7 +273,7 @@ impl Caller {
         let h = self.handle(t);
         let size = t.edgy(&[0, 1, 64, 512]).min(1024) as u32;
         let mut buf = vec![0xab_u8; size as usize];
-        let ptr = if t.byte() % 16 == 0 {
+        let ptr = if t.byte().is_multiple_of(16) {
             null_mut()
         } else {
             buf.as_mut_ptr()
@@ -296,14 +296,14 @@ impl Caller {
 
     fn bind(&mut self, t: &mut Tape) {
         let h = self.handle(t);
-        let mut info = match self.infos.is_empty() || t.byte() % 8 == 0 {
+        let mut info = match self.infos.is_empty() || t.byte().is_multiple_of(8) {
             true => {
                 let n = t.below(600) as usize;
                 t.bytes(n).to_vec()
             }
             false => self.infos[t.below(self.infos.len() as u64) as usize].clone(),
         };
-        if !info.is_empty() && t.byte() % 4 == 0 {
+        if !info.is_empty() && t.byte().is_multiple_of(4) {
             let i = t.below(info.len() as u64) as usize;
             info[i] ^= 1 << (t.byte() % 8);
         }
@@ -351,7 +351,7 @@ impl Caller {
 
     fn unbind_or_state(&mut self, t: &mut Tape) {
         let h = self.handle(t);
-        if t.byte() % 2 == 0 {
+        if t.byte().is_multiple_of(2) {
             let r = umq_unbind(h);
             self.check_handle_refused(h, r, "umq_unbind");
         } else {
@@ -363,12 +363,16 @@ impl Caller {
     fn alloc(&mut self, t: &mut Tape) {
         let size = self.choose(t, &[64, 1024, 4096], &[0, 1, 4096, 8192, 65536, 1 << 20]) as u32;
         let num = self.choose(t, &[1, 4, 16], &[0, 1, 2, UMQ_BATCH_SIZE as u64]) as u32;
-        let h = if t.byte() % 2 == 0 { 0 } else { self.handle(t) };
+        let h = if t.byte().is_multiple_of(2) {
+            0
+        } else {
+            self.handle(t)
+        };
         let mut option = umq_alloc_option_t {
             flag: t.byte() as u32 & 3,
             headroom_size: t.edgy(&[0, 64, 4096]) as u16,
         };
-        let opt = if self.careful || t.byte() % 2 == 0 {
+        let opt = if self.careful || t.byte().is_multiple_of(2) {
             null_mut()
         } else {
             &mut option as *mut _
@@ -378,7 +382,7 @@ impl Caller {
             return;
         }
         assert!(
-            self.inited && num >= 1 && num <= UMQ_BATCH_SIZE,
+            self.inited && (1..=UMQ_BATCH_SIZE).contains(&num),
             "{num} buffers allocated"
         );
         let mut b = head;
@@ -448,7 +452,7 @@ impl Caller {
             list.push(b);
         }
         // One WR of odd length is posted alone: its total_data_size may span a list.
-        if !self.careful && list.len() == 1 && t.byte() % 4 == 0 {
+        if !self.careful && list.len() == 1 && t.byte().is_multiple_of(4) {
             unsafe {
                 (*list[0]).total_data_size = t.edgy(&[0, (*list[0]).data_size as u64]) as u32
             };
@@ -491,7 +495,7 @@ impl Caller {
         let before: Vec<_> = list.iter().map(|&b| header_bytes(b)).collect();
         let head = list.first().copied().unwrap_or(null_mut());
         let mut bad: *mut umq_buf_t = null_mut();
-        let bad_ptr = if list.len() <= 1 && t.byte() % 2 == 0 {
+        let bad_ptr = if list.len() <= 1 && t.byte().is_multiple_of(2) {
             null_mut()
         } else {
             &mut bad as *mut _
@@ -518,7 +522,7 @@ impl Caller {
             .min(128) as u32;
         let sentinel = 0x5a5a_5a5a_5a5a_5a5a_usize as *mut umq_buf_t;
         let mut out = vec![sentinel; max as usize];
-        let ptr = if !self.careful && t.byte() % 16 == 0 {
+        let ptr = if !self.careful && t.byte().is_multiple_of(16) {
             null_mut()
         } else {
             out.as_mut_ptr()
@@ -547,7 +551,7 @@ impl Caller {
 
     fn base_api(&mut self, t: &mut Tape) {
         let h = self.handle(t);
-        if t.byte() % 2 == 0 {
+        if t.byte().is_multiple_of(2) {
             let b = umq_dequeue(h);
             let mut b = b;
             while !b.is_null() {
@@ -577,7 +581,7 @@ impl Caller {
             flag: t.edgy(&[UMQ_INTERRUPT_FLAG_IO_DIRECTION as u64]) as u32,
             direction: t.edgy(&[UMQ_IO_TX as u64, UMQ_IO_RX as u64]) as umq_io_direction_t,
         };
-        let opt = if t.byte() % 8 == 0 {
+        let opt = if t.byte().is_multiple_of(8) {
             null_mut()
         } else {
             &mut option as *mut _
@@ -658,7 +662,7 @@ impl Caller {
                 }
             }
             1 => {
-                let ep = if t.byte() % 4 == 0 {
+                let ep = if t.byte().is_multiple_of(4) {
                     null_mut()
                 } else {
                     umq_fi_ep_get(h)
@@ -676,7 +680,7 @@ impl Caller {
             2 => {
                 let mut out = [0xcdu8; 256];
                 let mut input = umq_user_ctl_in_t {
-                    addr: if t.byte() % 4 == 0 {
+                    addr: if t.byte().is_multiple_of(4) {
                         0
                     } else {
                         out.as_mut_ptr() as u64
@@ -704,7 +708,7 @@ impl Caller {
             4 => {
                 let mut info: umq_trans_info_t = unsafe { std::mem::zeroed() };
                 fill_raw(&mut info, t);
-                let r = umq_dev_add(if t.byte() % 4 == 0 {
+                let r = umq_dev_add(if t.byte().is_multiple_of(4) {
                     null_mut()
                 } else {
                     &mut info
@@ -780,7 +784,7 @@ impl Forged {
         let b = base as *mut umq_buf_t;
         unsafe {
             (*b).qbuf_next = null_mut();
-            (*b).buf_data = if t.byte() % 2 == 0 {
+            (*b).buf_data = if t.byte().is_multiple_of(2) {
                 base.add(HEADER) as *mut _
             } else {
                 null_mut()

@@ -45,7 +45,7 @@ pub fn bind_info_seeds() -> Vec<Vec<u8>> {
         boot_id: 0x0123_4567_89ab_cdef,
         uid: 1000,
         inbox_fd: NO_INBOX,
-        secret: 0x5ec2_e7,
+        secret: 0x005e_c2e7,
         fabric: Default::default(),
     };
     let shm = BindInfo {

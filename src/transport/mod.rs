@@ -3,6 +3,8 @@
 
 pub mod fabric;
 pub mod fifo;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod hostile;
 pub mod link;
 pub mod loopback;
 pub mod pause;

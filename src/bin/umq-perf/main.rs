@@ -368,7 +368,7 @@ fn check(a: &Args) -> Result<(), String> {
     if a.test == "scale" && !["loopback", "shm"].contains(&a.provider.as_str()) {
         return Err("--test scale: loopback or shm pairs".into());
     }
-    if a.pairs.iter().any(|&p| p == 0) {
+    if a.pairs.contains(&0) {
         return Err("--pairs: at least 1".into());
     }
     if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {

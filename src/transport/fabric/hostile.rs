@@ -10,8 +10,8 @@ use super::rx::receive_messages;
 use super::*;
 use crate::buf::pool::Pool;
 use crate::draw::Draw;
+use crate::transport::hostile::{assert_completions_fit, assert_unwritten, opcode, paint};
 
-const CANARY: u8 = 0xa3;
 /// Bounce buffers a case fills at most.
 const MESSAGES: usize = 8;
 
@@ -26,9 +26,7 @@ pub fn case(d: &mut impl Draw) -> Case {
     let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
     let alloc = |n| crate::buf::iter(pool.alloc(1000, n, 0, 0).unwrap()).collect::<Vec<_>>();
     let (ours, canaries) = (alloc(1 + d.below(4) as u32), alloc(2));
-    for &b in &canaries {
-        unsafe { std::ptr::write_bytes((*b).buf_data, CANARY, (*b).buf_size as usize) };
-    }
+    paint(&canaries);
     let mut w = Wire::new(16, 16);
     ours.iter().for_each(|&b| w.rx_posted.push_back(b));
     let (mut rx, mut tx) = (filled_rx(d, &ours, &pool), tx_in_flight(d));
@@ -44,21 +42,8 @@ pub fn case(d: &mut impl Draw) -> Case {
         completed: out.rx_done as u64,
     };
     assert_eq!(w.rx_outstanding(), ours.len(), "a receive buffer was lost");
-    for (b, nbufs) in w.rx_cq.iter() {
-        let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
-        let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
-        let len = unsafe { (*b).total_data_size } as u64;
-        assert!(
-            len <= cap,
-            "{len} bytes completed in {cap} bytes of buffers"
-        );
-    }
-    for &b in &canaries {
-        let bytes = unsafe {
-            std::slice::from_raw_parts((*b).buf_data as *const u8, (*b).buf_size as usize)
-        };
-        assert!(bytes.iter().all(|&x| x == CANARY), "a stray write");
-    }
+    assert_completions_fit(&w);
+    assert_unwritten(&canaries);
     assert_bounces_accounted(&rx);
     landing_areas(d);
     for b in ours.into_iter().chain(canaries) {
@@ -129,15 +114,7 @@ fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, 
     let slot = pool.slot_of_data(addr as usize);
     let mut h = Header {
         kind,
-        opcode: d.pick(&[
-            UMQ_OPC_SEND,
-            UMQ_OPC_SEND,
-            UMQ_OPC_SEND_IMM,
-            UMQ_OPC_WRITE,
-            UMQ_OPC_WRITE_IMM,
-            UMQ_OPC_READ,
-            UMQ_OPC_NOP,
-        ]) as u8,
+        opcode: opcode(d) as u8,
         len: n as u32,
         imm: d.next(),
         addr: addr + d.below(4) * d.below(64),

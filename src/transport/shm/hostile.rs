@@ -7,9 +7,8 @@
 
 use super::*;
 use crate::draw::Draw;
+use crate::transport::hostile::{assert_completions_fit, assert_unwritten, opcode, paint};
 use ring::*;
-
-const CANARY: u8 = 0xc5;
 
 /// A sender's inbox as its receiver maps it, with the sender's shared pool published.
 pub(super) fn sender_with_pool() -> (Segment, Segment, Arena) {
@@ -161,6 +160,12 @@ pub struct Bench {
     cases: u64,
 }
 
+impl Default for Bench {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Bench {
     pub fn new() -> Bench {
         let me = std::process::id();
@@ -202,10 +207,7 @@ impl Bench {
         let mut w = Wire::new(16, 16);
         w.arena = self.shared.arena().cloned();
         let (rx, canaries) = (self.alloc(d.below(4) != 0, 4), self.alloc(false, 2));
-        for &b in &canaries {
-            let (data, cap) = unsafe { ((*b).buf_data, (*b).buf_size as usize) };
-            unsafe { std::ptr::write_bytes(data, CANARY, cap) };
-        }
+        paint(&canaries);
         let mut offsets = vec![self.their_off];
         for &b in &rx {
             let data = unsafe { (*b).buf_data as *const u8 };
@@ -234,12 +236,8 @@ impl Bench {
             placed: w.zero_copy.placed_rx,
         };
         assert_eq!(w.rx_outstanding(), rx.len(), "a receive buffer was lost");
-        check_completions(&w);
-        for &b in &canaries {
-            let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
-            let intact = unsafe { std::slice::from_raw_parts(data, cap) };
-            assert!(intact.iter().all(|&x| x == CANARY), "a stray write");
-        }
+        assert_completions_fit(&w);
+        assert_unwritten(&canaries);
         for b in rx.into_iter().chain(canaries) {
             self.pool.free_one(b).unwrap();
         }
@@ -272,24 +270,6 @@ impl Bench {
     }
 }
 
-/// Every completion fits the buffers it names: a receiver that fragments takes a long message
-/// in a chain of buffers.
-fn check_completions(w: &Wire) {
-    for (b, nbufs) in w.rx_cq.iter() {
-        let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
-        let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
-        let len = unsafe { (*b).total_data_size } as u64;
-        assert!(
-            len <= cap,
-            "{len} bytes completed in {cap} bytes of buffers"
-        );
-        for &c in &chain {
-            let (n, cap) = unsafe { ((*c).data_size, (*c).buf_size) };
-            assert!(n <= cap, "{n} bytes in a {cap}-byte buffer");
-        }
-    }
-}
-
 /// What one sender case did.
 pub struct SenderCase {
     /// None while the pair held, else why our side ended it.
@@ -312,9 +292,7 @@ pub fn sender_case(d: &mut impl Draw) -> SenderCase {
     let their_off = their_pool.offset_of(their_chunk, 1 << 16).unwrap();
     let alloc = |n| crate::buf::iter(pool.alloc(1000, n, 0, 0).unwrap()).collect::<Vec<_>>();
     let canaries = alloc(2);
-    for &b in &canaries {
-        unsafe { std::ptr::write_bytes((*b).buf_data, CANARY, (*b).buf_size as usize) };
-    }
+    paint(&canaries);
     let mut w = Wire::new(16, 16);
     let wrs = alloc(1 + d.below(8) as u32);
     for &wr in &wrs {
@@ -339,11 +317,7 @@ pub fn sender_case(d: &mut impl Draw) -> SenderCase {
         }
         assert!(w.delivered <= w.sq.len() && completed == w.delivered as u64);
     }
-    for &b in &canaries {
-        let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size as usize) };
-        let intact = unsafe { std::slice::from_raw_parts(data, cap) };
-        assert!(intact.iter().all(|&x| x == CANARY), "a stray write");
-    }
+    assert_unwritten(&canaries);
     for b in wrs.into_iter().chain(canaries) {
         pool.free_one(b).unwrap();
     }
@@ -356,15 +330,7 @@ fn hostile_wr(d: &mut impl Draw, wr: *mut umq_buf_t, their_off: u64) {
     b.data_size = d.below(b.buf_size as u64 + 1) as u32;
     b.total_data_size = b.data_size;
     let pro = b.pro_mut();
-    pro.opcode = d.pick(&[
-        UMQ_OPC_SEND,
-        UMQ_OPC_SEND,
-        UMQ_OPC_SEND_IMM,
-        UMQ_OPC_WRITE,
-        UMQ_OPC_WRITE_IMM,
-        UMQ_OPC_READ,
-        UMQ_OPC_NOP,
-    ]);
+    pro.opcode = opcode(d);
     pro.imm_data = d.next();
     pro.remote_sge.addr = d.edgy(&[their_off, their_off + 4096]);
     pro.remote_sge.length = d.edgy(&[0, 64, 4096]) as u32;

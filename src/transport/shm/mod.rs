@@ -583,7 +583,7 @@ mod tests {
     /// `shm_sender` fuzz target runs the same cases from its bytes.
     #[test]
     fn a_hostile_receiver_never_makes_our_sender_escape() {
-        let mut rng = Rng(0x5e4d_e2);
+        let mut rng = Rng(0x005e_4de2);
         let mut outcomes = std::collections::BTreeMap::new();
         let mut completed = 0;
         for _ in 0..300 {
