@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Installs libumq into PREFIX (default /usr/local): the library with its soname links, the
-# libumq_buf name, the headers under include/umq, and a pkg-config file `umq`.
+# libumq_buf name, the headers under include/umq, a pkg-config file `umq` (its `mandir` says
+# where the man pages went), the tools umq-info and umq-perf, and the man pages: umq_*(3) from
+# the headers' doc comments, umq(7), and umq-info(1) from its own definition.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:-/usr/local}
 cargo build --release
-install -d "$prefix/lib/pkgconfig" "$prefix/include/umq"
+mandir="$prefix/share/man"
+install -d "$prefix/lib/pkgconfig" "$prefix/include/umq" "$prefix/bin" "$mandir/man1"
 install -m 0755 target/release/libumq.so "$prefix/lib/libumq.so.0.1.0"
 ln -sf libumq.so.0.1.0 "$prefix/lib/libumq.so.0"
 ln -sf libumq.so.0 "$prefix/lib/libumq.so"
 ln -sf libumq.so.0 "$prefix/lib/libumq_buf.so"
 install -m 0644 target/release/libumq.a "$prefix/lib/libumq.a"
 install -m 0644 include/umq/*.h "$prefix/include/umq/"
+install -m 0755 target/release/umq-info target/release/umq-perf "$prefix/bin/"
+python3 scripts/gen-man.py "$mandir" >/dev/null
+target/release/umq-info --man >"$mandir/man1/umq-info.1"
 cat > "$prefix/lib/pkgconfig/umq.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib
 includedir=\${prefix}/include/umq
+mandir=\${prefix}/share/man
 
 Name: umq
 Description: UMQ message queue API (libumq, Rust implementation)
@@ -24,4 +31,4 @@ Libs: -L\${libdir} -lumq
 Libs.private: -lpthread -ldl -lm
 Cflags: -I\${includedir}
 PC
-echo "installed into $prefix (pkg-config --cflags --libs umq)"
+echo "installed into $prefix (pkg-config --cflags --libs umq; man pages in $mandir)"

@@ -127,6 +127,38 @@ rm -rf build-c-asan
 meson setup build-c-asan -Dlibdir_rust="$lib" -Dsanitize_tests=true >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 meson test -C build-c-asan --print-errorlogs
 
+echo "== install: scripts/install.sh into a scratch prefix, a program built with pkg-config, man pages"
+# pkg-config and groff: what a user of the installed tree has (installed when missing).
+for tool in pkg-config:pkgconf groff:groff-base; do
+  if ! command -v "${tool%%:*}" >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool#*:}" >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool#*:}" >/dev/null 2>&1; } || true
+  fi
+done
+if command -v pkg-config >/dev/null && command -v groff >/dev/null; then
+  prefix="$root/target/install-check"
+  rm -rf "$prefix"
+  scripts/install.sh "$prefix" >/dev/null
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  # shellcheck disable=SC2046 # pkg-config's words
+  cc -o "$prefix/reference_example" c-tests/reference_example.c $(pkg-config --cflags --libs umq) -pthread
+  LD_LIBRARY_PATH="$prefix/lib" "$prefix/reference_example" >/dev/null
+  echo "a C program built with pkg-config against $prefix runs"
+  mandir=$(pkg-config --variable=mandir umq)
+  [ "$mandir" = "$prefix/share/man" ]
+  # A page for every function the library exports, each rendered without a warning.
+  # umq(7) names every environment variable the library reads.
+  "$lib/umq-info" --json | python3 -c 'import json,os,sys; r=json.load(sys.stdin); want=sorted(r["functions"]+r["extensions"]); have=sorted(f[:-2] for f in os.listdir(sys.argv[1] + "/man3")); assert want == have, set(want) ^ set(have); overview=open(sys.argv[1] + "/man7/umq.7").read(); missing=[v["name"] for v in r["environment"] if ".B " + v["name"] not in overview]; assert not missing, missing; print(len(have), "umq_*(3) pages; umq(7) names the", len(r["environment"]), "environment variables")' "$mandir"
+  for page in "$mandir"/man*/*; do
+    warnings=$(groff -man -ww -z "$page" 2>&1)
+    if [ -n "$warnings" ]; then echo "$page: $warnings"; exit 1; fi
+  done
+  echo "$(find "$mandir" -type f | wc -l) man pages render without warnings"
+  unset PKG_CONFIG_PATH
+else
+  echo "SKIPPED: the install check: pkg-config or groff not found and could not be installed"
+fi
+
 echo "== Python package and tests"
 python3 -c 'import pytest, hypothesis' 2>/dev/null || python3 -m pip install --quiet pytest hypothesis
 # scapy: the independent check of our MAC control frames (python/tests/test_mac_control.py).

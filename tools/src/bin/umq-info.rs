@@ -1,13 +1,16 @@
 //! `umq-info`: what this libumq and this machine offer, as `fi_info` and `ucx_info -d` report
 //! theirs. The library gathers it (`umq::info`); this program prints it as text or JSON.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde_json::{Value, json};
 use umq::info::{self, Info};
 
-/// Show libumq's version and ABI, every transport provider and whether it can be used on this
-/// machine (and why not), the limits, the environment variables the library reads and the
-/// flow-control defaults.
+/// Show what this libumq and this machine offer
+///
+/// Shows libumq's version and ABI, every transport provider and whether it can be used on this
+/// machine (and why not: the kernel facilities shared memory relies on, the libfabric version
+/// and the libfabric providers fi_getinfo finds), the limits, the environment variables the
+/// library reads with their values, and the flow-control defaults.
 #[derive(Parser)]
 #[command(name = "umq-info", version)]
 struct Args {
@@ -17,6 +20,10 @@ struct Args {
     /// Only this provider (loopback, shm or fabric).
     #[arg(short, long, value_parser = ["loopback", "shm", "fabric"])]
     provider: Option<String>,
+    /// Print this program's man page (roff) and exit: what scripts/install.sh installs as
+    /// umq-info(1).
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 /// The report as one JSON object (field names are part of the tool's interface).
@@ -99,6 +106,11 @@ fn print_text(r: &Info) {
 
 fn main() {
     let args = Args::parse();
+    if args.man {
+        let page = clap_mangen::Man::new(Args::command()).section("1");
+        page.render(&mut std::io::stdout()).expect("stdout");
+        return;
+    }
     let mut info = info::gather();
     if let Some(only) = args.provider.as_deref() {
         info.providers.retain(|p| p.name == only);
