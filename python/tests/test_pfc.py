@@ -160,9 +160,11 @@ def test_a_slow_receiver_pauses_its_priority_by_itself_and_resumes_it_once_drain
         assert requests >= xoff_sent + 1, "and, drained, for the resume"
         s = q3.pfc_stats()
         assert s.priority[3].indications >= 2 and s.priority[3].paused_ns > 0
-        # Priority 0 may be paused by its own backlog for a moment (its receiver takes it in
-        # 10 ms slices; over the network a burst can pass XOFF): never for priority 3's.
-        assert s.priority[0].paused_ns < s.priority[3].paused_ns / 10
+        # How long each priority stayed paused is the scheduler's to decide, so it is not
+        # compared: priority 0 may be paused by its own backlog for a moment (a burst past
+        # XOFF), and over the network priority 3's pause can lapse between refreshes. That
+        # priority 3's backlog never held priority 0 up is `got0` above: all of it arrived
+        # while priority 3 was not taken.
         assert s.paused_now == 0
 
 
