@@ -14,6 +14,11 @@ from conftest import peer_process, send_all
 pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="pacing is a libumq extension")
 
 MIB_PER_S = 8 * 1024 * 1024  # bit/s
+# Rates here come from arrival times a Python loop reads on a shared, noisy machine, where the
+# scheduler may stop either process: they are checked to 10 % (the noise reached 2.6 %). The
+# pacer's exactness, 0.5 % and in fact about 1e-10, is asserted on its virtual clock
+# (`umq-perf --test pacing`, in the test command).
+RATE_TOLERANCE = 0.10
 SIZE = 16384
 
 
@@ -72,7 +77,7 @@ def test_a_limited_queue_delivers_at_its_rate_with_bytes_and_order_intact(limit_
         assert got == payloads, "every message once, whole, in order"
         achieved = rate_between(times)
         print(f"limit {limit_mib} MiB/s: achieved {achieved / MIB_PER_S:.4f} MiB/s")
-        assert abs(achieved / (limit_mib * MIB_PER_S) - 1) < 0.01
+        assert abs(achieved / (limit_mib * MIB_PER_S) - 1) < RATE_TOLERANCE
         s = a.pacing_stats()
         assert (s.rate_bps, s.pmtu, s.ticks_per_s) == (limit_mib * MIB_PER_S, 1024, 1024)
         assert s.packets == count * SIZE // 1024, "a 16 KiB message is 16 packets of 1 KiB"
@@ -127,7 +132,7 @@ def test_a_slow_limited_queue_does_not_hold_up_a_faster_one():
             take()
         achieved = rate_between(times)
         print(f"beside a backlogged slow queue: {achieved / MIB_PER_S:.4f} MiB/s of 4")
-        assert abs(achieved / (4 * MIB_PER_S) - 1) < 0.01
+        assert abs(achieved / (4 * MIB_PER_S) - 1) < RATE_TOLERANCE
         assert slow_a.pacing_stats().held_wr > 0
 
 
@@ -203,10 +208,7 @@ def test_a_limited_queue_keeps_its_rate_to_another_process():
         assert got == [patterned(i) for i in range(count)]
         achieved = rate_between(times)
         print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4")
-        # Arrival times read by a Python loop in a process the scheduler may stop: the rate is
-        # checked to 10 % here (this VM's noise reached 2.6 %). The pacer's exactness, 0.5 %
-        # and in fact about 1e-10, is asserted on its virtual clock (`umq-perf --test pacing`).
-        assert abs(achieved / limit - 1) < 0.10
+        assert abs(achieved / limit - 1) < RATE_TOLERANCE
         conn.send("received")
         s, on_wire = conn.recv()
         assert (s.packets, s.bytes) == (count * SIZE // 1024, count * SIZE)
