@@ -2,7 +2,8 @@
 # Installs libumq into PREFIX (default /usr/local): the library with its soname links, the
 # libumq_buf name, the headers under include/umq, a pkg-config file `umq` (its `mandir` says
 # where the man pages went), the tools umq-info and umq-perf, and the man pages: umq_*(3) from
-# the headers' doc comments, umq(7), and umq-info(1) from its own definition.
+# the headers' doc comments, umq(7), and umq-info(1) and umq-perf(1) from their own definitions
+# (clap, the same as their --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:-/usr/local}
@@ -17,7 +18,9 @@ install -m 0644 target/release/libumq.a "$prefix/lib/libumq.a"
 install -m 0644 include/umq/*.h "$prefix/include/umq/"
 install -m 0755 target/release/umq-info target/release/umq-perf "$prefix/bin/"
 python3 scripts/gen-man.py "$mandir" >/dev/null
-target/release/umq-info --man >"$mandir/man1/umq-info.1"
+for tool in umq-info umq-perf; do
+  "target/release/$tool" --man >"$mandir/man1/$tool.1"
+done
 cat > "$prefix/lib/pkgconfig/umq.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib

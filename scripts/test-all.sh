@@ -149,6 +149,12 @@ if command -v pkg-config >/dev/null && command -v groff >/dev/null; then
   # A page for every function the library exports, each rendered without a warning.
   # umq(7) names every environment variable the library reads.
   "$lib/umq-info" --json | python3 -c 'import json,os,sys; r=json.load(sys.stdin); want=sorted(r["functions"]+r["extensions"]); have=sorted(f[:-2] for f in os.listdir(sys.argv[1] + "/man3")); assert want == have, set(want) ^ set(have); overview=open(sys.argv[1] + "/man7/umq.7").read(); missing=[v["name"] for v in r["environment"] if ".B " + v["name"] not in overview]; assert not missing, missing; print(len(have), "umq_*(3) pages; umq(7) names the", len(r["environment"]), "environment variables")' "$mandir"
+  # The tools' pages, from their clap definitions: every option --help lists is on the page.
+  for tool in umq-info umq-perf; do
+    for opt in $("$lib/$tool" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+      grep -qF -- "${opt//-/\\-}" "$mandir/man1/$tool.1" || { echo "$tool(1) does not describe $opt"; exit 1; }
+    done
+  done
   for page in "$mandir"/man*/*; do
     warnings=$(groff -man -ww -z "$page" 2>&1)
     if [ -n "$warnings" ]; then echo "$page: $warnings"; exit 1; fi

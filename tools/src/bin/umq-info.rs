@@ -24,6 +24,9 @@ struct Args {
     /// umq-info(1).
     #[arg(long, hide = true)]
     man: bool,
+    /// Print a completion script for this shell and exit.
+    #[arg(long, value_name = "SHELL")]
+    completions: Option<clap_complete::Shell>,
 }
 
 /// The report as one JSON object (field names are part of the tool's interface).
@@ -106,9 +109,7 @@ fn print_text(r: &Info) {
 
 fn main() {
     let args = Args::parse();
-    if args.man {
-        let page = clap_mangen::Man::new(Args::command()).section("1");
-        page.render(&mut std::io::stdout()).expect("stdout");
+    if umq_tools::print_man_or_completions(Args::command(), args.man, args.completions) {
         return;
     }
     let mut info = info::gather();

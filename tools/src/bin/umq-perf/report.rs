@@ -2,69 +2,56 @@
 //! as it is measured, and a closing table with the flow-control statistics of both sides.
 
 use crate::api::SideStats;
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use std::io::IsTerminal;
 
-/// A progress bar on stderr, drawn only when stderr is a terminal and at most every 100 ms.
+/// A progress bar on stderr (indicatif), drawn only when stderr is a terminal, at most ten times
+/// a second, and cleared when the measurement ends.
 pub struct Progress {
-    label: String,
-    total: u64,
-    on: bool,
-    drawn: Instant,
+    bar: Option<ProgressBar>,
     calls: u32,
+    short: bool,
 }
 
 impl Progress {
     pub fn new(label: String, total: u64, quiet: bool) -> Progress {
         let on = !quiet && std::io::stderr().is_terminal();
-        let p = Progress {
-            label,
-            total: total.max(1),
-            on,
-            drawn: Instant::now(),
+        let bar = on.then(|| {
+            let bar = ProgressBar::with_draw_target(
+                Some(total.max(1)),
+                ProgressDrawTarget::stderr_with_hz(10),
+            );
+            let style = ProgressStyle::with_template("{msg:<28} [{bar:30}] {percent:>3}%")
+                .expect("a valid template")
+                .progress_chars("# ");
+            bar.set_style(style);
+            bar.set_message(label);
+            bar
+        });
+        Progress {
+            bar,
             calls: 0,
-        };
-        p.draw(0);
-        p
+            short: total < 1024,
+        }
     }
 
-    /// Cheap enough for a hot loop: callers pass every iteration, it looks at the clock only
-    /// every 1024 calls (every call when the whole run is short).
+    /// Cheap enough for a hot loop: callers pass every iteration, and the bar hears of it every
+    /// 1024 calls (every call when the whole run is short).
     #[inline]
     pub fn tick(&mut self, done: u64) {
-        if !self.on {
-            return;
-        }
+        let Some(bar) = &self.bar else { return };
         self.calls = self.calls.wrapping_add(1);
-        if (self.calls.is_multiple_of(1024) || self.total < 1024)
-            && self.drawn.elapsed() >= Duration::from_millis(100)
-        {
-            self.drawn = Instant::now();
-            self.draw(done);
+        if self.calls.is_multiple_of(1024) || self.short {
+            bar.set_position(done);
         }
-    }
-
-    fn draw(&self, done: u64) {
-        if !self.on {
-            return;
-        }
-        const WIDTH: u64 = 30;
-        let filled = (done.min(self.total) * WIDTH / self.total) as usize;
-        eprint!(
-            "\r{:<28} [{}{}] {:>3}%",
-            self.label,
-            "#".repeat(filled),
-            " ".repeat(WIDTH as usize - filled),
-            done.min(self.total) * 100 / self.total
-        );
-        let _ = std::io::stderr().flush();
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        if self.on {
-            eprint!("\r{:72}\r", "");
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
     }
 }
@@ -117,34 +104,10 @@ impl Row {
         })
     }
 
+    /// The row as one JSON object: the row's identity, its values in order, then each side's
+    /// flow-control counters and copy counts.
     pub fn json(&self) -> String {
-        let mut s = format!(
-            "{{\"test\":\"{}\",\"provider\":\"{}\",\"size\":{},\"flow_control\":{}",
-            self.test, self.provider, self.size, self.flow_control
-        );
-        for (name, v) in &self.values {
-            match v {
-                Value::Num(x) if x.fract() == 0.0 || x.abs() >= 1000.0 => {
-                    s += &format!(",\"{name}\":{x:.0}")
-                }
-                Value::Num(x) if x.abs() < 0.01 => s += &format!(",\"{name}\":{x:e}"),
-                Value::Num(x) => s += &format!(",\"{name}\":{x:.4}"),
-                Value::Text(t) => s += &format!(",\"{name}\":\"{}\"", t.replace('"', "'")),
-            }
-        }
-        for (side, st) in &self.sides {
-            let fields: Vec<String> = counters(st)
-                .iter()
-                .map(|(name, _, v)| format!("\"{name}\":{v}"))
-                .collect();
-            s += &format!(",\"{side}_fc\":{{{}}}", fields.join(","));
-            let t = &st.transport;
-            s += &format!(
-                ",\"{side}_copies\":{{\"by_ref_wr\":{},\"placed_wr\":{},\"placed_rx\":{}}}",
-                t.by_ref_wr, t.placed_wr, t.placed_rx
-            );
-        }
-        s + "}"
+        serde_json::to_string(self).expect("a row is plain data")
     }
 
     /// The one-line human form printed as soon as the result is known.
@@ -163,6 +126,75 @@ impl Row {
             }
         }
         s
+    }
+}
+
+/// A JSON number as the rows have always printed them: whole numbers (and anything of 1000 or
+/// more) as integers, four decimals otherwise, small values in full.
+fn json_number(x: f64) -> serde_json::Value {
+    if !x.is_finite() {
+        serde_json::Value::Null
+    } else if x.fract() == 0.0 || x.abs() >= 1000.0 {
+        (x.round() as i64).into()
+    } else if x.abs() < 0.01 {
+        x.into()
+    } else {
+        ((x * 1e4).round() / 1e4).into()
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Num(x) => json_number(*x).serialize(s),
+            Value::Text(t) => t.serialize(s),
+        }
+    }
+}
+
+/// One side's counters of how its messages were copied.
+#[derive(serde::Serialize)]
+struct Copies {
+    by_ref_wr: u64,
+    placed_wr: u64,
+    placed_rx: u64,
+}
+
+/// One side's flow-control counters, by their JSON names.
+struct FlowCounters<'a>(&'a SideStats);
+
+impl Serialize for FlowCounters<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let fields = counters(self.0);
+        let mut map = s.serialize_map(Some(fields.len()))?;
+        for (name, _, v) in fields {
+            map.serialize_entry(name, &v)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Row {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("test", self.test)?;
+        map.serialize_entry("provider", self.provider)?;
+        map.serialize_entry("size", &self.size)?;
+        map.serialize_entry("flow_control", &self.flow_control)?;
+        for (name, v) in &self.values {
+            map.serialize_entry(name, v)?;
+        }
+        for (side, st) in &self.sides {
+            map.serialize_entry(&format!("{side}_fc"), &FlowCounters(st))?;
+            let t = &st.transport;
+            let copies = Copies {
+                by_ref_wr: t.by_ref_wr,
+                placed_wr: t.placed_wr,
+                placed_rx: t.placed_rx,
+            };
+            map.serialize_entry(&format!("{side}_copies"), &copies)?;
+        }
+        map.end()
     }
 }
 
@@ -270,11 +302,30 @@ mod tests {
         let r = Row::new("lat", "shm", 64, true)
             .num("p50_ns", 151.0)
             .num("ratio", 0.4567)
+            .num("tiny", 0.00012345)
+            .num("rate", 1234.56)
             .text("baseline", "fi_pingpong \"shm\"");
         assert_eq!(
             r.json(),
-            "{\"test\":\"lat\",\"provider\":\"shm\",\"size\":64,\"flow_control\":true,\"p50_ns\":151,\"ratio\":0.4567,\"baseline\":\"fi_pingpong 'shm'\"}"
+            r#"{"test":"lat","provider":"shm","size":64,"flow_control":true,"p50_ns":151,"ratio":0.4567,"tiny":0.00012345,"rate":1235,"baseline":"fi_pingpong \"shm\""}"#
         );
+    }
+
+    #[test]
+    fn json_carries_each_sides_counters() {
+        let mut r = Row::new("bw", "shm", 64, true).num("msgs_per_s", f64::NAN);
+        let mut st = SideStats::default();
+        st.fc.total_local_rx_posted = 7;
+        st.ext.standalone = 2;
+        st.transport.placed_rx = 3;
+        r.sides = vec![("server", st)];
+        let v: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(v["msgs_per_s"], serde_json::Value::Null);
+        assert_eq!(v["server_fc"]["total_local_rx_posted"], 7);
+        assert_eq!(v["server_fc"]["standalone"], 2);
+        assert_eq!(v["server_fc"].as_object().unwrap().len(), 8);
+        assert_eq!(v["server_copies"]["placed_rx"], 3);
+        assert_eq!(v["server_copies"]["by_ref_wr"], 0);
     }
 
     #[test]

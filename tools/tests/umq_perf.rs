@@ -1,0 +1,222 @@
+//! `umq-perf` as its users run it: the `--json` rows' field names (scripts and notebooks read
+//! them), the exit statuses and messages of a bad command line, and the page and completions
+//! that come from its option definitions.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn umq_perf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_umq-perf"))
+        .args(args)
+        .output()
+        .expect("umq-perf runs")
+}
+
+/// The rows of a `--json` run, each with its keys in order.
+fn rows(args: &[&str]) -> Vec<(Value, Vec<String>)> {
+    let out = umq_perf(&[args, &["--json"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "umq-perf {args:?}: {stderr}");
+    String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).expect("one JSON object a line");
+            let keys = line_keys(line);
+            (row, keys)
+        })
+        .collect()
+}
+
+/// The top-level keys of one JSON object, in the order they are written.
+fn line_keys(line: &str) -> Vec<String> {
+    let map: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+    let mut keys: Vec<(usize, String)> = map
+        .keys()
+        .map(|k| {
+            (
+                line.find(&format!("\"{k}\":")).expect("key in line"),
+                k.clone(),
+            )
+        })
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, k)| k).collect()
+}
+
+const IDENTITY: [&str; 4] = ["test", "provider", "size", "flow_control"];
+const FC_COUNTERS: [&str; 8] = [
+    "total_local_rx_posted",
+    "total_local_rx_notified",
+    "total_remote_rx_received",
+    "total_remote_rx_consumed",
+    "total_flow_controlled_wr",
+    "piggybacked",
+    "standalone",
+    "area_only",
+];
+
+fn expect_keys(keys: &[String], values: &[&str], sides: &[&str]) {
+    let mut want: Vec<String> = IDENTITY
+        .iter()
+        .chain(values)
+        .map(|k| k.to_string())
+        .collect();
+    for side in sides {
+        want.push(format!("{side}_fc"));
+        want.push(format!("{side}_copies"));
+    }
+    assert_eq!(keys, want);
+}
+
+fn expect_side(row: &Value, side: &str) {
+    let fc = row[format!("{side}_fc")].as_object().expect("counters");
+    let names: Vec<&str> = fc.keys().map(String::as_str).collect();
+    let mut want = FC_COUNTERS.to_vec();
+    want.sort();
+    let mut have = names.clone();
+    have.sort();
+    assert_eq!(have, want);
+    assert!(fc["total_local_rx_posted"].as_u64().unwrap() > 0, "{row}");
+    let copies = &row[format!("{side}_copies")];
+    for field in ["by_ref_wr", "placed_wr", "placed_rx"] {
+        assert!(copies[field].is_u64(), "{side}_copies.{field}: {row}");
+    }
+}
+
+#[test]
+fn loopback_rows_keep_their_field_names() {
+    let lat = rows(&["--test", "lat", "--iters", "500"]);
+    assert_eq!(lat.len(), 1);
+    let (row, keys) = &lat[0];
+    let timings = ["p50_ns", "p99_ns", "p999_ns", "mean_ns", "rx_bufs"];
+    expect_keys(keys, &timings, &["a", "b"]);
+    assert_eq!(
+        (&row["test"], &row["provider"], &row["size"]),
+        (&"lat".into(), &"loopback".into(), &64.into())
+    );
+    assert_eq!(row["rx_bufs"], 16);
+    let p50 = row["p50_ns"].as_u64().expect("whole nanoseconds");
+    assert!(p50 > 0 && p50 <= row["p999_ns"].as_u64().unwrap(), "{row}");
+    expect_side(row, "a");
+    expect_side(row, "b");
+
+    let bw = rows(&["--test", "bw", "--iters", "2000", "--size", "256"]);
+    let (row, keys) = &bw[0];
+    let rates = [
+        "msgs_per_s",
+        "gbytes_per_s",
+        "baseline",
+        "baseline_msgs_per_s",
+        "ratio",
+    ];
+    expect_keys(keys, &[&rates[..], &["rx_bufs"]].concat(), &["a", "b"]);
+    assert_eq!(row["size"], 256);
+    let gbytes = row["msgs_per_s"].as_f64().unwrap() * 256.0 / 1e9;
+    assert!(
+        (row["gbytes_per_s"].as_f64().unwrap() - gbytes).abs() < 1e-3,
+        "{row}"
+    );
+}
+
+#[test]
+fn every_size_and_round_is_a_row_with_its_medians() {
+    let all = rows(&[
+        "--test", "lat", "--size", "64,1024", "--rounds", "3", "--iters", "300",
+    ]);
+    let sizes: Vec<u64> = all
+        .iter()
+        .map(|(r, _)| r["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [64, 1024]);
+    assert!(all.iter().all(|(r, _)| r["rounds"] == 3));
+}
+
+#[test]
+fn shm_latency_rows_carry_the_floor_and_both_sides() {
+    let lat = rows(&["--provider", "shm", "--test", "lat", "--iters", "500"]);
+    let (row, keys) = &lat[0];
+    let values = [
+        "send_buffers",
+        "receive_buffers",
+        "p50_ns",
+        "p99_ns",
+        "p999_ns",
+        "mean_ns",
+        "loop",
+        "rx_bufs",
+        "floor_half_rtt_ns",
+        "over_floor_ns",
+        "cma_floor_half_rtt_ns",
+    ];
+    expect_keys(keys, &values, &["client", "server"]);
+    assert_eq!(
+        (&row["loop"], &row["send_buffers"]),
+        (&"bench".into(), &"queue pool".into())
+    );
+    expect_side(row, "client");
+    expect_side(row, "server");
+}
+
+#[test]
+fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
+    for (args, said) in [
+        (&["--bogus"][..], "unexpected argument '--bogus'"),
+        (&["--size", "0"], "1 byte to 1 MiB"),
+        (&["--test", "x"], "invalid value 'x' for '--test"),
+        (&["--test", "pfc"], "--provider shm or fabric"),
+        (&["--batch", "65"], "--batch must be 1..=64"),
+        (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
+        (&["--loop", "app"], "--loop app measures latency over shm"),
+    ] {
+        let out = umq_perf(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_later_option_replaces_an_earlier_one() {
+    let lat = rows(&[
+        "--test", "bw", "--size", "128", "--test", "lat", "--iters", "200",
+    ]);
+    assert_eq!(lat.len(), 1);
+    assert_eq!(
+        (&lat[0].0["test"], &lat[0].0["size"]),
+        (&"lat".into(), &128.into())
+    );
+}
+
+#[test]
+fn help_page_and_completions_come_from_one_definition() {
+    let help = umq_perf(&["--help"]);
+    assert!(help.status.success());
+    let help = String::from_utf8(help.stdout).unwrap();
+    let page = String::from_utf8(umq_perf(&["--man"]).stdout).unwrap();
+    assert!(page.contains("\n.TH umq-perf 1 "), "{page}");
+    let bash = String::from_utf8(umq_perf(&["--completions", "bash"]).stdout).unwrap();
+    for flag in [
+        "--provider",
+        "--test",
+        "--size",
+        "--compare",
+        "--loop",
+        "--client",
+        "--storm",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+        assert!(
+            page.contains(&flag.replace('-', "\\-")),
+            "the page lacks {flag}"
+        );
+        assert!(bash.contains(flag), "the bash completions lack {flag}");
+    }
+    for hidden in ["--peer", "--scale-peer", "--pfc-peer", "--man"] {
+        assert!(
+            !help.contains(&format!("{hidden} ")),
+            "--help shows {hidden}"
+        );
+    }
+}
