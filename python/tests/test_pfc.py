@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not umq.lib().has_extensions(), reason="PFC is a
 
 SIZE = 1024
 SLOW_LINK = 1_000_000  # bit/s: a quantum is 512 us, 0xffff quanta 33.5 s
+TEN_GIG = 10_000_000_000  # bit/s: 0xffff quanta last 3.4 ms; an XOFF is refreshed every 1.7 ms
 
 
 def payload(i):
@@ -166,6 +167,61 @@ def test_a_slow_receiver_pauses_its_priority_by_itself_and_resumes_it_once_drain
         # priority 3's backlog never held priority 0 up is `got0` above: all of it arrived
         # while priority 3 was not taken.
         assert s.paused_now == 0
+
+
+def sleeping_child(conn, count):
+    with umq.Umq() as ctx:
+        c0, c3 = receiving_queues(ctx, conn)
+        c0.pfc_config(
+            flags=c0.pfc_config().flags | umq.UMQ_EXT_PFC_EMIT, xoff_bytes=4 * SIZE, xon_bytes=SIZE, speed_bps=TEN_GIG
+        )
+        conn.send("ready")
+        requests = c0.pfc_stats().priority[3].requests
+        time.sleep(0.6)  # priority 3's backlog stays, and nothing calls into the library
+        requests = c0.pfc_stats().priority[3].requests - requests
+        got3 = []
+        end = time.monotonic() + 10
+        while len(got3) < count and time.monotonic() < end:
+            receive_for(c3, 0.01, got3)
+        conn.send((requests, got3))
+        conn.recv()
+
+
+def test_a_receiver_that_sleeps_with_a_backlog_keeps_its_peer_paused():
+    """A NIC refreshes its XOFF while its buffer stays full, whatever the host does: here the
+    progress thread wakes for each refresh (every 1.7 ms at 10 Gbit/s), where it used to wait
+    for its 20 ms tick and let the pause lapse for most of each."""
+    count = 200
+    with Peer(sleeping_child, count) as p:
+        q0, q3 = p.qs
+        # A pause this long is the test's point, not a storm: no watchdog trip.
+        q0.pfc_config(speed_bps=TEN_GIG, watchdog_detect_ns=10_000_000_000)
+        assert p.conn.recv() == "ready"
+        payloads = [payload(i) for i in range(count)]
+        sent = 0
+        start = time.monotonic()
+        while not q3.pfc_stats().paused_now & (1 << 3):
+            sent += q3.send(payloads[sent : sent + 4])
+            q3.poll(umq.UMQ_IO_TX)
+            assert time.monotonic() < start + 5, "the backlog never paused priority 3"
+        # The child sleeps for 0.6 s from "ready": a window well inside it.
+        time.sleep(max(0.0, start + 0.1 - time.monotonic()))
+        before, t0 = q3.pfc_stats().priority[3].paused_ns, time.monotonic()
+        while time.monotonic() < start + 0.45:
+            sent += q3.send(payloads[sent : sent + 4])
+            q3.poll(umq.UMQ_IO_TX)
+        share = (q3.pfc_stats().priority[3].paused_ns - before) / 1e9 / (time.monotonic() - t0)
+        while sent < count:
+            sent += q3.send(payloads[sent : sent + 4])
+            q3.poll(umq.UMQ_IO_TX)
+        requests, got3 = p.conn.recv()
+        assert got3 == payloads, "every message, in order, nothing lost"
+        # About 350 refreshes in the 0.6 s (one every 1.7 ms), where a 20 ms tick sent 30; the
+        # pause held nearly all the window, where it held about a sixth.
+        assert requests >= 100, requests
+        assert share > 0.5, share
+        assert q3.pfc_stats().priority[3].watchdog_trips == 0
+        p.conn.send("done")
 
 
 def storm_child(conn):

@@ -12,7 +12,7 @@
 
 use crate::flow::pfc::link::{Config, Event, LinkStats, PRIORITIES, PauseLink, Verdict};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
@@ -62,6 +62,8 @@ struct State {
     backlog: [u64; PRIORITIES],
     waiting: [u32; PRIORITIES],
     events: VecDeque<Event>,
+    /// The backlog the servant last reported.
+    servant_backlog: u64,
 }
 
 /// The most a queue's backlog counts for (1 TiB, far above any XOFF): the sums per priority
@@ -89,6 +91,14 @@ pub struct LinkPause {
     busy: AtomicBool,
     /// Queues bound over the link now.
     members: AtomicUsize,
+    /// When the machine next needs a call (ns on the links' clock, 0: no timer runs): a
+    /// refresh of our XOFF, a pause ending, the watchdog. The progress thread wakes for it.
+    due_ns: AtomicU64,
+    /// A queue of the link whose round serves it when no application calls in (0: none yet):
+    /// the one with the largest receive backlog as they last reported. Its peer is the queue
+    /// sending what we do not take, the one the peer's application drives and polls, so a
+    /// frame sent on that pair is seen at once.
+    servant: AtomicU64,
 }
 
 /// A queue's place on its link: what the providers consult.
@@ -131,7 +141,7 @@ pub fn receive_frame(gate: Option<&PauseGate>, frame: &[u8]) -> Result<(), super
 }
 
 /// Nanoseconds on the links' clock.
-fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
@@ -158,6 +168,28 @@ pub fn attach(key: PeerKey) -> Arc<LinkPause> {
     link
 }
 
+/// The links' timers as the progress thread needs them: a queue to run a round for on each
+/// link whose machine is due by `now` (a refresh of our XOFF cannot wait for the thread's next
+/// tick: at 100 Gbit/s a pause lasts 335 µs), and the earliest deadline after `now`.
+pub fn timers(now: u64) -> (Vec<u64>, Option<u64>) {
+    if !in_use() {
+        return (Vec::new(), None);
+    }
+    let mut due = Vec::new();
+    let mut next: Option<u64> = None;
+    for link in registry().values().filter_map(Weak::upgrade) {
+        match link.due_ns.load(Ordering::Relaxed) {
+            0 => {}
+            t if t <= now => match link.servant.load(Ordering::Relaxed) {
+                0 => {}
+                handle => due.push(handle),
+            },
+            t => next = Some(next.map_or(t, |n| n.min(t))),
+        }
+    }
+    (due, next)
+}
+
 impl LinkPause {
     pub fn new(s: Settings) -> LinkPause {
         LinkPause {
@@ -171,10 +203,13 @@ impl LinkPause {
                 backlog: [0; PRIORITIES],
                 waiting: [0; PRIORITIES],
                 events: VecDeque::new(),
+                servant_backlog: 0,
             }),
             paused: AtomicU8::new(0),
             busy: AtomicBool::new(false),
             members: AtomicUsize::new(0),
+            due_ns: AtomicU64::new(0),
+            servant: AtomicU64::new(0),
         }
     }
 
@@ -229,6 +264,8 @@ impl LinkPause {
             IN_USE.store(true, Ordering::Relaxed);
         }
         self.busy.store(busy, Ordering::Relaxed);
+        let due = s.machine.next_timeout().unwrap_or(0);
+        self.due_ns.store(due, Ordering::Relaxed);
     }
 
     /// A control frame the peer sent over one of the link's queue pairs.
@@ -251,6 +288,11 @@ impl LinkPause {
     pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
         let mut s = self.lock();
         let now = now_ns();
+        let servant = self.servant.load(Ordering::Relaxed);
+        if servant == 0 || servant == handle || backlog > s.servant_backlog {
+            self.servant.store(handle, Ordering::Relaxed);
+            s.servant_backlog = backlog;
+        }
         let old = s.queues.insert(handle, (priority & 7, backlog, pending));
         s.account(old, -1);
         s.account(Some((priority & 7, backlog, pending)), 1);
@@ -274,6 +316,12 @@ impl LinkPause {
         let old = s.queues.remove(&handle);
         s.account(old, -1);
         self.members.fetch_sub(1, Ordering::Relaxed);
+        if self.servant.load(Ordering::Relaxed) == handle {
+            let next = s.queues.iter().max_by_key(|(_, r)| r.1);
+            let (next, backlog) = next.map_or((0, 0), |(&h, r)| (h, r.1));
+            self.servant.store(next, Ordering::Relaxed);
+            s.servant_backlog = backlog;
+        }
     }
 
     /// The next frame to send, if any.
@@ -406,6 +454,40 @@ mod tests {
             }
         );
         assert_eq!(link.stats().0.priorities[3].requests, 2);
+    }
+
+    /// While our XOFF stands, the progress thread learns when its refresh falls due and which
+    /// queue's round sends it: the one with the largest backlog, whose peer is sending; a queue
+    /// that leaves the link hands that on to one that stays.
+    #[test]
+    fn a_standing_xoff_names_its_refresh_time_and_a_queue_to_send_it() {
+        let link = attach(b"test:timers".to_vec());
+        assert!(Arc::ptr_eq(&link, &attach(b"test:timers".to_vec())), "two queues");
+        let mut s = Settings::default();
+        (s.machine.xoff_bytes, s.machine.xon_bytes, s.emit) = (1000, 500, true);
+        s.machine.speed_bps = 10_000_000_000;
+        link.set_settings(s);
+        // 0xffff quanta of 512 bit times at 10 Gbit/s, refreshed at half.
+        let half = 65_535 * 512 * 100 / 1000 / 2;
+        let before = now_ns();
+        link.report(8, 0, 0, false);
+        link.report(7, 3, 2000, false);
+        link.report(8, 0, 10, false);
+        let after = now_ns();
+        assert!(link.take_frame().is_some(), "XOFF");
+        let due = link.due_ns.load(Ordering::Relaxed);
+        assert!(
+            (before + half - 2..=after + half + 2).contains(&due),
+            "refresh due at {due}, XOFF sent in {before}..{after}"
+        );
+        let (now_due, next) = timers(due - 1);
+        assert!(!now_due.contains(&7) && next.is_some_and(|n| n <= due));
+        let (now_due, _) = timers(due);
+        assert!(now_due.contains(&7) && !now_due.contains(&8), "the largest backlog");
+        link.forget(7);
+        assert!(timers(due).0.contains(&8), "the one that stays");
+        link.forget(8);
+        assert!(!timers(due).0.contains(&8));
     }
 
     /// Emission off (the default): no backlog makes a frame.

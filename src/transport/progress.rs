@@ -16,6 +16,12 @@
 //! them: the thread also sleeps on the fd their endpoint is woken through (for shared memory, a
 //! doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`), and services
 //! them at once when one is. A queue whose peer cannot wake it is serviced every millisecond.
+//!
+//! And it keeps the links' pause timers (`transport::pause`): when a link's machine is due (a
+//! refresh of the XOFF that holds the peer while our application is not taking its messages, a
+//! pause ending, the storm watchdog), the thread wakes then, not at its next tick, and runs a
+//! round of one of the link's queues. Real NICs refresh a pause in hardware; an application
+//! that sleeps with a backlog must not let its peer's pause lapse between two ticks.
 
 use crate::os::{alive, pidfd_open};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -85,6 +91,9 @@ static WATCHED: Mutex<(Vec<Entry>, bool)> = Mutex::new((Vec::new(), false));
 
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
+/// The shortest sleep for a link timer: a timer that stays due (a round could not send its
+/// frame) is retried this often, not in a busy loop.
+const LINK_TIMER_MIN: Duration = Duration::from_micros(20);
 
 /// Starts watching queue `umqh`, found through `lookup`, as `what` says.
 pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
@@ -136,6 +145,7 @@ fn run() {
         // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
         let all_rung = bells.len() == sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
         let tick = if all_rung { TICK } else { INTERRUPT_TICK };
+        let tick = serve_link_timers().map_or(tick, |t| t.min(tick));
         exited = wait(&pidfds, &bells, tick);
         // `sleepers` kept the queues, so their doorbell fds stayed open until here.
         drop(sleepers);
@@ -167,6 +177,30 @@ fn snapshot() -> Option<Snapshot> {
     Some((pidfds, sleepers))
 }
 
+/// Runs a round for every link whose pause machine is due, through one of its queues the
+/// thread watches; returns how long until the next link timer (None: none runs).
+fn serve_link_timers() -> Option<Duration> {
+    let now = super::pause::now_ns();
+    let (due, _) = super::pause::timers(now);
+    if !due.is_empty() {
+        let found: Vec<(u64, Lookup)> = {
+            let w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+            w.0.iter()
+                .filter(|e| due.contains(&e.umqh))
+                .map(|e| (e.umqh, e.lookup))
+                .collect()
+        };
+        for (umqh, lookup) in found {
+            if let Some(q) = lookup(umqh) {
+                q.service();
+            }
+        }
+    }
+    let now = super::pause::now_ns();
+    let (_, next) = super::pause::timers(now);
+    next.map(|t| Duration::from_nanos(t - now).max(LINK_TIMER_MIN))
+}
+
 /// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the fds of
 /// peers gone, and clears the doorbells that rang.
 fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Arc<OwnedFd>> {
@@ -180,11 +214,17 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Ar
             revents: 0,
         })
         .collect();
+    // ppoll: a link timer may be due in less than a millisecond.
+    let timeout = libc::timespec {
+        tv_sec: tick.as_secs() as libc::time_t,
+        tv_nsec: tick.subsec_nanos() as libc::c_long,
+    };
     let ready = unsafe {
-        libc::poll(
+        libc::ppoll(
             fds.as_mut_ptr(),
             fds.len() as libc::nfds_t,
-            tick.as_millis() as i32,
+            &timeout,
+            std::ptr::null(),
         )
     };
     if ready <= 0 {
