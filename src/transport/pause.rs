@@ -94,6 +94,12 @@ pub struct LinkPause {
     /// When the machine next needs a call (ns on the links' clock, 0: no timer runs): a
     /// refresh of our XOFF, a pause ending, the watchdog. The progress thread wakes for it.
     due_ns: AtomicU64,
+    /// How long past `due_ns` the progress thread leaves a timer to the application's own
+    /// rounds while the application calls in (a quarter of our pause time): it then serves the
+    /// timer itself, and the thread, waking later, finds nothing to do and takes no lock.
+    slack_ns: AtomicU64,
+    /// When a round of the application's (not the progress thread's) last reported.
+    app_reported_ns: AtomicU64,
     /// A queue of the link whose round serves it when no application calls in (0: none yet):
     /// the one with the largest receive backlog as they last reported. Its peer is the queue
     /// sending what we do not take, the one the peer's application drives and polls, so a
@@ -170,7 +176,8 @@ pub fn attach(key: PeerKey) -> Arc<LinkPause> {
 
 /// The links' timers as the progress thread needs them: a queue to run a round for on each
 /// link whose machine is due by `now` (a refresh of our XOFF cannot wait for the thread's next
-/// tick: at 100 Gbit/s a pause lasts 335 µs), and the earliest deadline after `now`.
+/// tick: at 100 Gbit/s a pause lasts 335 µs, refreshed at half that), or due for its slack
+/// while the application calls in, and the earliest such time after `now`.
 pub fn timers(now: u64) -> (Vec<u64>, Option<u64>) {
     if !in_use() {
         return (Vec::new(), None);
@@ -178,8 +185,14 @@ pub fn timers(now: u64) -> (Vec<u64>, Option<u64>) {
     let mut due = Vec::new();
     let mut next: Option<u64> = None;
     for link in registry().values().filter_map(Weak::upgrade) {
-        match link.due_ns.load(Ordering::Relaxed) {
-            0 => {}
+        let at = match link.due_ns.load(Ordering::Relaxed) {
+            0 => continue,
+            at => at,
+        };
+        let slack = link.slack_ns.load(Ordering::Relaxed);
+        let app_calls_in = now.saturating_sub(link.app_reported_ns.load(Ordering::Relaxed)) < slack;
+        let t = if app_calls_in { at + slack } else { at };
+        match t {
             t if t <= now => match link.servant.load(Ordering::Relaxed) {
                 0 => {}
                 handle => due.push(handle),
@@ -209,6 +222,8 @@ impl LinkPause {
             busy: AtomicBool::new(false),
             members: AtomicUsize::new(0),
             due_ns: AtomicU64::new(0),
+            slack_ns: AtomicU64::new(0),
+            app_reported_ns: AtomicU64::new(0),
             servant: AtomicU64::new(0),
         }
     }
@@ -265,6 +280,8 @@ impl LinkPause {
         }
         self.busy.store(busy, Ordering::Relaxed);
         let due = s.machine.next_timeout().unwrap_or(0);
+        let pause = s.machine.quanta_ns(s.machine.config().pause_quanta);
+        self.slack_ns.store(pause / 4, Ordering::Relaxed);
         self.due_ns.store(due, Ordering::Relaxed);
     }
 
@@ -288,6 +305,9 @@ impl LinkPause {
     pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
         let mut s = self.lock();
         let now = now_ns();
+        if !super::progress::on_progress_thread() {
+            self.app_reported_ns.store(now, Ordering::Relaxed);
+        }
         let servant = self.servant.load(Ordering::Relaxed);
         if servant == 0 || servant == handle || backlog > s.servant_backlog {
             self.servant.store(handle, Ordering::Relaxed);
@@ -462,7 +482,10 @@ mod tests {
     #[test]
     fn a_standing_xoff_names_its_refresh_time_and_a_queue_to_send_it() {
         let link = attach(b"test:timers".to_vec());
-        assert!(Arc::ptr_eq(&link, &attach(b"test:timers".to_vec())), "two queues");
+        assert!(
+            Arc::ptr_eq(&link, &attach(b"test:timers".to_vec())),
+            "two queues"
+        );
         let mut s = Settings::default();
         (s.machine.xoff_bytes, s.machine.xon_bytes, s.emit) = (1000, 500, true);
         s.machine.speed_bps = 10_000_000_000;
@@ -480,10 +503,24 @@ mod tests {
             (before + half - 2..=after + half + 2).contains(&due),
             "refresh due at {due}, XOFF sent in {before}..{after}"
         );
+        // While the application's rounds report (this thread's count as the application's), the
+        // thread leaves the timer to them for a quarter of the pause.
+        let slack = link.slack_ns.load(Ordering::Relaxed);
+        assert!(slack.abs_diff(half / 2) <= 2);
+        link.app_reported_ns.store(due, Ordering::Relaxed);
+        assert!(!timers(due).0.contains(&7), "left to the application");
+        assert!(
+            timers(due + slack).0.contains(&7),
+            "the application did not serve it"
+        );
+        link.app_reported_ns.store(0, Ordering::Relaxed); // the application went quiet
         let (now_due, next) = timers(due - 1);
         assert!(!now_due.contains(&7) && next.is_some_and(|n| n <= due));
         let (now_due, _) = timers(due);
-        assert!(now_due.contains(&7) && !now_due.contains(&8), "the largest backlog");
+        assert!(
+            now_due.contains(&7) && !now_due.contains(&8),
+            "the largest backlog"
+        );
         link.forget(7);
         assert!(timers(due).0.contains(&8), "the one that stays");
         link.forget(8);

@@ -27,7 +27,7 @@ use crate::os::{alive, pidfd_open};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the progress thread does to a watched queue; the queue layer implements it, so this
 /// thread never reaches into the layer above.
@@ -94,6 +94,8 @@ const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 /// The shortest sleep for a link timer: a timer that stays due (a round could not send its
 /// frame) is retried this often, not in a busy loop.
 const LINK_TIMER_MIN: Duration = Duration::from_micros(20);
+/// How late the kernel may end this thread's sleeps, in ns.
+const TIMER_SLACK_NS: libc::c_ulong = 1_000;
 
 /// Starts watching queue `umqh`, found through `lookup`, as `what` says.
 pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
@@ -133,23 +135,70 @@ pub fn unwatch(umqh: u64) {
     w.0.retain(|e| e.umqh != umqh);
 }
 
+thread_local! {
+    static ON_PROGRESS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the caller is the progress thread (its rounds do not show that an application
+/// calls in).
+pub fn on_progress_thread() -> bool {
+    ON_PROGRESS_THREAD.get()
+}
+
 fn run() {
+    ON_PROGRESS_THREAD.set(true);
+    // A link timer may be 168 µs away (an XOFF refresh at 100 Gbit/s); the kernel's default
+    // 50 µs of slack on this thread's sleeps would eat a third of that.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, TIMER_SLACK_NS) };
     let mut exited = Vec::new();
+    let mut woke = true;
+    let mut looked = Instant::now();
+    let mut last: Option<Look> = None;
     loop {
-        let Some((pidfds, sleepers)) = snapshot() else {
-            return;
+        // A look (the snapshot, the doorbells armed, the sweep) when an fd woke the thread or a
+        // tick has passed; a wake for a link timer alone serves that timer and nothing else, so
+        // the timers' pace never multiplies the cost of the polling-mode queues.
+        let look = match last.take() {
+            Some(l) if !woke && looked.elapsed() < l.tick => l,
+            _ => {
+                let Some(l) = look(&exited) else {
+                    return;
+                };
+                looked = Instant::now();
+                l
+            }
         };
-        // Arm the doorbells before the last look: a change the look misses rings one.
-        let bells: Vec<Wakeup> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
-        sweep(&exited);
-        // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
-        let all_rung = bells.len() == sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
-        let tick = if all_rung { TICK } else { INTERRUPT_TICK };
-        let tick = serve_link_timers().map_or(tick, |t| t.min(tick));
-        exited = wait(&pidfds, &bells, tick);
-        // `sleepers` kept the queues, so their doorbell fds stayed open until here.
-        drop(sleepers);
+        let until_tick = look.tick.saturating_sub(looked.elapsed());
+        let sleep = serve_link_timers().map_or(until_tick, |t| t.min(until_tick));
+        (exited, woke) = wait(&look.pidfds, &look.bells, sleep);
+        // `look.sleepers` keeps the queues, so their doorbell fds stay open while polled.
+        last = Some(look);
     }
+}
+
+/// What the thread polls until its next look.
+struct Look {
+    pidfds: Vec<Arc<OwnedFd>>,
+    bells: Vec<Wakeup>,
+    _sleepers: Vec<Arc<dyn Watched>>,
+    tick: Duration,
+}
+
+/// Reports the peers in `exited` and services the queues due; None (the thread ends) when
+/// nothing is watched.
+fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
+    let (pidfds, sleepers) = snapshot()?;
+    // Arm the doorbells before the last look: a change the look misses rings one.
+    let bells: Vec<Wakeup> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
+    sweep(exited);
+    // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
+    let all_rung = bells.len() == sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
+    Some(Look {
+        pidfds,
+        bells,
+        _sleepers: sleepers,
+        tick: if all_rung { TICK } else { INTERRUPT_TICK },
+    })
 }
 
 /// The fds to poll for peers gone, and the queues to arm wake-ups for.
@@ -202,8 +251,12 @@ fn serve_link_timers() -> Option<Duration> {
 }
 
 /// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the fds of
-/// peers gone, and clears the doorbells that rang.
-fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Arc<OwnedFd>> {
+/// peers gone and whether any fd woke the thread, and clears the doorbells that rang.
+fn wait(
+    pidfds: &[Arc<OwnedFd>],
+    doorbells: &[Wakeup],
+    tick: Duration,
+) -> (Vec<Arc<OwnedFd>>, bool) {
     let mut fds: Vec<libc::pollfd> = pidfds
         .iter()
         .map(|fd| fd.as_raw_fd())
@@ -228,7 +281,7 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Ar
         )
     };
     if ready <= 0 {
-        return Vec::new();
+        return (Vec::new(), false);
     }
     for (p, bell) in fds[pidfds.len()..].iter().zip(doorbells) {
         if bell.counter && p.revents & libc::POLLIN != 0 {
@@ -239,11 +292,13 @@ fn wait(pidfds: &[Arc<OwnedFd>], doorbells: &[Wakeup], tick: Duration) -> Vec<Ar
     // A pidfd is readable once its process has exited; a watch socket, which carries no byte,
     // once its peer reset it (or, hung up or in error, once it is no use either).
     let gone = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
-    fds.iter()
+    let exited = fds
+        .iter()
         .zip(pidfds)
         .filter(|(p, _)| p.revents & gone != 0)
         .map(|(_, fd)| fd.clone())
-        .collect()
+        .collect();
+    (exited, true)
 }
 
 /// Polling-mode queues serviced at most per tick. Finding out whether a queue has anything to
@@ -356,9 +411,11 @@ mod tests {
         let living = Arc::new(pidfd_open(std::process::id()).unwrap());
         child.wait().unwrap();
         let both = [living.clone(), exiting.clone()];
-        let exited = wait(&both, &[], Duration::from_millis(1000));
+        let (exited, woke) = wait(&both, &[], Duration::from_millis(1000));
+        assert!(woke);
         assert_eq!(exited.len(), 1);
         assert!(Arc::ptr_eq(&exited[0], &exiting));
-        assert!(wait(&[living], &[], Duration::from_millis(10)).is_empty());
+        let (exited, woke) = wait(&[living], &[], Duration::from_millis(10));
+        assert!(exited.is_empty() && !woke);
     }
 }
