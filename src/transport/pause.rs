@@ -203,11 +203,18 @@ pub fn timers(now: u64) -> (Vec<u64>, Option<u64>) {
     (due, next)
 }
 
+/// The slack a due timer is left to the application's rounds: a quarter of our pause time.
+fn app_slack_ns(m: &PauseLink) -> u64 {
+    m.quanta_ns(m.config().pause_quanta) / 4
+}
+
 impl LinkPause {
     pub fn new(s: Settings) -> LinkPause {
+        let machine = PauseLink::new(s.machine);
         LinkPause {
+            slack_ns: AtomicU64::new(app_slack_ns(&machine)),
             state: Mutex::new(State {
-                machine: PauseLink::new(s.machine),
+                machine,
                 emit: s.emit,
                 outbox: VecDeque::new(),
                 passed: VecDeque::new(),
@@ -222,7 +229,6 @@ impl LinkPause {
             busy: AtomicBool::new(false),
             members: AtomicUsize::new(0),
             due_ns: AtomicU64::new(0),
-            slack_ns: AtomicU64::new(0),
             app_reported_ns: AtomicU64::new(0),
             servant: AtomicU64::new(0),
         }
@@ -280,8 +286,6 @@ impl LinkPause {
         }
         self.busy.store(busy, Ordering::Relaxed);
         let due = s.machine.next_timeout().unwrap_or(0);
-        let pause = s.machine.quanta_ns(s.machine.config().pause_quanta);
-        self.slack_ns.store(pause / 4, Ordering::Relaxed);
         self.due_ns.store(due, Ordering::Relaxed);
     }
 
@@ -389,6 +393,8 @@ impl LinkPause {
         let mut s = self.lock();
         s.machine.set_config(new.machine);
         s.emit = new.emit;
+        self.slack_ns
+            .store(app_slack_ns(&s.machine), Ordering::Relaxed);
         self.settle(&mut s, now_ns());
     }
 
