@@ -202,31 +202,11 @@ struct Due {
     standalone: bool,
 }
 
-/// A memo of [`Due`], which is a function of the rest of the state: equality and hashing ignore
-/// it, so the model checker sees exactly the states it saw without it.
-#[derive(Debug, Clone, Copy, Default)]
-struct DueMemo(Option<Due>);
-
-impl PartialEq for DueMemo {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for DueMemo {}
-
-impl std::hash::Hash for DueMemo {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Flow<W> {
     pub p: Params,
     pub c: Counters<W>,
     pub extra: Extra,
-    /// Polls ask whether an announcement is due on every call, while its inputs change only in
-    /// the methods that clear this memo.
-    due: DueMemo,
     // Receive side.
     initial_published: bool,
     data_notified: u64,
@@ -246,7 +226,6 @@ impl<W: Word> Flow<W> {
             p,
             c: Counters::default(),
             extra: Extra::default(),
-            due: DueMemo::default(),
             initial_published: false,
             data_notified: 0,
             data_arrived: 0,
@@ -266,7 +245,6 @@ impl<W: Word> Flow<W> {
     pub fn rx_posted(&mut self, n: u64) -> bool {
         if self.c.local_rx_posted.add_bounded(n, self.p.rx_depth) {
             self.c.total_local_rx_posted.add(n);
-            self.forget_due();
             true
         } else {
             self.rx_refused(n);
@@ -282,7 +260,6 @@ impl<W: Word> Flow<W> {
     /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
     pub fn data_arrived(&mut self, n: u64) {
         self.data_arrived += n;
-        self.forget_due();
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
@@ -291,7 +268,6 @@ impl<W: Word> Flow<W> {
         self.ctrl_arrived += 1;
         self.c.local_rx_posted.sub(1);
         self.c.total_local_rx_notified.add(1);
-        self.forget_due();
     }
 
     fn ctrl_outstanding(&self) -> u64 {
@@ -335,7 +311,6 @@ impl<W: Word> Flow<W> {
             self.c.total_local_rx_notified.add(k);
             self.data_notified += k;
             self.initial_published = true;
-            self.forget_due();
             mine.data_granted
                 .store(self.data_notified, Ordering::Release);
             mine.initial.store(k, Ordering::Release);
@@ -351,7 +326,6 @@ impl<W: Word> Flow<W> {
         if spare > 0 {
             self.ctrl_granted += deficit.min(spare);
             self.extra.ctrl_grants += 1;
-            self.forget_due();
             mine.ctrl_granted
                 .store(self.ctrl_granted, Ordering::Release);
         }
@@ -361,6 +335,7 @@ impl<W: Word> Flow<W> {
     /// Whether an announcement should go out now. Piggybacks are free, so they go whenever a
     /// notify interval has built up; a standalone waits until the peer runs low, so two-way
     /// traffic rarely needs one. Either goes at once when the peer has no credit left.
+    #[inline(always)]
     fn announcement_due(&self) -> Due {
         let free = self.free();
         if !self.initial_published || free == 0 {
@@ -377,38 +352,12 @@ impl<W: Word> Flow<W> {
         }
     }
 
-    /// [`Flow::announcement_due`], from the memo when nothing changed since it was computed.
-    #[inline]
-    fn due(&mut self) -> Due {
-        match self.due.0 {
-            Some(due) => {
-                debug_assert_eq!(due, self.announcement_due(), "stale announcement memo");
-                due
-            }
-            None => self.recompute_due(),
-        }
-    }
-
-    /// Called by every method that changes an input of [`Flow::announcement_due`].
-    fn forget_due(&mut self) {
-        self.due = DueMemo(None);
-    }
-
-    // Out of line: a poll inlines only the memo check.
-    #[inline(never)]
-    fn recompute_due(&mut self) -> Due {
-        let due = self.announcement_due();
-        self.due = DueMemo(Some(due));
-        due
-    }
-
     #[inline(never)]
     fn take_announcement(&mut self, in_user_buf: bool) -> (u64, u64) {
         let k = self.free();
         self.c.local_rx_posted.sub(k);
         self.c.total_local_rx_notified.add(k);
         self.data_notified += k;
-        self.forget_due();
         let imm = encode_imm(Announcement {
             increment: k.min(u16::MAX as u64) as u16,
             cumulative: self.data_notified as u32,
@@ -421,7 +370,7 @@ impl<W: Word> Flow<W> {
     /// Call [`Flow::commit`] once the transport took the WR, or [`Flow::undo`] if it refused it.
     #[inline]
     pub fn piggyback(&mut self) -> Option<(u64, u64)> {
-        if !self.due().piggyback {
+        if !self.announcement_due().piggyback {
             return None;
         }
         Some(self.take_announcement(true))
@@ -438,14 +387,13 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.add(k);
         self.c.total_local_rx_notified.sub(k);
         self.data_notified -= k;
-        self.forget_due();
     }
 
     /// Announces through the area, plus a standalone message when control credit allows;
     /// returns the standalone's immediate. The area is written first, so the message is only
     /// ever a faster copy of what the peer can read anyway.
     pub fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64> {
-        if !self.due().standalone {
+        if !self.announcement_due().standalone {
             return None;
         }
         let (_, imm) = self.take_announcement(false);
@@ -462,7 +410,7 @@ impl<W: Word> Flow<W> {
 
     /// Whether [`Flow::standalone`] would announce now (a cheap test before taking locks).
     pub fn wants_standalone(&mut self) -> bool {
-        self.due().standalone
+        self.announcement_due().standalone
     }
 
     /// Whether the queue should run flow control's progress step after a poll: WRs wait for
@@ -470,7 +418,7 @@ impl<W: Word> Flow<W> {
     /// announcement is due.
     #[inline]
     pub fn wants_progress(&mut self, waiting: bool) -> bool {
-        waiting || !self.peer_initial || self.due().standalone
+        waiting || !self.peer_initial || self.announcement_due().standalone
     }
 
     /// A receive post: counts the `accepted` buffers and the `refused` ones, publishes the
@@ -482,7 +430,7 @@ impl<W: Word> Flow<W> {
             self.rx_refused(refused);
         }
         self.publish(mine);
-        self.due().standalone
+        self.announcement_due().standalone
     }
 
     pub fn extra(&self) -> Extra {
