@@ -59,7 +59,35 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        if is_lone_small_send(head) && self.send_lone_now(head) {
+            return Ok(());
+        }
         self.post_tx_batch(head, bad, false)
+    }
+
+    /// The usual post through a link, a lone small SEND that can go now, without the batch
+    /// machinery: false, with nothing changed, when it cannot go this way (the general path
+    /// then takes it).
+    fn send_lone_now(&self, wr: *mut umq_buf_t) -> bool {
+        if !self.over_link.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut mine = lock(&self.wire);
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return false;
+        }
+        let Some(mut link) = mine.link.take() else {
+            return false;
+        };
+        let out = self.send_one_now(&mut mine, &mut link, wr);
+        mine.link = Some(link);
+        let Some(out) = out else {
+            return false;
+        };
+        self.note_starvation(&mut mine, false);
+        drop(mine);
+        self.after_round(&out);
+        true
     }
 
     /// `umq_enqueue`'s post: every WR of the list, or none (`base::enqueue` says why).
@@ -400,6 +428,18 @@ fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
         return Ok(head);
     }
     check_wr_walk(head)
+}
+
+/// A WR list that is one SEND or SEND_IMM in one buffer (`check_wr` accepts it as it is).
+#[inline(always)]
+fn is_lone_small_send(head: *mut umq_buf_t) -> bool {
+    let h = unsafe { &*head };
+    let op = h.pro().opcode;
+    (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+        && h.qbuf_next.is_null()
+        && h.data_size == h.total_data_size
+        && h.data_size <= h.buf_size
+        && !h.buf_data.is_null()
 }
 
 fn is_known_opcode(op: umq_opcode_t) -> bool {

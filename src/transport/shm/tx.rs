@@ -257,7 +257,12 @@ pub(super) fn transmit_one(
     wr: *mut umq_buf_t,
 ) -> Outcome {
     let mut out = Outcome::default();
-    let pushed = push_wr(peer, wr, None, true);
+    let len = unsafe { (*wr).total_data_size } as usize;
+    let pushed = if len < PLACE_MIN_ALONE {
+        push_one_buffer(peer, wr, len).then_some(Sent::Copied)
+    } else {
+        push_wr(peer, wr, None, true)
+    };
     debug_assert!(pushed.is_some(), "can_transmit_one checked the room");
     if pushed == Some(Sent::Placed) {
         w.count_placed(wr);
@@ -313,6 +318,26 @@ pub(super) fn push_wr(
     };
     peer.note_pushed(opcode);
     Some(how)
+}
+
+/// `push_wr` for the usual small SEND of `transmit_one`: one buffer holding all `len` bytes,
+/// too short to be placed, copied behind its entry. (`push_wr`'s general copy walks the buffer
+/// chain and first asks whether the message could be placed: a third of a small send's cost.)
+#[inline(always)]
+fn push_one_buffer(peer: &Segment, wr: *mut umq_buf_t, len: usize) -> bool {
+    let (e, _) = wr_entry(wr);
+    let src = unsafe { (*wr).buf_data as *const u8 };
+    // SAFETY: `can_transmit_one` checked that the buffer holds the whole message (`check_wr`,
+    // that a non-empty one has memory), and `push` gives `len` bytes of ring.
+    let pushed = peer.push(e, len, |dst| {
+        if len > 0 {
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
+        }
+    });
+    if pushed {
+        peer.note_pushed(unsafe { (*wr).pro().opcode });
+    }
+    pushed
 }
 
 /// The header of the entry that carries `wr`; `len`, the bytes its message carries.
