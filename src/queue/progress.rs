@@ -15,6 +15,24 @@ impl Queue {
         }
     }
 
+    /// A receive poll's round: the link's one-message shortcut (`Link::receive_one`) when it
+    /// applies, else the full round.
+    #[inline(always)]
+    pub(super) fn link_receive_round(&self, w: &mut Wire) -> Outcome {
+        if self.rt.pro_api
+            && !crate::transport::pause::in_use()
+            && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR
+            && let Some(mut link) = w.link.take()
+        {
+            let one = link.receive_one(w, self.handle);
+            w.put_link_back(link);
+            if let Some(out) = one {
+                return out;
+            }
+        }
+        self.link_round(w)
+    }
+
     /// A post's round: only the sending step (`Link::post_round`), or the full round when the
     /// peer has left or the queue is in error.
     #[inline]
@@ -24,7 +42,7 @@ impl Queue {
                 QUEUE_STATE_ERR => None,
                 _ => link.post_round(w),
             };
-            w.link = Some(link);
+            w.put_link_back(link);
             if let Some(out) = out {
                 return out;
             }
@@ -43,7 +61,7 @@ impl Queue {
             return Outcome::default();
         };
         let out = self.run_round(w, &mut link);
-        w.link = Some(link);
+        w.put_link_back(link);
         out
     }
 

@@ -123,6 +123,7 @@ impl Queue {
         // progress thread run it): it is the poll after every post of a ping-pong, and its
         // round would only look at the ring line the peer is about to write.
         let round = match w.link {
+            Some(_) if dir == UMQ_IO_RX => Some(self.link_receive_round(&mut w)),
             Some(_) if dir != UMQ_IO_TX || w.delivered == 0 => Some(self.link_round(&mut w)),
             _ => None,
         };

@@ -80,7 +80,7 @@ impl Queue {
             return false;
         };
         let out = self.send_one_now(&mut mine, &mut link, wr);
-        mine.link = Some(link);
+        mine.put_link_back(link);
         let Some(out) = out else {
             return false;
         };
@@ -149,14 +149,14 @@ impl Queue {
         if batch.n == 1
             && let Some(out) = self.send_one_now(&mut mine, &mut link, batch.head(0))
         {
-            mine.link = Some(link);
+            mine.put_link_back(link);
             self.note_starvation(&mut mine, false);
             drop(mine);
             self.after_round(&out);
             return Some((1, false));
         }
         let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
-        mine.link = Some(link);
+        mine.put_link_back(link);
         Some(self.transmit_admitted(mine, admitted))
     }
 
@@ -224,7 +224,7 @@ impl Queue {
                     )
                 })?;
                 let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
-                mine.link = Some(link);
+                mine.put_link_back(link);
                 self.transmit_admitted(mine, admitted)
             }
         })

@@ -125,6 +125,17 @@ impl Link {
         }
     }
 
+    /// A receive poll's round when all it would do is take one message that lands whole in our
+    /// next receive buffer (see the provider's `receive_one`); None, with nothing changed, when
+    /// the full round must run.
+    #[inline(always)]
+    pub fn receive_one(&mut self, w: &mut Wire, umqh: u64) -> Option<Outcome> {
+        match self {
+            Link::Shm(l) => l.receive_one(w, umqh),
+            Link::Fabric(_) => None,
+        }
+    }
+
     /// A full round: takes what the peer sent, completes our WRs it has executed, sends our
     /// waiting WRs. Err when the pair broke (the peer left, or sent something corrupt).
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {

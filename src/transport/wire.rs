@@ -118,6 +118,14 @@ impl Wire {
         }
     }
 
+    /// Puts back the link a round or a post moved out of the wire. The slot is empty then, so
+    /// nothing is dropped: an assignment would call the link's drop glue on every round.
+    #[inline(always)]
+    pub fn put_link_back(&mut self, link: Box<super::link::Link>) {
+        debug_assert!(self.link.is_none(), "a link was put in while one was out");
+        std::mem::forget(self.link.replace(link));
+    }
+
     /// Counts a WR whose message we placed in the peer's receive buffer.
     pub fn count_placed(&mut self, wr: *mut umq_buf_t) {
         self.zero_copy.placed_wr += 1;

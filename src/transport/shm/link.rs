@@ -65,6 +65,37 @@ impl Link {
         progress(w, &mut self.pair, &self.mine, &self.peer, at)
     }
 
+    /// The full round's work when it is one SEND or SEND_IMM at the head of our ring that
+    /// lands whole in our next receive buffer, and nothing else waits: none of our WRs waits or
+    /// is in flight, no message arrives in packets, the peer rings no doorbell. Taken by a
+    /// receive poll without the round's set-up (an empty ring then returns at once, as `idle`
+    /// would); None, with nothing changed, otherwise. (A peer
+    /// that left after pushing the entry is seen by the next round, which an empty ring with a
+    /// closed peer never skips.)
+    #[inline(always)]
+    pub fn receive_one(&mut self, w: &mut Wire, umqh: u64) -> Option<Outcome> {
+        if w.delivered != w.sq.len() || self.peer.doorbell.is_some() || self.pair.assembly.is_some()
+        {
+            return None;
+        }
+        // A corrupt entry is the full round's to report; an empty ring, with the peer still
+        // there, leaves the round nothing to do.
+        let Some((e, payload)) = self.mine.peek().ok()? else {
+            return (!self.peer.is_closed()).then(Outcome::default);
+        };
+        if e.kind != KIND_WR || e.flags != 0 {
+            return None;
+        }
+        let mut out = Outcome::default();
+        let status = rx::land_inline(w, &e, payload, umqh, false, &mut out)?;
+        // A SEND or SEND_IMM: it took a receive buffer (see `rx::receive`).
+        self.pair.rx_entries_run += 1;
+        self.mine.pop(&e);
+        self.mine.finish_wr(status);
+        self.pair.rx_blocked = false;
+        Some(out)
+    }
+
     /// A post's round: our waiting WRs only; None when the peer has left (see
     /// `transmit_round`).
     #[inline]
