@@ -59,19 +59,20 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        if is_lone_small_send(head) && self.send_lone_now(head) {
+        if self.over_link.load(Ordering::Relaxed)
+            && is_lone_small_send(head)
+            && self.send_lone_now(head)
+        {
             return Ok(());
         }
         self.post_tx_batch(head, bad, false)
     }
 
-    /// The usual post through a link, a lone small SEND that can go now, without the batch
+    /// The usual post through a link (the caller checked that the queue is bound through one),
+    /// a lone small SEND that can go now, without the batch
     /// machinery: false, with nothing changed, when it cannot go this way (the general path
     /// then takes it).
     fn send_lone_now(&self, wr: *mut umq_buf_t) -> bool {
-        if !self.over_link.load(Ordering::Relaxed) {
-            return false;
-        }
         let mut mine = lock(&self.wire);
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return false;
