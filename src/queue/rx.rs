@@ -4,6 +4,10 @@ use super::*;
 
 impl Queue {
     pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        // One buffer (every repost of a ping-pong) needs no list walk.
+        if unsafe { (*head).qbuf_next.is_null() } {
+            return self.post_rx_bufs(&[head], bad);
+        }
         // Not zeroed: a one-buffer repost (every message of a ping-pong) touches one entry.
         let mut bufs = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; BATCH];
         let mut n = 0;
@@ -23,6 +27,14 @@ impl Queue {
         let bufs = unsafe {
             &*(&bufs[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t])
         };
+        self.post_rx_bufs(bufs, bad)
+    }
+
+    /// Posts the receive buffers of one call (at most `UMQ_BATCH_SIZE`); EAGAIN with `bad` at
+    /// the first one refused when the receive depth is full.
+    #[inline(always)]
+    fn post_rx_bufs(&self, bufs: &[*mut umq_buf_t], bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        let n = bufs.len();
         let (accepted, progress) = self.push_rx(bufs);
         if progress {
             self.flow_progress();
