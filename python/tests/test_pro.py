@@ -42,6 +42,27 @@ def test_send_imm_carries_imm_and_user_ctx(pair):
     assert [(c.direction, c.status, c.user_ctx) for c in tx] == [(TX, 0, 11), (TX, 0, 12)]
 
 
+def test_sends_posted_one_at_a_time_arrive_with_their_bytes_imm_and_ctx(pair):
+    """One WR per call, as a ping-pong posts: every size a transport treats apart (empty, under
+    a cache line, a line, past it, either side of the placement threshold), both send opcodes,
+    each polled before the next goes."""
+    a, b = pair
+    sizes = [0, 1, 63, 64, 65, 1023, 1024, 4000] * 2
+    b.post_recv(len(sizes))
+    for i, n in enumerate(sizes):
+        with_imm = i % 2 == 1
+        op = umq.UMQ_OPC_SEND_IMM if with_imm else umq.UMQ_OPC_SEND
+        data = bytes((i + k) & 0xFF for k in range(n))
+        imm = (i << 40 | 0xABC0) if with_imm else 0
+        assert a.send([data], opcode=op, imm=imm, user_ctx=100 + i) == 1
+        [rx] = b.poll_until(1, RX)
+        assert (rx.status, rx.opcode, rx.data) == (umq.UMQ_BUF_SUCCESS, op, data), f"message {i}"
+        if with_imm:
+            assert rx.imm == imm
+        [tx] = a.poll_until(1, TX)
+        assert (tx.direction, tx.status, tx.user_ctx) == (TX, umq.UMQ_BUF_SUCCESS, 100 + i)
+
+
 def test_write_lands_in_the_exposed_buffer(ctx, pair):
     a, b = pair
     with ctx.alloc(256, 1, umqh=b.handle) as target:

@@ -68,18 +68,41 @@ fn latency(a: u64, b: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
             marks.mark();
             progress.tick(i - warm);
         }
-        api::post_all(a, &ta, std::hint::spin_loop);
-        api::poll_exact(b, UMQ_IO_RX, &mut c);
-        api::post(b, &c, UMQ_IO_RX);
-        api::post_all(b, &tb, std::hint::spin_loop);
-        api::poll_exact(a, UMQ_IO_RX, &mut c);
-        api::post(a, &c, UMQ_IO_RX);
-        api::poll_exact(a, UMQ_IO_TX, &mut c);
-        api::poll_exact(b, UMQ_IO_TX, &mut c);
+        send(a, &ta);
+        receive(b, &mut c);
+        repost(b, &c);
+        send(b, &tb);
+        receive(a, &mut c);
+        repost(a, &c);
+        reap_send(a, &mut c);
+        reap_send(b, &mut c);
     }
     marks.mark();
     [ta, tb].iter().for_each(|v| umq_buf_free(v[0]));
     marks.half_round_trips_ns()
+}
+
+// The four call shapes of a round trip, each in a function of its own so that callgrind counts
+// them apart (`callgrind_annotate --inclusive=yes`; docs/PERFORMANCE.md, "Instructions").
+
+#[inline(never)]
+fn send(h: u64, tx: &[*mut umq_buf_t]) {
+    api::post_all(h, tx, std::hint::spin_loop);
+}
+
+#[inline(never)]
+fn receive(h: u64, c: &mut [*mut umq_buf_t]) {
+    api::poll_exact(h, UMQ_IO_RX, c);
+}
+
+#[inline(never)]
+fn repost(h: u64, c: &[*mut umq_buf_t]) {
+    api::post(h, c, UMQ_IO_RX);
+}
+
+#[inline(never)]
+fn reap_send(h: u64, c: &mut [*mut umq_buf_t]) {
+    api::poll_exact(h, UMQ_IO_TX, c);
 }
 
 /// The baseline: the same payload copied through a crossbeam ArrayQueue by one thread.
