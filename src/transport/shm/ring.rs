@@ -98,6 +98,7 @@ impl Segment {
 
     /// Consumer side: the oldest entry and its payload, validated; Err when the producer wrote
     /// something impossible.
+    #[inline(always)]
     pub(super) fn peek(&self) -> Result<Option<(Entry, *const u8)>, LinkError> {
         let cons = self.inbox().cons.0.load(Ordering::Relaxed);
         if !cons.is_multiple_of(LINE as u64) {
