@@ -59,19 +59,16 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        if self.over_link.load(Ordering::Relaxed)
-            && is_lone_small_send(head)
-            && self.send_lone_now(head)
+        if self.over_link.load(Ordering::Relaxed) && is_lone_send(head) && self.send_lone_now(head)
         {
             return Ok(());
         }
         self.post_tx_batch(head, bad, false)
     }
 
-    /// The usual post through a link (the caller checked that the queue is bound through one),
-    /// a lone small SEND that can go now, without the batch
-    /// machinery: false, with nothing changed, when it cannot go this way (the general path
-    /// then takes it).
+    /// The usual post through a link (the caller checked that the queue is bound through one):
+    /// a lone SEND that can go now, without the batch machinery. False, with nothing changed,
+    /// when it cannot go this way; the general path then takes it.
     fn send_lone_now(&self, wr: *mut umq_buf_t) -> bool {
         let mut mine = lock(&self.wire);
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
@@ -433,7 +430,7 @@ fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
 
 /// A WR list that is one SEND or SEND_IMM in one buffer (`check_wr` accepts it as it is).
 #[inline(always)]
-fn is_lone_small_send(head: *mut umq_buf_t) -> bool {
+fn is_lone_send(head: *mut umq_buf_t) -> bool {
     let h = unsafe { &*head };
     let op = h.pro().opcode;
     (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)

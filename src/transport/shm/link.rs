@@ -69,9 +69,8 @@ impl Link {
     /// lands whole in our next receive buffer, and nothing else waits: none of our WRs waits or
     /// is in flight, no message arrives in packets, the peer rings no doorbell. Taken by a
     /// receive poll without the round's set-up (an empty ring then returns at once, as `idle`
-    /// would); None, with nothing changed, otherwise. (A peer
-    /// that left after pushing the entry is seen by the next round, which an empty ring with a
-    /// closed peer never skips.)
+    /// would); None, with nothing changed, otherwise. A peer that left after pushing the entry
+    /// is seen by the next round, which an empty ring with a closed peer never skips.
     #[inline(always)]
     pub fn receive_one(&mut self, w: &mut Wire, umqh: u64) -> Option<Outcome> {
         if w.delivered != w.sq.len() || self.peer.doorbell.is_some() || self.pair.assembly.is_some()
