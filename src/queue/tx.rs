@@ -59,33 +59,7 @@ impl Queue {
     }
 
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
-        if self.over_link.load(Ordering::Relaxed) && is_lone_send(head) && self.send_lone_now(head)
-        {
-            return Ok(());
-        }
         self.post_tx_batch(head, bad, false)
-    }
-
-    /// The usual post through a link (the caller checked that the queue is bound through one):
-    /// a lone SEND that can go now, without the batch machinery. False, with nothing changed,
-    /// when it cannot go this way; the general path then takes it.
-    fn send_lone_now(&self, wr: *mut umq_buf_t) -> bool {
-        let mut mine = lock(&self.wire);
-        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
-            return false;
-        }
-        let Some(mut link) = mine.link.take() else {
-            return false;
-        };
-        let out = self.send_one_now(&mut mine, &mut link, wr);
-        mine.put_link_back(link);
-        let Some(out) = out else {
-            return false;
-        };
-        self.note_starvation(&mut mine, false);
-        drop(mine);
-        self.after_round(&out);
-        true
     }
 
     /// `umq_enqueue`'s post: every WR of the list, or none (`base::enqueue` says why).
@@ -511,6 +485,11 @@ fn check_wr_walk(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
 /// `-UMQ_ERR_EINVAL` must not find part of it in flight.
 #[inline(always)]
 fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
+    // The usual post of a ping-pong, one SEND in one buffer, needs no walk.
+    if is_lone_send(head) {
+        b.push(head);
+        return Ok(());
+    }
     let mut cur = head;
     while !cur.is_null() {
         if b.n == BATCH {

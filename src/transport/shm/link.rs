@@ -87,11 +87,8 @@ impl Link {
         }
         let mut out = Outcome::default();
         let status = rx::land_inline(w, &e, payload, umqh, false, &mut out)?;
-        // A SEND or SEND_IMM: it took a receive buffer (see `rx::receive`).
-        self.pair.rx_entries_run += 1;
-        self.mine.pop(&e);
-        self.mine.finish_wr(status);
-        self.pair.rx_blocked = false;
+        // A SEND or SEND_IMM: it took a receive buffer.
+        rx::entry_done(&mut self.pair, &self.mine, &e, true, status);
         Some(out)
     }
 

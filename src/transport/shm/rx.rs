@@ -76,14 +76,8 @@ pub(super) fn receive(
                     }
                     return Ok(());
                 };
-                if crate::transport::wire::needs_rx_buffer(e.opcode as u32) {
-                    pair.rx_entries_run += 1;
-                }
-                // Room first, then the count: a sender that sees its WR done also sees the
-                // ring caught up (which decides whether its next large WR goes by reference).
-                mine.pop(&e);
-                mine.finish_wr(status);
-                pair.rx_blocked = false;
+                let took_rx = crate::transport::wire::needs_rx_buffer(e.opcode as u32);
+                entry_done(pair, mine, &e, took_rx, status);
                 continue;
             }
         }
@@ -91,6 +85,24 @@ pub(super) fn receive(
         pair.rx_blocked = false;
     }
     Ok(())
+}
+
+/// The bookkeeping once the WR of entry `e` ran: the entry counted if it `took_rx` a receive
+/// buffer (see `placement`), popped, the executed count moved on, the ring no longer blocked.
+#[inline(always)]
+pub(super) fn entry_done(
+    pair: &mut Pair,
+    mine: &Segment,
+    e: &Entry,
+    took_rx: bool,
+    status: umq_buf_status_t,
+) {
+    pair.rx_entries_run += took_rx as u64;
+    // Room first, then the count: a sender that sees its WR done also sees the ring caught up
+    // (which decides whether its next large WR goes by reference).
+    mine.pop(e);
+    mine.finish_wr(status);
+    pair.rx_blocked = false;
 }
 
 /// An entry of a message cut into packets (or, while one arrives, any entry of a WR): the First
@@ -138,11 +150,8 @@ fn packet(
         }
         return Ok(false);
     };
-    pair.rx_entries_run += takes_rx as u64;
     pair.assembly = None;
-    mine.pop(e);
-    mine.finish_wr(status);
-    pair.rx_blocked = false;
+    entry_done(pair, mine, e, takes_rx, status);
     Ok(true)
 }
 
