@@ -6,6 +6,7 @@ import ctypes as C
 import pytest
 
 import umq
+from conftest import eventually, expected_transport
 from umq.core import BUF
 
 RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
@@ -61,6 +62,61 @@ def test_sends_posted_one_at_a_time_arrive_with_their_bytes_imm_and_ctx(pair):
             assert rx.imm == imm
         [tx] = a.poll_until(1, TX)
         assert (tx.direction, tx.status, tx.user_ctx) == (TX, umq.UMQ_BUF_SUCCESS, 100 + i)
+
+
+def test_after_empty_polls_the_next_poll_sees_each_new_event(pair):
+    """Empty polls, in every direction and on both queues, as an application spins on while
+    it waits, never hide what comes next: a message the peer sent, the completion of our own
+    send, a receive posted in between each show on the very next poll. In one process, shared
+    memory and loopback deliver during the post itself; over the network it takes a round
+    trip."""
+    a, b = pair
+    at_once = expected_transport() != umq.UMQ_EXT_TRANSPORT_FABRIC
+
+    def next_poll(q, direction):
+        return q.poll(direction) if at_once else q.poll_until(1, direction)
+
+    a.post_recv(1)
+    b.post_recv(1)
+    for i in range(4):
+        for q in (a, b):
+            for d in (TX, RX, ALL, RX, TX):
+                assert q.poll(d) == []
+        there, back = b"after empty polls %d" % i, b"and back %d" % i
+        assert a.send([there], user_ctx=i) == 1
+        rx = next_poll(b, RX)
+        assert [(c.status, c.data) for c in rx] == [(umq.UMQ_BUF_SUCCESS, there)], f"round {i}"
+        tx = next_poll(a, TX)
+        assert [(c.status, c.user_ctx) for c in tx] == [(umq.UMQ_BUF_SUCCESS, i)]
+        for q in (a, b):
+            assert q.poll(ALL) == []
+        b.post_recv(1)
+        assert b.send([back]) == 1
+        assert [c.data for c in next_poll(a, RX)] == [back], f"round {i}"
+        assert len(next_poll(b, TX)) == 1
+        a.post_recv(1)
+
+
+def test_empty_polls_between_messages_leave_flow_control_its_announcements(fc):
+    """With flow control on, empty polls between messages still let every announcement out: a
+    one-way stream that needs the receiver's credit over and over completes, in order."""
+    a, b = fc.pair(depth=16)
+    a.post_recv(4)
+    b.post_recv(8)
+    eventually(lambda: (a.state, b.state) == (umq.QUEUE_STATE_READY, umq.QUEUE_STATE_READY))
+    got = []
+    for i in range(40):
+        for q in (a, b):
+            for d in (TX, RX, ALL):
+                got += [c.data for c in q.poll(d) if c.direction == RX and c.data]
+        assert a.send([b"m%d" % i]) == 1
+        while len(got) <= i:
+            for c in b.poll(RX):
+                if c.data:
+                    got.append(c.data)
+                b.post_recv(1)
+            a.poll(ALL)
+    assert got == [b"m%d" % i for i in range(40)]
 
 
 def test_write_lands_in_the_exposed_buffer(ctx, pair):

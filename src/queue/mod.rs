@@ -16,6 +16,15 @@ pub mod pfc;
 mod progress;
 mod rx;
 mod spin;
+#[cfg(test)]
+mod spin_tests;
+/// What the wire lock (`spin.rs`) is written against: std here; `tests/loom_spin.rs` compiles
+/// the same file against loom's atomics and scheduler.
+mod spin_sync {
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic::{AtomicBool, Ordering};
+    pub use std::thread::{sleep, yield_now};
+}
 mod stats;
 pub mod table;
 mod tx;

@@ -8,9 +8,9 @@
 //! sleeps between looks: a real-time waiter's yield never hands the core to a holder of lower
 //! priority, and a sleep does.
 
+use super::spin_sync::{AtomicBool, Ordering, sleep, spin_loop, yield_now};
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Pause instructions a waiter spins before it starts yielding: some microseconds, longer than
 /// any section.
@@ -29,7 +29,7 @@ pub struct SpinMutex<T> {
 unsafe impl<T: Send> Sync for SpinMutex<T> {}
 
 impl<T> SpinMutex<T> {
-    pub const fn new(value: T) -> Self {
+    pub fn new(value: T) -> Self {
         SpinMutex {
             locked: AtomicBool::new(false),
             value: UnsafeCell::new(value),
@@ -59,11 +59,11 @@ impl<T> SpinMutex<T> {
             while self.locked.load(Ordering::Relaxed) {
                 looks = looks.saturating_add(1);
                 if looks < SPINS {
-                    std::hint::spin_loop();
+                    spin_loop();
                 } else if looks < SPINS + YIELDS {
-                    std::thread::yield_now();
+                    yield_now();
                 } else {
-                    std::thread::sleep(NAP);
+                    sleep(NAP);
                 }
             }
             if self.try_acquire() {
@@ -96,50 +96,5 @@ impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         self.mutex.locked.store(false, Ordering::Release);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    /// Four threads add to a plain counter under the lock: no increment is lost, which a lock
-    /// that let two holders in at once would show as a short count.
-    #[test]
-    fn holders_exclude_each_other() {
-        let m = Arc::new(SpinMutex::new(0u64));
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let m = m.clone();
-                std::thread::spawn(move || {
-                    for _ in 0..100_000 {
-                        let mut g = m.lock();
-                        let v = *g;
-                        std::hint::black_box(&mut *g);
-                        *g = v + 1;
-                    }
-                })
-            })
-            .collect();
-        threads.into_iter().for_each(|t| t.join().unwrap());
-        assert_eq!(*m.lock(), 400_000);
-    }
-
-    /// A waiter behind a holder that sleeps (longer than the spin and yield phases) still gets
-    /// in.
-    #[test]
-    fn a_waiter_outlasts_a_slow_holder() {
-        let m = Arc::new(SpinMutex::new(Vec::new()));
-        let mut held = m.lock();
-        let waiter = {
-            let m = m.clone();
-            std::thread::spawn(move || m.lock().push(2))
-        };
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        held.push(1);
-        drop(held);
-        waiter.join().unwrap();
-        assert_eq!(*m.lock(), vec![1, 2]);
     }
 }
