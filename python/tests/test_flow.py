@@ -109,8 +109,17 @@ def test_identities_hold_after_traffic_both_ways(fc):
             got = drain(dst, RX)
             dst.post_recv(len(got))
             drain(src, TX)
-    drain(a)
-    drain(b)
+
+    def settled():  # every announcement in flight has landed (at once but over the network)
+        drain(a)
+        drain(b)
+        sa, sb = a.stats(), b.stats()
+        return (sa.total_local_rx_notified, sb.total_local_rx_notified) == (
+            sb.total_remote_rx_received,
+            sa.total_remote_rx_received,
+        )
+
+    eventually(settled)
     sa, sb = umq.check_pair_identities(a, b)
     assert sa.total_remote_rx_consumed > 20 and sb.total_remote_rx_consumed > 20
 
