@@ -155,7 +155,14 @@ impl Queue {
             });
             w.rx_cq_bufs -= bufs;
         }
-        let progress = w.flow.is_some() && Self::flow_wants_progress(&mut w);
+        // A send poll that skipped the round over a link landed nothing and posted nothing: of
+        // what flow control's step looks at, only WRs waiting for credit can be new to it. An
+        // announcement that a landing made due is seen by the receive polls that take it in.
+        let progress = w.flow.is_some()
+            && match round {
+                None if w.link.is_some() => w.undelivered() > 0,
+                _ => Self::flow_wants_progress(&mut w),
+            };
         drop(w);
         if let Some(out) = round {
             self.after_round(&out);
