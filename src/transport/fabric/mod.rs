@@ -74,6 +74,9 @@ const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
 /// Completion contexts: which buffer a completion is about.
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
+const AREA_TAG: usize = 3 << 32;
+/// Our flow-control area as written into the peer's landing words: three words.
+const AREA_BYTES: usize = 24;
 
 pub const LIVENESS_DEFAULT_MS: u64 = 5000;
 
@@ -128,8 +131,11 @@ pub struct Link {
     /// write ours.
     peer_area: Area,
     peer_landing: RemoteKey,
-    /// Our own area, which we ship to the peer whenever it changed.
+    /// Our own area, which we ship to the peer whenever it changed, from `area_out` (a
+    /// registered buffer: the write carries a context, see `ship_area`), one write at a time.
     our_area: OurArea,
+    area_out: sys::Buffers,
+    area_in_flight: bool,
     /// Our area as we last shipped it, and when.
     area_sent: [u64; 3],
     area_sent_at: Instant,
@@ -217,9 +223,10 @@ impl Link {
             .area
             .ok_or("the peer's bind info has no key for its flow-control area")?;
         let peer = ep.connect(&to.name)?;
-        let (rx_bufs, tx_bufs) = (
+        let (rx_bufs, tx_bufs, area_out) = (
             ep.buffers(RX_BOUNCES * BOUNCE)?,
             ep.buffers(TX_SLOTS * BOUNCE)?,
+            ep.buffers(AREA_BYTES)?,
         );
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
@@ -252,6 +259,8 @@ impl Link {
             peer_area: Area::default(),
             peer_landing,
             our_area,
+            area_out,
+            area_in_flight: false,
             area_sent: [0; 3],
             area_sent_at: Instant::now(),
             wr_sent_at: Instant::now(),
@@ -719,11 +728,17 @@ mod tests {
         p.area_a.raise_to([16, 41, 3]);
         p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 41, 3]);
         // A lower write lands in the words but not in the area the queue reads.
-        let low: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let words: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let mut low = sys::Buffers::unregistered(AREA_BYTES);
+        low.get_mut(0, AREA_BYTES).copy_from_slice(&words);
         let to = p.b.ep.landing_key();
-        while p.a.ep.write(&low, p.a.peer, to).is_err() {
+        // Written as `a`'s own area write, whose completion its rounds take.
+        p.rounds_until(|a, _| !a.area_in_flight);
+        let write = |a: &Link| a.ep.write(&low, 0, AREA_BYTES, a.peer, to, AREA_TAG);
+        while write(&p.a).is_err() {
             p.a.reap().unwrap();
         }
+        p.a.area_in_flight = true;
         p.rounds_until(|_, b| b.ep.landed() == [1, 2, 3]);
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }

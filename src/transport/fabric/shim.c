@@ -283,7 +283,8 @@ int umqf_register(struct umqf_ep *e, void *buf, size_t len, void **desc)
     if (e->n_mrs == (int)(sizeof(e->mrs) / sizeof(e->mrs[0])))
         return -FI_ENOSPC;
     struct fid_mr *mr;
-    int rc = fi_mr_reg(e->domain, buf, len, FI_SEND | FI_RECV, 0, next_key(e), 0, &mr, NULL);
+    int rc = fi_mr_reg(e->domain, buf, len, FI_SEND | FI_RECV | FI_WRITE, 0, next_key(e), 0, &mr,
+                       NULL);
     if (rc)
         return rc;
     e->mrs[e->n_mrs++] = mr;
@@ -308,12 +309,16 @@ int umqf_expose(struct umqf_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     return 0;
 }
 
-/* Writes `len` bytes (at most the inject size) into the peer's memory at `addr` under `key`,
- * copied out now, no completion. 0, -FI_EAGAIN (progress and retry) or another negative code. */
-int umqf_write(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer, uint64_t addr,
-               uint64_t key)
+/* Writes `len` bytes of our registered buffer `buf` (`desc` from umqf_register) into the
+ * peer's memory at `addr` under `key`; its completion carries `ctx`. Not fi_inject_write: when a
+ * connection closes with an injected operation still queued, libfabric 1.17's rxm takes the
+ * NULL context of its cancellation for one of its own buffers and crashes in fi_cq_read (a
+ * survivor whose peer was killed). 0, -FI_EAGAIN (progress and retry) or another negative
+ * code. */
+int umqf_write(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
+               uint64_t addr, uint64_t key, void *ctx)
 {
-    return (int)fi_inject_write(e->ep, buf, len, peer, addr, key);
+    return (int)fi_write(e->ep, buf, len, desc, peer, addr, key, ctx);
 }
 
 /* The completion queue's wait fd, or -1 (opened without one). */
@@ -430,7 +435,7 @@ const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
 size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
 int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
-int umqf_write(struct umqf_ep *e, const void *b, size_t l, uint64_t p, uint64_t a, uint64_t k) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k; return -38; }
+int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }

@@ -49,9 +49,11 @@ unsafe extern "C" {
         e: *mut RawEp,
         buf: *const c_void,
         len: usize,
+        desc: *mut c_void,
         peer: u64,
         addr: u64,
         key: u64,
+        ctx: *mut c_void,
     ) -> c_int;
     fn umqf_trywait(e: *mut RawEp) -> c_int;
     fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
@@ -294,17 +296,27 @@ impl Endpoint {
         std::array::from_fn(|i| self.landing.0[i].load(Ordering::Acquire))
     }
 
-    /// Writes `bytes` (at most `inject_size`) into the peer's memory at `to`, copied out now.
-    /// Err(code), where `FI_EAGAIN` means no room now.
-    pub fn write(&self, bytes: &[u8], peer: u64, to: RemoteKey) -> Result<(), c_int> {
+    /// Writes `len` bytes of `bufs` at `at` into the peer's memory at `to`; they must stay put
+    /// until the completion that carries `ctx`. Err(code), where `FI_EAGAIN` means no room now.
+    pub fn write(
+        &self,
+        bufs: &Buffers,
+        at: usize,
+        len: usize,
+        peer: u64,
+        to: RemoteKey,
+        ctx: usize,
+    ) -> Result<(), c_int> {
         let rc = unsafe {
             umqf_write(
                 self.raw.as_ptr(),
-                bytes.as_ptr() as *const c_void,
-                bytes.len(),
+                bufs.mem[at..at + len].as_ptr() as *const c_void,
+                len,
+                bufs.desc,
                 peer,
                 to.addr,
                 to.key,
+                ctx as *mut c_void,
             )
         };
         match rc {

@@ -89,6 +89,9 @@ impl Link {
     /// (`AREA_WHILE_RECEIVING`: a stream's credit). It always arrives: the progress thread's
     /// rounds ship it when the application does not call in.
     pub(super) fn ship_area(&mut self) -> Result<(), LinkError> {
+        if self.area_in_flight {
+            return Ok(()); // its completion frees the buffer; a later round ships what is new
+        }
         let now = self.our_area.get().snapshot();
         let pause = if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
             AREA_WHILE_SENDING
@@ -100,9 +103,20 @@ impl Link {
         {
             return Ok(());
         }
-        let bytes: Vec<u8> = now.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        match self.ep.write(&bytes, self.peer, self.peer_landing) {
-            Ok(()) => {}
+        let out = self.area_out.get_mut(0, AREA_BYTES);
+        for (chunk, w) in out.chunks_exact_mut(8).zip(now) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        let written = self.ep.write(
+            &self.area_out,
+            0,
+            AREA_BYTES,
+            self.peer,
+            self.peer_landing,
+            AREA_TAG,
+        );
+        match written {
+            Ok(()) => self.area_in_flight = true,
             Err(sys::FI_EAGAIN) => return Ok(()), // the next round tries again
             Err(code) => {
                 crate::log_info!("umq_fabric", "area write failed: {}", sys::strerror(code));
