@@ -22,6 +22,7 @@ use support::*;
 use umq::abi::errno::*;
 use umq::abi::types::*;
 use umq::ffi::api::*;
+use umq::ffi::pro_api::umq_post;
 
 /// How soon after the kill the survivor must be in the error state (TRANSPORTS.md: the death is
 /// seen through a pidfd at once, 0.5-9 ms measured; this is the promise, with room for a loaded
@@ -119,7 +120,8 @@ impl Drop for Shared {
     }
 }
 
-/// The peer: binds to the test process and streams until it is killed, counting completions.
+/// The peer: binds to the test process, then streams until it is killed, counting completions,
+/// or (`UMQ_FAULT_PEER_RECEIVES` set) receives until it is killed.
 #[test]
 #[ignore = "the peer process of the fault tests, which start it"]
 fn peer_role() {
@@ -135,6 +137,9 @@ fn peer_role() {
     std::io::stdin().read_line(&mut line).unwrap();
     let mut theirs = unhex(line.trim());
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    if std::env::var_os("UMQ_FAULT_PEER_RECEIVES").is_some() {
+        receive_until_killed(q, &shared);
+    }
     // Receive buffers for the survivor's standalone credit announcements.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
     let mut rng = Rng(fault_seed() ^ std::process::id() as u64 | 1);
@@ -160,8 +165,33 @@ fn peer_role() {
     }
 }
 
-fn spawn_peer(shared: &Shared) -> (Child, ChildStdin, Vec<u8>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+/// The receiving peer: takes the survivor's stream in order, counting what it received.
+fn receive_until_killed(q: u64, shared: &Shared) -> ! {
+    assert_eq!(
+        post(q, UMQ_IO_RX, &alloc(DEPTH as usize, MSG)),
+        Ok(DEPTH as usize)
+    );
+    let mut received = 0u64;
+    loop {
+        let got = poll(q, UMQ_IO_RX, DEPTH as usize);
+        for &b in &got {
+            assert_eq!(unsafe { (*b).status() }, UMQ_BUF_SUCCESS);
+            assert_eq!(seq_of(b), received);
+            received += 1;
+        }
+        shared.completed().store(received, Ordering::Release);
+        if !got.is_empty() {
+            assert_eq!(post(q, UMQ_IO_RX, &got), Ok(got.len()));
+        }
+    }
+}
+
+fn spawn_peer(shared: &Shared, peer_receives: bool) -> (Child, ChildStdin, Vec<u8>) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if peer_receives {
+        command.env("UMQ_FAULT_PEER_RECEIVES", "1");
+    }
+    let mut child = command
         .args([
             "peer_role",
             "--exact",
@@ -231,7 +261,7 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String
     );
     let q = create_queue("fault-survivor", interrupt);
     let bufs = alloc(DEPTH as usize, MSG);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared);
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false);
     writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
     assert_eq!(post(q, UMQ_IO_RX, &bufs), Ok(bufs.len()));
@@ -300,6 +330,121 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String
     }
 }
 
+/// Posts what it can of `batch` as one list; returns how many were taken. In the error state a
+/// post fails with `-UMQ_ERR_EINVAL` and hands the whole list back.
+fn post_sends(q: u64, batch: &[*mut umq_buf_t]) -> usize {
+    let mut bad = ptr::null_mut();
+    let rc = umq_post(q, chain(batch), UMQ_IO_TX, &mut bad);
+    if rc == 0 {
+        return batch.len();
+    }
+    assert!(
+        rc == -UMQ_ERR_EAGAIN || umq_state_get(q) == QUEUE_STATE_ERR,
+        "umq_post: {rc}"
+    );
+    batch
+        .iter()
+        .position(|&b| b == bad)
+        .expect("bad_qbuf names a buffer of the batch")
+}
+
+/// One run the other way round: the survivor streams sends and the receiving peer is killed
+/// once `kill_at` of them completed. The survivor must reach the error state within the bound
+/// and get every buffer it posted back from `umq_poll`, exactly once (sent, or flushed with an
+/// error status), its sends' completions in the order it posted them; then it must hold what
+/// it held before. Returns how long the error state took.
+fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Duration {
+    let shared = Shared::open(
+        std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
+        true,
+    );
+    let q = create_queue("fault-sender", false);
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true);
+    writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
+    assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    // Receive buffers for the peer's standalone credit announcements: those still posted at
+    // the error stay posted (RELIABILITY.md) and go back to the pool with the queue.
+    assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
+    let mut free = alloc(DEPTH as usize, MSG);
+    let all: std::collections::HashSet<_> = free.iter().copied().collect();
+    let (mut next, mut completed, mut last_sent) = (0u64, 0u64, None);
+    let mut killed: Option<Instant> = None;
+    let mut detection = None;
+    let mut rx_back = Vec::new();
+    while free.len() < DEPTH as usize || detection.is_none() {
+        if killed.is_none() && completed >= kill_at {
+            child.kill().unwrap();
+            killed = Some(Instant::now());
+        }
+        let err = umq_state_get(q) == QUEUE_STATE_ERR;
+        if err && detection.is_none() {
+            detection = Some(killed.expect("an error state before the kill").elapsed());
+        }
+        if !err && !free.is_empty() {
+            let want = (1 + (next % 8) as usize).min(free.len());
+            let batch: Vec<_> = free.drain(free.len() - want..).collect();
+            fill_sends(&batch, next);
+            let taken = post_sends(q, &batch);
+            next += taken as u64;
+            free.extend_from_slice(&batch[taken..]);
+        }
+        for b in poll(q, UMQ_IO_TX, DEPTH as usize) {
+            assert!(
+                all.contains(&b) && !free.contains(&b),
+                "run {run}: {b:?} came back twice"
+            );
+            if unsafe { (*b).status() } == UMQ_BUF_SUCCESS {
+                let seq = seq_of(b);
+                assert!(
+                    last_sent < Some(seq),
+                    "run {run}: send {seq} completed out of order"
+                );
+                last_sent = Some(seq);
+                completed += 1;
+            }
+            free.push(b);
+        }
+        let got = poll(q, UMQ_IO_RX, 16);
+        if !got.is_empty() && !err {
+            assert_eq!(post(q, UMQ_IO_RX, &got), Ok(got.len()));
+        } else {
+            rx_back.extend_from_slice(&got);
+        }
+        if let Some(t) = killed {
+            assert!(
+                t.elapsed() < DETECTION_BOUND * 2,
+                "run {run}: {:?} after the kill, error state {}, {} of {DEPTH} sends back",
+                t.elapsed(),
+                detection.is_some(),
+                free.len()
+            );
+        }
+    }
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "run {run}: {status:?}"
+    );
+    let received = shared.completed().load(Ordering::Acquire);
+    assert!(
+        received <= next,
+        "run {run}: the peer received {received} of {next} sent"
+    );
+    drop((stdin, child, shared));
+    assert_eq!(umq_unbind(q), 0);
+    assert_eq!(umq_destroy(q), 0);
+    free_all(&free);
+    free_all(&rx_back);
+    assert!(
+        drain_async_events().contains(&UMQ_EVENT_QH_ERR),
+        "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
+    );
+    assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
+    detection.unwrap()
+}
+
 fn kill_runs(provider: &str) {
     // SAFETY: set before the library reads them (umq_init), and no other test of this binary
     // runs (the other is the peer's role, ignored here). Each kill is an error the library
@@ -335,10 +480,24 @@ fn kill_runs(provider: &str) {
             out.detection
         );
     }
+    println!(
+        "{provider}: {n} kills of a sender (seed {seed}), error state within {worst:?} at worst, \
+         {extra} messages received beyond the peer's last polled completion"
+    );
+    // A quarter as many the other way round: the killed peer was receiving.
+    let mut worst = Duration::ZERO;
+    for run in 0..n.div_ceil(4) {
+        let detection = one_send_run(run, rng.below(4000), &baseline);
+        assert!(
+            detection < DETECTION_BOUND,
+            "{provider} seed {seed} sending run {run}: error state after {detection:?}"
+        );
+        worst = worst.max(detection);
+    }
     umq_uninit();
     println!(
-        "{provider}: {n} kills (seed {seed}), error state within {worst:?} at worst, \
-         {extra} messages received beyond the peer's last polled completion"
+        "{provider}: {} kills of a receiver, error state within {worst:?} at worst",
+        n.div_ceil(4)
     );
 }
 
