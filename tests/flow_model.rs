@@ -266,6 +266,9 @@ fn explore(c: Config, policy: Policy) -> Result<Explored, String> {
     explore_within(c, policy, STATE_LIMIT)
 }
 
+// A state's cells are the model's counters, written only while it is being stepped, never
+// while it is a key.
+#[allow(clippy::mutable_key_type)]
 fn explore_within(c: Config, policy: Policy, limit: usize) -> Result<Explored, String> {
     let mut index: HashMap<State, usize> = HashMap::new();
     let mut states: Vec<State> = vec![];

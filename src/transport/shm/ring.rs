@@ -54,16 +54,13 @@ impl Segment {
         let prod = i.prod.0.load(Ordering::Relaxed);
         let need = entry_bytes(len);
         let off = prod as usize % RING_BYTES;
-        let pad = if RING_BYTES - off < need {
-            RING_BYTES - off
-        } else if off >= self.hot.bytes
-            && need <= self.hot.entry_max
-            && self.free_bytes(prod, RING_BYTES - off + need) >= RING_BYTES - off + need
-        {
-            RING_BYTES - off // back to the populated start: the consumer is done with it
-        } else {
-            0
-        };
+        // Pad to the end when the entry does not fit before it, or to go back early to the
+        // populated start once the consumer is done with it.
+        let wrap = RING_BYTES - off < need
+            || (off >= self.hot.bytes
+                && need <= self.hot.entry_max
+                && self.free_bytes(prod, RING_BYTES - off + need) >= RING_BYTES - off + need);
+        let pad = if wrap { RING_BYTES - off } else { 0 };
         if self.free_bytes(prod, pad + need) < pad + need {
             return false;
         }
