@@ -3,12 +3,18 @@
 //! provider, run after run (`UMQ_FAULT_RUNS`, default 1000 each; `UMQ_FAULT_SEED` picks the
 //! points, and a failure names the seed and run that reproduce it).
 //!
+//! Half the runs stream 64 B messages, half 16 KiB ones whose every word is checked, into
+//! receive buffers of either pool (over shared memory: placement and by reference).
+//!
 //! After each kill the survivor must:
-//! - receive every message the peer saw complete, in order, exactly once (the peer records its
-//!   completions in a shared page as it polls them, so the count outlives it);
+//! - receive every message the peer saw complete, in order, exactly once and whole (the peer
+//!   records its completions in a shared page as it polls them, so the count outlives it);
 //! - reach the error state within `DETECTION_BOUND`, with its interrupt waiter woken;
 //! - once it unbinds and destroys its queue, be back to the fds, memfds, shared mappings and
 //!   threads it had before its first binding (read from /proc/self).
+//!
+//! A quarter as many runs again kill a receiving peer under a streaming survivor, which must
+//! get every send buffer back exactly once (`one_send_run`).
 //!
 //! The peer is this test binary again, started with `UMQ_FAULT_PEER` set: it runs `peer_role`.
 
@@ -20,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::*;
 use umq::abi::errno::*;
+use umq::abi::pro_types::*;
 use umq::abi::types::*;
 use umq::ffi::api::*;
 use umq::ffi::pro_api::umq_post;
@@ -30,6 +37,9 @@ use umq::ffi::pro_api::umq_post;
 const DETECTION_BOUND: Duration = Duration::from_secs(2);
 const DEPTH: u32 = 64;
 const MSG: u32 = 64;
+/// The large messages of half the runs: big enough to take the one-copy paths over shared
+/// memory (placement into the receiver's buffer, or crossing by reference).
+const LARGE: u32 = 16 << 10;
 
 fn runs() -> u64 {
     env_u64("UMQ_FAULT_RUNS", 1000)
@@ -111,6 +121,11 @@ impl Shared {
     fn completed(&self) -> &AtomicU64 {
         unsafe { &*self.base }
     }
+
+    /// The peer's one-copy counters (placed, by reference), kept current as it streams.
+    fn one_copy(&self) -> (&AtomicU64, &AtomicU64) {
+        unsafe { (&*self.base.add(1), &*self.base.add(2)) }
+    }
 }
 
 impl Drop for Shared {
@@ -143,12 +158,18 @@ fn peer_role() {
     // Receive buffers for the survivor's standalone credit announcements.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
     let mut rng = Rng(fault_seed() ^ std::process::id() as u64 | 1);
-    let mut free = alloc(DEPTH as usize, MSG);
+    let size = env_u64("UMQ_FAULT_PEER_SIZE", MSG as u64) as u32;
+    // Large messages come from the queue's shared pool, as a one-copy sender's would.
+    let mut free = alloc_from(if size > MSG { q } else { 0 }, DEPTH as usize, size);
     let (mut next, mut completed) = (0u64, 0u64);
     loop {
         let want = (1 + rng.below(8) as usize).min(free.len());
         let batch: Vec<_> = free.drain(free.len() - want..).collect();
-        fill_sends(&batch, next);
+        if size > MSG {
+            fill_pattern(&batch, next, size);
+        } else {
+            fill_sends(&batch, next);
+        }
         let taken = post(q, UMQ_IO_TX, &batch).expect("post");
         next += taken as u64;
         free.extend_from_slice(&batch[taken..]);
@@ -158,10 +179,71 @@ fn peer_role() {
             free.push(b);
         }
         shared.completed().store(completed, Ordering::Release);
+        if size > MSG {
+            let t = transport_stats(q);
+            shared.one_copy().0.store(t.placed_wr, Ordering::Relaxed);
+            shared.one_copy().1.store(t.by_ref_wr, Ordering::Relaxed);
+        }
         let got = poll(q, UMQ_IO_RX, 16);
         if !got.is_empty() {
             assert_eq!(post(q, UMQ_IO_RX, &got), Ok(got.len()));
         }
+    }
+}
+
+/// `n` buffers of `size` bytes from the queue `q`'s shared pool, or the process pool (`q` 0).
+fn alloc_from(q: u64, n: usize, size: u32) -> Vec<*mut umq_buf_t> {
+    let head = umq_buf_alloc(size, n as u32, q, ptr::null_mut());
+    assert!(!head.is_null());
+    let v: Vec<_> = std::iter::successors(Some(head), |&b| {
+        Some(unsafe { (*b).qbuf_next }).filter(|p| !p.is_null())
+    })
+    .collect();
+    assert_eq!(v.len(), n);
+    v
+}
+
+/// The `k`th 8-byte word of message `seq`: its number first (`seq_of` reads it), then words
+/// of the number and their place, so a torn, shifted or stale message fails the check.
+fn pattern_word(seq: u64, k: usize) -> u64 {
+    if k == 0 {
+        seq
+    } else {
+        seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k as u64
+    }
+}
+
+/// Makes `batch` one-buffer SENDs of `size` bytes, the pattern of `first_seq`, `first_seq + 1`...
+fn fill_pattern(batch: &[*mut umq_buf_t], first_seq: u64, size: u32) {
+    for (i, &b) in batch.iter().enumerate() {
+        let seq = first_seq + i as u64;
+        let data = unsafe { (*b).buf_data as *mut u64 };
+        for k in 0..size as usize / 8 {
+            unsafe { data.add(k).write_unaligned(pattern_word(seq, k)) };
+        }
+        unsafe {
+            (*b).data_size = size;
+            (*b).total_data_size = size;
+            (*b).pro_mut().opcode = UMQ_OPC_SEND;
+        }
+    }
+}
+
+/// Checks that a received large buffer holds one whole message of the pattern.
+fn check_pattern(b: *mut umq_buf_t, size: u32, run: u64) {
+    assert_eq!(
+        unsafe { (*b).data_size },
+        size,
+        "run {run}: a message of the wrong size"
+    );
+    let (data, seq) = (unsafe { (*b).buf_data as *const u64 }, seq_of(b));
+    for k in 0..size as usize / 8 {
+        let w = unsafe { data.add(k).read_unaligned() };
+        assert_eq!(
+            w,
+            pattern_word(seq, k),
+            "run {run}: message {seq} torn at word {k}"
+        );
     }
 }
 
@@ -186,11 +268,12 @@ fn receive_until_killed(q: u64, shared: &Shared) -> ! {
     }
 }
 
-fn spawn_peer(shared: &Shared, peer_receives: bool) -> (Child, ChildStdin, Vec<u8>) {
+fn spawn_peer(shared: &Shared, peer_receives: bool, size: u32) -> (Child, ChildStdin, Vec<u8>) {
     let mut command = Command::new(std::env::current_exe().unwrap());
     if peer_receives {
         command.env("UMQ_FAULT_PEER_RECEIVES", "1");
     }
+    command.env("UMQ_FAULT_PEER_SIZE", size.to_string());
     let mut child = command
         .args([
             "peer_role",
@@ -222,11 +305,34 @@ fn spawn_peer(shared: &Shared, peer_receives: bool) -> (Child, ChildStdin, Vec<u
     (child, stdin, info)
 }
 
+/// What a run streams, and into which receive buffers.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Shape {
+    /// 64 B messages, through the ring.
+    Small,
+    /// `LARGE` messages into receive buffers from the survivor's shared pool: over shared
+    /// memory the sender writes them there itself (placement).
+    Placed,
+    /// `LARGE` messages into receive buffers from the process pool, which the sender cannot
+    /// reach: over shared memory they go through the ring or cross by reference.
+    ByReference,
+}
+
+impl Shape {
+    fn size(self) -> u32 {
+        if self == Shape::Small { MSG } else { LARGE }
+    }
+}
+
 /// What one run saw.
 struct Outcome {
     received: u64,
     completed: u64,
     detection: Duration,
+    /// Messages that arrived already in our buffers (`placed_rx`), and the peer's sends that
+    /// crossed by reference (`by_ref_wr`), as last counted.
+    placed: u64,
+    by_reference: u64,
 }
 
 /// Waits on the queue's receive channel in another thread; returns once woken (or after the
@@ -254,16 +360,24 @@ fn waiter(q: u64) -> std::thread::JoinHandle<i32> {
 /// One run: a fresh queue binds to a fresh peer, receives until `kill_at` messages are in,
 /// kills it, and checks what it sees; then it unbinds and is destroyed, and the process must
 /// hold what it held before any binding (`baseline`; see `kill_runs`).
-fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String>)) -> Outcome {
+fn one_run(
+    run: u64,
+    kill_at: u64,
+    shape: Shape,
+    interrupt: bool,
+    baseline: &(Held, Vec<String>),
+) -> Outcome {
     let shared = Shared::open(
         std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
         true,
     );
     let q = create_queue("fault-survivor", interrupt);
-    let bufs = alloc(DEPTH as usize, MSG);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false);
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false, shape.size());
     writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    // A queue's shared pool exists once it is bound to another process.
+    let pool = if shape == Shape::Placed { q } else { 0 };
+    let bufs = alloc_from(pool, DEPTH as usize, shape.size());
     assert_eq!(post(q, UMQ_IO_RX, &bufs), Ok(bufs.len()));
     let woken = interrupt.then(|| waiter(q));
     let (mut received, mut killed, mut back) = (0u64, None, Vec::new());
@@ -278,6 +392,9 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String
             // A flushed buffer carries no message.
             if unsafe { (*b).status() } == UMQ_BUF_SUCCESS {
                 assert_eq!(seq_of(b), received, "run {run}: out of order or repeated");
+                if shape != Shape::Small {
+                    check_pattern(b, LARGE, run);
+                }
                 received += 1;
             }
         }
@@ -313,6 +430,8 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String
         );
     }
     let completed = shared.completed().load(Ordering::Acquire);
+    let placed = transport_stats(q).placed_rx;
+    let by_reference = shared.one_copy().1.load(Ordering::Relaxed);
     drop((stdin, child, shared));
     assert_eq!(umq_unbind(q), 0);
     assert_eq!(umq_destroy(q), 0);
@@ -327,6 +446,8 @@ fn one_run(run: u64, kill_at: u64, interrupt: bool, baseline: &(Held, Vec<String
         received,
         completed,
         detection,
+        placed,
+        by_reference,
     }
 }
 
@@ -359,7 +480,7 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Durat
         true,
     );
     let q = create_queue("fault-sender", false);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true);
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true, MSG);
     writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
     // Receive buffers for the peer's standalone credit announcements: those still posted at
@@ -459,13 +580,20 @@ fn kill_runs(provider: &str) {
     let (n, seed) = (runs(), fault_seed());
     let mut rng = Rng(seed | 1);
     let mut worst = Duration::ZERO;
-    let mut extra = 0;
+    let (mut extra, mut placed, mut by_reference) = (0, 0, 0);
     // Every run must leave the process as it was before the first binding.
     let baseline = quiescent(held().threads);
     for run in 0..n {
         let kill_at = rng.below(4000);
-        // Every fourth run waits in interrupt mode.
-        let out = one_run(run, kill_at, run % 4 == 1, &baseline);
+        // Of every four runs: 64 B, 64 B waiting in interrupt mode, and large messages into
+        // buffers of either pool.
+        let shape = [
+            Shape::Small,
+            Shape::Small,
+            Shape::Placed,
+            Shape::ByReference,
+        ][run as usize % 4];
+        let out = one_run(run, kill_at, shape, run % 4 == 1, &baseline);
         assert!(
             out.received >= out.completed,
             "{provider} seed {seed} run {run}: {} completed at the peer, {} received",
@@ -473,6 +601,8 @@ fn kill_runs(provider: &str) {
             out.received
         );
         extra += out.received - out.completed;
+        placed += out.placed;
+        by_reference += out.by_reference;
         worst = worst.max(out.detection);
         assert!(
             out.detection < DETECTION_BOUND,
@@ -482,8 +612,16 @@ fn kill_runs(provider: &str) {
     }
     println!(
         "{provider}: {n} kills of a sender (seed {seed}), error state within {worst:?} at worst, \
-         {extra} messages received beyond the peer's last polled completion"
+         {extra} messages received beyond the peer's last polled completion; \
+         {placed} placed, {by_reference} by reference"
     );
+    if provider == "shm" && n >= 8 {
+        // The large runs must have taken the one-copy paths they are there for.
+        assert!(
+            placed > 0 && by_reference > 0,
+            "{placed} placed, {by_reference} by reference"
+        );
+    }
     // A quarter as many the other way round: the killed peer was receiving.
     let mut worst = Duration::ZERO;
     for run in 0..n.div_ceil(4) {

@@ -81,6 +81,10 @@ pub fn ext_stats(h: u64) -> umq_ext_flow_control_stats_t {
     query(h, UMQ_EXT_OPCODE_FLOW_CONTROL_EXT_STATS)
 }
 
+pub fn transport_stats(h: u64) -> umq_ext_transport_stats_t {
+    query(h, UMQ_EXT_OPCODE_TRANSPORT_STATS)
+}
+
 /// Switches queued-send mode (our extension) on or off.
 pub fn queued_mode(h: u64, on: bool) {
     let mut i = umq_user_ctl_in_t {

@@ -164,12 +164,14 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         .map(|_| tx::Flight {
             quick: d.below(2) == 0,
             sent: true,
+            unfinished: 0,
             status: None,
         })
         .collect();
     Tx {
         bufs: sys::Buffers::unregistered(0),
         free: Vec::new(),
+        slot_wr: vec![None; TX_SLOTS],
         outgoing: VecDeque::new(),
         flight,
         flight_base: 0,

@@ -176,6 +176,8 @@ struct Tx {
     /// `TX_SLOTS` buffers of `BOUNCE` bytes.
     bufs: sys::Buffers,
     free: Vec<usize>,
+    /// The WR (its sequence number) a busy slot carries a fragment of.
+    slot_wr: Vec<Option<u64>>,
     /// Messages to send, in order; the first may be partly sent.
     outgoing: VecDeque<Outgoing>,
     /// Our WRs in flight, oldest first; the first has sequence number `flight_base`.
@@ -251,6 +253,7 @@ impl Link {
             tx: Tx {
                 bufs: tx_bufs,
                 free: (0..TX_SLOTS).rev().collect(),
+                slot_wr: vec![None; TX_SLOTS],
                 outgoing: VecDeque::new(),
                 flight: VecDeque::new(),
                 flight_base: 0,

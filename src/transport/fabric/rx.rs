@@ -40,7 +40,7 @@ impl Link {
                         self.heard = Instant::now();
                         self.heard_any = true;
                     }
-                    SEND_TAG if idx < TX_SLOTS => self.tx.free.push(idx),
+                    SEND_TAG if idx < TX_SLOTS => self.tx.sent_from(idx),
                     AREA_TAG if idx == 0 && self.area_in_flight => self.area_in_flight = false,
                     _ => return Err(lost("a fabric completion for no buffer of ours")),
                 }

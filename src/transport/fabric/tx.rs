@@ -7,7 +7,12 @@ use super::*;
 pub(super) struct Flight {
     /// Completes once sent (SEND, SEND_IMM, NOP), else when the peer reports it executed.
     pub(super) quick: bool,
+    /// Every fragment handed to libfabric.
     pub(super) sent: bool,
+    /// Fragments sent from our buffers that libfabric has not yet reported sent: a SEND
+    /// completes only once none is left, so that what it carried no longer depends on this
+    /// process (a fragment still queued inside libfabric dies with it).
+    pub(super) unfinished: u32,
     pub(super) status: Option<umq_buf_status_t>,
 }
 
@@ -57,13 +62,38 @@ impl Outgoing {
     }
 }
 
+/// The WR in flight with sequence number `seq`, if it still is.
+pub(super) fn flight_of(
+    flight: &mut VecDeque<Flight>,
+    base: u64,
+    seq: Option<u64>,
+) -> Option<&mut Flight> {
+    let i = seq?.checked_sub(base)?;
+    flight.get_mut(i as usize)
+}
+
+impl Tx {
+    /// libfabric is done with the buffer `slot`: it is free, and the WR whose fragment it
+    /// carried has one fragment fewer to wait for.
+    pub(super) fn sent_from(&mut self, slot: usize) {
+        self.free.push(slot);
+        if let Some(f) = flight_of(
+            &mut self.flight,
+            self.flight_base,
+            self.slot_wr[slot].take(),
+        ) {
+            f.unfinished -= 1;
+        }
+    }
+}
+
 impl Link {
     /// Completes our WRs in order, as far as they are done.
     pub(super) fn complete(&mut self, w: &mut Wire, out: &mut Outcome) {
         while let Some(f) = self.tx.flight.front() {
             let status = match (f.quick, f.sent, f.status) {
                 (_, _, Some(s)) => s,
-                (true, true, None) => UMQ_BUF_SUCCESS,
+                (true, true, None) if f.unfinished == 0 => UMQ_BUF_SUCCESS,
                 _ => break,
             };
             let wr = w.sq[w.delivered];
@@ -170,6 +200,7 @@ impl Link {
             self.tx.flight.push_back(Flight {
                 quick: quick(pro.opcode),
                 sent: false,
+                unfinished: 0,
                 status: None,
             });
             w.in_flight += 1;
@@ -197,6 +228,7 @@ impl Link {
         let Tx {
             bufs,
             free,
+            slot_wr,
             outgoing,
             flight,
             flight_base,
@@ -229,8 +261,13 @@ impl Link {
                 buf[..HEADER].copy_from_slice(&h.to_bytes());
                 o.copy_out(&mut buf[HEADER..]);
                 let sent = ep.send(bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
-                if sent.is_err() {
-                    free.push(slot);
+                match (sent, flight_of(flight, *flight_base, o.wr_seq)) {
+                    (Err(_), _) => free.push(slot),
+                    (Ok(()), Some(f)) => {
+                        f.unfinished += 1;
+                        slot_wr[slot] = o.wr_seq;
+                    }
+                    (Ok(()), None) => {}
                 }
                 sent
             };
@@ -249,11 +286,7 @@ impl Link {
             o.started = true;
             o.done += n as u64;
             if o.done == o.total() {
-                if let Some(seq) = o.wr_seq
-                    && let Some(f) = seq
-                        .checked_sub(*flight_base)
-                        .and_then(|i| flight.get_mut(i as usize))
-                {
+                if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                     f.sent = true;
                 }
                 outgoing.pop_front();
