@@ -152,24 +152,19 @@ fn peer_role() {
     std::io::stdin().read_line(&mut line).unwrap();
     let mut theirs = unhex(line.trim());
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    let shape = Shape::of_run(env_u64("UMQ_FAULT_PEER_SHAPE", 0));
     if std::env::var_os("UMQ_FAULT_PEER_RECEIVES").is_some() {
-        receive_until_killed(q, &shared);
+        receive_until_killed(q, shape, &shared);
     }
     // Receive buffers for the survivor's standalone credit announcements.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
     let mut rng = Rng(fault_seed() ^ std::process::id() as u64 | 1);
-    let size = env_u64("UMQ_FAULT_PEER_SIZE", MSG as u64) as u32;
-    // Large messages come from the queue's shared pool, as a one-copy sender's would.
-    let mut free = alloc_from(if size > MSG { q } else { 0 }, DEPTH as usize, size);
+    let mut free = alloc_from(shape.tx_pool(q), DEPTH as usize, shape.size());
     let (mut next, mut completed) = (0u64, 0u64);
     loop {
         let want = (1 + rng.below(8) as usize).min(free.len());
         let batch: Vec<_> = free.drain(free.len() - want..).collect();
-        if size > MSG {
-            fill_pattern(&batch, next, size);
-        } else {
-            fill_sends(&batch, next);
-        }
+        shape.fill(&batch, next);
         let taken = post(q, UMQ_IO_TX, &batch).expect("post");
         next += taken as u64;
         free.extend_from_slice(&batch[taken..]);
@@ -179,7 +174,7 @@ fn peer_role() {
             free.push(b);
         }
         shared.completed().store(completed, Ordering::Release);
-        if size > MSG {
+        if shape != Shape::Small {
             let t = transport_stats(q);
             shared.one_copy().0.store(t.placed_wr, Ordering::Relaxed);
             shared.one_copy().1.store(t.by_ref_wr, Ordering::Relaxed);
@@ -248,17 +243,16 @@ fn check_pattern(b: *mut umq_buf_t, size: u32, run: u64) {
 }
 
 /// The receiving peer: takes the survivor's stream in order, counting what it received.
-fn receive_until_killed(q: u64, shared: &Shared) -> ! {
-    assert_eq!(
-        post(q, UMQ_IO_RX, &alloc(DEPTH as usize, MSG)),
-        Ok(DEPTH as usize)
-    );
+fn receive_until_killed(q: u64, shape: Shape, shared: &Shared) -> ! {
+    let bufs = alloc_from(shape.rx_pool(q), DEPTH as usize, shape.size());
+    assert_eq!(post(q, UMQ_IO_RX, &bufs), Ok(DEPTH as usize));
     let mut received = 0u64;
     loop {
         let got = poll(q, UMQ_IO_RX, DEPTH as usize);
         for &b in &got {
             assert_eq!(unsafe { (*b).status() }, UMQ_BUF_SUCCESS);
             assert_eq!(seq_of(b), received);
+            shape.check(b, received);
             received += 1;
         }
         shared.completed().store(received, Ordering::Release);
@@ -268,12 +262,14 @@ fn receive_until_killed(q: u64, shared: &Shared) -> ! {
     }
 }
 
-fn spawn_peer(shared: &Shared, peer_receives: bool, size: u32) -> (Child, ChildStdin, Vec<u8>) {
+/// Starts the peer, which streams to us or (`peer_receives`) receives from us, in the shape of
+/// run `run` (`Shape::of_run`).
+fn spawn_peer(shared: &Shared, peer_receives: bool, run: u64) -> (Child, ChildStdin, Vec<u8>) {
     let mut command = Command::new(std::env::current_exe().unwrap());
     if peer_receives {
         command.env("UMQ_FAULT_PEER_RECEIVES", "1");
     }
-    command.env("UMQ_FAULT_PEER_SIZE", size.to_string());
+    command.env("UMQ_FAULT_PEER_SHAPE", run.to_string());
     let mut child = command
         .args([
             "peer_role",
@@ -322,6 +318,42 @@ impl Shape {
     fn size(self) -> u32 {
         if self == Shape::Small { MSG } else { LARGE }
     }
+
+    /// The pool receive buffers of this shape come from: queue `q`'s shared pool, or 0.
+    fn rx_pool(self, q: u64) -> u64 {
+        if self == Shape::Placed { q } else { 0 }
+    }
+
+    /// The pool large messages are sent from: queue `q`'s shared pool, as a one-copy sender's.
+    fn tx_pool(self, q: u64) -> u64 {
+        if self == Shape::Small { 0 } else { q }
+    }
+
+    /// The shape of a run's `n`th place in the rotation.
+    fn of_run(n: u64) -> Shape {
+        [
+            Shape::Small,
+            Shape::Small,
+            Shape::Placed,
+            Shape::ByReference,
+        ][n as usize % 4]
+    }
+
+    /// Fills `batch` with SENDs of this shape, numbered from `first_seq`.
+    fn fill(self, batch: &[*mut umq_buf_t], first_seq: u64) {
+        if self == Shape::Small {
+            fill_sends(batch, first_seq);
+        } else {
+            fill_pattern(batch, first_seq, LARGE);
+        }
+    }
+
+    /// Checks a received message of this shape (a 64 B one carries only its number).
+    fn check(self, b: *mut umq_buf_t, run: u64) {
+        if self != Shape::Small {
+            check_pattern(b, LARGE, run);
+        }
+    }
 }
 
 /// What one run saw.
@@ -360,24 +392,20 @@ fn waiter(q: u64) -> std::thread::JoinHandle<i32> {
 /// One run: a fresh queue binds to a fresh peer, receives until `kill_at` messages are in,
 /// kills it, and checks what it sees; then it unbinds and is destroyed, and the process must
 /// hold what it held before any binding (`baseline`; see `kill_runs`).
-fn one_run(
-    run: u64,
-    kill_at: u64,
-    shape: Shape,
-    interrupt: bool,
-    baseline: &(Held, Vec<String>),
-) -> Outcome {
+fn one_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Outcome {
+    // Of every four runs: 64 B, 64 B waiting in interrupt mode, and large messages into
+    // buffers of either pool.
+    let (shape, interrupt) = (Shape::of_run(run), run % 4 == 1);
     let shared = Shared::open(
         std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
         true,
     );
     let q = create_queue("fault-survivor", interrupt);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false, shape.size());
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false, run);
     writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
     // A queue's shared pool exists once it is bound to another process.
-    let pool = if shape == Shape::Placed { q } else { 0 };
-    let bufs = alloc_from(pool, DEPTH as usize, shape.size());
+    let bufs = alloc_from(shape.rx_pool(q), DEPTH as usize, shape.size());
     assert_eq!(post(q, UMQ_IO_RX, &bufs), Ok(bufs.len()));
     let woken = interrupt.then(|| waiter(q));
     let (mut received, mut killed, mut back) = (0u64, None, Vec::new());
@@ -392,9 +420,7 @@ fn one_run(
             // A flushed buffer carries no message.
             if unsafe { (*b).status() } == UMQ_BUF_SUCCESS {
                 assert_eq!(seq_of(b), received, "run {run}: out of order or repeated");
-                if shape != Shape::Small {
-                    check_pattern(b, LARGE, run);
-                }
+                shape.check(b, run);
                 received += 1;
             }
         }
@@ -473,20 +499,23 @@ fn post_sends(q: u64, batch: &[*mut umq_buf_t]) -> usize {
 /// once `kill_at` of them completed. The survivor must reach the error state within the bound
 /// and get every buffer it posted back from `umq_poll`, exactly once (sent, or flushed with an
 /// error status), its sends' completions in the order it posted them; then it must hold what
-/// it held before. Returns how long the error state took.
-fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Duration {
+/// it held before. Returns how long the error state took, and our sends that went by placement
+/// and by reference.
+fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> (Duration, u64, u64) {
     let shared = Shared::open(
         std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
         true,
     );
     let q = create_queue("fault-sender", false);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true, MSG);
+    // The shapes by turns, as the other runs take them.
+    let shape = Shape::of_run(run);
+    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true, run);
     writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
     assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
     // Receive buffers for the peer's standalone credit announcements: those still posted at
     // the error stay posted (RELIABILITY.md) and go back to the pool with the queue.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
-    let mut free = alloc(DEPTH as usize, MSG);
+    let mut free = alloc_from(shape.tx_pool(q), DEPTH as usize, shape.size());
     let all: std::collections::HashSet<_> = free.iter().copied().collect();
     let (mut next, mut completed, mut last_sent) = (0u64, 0u64, None);
     let mut killed: Option<Instant> = None;
@@ -504,7 +533,7 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Durat
         if !err && !free.is_empty() {
             let want = (1 + (next % 8) as usize).min(free.len());
             let batch: Vec<_> = free.drain(free.len() - want..).collect();
-            fill_sends(&batch, next);
+            shape.fill(&batch, next);
             let taken = post_sends(q, &batch);
             next += taken as u64;
             free.extend_from_slice(&batch[taken..]);
@@ -549,6 +578,7 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Durat
         "run {run}: {status:?}"
     );
     let received = shared.completed().load(Ordering::Acquire);
+    let one_copy = transport_stats(q);
     assert!(
         received <= next,
         "run {run}: the peer received {received} of {next} sent"
@@ -563,7 +593,7 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Durat
         "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
     );
     assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
-    detection.unwrap()
+    (detection.unwrap(), one_copy.placed_wr, one_copy.by_ref_wr)
 }
 
 fn kill_runs(provider: &str) {
@@ -585,15 +615,7 @@ fn kill_runs(provider: &str) {
     let baseline = quiescent(held().threads);
     for run in 0..n {
         let kill_at = rng.below(4000);
-        // Of every four runs: 64 B, 64 B waiting in interrupt mode, and large messages into
-        // buffers of either pool.
-        let shape = [
-            Shape::Small,
-            Shape::Small,
-            Shape::Placed,
-            Shape::ByReference,
-        ][run as usize % 4];
-        let out = one_run(run, kill_at, shape, run % 4 == 1, &baseline);
+        let out = one_run(run, kill_at, &baseline);
         assert!(
             out.received >= out.completed,
             "{provider} seed {seed} run {run}: {} completed at the peer, {} received",
@@ -623,20 +645,28 @@ fn kill_runs(provider: &str) {
         );
     }
     // A quarter as many the other way round: the killed peer was receiving.
-    let mut worst = Duration::ZERO;
+    let (mut worst, mut placed, mut by_reference) = (Duration::ZERO, 0, 0);
     for run in 0..n.div_ceil(4) {
-        let detection = one_send_run(run, rng.below(4000), &baseline);
+        let (detection, p, r) = one_send_run(run, rng.below(4000), &baseline);
         assert!(
             detection < DETECTION_BOUND,
             "{provider} seed {seed} sending run {run}: error state after {detection:?}"
         );
         worst = worst.max(detection);
+        (placed, by_reference) = (placed + p, by_reference + r);
     }
     umq_uninit();
     println!(
-        "{provider}: {} kills of a receiver, error state within {worst:?} at worst",
+        "{provider}: {} kills of a receiver, error state within {worst:?} at worst; \
+         {placed} placed, {by_reference} by reference",
         n.div_ceil(4)
     );
+    if provider == "shm" && n >= 32 {
+        assert!(
+            placed > 0 && by_reference > 0,
+            "{placed} placed, {by_reference} by reference"
+        );
+    }
 }
 
 /// Both providers, one after the other: one library instance per process, and the peer
