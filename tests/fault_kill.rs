@@ -186,18 +186,6 @@ fn peer_role() {
     }
 }
 
-/// `n` buffers of `size` bytes from the queue `q`'s shared pool, or the process pool (`q` 0).
-fn alloc_from(q: u64, n: usize, size: u32) -> Vec<*mut umq_buf_t> {
-    let head = umq_buf_alloc(size, n as u32, q, ptr::null_mut());
-    assert!(!head.is_null());
-    let v: Vec<_> = std::iter::successors(Some(head), |&b| {
-        Some(unsafe { (*b).qbuf_next }).filter(|p| !p.is_null())
-    })
-    .collect();
-    assert_eq!(v.len(), n);
-    v
-}
-
 /// The `k`th 8-byte word of message `seq`: its number first (`seq_of` reads it), then words
 /// of the number and their place, so a torn, shifted or stale message fails the check.
 fn pattern_word(seq: u64, k: usize) -> u64 {
@@ -301,6 +289,56 @@ fn spawn_peer(shared: &Shared, peer_receives: bool, run: u64) -> (Child, ChildSt
     (child, stdin, info)
 }
 
+/// A started peer, bound to one of our queues.
+struct Peer {
+    child: Child,
+    /// Held open until the run ends: the peer reads its end of the binding from it.
+    _stdin: ChildStdin,
+}
+
+impl Peer {
+    /// Waits for the peer, which must have died of our `SIGKILL`.
+    fn assert_killed(&mut self, run: u64) {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "run {run}: {status:?}"
+        );
+    }
+}
+
+/// Starts a peer for run `run` (`spawn_peer`) and binds `q` and it to each other.
+fn bind_to_peer(q: u64, peer_receives: bool, run: u64) -> (Shared, Peer) {
+    let shared = Shared::open(
+        std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
+        true,
+    );
+    let (child, mut stdin, mut theirs) = spawn_peer(&shared, peer_receives, run);
+    writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
+    assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    let peer = Peer {
+        child,
+        _stdin: stdin,
+    };
+    (shared, peer)
+}
+
+/// Unbinds and destroys the survivor's queue `q`, frees the buffers it gave back, and checks
+/// that its error was an async event and that the process holds what it held before.
+fn end_run(q: u64, given_back: &[*mut umq_buf_t], run: u64, baseline: &(Held, Vec<String>)) {
+    assert_eq!(umq_unbind(q), 0);
+    assert_eq!(umq_destroy(q), 0);
+    free_all(given_back);
+    // The survivor's error is also an async event: read, as an application would.
+    assert!(
+        drain_async_events().contains(&UMQ_EVENT_QH_ERR),
+        "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
+    );
+    assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
+}
+
 /// What a run streams, and into which receive buffers.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Shape {
@@ -396,14 +434,8 @@ fn one_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Outcome {
     // Of every four runs: 64 B, 64 B waiting in interrupt mode, and large messages into
     // buffers of either pool.
     let (shape, interrupt) = (Shape::of_run(run), run % 4 == 1);
-    let shared = Shared::open(
-        std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
-        true,
-    );
     let q = create_queue("fault-survivor", interrupt);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, false, run);
-    writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
-    assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    let (shared, mut peer) = bind_to_peer(q, false, run);
     // A queue's shared pool exists once it is bound to another process.
     let bufs = alloc_from(shape.rx_pool(q), DEPTH as usize, shape.size());
     assert_eq!(post(q, UMQ_IO_RX, &bufs), Ok(bufs.len()));
@@ -411,7 +443,7 @@ fn one_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Outcome {
     let (mut received, mut killed, mut back) = (0u64, None, Vec::new());
     loop {
         if killed.is_none() && received >= kill_at {
-            child.kill().unwrap();
+            peer.child.kill().unwrap();
             killed = Some(Instant::now());
         }
         let err = umq_state_get(q) == QUEUE_STATE_ERR;
@@ -441,13 +473,7 @@ fn one_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Outcome {
         }
     }
     let detection = killed.expect("the peer was killed").elapsed();
-    let status = child.wait().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        status.signal(),
-        Some(libc::SIGKILL),
-        "run {run}: {status:?}"
-    );
+    peer.assert_killed(run);
     if let Some(w) = woken {
         assert_eq!(
             w.join().unwrap(),
@@ -458,16 +484,8 @@ fn one_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> Outcome {
     let completed = shared.completed().load(Ordering::Acquire);
     let placed = transport_stats(q).placed_rx;
     let by_reference = shared.one_copy().1.load(Ordering::Relaxed);
-    drop((stdin, child, shared));
-    assert_eq!(umq_unbind(q), 0);
-    assert_eq!(umq_destroy(q), 0);
-    free_all(&back);
-    // The survivor's error is also an async event: read, as an application would.
-    assert!(
-        drain_async_events().contains(&UMQ_EVENT_QH_ERR),
-        "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
-    );
-    assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
+    drop((peer, shared));
+    end_run(q, &back, run, baseline);
     Outcome {
         received,
         completed,
@@ -502,16 +520,10 @@ fn post_sends(q: u64, batch: &[*mut umq_buf_t]) -> usize {
 /// it held before. Returns how long the error state took, and our sends that went by placement
 /// and by reference.
 fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> (Duration, u64, u64) {
-    let shared = Shared::open(
-        std::env::temp_dir().join(format!("umq-fault-{}", std::process::id())),
-        true,
-    );
     let q = create_queue("fault-sender", false);
     // The shapes by turns, as the other runs take them.
     let shape = Shape::of_run(run);
-    let (mut child, mut stdin, mut theirs) = spawn_peer(&shared, true, run);
-    writeln!(stdin, "{}", hex(&bind_info(q))).unwrap();
-    assert_eq!(umq_bind(q, theirs.as_mut_ptr(), theirs.len() as u32), 0);
+    let (shared, mut peer) = bind_to_peer(q, true, run);
     // Receive buffers for the peer's standalone credit announcements: those still posted at
     // the error stay posted (RELIABILITY.md) and go back to the pool with the queue.
     assert_eq!(post(q, UMQ_IO_RX, &alloc(16, MSG)), Ok(16));
@@ -523,7 +535,7 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> (Dura
     let mut rx_back = Vec::new();
     while free.len() < DEPTH as usize || detection.is_none() {
         if killed.is_none() && completed >= kill_at {
-            child.kill().unwrap();
+            peer.child.kill().unwrap();
             killed = Some(Instant::now());
         }
         let err = umq_state_get(q) == QUEUE_STATE_ERR;
@@ -570,29 +582,16 @@ fn one_send_run(run: u64, kill_at: u64, baseline: &(Held, Vec<String>)) -> (Dura
             );
         }
     }
-    let status = child.wait().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        status.signal(),
-        Some(libc::SIGKILL),
-        "run {run}: {status:?}"
-    );
+    peer.assert_killed(run);
     let received = shared.completed().load(Ordering::Acquire);
     let one_copy = transport_stats(q);
     assert!(
         received <= next,
         "run {run}: the peer received {received} of {next} sent"
     );
-    drop((stdin, child, shared));
-    assert_eq!(umq_unbind(q), 0);
-    assert_eq!(umq_destroy(q), 0);
-    free_all(&free);
-    free_all(&rx_back);
-    assert!(
-        drain_async_events().contains(&UMQ_EVENT_QH_ERR),
-        "run {run}: no UMQ_EVENT_QH_ERR for the survivor"
-    );
-    assert_holds(baseline.0, &baseline.1, &format!("run {run}"));
+    drop((peer, shared));
+    free.extend_from_slice(&rx_back);
+    end_run(q, &free, run, baseline);
     (detection.unwrap(), one_copy.placed_wr, one_copy.by_ref_wr)
 }
 

@@ -127,7 +127,12 @@ pub fn chain(bufs: &[*mut umq_buf_t]) -> *mut umq_buf_t {
 }
 
 pub fn alloc(n: usize, size: u32) -> Vec<*mut umq_buf_t> {
-    let head = umq_buf_alloc(size, n as u32, 0, ptr::null_mut());
+    alloc_from(0, n, size)
+}
+
+/// `n` buffers of `size` bytes from the queue `q`'s shared pool, or the process pool (`q` 0).
+pub fn alloc_from(q: u64, n: usize, size: u32) -> Vec<*mut umq_buf_t> {
+    let head = umq_buf_alloc(size, n as u32, q, ptr::null_mut());
     assert!(!head.is_null());
     let mut v = Vec::with_capacity(n);
     let mut b = head;
