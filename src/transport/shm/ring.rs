@@ -104,6 +104,7 @@ impl Segment {
         let off = cons as usize % RING_BYTES;
         let at = unsafe { self.ring().add(off) };
         if stamp_of(at).load(Ordering::Acquire) != cons + 1 {
+            self.touch_line_after(off);
             return Ok(None);
         }
         let e = unsafe { (at as *const Entry).read() };
@@ -115,6 +116,17 @@ impl Segment {
             return Err(LinkError::Corrupt("unknown ring entry kind"));
         }
         Ok(Some((e, unsafe { at.add(LINE) })))
+    }
+
+    /// Reads a word of the ring line after `off`, where the next entry's payload will be.
+    /// A poll that finds the ring empty issues this load beside the stamp's, so when the entry
+    /// comes both of its lines cross between the cores at once instead of one after the other
+    /// (the branch that sees the stamp is predicted empty, so the CPU has already run this
+    /// load when it finds the entry there).
+    #[inline(always)]
+    fn touch_line_after(&self, off: usize) {
+        let next = unsafe { self.ring().add((off + LINE) % RING_BYTES) } as *const AtomicU64;
+        std::hint::black_box(unsafe { &*next }.load(Ordering::Relaxed));
     }
 
     pub(super) fn pop(&self, e: &Entry) {

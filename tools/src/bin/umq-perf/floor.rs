@@ -1,7 +1,8 @@
 //! The floor under any shared-memory ping-pong on this machine, measured in the same run: two
 //! processes bounce `size` bytes through a shared mapping with nothing but a stamp word, a copy
 //! in and a copy out. The messages take the same cache lines ours do (a header line with the
-//! stamp, then the payload lines), so what umq-perf measures above this is software.
+//! stamp, then the payload lines), and the waiting side loads the first payload line beside the
+//! stamp as our ring does, so what umq-perf measures above this is software.
 //!
 //! A second floor moves the bytes the other way one-copy transports between process-private
 //! buffers do (libfabric's shm provider for large messages, through CMA): one
@@ -37,8 +38,12 @@ impl Mailbox {
         unsafe { std::ptr::copy_nonoverlapping(self.payload(), into.as_mut_ptr(), into.len()) };
     }
 
+    /// Spins on the stamp, loading the first payload line beside it as our ring's empty polls
+    /// do, so the two lines cross between the cores at once.
     fn wait(&self, i: u64) {
+        let payload = unsafe { &*(self.payload() as *const AtomicU64) };
         while self.stamp().load(Ordering::Acquire) != i {
+            std::hint::black_box(payload.load(Ordering::Relaxed));
             std::hint::spin_loop();
         }
     }
