@@ -78,8 +78,13 @@ impl Segment {
         let pos = prod + pad as u64;
         let at = unsafe { ring.add((off + pad) % RING_BYTES) };
         e.len = len as u32;
-        write_header(at, &e);
+        // Payload first, then the header line: the header's fields and its stamp are then
+        // the last stores and commit together, on one ownership transfer of that line. The
+        // other order wrote the header line, then the payload line, then the header line
+        // again, and a receiver spinning on the stamp took the line back in between, so the
+        // stamp waited for a third transfer.
         fill(unsafe { at.add(LINE) });
+        write_header(at, &e);
         stamp_of(at).store(pos + 1, Ordering::Release);
         i.prod.0.store(pos + need as u64, Ordering::Relaxed);
         true
