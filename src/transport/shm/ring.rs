@@ -49,7 +49,20 @@ impl Segment {
 
     /// Producer side: appends an entry with `len` payload bytes written by `fill`; false when
     /// the ring has no room now.
-    pub(super) fn push(&self, mut e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
+    pub(super) fn push(&self, e: Entry, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
+        self.push_with(len, fill, move || e)
+    }
+
+    /// `push` with the header made by `header` once the payload is written: a caller whose
+    /// header fields come from memory reads them after the copy instead of keeping them in
+    /// registers across it.
+    #[inline(always)]
+    pub(super) fn push_with(
+        &self,
+        len: usize,
+        fill: impl FnOnce(*mut u8),
+        header: impl FnOnce() -> Entry,
+    ) -> bool {
         let i = self.inbox();
         let prod = i.prod.0.load(Ordering::Relaxed);
         let need = entry_bytes(len);
@@ -77,13 +90,14 @@ impl Segment {
         }
         let pos = prod + pad as u64;
         let at = unsafe { ring.add((off + pad) % RING_BYTES) };
-        e.len = len as u32;
         // Payload first, then the header line: the header's fields and its stamp are then
         // the last stores and commit together, on one ownership transfer of that line. The
         // other order wrote the header line, then the payload line, then the header line
         // again, and a receiver spinning on the stamp took the line back in between, so the
         // stamp waited for a third transfer.
         fill(unsafe { at.add(LINE) });
+        let mut e = header();
+        e.len = len as u32;
         write_header(at, &e);
         stamp_of(at).store(pos + 1, Ordering::Release);
         i.prod.0.store(pos + need as u64, Ordering::Relaxed);

@@ -325,15 +325,15 @@ pub(super) fn push_wr(
 /// chain and first asks whether the message could be placed: a third of a small send's cost.)
 #[inline(always)]
 fn push_one_buffer(peer: &Segment, wr: *mut umq_buf_t, len: usize) -> bool {
-    let (e, _) = wr_entry(wr);
     let src = unsafe { (*wr).buf_data as *const u8 };
     // SAFETY: `can_transmit_one` checked that the buffer holds the whole message (`check_wr`,
     // that a non-empty one has memory), and `push` gives `len` bytes of ring.
-    let pushed = peer.push(e, len, |dst| {
+    let fill = |dst| {
         if len > 0 {
             unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
         }
-    });
+    };
+    let pushed = peer.push_with(len, fill, || wr_entry(wr).0);
     if pushed {
         peer.note_pushed(unsafe { (*wr).pro().opcode });
     }
