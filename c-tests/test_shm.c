@@ -19,7 +19,7 @@
  *              shared-pool buffers: every buffer it gets back stays as it leaves it, and the
  *              same queue binds again to a new sender and works, six times over
  *   churn    - eight cycles of a stream of 64 B to 200 KB messages from either pool into buffers
- *              of either pool (ring, placement and by-reference copies), unbound mid-stream
+ *              of either pool (ring, placement, by-reference and split copies), unbound mid-stream
  *              by the receiver at a different point each time: order and bytes hold, returned
  *              buffers stay untouched, the same queue binds again each cycle
  *   pfc      - link-level pause: a PFC frame from the child stops the parent's priority-3 queue
@@ -902,8 +902,31 @@ static uint32_t churn_size(uint32_t seq)
     return churn_sizes[(seq * 2654435761u >> 7) % (sizeof(churn_sizes) / sizeof(churn_sizes[0]))];
 }
 
-/* Child: streams, `depth` sends in flight at most, until the receiver has left; returns how
- * many sends completed with success. */
+/* Posts sends `next` on, `n` of them (one or two) in one list; returns how many were taken, or
+ * -1 when the queue refuses for good. Two in one post are a stream: a large send between both
+ * shared pools then goes split between the two copies. */
+static int churn_post(uint64_t q, uint32_t next, int n)
+{
+    umq_buf_t *b[2] = {NULL, NULL}, *bad = NULL;
+    for (int i = 0; i < n; i++) {
+        uint32_t seq = next + (uint32_t)i;
+        b[i] = patterned(seq % 2 ? q : 0, churn_size(seq), (uint8_t)seq);
+        memcpy(b[i]->buf_data, &seq, sizeof(seq));
+        ((umq_buf_pro_t *)b[i]->qbuf_ext)->opcode = UMQ_OPC_SEND;
+        if (i > 0)
+            b[i - 1]->qbuf_next = b[i];
+    }
+    int rc = umq_post(q, b[0], UMQ_IO_TX, &bad);
+    int taken = rc == 0 ? n : bad == b[1] && b[1] ? 1 : 0;
+    for (int i = taken; i < n; i++) {
+        b[i]->qbuf_next = NULL;
+        umq_buf_free(b[i]);
+    }
+    return rc == 0 || rc == -UMQ_ERR_EAGAIN ? taken : -1;
+}
+
+/* Child: streams, `depth` sends in flight at most (now and then two posted together), until
+ * the receiver has left; returns how many sends completed with success. */
 static uint32_t churn_send(uint64_t q, uint32_t depth)
 {
     uint32_t next = 0, ok = 0, in_flight = 0;
@@ -911,19 +934,13 @@ static uint32_t churn_send(uint64_t q, uint32_t depth)
     for (;;) {
         umq_buf_t *c[16], *bad = NULL;
         if (in_flight < depth) {
-            uint32_t len = churn_size(next);
-            umq_buf_t *b = patterned(next % 2 ? q : 0, len, (uint8_t)next);
-            memcpy(b->buf_data, &next, sizeof(next));
-            ((umq_buf_pro_t *)b->qbuf_ext)->opcode = UMQ_OPC_SEND;
-            int rc = umq_post(q, b, UMQ_IO_TX, &bad);
-            if (rc == 0) {
-                next++;
-                in_flight++;
+            int taken = churn_post(q, next, in_flight + 2 <= depth && next % 4 == 1 ? 2 : 1);
+            if (taken < 0)
+                break;
+            if (taken > 0) {
+                next += (uint32_t)taken;
+                in_flight += (uint32_t)taken;
                 idle_since = now_ms();
-            } else {
-                umq_buf_free(b);
-                if (rc != -UMQ_ERR_EAGAIN)
-                    break;
             }
         }
         int n = umq_poll(q, UMQ_IO_ALL, c, 16);
@@ -938,6 +955,7 @@ static uint32_t churn_send(uint64_t q, uint32_t depth)
             in_flight--;
             ok += c[i]->status == UMQ_BUF_SUCCESS;
             over |= c[i]->status != UMQ_BUF_SUCCESS;
+            c[i]->qbuf_next = NULL; /* a pair's first still names the second, freed on its own */
             umq_buf_free(c[i]);
         }
         if (over || umq_state_get(q) == QUEUE_STATE_ERR || now_ms() - idle_since > 2000)
@@ -950,6 +968,7 @@ static uint32_t churn_send(uint64_t q, uint32_t depth)
         if (umq_poll(q, UMQ_IO_TX, &c, 1) == 1) {
             in_flight--;
             ok += c->status == UMQ_BUF_SUCCESS;
+            c->qbuf_next = NULL;
             umq_buf_free(c);
         }
     }

@@ -40,6 +40,9 @@ const MSG: u32 = 64;
 /// The large messages of half the runs: big enough to take the one-copy paths over shared
 /// memory (placement into the receiver's buffer, or crossing by reference).
 const LARGE: u32 = 16 << 10;
+/// The messages of a split run: large enough that a stream of them is split between the two
+/// copies (the sender places the first half, the receiver copies the rest by reference).
+const SPLIT: u32 = 40 << 10;
 
 fn runs() -> u64 {
     env_u64("UMQ_FAULT_RUNS", 1000)
@@ -350,16 +353,27 @@ enum Shape {
     /// `LARGE` messages into receive buffers from the process pool, which the sender cannot
     /// reach: over shared memory they go through the ring or cross by reference.
     ByReference,
+    /// `SPLIT` messages into receive buffers from the survivor's shared pool: over shared
+    /// memory those posted several at a time are split between the two copies.
+    Split,
 }
 
 impl Shape {
     fn size(self) -> u32 {
-        if self == Shape::Small { MSG } else { LARGE }
+        match self {
+            Shape::Small => MSG,
+            Shape::Placed | Shape::ByReference => LARGE,
+            Shape::Split => SPLIT,
+        }
     }
 
     /// The pool receive buffers of this shape come from: queue `q`'s shared pool, or 0.
     fn rx_pool(self, q: u64) -> u64 {
-        if self == Shape::Placed { q } else { 0 }
+        if matches!(self, Shape::Placed | Shape::Split) {
+            q
+        } else {
+            0
+        }
     }
 
     /// The pool large messages are sent from: queue `q`'s shared pool, as a one-copy sender's.
@@ -374,7 +388,8 @@ impl Shape {
             Shape::Small,
             Shape::Placed,
             Shape::ByReference,
-        ][n as usize % 4]
+            Shape::Split,
+        ][n as usize % 5]
     }
 
     /// Fills `batch` with SENDs of this shape, numbered from `first_seq`.
@@ -382,14 +397,14 @@ impl Shape {
         if self == Shape::Small {
             fill_sends(batch, first_seq);
         } else {
-            fill_pattern(batch, first_seq, LARGE);
+            fill_pattern(batch, first_seq, self.size());
         }
     }
 
     /// Checks a received message of this shape (a 64 B one carries only its number).
     fn check(self, b: *mut umq_buf_t, run: u64) {
         if self != Shape::Small {
-            check_pattern(b, LARGE, run);
+            check_pattern(b, self.size(), run);
         }
     }
 }

@@ -57,8 +57,12 @@ typedef struct umq_ext_transport_stats {
     uint64_t by_ref_bytes;
     uint64_t placed_wr;         /* SENDs written straight into the peer's receive buffers (one
                                    copy, by the sender) since the queue was created */
-    uint64_t placed_bytes;
-    uint64_t placed_rx;         /* messages that arrived already in our receive buffers */
+    uint64_t placed_bytes;      /* a stream's message split between the two copies (the
+                                   sender places its first half, the receiver copies the rest)
+                                   counts in both placed_wr and by_ref_wr, each with its
+                                   part's bytes */
+    uint64_t placed_rx;         /* messages that arrived already in our receive buffers, whole
+                                   or their first half */
     uint64_t paced_packets;     /* packets of this queue's rate-limited messages put on the
                                    wire (shm, network; 0 for a peer in this process) */
 } umq_ext_transport_stats_t;

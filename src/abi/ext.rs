@@ -48,7 +48,10 @@ pub struct umq_ext_transport_stats_t {
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
     /// Shared memory only: SENDs written straight into the peer's receive buffers (one copy),
-    /// their bytes, and messages that arrived already in our own receive buffers.
+    /// their bytes, and messages that arrived already in our own receive buffers. A stream's
+    /// message split between the two copies (the sender places its first half, the receiver
+    /// copies the rest by reference) counts in both `placed_wr` and `by_ref_wr`, each with its
+    /// part's bytes.
     pub placed_wr: u64,
     pub placed_bytes: u64,
     pub placed_rx: u64,

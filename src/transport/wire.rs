@@ -128,8 +128,8 @@ impl Wire {
 
     /// Counts a WR whose message we placed in the peer's receive buffer.
     pub fn count_placed(&mut self, wr: *mut umq_buf_t) {
-        self.zero_copy.placed_wr += 1;
-        self.zero_copy.placed_bytes += unsafe { (*wr).total_data_size } as u64;
+        self.zero_copy
+            .count_placed(unsafe { (*wr).total_data_size } as u64);
     }
 
     pub fn rx_outstanding(&self) -> usize {
@@ -251,9 +251,22 @@ pub struct ZeroCopy {
     pub by_ref_bytes: u64,
     /// WRs (and bytes) we wrote straight into the peer's receive buffers, and messages that
     /// arrived already in ours (see `shm::placement`).
+    /// A message split between the two copies counts in both, each with its part's bytes.
     pub placed_wr: u64,
     pub placed_bytes: u64,
     pub placed_rx: u64,
+}
+
+impl ZeroCopy {
+    pub fn count_placed(&mut self, bytes: u64) {
+        self.placed_wr += 1;
+        self.placed_bytes += bytes;
+    }
+
+    pub fn count_by_ref(&mut self, bytes: u64) {
+        self.by_ref_wr += 1;
+        self.by_ref_bytes += bytes;
+    }
 }
 
 /// One side of a delivery: the queue's handle, its wire and how it receives.

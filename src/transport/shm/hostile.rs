@@ -69,19 +69,20 @@ pub(super) fn hostile_entry(
         imm: rng.next(),
         ..Default::default()
     };
-    match rng.next() % 9 {
+    match rng.next() % 10 {
         0 | 1 => {} // inline
         2 | 3 => {
             e.flags = FLAG_BY_REF;
-            payload.clear();
-            let mut total = 0;
-            for _ in 0..1 + rng.next() % 3 {
-                let (offset, len) = (offsets[0] + rng.next() % 4096, rng.next() % 600);
-                payload.extend_from_slice(&offset.to_ne_bytes());
-                payload.extend_from_slice(&len.to_ne_bytes());
-                total += len;
-            }
-            e.total = total;
+            e.total = by_ref_pieces(rng, offsets[0], &mut payload);
+        }
+        8 => {
+            // Split: a head placed in one of our posted buffers (the right one or another), the
+            // rest by reference.
+            e.flags = FLAG_SPLIT;
+            e.addr = rng.pick(offsets);
+            let any = 1 + rng.next() % 500;
+            e.head = rng.edgy(&[64, 256, any]) as u32;
+            e.total = e.head as u64 + by_ref_pieces(rng, offsets[0], &mut payload);
         }
         4 | 5 => {
             // Placed into one of our posted buffers, the right one or another.
@@ -116,16 +117,17 @@ pub(super) fn hostile_entry(
     }
     e.len = payload.len() as u32;
     for _ in 0..rng.next() % 3 {
-        match rng.next() % 10 {
+        match rng.next() % 11 {
             0 => e.kind = rng.edgy(&[0, 1, 2, 3, 4, 5]) as u8,
             1 => e.opcode = rng.edgy(&[0, 1, 0x10, 0x40, 0x41, 0x51]) as u8,
-            2 => e.flags = rng.edgy(&[0, 1, 2, 4]) as u16,
+            2 => e.flags = rng.edgy(&[0, 1, 2, 3, 4]) as u16,
             3 => e.len = rng.edgy(&[0, 16, 48, e.len as u64, cap]) as u32,
             4 => e.addr = rng.edgy(offsets),
             5 => e.total = rng.edgy(&[0, e.total, cap, cap + 1]),
             6 => e.rlen = rng.edgy(&[0, cap, cap + 1]) as u32,
             7 => e.token_id = rng.next() as u32,
             8 => e.seq = rng.edgy(&[0, 1]),
+            9 => e.head = rng.edgy(&[0, 1, e.head as u64, e.total, cap]) as u32,
             _ => {
                 let i = (rng.next() as usize) % payload.len().max(1);
                 if let Some(b) = payload.get_mut(i) {
@@ -135,6 +137,20 @@ pub(super) fn hostile_entry(
         }
     }
     (e, payload)
+}
+
+/// One to three `RefPiece`s near `base` in the sender's pool, as `payload`; returns their
+/// total.
+fn by_ref_pieces(rng: &mut impl Draw, base: u64, payload: &mut Vec<u8>) -> u64 {
+    payload.clear();
+    let mut total = 0;
+    for _ in 0..1 + rng.next() % 3 {
+        let (offset, len) = (base + rng.next() % 4096, rng.next() % 600);
+        payload.extend_from_slice(&offset.to_ne_bytes());
+        payload.extend_from_slice(&len.to_ne_bytes());
+        total += len;
+    }
+    total
 }
 
 /// What one case did, for the test to see that the cases reach past the first checks.

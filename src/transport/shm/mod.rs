@@ -117,7 +117,7 @@ impl Hot {
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 9;
+const LAYOUT_VERSION: u32 = 10;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -141,6 +141,11 @@ const FLAG_PLACED: u16 = 2;
 /// entries follow with the rest, the Last completing it. A message of one packet (an Only) is
 /// an ordinary entry.
 const FLAG_FIRST_PACKET: u16 = 4;
+/// `Entry::flags`: the sender placed the first `Entry::head` bytes of the message in the receive
+/// buffer at `Entry::addr`, and the payload lists the rest as `RefPiece`s in its shared pool,
+/// for the receiver to copy behind them. The two cores each copy a part of a stream's messages,
+/// at once (`docs/TRANSPORTS.md`, "Split messages").
+const FLAG_SPLIT: u16 = FLAG_PLACED | FLAG_BY_REF;
 /// Smallest message placed straight into the receiver's buffer when it goes alone (a post of
 /// one WR, nothing of ours waiting): below it, the copy through the ring costs less than the
 /// placement's fence and its look at the board (measured: see `docs/TRANSPORTS.md`).
@@ -149,6 +154,10 @@ const PLACE_MIN_ALONE: usize = 1024;
 /// ring is split over two cores and pipelines, while a placement waits for the board line the
 /// receiver has just written.
 const PLACE_MIN_IN_STREAM: usize = BY_REF_MIN;
+/// Smallest message of a stream split between the two copies (`FLAG_SPLIT`). Below it a
+/// stream's buffers stay in the sender's cache and placement alone was faster (16 KiB: 1.5-1.7
+/// against 1.8 M msg/s); from it the split doubles the rate or better (`docs/PERFORMANCE.md`).
+const SPLIT_MIN: usize = 32 << 10;
 /// Smallest message sent by reference: below it, a copy through the ring costs less than the
 /// sender's buffer waiting for the receiver to execute the WR.
 const BY_REF_MIN: usize = 16 << 10;
@@ -226,7 +235,7 @@ use tx::*;
 struct Entry {
     kind: u8,
     opcode: u8,
-    /// `FLAG_BY_REF` or 0.
+    /// `FLAG_*`, or 0 for a payload right behind the header.
     flags: u16,
     /// Payload bytes after the header.
     len: u32,
@@ -237,7 +246,8 @@ struct Entry {
     token_value: u32,
     /// READ: bytes requested.
     rlen: u32,
-    _r1: u32,
+    /// `FLAG_SPLIT`: the bytes at the start of the message the sender placed.
+    head: u32,
     /// READ_RESP: the sequence number of the READ it answers.
     seq: u64,
     /// By reference: the message's bytes (the sum of its pieces).
@@ -673,6 +683,100 @@ mod tests {
         assert!(receiver.assembly.is_none() && !theirs.has_entry());
         pool.free_one(wr).unwrap();
         pool.free_one(rx).unwrap();
+    }
+
+    /// A stream of large SENDs between two shared pools is split: the sender writes the first
+    /// half of each into the receive buffer published for it and lists the rest by reference;
+    /// the receiver copies the rest behind it and completes the buffer; the sender's WRs
+    /// complete once the receiver executed them.
+    #[test]
+    fn a_stream_of_large_sends_is_split_between_the_two_copies() {
+        let me = std::process::id();
+        let pool = Pool::new(false, 0, 0);
+        let (their_pool, our_pool) = (pool.new_shared(61).unwrap(), pool.new_shared(62).unwrap());
+        let (their_arena, our_arena) = (their_pool.arena().unwrap(), our_pool.arena().unwrap());
+        let theirs = Segment::create(63, false).unwrap();
+        theirs.publish_pool(their_arena.fd(), their_arena.secret());
+        let to_theirs = Segment::open_peer(me, theirs.fd() as u32, 63).unwrap();
+        let ours = Segment::create(64, false).unwrap();
+        ours.publish_pool(our_arena.fd(), our_arena.secret());
+        let to_ours = Segment::open_peer(me, ours.fd() as u32, 64).unwrap();
+
+        const LEN: u32 = 40_000;
+        let mut ws = Wire::new(8, 8);
+        ws.arena = Some(our_arena.clone());
+        let wrs: Vec<_> = (0..2u64)
+            .map(|k| {
+                let wr = pool.alloc_in(&our_pool, LEN, 1, 0, 0).unwrap();
+                let b = unsafe { &mut *wr };
+                let data =
+                    unsafe { std::slice::from_raw_parts_mut(b.buf_data as *mut u8, LEN as usize) };
+                data.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, x)| *x = (i % 251) as u8);
+                (b.data_size, b.total_data_size) = (LEN, LEN);
+                (b.pro_mut().opcode, b.pro_mut().imm_data) = (UMQ_OPC_SEND_IMM, 2 * k);
+                ws.sq.push_back(wr);
+                wr
+            })
+            .collect();
+        let mut wr_rx = Wire::new(8, 8);
+        wr_rx.arena = Some(their_arena.clone());
+        let rx: Vec<_> =
+            crate::buf::iter(pool.alloc_in(&their_pool, 65536, 2, 0, 0).unwrap()).collect();
+        for (k, &b) in rx.iter().enumerate() {
+            theirs.publish_posted(their_arena, k as u64, b);
+            wr_rx.rx_posted.push_back(b);
+        }
+        let (mut sender, mut receiver) = (Pair::default(), Pair::default());
+        let mut out = Outcome::default();
+
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        let head = (LEN as u64 / 2).next_multiple_of(LINE as u64);
+        let z = ws.zero_copy;
+        assert_eq!(
+            (z.placed_wr, z.placed_bytes, z.by_ref_wr, z.by_ref_bytes),
+            (2, 2 * head, 2, 2 * (LEN as u64 - head)),
+            "both split, each half counted once"
+        );
+        assert_eq!(
+            (ws.delivered, ws.in_flight),
+            (0, 2),
+            "their rest is still ours to keep"
+        );
+
+        let at = Receiver {
+            umqh: 9,
+            fragments: false,
+            pool: &pool,
+        };
+        receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
+        assert_eq!((wr_rx.rx_cq.len(), wr_rx.zero_copy.placed_rx), (2, 2));
+        for (k, &b) in rx.iter().enumerate() {
+            let (head, nbufs) = wr_rx.rx_cq.get(k).unwrap();
+            assert_eq!((head, nbufs), (b, 1), "in order, one buffer each");
+            let h = unsafe { &*b };
+            assert_eq!(
+                (h.total_data_size, h.pro().opcode, h.pro().imm_data),
+                (LEN, UMQ_OPC_SEND_IMM, 2 * k as u64)
+            );
+            assert!(
+                crate::transport::test_bytes_intact(b, LEN as usize),
+                "message {k}"
+            );
+        }
+        let done = theirs.inbox().done.0.load(Ordering::Relaxed);
+        assert_eq!(done, 2, "both executed");
+        complete(&mut ws, &mut sender, &to_theirs, Some(done), &mut out).unwrap();
+        assert_eq!(
+            (ws.delivered, ws.in_flight),
+            (2, 0),
+            "complete once executed"
+        );
+        assert!(sender.by_ref_in_flight.is_empty());
+        for b in wrs.into_iter().chain(rx) {
+            pool.free_one(b).unwrap();
+        }
     }
 
     /// Packets that do not make a message end the pair: a Middle without a First, a gap, a

@@ -51,6 +51,7 @@ pub(super) fn receive(
                 let landed = match e.flags {
                     0 if whole => land_inline(w, &e, payload, umqh, fragments, out),
                     FLAG_PLACED if whole => land_placed(w, &e, umqh, out),
+                    FLAG_SPLIT if whole => land_split(w, peer, &e, payload, umqh, out)?,
                     _ => None,
                 };
                 let status = match landed {
@@ -265,11 +266,75 @@ pub(super) fn land_placed(
     Some(UMQ_BUF_SUCCESS)
 }
 
-/// Where the sender placed a message that did not land in our next buffer: in a later posted
-/// buffer of our shared pool (an entry before it took no buffer). Err for anything else.
+/// A message the sender split (`FLAG_SPLIT`): its head is already in our next posted receive
+/// buffer, and its tail is copied behind it out of the sender's shared pool. Ok(None) when it
+/// needs `execute` (its head went to a later buffer: see `placement`; or the entry's sizes are
+/// malformed, which `execute_general` reports); Err when its rest is not the message's, or the
+/// sender left while we copied (what we copied may be torn, as `sender_left` says).
+pub(super) fn land_split(
+    w: &mut Wire,
+    peer: &Segment,
+    e: &Entry,
+    payload: *const u8,
+    umqh: u64,
+    out: &mut Outcome,
+) -> Result<Option<umq_buf_status_t>, LinkError> {
+    let (op, len, head) = (e.opcode as u32, e.total, e.head as u64);
+    let Some(rx) = w.rx_posted.front() else {
+        return Ok(None);
+    };
+    let (data, cap) = unsafe { ((*rx).buf_data as *mut u8, (*rx).buf_size as u64) };
+    if !split_fits(e) || len > cap {
+        return Ok(None);
+    }
+    let here = w
+        .arena
+        .as_deref()
+        .and_then(|a| a.offset_of(data, len as usize));
+    if here != Some(e.addr) {
+        return Ok(None);
+    }
+    // The head is in this buffer: a rest that is not the message's breaks the pair here.
+    let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
+    let tail = ref_pieces(e, payload, peer, &mut pieces, len - head)?;
+    let dst = unsafe { data.add(head as usize) };
+    target::copy_pieces(
+        tail.iter().copied(),
+        std::iter::once((dst, (len - head) as usize)),
+    );
+    if sender_left(peer) {
+        return Err(LinkError::PeerLeft);
+    }
+    let mut dst = Side {
+        umqh,
+        wire: w,
+        fragments: false,
+    };
+    unsafe { target::land_placed(&mut dst, rx, len as u32, op, e.imm) };
+    if let Some(f) = w.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    w.zero_copy.placed_rx += 1;
+    out.rx_done += 1;
+    Ok(Some(UMQ_BUF_SUCCESS))
+}
+
+/// Whether a split entry's sizes can be a message: a SEND or SEND_IMM whose placed head is
+/// part of it, the rest coming by reference.
+fn split_fits(e: &Entry) -> bool {
+    let op = e.opcode as u32;
+    (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+        && e.head > 0
+        && (e.head as u64) < e.total
+        && e.total <= u32::MAX as u64
+}
+
+/// Where the sender placed a message, or a split message's head, that did not land in our next
+/// buffer: in a later posted buffer of our shared pool (an entry before it took no buffer). Err
+/// for anything else.
 pub(super) fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, LinkError> {
     let op = e.opcode as u32;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || e.len != 0 {
+    if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
         return Err(LinkError::Corrupt("malformed placed entry"));
     }
     let arena = w
@@ -299,13 +364,23 @@ pub(super) fn execute_general(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, LinkError> {
-    let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE];
+    let mut pieces = [(std::ptr::null_mut(), 0); crate::limits::MAX_SGE + 1];
     let src = match e.flags {
-        FLAG_PLACED => {
+        FLAG_PLACED if e.len == 0 => {
             pieces[0] = (placed_elsewhere(w, e)?, e.total as usize);
             &pieces[..1]
         }
-        _ => source(e, payload, peer, &mut pieces)?,
+        FLAG_PLACED => return Err(LinkError::Corrupt("malformed placed entry")),
+        FLAG_SPLIT => {
+            if !split_fits(e) {
+                return Err(LinkError::Corrupt("malformed split entry"));
+            }
+            let head = e.head as u64;
+            pieces[0] = (placed_elsewhere(w, e)?, head as usize);
+            let n = ref_pieces(e, payload, peer, &mut pieces[1..], e.total - head)?.len();
+            &pieces[..1 + n]
+        }
+        _ => source(e, payload, peer, &mut pieces[..crate::limits::MAX_SGE])?,
     };
     execute(w, peer, e, src, at, pool, out)
 }
@@ -317,15 +392,28 @@ pub(super) fn source<'a>(
     e: &Entry,
     payload: *const u8,
     peer: &Segment,
-    out: &'a mut [(*mut u8, usize); crate::limits::MAX_SGE],
+    out: &'a mut [(*mut u8, usize)],
 ) -> Result<&'a [(*mut u8, usize)], LinkError> {
-    if e.flags & FLAG_BY_REF == 0 {
-        if e.flags != 0 {
-            return Err(LinkError::Corrupt("unknown ring entry flags"));
+    match e.flags {
+        0 => {
+            out[0] = (payload as *mut u8, e.len as usize);
+            Ok(&out[..1])
         }
-        out[0] = (payload as *mut u8, e.len as usize);
-        return Ok(&out[..1]);
+        FLAG_BY_REF => ref_pieces(e, payload, peer, out, e.total),
+        _ => Err(LinkError::Corrupt("unknown ring entry flags")),
     }
+}
+
+/// The `RefPiece`s of an entry's payload, each bounds-checked in the sender's shared pool and
+/// translated into our mapping of it, adding up to `total` bytes. They are read once into
+/// `out`, so the sender cannot change them between the check and the copy.
+fn ref_pieces<'a>(
+    e: &Entry,
+    payload: *const u8,
+    peer: &Segment,
+    out: &'a mut [(*mut u8, usize)],
+    total: u64,
+) -> Result<&'a [(*mut u8, usize)], LinkError> {
     let size = std::mem::size_of::<RefPiece>();
     let n = e.len as usize / size;
     if !(e.len as usize).is_multiple_of(size) || n == 0 || n > out.len() {
@@ -341,7 +429,7 @@ pub(super) fn source<'a>(
         *slot = (at as *mut u8, r.len as usize);
         sum += r.len;
     }
-    if sum != e.total || sum > u32::MAX as u64 {
+    if sum != total || sum > u32::MAX as u64 {
         return Err(LinkError::Corrupt(
             "by-reference pieces do not add up to the message",
         ));

@@ -135,15 +135,21 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
             credit.keep(opcode);
             break;
         };
-        if how == Sent::Placed {
-            w.count_placed(wr);
+        let len = unsafe { (*wr).total_data_size } as u64;
+        match how {
+            Sent::Placed => w.count_placed(wr),
+            Sent::ByRef => w.zero_copy.count_by_ref(len),
+            Sent::Split(head) => {
+                w.zero_copy.count_placed(head);
+                w.zero_copy.count_by_ref(len - head);
+            }
+            Sent::Copied => {}
         }
-        let by_ref = how == Sent::ByRef;
+        // Read from our shared pool by the receiver: complete once it executed the WR.
+        let by_ref = matches!(how, Sent::ByRef | Sent::Split(_));
         if by_ref {
             let seq = w.tx_done_seq + w.in_flight as u64;
             pair.by_ref_in_flight.push_back(seq);
-            w.zero_copy.by_ref_wr += 1;
-            w.zero_copy.by_ref_bytes += unsafe { (*wr).total_data_size } as u64;
         }
         match (transmit_complete(wr, by_ref), w.in_flight) {
             // Complete at once when no WR ahead of it is still in flight: the poll that takes
@@ -290,12 +296,15 @@ pub(super) enum Sent {
     ByRef,
     /// Written into the receive buffer it lands in.
     Placed,
+    /// Its first bytes (so many) written into the receive buffer, the rest by reference.
+    Split(u64),
 }
 
-/// Pushes one WR: placed in the receiver's buffer when that pays (`alone`: no other WR goes
-/// with it), else by reference into `by_ref` (our arena) when given, else with its payload.
-/// Placement comes first: the receiver then has nothing to copy, and the WR completes at once.
-/// None when the ring has no room.
+/// Pushes one WR: split between the two copies when it may go by reference (`by_ref`, our
+/// arena) and others go with it (not `alone`: a stream); else placed in the receiver's buffer
+/// when that pays, else by reference when it may, else with its payload. Placement comes before
+/// a whole message by reference: the receiver then has nothing to copy, and the WR completes at
+/// once. None when the ring has no room.
 pub(super) fn push_wr(
     peer: &Segment,
     wr: *mut umq_buf_t,
@@ -308,8 +317,11 @@ pub(super) fn push_wr(
     } else {
         PLACE_MIN_IN_STREAM
     };
+    let split_into = by_ref.filter(|_| !alone && len >= SPLIT_MIN);
     // The size first, here: most messages are small, and this keeps `place` off their path.
-    let how = if len >= min && place(peer, wr, min).is_some() {
+    let how = if let Some(head) = split_into.and_then(|arena| split(peer, wr, arena)) {
+        Sent::Split(head as u64)
+    } else if len >= min && place(peer, wr, min).is_some() {
         Sent::Placed
     } else if push_entry(peer, wr, by_ref) {
         by_ref.map_or(Sent::Copied, |_| Sent::ByRef)
@@ -370,22 +382,84 @@ pub(super) fn place(peer: &Segment, wr: *mut umq_buf_t, min: usize) -> Option<()
     if len < min || (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || !peer.has_room(0) {
         return None;
     }
-    let board = &peer.inbox().board;
-    let claim = board.find(peer.taking_rx.load(Ordering::Relaxed), len)?;
-    let dst = peer.peer_pool().ok()?.at(claim.offset, len as u64)? as *mut u8;
-    if !board.begin(|| peer.is_closed()) {
-        return None;
-    }
+    let (claim, dst) = claim_posting(peer, len)?;
     let (mut e, _) = wr_entry(wr);
     target::copy_pieces(target::pieces(wr), std::iter::once((dst, len)));
     e.flags = FLAG_PLACED;
     e.addr = claim.offset;
     e.total = len as u64;
-    let pushed = peer.push(e, 0, |_| {});
+    push_placed(peer, claim, e, 0, |_| {}).then_some(())
+}
+
+/// The receive buffer the peer published for our next entry that takes one, if it holds `len`
+/// bytes, with our writing into it announced (`Board::begin`): the claim, and where to write.
+/// None when there is no such posting or the receiver has left.
+fn claim_posting(peer: &Segment, len: usize) -> Option<(placement::Claim, *mut u8)> {
+    let board = &peer.inbox().board;
+    let claim = board.find(peer.taking_rx.load(Ordering::Relaxed), len)?;
+    let dst = peer.peer_pool().ok()?.at(claim.offset, len as u64)? as *mut u8;
+    board.begin(|| peer.is_closed()).then_some((claim, dst))
+}
+
+/// Pushes entry `e` (with `len` payload bytes from `fill`) of a message written into a claimed
+/// posting, then ends the claim: either way the posting is used up, since without an entry the
+/// bytes are never looked at. The caller checked the room.
+fn push_placed(
+    peer: &Segment,
+    claim: placement::Claim,
+    e: Entry,
+    len: usize,
+    fill: impl FnOnce(*mut u8),
+) -> bool {
+    let pushed = peer.push(e, len, fill);
     debug_assert!(pushed, "room was checked");
-    // Either way the posting is used up: without an entry, the bytes are never looked at.
-    board.end(claim);
-    pushed.then_some(())
+    peer.inbox().board.end(claim);
+    pushed
+}
+
+/// Splits a stream's SEND or SEND_IMM between the two copies: places its first half in the
+/// receive buffer it will land in (as `place` does) and pushes an entry that lists the rest by
+/// reference in our shared pool `arena`, for the receiver to copy behind it. Each side then
+/// copies half of every message, at once: the receiver this message's tail while we write the
+/// next one's head. Returns the bytes placed; None when the message cannot go this way.
+fn split(peer: &Segment, wr: *mut umq_buf_t, arena: &Arena) -> Option<usize> {
+    let (op, len) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as usize) };
+    if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
+        return None;
+    }
+    // On a line boundary: no cache line is written by both sides.
+    let head = (len / 2).next_multiple_of(LINE);
+    let mut tail = [RefPiece { offset: 0, len: 0 }; crate::limits::MAX_SGE];
+    let mut n = 0;
+    let mut skip = head;
+    for (p, piece) in message_pieces(wr) {
+        if skip >= piece {
+            skip -= piece;
+            continue;
+        }
+        let (at, left) = (p.wrapping_add(skip), piece - skip);
+        let offset = arena.offset_of(at, left)?;
+        *tail.get_mut(n)? = RefPiece {
+            offset,
+            len: left as u64,
+        };
+        n += 1;
+        skip = 0;
+    }
+    let refs = n * std::mem::size_of::<RefPiece>();
+    if n == 0 || !peer.has_room(refs) {
+        return None;
+    }
+    let (claim, dst) = claim_posting(peer, len)?;
+    target::copy_pieces(message_pieces(wr), std::iter::once((dst, head)));
+    let (mut e, _) = wr_entry(wr);
+    e.flags = FLAG_SPLIT;
+    e.addr = claim.offset;
+    e.total = len as u64;
+    e.head = head as u32;
+    let fill =
+        |dst| unsafe { std::ptr::copy_nonoverlapping(tail.as_ptr(), dst as *mut RefPiece, n) };
+    push_placed(peer, claim, e, refs, fill).then_some(head)
 }
 
 /// Pushes the entry of `wr` with its payload, or by reference into `by_ref` (our arena).

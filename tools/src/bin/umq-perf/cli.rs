@@ -87,10 +87,12 @@ pub struct Cli {
     pub atomic_window: bool,
     /// shm: which buffers come from the queue's shared pool
     ///
-    /// Shared-pool buffers are those umq_buf_alloc gives with the queue's handle. on: send and receive buffers; a message of 1 KiB or more posted alone (16 KiB or more in
-    /// a stream) is written by the sender straight into its receive buffer. send: send buffers
-    /// only; messages of 16 KiB and more cross by reference. recv: receive buffers only. off:
-    /// neither; every message is copied through the ring.
+    /// Shared-pool buffers are those umq_buf_alloc gives with the queue's handle. on: send and
+    /// receive buffers; a message of 1 KiB or more posted alone (16 KiB or more in a stream) is
+    /// written by the sender straight into its receive buffer, and a stream's messages of 32 KiB
+    /// or more are split, the sender writing the first half and the receiver copying the rest.
+    /// send: send buffers only; messages of 16 KiB and more cross by reference. recv: receive
+    /// buffers only. off: neither; every message is copied through the ring.
     #[arg(long, value_name = "BUFFERS", default_value = "on", value_parser = ["on", "send", "recv", "off"])]
     pub shared_pool: String,
     /// Repeat each measurement and report the median.
