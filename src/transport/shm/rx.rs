@@ -252,18 +252,31 @@ pub(super) fn land_placed(
     {
         return None;
     }
+    Some(complete_placed(w, rx, len, e, umqh, out))
+}
+
+/// Completes `rx`, our next posted receive buffer, with the `len` bytes of entry `e`'s message
+/// already in it (placed by the sender, or split and its rest copied here).
+fn complete_placed(
+    w: &mut Wire,
+    rx: *mut umq_buf_t,
+    len: u32,
+    e: &Entry,
+    umqh: u64,
+    out: &mut Outcome,
+) -> umq_buf_status_t {
     let mut dst = Side {
         umqh,
         wire: w,
         fragments: false,
     };
-    unsafe { target::land_placed(&mut dst, rx, len, op, e.imm) };
+    unsafe { target::land_placed(&mut dst, rx, len, e.opcode as u32, e.imm) };
     if let Some(f) = w.flow.as_mut() {
         f.data_arrived(1);
     }
     w.zero_copy.placed_rx += 1;
     out.rx_done += 1;
-    Some(UMQ_BUF_SUCCESS)
+    UMQ_BUF_SUCCESS
 }
 
 /// A message the sender split (`FLAG_SPLIT`): its head is already in our next posted receive
@@ -279,7 +292,7 @@ pub(super) fn land_split(
     umqh: u64,
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, LinkError> {
-    let (op, len, head) = (e.opcode as u32, e.total, e.head as u64);
+    let (len, head) = (e.total, e.head as u64);
     let Some(rx) = w.rx_posted.front() else {
         return Ok(None);
     };
@@ -305,18 +318,7 @@ pub(super) fn land_split(
     if sender_left(peer) {
         return Err(LinkError::PeerLeft);
     }
-    let mut dst = Side {
-        umqh,
-        wire: w,
-        fragments: false,
-    };
-    unsafe { target::land_placed(&mut dst, rx, len as u32, op, e.imm) };
-    if let Some(f) = w.flow.as_mut() {
-        f.data_arrived(1);
-    }
-    w.zero_copy.placed_rx += 1;
-    out.rx_done += 1;
-    Ok(Some(UMQ_BUF_SUCCESS))
+    Ok(Some(complete_placed(w, rx, len as u32, e, umqh, out)))
 }
 
 /// Whether a split entry's sizes can be a message: a SEND or SEND_IMM whose placed head is

@@ -135,13 +135,15 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
             credit.keep(opcode);
             break;
         };
-        let len = unsafe { (*wr).total_data_size } as u64;
         match how {
             Sent::Placed => w.count_placed(wr),
-            Sent::ByRef => w.zero_copy.count_by_ref(len),
+            Sent::ByRef => w
+                .zero_copy
+                .count_by_ref(unsafe { (*wr).total_data_size } as u64),
             Sent::Split(head) => {
                 w.zero_copy.count_placed(head);
-                w.zero_copy.count_by_ref(len - head);
+                w.zero_copy
+                    .count_by_ref(unsafe { (*wr).total_data_size } as u64 - head);
             }
             Sent::Copied => {}
         }
