@@ -433,11 +433,16 @@ class Queue:
         bufs.detach(index)
         raise UmqError(rc, "umq_post", bad_index=index)
 
-    def send(self, payloads, *, opcode=K.UMQ_OPC_SEND, imm=0, user_ctx=0, remote=None):
+    def send(self, payloads, *, opcode=K.UMQ_OPC_SEND, imm=0, user_ctx=0, remote=None, shared_pool=True):
         """Posts one WR per payload; returns how many were accepted (fewer on -UMQ_ERR_EAGAIN,
-        whose refused buffers are freed here). `imm`/`user_ctx` may be per-payload lists."""
+        whose refused buffers are freed here). `imm`/`user_ctx` may be per-payload lists.
+        The payloads are copied into buffers of the queue's shared pool, or with
+        `shared_pool=False` of the process pool: between processes the sender then writes
+        large messages whole into the receiver's buffers instead of sharing the copy with it,
+        which is faster when the receiving side is the slower one (docs/USER_GUIDE.md)."""
         payloads = list(payloads)
-        with Buffers.for_payloads(self.umq, payloads, self.handle) as bufs:
+        owner = self.handle if shared_pool else 0
+        with Buffers.for_payloads(self.umq, payloads, owner) as bufs:
             for i in range(len(bufs)):
                 p = bufs.pro(i)
                 p.opcode = opcode
