@@ -58,6 +58,13 @@ def test_stream_between_processes_arrives_in_order(flow_control):
 SIZES = [64, 1024, 4096, 65536]
 
 
+# Placement and split messages: what the shm provider does with shared-pool buffers.
+shared_memory_path = pytest.mark.skipif(
+    os.environ.get("UMQ_PROVIDER") == "fabric",
+    reason="a shared-memory path (placement into the peer's buffers)",
+)
+
+
 def placing_sender(conn):
     with umq.Umq(flow_control=umq.FlowControl(initial_window=8)) as ctx:
         q = ctx.queue("child", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
@@ -73,10 +80,7 @@ def placing_sender(conn):
 
 
 @pytest.mark.libumq_behaviour
-@pytest.mark.skipif(
-    os.environ.get("UMQ_PROVIDER") == "fabric",
-    reason="placement into the peer's receive buffer is a shared-memory path",
-)
+@shared_memory_path
 def test_messages_into_shared_pool_buffers_cross_with_one_copy():
     """The package allocates from the queue's shared pool: a message of 1 KiB or more, posted
     alone, is written by the sender straight into the receive buffer; 64 B goes through the
@@ -148,10 +152,7 @@ def splitting_sender(conn, shared_pool=True):
 
 
 @pytest.mark.libumq_behaviour
-@pytest.mark.skipif(
-    os.environ.get("UMQ_PROVIDER") == "fabric",
-    reason="splitting a message between the two copies is a shared-memory path",
-)
+@shared_memory_path
 @pytest.mark.parametrize("shared_pool", [True, False], ids=["split", "placed_whole"])
 def test_a_stream_of_large_messages_is_split_between_the_two_copies_and_arrives_whole(shared_pool):
     """Messages of 32 KiB and more, posted several at a time between buffers of both queues'
