@@ -20,6 +20,110 @@ static umq_buf_t *dequeue_wait(uint64_t h)
     return NULL;
 }
 
+/* Walks a dequeued list as programs written for the reference do: each message is its head's
+ * total_data_size bytes of buffers, and the buffer after it heads the next. Copies the start of
+ * message i into texts[i] (NUL-terminated, up to 31 bytes) and returns the number of messages,
+ * or -1 when the list does not add up. */
+static int walked_bufs; /* buffers walk_messages went through, all calls */
+
+static int walk_messages(umq_buf_t *list, char texts[][32], int max)
+{
+    int n = 0;
+    for (umq_buf_t *b = list; b != NULL; n++) {
+        if (n == max)
+            return -1;
+        uint32_t left = b->total_data_size, at = 0;
+        do {
+            if (b->data_size > left)
+                return -1;
+            for (uint32_t i = 0; i < b->data_size && at < 31; i++)
+                texts[n][at++] = (char)b->buf_data[i];
+            left -= b->data_size;
+            b = b->qbuf_next;
+            walked_bufs++;
+        } while (b != NULL && left > 0);
+        if (left > 0)
+            return -1;
+        texts[n][at] = 0;
+    }
+    return n;
+}
+
+/* Enqueues a message of `len` bytes: `text`, then '.' up to `len` (at least the text). */
+static void enqueue_text(uint64_t h, const char *text, uint32_t len)
+{
+    len = len > strlen(text) ? len : (uint32_t)strlen(text);
+    umq_buf_t *bad = NULL, *s = umq_buf_alloc(len, 1, 0, NULL);
+    memset(s->buf_data, '.', len);
+    memcpy(s->buf_data, text, strlen(text));
+    s->data_size = s->total_data_size = len;
+    CHECK_EQ(umq_enqueue(h, s, &bad), 0);
+}
+
+/* The messages waiting come out of one umq_dequeue as one list (up to 64), as the reference's
+ * UB transport returns them: in order, each bounded by its head's total_data_size (message 5
+ * arrives in three 1 KiB receive buffers). A zero-length message comes alone (a walk by
+ * total_data_size would not get past it). In IPC mode one message a call, as the reference's
+ * IPC transport. */
+static void waiting_messages_come_as_one_list(umq_trans_mode_t mode)
+{
+    umq_create_option_t oa = test_option("list-a", 128, UMQ_MODE_POLLING);
+    umq_create_option_t ob = test_option("list-b", 128, UMQ_MODE_POLLING);
+    oa.trans_mode = ob.trans_mode = mode;
+    ob.create_flag |= UMQ_CREATE_FLAG_RX_BUF_SIZE;
+    ob.rx_buf_size = 1024;
+    uint64_t a = umq_create(&oa), b = umq_create(&ob);
+    uint8_t ia[512], ib[512];
+    uint32_t la = umq_bind_info_get(a, ia, sizeof(ia)), lb = umq_bind_info_get(b, ib, sizeof(ib));
+    CHECK_EQ(umq_bind(a, ib, lb), 0);
+    CHECK_EQ(umq_bind(b, ia, la), 0);
+
+    for (int i = 0; i < 70; i++) {
+        char text[32];
+        snprintf(text, sizeof(text), "list-%02d", i);
+        enqueue_text(a, text, i == 5 ? 2500 : 0);
+    }
+    int per_call = mode == UMQ_TRANS_MODE_IPC ? 1 : 64, got = 0;
+    walked_bufs = 0;
+    char texts[64][32];
+    while (got < 70) {
+        umq_buf_t *m = umq_dequeue(b);
+        CHECK(m != NULL);
+        if (m == NULL)
+            break;
+        int n = walk_messages(m, texts, 64);
+        int want = 70 - got < per_call ? 70 - got : per_call;
+        CHECK_EQ(n, want);
+        for (int i = 0; i < n && n > 0; i++) {
+            char expect[32];
+            snprintf(expect, sizeof(expect), "list-%02d", got + i);
+            CHECK(strncmp(texts[i], expect, strlen(expect)) == 0);
+            CHECK_EQ(strlen(texts[i]), got + i == 5 ? 31 : strlen(expect));
+        }
+        got += n > 0 ? n : 70;
+        umq_buf_free(m);
+    }
+    CHECK(umq_dequeue(b) == NULL);
+    CHECK_EQ(walked_bufs, 72); /* message 5 in three buffers */
+
+    const char *around_empty[] = {"before", "", "after"};
+    for (int i = 0; i < 3; i++)
+        enqueue_text(a, around_empty[i], 0);
+    for (int i = 0; i < 3; i++) {
+        umq_buf_t *m = umq_dequeue(b);
+        CHECK(m != NULL);
+        if (m == NULL)
+            break;
+        CHECK_EQ(walk_messages(m, texts, 64), 1);
+        CHECK(strcmp(texts[0], around_empty[i]) == 0);
+        umq_buf_free(m);
+    }
+    CHECK(umq_dequeue(b) == NULL);
+    umq_notify(a);
+    CHECK_EQ(umq_destroy(a), 0);
+    CHECK_EQ(umq_destroy(b), 0);
+}
+
 int main(void)
 {
     setenv("UMQ_LOG_LEVEL", "crit", 1);
@@ -109,6 +213,9 @@ int main(void)
         CHECK(ok);
         umq_buf_free(got);
     }
+    waiting_messages_come_as_one_list(UMQ_TRANS_MODE_UB);
+    waiting_messages_come_as_one_list(UMQ_TRANS_MODE_IPC);
+
     umq_notify(a);
     CHECK_EQ(umq_unbind(a), 0);
     CHECK_EQ(umq_unbind(b), 0);

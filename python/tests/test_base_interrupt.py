@@ -6,6 +6,7 @@ import select
 import pytest
 
 import umq
+from conftest import eventually, expected_transport
 
 RX, TX = umq.UMQ_IO_RX, umq.UMQ_IO_TX
 
@@ -38,6 +39,39 @@ def test_base_api_roundtrip_in_order(base):
             a.notify()
     assert got == msgs
     assert b.dequeue() is None
+
+
+@pytest.mark.parametrize("trans_mode", [umq.UMQ_TRANS_MODE_UB, umq.UMQ_TRANS_MODE_IPC], ids=["ub", "ipc"])
+def test_the_messages_waiting_come_out_of_one_dequeue_as_one_list(base, trans_mode):
+    """As the reference's UB transport returns them: one list, each message its head's
+    total_data_size bytes (the 3000-byte one in three 1 KiB buffers), the next message after
+    its last buffer. Its IPC transport returns one message a call, and so do we in IPC mode.
+    Queue.dequeue hands them out one by one either way."""
+    a, b = base.pair(depth=32, rx_buf_size=1024, trans_mode=trans_mode)
+    msgs = [b"first", b"x" * 3000, b"third", b"fourth"]
+    for m in msgs:
+        a.enqueue(m)
+    lib, per_call, got = umq.lib(), [], []
+
+    def take():
+        head = lib.umq_dequeue(b.handle)
+        if head:
+            listed = umq.core.read_messages(umq.core._addr(head))
+            lib.umq_buf_free(head)
+            per_call.append(len(listed))
+            got.extend(listed)
+        return len(got) == len(msgs)
+
+    eventually(take)
+    assert got == msgs
+    if trans_mode == umq.UMQ_TRANS_MODE_IPC:
+        assert per_call == [1, 1, 1, 1]
+    elif expected_transport() != umq.UMQ_EXT_TRANSPORT_FABRIC:
+        assert per_call == [4]  # in-process and shared memory: all four there at the first call
+    assert b.dequeue() is None
+    for m in msgs:
+        a.enqueue(m)
+    assert dequeue_all(b, len(msgs)) == msgs
 
 
 def test_base_api_large_message_is_reassembled(base):

@@ -2,6 +2,7 @@
 
 import ctypes as C
 import weakref
+from collections import deque
 from dataclasses import dataclass, fields
 
 from . import constants as K
@@ -242,14 +243,30 @@ def split_messages(head):
 
 def read_message(head):
     """The bytes of the message at `head` (following fragments up to its total size)."""
+    return _read_span(head)[0]
+
+
+def read_messages(head):
+    """The messages of a list `umq_dequeue` returned: each is its head's `total_data_size`
+    bytes of buffers, and the buffer after its last heads the next message."""
+    out, a = [], head
+    while a:
+        data, a = _read_span(a)
+        out.append(data)
+    return out
+
+
+def _read_span(head):
+    """One message's bytes from `head` on, and the address of the buffer after it (0 at the
+    end of the list)."""
     out, need, a = bytearray(), _buf(head).total_data_size, head
     while a:
         b = _buf(a)
         out += C.string_at(b.buf_data, b.data_size)
+        a = _addr(b.qbuf_next)
         if len(out) >= need:
             break
-        a = _addr(b.qbuf_next)
-    return bytes(out)
+    return bytes(out), a
 
 
 @dataclass(frozen=True)
@@ -371,6 +388,7 @@ class Queue:
 
     def __init__(self, umq, name, rx_depth, tx_depth, mode, rx_buf_size, tx_buf_size, trans_mode):
         self.umq, self.lib, self.name, self.mode = umq, umq.lib, name, mode
+        self._dequeued = deque()  # messages a dequeue returned beyond the first
         o = T.umq_create_option_t(trans_mode=trans_mode, rx_depth=rx_depth, tx_depth=tx_depth, mode=mode)
         _fill_ipv4(o.dev_info, umq.ip)
         o.name = name.encode()
@@ -527,13 +545,18 @@ class Queue:
             bufs.detach()
 
     def dequeue(self):
-        """`umq_dequeue`: the next message's bytes, or None."""
+        """`umq_dequeue`: the next message's bytes, or None. One call of the library returns
+        the messages waiting as one list (one at a time in IPC mode); those after the first
+        are kept here for the next calls."""
+        if self._dequeued:
+            return self._dequeued.popleft()
         ptr = self.lib.umq_dequeue(self.handle)
         if not ptr:
             return None
-        data = read_message(_addr(ptr))
+        messages = read_messages(_addr(ptr))
         self.lib.umq_buf_free(ptr)
-        return data
+        self._dequeued.extend(messages[1:])
+        return messages[0]
 
     def notify(self):
         self.lib.umq_notify(self.handle)

@@ -191,28 +191,77 @@ fn check_messages(head: *mut umq_buf_t, heads: &mut [*mut umq_buf_t]) -> UmqResu
     Ok(n)
 }
 
-/// One received message (a buffer chain the caller frees), or None.
+/// Most messages one `umq_dequeue` returns. The reference's UB transport polls up to 64
+/// completions a call and links their messages into one list; its IPC transport returns one.
+const DEQUEUE_MOST: usize = 64;
+
+/// The received messages waiting, linked into one list the caller frees (or None): each
+/// message is its head's `total_data_size` bytes of buffers, and the last buffer of one points
+/// at the head of the next, as the reference's UB transport returns them (up to
+/// `DEQUEUE_MOST`). In IPC mode one message a call, as the reference's IPC transport does.
 pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
     require_base(q, "umq_dequeue")?;
     reap_tx(q);
-    let mut out = [ptr::null_mut(); 1];
+    let most = if q.cfg.trans_mode == UMQ_TRANS_MODE_IPC {
+        1
+    } else {
+        DEQUEUE_MOST
+    };
+    let mut got = [ptr::null_mut(); DEQUEUE_MOST];
     loop {
-        if q.poll_inner(UMQ_IO_RX, &mut out) == 0 {
+        let n = q.poll_rx_run(&mut got[..most]);
+        if n == 0 {
             return Ok(None);
         }
-        let head = out[0];
-        let (status, len) = unsafe { ((*head).status(), (*head).total_data_size) };
-        // A window update piggybacked on a message is still that message; a standalone update
-        // carries nothing for the application and its buffer goes straight back.
-        let is_message =
-            status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE && len > 0;
-        if is_message {
-            unsafe { (*head).set_status(UMQ_BUF_SUCCESS) };
-            post_initial_rx(q)?;
+        let mut list = MessageList::default();
+        for &head in &got[..n] {
+            if is_message(head) {
+                unsafe { (*head).set_status(UMQ_BUF_SUCCESS) };
+                list.append(head);
+            } else {
+                free_chain(q, head);
+            }
+        }
+        // The messages are the caller's now: a receive buffer that cannot be replaced yet is
+        // tried again on the next call, which reports the failure if it has nothing to return.
+        let topped_up = post_initial_rx(q);
+        if let Some(head) = list.head {
+            if let Err(e) = topped_up {
+                crate::log_warn!(
+                    "umq_dequeue",
+                    "queue {:#x}: receive buffers not replaced yet ({e})",
+                    q.handle
+                );
+            }
             return Ok(Some(head));
         }
-        free_chain(q, head);
-        post_initial_rx(q)?;
+        topped_up?;
+    }
+}
+
+/// Whether a received entry is a message for the application. A window update piggybacked on
+/// a message is still that message; a standalone update carries nothing for the application
+/// and its buffer goes straight back.
+fn is_message(head: *mut umq_buf_t) -> bool {
+    let (status, len) = unsafe { ((*head).status(), (*head).total_data_size) };
+    status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE && len > 0
+}
+
+/// Messages linked into one list, each message's last buffer pointing at the next head.
+#[derive(Default)]
+struct MessageList {
+    head: Option<*mut umq_buf_t>,
+    tail: *mut umq_buf_t,
+}
+
+impl MessageList {
+    /// Appends a received message: a chain of buffers ending in a NULL `qbuf_next`.
+    fn append(&mut self, message: *mut umq_buf_t) {
+        match self.head {
+            None => self.head = Some(message),
+            Some(_) => unsafe { (*self.tail).qbuf_next = message },
+        }
+        self.tail = crate::buf::iter(message).last().unwrap_or(message);
     }
 }
 

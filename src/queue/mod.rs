@@ -38,7 +38,7 @@ use crate::runtime::Runtime;
 use crate::transport::link::{Arm, Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
 use crate::transport::loopback;
 use crate::transport::target;
-use crate::transport::wire::{Outcome, Side, Wire};
+use crate::transport::wire::{Outcome, RxCompletions, Side, Wire};
 use config::QueueConfig;
 use interrupt::Interrupts;
 use spin::{SpinGuard, SpinMutex};

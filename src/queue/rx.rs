@@ -107,7 +107,7 @@ impl Queue {
         if !self.rt.pro_api {
             return Ok(0);
         }
-        let (n, progress) = self.poll_locked(dir, out);
+        let (n, progress) = self.poll_locked(dir, out, |_, room| room);
         if progress {
             self.flow_progress();
         }
@@ -121,13 +121,37 @@ impl Queue {
     }
 
     pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
-        self.poll_locked(dir, out).0
+        self.poll_locked(dir, out, |_, room| room).0
+    }
+
+    /// Receive completions for one `umq_dequeue`, oldest first, up to `out.len()`: the run of
+    /// messages one list can carry, taken under one lock so no other poll takes a message
+    /// from the middle of it. A zero-length entry comes alone: a program that walks the list
+    /// by each head's `total_data_size` (as the reference's perftest does) never advances past
+    /// a span of zero bytes.
+    pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
+        self.poll_locked(UMQ_IO_RX, out, |cq, room| {
+            let len = |i| cq.get(i).map_or(0, |(head, _)| unsafe { (*head).total_data_size });
+            match room.min(cq.len()) {
+                0 => 0,
+                _ if len(0) == 0 => 1,
+                n => 1 + (1..n).take_while(|&i| len(i) > 0).count(),
+            }
+        })
+        .0
     }
 
     /// Takes completions and, under the same lock, says whether flow control wants to run.
-    /// Inlined into `umq_poll`: a call boundary here cost 19 instructions a poll.
+    /// `rx_take` says how many of the receive completions waiting to take, given the room
+    /// left in `out` for them. Inlined into `umq_poll`: a call boundary here cost 19
+    /// instructions a poll.
     #[inline(always)]
-    fn poll_locked(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> (usize, bool) {
+    fn poll_locked(
+        &self,
+        dir: umq_io_direction_t,
+        out: &mut [*mut umq_buf_t],
+        rx_take: impl FnOnce(&RxCompletions, usize) -> usize,
+    ) -> (usize, bool) {
         let mut n = 0;
         let mut w = lock(&self.wire);
         // Loopback queues have nothing to run here: their peer delivers on post. A poll that
@@ -152,7 +176,8 @@ impl Queue {
         }
         if dir != UMQ_IO_TX {
             let mut bufs = 0;
-            n += w.rx_cq.pop_map_into(&mut out[n..], |(head, k)| {
+            let take = rx_take(&w.rx_cq, out.len() - n);
+            n += w.rx_cq.pop_map_into(&mut out[n..n + take], |(head, k)| {
                 bufs += k as usize;
                 head
             });

@@ -10,10 +10,12 @@ use crate::flow::FlowState;
 use std::ptr;
 use std::time::Instant;
 
+/// Completed receives: message head and how many buffers the message used.
+pub type RxCompletions = Fifo<(*mut umq_buf_t, u32)>;
+
 pub struct Wire {
     pub rx_posted: Fifo<*mut umq_buf_t>,
-    /// Completed receives: message head and how many buffers the message used.
-    pub rx_cq: Fifo<(*mut umq_buf_t, u32)>,
+    pub rx_cq: RxCompletions,
     pub rx_cq_bufs: usize,
     pub sq: Fifo<*mut umq_buf_t>,
     pub delivered: usize,
