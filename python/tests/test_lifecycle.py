@@ -83,6 +83,21 @@ def test_create_rejects_bad_options(ctx):
     assert e.value.code == -umq.UMQ_ERR_EINVAL
 
 
+def test_a_buffer_size_of_zero_is_the_default_and_one_past_the_largest_is_refused():
+    """The reference takes rx_buf_size 0 as it is (buffers that hold nothing; its perftest's
+    `-s 0` creates such queues); ours get the default size, so a base-API pair still carries
+    a message of any size."""
+    with umq.Umq(pro=False) as base:
+        a, b = base.pair(depth=8, rx_buf_size=0, tx_buf_size=0)
+        a.enqueue(b"y" * 5000)
+        got = []
+        eventually(lambda: (m := b.dequeue()) is not None and got.append(m) is None)
+        assert got == [b"y" * 5000]
+        with pytest.raises(umq.UmqError) as e:
+            base.queue("big", rx_buf_size=umq.UMQ_MAX_BUF_REQUEST_SIZE + 1)
+        assert e.value.code == -umq.UMQ_ERR_EINVAL
+
+
 def test_bind_info_size_too_small(ctx):
     lib = umq.lib()
     q = ctx.queue("q")

@@ -145,13 +145,18 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
         return Err(einval(F, format_args!("mode {mode} out of range")));
     }
     let max_buf = UMQ_MAX_BUF_REQUEST_SIZE;
+    // A buffer size of 0 is the default size. The reference takes 0 as it is: receive buffers
+    // that hold nothing, so only empty messages could arrive (its perftest's `-s 0` asks for
+    // that queue and sends empty messages, which default-sized buffers take as well).
+    let rx_buf_size_set = f & UMQ_CREATE_FLAG_RX_BUF_SIZE != 0 && o.rx_buf_size != 0;
+    let tx_buf_size_set = f & UMQ_CREATE_FLAG_TX_BUF_SIZE != 0 && o.tx_buf_size != 0;
     Ok(QueueConfig {
         name,
         trans_mode: o.trans_mode,
         rx_buf_size: flagged(
             F,
             "rx_buf_size",
-            f & UMQ_CREATE_FLAG_RX_BUF_SIZE != 0,
+            rx_buf_size_set,
             o.rx_buf_size,
             DEFAULT_BUF_SIZE,
             max_buf,
@@ -159,7 +164,7 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
         tx_buf_size: flagged(
             F,
             "tx_buf_size",
-            f & UMQ_CREATE_FLAG_TX_BUF_SIZE != 0,
+            tx_buf_size_set,
             o.tx_buf_size,
             DEFAULT_BUF_SIZE,
             max_buf,
