@@ -89,8 +89,9 @@ fn loopback_rows_keep_their_field_names() {
     let lat = rows(&["--test", "lat", "--iters", "500"]);
     assert_eq!(lat.len(), 1);
     let (row, keys) = &lat[0];
-    let timings = ["p50_ns", "p99_ns", "p999_ns", "mean_ns", "rx_bufs"];
+    let timings = ["api", "p50_ns", "p99_ns", "p999_ns", "mean_ns", "rx_bufs"];
     expect_keys(keys, &timings, &["a", "b"]);
+    assert_eq!(row["api"], "pro");
     assert_eq!(
         (&row["test"], &row["provider"], &row["size"]),
         (&"lat".into(), &"loopback".into(), &64.into())
@@ -104,6 +105,7 @@ fn loopback_rows_keep_their_field_names() {
     let bw = rows(&["--test", "bw", "--iters", "2000", "--size", "256"]);
     let (row, keys) = &bw[0];
     let rates = [
+        "api",
         "msgs_per_s",
         "gbytes_per_s",
         "baseline",
@@ -137,6 +139,7 @@ fn shm_latency_rows_carry_the_floor_and_both_sides() {
     let lat = rows(&["--provider", "shm", "--test", "lat", "--iters", "500"]);
     let (row, keys) = &lat[0];
     let values = [
+        "api",
         "send_buffers",
         "receive_buffers",
         "p50_ns",
@@ -158,6 +161,30 @@ fn shm_latency_rows_carry_the_floor_and_both_sides() {
     expect_side(row, "server");
 }
 
+/// `--api base`: the rows say so, and their counters show the library's own receive buffers
+/// (it posts rx_depth of them at bind) and every message sent arriving.
+#[test]
+fn base_api_rows_name_their_api() {
+    for (provider, test, sides) in [
+        ("loopback", "lat", ["a", "b"]),
+        ("loopback", "qps", ["a", "b"]),
+        ("shm", "lat", ["client", "server"]),
+        ("shm", "qps", ["client", "server"]),
+    ] {
+        let args = ["--provider", provider, "--test", test, "--api", "base", "--iters", "3200"];
+        let got = rows(&args);
+        assert_eq!(got.len(), 1, "{args:?}");
+        let row = &got[0].0;
+        assert_eq!((&row["test"], &row["api"]), (&test.into(), &"base".into()));
+        for side in sides {
+            expect_side(row, side);
+            assert!(row[format!("{side}_fc")]["total_local_rx_posted"].as_u64() >= Some(1024));
+        }
+        let arrived = |side: &str| row[format!("{side}_fc")]["total_remote_rx_consumed"].as_u64();
+        assert!(arrived(sides[0]) >= Some(3200), "{row}");
+    }
+}
+
 #[test]
 fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
     for (args, said) in [
@@ -168,6 +195,7 @@ fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
         (&["--batch", "65"], "--batch must be 1..=64"),
         (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
         (&["--loop", "app"], "--loop app measures latency over shm"),
+        (&["--api", "base"], "--api base measures lat and qps"),
     ] {
         let out = umq_perf(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -20,9 +20,18 @@ pub struct Flow {
 }
 
 pub fn init(flow: Flow) {
+    init_api(flow, false)
+}
+
+/// `init` for the pro API or, with `base_api`, the base API.
+pub fn init_api(flow: Flow, base_api: bool) {
     let mut cfg: Box<umq_init_cfg_t> = Box::new(unsafe { std::mem::zeroed() });
     cfg.buf_mode = UMQ_BUF_COMBINE;
-    cfg.feature = UMQ_FEATURE_API_PRO;
+    cfg.feature = if base_api {
+        UMQ_FEATURE_API_BASE
+    } else {
+        UMQ_FEATURE_API_PRO
+    };
     if flow.on {
         cfg.feature |= UMQ_FEATURE_ENABLE_FLOW_CONTROL;
         cfg.flow_control.notify_interval = flow.notify_interval;

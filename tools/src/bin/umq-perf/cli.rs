@@ -115,6 +115,13 @@ pub struct Cli {
     /// reposted, then the reply sent.
     #[arg(long = "loop", value_name = "LOOP", default_value = "bench", value_parser = ["app", "bench"])]
     pub loop_kind: String,
+    /// lat and qps: the pro API (umq_post / umq_poll) or the base API
+    ///
+    /// base: umq_enqueue / umq_dequeue, as the reference's perftest runs with -f 0. The library
+    /// posts and recycles the receive buffers; each message is a fresh buffer, freed by the
+    /// library once sent; a dequeue returns the messages that have arrived as one list.
+    #[arg(long, value_name = "API", default_value = "pro", value_parser = ["pro", "base"])]
+    pub api: String,
     /// One JSON object per result line, nothing else on stdout.
     #[arg(long)]
     pub json: bool,
@@ -254,6 +261,7 @@ impl From<Cli> for Args {
                 shared_pool,
                 shared_rx,
                 app_loop: c.loop_kind == "app",
+                base_api: c.api == "base",
                 quiet: c.quiet || c.json,
                 server: None,
             },
@@ -307,6 +315,11 @@ fn check(a: &Args) -> Result<(), String> {
         && a.peer.is_none()
     {
         return Err("--loop app measures latency over shm: --provider shm --test lat".into());
+    }
+    if r.base_api
+        && (!["lat", "qps"].contains(&a.test.as_str()) && a.peer.is_none() || r.app_loop)
+    {
+        return Err("--api base measures lat and qps, in the benchmark's loop".into());
     }
     let qps = a.test == "qps" || a.peer == Some(Kind::Qps);
     if qps && r.rx_bufs != 0 && r.rx_bufs < QPS_LIST {
@@ -387,6 +400,12 @@ mod tests {
         assert!(parse("--client h --compare libfabric").is_err());
         assert!(parse("--port x").is_err());
         assert!(parse("--loop sometimes").is_err());
+        assert!(!parse("--test lat").unwrap().run.base_api);
+        for ok in ["--test lat --api base", "--provider shm --test qps --api base"] {
+            assert!(parse(ok).unwrap().run.base_api, "{ok}");
+        }
+        let peer = parse("--peer qps --api base").unwrap();
+        assert!(peer.run.base_api && peer.peer == Some(Kind::Qps));
     }
 
     #[test]
@@ -413,6 +432,10 @@ mod tests {
             "--provider fabric --test scale",
             "--pairs 0",
             "--queues 16000001",
+            "--api rdma",
+            "--api base",
+            "--test bw --api base",
+            "--provider shm --test lat --loop app --api base",
         ] {
             assert!(parse(bad).is_err(), "{bad} was accepted");
         }

@@ -13,7 +13,7 @@ use umq::ffi::api::*;
 
 /// Two bound queues with `depth`-deep queues.
 fn pair(run: &Run, flow: Flow) -> (u64, u64) {
-    api::init(flow);
+    api::init_api(flow, run.base_api);
     let (a, b) = (api::create(run.depth), api::create(run.depth));
     let (ia, ib) = (api::bind_info(a), api::bind_info(b));
     api::bind(a, ib);
@@ -31,10 +31,16 @@ fn finish(row: Row, a: u64, b: u64) -> Row {
 
 pub fn measure(kind: Kind, run: &Run) -> Row {
     let (a, b) = pair(run, run.flow);
-    let row = Row::new(kind.name(), "loopback", run.size, run.flow.on);
+    let row = Row::new(kind.name(), "loopback", run.size, run.flow.on).text("api", run.api());
     let label = format!("{} loopback {} B", kind.name(), run.size);
     let mut progress = Progress::new(label, run.iters, run.quiet);
     let row = match kind {
+        Kind::Lat if run.base_api => {
+            crate::latency_row(row, crate::base::latency(a, b, run, &mut progress))
+        }
+        Kind::Qps if run.base_api => {
+            crate::bandwidth_row(row, run.size, crate::base::qps(a, b, run, &mut progress))
+        }
         Kind::Lat => crate::latency_row(row, latency(a, b, run, &mut progress)),
         Kind::Bw => {
             let (ours, _) = stream(a, b, run, false, &mut progress);

@@ -3,6 +3,7 @@
 //! next to libfabric's `fi_pingpong` on its `shm` provider, run in the same invocation.
 
 mod api;
+mod base;
 mod cli;
 mod clock;
 mod floor;
@@ -98,9 +99,18 @@ pub struct Run {
     /// shm latency: the loop an application writes (`--loop app`: IPC queues, 256 receive
     /// buffers posted, TX then RX polled on their own each turn) instead of the benchmark's.
     pub app_loop: bool,
+    /// `--api base`: umq_enqueue / umq_dequeue instead of umq_post / umq_poll (lat and qps).
+    pub base_api: bool,
     pub quiet: bool,
     /// `--client HOST`: the `umq-perf --server` that serves the peer's side, on another host.
     pub server: Option<std::net::SocketAddr>,
+}
+
+impl Run {
+    /// The API the run drives, as its rows name it.
+    pub fn api(&self) -> &'static str {
+        if self.base_api { "base" } else { "pro" }
+    }
 }
 
 /// p50/p99/p999/mean of half round trips.

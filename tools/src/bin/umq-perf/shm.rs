@@ -47,7 +47,7 @@ fn stats_from(bytes: &[u8]) -> SideStats {
 /// One side's queue at address `ip`, bound to the other process's, with `rx_bufs` receive
 /// buffers posted.
 fn connect(run: &Run, ip: IpAddr, out: &mut impl Write, inp: &mut impl Read) -> u64 {
-    api::init(run.flow);
+    api::init_api(run.flow, run.base_api);
     let mode = if run.app_loop {
         UMQ_TRANS_MODE_IPC
     } else {
@@ -56,6 +56,9 @@ fn connect(run: &Run, ip: IpAddr, out: &mut impl Write, inp: &mut impl Read) -> 
     let q = api::create_at(run.depth, mode, ip);
     send_frame(out, &api::bind_info(q));
     api::bind(q, recv_frame(inp));
+    if run.base_api {
+        return q; // the library posts the receive buffers
+    }
     let from = if run.shared_rx { q } else { 0 };
     let rx = api::alloc_from(from, run.size.max(8), run.rx_bufs, UMQ_OPC_SEND);
     api::post_rx_all(q, &rx);
@@ -89,6 +92,9 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
     ];
     if run.app_loop {
         a.extend(["--loop".into(), "app".into()]);
+    }
+    if run.base_api {
+        a.extend(["--api".into(), "base".into()]);
     }
     if run.flow.atomic_window {
         a.push("--atomic-window".into());
@@ -168,9 +174,16 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     let mut progress = Progress::new(label, run.iters, run.quiet);
     let pool = |shared| if shared { "queue pool" } else { "process pool" };
     let row = Row::new(kind.name(), provider, run.size, run.flow.on)
+        .text("api", run.api())
         .text("send_buffers", pool(run.shared_pool))
         .text("receive_buffers", pool(run.shared_rx));
     let row = match kind {
+        Kind::Lat if run.base_api => {
+            crate::latency_row(row, crate::base::ping(q, run, &mut progress))
+        }
+        Kind::Qps if run.base_api => {
+            crate::bandwidth_row(row, run.size, crate::base::qps_out(q, run, &mut progress))
+        }
         Kind::Lat => crate::latency_row(row, ping(q, run, &mut progress))
             .text("loop", if run.app_loop { "app" } else { "bench" }),
         Kind::Bw => crate::bandwidth_row(row, run.size, stream_out(q, run, &mut progress)),
@@ -212,6 +225,8 @@ pub fn serve(kind: Kind, run: &Run, ip: IpAddr) {
     let q = connect(run, ip, &mut out, &mut inp);
     send_frame(&mut out, b"ready");
     match kind {
+        Kind::Lat if run.base_api => crate::base::pong(q, run),
+        Kind::Qps if run.base_api => crate::base::count_in(q, run),
         Kind::Lat => pong(q, run),
         Kind::Bw | Kind::Qps => stream_in(q, run),
     }
