@@ -40,7 +40,7 @@ fn enqueue(q: u64, list: *mut umq_buf_t, mut meanwhile: impl FnMut()) {
         let mut bad = ptr::null_mut();
         match umq_enqueue(q, list, &mut bad) {
             0 => return,
-            r if r == -(UMQ_ERR_EAGAIN as i32) => meanwhile(),
+            r if r == -UMQ_ERR_EAGAIN => meanwhile(),
             r => panic!("umq_enqueue failed: {r}"),
         }
     }
