@@ -441,20 +441,21 @@ impl Pool {
     }
 
     /// Takes `n` slots of `class`, growing the pool when the free list runs short.
-    fn take(
-        &self,
-        lists: &Arc<Lists>,
-        class: usize,
-        n: usize,
-        out: &mut Vec<NonNull<umq_buf_t>>,
-    ) -> Result<(), i32> {
+    /// Takes `n` free buffers of `class`, the most recently freed first, linked through their
+    /// `qbuf_next` in that order (their headers are ours once off the free list): no list
+    /// of them to allocate for a call that usually takes one.
+    fn take(&self, lists: &Arc<Lists>, class: usize, n: usize) -> Result<*mut umq_buf_t, i32> {
         loop {
             {
                 let mut slots = lists.slots(class);
                 if slots.free.len() >= n {
                     let at = slots.free.len() - n;
-                    out.extend(slots.free.drain(at..).rev());
-                    return Ok(());
+                    let mut next = std::ptr::null_mut();
+                    for b in slots.free.drain(at..) {
+                        unsafe { (*b.as_ptr()).qbuf_next = next };
+                        next = b.as_ptr();
+                    }
+                    return Ok(next);
                 }
             }
             self.grow(lists, class)?;
@@ -485,14 +486,15 @@ impl Pool {
         let class = self
             .class_for(headroom as usize + request_size as usize)
             .ok_or(-crate::abi::errno::UMQ_ERR_EINVAL)?;
-        let mut bufs = Vec::with_capacity(num as usize);
-        self.take(lists, class, num as usize, &mut bufs)?;
+        let head = self.take(lists, class, num as usize)?;
         if lists.arena.is_some() {
-            lists.in_use.fetch_add(bufs.len(), Ordering::SeqCst);
+            lists.in_use.fetch_add(num as usize, Ordering::SeqCst);
         }
-        let mut next: *mut umq_buf_t = std::ptr::null_mut();
-        for b in bufs.iter().rev() {
-            let slot = self.slot_of_header(b.as_ptr() as usize).expect("pool slot");
+        let mut b = head;
+        while !b.is_null() {
+            // Read before the header is written over.
+            let next = unsafe { (*b).qbuf_next };
+            let slot = self.slot_of_header(b as usize).expect("pool slot");
             slot.meta()
                 .request_size
                 .store(request_size, Ordering::Relaxed);
@@ -501,10 +503,10 @@ impl Pool {
             if slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
                 slot.chunk.idle_since_ms.store(0, Ordering::Relaxed);
             }
-            unsafe { init_header(&slot, b.as_ptr(), request_size, headroom, umqh, next) };
-            next = b.as_ptr();
+            unsafe { init_header(&slot, b, request_size, headroom, umqh, next) };
+            b = next;
         }
-        Ok(next)
+        Ok(head)
     }
 
     pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef> {
