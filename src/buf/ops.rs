@@ -54,19 +54,17 @@ pub fn alloc(
 pub fn free_list(rt: &Runtime, head: *mut umq_buf_t) {
     let mut b = head;
     while !b.is_null() {
-        if rt
-            .pool
-            .slot_of_header(b as usize)
-            .is_none_or(|s| !s.in_use())
-        {
+        // One lookup a buffer: the slot found for the check is the one freed.
+        let Some(slot) = rt.pool.slot_of_header(b as usize).filter(|s| s.in_use()) else {
             crate::log_err!(
                 "umq_buf_free",
                 "{b:p} is not a live buffer of this library (foreign pointer or double free); stopped there"
             );
             return;
-        }
+        };
+        // Read before the buffer is free: another thread may take it at once.
         let next = unsafe { (*b).qbuf_next };
-        let _ = rt.pool.free_one(b);
+        let _ = rt.pool.free_slot(slot, b);
         b = next;
     }
 }

@@ -536,6 +536,11 @@ impl Pool {
         let slot = self
             .slot_of_header(buf as usize)
             .ok_or("not a buffer of this library's pools")?;
+        self.free_slot(slot, buf)
+    }
+
+    /// `free_one` of a buffer whose slot the caller has looked up already.
+    pub fn free_slot(&self, slot: SlotRef, buf: *mut umq_buf_t) -> Result<(), &'static str> {
         let meta = slot.meta();
         if meta
             .state
