@@ -3,7 +3,7 @@
 //! sent; a send is a fresh buffer `umq_enqueue`d, and `umq_dequeue` returns the messages that
 //! have arrived as one list, walked by each head's `total_data_size`.
 
-use crate::clock::RoundTrips;
+use crate::clock::time_round_trips;
 use crate::report::Progress;
 use crate::shm::warmup;
 use crate::{QPS_LIST, Run};
@@ -99,23 +99,19 @@ fn receive_one(q: u64) -> u64 {
 
 /// One process: `a` sends, `b` echoes. Returns half round trips in ns.
 pub fn latency(a: u64, b: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
-    let warm = warmup(run.iters);
-    let mut marks = RoundTrips::with_capacity(run.iters);
-    for i in 0..warm + run.iters {
-        if i >= warm {
-            marks.mark();
-            progress.tick(i - warm);
-        }
+    let tick = |done| progress.tick(done);
+    time_round_trips(warmup(run.iters), run.iters, tick, |i| {
         enqueue(a, messages(a, run, 1, i), || {});
         let seq = receive_one(b);
         enqueue(b, messages(b, run, 1, seq), || {});
-        let echo = receive_one(a);
-        if run.size >= 8 {
-            assert_eq!(echo, i, "echo {i} carried the wrong number");
-        }
+        check_echo(run, receive_one(a), i);
+    })
+}
+
+fn check_echo(run: &Run, echo: u64, sent: u64) {
+    if run.size >= 8 {
+        assert_eq!(echo, sent, "echo {sent} carried the wrong number");
     }
-    marks.mark();
-    marks.half_round_trips_ns()
 }
 
 /// Counts what `q` dequeues, checking the order against `next`.
@@ -150,21 +146,11 @@ pub fn qps(a: u64, b: u64, run: &Run, progress: &mut Progress) -> f64 {
 
 /// Two processes, the measuring side: sends, waits for the echo. Half round trips in ns.
 pub fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
-    let warm = warmup(run.iters);
-    let mut marks = RoundTrips::with_capacity(run.iters);
-    for i in 0..warm + run.iters {
-        if i >= warm {
-            marks.mark();
-            progress.tick(i - warm);
-        }
+    let tick = |done| progress.tick(done);
+    time_round_trips(warmup(run.iters), run.iters, tick, |i| {
         enqueue(q, messages(q, run, 1, i), || {});
-        let echo = receive_one(q);
-        if run.size >= 8 {
-            assert_eq!(echo, i, "echo {i} carried the wrong number");
-        }
-    }
-    marks.mark();
-    marks.half_round_trips_ns()
+        check_echo(run, receive_one(q), i);
+    })
 }
 
 /// Two processes, the peer: echoes every message's number back in a message of the same size.

@@ -10,6 +10,26 @@
 
 use std::time::Instant;
 
+/// Runs `warm` round trips, then `iters` timed ones, each one call of `round_trip` with its
+/// number; `tick` is told how many timed ones are done before each. Half round trips in ns.
+pub fn time_round_trips(
+    warm: u64,
+    iters: u64,
+    mut tick: impl FnMut(u64),
+    mut round_trip: impl FnMut(u64),
+) -> Vec<f64> {
+    let mut marks = RoundTrips::with_capacity(iters);
+    for i in 0..warm + iters {
+        if i >= warm {
+            marks.mark();
+            tick(i - warm);
+        }
+        round_trip(i);
+    }
+    marks.mark();
+    marks.half_round_trips_ns()
+}
+
 /// The marks of one run: the first and last are also taken on the wall clock.
 pub struct RoundTrips {
     ticks: Vec<u64>,

@@ -7,7 +7,7 @@
 //! way: the client's first frame is the peer's arguments.
 
 use crate::api::{self, Done, SideStats};
-use crate::clock::RoundTrips;
+use crate::clock::time_round_trips;
 use crate::report::{Progress, Row};
 use crate::{Kind, Run};
 use std::io::{Read, Write};
@@ -353,13 +353,8 @@ fn turn(q: u64, run: &Run) -> (bool, Option<u8>) {
 /// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     let tx = [message(q, run)];
-    let warm = warmup(run.iters);
-    let mut marks = RoundTrips::with_capacity(run.iters);
-    for i in 0..warm + run.iters {
-        if i >= warm {
-            marks.mark();
-            progress.tick(i - warm);
-        }
+    let tick = |done| progress.tick(done);
+    time_round_trips(warmup(run.iters), run.iters, tick, |i| {
         unsafe { *first_byte(tx[0]) = i as u8 };
         api::post_all(q, &tx, std::hint::spin_loop);
         let (mut sent, mut echo) = (false, None);
@@ -371,9 +366,7 @@ fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
         if run.size > 0 {
             assert_eq!(echo, Some(i as u8), "echo {i} carried the wrong byte");
         }
-    }
-    marks.mark();
-    marks.half_round_trips_ns()
+    })
 }
 
 /// Pong: echo every message's first byte back in a message of the same size.
