@@ -429,6 +429,43 @@ static void test_too_small_rx(uint64_t a, uint64_t b)
     umq_buf_free(big);
 }
 
+/* umq_buf_headroom_reset of a list, as the reference does it: each message's first buffer gets
+ * the new headroom and the message's total_data_size is laid out again over its buffers; a
+ * reset that would make a message need more buffers is refused and changes nothing. */
+static void headroom_reset_lays_messages_out_again(umq_alloc_option_t *opt)
+{
+    umq_buf_t *m = umq_buf_alloc(100, 3, 0, opt); /* headroom 32 */
+    umq_buf_t *second = m->qbuf_next, *lone = second->qbuf_next;
+    uint32_t cap = m->buf_size + m->headroom_size;
+    /* m and second: one message filling m and 10 bytes of second; lone: a message of its own. */
+    second->first_fragment = 0;
+    m->data_size = m->buf_size;
+    second->data_size = 10;
+    m->total_data_size = m->buf_size + 10;
+    CHECK_EQ(umq_buf_headroom_reset(m, 64), 0);
+    CHECK_EQ(m->headroom_size, 64);
+    CHECK_EQ(m->buf_size, cap - 64);
+    CHECK_EQ(m->data_size, cap - 64);
+    CHECK_EQ(second->data_size, 42);
+    CHECK_EQ(second->headroom_size, 32); /* a later fragment keeps its own */
+    CHECK_EQ(lone->headroom_size, 64);
+    CHECK_EQ(lone->data_size, 100);
+
+    /* A full one-buffer message with more headroom would need a second buffer. */
+    lone->data_size = lone->total_data_size = lone->buf_size;
+    umq_buf_t before = *m;
+    CHECK_EQ(umq_buf_headroom_reset(m, 65), -UMQ_ERR_EINVAL);
+    CHECK_EQ(memcmp(m, &before, sizeof(before)), 0);
+    CHECK_EQ(lone->headroom_size, 64);
+
+    /* A list that loops back on itself is refused, not walked forever. */
+    lone->qbuf_next = second;
+    CHECK_EQ(umq_buf_headroom_reset(m, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(m->headroom_size, 64);
+    lone->qbuf_next = NULL;
+    umq_buf_free(m);
+}
+
 static void test_buffers(void)
 {
     CHECK(umq_buf_alloc(8, 0, 0, NULL) == NULL);
@@ -449,6 +486,9 @@ static void test_buffers(void)
     CHECK_EQ(umq_buf_headroom_reset(b, 0), 0);
     CHECK(b->buf_data == (char *)b + 128);
     CHECK_EQ(umq_buf_headroom_reset(b, 65535), -UMQ_ERR_EINVAL);
+    CHECK_EQ(b->qbuf_next->headroom_size, 0); /* the whole list, as the reference resets it */
+    CHECK(b->qbuf_next->buf_data == (char *)b->qbuf_next + 128);
+    headroom_reset_lays_messages_out_again(&opt);
     b->data_size = 3;
     CHECK_EQ(umq_buf_reset(b), 0);
     CHECK_EQ(b->headroom_size, 32);

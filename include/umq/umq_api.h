@@ -91,7 +91,11 @@ void umq_buf_free(umq_buf_t *qbuf);
 umq_buf_t *umq_buf_break_and_free(umq_buf_t *qbuf);
 
 /**
- * Moves `buf_data` so that `headroom_size` bytes precede it; `buf_size` shrinks accordingly.
+ * Gives every message of the list `headroom_size` bytes before its data: each message's first
+ * buffer (`first_fragment`) has `buf_data` moved and `buf_size` set to match, and the message's
+ * `total_data_size` is laid out again over its buffers' `data_size` (bytes are not moved).
+ * `-UMQ_ERR_EINVAL`, nothing changed, when a buffer is not a live one or a message would need
+ * more buffers than before.
  */
 int umq_buf_headroom_reset(umq_buf_t *qbuf, uint16_t headroom_size);
 

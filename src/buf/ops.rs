@@ -104,21 +104,78 @@ fn live_slot(rt: &Runtime, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::bu
         })
 }
 
-pub fn headroom_reset(rt: &Runtime, b: *mut umq_buf_t, headroom: u16) -> UmqResult<()> {
+/// Gives every message of the list from `head` on `headroom` bytes before its data, as the
+/// reference does: each message's first buffer (`first_fragment`) gets the new headroom, and
+/// the message's `total_data_size` is laid out again over its buffers (each one's
+/// `data_size`), the first holding `headroom` bytes less. Refused, with nothing changed, when a
+/// buffer is not a live one of ours or a message would need more buffers than before.
+pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqResult<()> {
     const F: &str = "umq_buf_headroom_reset";
-    let slot = live_slot(rt, F, b)?;
-    if headroom as usize > slot.data_cap() {
+    for_each_live(rt, F, head, |b, slot| {
+        let h = unsafe { &*b };
+        match h.first_fragment() || b == head {
+            true => check_headroom_fits(F, h, slot.data_cap(), headroom),
+            false => Ok(()),
+        }
+    })?;
+    let mut left = unsafe { (*head).total_data_size };
+    let mut b = head;
+    while !b.is_null() {
+        let slot = live_slot(rt, F, b)?;
+        let h = unsafe { &mut *b };
+        if h.first_fragment() {
+            h.headroom_size = headroom;
+            h.buf_data = unsafe { slot.data_start().add(headroom as usize) } as *mut _;
+            h.buf_size = (slot.data_cap() - headroom as usize) as u32;
+            left = h.total_data_size;
+        }
+        h.data_size = left.min(h.buf_size);
+        left -= h.data_size;
+        b = h.qbuf_next;
+    }
+    Ok(())
+}
+
+/// Calls `each` with every buffer of the list from `head` on and its slot, in order, each one
+/// checked to be a live buffer of ours before its `qbuf_next` is read. A list that loops back
+/// on itself is refused (Brent's cycle finding: the walk remembers one buffer, moved to the
+/// current one whenever the steps since reach a power of two).
+fn for_each_live(
+    rt: &Runtime,
+    func: &str,
+    head: *mut umq_buf_t,
+    mut each: impl FnMut(*mut umq_buf_t, &crate::buf::pool::SlotRef) -> UmqResult<()>,
+) -> UmqResult<()> {
+    let (mut b, mut remembered, mut steps, mut power) = (head, head, 0u64, 1u64);
+    while !b.is_null() {
+        let slot = live_slot(rt, func, b)?;
+        each(b, &slot)?;
+        let next = unsafe { (*b).qbuf_next };
+        if next == remembered {
+            return Err(einval(func, format_args!("the list from {head:p} loops")));
+        }
+        steps += 1;
+        if steps == power {
+            (remembered, steps, power) = (next, 0, power * 2);
+        }
+        b = next;
+    }
+    Ok(())
+}
+
+/// A message whose first buffer is `h` (of `cap` data bytes) can have `headroom` bytes before
+/// its data: they fit the buffer, and the message needs no more buffers than it did.
+fn check_headroom_fits(func: &str, h: &umq_buf_t, cap: usize, headroom: u16) -> UmqResult<()> {
+    let total = h.total_data_size as usize;
+    let buffers = |room: usize| (total + room).div_ceil(cap);
+    if headroom as usize > cap || buffers(headroom as usize) > buffers(h.headroom_size as usize) {
         return Err(einval(
-            F,
-            format_args!("headroom {headroom} > buffer capacity {}", slot.data_cap()),
+            func,
+            format_args!(
+                "headroom {headroom}: a message of {total} bytes in buffers of {cap} would need more buffers"
+            ),
         ));
     }
-    let h = unsafe { &mut *b };
-    h.headroom_size = headroom;
-    h.buf_data = unsafe { slot.data_start().add(headroom as usize) } as *mut _;
-    h.buf_size = (slot.data_cap() - headroom as usize) as u32;
-    h.data_size = h.data_size.min(h.buf_size);
-    h.total_data_size = h.total_data_size.min(h.buf_size).max(h.data_size);
     Ok(())
 }
 
