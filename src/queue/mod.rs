@@ -238,8 +238,10 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
     if let Some(Some(lists)) = q.shared_pool.get() {
         q.rt.pool.retire(lists);
     }
+    // Info, not a warning: programs written for the reference destroy queues with receive
+    // buffers posted (its perftest does on every run) and its destroy frees them silently.
     if held > 0 && q.rt.pro_api {
-        crate::log_warn!(
+        crate::log_info!(
             "umq_destroy",
             "queue {umqh:#x} still held {held} posted buffers; returned them to the pool"
         );
