@@ -491,10 +491,22 @@ impl Pool {
             lists.in_use.fetch_add(num as usize, Ordering::SeqCst);
         }
         let mut b = head;
+        let mut last: Option<SlotRef> = None;
         while !b.is_null() {
             // Read before the header is written over.
             let next = unsafe { (*b).qbuf_next };
-            let slot = self.slot_of_header(b as usize).expect("pool slot");
+            // Buffers taken together mostly share a chunk: the one before's chunk is asked
+            // first, without the registry's lock and search.
+            let slot = match last
+                .as_ref()
+                .and_then(|s| Some((s, s.chunk.slot_of_header(b as usize)?)))
+            {
+                Some((s, index)) => SlotRef {
+                    chunk: s.chunk.clone(),
+                    index,
+                },
+                None => self.slot_of_header(b as usize).expect("pool slot"),
+            };
             slot.meta()
                 .request_size
                 .store(request_size, Ordering::Relaxed);
@@ -504,6 +516,7 @@ impl Pool {
                 slot.chunk.idle_since_ms.store(0, Ordering::Relaxed);
             }
             unsafe { init_header(&slot, b, request_size, headroom, umqh, next) };
+            last = Some(slot);
             b = next;
         }
         Ok(head)

@@ -131,7 +131,10 @@ impl Queue {
     /// a span of zero bytes.
     pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
         self.poll_locked(UMQ_IO_RX, out, |cq, room| {
-            let len = |i| cq.get(i).map_or(0, |(head, _)| unsafe { (*head).total_data_size });
+            let len = |i| {
+                cq.get(i)
+                    .map_or(0, |(head, _)| unsafe { (*head).total_data_size })
+            };
             match room.min(cq.len()) {
                 0 => 0,
                 _ if len(0) == 0 => 1,

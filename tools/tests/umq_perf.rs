@@ -171,7 +171,16 @@ fn base_api_rows_name_their_api() {
         ("shm", "lat", ["client", "server"]),
         ("shm", "qps", ["client", "server"]),
     ] {
-        let args = ["--provider", provider, "--test", test, "--api", "base", "--iters", "3200"];
+        let args = [
+            "--provider",
+            provider,
+            "--test",
+            test,
+            "--api",
+            "base",
+            "--iters",
+            "3200",
+        ];
         let got = rows(&args);
         assert_eq!(got.len(), 1, "{args:?}");
         let row = &got[0].0;

@@ -316,8 +316,7 @@ fn check(a: &Args) -> Result<(), String> {
     {
         return Err("--loop app measures latency over shm: --provider shm --test lat".into());
     }
-    if r.base_api
-        && (!["lat", "qps"].contains(&a.test.as_str()) && a.peer.is_none() || r.app_loop)
+    if r.base_api && (!["lat", "qps"].contains(&a.test.as_str()) && a.peer.is_none() || r.app_loop)
     {
         return Err("--api base measures lat and qps, in the benchmark's loop".into());
     }
@@ -401,7 +400,10 @@ mod tests {
         assert!(parse("--port x").is_err());
         assert!(parse("--loop sometimes").is_err());
         assert!(!parse("--test lat").unwrap().run.base_api);
-        for ok in ["--test lat --api base", "--provider shm --test qps --api base"] {
+        for ok in [
+            "--test lat --api base",
+            "--provider shm --test qps --api base",
+        ] {
             assert!(parse(ok).unwrap().run.base_api, "{ok}");
         }
         let peer = parse("--peer qps --api base").unwrap();
