@@ -113,15 +113,14 @@ pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqR
     const F: &str = "umq_buf_headroom_reset";
     for_each_live(rt, F, head, |b, slot| {
         let h = unsafe { &*b };
-        match h.first_fragment() || b == head {
-            true => check_headroom_fits(F, h, slot.data_cap(), headroom),
-            false => Ok(()),
+        if h.first_fragment() || b == head {
+            check_headroom_fits(F, h, slot.data_cap(), headroom)
+        } else {
+            Ok(())
         }
     })?;
     let mut left = unsafe { (*head).total_data_size };
-    let mut b = head;
-    while !b.is_null() {
-        let slot = live_slot(rt, F, b)?;
+    for_each_live(rt, F, head, |b, slot| {
         let h = unsafe { &mut *b };
         if h.first_fragment() {
             h.headroom_size = headroom;
@@ -131,9 +130,8 @@ pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqR
         }
         h.data_size = left.min(h.buf_size);
         left -= h.data_size;
-        b = h.qbuf_next;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Calls `each` with every buffer of the list from `head` on and its slot, in order, each one

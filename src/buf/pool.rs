@@ -495,18 +495,7 @@ impl Pool {
         while !b.is_null() {
             // Read before the header is written over.
             let next = unsafe { (*b).qbuf_next };
-            // Buffers taken together mostly share a chunk: the one before's chunk is asked
-            // first, without the registry's lock and search.
-            let slot = match last
-                .as_ref()
-                .and_then(|s| Some((s, s.chunk.slot_of_header(b as usize)?)))
-            {
-                Some((s, index)) => SlotRef {
-                    chunk: s.chunk.clone(),
-                    index,
-                },
-                None => self.slot_of_header(b as usize).expect("pool slot"),
-            };
+            let slot = self.slot_near(last.take(), b as usize).expect("pool slot");
             slot.meta()
                 .request_size
                 .store(request_size, Ordering::Relaxed);
@@ -520,6 +509,18 @@ impl Pool {
             b = next;
         }
         Ok(head)
+    }
+
+    /// `slot_of_header`, asking the chunk of `near` first: buffers taken together mostly
+    /// share a chunk, and that chunk's answer needs neither the registry's lock and search nor
+    /// a new reference to the chunk.
+    fn slot_near(&self, near: Option<SlotRef>, addr: usize) -> Option<SlotRef> {
+        if let Some(SlotRef { chunk, .. }) = near
+            && let Some(index) = chunk.slot_of_header(addr)
+        {
+            return Some(SlotRef { chunk, index });
+        }
+        self.slot_of_header(addr)
     }
 
     pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef> {
