@@ -486,6 +486,7 @@ static void test_buffers(void)
     CHECK_EQ(umq_buf_headroom_reset(b, 0), 0);
     CHECK(b->buf_data == (char *)b + 128);
     CHECK_EQ(umq_buf_headroom_reset(b, 65535), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_buf_headroom_reset(NULL, 0), -UMQ_ERR_EINVAL);
     CHECK_EQ(b->qbuf_next->headroom_size, 0); /* the whole list, as the reference resets it */
     CHECK(b->qbuf_next->buf_data == (char *)b->qbuf_next + 128);
     headroom_reset_lays_messages_out_again(&opt);

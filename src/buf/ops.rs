@@ -111,6 +111,9 @@ fn live_slot(rt: &Runtime, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::bu
 /// buffer is not a live one of ours or a message would need more buffers than before.
 pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqResult<()> {
     const F: &str = "umq_buf_headroom_reset";
+    if head.is_null() {
+        return Err(einval(F, format_args!("qbuf is NULL")));
+    }
     for_each_live(rt, F, head, |b, slot| {
         let h = unsafe { &*b };
         if h.first_fragment() || b == head {
