@@ -5,6 +5,17 @@ pub mod ops;
 pub mod pool;
 
 use crate::abi::types::umq_buf_t;
+use std::mem::MaybeUninit;
+
+/// The first `n` entries of an array of buffer pointers left uninitialised (clearing room for
+/// `UMQ_BATCH_SIZE` of them costs a one-buffer call more than its own work).
+///
+/// # Safety
+/// Each of `slots[..n]` must have been written.
+pub unsafe fn written(slots: &[MaybeUninit<*mut umq_buf_t>], n: usize) -> &[*mut umq_buf_t] {
+    // SAFETY: MaybeUninit<T> has the layout of T, and the caller wrote these n.
+    unsafe { &*(&slots[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t]) }
+}
 
 /// Iterates a `qbuf_next` list. The caller vouches that the list is well formed.
 pub fn iter(head: *mut umq_buf_t) -> impl Iterator<Item = *mut umq_buf_t> {

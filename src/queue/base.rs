@@ -47,19 +47,26 @@ fn top_up_rx(q: &Queue, announce: &mut bool) -> UmqResult<()> {
                 .inspect_err(|_| {
                     crate::dfx::count_err(UMQ_ERR_STATS_TYPE_RX_BUF_CTX_ALLOC);
                 })?;
-        let mut bufs = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
-        for (slot, b) in bufs.iter_mut().zip(crate::buf::iter(head)) {
+        // Not zeroed: a dequeue replaces one buffer, and clearing room for 64 cost it more
+        // than the replacement.
+        let mut bufs = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; UMQ_BATCH_SIZE as usize];
+        let mut got = 0;
+        for (slot, b) in bufs[..want].iter_mut().zip(crate::buf::iter(head)) {
             // Receive buffers hold rx_buf_size bytes, even when the pool slot is larger, so a
             // longer message arrives in fragments exactly as the peer configured.
             unsafe { (*b).buf_size = q.cfg.rx_buf_size };
-            *slot = b;
+            slot.write(b);
+            got += 1;
         }
-        let (taken, progress) = q.push_rx(&bufs[..want]);
+        debug_assert_eq!(got, want, "the pool returns as many buffers as asked");
+        // SAFETY: the first `got` entries were written just above.
+        let bufs = unsafe { crate::buf::written(&bufs, got) };
+        let (taken, progress) = q.push_rx(bufs);
         *announce |= progress;
-        for &b in &bufs[taken..want] {
+        for &b in &bufs[taken..] {
             let _ = q.rt.pool.free_one(b);
         }
-        if taken < want {
+        if taken < got {
             return Ok(());
         }
     }
@@ -89,7 +96,9 @@ fn free_bufs(q: &Queue, head: *mut umq_buf_t, n: usize) {
 /// Frees the buffers of completed sends: each completion is one WR, and only its own buffers
 /// go (the enqueued list was never cut, so its last buffer still points at the next WR).
 fn reap_tx(q: &Queue) {
-    let mut done = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    // A few at a time (the loop goes on while a poll fills it): an enqueue or dequeue usually
+    // reaps one, and a smaller array is cleared without a call into memset.
+    let mut done = [ptr::null_mut(); 16];
     loop {
         let n = q.poll_inner(UMQ_IO_TX, &mut done);
         for &wr in &done[..n] {
@@ -118,15 +127,16 @@ pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> Umq
     const F: &str = "umq_enqueue";
     require_base(q, F).inspect_err(|_| *bad = head)?;
     reap_tx(q);
-    let mut heads = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
-    let n = check_messages(head, &mut heads).inspect_err(|_| *bad = head)?;
+    // Not zeroed, as `given` below: only the entries of the messages are written and read.
+    let mut heads = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; UMQ_BATCH_SIZE as usize];
+    let heads = check_messages(head, &mut heads).inspect_err(|_| *bad = head)?;
     // Each message goes as a SEND. A refused list (the queue not bound, in the error state, or
     // without room for all of it: none is taken then) gets its fields back as the caller gave
     // them.
     // Only the first n are written and read: zeroing all 64 (4 KiB) cost a small message's
     // enqueue a quarter of its instructions.
     let mut given = [const { MaybeUninit::<[u64; 8]>::uninit() }; UMQ_BATCH_SIZE as usize];
-    for (&wr, given) in heads[..n].iter().zip(&mut given) {
+    for (&wr, given) in heads.iter().zip(&mut given) {
         unsafe {
             given.write((*wr).qbuf_ext);
             (*wr).qbuf_ext = [0; 8];
@@ -134,7 +144,7 @@ pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> Umq
         }
     }
     q.post_tx_whole(head, bad).inspect_err(|_| {
-        for (&wr, given) in heads[..n].iter().zip(&given) {
+        for (&wr, given) in heads.iter().zip(&given) {
             unsafe { (*wr).qbuf_ext = given.assume_init_read() };
         }
     })
@@ -142,7 +152,10 @@ pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> Umq
 
 /// The first buffers of the messages of an enqueued list, checked: at most `UMQ_BATCH_SIZE`
 /// messages of at most `MAX_SGE` buffers and `UMQ_MAX_BUF_REQUEST_SIZE` bytes each.
-fn check_messages(head: *mut umq_buf_t, heads: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
+fn check_messages(
+    head: *mut umq_buf_t,
+    heads: &mut [MaybeUninit<*mut umq_buf_t>],
+) -> UmqResult<&[*mut umq_buf_t]> {
     const F: &str = "umq_enqueue";
     let mut n = 0;
     let mut cur = head;
@@ -187,11 +200,12 @@ fn check_messages(head: *mut umq_buf_t, heads: &mut [*mut umq_buf_t]) -> UmqResu
                 ));
             }
         }
-        heads[n] = cur;
+        heads[n].write(cur);
         n += 1;
         cur = unsafe { (*tail).qbuf_next };
     }
-    Ok(n)
+    // SAFETY: the first n entries were written in the loop.
+    Ok(unsafe { crate::buf::written(heads, n) })
 }
 
 /// Most messages one `umq_dequeue` returns. The reference's UB transport polls up to 64

@@ -19,8 +19,7 @@ impl Queue {
     /// applies, else the full round.
     #[inline(always)]
     pub(super) fn link_receive_round(&self, w: &mut Wire) -> Outcome {
-        if self.rt.pro_api
-            && !crate::transport::pause::in_use()
+        if !crate::transport::pause::in_use()
             && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR
             && let Some(mut link) = w.link.take()
         {

@@ -24,9 +24,7 @@ impl Queue {
             n += 1;
         }
         // SAFETY: the first n entries were written just above.
-        let bufs = unsafe {
-            &*(&bufs[..n] as *const [MaybeUninit<*mut umq_buf_t>] as *const [*mut umq_buf_t])
-        };
+        let bufs = unsafe { crate::buf::written(&bufs, n) };
         self.post_rx_bufs(bufs, bad)
     }
 

@@ -86,7 +86,7 @@ impl Link {
             return None;
         }
         let mut out = Outcome::default();
-        let status = rx::land_inline(w, &e, payload, umqh, false, &mut out)?;
+        let status = rx::land_inline(w, &e, payload, umqh, &mut out)?;
         // A SEND or SEND_IMM: it took a receive buffer.
         rx::entry_done(&mut self.pair, &self.mine, &e, true, status);
         Some(out)

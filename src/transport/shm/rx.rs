@@ -49,7 +49,7 @@ pub(super) fn receive(
                 // (While a message's packets arrive, every WR entry is a packet's business.)
                 let whole = pair.assembly.is_none();
                 let landed = match e.flags {
-                    0 if whole => land_inline(w, &e, payload, umqh, fragments, out),
+                    0 if whole => land_inline(w, &e, payload, umqh, out),
                     FLAG_PLACED if whole => land_placed(w, &e, umqh, out),
                     FLAG_SPLIT if whole => land_split(w, peer, &e, payload, umqh, out)?,
                     _ => None,
@@ -200,17 +200,18 @@ fn next_packet(
 }
 
 /// The common case in one pass: a SEND or SEND_IMM whose payload is in the ring lands whole in
-/// the next posted receive buffer (`target::land_in`); None when it needs `execute`.
+/// the next posted receive buffer (`target::land_in`); None when it needs `execute`. A
+/// receiver that fragments (base API) takes a message that fits its next buffer the same way:
+/// `execute` would give it that one buffer and complete it alike.
 pub(super) fn land_inline(
     w: &mut Wire,
     e: &Entry,
     payload: *const u8,
     umqh: u64,
-    fragments: bool,
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
     let op = e.opcode as u32;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM) || fragments {
+    if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
         return None;
     }
     let rx = w.rx_posted.front()?;
