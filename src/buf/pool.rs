@@ -27,11 +27,12 @@
 use super::arena::Arena;
 use crate::abi::types::*;
 use std::alloc::Layout;
+use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 pub const HEADER_SIZE: usize = 128;
 const CHUNK_TARGET: usize = 2 << 20;
@@ -53,6 +54,8 @@ struct SlotMeta {
 }
 
 pub struct Chunk {
+    /// The pool that carved it (`Pool::id`).
+    pool: u64,
     class: usize,
     count: usize,
     data_cap: usize,
@@ -105,6 +108,10 @@ impl Chunk {
     }
     fn data(&self, i: usize) -> *mut u8 {
         (self.data_base + i * self.data_stride) as *mut u8
+    }
+    /// One past the last byte of its last header.
+    fn headers_end(&self) -> usize {
+        self.hdr_base + self.hdr_stride * (self.count - 1) + HEADER_SIZE
     }
     fn slot_of_header(&self, addr: usize) -> Option<usize> {
         let off = addr.checked_sub(self.hdr_base)?;
@@ -211,7 +218,42 @@ fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>
     (addr >= *start && addr < *end).then(|| c.clone())
 }
 
+/// A chunk a thread found in the registry, held weakly: a chunk that leaves the registry goes
+/// with its memory whatever threads remember it.
+struct Seen {
+    headers: std::ops::Range<usize>,
+    chunk: Weak<Chunk>,
+}
+
+impl Seen {
+    fn holds(&self, addr: usize) -> bool {
+        self.headers.contains(&addr)
+    }
+}
+
+thread_local! {
+    /// The chunks whose headers this thread looked up last, newest first. A thread allocates
+    /// and frees in a few chunks over and over (its queue's shared pool, the process pool),
+    /// and the registry's lock, search and reference count made a lookup cost as much as the
+    /// rest of a buffer call.
+    static RECENT: RefCell<[Option<Seen>; 4]> = const { RefCell::new([const { None }; 4]) };
+}
+
+/// Puts `chunk` first in this thread's `RECENT`, the oldest one out.
+fn remember(chunk: &Arc<Chunk>) {
+    let _ = RECENT.try_with(|recent| {
+        let mut recent = recent.borrow_mut();
+        recent.rotate_right(1);
+        recent[0] = Some(Seen {
+            headers: chunk.hdr_base..chunk.headers_end(),
+            chunk: Arc::downgrade(chunk),
+        });
+    });
+}
+
 pub struct Pool {
+    /// Tells this pool's chunks from another's in a thread's `RECENT`.
+    id: u64,
     split: bool,
     pub default_headroom: u16,
     /// Slot data capacity of each size class, smallest first.
@@ -272,7 +314,9 @@ impl Pool {
         while *caps.last().unwrap() < need {
             caps.push(caps.last().unwrap() * 2);
         }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Pool {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             split,
             default_headroom,
             main: Arc::new(Lists::new(&caps, None)),
@@ -386,6 +430,7 @@ impl Pool {
             (base, slot, base + HEADER_SIZE, slot)
         };
         let chunk = Arc::new(Chunk {
+            pool: self.id,
             class,
             count,
             data_cap,
@@ -415,7 +460,7 @@ impl Pool {
             let hooks = self.hooks.read().unwrap_or_else(|p| p.into_inner());
             {
                 let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
-                let hdr_end = hdr_base + hdr_stride * (count - 1) + HEADER_SIZE;
+                let hdr_end = chunk.headers_end();
                 let data_end = data_base + data_stride * (count - 1) + data_cap;
                 insert_sorted(&mut reg.headers, (hdr_base, hdr_end, chunk.clone()));
                 insert_sorted(&mut reg.data, (data_base, data_end, chunk.clone()));
@@ -523,7 +568,12 @@ impl Pool {
         self.slot_of_header(addr)
     }
 
+    /// The slot whose header is at `addr`: asked first of the chunks this thread found last
+    /// (`RECENT`), then of the registry.
     pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef> {
+        if let Some(slot) = self.recent_slot_of_header(addr) {
+            return Some(slot);
+        }
         let chunk = find(
             &self
                 .registry
@@ -533,7 +583,29 @@ impl Pool {
             addr,
         )?;
         let index = chunk.slot_of_header(addr)?;
+        remember(&chunk);
         Some(SlotRef { chunk, index })
+    }
+
+    /// `slot_of_header` through `RECENT`: None when no chunk remembered there holds `addr`
+    /// (or the one that does has left, or is another pool's), and the registry must answer.
+    #[inline]
+    fn recent_slot_of_header(&self, addr: usize) -> Option<SlotRef> {
+        RECENT
+            .try_with(|recent| {
+                let recent = recent.borrow();
+                let seen = recent.iter().flatten().find(|r| r.holds(addr))?;
+                let chunk = seen.chunk.upgrade()?;
+                // A chunk in the registry is the only one at its addresses; once its pool is
+                // unregistered it is in no pool's registry, and the registry must say so.
+                if chunk.pool != self.id || chunk.lists.unregistered.load(Ordering::Acquire) {
+                    return None;
+                }
+                let index = chunk.slot_of_header(addr)?;
+                Some(SlotRef { chunk, index })
+            })
+            .ok()
+            .flatten()
     }
 
     pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef> {
@@ -906,6 +978,43 @@ mod tests {
                 .offset_of(unsafe { (*c).buf_data } as *const u8, 1)
                 .is_none(),
             "the process pool never hands out arena memory"
+        );
+    }
+
+    #[test]
+    fn a_chunk_this_thread_remembers_answers_for_its_own_pool_only() {
+        let (mine, other) = (
+            Pool::new(false, BLOCK_SIZE_8K, 0),
+            Pool::new(false, BLOCK_SIZE_8K, 0),
+        );
+        let a = mine.alloc(100, 1, 0, 0).unwrap();
+        assert!(mine.slot_of_header(a as usize).is_some(), "remembered now");
+        assert!(
+            other.slot_of_header(a as usize).is_none(),
+            "another pool's buffer"
+        );
+        assert!(other.free_one(a).is_err(), "not freed through another pool");
+        assert_eq!(mine.free_one(a), Ok(()), "still out in its own");
+    }
+
+    #[test]
+    fn a_remembered_chunk_stops_answering_once_its_pool_leaves_the_registry() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(4).unwrap();
+        let arena = Arc::downgrade(shared.arena().unwrap());
+        let a = pool.alloc_in(&shared, 100, 1, 0, 0).unwrap();
+        // A lookup in flight elsewhere keeps the chunk itself alive past the unregistering.
+        let held = pool.slot_of_header(a as usize).unwrap();
+        pool.retire(&shared);
+        pool.free_one(a).unwrap();
+        assert!(
+            pool.slot_of_header(a as usize).is_none(),
+            "the chunk is in no registry, whatever this thread remembers"
+        );
+        drop((held, shared));
+        assert!(
+            arena.upgrade().is_none(),
+            "remembering a chunk does not keep its pool's memory"
         );
     }
 
