@@ -24,14 +24,18 @@ fn require_base(q: &Queue, func: &str) -> UmqResult<()> {
 
 /// Tops the queue's receive buffers up to rx_depth (announcing them, with flow control), and
 /// lets a local sender that was waiting for them go on: it may have nothing more to post that
-/// would move it along itself.
+/// would move it along itself. Through a link, the post itself takes in a message that waited
+/// for a buffer (`push_rx`), as a pro-API receive post does, and a further round here would
+/// find nothing new: it cost every dequeue a lock and a look at the ring.
 pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
     let mut announce = false;
     let result = top_up_rx(q, &mut announce);
     if announce {
         q.flow_progress();
     }
-    q.kick_blocked_sender();
+    if !q.over_link.load(std::sync::atomic::Ordering::Relaxed) {
+        q.kick_blocked_sender();
+    }
     result
 }
 
