@@ -114,23 +114,22 @@ pub extern "C" fn umq_buf_alloc(
     option: *mut umq_alloc_option_t,
 ) -> *mut umq_buf_t {
     ffi_guard!("umq_buf_alloc", {
-        or_errno(crate::runtime::require("umq_buf_alloc").and_then(|rt| {
-            // A queue's handle selects its shared pool; 0 the process pool.
-            let queue = match umqh {
-                0 => None,
-                h => Some(crate::queue::table::get(h).ok_or_else(|| {
-                    einval(
-                        "umq_buf_alloc",
-                        format_args!(
-                            "umqh {h:#x} is not a live queue (pass 0 for the global pool)"
-                        ),
-                    )
-                })?),
-            };
-            let shared = queue.as_ref().and_then(|q| q.shared_pool());
-            let option = checked(option);
-            crate::buf::ops::alloc(&rt, request_size, request_qbuf_num, shared, umqh, option)
-        }))
+        let (size, num, option) = (request_size, request_qbuf_num, checked(option));
+        // A queue's handle selects its shared pool, from the queue's own runtime (looked up
+        // like any call on the queue, without a counted reference); 0 the process pool.
+        or_errno(match umqh {
+            0 => crate::runtime::require("umq_buf_alloc")
+                .and_then(|rt| crate::buf::ops::alloc(&rt, size, num, None, 0, option)),
+            h => queue::table::with(h, |q| {
+                crate::buf::ops::alloc(&q.rt, size, num, q.shared_pool(), h, option)
+            })
+            .unwrap_or_else(|| {
+                Err(einval(
+                    "umq_buf_alloc",
+                    format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
+                ))
+            }),
+        })
     })
 }
 
