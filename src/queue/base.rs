@@ -28,8 +28,28 @@ fn require_base(q: &Queue, func: &str) -> UmqResult<()> {
 /// for a buffer (`push_rx`), as a pro-API receive post does, and a further round here would
 /// find nothing new: it cost every dequeue a lock and a look at the ring.
 pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
+    post_rx_from(q, 1)
+}
+
+/// What a dequeue does after taking its messages: replaces the receive buffers they came in,
+/// once `refill_batch` of them are missing. One at a time, a buffer took a trip to the pool's
+/// lock and lookup and a flow-control post of its own, on every message's critical path.
+fn replace_rx(q: &Queue) -> UmqResult<()> {
+    post_rx_from(q, refill_batch(q.cfg.rx_depth))
+}
+
+/// How many missing receive buffers a dequeue waits for before it posts them together: a
+/// quarter of the queue, at most 16 (as UCX refills its receive queues), at least one. At
+/// least `rx_depth - batch + 1` stay posted, so a peer always has credit for some, and the
+/// application finds every message that arrived without the refill.
+fn refill_batch(rx_depth: u32) -> usize {
+    (rx_depth as usize / 4).clamp(1, 16)
+}
+
+/// Tops up when at least `least` receive buffers are missing.
+fn post_rx_from(q: &Queue, least: usize) -> UmqResult<()> {
     let mut announce = false;
-    let result = top_up_rx(q, &mut announce);
+    let result = top_up_rx(q, least, &mut announce);
     if announce {
         q.flow_progress();
     }
@@ -39,12 +59,14 @@ pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
     result
 }
 
-fn top_up_rx(q: &Queue, announce: &mut bool) -> UmqResult<()> {
+fn top_up_rx(q: &Queue, least: usize, announce: &mut bool) -> UmqResult<()> {
+    let mut least = least;
     loop {
         let want = q.rx_room().min(UMQ_BATCH_SIZE as usize);
-        if want == 0 {
+        if want == 0 || want < least {
             return Ok(());
         }
+        least = 1;
         let head =
             q.rt.pool
                 .alloc(q.cfg.rx_buf_size, want as u32, 0, q.handle)
@@ -245,7 +267,7 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
         }
         // The messages are the caller's now: a receive buffer that cannot be replaced yet is
         // tried again on the next call, which reports the failure if it has nothing to return.
-        let topped_up = post_initial_rx(q);
+        let topped_up = replace_rx(q);
         if let Some(head) = list.head {
             if let Err(e) = topped_up {
                 crate::log_warn!(
