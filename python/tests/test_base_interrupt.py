@@ -42,13 +42,18 @@ def test_base_api_roundtrip_in_order(base):
 
 
 @pytest.mark.parametrize("trans_mode", [umq.UMQ_TRANS_MODE_UB, umq.UMQ_TRANS_MODE_IPC], ids=["ub", "ipc"])
-def test_the_messages_waiting_come_out_of_one_dequeue_as_one_list(base, trans_mode):
+@pytest.mark.parametrize(
+    "msgs",
+    [[b"first", b"x" * 3000, b"third", b"fourth"], [b"one", b"two", b"three", b"four"]],
+    ids=["fragmented", "small"],
+)
+def test_the_messages_waiting_come_out_of_one_dequeue_as_one_list(base, trans_mode, msgs):
     """As the reference's UB transport returns them: one list, each message its head's
     total_data_size bytes (the 3000-byte one in three 1 KiB buffers), the next message after
     its last buffer. Its IPC transport returns one message a call, and so do we in IPC mode.
-    Queue.dequeue hands them out one by one either way."""
+    Queue.dequeue hands them out one by one either way. Small messages, each of which the
+    one-message receive path could take alone, come out together all the same."""
     a, b = base.pair(depth=32, rx_buf_size=1024, trans_mode=trans_mode)
-    msgs = [b"first", b"x" * 3000, b"third", b"fourth"]
     for m in msgs:
         a.enqueue(m)
     lib, per_call, got = umq.lib(), [], []

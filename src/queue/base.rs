@@ -122,6 +122,11 @@ fn free_bufs(q: &Queue, head: *mut umq_buf_t, n: usize) {
 /// Frees the buffers of completed sends: each completion is one WR, and only its own buffers
 /// go (the enqueued list was never cut, so its last buffer still points at the next WR).
 fn reap_tx(q: &Queue) {
+    // Nothing sent is still ours (a ping-pong's enqueue, after the dequeue before it reaped):
+    // a look under the lock, not a poll with its round over the link.
+    if !q.holds_sends() {
+        return;
+    }
     // A few at a time (the loop goes on while a poll fills it): an enqueue or dequeue usually
     // reaps one, and a smaller array is cleared without a call into memset.
     let mut done = [ptr::null_mut(); 16];

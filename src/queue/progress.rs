@@ -32,6 +32,21 @@ impl Queue {
         self.link_round(w)
     }
 
+    /// The rounds of a receive poll with room for several messages (a dequeue's list): the
+    /// one-message shortcut again while it lands a message and room is left, so the list takes
+    /// every message that has arrived, as the full round would, without the full round's cost
+    /// for the one message a ping-pong finds.
+    pub(super) fn link_receive_rounds(&self, w: &mut Wire, room: usize) -> Outcome {
+        let mut all = Outcome::default();
+        loop {
+            let before = w.rx_cq.len();
+            all.absorb(self.link_receive_round(w));
+            if w.rx_cq.len() == before || w.rx_cq.len() >= room {
+                return all;
+            }
+        }
+    }
+
     /// A post's round: only the sending step (`Link::post_round`), or the full round when the
     /// peer has left or the queue is in error.
     #[inline]

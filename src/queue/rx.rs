@@ -105,7 +105,7 @@ impl Queue {
         if !self.rt.pro_api {
             return Ok(0);
         }
-        let (n, progress) = self.poll_locked(dir, out, |_, room| room);
+        let (n, progress) = self.poll_locked(dir, out, false, |_, room| room);
         if progress {
             self.flow_progress();
         }
@@ -119,7 +119,7 @@ impl Queue {
     }
 
     pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
-        self.poll_locked(dir, out, |_, room| room).0
+        self.poll_locked(dir, out, false, |_, room| room).0
     }
 
     /// Receive completions for one `umq_dequeue`, oldest first, up to `out.len()`: the run of
@@ -128,7 +128,8 @@ impl Queue {
     /// by each head's `total_data_size` (as the reference's perftest does) never advances past
     /// a span of zero bytes.
     pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
-        self.poll_locked(UMQ_IO_RX, out, |cq, room| {
+        let several = out.len() > 1;
+        self.poll_locked(UMQ_IO_RX, out, several, |cq, room| {
             let len = |i| {
                 cq.get(i)
                     .map_or(0, |(head, _)| unsafe { (*head).total_data_size })
@@ -144,13 +145,15 @@ impl Queue {
 
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     /// `rx_take` says how many of the receive completions waiting to take, given the room
-    /// left in `out` for them. Inlined into `umq_poll`: a call boundary here cost 19
+    /// left in `out` for them; with `several` a link lands every message that has arrived,
+    /// up to that room (`link_receive_rounds`), not just the first. Inlined into `umq_poll`: a call boundary here cost 19
     /// instructions a poll.
     #[inline(always)]
     fn poll_locked(
         &self,
         dir: umq_io_direction_t,
         out: &mut [*mut umq_buf_t],
+        several: bool,
         rx_take: impl FnOnce(&RxCompletions, usize) -> usize,
     ) -> (usize, bool) {
         let mut n = 0;
@@ -164,6 +167,7 @@ impl Queue {
         // progress thread run it): it is the poll after every post of a ping-pong, and its round
         // would only look at the ring line the peer is about to write.
         let round = match w.link {
+            Some(_) if several => Some(self.link_receive_rounds(&mut w, out.len())),
             Some(_) if dir != UMQ_IO_TX || w.delivered == 0 => {
                 Some(self.link_receive_round(&mut w))
             }
@@ -203,6 +207,12 @@ impl Queue {
         if let Some(irq) = &self.irq {
             irq.notify(tx, rx);
         }
+    }
+
+    /// Whether any WR posted for sending is still the library's: waiting, in flight, or done
+    /// and not yet polled.
+    pub fn holds_sends(&self) -> bool {
+        !lock(&self.wire).sq.is_empty()
     }
 
     /// Whether completions are waiting in a direction (for interrupt re-arming).

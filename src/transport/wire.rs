@@ -299,6 +299,18 @@ pub struct Outcome {
     pub credit_wait: bool,
 }
 
+impl Outcome {
+    /// Adds what a later round of the same call completed.
+    pub fn absorb(&mut self, later: Outcome) {
+        self.tx_done += later.tx_done;
+        self.rx_done += later.rx_done;
+        self.sends += later.sends;
+        self.reads += later.reads;
+        self.blocked |= later.blocked;
+        self.credit_wait = later.credit_wait;
+    }
+}
+
 /// Flow-control credit for the WRs an engine runs in one round. Unless queued mode let WRs in
 /// beyond the window, every waiting WR holds its credit and the gate lets all through
 /// unchecked; otherwise credit-needing WRs use the credit they hold first and then take it
