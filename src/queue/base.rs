@@ -59,8 +59,7 @@ fn post_rx_from(q: &Queue, least: usize) -> UmqResult<()> {
     result
 }
 
-fn top_up_rx(q: &Queue, least: usize, announce: &mut bool) -> UmqResult<()> {
-    let mut least = least;
+fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> {
     loop {
         let want = q.rx_room().min(UMQ_BATCH_SIZE as usize);
         if want == 0 || want < least {

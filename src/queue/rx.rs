@@ -146,8 +146,8 @@ impl Queue {
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     /// `rx_take` says how many of the receive completions waiting to take, given the room
     /// left in `out` for them; with `several` a link lands every message that has arrived,
-    /// up to that room (`link_receive_rounds`), not just the first. Inlined into `umq_poll`: a call boundary here cost 19
-    /// instructions a poll.
+    /// up to that room (`link_receive_rounds`), not just the first. Inlined into `umq_poll`:
+    /// a call boundary here cost 19 instructions a poll.
     #[inline(always)]
     fn poll_locked(
         &self,
