@@ -64,6 +64,27 @@ def test_sends_posted_one_at_a_time_arrive_with_their_bytes_imm_and_ctx(pair):
         assert (tx.direction, tx.status, tx.user_ctx) == (TX, umq.UMQ_BUF_SUCCESS, 100 + i)
 
 
+def test_one_poll_returns_every_message_that_has_arrived(pair):
+    """A poll with room for several returns all the messages waiting, oldest first, as the
+    reference's poll of its completion queue does, not only the first: over shared memory each
+    of these small sends is one the one-message receive path could take alone. A poll with
+    room for one takes them one by one."""
+    a, b = pair
+    b.post_recv(8)
+    payloads = [b"one", b"two", b"three", b"four"]
+    for room in (umq.UMQ_BATCH_SIZE, 1):
+        for p in payloads:
+            assert a.send([p]) == 1
+        assert len(a.poll_until(len(payloads), TX)) == len(payloads)
+        if room > 1 and expected_transport() != umq.UMQ_EXT_TRANSPORT_FABRIC:
+            got = b.poll(RX, room)  # in-process and shared memory: all four are there now
+        else:
+            got = [c for _ in payloads for c in b.poll_until(1, RX)]
+        assert [c.data for c in got] == payloads
+        assert b.poll(RX) == []
+        b.post_recv(len(payloads))
+
+
 def test_after_empty_polls_the_next_poll_sees_each_new_event(pair):
     """Empty polls, in every direction and on both queues, as an application spins on while
     it waits, never hide what comes next: a message the peer sent, the completion of our own

@@ -16,35 +16,26 @@ impl Queue {
     }
 
     /// A receive poll's round: the link's one-message shortcut (`Link::receive_one`) when it
-    /// applies, else the full round.
+    /// applies, else the full round. With room for `several` messages, a shortcut that finds
+    /// more arrived behind its one runs the full round too, so the poll returns every message
+    /// that has arrived, as the reference does; a ping-pong's poll pays one stamp load for it.
     #[inline(always)]
-    pub(super) fn link_receive_round(&self, w: &mut Wire) -> Outcome {
+    pub(super) fn link_receive_round(&self, w: &mut Wire, several: bool) -> Outcome {
         if !crate::transport::pause::in_use()
             && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR
             && let Some(mut link) = w.link.take()
         {
             let one = link.receive_one(w, self.handle);
+            let more = several && one.is_some() && link.more_arrived();
             w.put_link_back(link);
-            if let Some(out) = one {
+            if let Some(mut out) = one {
+                if more {
+                    out.absorb(self.link_round(w));
+                }
                 return out;
             }
         }
         self.link_round(w)
-    }
-
-    /// The rounds of a receive poll with room for several messages (a dequeue's list): the
-    /// one-message shortcut again while it lands a message and room is left, so the list takes
-    /// every message that has arrived, as the full round would, without the full round's cost
-    /// for the one message a ping-pong finds.
-    pub(super) fn link_receive_rounds(&self, w: &mut Wire, room: usize) -> Outcome {
-        let mut all = Outcome::default();
-        loop {
-            let before = w.rx_cq.len();
-            all.absorb(self.link_receive_round(w));
-            if w.rx_cq.len() == before || w.rx_cq.len() >= room {
-                return all;
-            }
-        }
     }
 
     /// A post's round: only the sending step (`Link::post_round`), or the full round when the

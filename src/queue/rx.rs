@@ -105,7 +105,8 @@ impl Queue {
         if !self.rt.pro_api {
             return Ok(0);
         }
-        let (n, progress) = self.poll_locked(dir, out, false, |_, room| room);
+        let several = out.len() > 1 && dir != UMQ_IO_TX;
+        let (n, progress) = self.poll_locked(dir, out, several, |_, room| room);
         if progress {
             self.flow_progress();
         }
@@ -145,8 +146,8 @@ impl Queue {
 
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     /// `rx_take` says how many of the receive completions waiting to take, given the room
-    /// left in `out` for them; with `several` a link lands every message that has arrived,
-    /// up to that room (`link_receive_rounds`), not just the first. Inlined into `umq_poll`:
+    /// left in `out` for them; with `several` a link lands every message that has arrived, not
+    /// just the first (`link_receive_round`). Inlined into `umq_poll`:
     /// a call boundary here cost 19 instructions a poll.
     #[inline(always)]
     fn poll_locked(
@@ -167,9 +168,8 @@ impl Queue {
         // progress thread run it): it is the poll after every post of a ping-pong, and its round
         // would only look at the ring line the peer is about to write.
         let round = match w.link {
-            Some(_) if several => Some(self.link_receive_rounds(&mut w, out.len())),
             Some(_) if dir != UMQ_IO_TX || w.delivered == 0 => {
-                Some(self.link_receive_round(&mut w))
+                Some(self.link_receive_round(&mut w, several))
             }
             _ => None,
         };

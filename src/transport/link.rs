@@ -136,6 +136,15 @@ impl Link {
         }
     }
 
+    /// Whether another message has arrived behind what `receive_one` took (one stamp load).
+    #[inline(always)]
+    pub fn more_arrived(&self) -> bool {
+        match self {
+            Link::Shm(l) => l.more_arrived(),
+            Link::Fabric(_) => false,
+        }
+    }
+
     /// A full round: takes what the peer sent, completes our WRs it has executed, sends our
     /// waiting WRs. Err when the pair broke (the peer left, or sent something corrupt).
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {

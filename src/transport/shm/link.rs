@@ -92,6 +92,12 @@ impl Link {
         Some(out)
     }
 
+    /// Whether an entry waits at the head of our ring.
+    #[inline(always)]
+    pub fn more_arrived(&self) -> bool {
+        self.mine.has_entry()
+    }
+
     /// A post's round: our waiting WRs only; None when the peer has left (see
     /// `transmit_round`).
     #[inline]
