@@ -26,11 +26,14 @@ impl Queue {
             && let Some(mut link) = w.link.take()
         {
             let one = link.receive_one(w, self.handle);
-            let more = several && one.is_some() && link.more_arrived();
+            // Only after a landing: an empty ring was just seen empty.
+            let landed = one.as_ref().is_some_and(|o| o.rx_done > 0);
+            let more = several && landed && link.more_arrived();
             w.put_link_back(link);
             if let Some(mut out) = one {
                 if more {
-                    out.absorb(self.link_round(w));
+                    // An entry waits, so the link is not idle: no need to ask again.
+                    out.absorb(self.link_round_busy(w));
                 }
                 return out;
             }
