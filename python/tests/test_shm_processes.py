@@ -248,10 +248,12 @@ def victim(conn):
 
 
 @pytest.mark.libumq_behaviour
-def test_a_peer_killed_with_a_read_in_flight_ends_in_error_and_flushes_it():
+def test_a_peer_killed_with_a_write_imm_in_flight_ends_in_error_and_flushes_it():
     """Over whichever transport binds two processes (shm; the network when forced): the peer is
-    stopped, so a READ to it stays in flight, then killed with SIGKILL. The queue must reach
-    the error state on its own, complete the READ with UMQ_BUF_WR_FLUSH_ERR, and refuse posts."""
+    stopped, so a WRITE_IMM to it stays in flight (its receive completion needs the peer to
+    run; a plain WRITE or READ need not, see test_one_sided.py), then killed with SIGKILL. The
+    queue must reach the error state on its own, complete the WRITE_IMM with
+    UMQ_BUF_WR_FLUSH_ERR, and refuse posts."""
     parent_end, child_end = mp.Pipe()
     child = mp.get_context("spawn").Process(target=victim, args=(child_end,))
     child.start()
@@ -262,7 +264,7 @@ def test_a_peer_killed_with_a_read_in_flight_ends_in_error_and_flushes_it():
             parent_end.send(q.bind_info())
             remote = parent_end.recv()
             os.kill(child.pid, signal.SIGSTOP)  # it runs nothing of ours from here on
-            assert q.read(4, remote) == 1
+            assert q.write(b"late", remote, imm=7) == 1
             assert q.poll(umq.UMQ_IO_TX) == []  # in flight: the peer must run it first
             os.kill(child.pid, signal.SIGKILL)
             eventually(lambda: q.state == umq.QUEUE_STATE_ERR)

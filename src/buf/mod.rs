@@ -1,5 +1,6 @@
 //! Buffers: the pool and the list operations of the public API.
 
+pub mod access;
 pub mod arena;
 pub mod ops;
 pub mod pool;

@@ -24,6 +24,7 @@
 //! adds a [`ChunkHook`]: it hears of every chunk, those that exist and each new one, and of
 //! each chunk that leaves. The pools do not know what the provider does with them.
 
+use super::access::{AccessTable, ChunkLayout, EntryIndex};
 use super::arena::Arena;
 use crate::abi::types::*;
 use std::alloc::Layout;
@@ -40,7 +41,7 @@ const CHUNK_TARGET: usize = 2 << 20;
 /// up to `CHUNK_TARGET`: a queue that uses a few buffers backs a few (its arena's pages are
 /// populated as chunks are carved), not 2 MiB.
 const SHARED_FIRST_CHUNK: usize = 64 << 10;
-const MAX_SLOTS_PER_CHUNK: usize = 256;
+const MAX_SLOTS_PER_CHUNK: usize = super::access::SLOTS;
 /// A shared pool's chunk idle this long is released. Long enough that a queue between bursts
 /// does not pay a hole punch and page faults per burst.
 pub const RELEASE_AFTER_MS: u64 = 1000;
@@ -78,6 +79,9 @@ pub struct Chunk {
     out: AtomicU32,
     /// When the chunk last went idle (ms on the pool clock); 0 while in use or released.
     idle_since_ms: AtomicU64,
+    /// Its entry in the pool's access table, when it has one (peers then reach its buffers
+    /// without this process running: `buf::access`).
+    access: Option<EntryIndex>,
 }
 
 // The chunk's memory is shared by design; every mutable access goes through slot ownership.
@@ -262,6 +266,9 @@ pub struct Pool {
     registry: RwLock<Registry>,
     next_token_id: AtomicU32,
     hooks: RwLock<Vec<Arc<dyn ChunkHook>>>,
+    /// What peers on this host check one-sided operations against (None: it could not be
+    /// made, and they go through the target-side path).
+    access: Option<AccessTable>,
 }
 
 /// A buffer slot found from a pointer.
@@ -324,7 +331,20 @@ impl Pool {
             registry: RwLock::new(Registry::default()),
             next_token_id: AtomicU32::new(1),
             hooks: RwLock::new(Vec::new()),
+            access: AccessTable::create(u64::from(random_u32()) << 32 | u64::from(random_u32()))
+                .inspect_err(|e| {
+                    crate::log_warn!(
+                        "umq_init",
+                        "no access table ({e}): one-sided operations wait for this process"
+                    )
+                })
+                .ok(),
         }
+    }
+
+    /// The table peers check one-sided operations against: its fd and secret.
+    pub fn access_table(&self) -> Option<(i32, u64)> {
+        self.access.as_ref().map(|t| (t.fd(), t.secret()))
     }
 
     /// Adds a hook: it hears of every chunk there is now, then of each that comes or goes.
@@ -380,12 +400,17 @@ impl Pool {
         }
         let gone: Vec<ChunkSpan> = {
             let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
-            let gone = reg
+            let leaving = reg
                 .headers
                 .iter()
-                .filter(|(_, _, c)| Arc::ptr_eq(&c.lists, lists))
-                .map(|(_, _, c)| c.span())
-                .collect();
+                .filter(|(_, _, c)| Arc::ptr_eq(&c.lists, lists));
+            let mut gone = Vec::new();
+            for (_, _, c) in leaving {
+                if let (Some(t), Some(at)) = (&self.access, c.access) {
+                    t.withdraw(at);
+                }
+                gone.push(c.span());
+            }
             reg.headers
                 .retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
             reg.data.retain(|(_, _, c)| !Arc::ptr_eq(&c.lists, lists));
@@ -429,6 +454,18 @@ impl Pool {
         } else {
             (base, slot, base + HEADER_SIZE, slot)
         };
+        let token_id = self.next_token_id.fetch_add(1, Ordering::Relaxed) & 0xf_ffff;
+        let token_value = random_u32();
+        let access = self.access.as_ref().and_then(|t| {
+            t.publish(&ChunkLayout {
+                token_id,
+                token_value,
+                data_base,
+                data_stride,
+                data_cap,
+                count,
+            })
+        });
         let chunk = Arc::new(Chunk {
             pool: self.id,
             class,
@@ -438,8 +475,9 @@ impl Pool {
             hdr_stride,
             data_base,
             data_stride,
-            token_id: self.next_token_id.fetch_add(1, Ordering::Relaxed) & 0xf_ffff,
-            token_value: random_u32(),
+            token_id,
+            token_value,
+            access,
             memory,
             heap,
             lists: lists.clone(),
@@ -545,6 +583,11 @@ impl Pool {
                 .request_size
                 .store(request_size, Ordering::Relaxed);
             slot.meta().headroom.store(headroom, Ordering::Relaxed);
+            if let (Some(t), Some(at)) = (&self.access, slot.chunk.access) {
+                // A peer's copy that pinned the slot before its last free ends first.
+                t.wait_unpinned(at, slot.index);
+                t.set_live(at, slot.index);
+            }
             slot.meta().state.store(IN_USE, Ordering::Release);
             if slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
                 slot.chunk.idle_since_ms.store(0, Ordering::Relaxed);
@@ -634,6 +677,9 @@ impl Pool {
             .is_err()
         {
             return Err("buffer is already free (double free)");
+        }
+        if let (Some(t), Some(at)) = (&self.access, slot.chunk.access) {
+            t.clear_live(at, slot.index);
         }
         let lists = &slot.chunk.lists;
         lists
@@ -834,6 +880,106 @@ mod tests {
             !pool.check_remote(addr, 64, id, val),
             "a freed buffer is no longer exposed"
         );
+    }
+
+    /// The access table agrees with `check_remote`: the same buffers, tokens and bounds.
+    #[test]
+    fn the_access_table_exposes_what_check_remote_allows() {
+        use crate::buf::access::{PeerAccess, Reach};
+        let pool = Pool::new(true, BLOCK_SIZE_8K, 16);
+        let (fd, secret) = pool.access_table().unwrap();
+        let peer = PeerAccess::open(std::process::id(), fd as u32, secret).unwrap();
+        let a = pool.alloc(100, 3, 0, 0).unwrap();
+        for b in crate::buf::iter(a) {
+            let (addr, id, val, size) = unsafe {
+                let b = &*b;
+                (
+                    b.buf_data as u64,
+                    b.token_id(),
+                    b.token_value,
+                    b.buf_size as u64,
+                )
+            };
+            for (at, len, value) in [
+                (addr, size, val),
+                (addr, size + 1, val),
+                (addr - 16, 16, val),
+                (addr, 8, val ^ 4),
+            ] {
+                let local = pool.check_remote(at, len as u32, id, value);
+                let remote = matches!(peer.reach(at, len, id, value), Reach::Pinned(_));
+                assert_eq!(local, remote, "{at:#x} + {len}");
+            }
+        }
+        let (addr, id, val) = unsafe { ((*a).buf_data as u64, (*a).token_id(), (*a).token_value) };
+        pool.free_one(a).unwrap();
+        assert!(
+            matches!(peer.reach(addr, 8, id, val), Reach::Refused),
+            "freed"
+        );
+    }
+
+    /// A peer's copy that pinned a buffer before its free ends before the slot's next owner
+    /// gets it: the next owner's bytes are never overwritten by it (revoke before reuse), and
+    /// no copy starts once the free returned. The writer stands for a peer process: it pins
+    /// through the table and writes with the kernel's cross-memory copy, as
+    /// `transport::shm::direct` does, after a varying delay (a slow copy).
+    #[test]
+    fn a_one_sided_write_racing_a_free_never_reaches_the_next_owner() {
+        use crate::buf::access::{PeerAccess, Reach};
+        use std::sync::atomic::AtomicBool;
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let (fd, secret) = pool.access_table().unwrap();
+        let peer = PeerAccess::open(std::process::id(), fd as u32, secret).unwrap();
+        const LEN: usize = 4096;
+        for round in 0..300u32 {
+            let b = pool.alloc(LEN as u32, 1, 0, 0).unwrap();
+            let (addr, id, val) =
+                unsafe { ((*b).buf_data as u64, (*b).token_id(), (*b).token_value) };
+            let pinned = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let writer = s.spawn(|| {
+                    let Reach::Pinned(pin) = peer.reach(addr, LEN as u64, id, val) else {
+                        panic!("a live buffer is within reach");
+                    };
+                    pinned.store(true, Ordering::Release);
+                    for _ in 0..(round % 30) * 100 {
+                        std::hint::spin_loop();
+                    }
+                    let junk = [0xeeu8; LEN];
+                    let local = libc::iovec {
+                        iov_base: junk.as_ptr() as *mut libc::c_void,
+                        iov_len: LEN,
+                    };
+                    let remote = libc::iovec {
+                        iov_base: pin.addr as *mut libc::c_void,
+                        iov_len: LEN,
+                    };
+                    let pid = std::process::id() as i32;
+                    let done = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+                    assert_eq!(done, LEN as isize);
+                });
+                while !pinned.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                pool.free_one(b).unwrap();
+                let after_free = peer.reach(addr, LEN as u64, id, val);
+                assert!(
+                    matches!(after_free, Reach::Refused),
+                    "no copy starts after the free"
+                );
+                let next = pool.alloc(LEN as u32, 1, 0, 0).unwrap();
+                assert_eq!(next, b, "the freed slot is the next one handed out");
+                unsafe { std::ptr::write_bytes((*next).buf_data as *mut u8, 0x22, LEN) };
+                writer.join().unwrap();
+                let now = unsafe { std::slice::from_raw_parts((*next).buf_data as *const u8, LEN) };
+                assert!(
+                    now.iter().all(|&x| x == 0x22),
+                    "round {round}: a stale write reached the next owner"
+                );
+                pool.free_one(next).unwrap();
+            });
+        }
     }
 
     /// A queue that takes a few buffers from its shared pool backs a small chunk, not 2 MiB;

@@ -43,6 +43,7 @@ impl Queue {
         if let Some(arena) = &lock(&self.wire).arena {
             self.endpoints.publish_pool(arena);
         }
+        self.endpoints.publish_access(self.rt.pool.access_table());
         {
             let mut w = lock(&self.wire);
             w.in_flight = 0;

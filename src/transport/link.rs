@@ -465,6 +465,15 @@ impl Endpoints {
         }
     }
 
+    /// Tells the peer's side where our process's access table is (`buf::access`), so that it
+    /// can carry out its one-sided WRITEs and READs to us itself. A binding's inbox says it
+    /// (each binding's is new).
+    pub fn publish_access(&self, table: Option<(i32, u64)>) {
+        if let (Some(seg), Some((fd, secret))) = (self.shm_inbox(), table) {
+            seg.publish_access(fd, secret);
+        }
+    }
+
     /// For the progress thread, before it sleeps: the doorbell of our shared-memory inbox,
     /// armed; None without one.
     pub fn arm_wakeup(&self) -> Option<Wakeup> {

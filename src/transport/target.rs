@@ -44,6 +44,16 @@ pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
 /// holds and `total_data_size` what landed. Bytes beyond the buffers' room are dropped.
 pub(crate) fn land_read(wr: *mut umq_buf_t, src: *const u8, len: usize) {
     let nbufs = crate::buf::wr_bufs(wr).count();
+    set_read_sizes(wr, nbufs, len);
+    let room = crate::buf::iter(wr)
+        .take(nbufs)
+        .map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) });
+    copy_pieces(std::iter::once((src as *mut u8, len)), room);
+}
+
+/// Records in the READ WR `wr`, whose first `nbufs` buffers are its own, that a READ of `len`
+/// bytes filled them in order (what did not fit is dropped).
+pub(crate) fn set_read_sizes(wr: *mut umq_buf_t, nbufs: usize, len: usize) {
     let mut left = len as u64;
     for b in crate::buf::iter(wr).take(nbufs) {
         let b = unsafe { &mut *b };
@@ -51,10 +61,6 @@ pub(crate) fn land_read(wr: *mut umq_buf_t, src: *const u8, len: usize) {
         left -= b.data_size as u64;
     }
     unsafe { (*wr).total_data_size = (len as u64 - left) as u32 };
-    let room = crate::buf::iter(wr)
-        .take(nbufs)
-        .map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).data_size as usize) });
-    copy_pieces(std::iter::once((src as *mut u8, len)), room);
 }
 
 /// Copies from `src` pieces into `dst` pieces until either runs out; returns bytes copied.

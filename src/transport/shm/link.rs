@@ -22,6 +22,11 @@ pub(super) struct Pair {
     /// packet size it began with.
     pub(super) packet_sent: u64,
     pub(super) packet_size: usize,
+    /// The peer's process.
+    pub(super) pid: u32,
+    /// Our WRs completed without an entry in the peer's ring (one-sided, by the kernel: see
+    /// `direct`): the peer's sequence numbers for ours run this far behind `tx_done_seq`.
+    pub(super) direct_done: u64,
 }
 
 /// A binding to a queue of another process on this host.
@@ -36,11 +41,16 @@ impl Link {
     /// Maps the inbox `fd` of the queue-owner `pid` and checks it against `secret` (see
     /// `Segment::open_peer`); `mine` is our own inbox, the one our bind info offered.
     pub fn open(mine: Arc<Segment>, pid: u32, fd: u32, secret: u64) -> Result<Link, String> {
+        let peer = Segment::open_peer(pid, fd, secret)?;
+        direct::let_peer_attach(pid);
         Ok(Link {
-            peer: Segment::open_peer(pid, fd, secret)?,
+            peer,
             mine,
             pid,
-            pair: Pair::default(),
+            pair: Pair {
+                pid,
+                ..Pair::default()
+            },
         })
     }
 

@@ -57,6 +57,7 @@ use super::wire::{CreditGate, Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
+use crate::buf::access::{PeerAccess, Reach};
 use crate::buf::arena::{Arena, PeerArena};
 use crate::buf::pool::Pool;
 use crate::event::EventFd;
@@ -117,7 +118,7 @@ impl Hot {
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 10;
+const LAYOUT_VERSION: u32 = 11;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -190,6 +191,11 @@ pub struct Inbox {
     /// (`NO_POOL` until then). The peer maps it to copy WRs sent by reference.
     pool_fd: AtomicU32,
     pool_secret: AtomicU64,
+    /// The owner process's access table (`buf::access`), once a binding published it: its
+    /// memfd number and secret (`NO_POOL` or 0 until then). The peer checks one-sided WRITEs
+    /// and READs against it and carries them out itself (`direct`).
+    access_fd: AtomicU32,
+    access_secret: AtomicU64,
     area: Line<Area>,
     /// Bytes the producer (the peer) has written (its own record: the consumer follows stamps),
     /// and the consumer (the owner) has released.
@@ -207,6 +213,7 @@ pub struct Inbox {
 /// means the same, since fd 0 is never a pool memfd we made.
 const NO_POOL: u32 = u32::MAX;
 
+mod direct;
 mod doorbell;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
@@ -275,6 +282,11 @@ pub struct Segment {
     /// The peer's: its shared pool, mapped on the first WR that came by reference or was placed.
     /// (None: it could not be mapped.)
     peer_pool: std::sync::OnceLock<Option<PeerArena>>,
+    /// The peer's: its process's access table, mapped on the first one-sided WRITE or READ
+    /// after it published one. (None: it could not be mapped.)
+    peer_access: std::sync::OnceLock<Option<PeerAccess>>,
+    /// The peer's: the kernel refused us cross-memory attach to its process.
+    direct_refused: std::sync::atomic::AtomicBool,
     /// Ours: our side of the placement board.
     publisher: placement::Publisher,
     /// The peer's: how many of our entries in its ring take a receive buffer (the number of the

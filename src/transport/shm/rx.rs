@@ -32,7 +32,12 @@ pub(super) fn receive(
             KIND_READ_RESP => {
                 // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
                 let data = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
-                target::land_read_response(w, e.seq, data)?
+                // The peer numbers only our WRs that went through its ring.
+                let seq = e
+                    .seq
+                    .checked_add(pair.direct_done)
+                    .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
+                target::land_read_response(w, seq, data)?
             }
             KIND_CONTROL => {
                 // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.

@@ -157,6 +157,8 @@ impl Offered {
             doorbell: self.doorbell,
             rung_at: Default::default(),
             peer_pool: Default::default(),
+            peer_access: Default::default(),
+            direct_refused: Default::default(),
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
             joined: 0,
@@ -255,6 +257,8 @@ impl Segment {
             doorbell: None,
             rung_at: Default::default(),
             peer_pool: Default::default(),
+            peer_access: Default::default(),
+            direct_refused: Default::default(),
             publisher: Default::default(),
             taking_rx: AtomicU64::new(0),
             joined: 0,
@@ -307,6 +311,45 @@ impl Segment {
         let i = self.inbox();
         i.pool_secret.store(secret, Ordering::Relaxed);
         i.pool_fd.store(fd as u32, Ordering::Release);
+    }
+
+    /// Ours: tells the peer where our process's access table is (`buf::access`).
+    pub fn publish_access(&self, fd: i32, secret: u64) {
+        let i = self.inbox();
+        i.access_secret.store(secret, Ordering::Relaxed);
+        i.access_fd.store(fd as u32, Ordering::Release);
+    }
+
+    /// The peer's: its access table, mapped here on first use; None while it has published
+    /// none (asked again next time), or when it cannot be mapped (remembered, and logged once).
+    pub(super) fn peer_access(&self) -> Option<&PeerAccess> {
+        if self.direct_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(t) = self.peer_access.get() {
+            return t.as_ref();
+        }
+        let i = self.inbox();
+        let fd = i.access_fd.load(Ordering::Acquire);
+        if fd == NO_POOL || fd == 0 {
+            return None;
+        }
+        let secret = i.access_secret.load(Ordering::Relaxed);
+        let view = PeerAccess::open(i.owner_pid, fd, secret)
+            .inspect_err(|why| {
+                crate::log_warn!(
+                    "umq_post",
+                    "{why}: one-sided WRITE and READ to this peer wait for it to run"
+                )
+            })
+            .ok();
+        self.peer_access.get_or_init(|| view).as_ref()
+    }
+
+    /// The peer's: the kernel refuses us cross-memory attach to its process, so its access
+    /// table is no use.
+    pub(super) fn refuse_direct(&self) {
+        self.direct_refused.store(true, Ordering::Relaxed);
     }
 
     /// The peer's: its shared pool, mapped here on first use.

@@ -48,7 +48,9 @@ pub(super) fn complete(
     done: Option<u64>,
     out: &mut Outcome,
 ) -> Result<(), LinkError> {
-    if done.is_some_and(|d| d > w.tx_done_seq + w.in_flight as u64) {
+    // The peer numbers only the WRs that went through its ring.
+    let peer_seq = |w: &Wire| w.tx_done_seq - pair.direct_done;
+    if done.is_some_and(|d| d > peer_seq(w) + w.in_flight as u64) {
         return Err(LinkError::Corrupt("peer reports completions we never sent"));
     }
     while w.in_flight > 0 {
@@ -57,9 +59,9 @@ pub(super) fn complete(
         let by_ref = pair.by_ref_in_flight.front() == Some(&seq);
         let quick = transmit_complete(wr, by_ref);
         let status = match done {
-            Some(d) if seq < d => {
-                let raw =
-                    peer.inbox().statuses[seq as usize % STATUS_SLOTS].load(Ordering::Relaxed);
+            Some(d) if peer_seq(w) < d => {
+                let at = peer_seq(w) as usize % STATUS_SLOTS;
+                let raw = peer.inbox().statuses[at].load(Ordering::Relaxed);
                 target::peer_status(raw as u32)
             }
             _ if quick => UMQ_BUF_SUCCESS,
@@ -109,6 +111,19 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
         if !credit.pass(w, opcode) {
             out.credit_wait = true;
             break;
+        }
+        // A one-sided WR with nothing of ours ahead of it at the peer runs now, by the kernel,
+        // whether the peer runs or not (a limited queue's go as its pacer grants them).
+        if w.in_flight == 0 && !paced && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ) {
+            if let direct::Direct::Done(status) = direct::execute(peer, pair.pid, wr) {
+                finish_tx(w, wr, status, out);
+                pair.direct_done += 1;
+                match opcode {
+                    UMQ_OPC_READ => out.reads += 1,
+                    _ => out.sends += 1,
+                }
+                continue;
+            }
         }
         let packets = if paced {
             packet_allowance(gate, pair, wr)

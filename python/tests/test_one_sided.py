@@ -1,0 +1,117 @@
+"""One-sided WRITE and READ between two processes while the target runs nothing: the target is
+stopped with SIGSTOP (its threads, the progress thread included, do not run), so a WR that
+completes proves that no CPU of the target's took part. Over shared memory the initiator checks
+the target's access table and the kernel moves the bytes (docs/TRANSPORTS.md, "One-sided
+operations")."""
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+
+import pytest
+
+import umq
+
+pytestmark = [
+    pytest.mark.libumq_behaviour,
+    pytest.mark.skipif(
+        os.environ.get("UMQ_PROVIDER") == "fabric",
+        reason="over the network a WRITE or READ is executed by the target's library (docs/TRANSPORTS.md)",
+    ),
+]
+
+SIZE = 4096
+BEFORE = b"\xaa" * SIZE
+
+
+def target(conn, shared_pool):
+    """Exposes a 4 KiB buffer, then reports its bytes each time it is asked; frees it on
+    request and then reports what is left at its address."""
+    with umq.Umq() as ctx:
+        q = ctx.queue("target", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        bufs = ctx.alloc(SIZE, 1, umqh=q.handle if shared_pool else 0)
+        bufs.write(0, BEFORE)
+        exposed = q.expose(bufs)
+        conn.send(exposed)
+        while (ask := conn.recv()) != "done":
+            if ask == "free":
+                bufs.free()
+            conn.send(ctypes.string_at(exposed.addr, SIZE))
+
+
+def stopped_target(shared_pool):
+    """Starts the target process: our end of its pipe, and the process."""
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=target, args=(child_end, shared_pool))
+    child.start()
+    return parent_end, child
+
+
+def one_completion(q):
+    done = q.poll_until(1, umq.UMQ_IO_TX)
+    assert len(done) == 1, "the WR did not complete while the target was stopped"
+    return done[0]
+
+
+@pytest.mark.parametrize("shared_pool", [False, True], ids=["process-pool", "shared-pool"])
+def test_write_and_read_complete_while_the_target_is_stopped(shared_pool):
+    conn, child = stopped_target(shared_pool)
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("initiator", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(conn.recv())
+            conn.send(q.bind_info())
+            remote = conn.recv()
+            payload = bytes(range(256)) * (SIZE // 256)
+            os.kill(child.pid, signal.SIGSTOP)
+            try:
+                assert q.write(payload, remote) == 1
+                assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+                assert q.read(SIZE, remote) == 1
+                read = one_completion(q)
+                assert (read.status, read.data) == (umq.UMQ_BUF_SUCCESS, payload)
+                # A forged token, and an address outside the buffer, change no byte.
+                forged = umq.RemoteBuffer(remote.addr, remote.length, remote.token_id, remote.token_value ^ 1)
+                outside = umq.RemoteBuffer(remote.addr - 64, 64, remote.token_id, remote.token_value)
+                for bad in (forged, outside):
+                    assert q.write(b"\x00" * min(SIZE, bad.length), bad) == 1
+                    assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+                    assert q.read(16, bad) == 1
+                    assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+            finally:
+                os.kill(child.pid, signal.SIGCONT)
+            conn.send("look")
+            assert conn.recv() == payload
+            conn.send("done")
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
+
+
+def test_a_freed_buffer_is_out_of_reach_and_keeps_its_bytes():
+    conn, child = stopped_target(False)
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("initiator", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(conn.recv())
+            conn.send(q.bind_info())
+            remote = conn.recv()
+            conn.send("free")
+            assert conn.recv() == BEFORE
+            os.kill(child.pid, signal.SIGSTOP)
+            try:
+                assert q.write(b"\x55" * SIZE, remote) == 1
+                assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+                assert q.read(SIZE, remote) == 1
+                assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+            finally:
+                os.kill(child.pid, signal.SIGCONT)
+            conn.send("look")
+            assert conn.recv() == BEFORE
+            conn.send("done")
+    finally:
+        child.join(30)
+    assert child.exitcode == 0

@@ -1,0 +1,147 @@
+//! One-sided WRITE and READ carried out by the initiator alone: checked against the table the
+//! target process publishes (`buf::access`), the slot pinned, and the bytes moved by the kernel
+//! between the two address spaces (cross-memory attach: `process_vm_writev` / `readv`, the way
+//! UCX's `cma` transport and libfabric's `shm` provider move large messages). The target
+//! process runs nothing: it may be asleep, busy elsewhere, or stopped.
+//!
+//! The kernel allows it where it would allow the initiator to ptrace the target: same user and,
+//! under Yama's `ptrace_scope` 1, a target that named the initiator (`PR_SET_PTRACER`, done at
+//! bind by `let_peer_attach`). Where it refuses (Yama 2 or 3, another user, a seccomp filter),
+//! the WR goes through the ring as before and the target executes it when it next runs.
+
+use super::*;
+
+/// How a one-sided WR went when the initiator tried it itself.
+pub(super) enum Direct {
+    /// It ran (or was refused by the target's table): its completion status.
+    Done(umq_buf_status_t),
+    /// It cannot go this way: the target executes it from the ring.
+    ViaTarget,
+}
+
+/// Carries out `wr`, a WRITE or READ, against the memory of process `pid`, whose inbox is
+/// `peer`.
+pub(super) fn execute(peer: &Segment, pid: u32, wr: *mut umq_buf_t) -> Direct {
+    let Some(table) = peer.peer_access() else {
+        return Direct::ViaTarget;
+    };
+    let h = unsafe { &*wr };
+    let (opcode, sge) = (h.pro().opcode, h.pro().remote_sge);
+    let len = match opcode {
+        UMQ_OPC_WRITE => h.total_data_size as u64,
+        UMQ_OPC_READ => sge.length as u64,
+        _ => return Direct::ViaTarget,
+    };
+    if len > sge.length as u64 {
+        return Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+    }
+    let pin = match table.reach(sge.addr, len, sge.token_id, sge.token_value) {
+        Reach::Pinned(pin) => pin,
+        Reach::Refused => return Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+        Reach::Unknown => return Direct::ViaTarget,
+    };
+    let moved = match opcode {
+        UMQ_OPC_WRITE => write(pid, wr, pin.addr, len as usize),
+        _ => read(pid, wr, pin.addr, len as usize),
+    };
+    drop(pin);
+    match moved {
+        Ok(()) => Direct::Done(UMQ_BUF_SUCCESS),
+        Err(e) if refused(&e) => {
+            crate::log_info!(
+                "umq_post",
+                "the kernel refuses cross-memory attach to process {pid} ({e}): one-sided \
+                 WRITE and READ to it wait for it to run"
+            );
+            peer.refuse_direct();
+            Direct::ViaTarget
+        }
+        // The target is gone: the round that finds it closed fails what is in flight.
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Direct::ViaTarget,
+        Err(_) => Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+    }
+}
+
+/// Errors that say cross-memory attach is not allowed here at all (rather than that one
+/// transfer failed).
+fn refused(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM | libc::EACCES | libc::ENOSYS)
+    )
+}
+
+type Iovecs = [libc::iovec; crate::limits::MAX_SGE];
+
+fn no_iovecs() -> Iovecs {
+    [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; crate::limits::MAX_SGE]
+}
+
+/// The WRITE's payload (its buffers, `len` bytes in all) into `[at, at + len)` of `pid`.
+fn write(pid: u32, wr: *mut umq_buf_t, at: usize, len: usize) -> std::io::Result<()> {
+    let mut local = no_iovecs();
+    let mut n = 0;
+    for (p, piece) in message_pieces(wr) {
+        *local.get_mut(n).ok_or(std::io::ErrorKind::InvalidInput)? = libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: piece,
+        };
+        n += 1;
+    }
+    let remote = libc::iovec {
+        iov_base: at as *mut libc::c_void,
+        iov_len: len,
+    };
+    let done =
+        unsafe { libc::process_vm_writev(pid as i32, local.as_ptr(), n as u64, &remote, 1, 0) };
+    whole(done, len)
+}
+
+/// `[at, at + len)` of `pid` into the READ WR's buffers, in order up to their room; their sizes
+/// are set only once the bytes are there.
+fn read(pid: u32, wr: *mut umq_buf_t, at: usize, len: usize) -> std::io::Result<()> {
+    let nbufs = crate::buf::wr_bufs(wr).count();
+    let mut local = no_iovecs();
+    let (mut n, mut left) = (0, len);
+    for b in crate::buf::iter(wr).take(nbufs) {
+        let take = left.min(unsafe { (*b).buf_size } as usize);
+        *local.get_mut(n).ok_or(std::io::ErrorKind::InvalidInput)? = libc::iovec {
+            iov_base: unsafe { (*b).buf_data } as *mut libc::c_void,
+            iov_len: take,
+        };
+        (n, left) = (n + 1, left - take);
+    }
+    let fits = len - left;
+    let remote = libc::iovec {
+        iov_base: at as *mut libc::c_void,
+        iov_len: fits,
+    };
+    let done =
+        unsafe { libc::process_vm_readv(pid as i32, local.as_ptr(), n as u64, &remote, 1, 0) };
+    whole(done, fits)?;
+    target::set_read_sizes(wr, nbufs, len);
+    Ok(())
+}
+
+/// A transfer that moved fewer bytes than asked hit memory the table said was there.
+fn whole(done: isize, want: usize) -> std::io::Result<()> {
+    match done {
+        d if d < 0 => Err(std::io::Error::last_os_error()),
+        d if d as usize == want => Ok(()),
+        _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+/// At bind: lets the peer process `pid` attach to us for its one-sided operations where Yama
+/// asks a process to name the one that may (`ptrace_scope` 1). A process names one such peer
+/// at a time: with several, the last one bound to is the one whose WRITEs and READs need not
+/// wait for this process; the others' go through the ring.
+pub(super) fn let_peer_attach(pid: u32) {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope");
+    if scope.is_ok_and(|s| s.trim() == "1") {
+        unsafe { libc::prctl(libc::PR_SET_PTRACER, pid as libc::c_ulong, 0, 0, 0) };
+    }
+}
