@@ -65,6 +65,10 @@ typedef struct umq_ext_transport_stats {
                                    or their first half */
     uint64_t paced_packets;     /* packets of this queue's rate-limited messages put on the
                                    wire (shm, network; 0 for a peer in this process) */
+    uint64_t one_sided_mapped_wr; /* shm: WRITEs and READs this queue carried out itself, the
+                                     target process running nothing: copied through the
+                                     target queue's shared pool, which this process maps, */
+    uint64_t one_sided_kernel_wr; /* and moved by the kernel (cross-memory attach) */
 } umq_ext_transport_stats_t;
 
 /* Pacing (rate limits). in->addr = the queue's limit in bit/s; 0 (the default) is unlimited. A

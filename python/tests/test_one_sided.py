@@ -83,6 +83,10 @@ def test_write_and_read_complete_while_the_target_is_stopped(shared_pool):
                     assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
             finally:
                 os.kill(child.pid, signal.SIGCONT)
+            # A buffer of the target queue's shared pool is mapped here: copied; else the kernel.
+            stats = q.transport_stats()
+            ran = (stats.one_sided_mapped_wr, stats.one_sided_kernel_wr)
+            assert ran == ((2, 0) if shared_pool else (0, 2))
             conn.send("look")
             assert conn.recv() == payload
             conn.send("done")

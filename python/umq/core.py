@@ -341,6 +341,8 @@ class TransportStats:
     placed_bytes: int
     placed_rx: int
     paced_packets: int
+    one_sided_mapped_wr: int
+    one_sided_kernel_wr: int
 
 
 @dataclass(frozen=True)

@@ -345,6 +345,8 @@ class umq_ext_transport_stats_t(_Struct):
             "placed_bytes",
             "placed_rx",
             "paced_packets",
+            "one_sided_mapped_wr",
+            "one_sided_kernel_wr",
         )
     ]
 

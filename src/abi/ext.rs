@@ -57,10 +57,15 @@ pub struct umq_ext_transport_stats_t {
     pub placed_rx: u64,
     /// Packets of a rate-limited queue's messages put on the wire (shared memory, network).
     pub paced_packets: u64,
+    /// Shared memory only: one-sided WRITEs and READs this queue carried out itself, without
+    /// the target process running: by a copy through the target queue's shared pool, which
+    /// this process maps, and through the kernel (cross-memory attach).
+    pub one_sided_mapped_wr: u64,
+    pub one_sided_kernel_wr: u64,
 }
 
 // The hand-written umq_ext.h declares the same layout.
-const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 64);
+const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 80);
 
 /// `umq_user_ctl` opcode: `in->addr` = the queue's rate limit in bit/s, 0 for unlimited (the
 /// default). A limited queue's messages are released in packets of at most its PMTU, at that

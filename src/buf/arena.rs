@@ -23,6 +23,9 @@ struct Header {
     magic: u64,
     secret: u64,
     owner_pid: u32,
+    /// Where the owner maps the arena: a one-sided WRITE or READ names an address there, which
+    /// a peer that maps the arena too turns into its own (`PeerArena::local`).
+    owner_base: u64,
 }
 
 pub struct Arena {
@@ -91,6 +94,7 @@ impl Arena {
                 magic: MAGIC,
                 secret,
                 owner_pid: std::process::id(),
+                owner_base: map.base() as u64,
             })
         };
         Ok(Arena {
@@ -176,6 +180,8 @@ pub struct PeerArena {
     map: Reservation,
     /// Bytes known to be backed: the memfd cannot shrink (sealed), so this only grows.
     known: AtomicUsize,
+    /// Where the owner maps it (its header says).
+    owner_base: u64,
 }
 
 impl PeerArena {
@@ -192,13 +198,17 @@ impl PeerArena {
             fd,
             map,
             known: AtomicUsize::new(HEADER_BYTES),
+            owner_base: 0,
         };
         view.learn_size(size);
         let h = unsafe { (view.map.base() as *const Header).read() };
         if h.magic != MAGIC || h.owner_pid != pid || h.secret != secret {
             return Err("the peer's shared pool does not match what its inbox says".to_string());
         }
-        Ok(view)
+        Ok(PeerArena {
+            owner_base: h.owner_base,
+            ..view
+        })
     }
 
     /// Where `[off, off + len)` of the peer's arena is mapped here, if it is backed. A range past
@@ -216,6 +226,13 @@ impl PeerArena {
             }
         }
         Some(unsafe { self.map.base().add(off as usize) as *const u8 })
+    }
+
+    /// Where `[addr, addr + len)` of the owner's address space is mapped here, if it lies in the
+    /// arena's backed chunks.
+    pub fn local(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        let off = addr.checked_sub(self.owner_base)?;
+        self.at(off, len).map(|p| p as *mut u8)
     }
 
     /// Takes a larger size of the arena in, mapping the new pages here at once.

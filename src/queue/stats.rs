@@ -97,6 +97,8 @@ impl Queue {
             placed_bytes: w.zero_copy.placed_bytes,
             placed_rx: w.zero_copy.placed_rx,
             paced_packets: w.paced_packets,
+            one_sided_mapped_wr: w.zero_copy.one_sided_mapped_wr,
+            one_sided_kernel_wr: w.zero_copy.one_sided_kernel_wr,
         }
     }
 }

@@ -257,6 +257,10 @@ pub struct ZeroCopy {
     pub placed_wr: u64,
     pub placed_bytes: u64,
     pub placed_rx: u64,
+    /// One-sided WRs carried out by this side alone (`shm::direct`): through the target's
+    /// shared pool mapped here, or by the kernel.
+    pub one_sided_mapped_wr: u64,
+    pub one_sided_kernel_wr: u64,
 }
 
 impl ZeroCopy {

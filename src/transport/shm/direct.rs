@@ -1,8 +1,10 @@
 //! One-sided WRITE and READ carried out by the initiator alone: checked against the table the
-//! target process publishes (`buf::access`), the slot pinned, and the bytes moved by the kernel
-//! between the two address spaces (cross-memory attach: `process_vm_writev` / `readv`, the way
-//! UCX's `cma` transport and libfabric's `shm` provider move large messages). The target
-//! process runs nothing: it may be asleep, busy elsewhere, or stopped.
+//! target process publishes (`buf::access`), the slot pinned, and the bytes moved either by a
+//! plain copy, when the buffer is in the target queue's shared pool (which the initiator maps,
+//! as UCX's posix transport maps a peer's registered memory), or else by the kernel between
+//! the two address spaces (cross-memory attach: `process_vm_writev` / `readv`, the way UCX's
+//! `cma` transport and libfabric's `shm` provider move large messages). The target process
+//! runs nothing: it may be asleep, busy elsewhere, or stopped.
 //!
 //! The kernel allows it where it would allow the initiator to ptrace the target: same user and,
 //! under Yama's `ptrace_scope` 1, a target that named the initiator (`PR_SET_PTRACER`, done at
@@ -13,8 +15,10 @@ use super::*;
 
 /// How a one-sided WR went when the initiator tried it itself.
 pub(super) enum Direct {
-    /// It ran (or was refused by the target's table): its completion status.
-    Done(umq_buf_status_t),
+    /// It was refused by the target's table: its completion status.
+    Refused(umq_buf_status_t),
+    /// It ran: through the target's shared pool mapped here (true), or by the kernel.
+    Ran { mapped: bool },
     /// It cannot go this way: the target executes it from the ring.
     ViaTarget,
 }
@@ -33,20 +37,35 @@ pub(super) fn execute(peer: &Segment, pid: u32, wr: *mut umq_buf_t) -> Direct {
         _ => return Direct::ViaTarget,
     };
     if len > sge.length as u64 {
-        return Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+        return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR);
     }
     let pin = match table.reach(sge.addr, len, sge.token_id, sge.token_value) {
         Reach::Pinned(pin) => pin,
-        Reach::Refused => return Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+        Reach::Refused => return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
         Reach::Unknown => return Direct::ViaTarget,
     };
-    let moved = match opcode {
-        UMQ_OPC_WRITE => write(pid, wr, pin.addr, len as usize),
-        _ => read(pid, wr, pin.addr, len as usize),
+    // A buffer of the target queue's shared pool, which we map: a plain copy. Else the kernel's.
+    let mapped = peer
+        .peer_pool()
+        .ok()
+        .and_then(|p| p.local(pin.addr as u64, len));
+    let moved = match (opcode, mapped) {
+        (UMQ_OPC_WRITE, Some(dst)) => {
+            target::copy_pieces(message_pieces(wr), std::iter::once((dst, len as usize)));
+            Ok(())
+        }
+        (_, Some(src)) => {
+            target::land_read(wr, src, len as usize);
+            Ok(())
+        }
+        (UMQ_OPC_WRITE, None) => write(pid, wr, pin.addr, len as usize),
+        (_, None) => read(pid, wr, pin.addr, len as usize),
     };
     drop(pin);
     match moved {
-        Ok(()) => Direct::Done(UMQ_BUF_SUCCESS),
+        Ok(()) => Direct::Ran {
+            mapped: mapped.is_some(),
+        },
         Err(e) if refused(&e) => {
             crate::log_info!(
                 "umq_post",
@@ -58,7 +77,7 @@ pub(super) fn execute(peer: &Segment, pid: u32, wr: *mut umq_buf_t) -> Direct {
         }
         // The target is gone: the round that finds it closed fails what is in flight.
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Direct::ViaTarget,
-        Err(_) => Direct::Done(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+        Err(_) => Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
     }
 }
 

@@ -115,7 +115,18 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
         // A one-sided WR with nothing of ours ahead of it at the peer runs now, by the kernel,
         // whether the peer runs or not (a limited queue's go as its pacer grants them).
         if w.in_flight == 0 && !paced && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ) {
-            if let direct::Direct::Done(status) = direct::execute(peer, pair.pid, wr) {
+            let status = match direct::execute(peer, pair.pid, wr) {
+                direct::Direct::ViaTarget => None,
+                direct::Direct::Refused(status) => Some(status),
+                direct::Direct::Ran { mapped } => {
+                    match mapped {
+                        true => w.zero_copy.one_sided_mapped_wr += 1,
+                        false => w.zero_copy.one_sided_kernel_wr += 1,
+                    }
+                    Some(UMQ_BUF_SUCCESS)
+                }
+            };
+            if let Some(status) = status {
                 finish_tx(w, wr, status, out);
                 pair.direct_done += 1;
                 match opcode {
