@@ -27,8 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub const ENTRIES: usize = 16384;
 /// Slots per chunk (the pool's `MAX_SLOTS_PER_CHUNK`).
 pub const SLOTS: usize = 256;
-/// In a slot's word: the slot is handed out. The bits below count pins.
-pub const LIVE: u32 = 1 << 31;
+use super::pin::{self, LIVE};
 /// In an entry's tag, beside the token id: the entry describes a chunk.
 const VALID: u32 = 1 << 31;
 /// An entry whose chunk left while a pin was still held (a peer that died mid-copy): never
@@ -188,12 +187,12 @@ impl AccessTable {
 
     /// Slot `slot` of the chunk is handed out. It must be unpinned (`wait_unpinned` first).
     pub fn set_live(&self, at: EntryIndex, slot: usize) {
-        self.word(at, slot).fetch_or(LIVE, Ordering::AcqRel);
+        pin::hand_out(self.word(at, slot));
     }
 
     /// Slot `slot` of the chunk came back: no copy starts on it from here on.
     pub fn clear_live(&self, at: EntryIndex, slot: usize) {
-        self.word(at, slot).fetch_and(!LIVE, Ordering::AcqRel);
+        pin::revoke(self.word(at, slot));
     }
 
     /// Before slot `slot` is handed out again: waits for copies that pinned it before its free
@@ -210,12 +209,12 @@ impl AccessTable {
 /// Waits until no pin is held on `w`; a pin held for `PIN_WAIT` is a peer that died between
 /// its pin and its unpin, and is dropped (it can copy nothing any more). Returns false then.
 fn wait_unpinned(w: &AtomicU32) -> bool {
-    if w.load(Ordering::Acquire) & !LIVE == 0 {
+    if !pin::pinned(w) {
         return true;
     }
     let start = std::time::Instant::now();
     let mut spins = 0u32;
-    while w.load(Ordering::Acquire) & !LIVE != 0 {
+    while pin::pinned(w) {
         if start.elapsed() > PIN_WAIT {
             crate::log_warn!(
                 "umq_buf_free",
@@ -259,7 +258,7 @@ pub struct Pin<'a> {
 
 impl Drop for Pin<'_> {
     fn drop(&mut self) {
-        self.word.fetch_sub(1, Ordering::Release);
+        pin::unpin(self.word);
     }
 }
 
@@ -302,15 +301,8 @@ impl PeerAccess {
             return Reach::Refused;
         };
         let word = &e.words[slot];
-        let mut w = word.load(Ordering::Relaxed);
-        loop {
-            if w & LIVE == 0 || w & !LIVE == !LIVE {
-                return Reach::Refused;
-            }
-            match word.compare_exchange_weak(w, w + 1, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => w = now,
-            }
+        if !pin::try_pin(word) {
+            return Reach::Refused;
         }
         let pin = Pin {
             word,

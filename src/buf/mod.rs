@@ -3,6 +3,11 @@
 pub mod access;
 pub mod arena;
 pub mod ops;
+mod pin;
+/// What `pin` runs on: std here, loom's in `tests/loom_pin.rs`.
+mod pin_sync {
+    pub use std::sync::atomic::{AtomicU32, Ordering};
+}
 pub mod pool;
 
 use crate::abi::types::umq_buf_t;

@@ -29,6 +29,7 @@ pub const SWEEP: [u32; 6] = [64, 256, 1024, 4096, 16384, 65536];
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
        umq-perf --provider shm|fabric --test pfc [--storm] [--json]
+       umq-perf [--provider loopback|shm|fabric] --test rma [--size ...] [--compare ucx]
        umq-perf --server [--port N]
        umq-perf --client HOST [--port N] [--test ...] [--size ...] [...]"
 )]
@@ -57,8 +58,14 @@ pub struct Cli {
     /// times of 1 to 16 ticks, per packet on the timing wheel and on a binary heap, the largest
     /// rate error; pfc, link-level pause between two processes (shm or fabric): priorities 0
     /// and 3 share the link, the peer takes priority 3 slowly and pauses it with XOFF / XON,
-    /// rows per priority (messages/s, pause frames, paused ms, watchdog trips, messages lost).
-    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "all"])]
+    /// rows per priority (messages/s, pause frames, paused ms, watchdog trips, messages lost);
+    /// rma, one-sided operations against a target that runs nothing of ours meanwhile (a
+    /// second process blocked on its pipe, or on loopback a queue never polled): WRITE and
+    /// READ latency (post to TX completion, one at a time) and a WRITE stream, rows per
+    /// operation with how many WRs the initiator carried out itself (through the target's
+    /// mapped shared pool, or by the kernel); with --compare ucx, ucx_perftest's ucp_put_lat,
+    /// ucp_get and ucp_put_bw with the responder not progressed (-o).
+    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "all"])]
     pub test: String,
     /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB).
     #[arg(long, value_name = "BYTES[,BYTES...]|sweep", default_value = "64", value_parser = parse_sizes)]
@@ -170,6 +177,9 @@ pub struct Cli {
     /// The peer process of a pfc run.
     #[arg(long, hide = true)]
     pub pfc_peer: bool,
+    /// The target process of an rma run.
+    #[arg(long, hide = true)]
+    pub rma_peer: bool,
 }
 
 /// `--size`: one value that is a list (so a later `--size` replaces it, as any other option).
@@ -210,6 +220,7 @@ pub struct Args {
     /// The peer process of a shm scale run (hidden).
     pub scale_peer: bool,
     pub pfc_peer: bool,
+    pub rma_peer: bool,
     pub storm: bool,
     /// `--test pacing`: how many limited queues, per measurement.
     pub queues: Vec<u32>,
@@ -244,6 +255,7 @@ impl From<Cli> for Args {
             pairs: c.pairs,
             scale_peer: c.scale_peer,
             pfc_peer: c.pfc_peer,
+            rma_peer: c.rma_peer,
             storm: c.storm,
             queues: c.queues,
             run: Run {

@@ -13,6 +13,7 @@ mod pacing;
 mod pair;
 mod pfc;
 mod report;
+mod rma;
 mod scale;
 mod shm;
 mod ucx;
@@ -295,6 +296,42 @@ fn scale_runs(args: &Args) {
     }
 }
 
+/// `--test rma`: per size, the medians of `--rounds` runs of each row, and UCX's figures for
+/// the same operations beside them when asked.
+fn rma_runs(args: &Args) {
+    let provider: &'static str = match args.provider.as_str() {
+        "shm" => "shm",
+        "fabric" => "fabric",
+        _ => "loopback",
+    };
+    let mut rows = Vec::new();
+    for &size in &args.sizes {
+        let run = Run { size, ..args.run };
+        let runs: Vec<Vec<Row>> = (0..args.rounds)
+            .map(|_| rma::measure(&run, provider))
+            .collect();
+        // UCX's test for each of rma::measure's rows (none for READ latency: its get test is
+        // a stream).
+        let ucx_tests = [
+            Some("ucp_put_lat"),
+            None,
+            Some("ucp_put_bw"),
+            Some("ucp_get"),
+        ];
+        for (i, test) in ucx_tests.into_iter().enumerate() {
+            let mut row = report::median(runs.iter().map(|r| r[i].clone()).collect());
+            if let (true, Some(test), false) = (args.compare_ucx, test, provider == "loopback") {
+                row = ucx::compare_one_sided(row, test, &run, args.rounds);
+            }
+            emit(&row, args.json);
+            rows.push(row);
+        }
+    }
+    if !args.json {
+        print!("{}", report::table(&rows));
+    }
+}
+
 /// `--test pacing`: one row per `--queues` value.
 fn pacing_runs(args: &Args) {
     let mut rows = Vec::new();
@@ -330,6 +367,9 @@ fn main() {
     }
     if args.pfc_peer {
         return pfc::serve_peer(&args.run, args.storm);
+    }
+    if args.rma_peer {
+        return rma::serve_target(&args.run);
     }
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);
@@ -388,6 +428,9 @@ fn main() {
     }
     if args.test == "scale" {
         return scale_runs(&args);
+    }
+    if args.test == "rma" {
+        return rma_runs(&args);
     }
     if args.test == "pfc" {
         let rows = pfc::measure(&run, args.storm);

@@ -54,20 +54,93 @@ pub fn tag_lat(size: u32, iters: u64) -> Result<TagLat, String> {
     parse(&text).ok_or(format!("cannot read ucx_perftest's output: {text}"))
 }
 
-/// Reads the "Final:" row: iterations, then latency p50, average and overall in µs.
+/// Reads the "Final:" row's latencies: iterations, then latency p50, average and overall in µs.
 fn parse(text: &str) -> Option<TagLat> {
-    let row = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("Final:"))?;
-    let cols: Vec<f64> = row
-        .split_whitespace()
-        .skip(1)
-        .map(|c| c.parse().ok())
-        .collect::<Option<_>>()?;
+    let cols = final_row(text)?;
     Some(TagLat {
         p50_ns: cols.get(1)? * 1000.0,
         mean_ns: cols.get(2)? * 1000.0,
     })
+}
+
+/// The numbers of the "Final:" row: iterations; latency p50, average and overall (µs);
+/// bandwidth average and overall (MB/s); message rate average and overall (msg/s).
+fn final_row(text: &str) -> Option<Vec<f64>> {
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Final:"))?;
+    row.split_whitespace()
+        .skip(1)
+        .map(|c| c.parse().ok())
+        .collect()
+}
+
+/// The transports for one-sided operations: over shared memory, UCX's posix mapping and its
+/// cross-memory attach (`cma`), as ours has both; tcp over the network.
+fn one_sided_transports() -> &'static str {
+    match transports() {
+        "posix,self" => "posix,cma,self",
+        other => other,
+    }
+}
+
+/// Runs `ucx_perftest -t test -o` (the responder not progressed, as our target sleeps) for one
+/// size; the Final row.
+fn one_sided(test: &str, size: u32, iters: u64) -> Result<Vec<f64>, String> {
+    let port = crate::pair::free_port().to_string();
+    let cmd = || {
+        let mut c = Command::new("ucx_perftest");
+        c.env("UCX_TLS", one_sided_transports());
+        c
+    };
+    let mut server = cmd();
+    server.args(["-p", &port]);
+    let text = crate::pair::run("ucx_perftest", server, || {
+        let mut c = cmd();
+        c.args(["127.0.0.1", "-p", &port, "-t", test, "-o"]).args([
+            "-s",
+            &size.to_string(),
+            "-n",
+            &iters.to_string(),
+        ]);
+        c
+    })?;
+    final_row(&text)
+        .filter(|c| c.len() >= 8)
+        .ok_or(format!("cannot read ucx_perftest's output: {text}"))
+}
+
+/// Adds UCX's figure for the one-sided operation `test` (medians of `rounds`) and our ratio to
+/// one of `--test rma`'s rows: latency for `ucp_put_lat` (ours is the WR's whole time, post
+/// to completion), message rate for `ucp_put_bw` and `ucp_get` (a stream of gets).
+pub fn compare_one_sided(row: crate::Row, test: &str, run: &crate::Run, rounds: u32) -> crate::Row {
+    let mut runs = Vec::new();
+    for _ in 0..rounds.max(1) {
+        match one_sided(test, run.size, run.iters) {
+            Ok(cols) => runs.push(cols),
+            Err(e) => return row.text("ucx_perftest", e),
+        }
+    }
+    let median = |i: usize| {
+        let mut v: Vec<f64> = runs.iter().map(|c| c[i]).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let row = row
+        .text("ucx_tls", one_sided_transports())
+        .text("ucx_test", test);
+    if test != "ucp_put_lat" {
+        let ucx = median(7);
+        let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
+        return row
+            .num("ucx_msgs_per_s", ucx.round())
+            .num("msgs_vs_ucx", ours / ucx);
+    }
+    let ucx = median(2) * 1000.0;
+    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
+    row.num("ucx_p50_ns", (median(1) * 1000.0).round())
+        .num("ucx_mean_ns", ucx.round())
+        .num("mean_vs_ucx", ours / ucx)
 }
 
 #[cfg(test)]

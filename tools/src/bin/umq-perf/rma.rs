@@ -1,0 +1,268 @@
+//! `--test rma`: one-sided WRITE and READ against a target that runs nothing of ours while
+//! they go. The target exposes one buffer of `--size` bytes (from its queue's shared pool) and
+//! then sleeps: over shm and fabric it is a second process (`umq-perf --rma-peer`, hidden)
+//! blocked on its pipe until the run ends; on loopback it is a second queue of this process
+//! that is never polled. This process times, one WR at a time from post to TX completion,
+//! WRITE latency and READ latency, then a WRITE stream with up to `--batch` WRs a post and
+//! `--depth` in flight, and a READ stream the same way. At the end the target reports the first
+//! bytes of its buffer, which must be the last WRITE's. With `--compare ucx`, `ucx_perftest`
+//! runs `ucp_put_lat` (against our WRITE latency), `ucp_put_bw` (WRITE stream) and `ucp_get`
+//! (READ stream: UCX's get test keeps gets outstanding) with its responder not progressed
+//! (`-o`), over the same transport, in the same invocation.
+
+use crate::api;
+use crate::report::Row;
+use crate::shm::{recv_frame, send_frame};
+use crate::{Run, clock::time_round_trips, shm::warmup};
+use std::process::Child;
+use std::ptr;
+use umq::abi::errno::UMQ_BUF_SUCCESS;
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+
+/// What the target exposes: the remote SGE of its buffer.
+fn pack(sge: &umq_ref_sge_t) -> Vec<u8> {
+    let mut v = sge.addr.to_le_bytes().to_vec();
+    for x in [sge.length, sge.token_id, sge.token_value] {
+        v.extend(x.to_le_bytes());
+    }
+    v
+}
+
+fn unpack(b: &[u8]) -> umq_ref_sge_t {
+    assert_eq!(b.len(), 20, "bad remote buffer frame");
+    let word = |i: usize| u32::from_le_bytes(b[8 + 4 * i..12 + 4 * i].try_into().unwrap());
+    umq_ref_sge_t {
+        addr: u64::from_le_bytes(b[..8].try_into().unwrap()),
+        length: word(0),
+        token_id: word(1),
+        token_value: word(2),
+        ..Default::default()
+    }
+}
+
+/// One buffer of `size` bytes of queue `q`'s shared pool (of the process pool when the run's
+/// receive side does not use the shared pool: `--shared-pool send|off`), and the SGE that
+/// reaches it.
+fn exposed(q: u64, run: &Run) -> (*mut umq_buf_t, umq_ref_sge_t) {
+    let (from, size) = (if run.shared_rx { q } else { 0 }, run.size);
+    let b = api::alloc_from(from, size, 1, UMQ_OPC_SEND)[0];
+    let sge = unsafe {
+        umq_ref_sge_t {
+            addr: (*b).buf_data as u64,
+            length: size,
+            token_id: (*b).token_id(),
+            token_value: (*b).token_value,
+            ..Default::default()
+        }
+    };
+    (b, sge)
+}
+
+/// The target: in another process, or a queue of ours.
+enum Target {
+    Process {
+        child: Child,
+        to: std::process::ChildStdin,
+        from: std::process::ChildStdout,
+    },
+    Queue {
+        q: u64,
+        buf: *mut umq_buf_t,
+    },
+}
+
+impl Target {
+    /// Our queue bound to the target, and its exposed buffer.
+    fn start(run: &Run, provider: &str) -> (Target, u64, umq_ref_sge_t) {
+        api::init(run.flow);
+        let q = api::create(run.depth);
+        if provider == "loopback" {
+            let t = api::create(run.depth);
+            api::bind(q, api::bind_info(t));
+            api::bind(t, api::bind_info(q));
+            let (buf, sge) = exposed(t, run);
+            return (Target::Queue { q: t, buf }, q, sge);
+        }
+        let mut child = crate::shm::spawn_self([
+            "--rma-peer".to_string(),
+            "--size".into(),
+            run.size.to_string(),
+            "--depth".into(),
+            run.depth.to_string(),
+            "--shared-pool".into(),
+            if run.shared_rx { "on" } else { "off" }.into(),
+        ]);
+        let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        api::bind(q, recv_frame(&mut from));
+        send_frame(&mut to, &api::bind_info(q));
+        let sge = unpack(&recv_frame(&mut from));
+        (Target::Process { child, to, from }, q, sge)
+    }
+
+    /// The first eight bytes of the exposed buffer, as the target sees them; then it goes.
+    fn finish(self) -> u64 {
+        match self {
+            Target::Queue { q, buf } => {
+                let first = unsafe { ((*buf).buf_data as *const u64).read_unaligned() };
+                umq::ffi::api::umq_buf_free(buf);
+                api::teardown(q);
+                first
+            }
+            Target::Process {
+                mut child,
+                mut to,
+                mut from,
+            } => {
+                send_frame(&mut to, b"look");
+                let first = u64::from_le_bytes(recv_frame(&mut from)[..8].try_into().unwrap());
+                let status = child.wait().expect("waiting for the target");
+                assert!(status.success(), "the target process failed: {status}");
+                first
+            }
+        }
+    }
+}
+
+/// The target process (`--rma-peer`): binds, exposes its buffer, sleeps on its pipe (running
+/// nothing of ours) until asked for the buffer's first bytes, then exits.
+pub fn serve_target(run: &Run) {
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
+    api::init(run.flow);
+    let q = api::create(run.depth);
+    send_frame(&mut out, &api::bind_info(q));
+    api::bind(q, recv_frame(&mut inp));
+    let (buf, sge) = exposed(q, run);
+    send_frame(&mut out, &pack(&sge));
+    recv_frame(&mut inp);
+    let first = unsafe { ((*buf).buf_data as *const u64).read_unaligned() };
+    send_frame(&mut out, &first.to_le_bytes());
+    umq::ffi::api::umq_buf_free(buf);
+    api::teardown(q);
+    umq::ffi::api::umq_uninit();
+}
+
+/// Waits for one TX completion on `q`, which must be a success; returns its buffer.
+fn completed(q: u64) -> *mut umq_buf_t {
+    let mut c = [ptr::null_mut(); 1];
+    while api::poll(q, UMQ_IO_TX, &mut c) == 0 {}
+    let status = unsafe { (*c[0]).status() };
+    assert_eq!(status, UMQ_BUF_SUCCESS, "one-sided WR failed");
+    c[0]
+}
+
+fn wr(opcode: umq_opcode_t, size: u32, sge: umq_ref_sge_t) -> *mut umq_buf_t {
+    let b = api::alloc(size.max(8), 1, opcode)[0];
+    unsafe {
+        (*b).data_size = size;
+        (*b).total_data_size = size;
+        (*b).pro_mut().remote_sge = sge;
+    }
+    b
+}
+
+/// Latencies (ns) of `opcode` WRs posted one at a time; each WRITE carries its number.
+fn one_at_a_time(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> Vec<f64> {
+    let b = wr(opcode, run.size, sge);
+    let samples = time_round_trips(
+        warmup(run.iters),
+        run.iters,
+        |_| {},
+        |i| {
+            if opcode == UMQ_OPC_WRITE {
+                unsafe { ((*b).buf_data as *mut u64).write_unaligned(i) };
+            }
+            api::post(q, &[b], UMQ_IO_TX);
+            completed(q);
+        },
+    );
+    umq::ffi::api::umq_buf_free(b);
+    // `time_round_trips` halves a round trip; a one-sided WR's time is the whole of it.
+    samples.into_iter().map(|s| s * 2.0).collect()
+}
+
+/// A stream of `opcode` WRs: up to `batch` a post, `depth` in flight; WRs a second.
+fn stream(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> f64 {
+    let window = run.depth.min(1024);
+    let mut free: Vec<_> = (0..window).map(|_| wr(opcode, run.size, sge)).collect();
+    let (mut posted, mut done) = (0u64, 0u64);
+    let start = std::time::Instant::now();
+    while done < run.iters {
+        let n = (free.len() as u64)
+            .min(run.batch as u64)
+            .min(run.iters - posted) as usize;
+        if n > 0 {
+            let batch: Vec<_> = free.drain(free.len() - n..).collect();
+            let k = api::post_tx_some(q, &batch);
+            free.extend(&batch[k..]);
+            posted += k as u64;
+        }
+        let mut got = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+        let k = api::poll(q, UMQ_IO_TX, &mut got);
+        for &b in &got[..k] {
+            assert_eq!(
+                unsafe { (*b).status() },
+                UMQ_BUF_SUCCESS,
+                "one-sided WR failed"
+            );
+            unsafe {
+                (*b).qbuf_next = ptr::null_mut();
+                (*b).total_data_size = run.size; // a READ's completion says what it landed
+            }
+            free.push(b);
+        }
+        done += k as u64;
+    }
+    let rate = run.iters as f64 / start.elapsed().as_secs_f64();
+    free.into_iter()
+        .for_each(|b| umq::ffi::api::umq_buf_free(b));
+    rate
+}
+
+/// One WRITE of `value` into the target's first bytes, waited for.
+fn write_value(q: u64, sge: umq_ref_sge_t, value: u64) {
+    let b = wr(UMQ_OPC_WRITE, 8, sge);
+    unsafe { ((*b).buf_data as *mut u64).write_unaligned(value) };
+    api::post(q, &[b], UMQ_IO_TX);
+    umq::ffi::api::umq_buf_free(completed(q));
+}
+
+/// The rows, in this order: WRITE and READ latency, WRITE and READ streams.
+pub fn measure(run: &Run, provider: &'static str) -> Vec<Row> {
+    let (target, q, sge) = Target::start(run, provider);
+    let row = |op: &str| Row::new("rma", provider, run.size, run.flow.on).text("op", op);
+    let write = crate::latency_row(row("write"), one_at_a_time(q, run, UMQ_OPC_WRITE, sge));
+    let read = crate::latency_row(row("read"), one_at_a_time(q, run, UMQ_OPC_READ, sge));
+    let streams = [UMQ_OPC_WRITE, UMQ_OPC_READ].map(|op| {
+        crate::bandwidth_row(
+            row(if op == UMQ_OPC_WRITE {
+                "write_stream"
+            } else {
+                "read_stream"
+            }),
+            run.size,
+            stream(q, run, op, sge),
+        )
+    });
+    let last = 0x5eed_0000_0000 | run.iters;
+    if run.size >= 8 {
+        write_value(q, sge, last);
+    }
+    let how = api::side_stats(q).transport;
+    let seen = target.finish();
+    if run.size >= 8 {
+        assert_eq!(
+            seen, last,
+            "the target's buffer does not hold the last WRITE"
+        );
+    }
+    api::teardown(q);
+    umq::ffi::api::umq_uninit();
+    let paths = |r: Row| {
+        r.num("one_sided_mapped_wr", how.one_sided_mapped_wr as f64)
+            .num("one_sided_kernel_wr", how.one_sided_kernel_wr as f64)
+    };
+    let [ws, rs] = streams;
+    vec![paths(write), paths(read), paths(ws), paths(rs)]
+}
