@@ -71,6 +71,15 @@ timeout 120 "$lib/umq-perf" --provider shm --test lat --loop app --iters 2000 --
 # deadlock here once); the timeout turns a hang into a failure.
 timeout 120 "$lib/umq-perf" --provider shm --test lat --rx-bufs 1 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["rx_bufs"] == 1, rows; print("window of one over shm: ok")'
 
+# One-sided WRITE and READ against a target that runs nothing of ours meanwhile: over shm the
+# initiator carries every one out itself, through the target queue's shared pool mapped here
+# (the default) or through the kernel (--shared-pool off); the target's buffer must hold the
+# last WRITE (umq-perf asserts it). Times are reported, not asserted.
+"$lib/umq-perf" --test rma --size 64 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and all(r["provider"] == "loopback" for r in rows), rows; print("rma over loopback: ok")'
+for pool in on off; do
+  timeout 120 "$lib/umq-perf" --provider shm --test rma --size 64,4096 --iters 2000 --shared-pool $pool --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; mapped=sys.argv[1] == "on"; assert len(rows) == 8 and all(r["provider"] == "shm" for r in rows), rows; n=rows[-1]["one_sided_mapped_wr" if mapped else "one_sided_kernel_wr"]; assert n > 4 * 2000 and rows[-1]["one_sided_kernel_wr" if mapped else "one_sided_mapped_wr"] == 0, rows[-1]; print("rma over shm,", "mapped" if mapped else "by the kernel", ":", n, "WRs carried out by the initiator")' $pool
+done
+
 # Queue scale: 10,000 bound loopback pairs at depth 64, each queue within 64 KiB of resident
 # memory and holding no fd (no shared memory for a pair in one process), a message each way
 # through every pair. Memory is counted, not timed.
@@ -96,6 +105,7 @@ if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-
 fi
 if command -v ucx_perftest >/dev/null; then
   timeout 300 "$lib/umq-perf" --provider shm --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tag_lat_mean_ns"] > 0 and rows[0]["mean_vs_ucx"] > 0, rows; print("ucx baseline over shm: ok")'
+  timeout 300 "$lib/umq-perf" --provider shm --test rma --size 4096 --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; compared=[r for r in rows if "ucx_test" in r]; assert [r["ucx_test"] for r in compared] == ["ucp_put_lat", "ucp_put_bw", "ucp_get"], rows; assert all(r.get("mean_vs_ucx", r.get("msgs_vs_ucx", 0)) > 0 for r in compared), compared; print("ucx one-sided baselines over shm: ok")'
 else
   echo "SKIPPED: umq-perf --compare ucx smoke run: ucx_perftest not found, ucx-utils could not be installed"
 fi
