@@ -68,6 +68,46 @@ pub fn open_peer_memfd(
     Ok((file, st.st_size as usize))
 }
 
+/// `len` bytes of a memfd mapped shared, read and write, here (the file may be shorter: pages
+/// past its end are only reached after it grew); unmapped on drop.
+pub struct SharedMap {
+    base: *mut u8,
+    len: usize,
+}
+
+// The mapping is shared by design; what is in it is governed by its users' own rules.
+unsafe impl Send for SharedMap {}
+unsafe impl Sync for SharedMap {}
+
+impl SharedMap {
+    pub fn new(fd: i32, len: usize) -> Option<SharedMap> {
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(SharedMap {
+            base: p as *mut u8,
+            len,
+        })
+    }
+
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+}
+
+impl Drop for SharedMap {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
 pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })

@@ -18,6 +18,7 @@
 //! the RDMA semantics, and its values are only ever used to address the other process. What
 //! this process reads back from it (a slot's pins) can at worst hold a slot back.
 
+use crate::os::SharedMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -76,40 +77,21 @@ pub struct ChunkLayout {
     pub count: usize,
 }
 
-/// `TABLE_BYTES` of a memfd, mapped shared; unmapped on drop.
-struct Mapping(*mut u8);
-
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.0 as *mut libc::c_void, TABLE_BYTES) };
-    }
-}
+/// The table mapped here (`TABLE_BYTES`).
+struct Mapping(SharedMap);
 
 impl Mapping {
     fn of(fd: i32) -> Option<Mapping> {
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                TABLE_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                fd,
-                0,
-            )
-        };
-        (p != libc::MAP_FAILED).then_some(Mapping(p as *mut u8))
+        SharedMap::new(fd, TABLE_BYTES).map(Mapping)
     }
 
     fn header(&self) -> &Header {
-        unsafe { &*(self.0 as *const Header) }
+        unsafe { &*(self.0.base() as *const Header) }
     }
 
     fn entry(&self, i: usize) -> &Entry {
         debug_assert!(i < ENTRIES);
-        unsafe { &*(self.0.add(HEADER_BYTES) as *const Entry).add(i) }
+        unsafe { &*(self.0.base().add(HEADER_BYTES) as *const Entry).add(i) }
     }
 }
 
@@ -130,7 +112,7 @@ impl AccessTable {
         let fd = crate::os::sealed_memfd(c"umq-access", TABLE_BYTES, seals)?;
         let map = Mapping::of(fd.as_raw_fd()).ok_or_else(std::io::Error::last_os_error)?;
         unsafe {
-            (map.0 as *mut Header).write(Header {
+            (map.0.base() as *mut Header).write(Header {
                 magic: MAGIC,
                 secret,
                 owner_pid: std::process::id(),

@@ -8,6 +8,7 @@
 //! header that lets the peer check it mapped what our inbox told it to.
 
 use crate::abi::errno::*;
+use crate::os::SharedMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,30 +31,11 @@ struct Header {
 
 pub struct Arena {
     fd: OwnedFd,
-    map: Reservation,
+    map: SharedMap,
     /// Bytes backed so far (header included); only grows.
     backed: AtomicUsize,
     grow_lock: Mutex<()>,
     secret: u64,
-}
-
-/// `RESERVE` bytes of a memfd mapped shared here, unmapped on drop.
-struct Reservation(*mut u8);
-
-// The mapping is shared by design; slots are handed out by the pool's ownership rules.
-unsafe impl Send for Reservation {}
-unsafe impl Sync for Reservation {}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.0 as *mut libc::c_void, RESERVE) };
-    }
-}
-
-impl Reservation {
-    fn base(&self) -> *mut u8 {
-        self.0
-    }
 }
 
 fn os_error(what: &str) -> i32 {
@@ -66,20 +48,9 @@ fn os_error(what: &str) -> i32 {
     }
 }
 
-/// Maps `RESERVE` bytes of `fd` shared (the file may be shorter: pages past its end are only
-/// reached after it grew).
-fn map_reserve(fd: i32, prot: i32) -> Option<Reservation> {
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            RESERVE,
-            prot,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
-            fd,
-            0,
-        )
-    };
-    (p != libc::MAP_FAILED).then_some(Reservation(p as *mut u8))
+/// The arena's `RESERVE` bytes of address space over `fd`.
+fn map_reserve(fd: i32) -> Option<SharedMap> {
+    SharedMap::new(fd, RESERVE)
 }
 
 impl Arena {
@@ -87,8 +58,7 @@ impl Arena {
         let fd = crate::os::sealed_memfd(c"umq-shared-pool", HEADER_BYTES, libc::F_SEAL_SHRINK)
             .map_err(|_| os_error("setting up the memfd"))?;
         let raw = fd.as_raw_fd();
-        let map =
-            map_reserve(raw, libc::PROT_READ | libc::PROT_WRITE).ok_or_else(|| os_error("mmap"))?;
+        let map = map_reserve(raw).ok_or_else(|| os_error("mmap"))?;
         unsafe {
             (map.base() as *mut Header).write(Header {
                 magic: MAGIC,
@@ -177,7 +147,7 @@ impl Arena {
 /// a sender writes messages into the receive buffers the peer posted from it (placement).
 pub struct PeerArena {
     fd: OwnedFd,
-    map: Reservation,
+    map: SharedMap,
     /// Bytes known to be backed: the memfd cannot shrink (sealed), so this only grows.
     known: AtomicUsize,
     /// Where the owner maps it (its header says).
@@ -192,8 +162,7 @@ impl PeerArena {
         if size < HEADER_BYTES {
             return Err("the peer's shared pool has no header".to_string());
         }
-        let map = map_reserve(fd.as_raw_fd(), libc::PROT_READ | libc::PROT_WRITE)
-            .ok_or("cannot map the peer's shared pool")?;
+        let map = map_reserve(fd.as_raw_fd()).ok_or("cannot map the peer's shared pool")?;
         let view = PeerArena {
             fd,
             map,
