@@ -21,6 +21,7 @@ pub mod flow;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod info;
+pub mod lifecycle;
 pub mod limits;
 pub mod os;
 #[macro_use]

@@ -108,6 +108,14 @@ impl Drop for SharedMap {
     }
 }
 
+/// A random 64-bit value (secrets in inboxes and bind info), never 0, differing between
+/// processes even where getrandom fails.
+pub fn random_u64() -> u64 {
+    let mut v = 0u64;
+    unsafe { libc::getrandom(&mut v as *mut u64 as *mut _, 8, 0) };
+    v ^ (std::process::id() as u64) << 32 ^ 1
+}
+
 pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })

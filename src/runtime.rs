@@ -59,7 +59,7 @@ pub fn fabric_provider_from_env() -> String {
         .unwrap_or_else(|| FABRIC_PROVIDER_DEFAULT.to_string())
 }
 
-fn millis_from_env(var: &str, default: u64) -> Duration {
+pub(crate) fn millis_from_env(var: &str, default: u64) -> Duration {
     let ms = std::env::var(var)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -68,7 +68,7 @@ fn millis_from_env(var: &str, default: u64) -> Duration {
 }
 
 /// `UMQ_PROVIDER=loopback|shm|fabric` forces a transport; unset or `auto` lets each bind choose.
-fn provider_from_env() -> UmqResult<Option<Provider>> {
+pub(crate) fn provider_from_env() -> UmqResult<Option<Provider>> {
     match std::env::var("UMQ_PROVIDER").as_deref().map(str::trim) {
         Err(_) | Ok("") | Ok("auto") => Ok(None),
         Ok(name) if Provider::from_name(name).is_some() => Ok(Provider::from_name(name)),
@@ -79,99 +79,26 @@ fn provider_from_env() -> UmqResult<Option<Provider>> {
     }
 }
 
-pub fn random_u64() -> u64 {
-    let mut v = 0u64;
-    unsafe { libc::getrandom(&mut v as *mut u64 as *mut _, 8, 0) };
-    v ^ (std::process::id() as u64) << 32 ^ 1
-}
-
-pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
-    const F: &str = "umq_init";
-    let known = UMQ_FEATURE_API_PRO
-        | UMQ_FEATURE_ENABLE_TOKEN_POLICY
-        | UMQ_FEATURE_ENABLE_STATS
-        | UMQ_FEATURE_ENABLE_PERF
-        | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
-    if cfg.feature & !known != 0 {
-        return Err(einval(
-            F,
-            format_args!("unknown feature bits {:#x}", cfg.feature & !known),
-        ));
-    }
-    if cfg.buf_mode > UMQ_BUF_COMBINE {
-        return Err(einval(
-            F,
-            format_args!("buf_mode {} is neither SPLIT nor COMBINE", cfg.buf_mode),
-        ));
-    }
-    if cfg.block_cfg.small_block_size >= BLOCK_SIZE_MAX {
-        return Err(einval(
-            F,
-            format_args!(
-                "block_cfg.small_block_size {} out of range",
-                cfg.block_cfg.small_block_size
-            ),
-        ));
-    }
-    if cfg.trans_info_num as u32 > MAX_UMQ_TRANS_INFO_NUM {
-        return Err(einval(
-            F,
-            format_args!(
-                "trans_info_num {} > {}",
-                cfg.trans_info_num, MAX_UMQ_TRANS_INFO_NUM
-            ),
-        ));
-    }
-    let trans_info = cfg.trans_info[..cfg.trans_info_num as usize].to_vec();
-    for (i, t) in trans_info.iter().enumerate() {
-        crate::queue::config::check_trans_info(F, t).inspect_err(|_| {
-            crate::log_err!(F, "trans_info[{i}] rejected");
-        })?;
-    }
+/// Makes `rt` the process's runtime; `-UMQ_ERR_EEXIST` while one is installed.
+pub fn install(rt: Runtime) -> UmqResult<()> {
     let mut slot = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
     if slot.is_some() {
         crate::log_err!(
-            F,
+            "umq_init",
             "already initialised in this process (call umq_uninit first)"
         );
         return Err(-UMQ_ERR_EEXIST);
     }
-    let rt = Runtime {
-        feature: cfg.feature,
-        pro_api: cfg.feature & UMQ_FEATURE_API_PRO != 0,
-        pool: Pool::new(
-            cfg.buf_mode == UMQ_BUF_SPLIT,
-            cfg.block_cfg.small_block_size,
-            cfg.headroom_size,
-        ),
-        flow_control: FlowControlConfig {
-            enabled: cfg.feature & UMQ_FEATURE_ENABLE_FLOW_CONTROL != 0,
-            initial_window: cfg.flow_control.initial_window,
-            notify_interval: cfg.flow_control.notify_interval,
-            // Read as a byte: a C caller may store any value in a bool field.
-            use_atomic_window: unsafe {
-                *(&cfg.flow_control.use_atomic_window as *const bool as *const u8)
-            } != 0,
-        },
-        instance: random_u64(),
-        rnr_timeout: millis_from_env("UMQ_RNR_TIMEOUT_MS", RNR_TIMEOUT_DEFAULT_MS),
-        credit_stall: millis_from_env("UMQ_CREDIT_STALL_MS", CREDIT_STALL_DEFAULT_MS),
-        provider: provider_from_env()?,
-        fabric_provider: fabric_provider_from_env(),
-        events: AsyncEvents::new()?,
-        trans_info,
-    };
-    crate::dfx::reset(cfg.feature);
     *slot = Some(Arc::new(rt));
     Ok(())
 }
 
-/// Destroys every queue and drops the runtime. Buffers still held by the application become
-/// invalid (their memory goes back to the system).
-pub fn uninit() {
-    for q in crate::queue::table::all() {
-        let _ = crate::queue::destroy(q.handle);
-    }
+/// Whether a runtime is installed (`umq_init` has been called and `umq_uninit` has not).
+pub fn installed() -> bool {
+    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).is_some()
+}
+
+/// Drops the process's runtime (what `umq_uninit` ends with).
+pub fn remove() {
     RUNTIME.write().unwrap_or_else(|p| p.into_inner()).take();
-    crate::dfx::release();
 }

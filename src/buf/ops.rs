@@ -1,13 +1,13 @@
 //! The buffer calls of the public API, on top of the pool.
 
 use crate::abi::types::*;
+use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
-use crate::runtime::Runtime;
 
 /// `umq_buf_alloc`: from `shared` (a queue's shared pool) or the process pool; `umqh` is written
 /// into each buffer.
 pub fn alloc(
-    rt: &Runtime,
+    pool: &Pool,
     request_size: u32,
     num: u32,
     shared: Option<&std::sync::Arc<crate::buf::pool::Lists>>,
@@ -35,11 +35,11 @@ pub fn alloc(
             ));
         }
         Some(o) if o.flag & UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE != 0 => o.headroom_size,
-        _ => rt.pool.default_headroom,
+        _ => pool.default_headroom,
     };
     match shared {
-        Some(lists) => rt.pool.alloc_in(lists, request_size, num, headroom, umqh),
-        None => rt.pool.alloc(request_size, num, headroom, umqh),
+        Some(lists) => pool.alloc_in(lists, request_size, num, headroom, umqh),
+        None => pool.alloc(request_size, num, headroom, umqh),
     }
     .inspect_err(|e| {
         crate::dfx::count_err(UMQ_ERR_STATS_TYPE_QBUF_ALLOC);
@@ -51,11 +51,11 @@ pub fn alloc(
 }
 
 /// Frees a whole list; stops (and logs) at the first pointer that is not a live buffer of ours.
-pub fn free_list(rt: &Runtime, head: *mut umq_buf_t) {
+pub fn free_list(pool: &Pool, head: *mut umq_buf_t) {
     let mut b = head;
     while !b.is_null() {
         // One lookup a buffer: the slot found for the check is the one freed.
-        let Some(slot) = rt.pool.slot_of_header(b as usize).filter(|s| s.in_use()) else {
+        let Some(slot) = pool.slot_of_header(b as usize).filter(|s| s.in_use()) else {
             crate::log_err!(
                 "umq_buf_free",
                 "{b:p} is not a live buffer of this library (foreign pointer or double free); stopped there"
@@ -64,18 +64,14 @@ pub fn free_list(rt: &Runtime, head: *mut umq_buf_t) {
         };
         // Read before the buffer is free: another thread may take it at once.
         let next = unsafe { (*b).qbuf_next };
-        let _ = rt.pool.free_slot(slot, b);
+        let _ = pool.free_slot(slot, b);
         b = next;
     }
 }
 
 /// Frees the first message of a list and returns the head of the next one.
-pub fn break_and_free(rt: &Runtime, head: *mut umq_buf_t) -> UmqResult<*mut umq_buf_t> {
-    let live = |b: *mut umq_buf_t| {
-        rt.pool
-            .slot_of_header(b as usize)
-            .is_some_and(|s| s.in_use())
-    };
+pub fn break_and_free(pool: &Pool, head: *mut umq_buf_t) -> UmqResult<*mut umq_buf_t> {
+    let live = |b: *mut umq_buf_t| pool.slot_of_header(b as usize).is_some_and(|s| s.in_use());
     if !live(head) {
         return Err(einval(
             "umq_buf_break_and_free",
@@ -88,13 +84,12 @@ pub fn break_and_free(rt: &Runtime, head: *mut umq_buf_t) -> UmqResult<*mut umq_
     });
     let next = unsafe { (*tail).qbuf_next };
     unsafe { (*tail).qbuf_next = std::ptr::null_mut() };
-    free_list(rt, head);
+    free_list(pool, head);
     Ok(next)
 }
 
-fn live_slot(rt: &Runtime, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::buf::pool::SlotRef> {
-    rt.pool
-        .slot_of_header(b as usize)
+fn live_slot(pool: &Pool, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::buf::pool::SlotRef> {
+    pool.slot_of_header(b as usize)
         .filter(|s| s.in_use())
         .ok_or_else(|| {
             einval(
@@ -109,12 +104,12 @@ fn live_slot(rt: &Runtime, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::bu
 /// the message's `total_data_size` is laid out again over its buffers (each one's
 /// `data_size`), the first holding `headroom` bytes less. Refused, with nothing changed, when a
 /// buffer is not a live one of ours or a message would need more buffers than before.
-pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqResult<()> {
+pub fn headroom_reset(pool: &Pool, head: *mut umq_buf_t, headroom: u16) -> UmqResult<()> {
     const F: &str = "umq_buf_headroom_reset";
     if head.is_null() {
         return Err(einval(F, format_args!("qbuf is NULL")));
     }
-    for_each_live(rt, F, head, |b, slot| {
+    for_each_live(pool, F, head, |b, slot| {
         let h = unsafe { &*b };
         if h.first_fragment() || b == head {
             check_headroom_fits(F, h, slot.data_cap(), headroom)
@@ -123,7 +118,7 @@ pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqR
         }
     })?;
     let mut left = unsafe { (*head).total_data_size };
-    for_each_live(rt, F, head, |b, slot| {
+    for_each_live(pool, F, head, |b, slot| {
         let h = unsafe { &mut *b };
         if h.first_fragment() {
             h.headroom_size = headroom;
@@ -142,14 +137,14 @@ pub fn headroom_reset(rt: &Runtime, head: *mut umq_buf_t, headroom: u16) -> UmqR
 /// on itself is refused (Brent's cycle finding: the walk remembers one buffer, moved to the
 /// current one whenever the steps since reach a power of two).
 fn for_each_live(
-    rt: &Runtime,
+    pool: &Pool,
     func: &str,
     head: *mut umq_buf_t,
     mut each: impl FnMut(*mut umq_buf_t, &crate::buf::pool::SlotRef) -> UmqResult<()>,
 ) -> UmqResult<()> {
     let (mut b, mut remembered, mut steps, mut power) = (head, head, 0u64, 1u64);
     while !b.is_null() {
-        let slot = live_slot(rt, func, b)?;
+        let slot = live_slot(pool, func, b)?;
         each(b, &slot)?;
         let next = unsafe { (*b).qbuf_next };
         if next == remembered {
@@ -180,8 +175,8 @@ fn check_headroom_fits(func: &str, h: &umq_buf_t, cap: usize, headroom: u16) -> 
     Ok(())
 }
 
-pub fn reset(rt: &Runtime, b: *mut umq_buf_t) -> UmqResult<()> {
-    let slot = live_slot(rt, "umq_buf_reset", b)?;
+pub fn reset(pool: &Pool, b: *mut umq_buf_t) -> UmqResult<()> {
+    let slot = live_slot(pool, "umq_buf_reset", b)?;
     let headroom = slot.alloc_headroom();
     let h = unsafe { &mut *b };
     h.headroom_size = headroom;
@@ -192,9 +187,8 @@ pub fn reset(rt: &Runtime, b: *mut umq_buf_t) -> UmqResult<()> {
     Ok(())
 }
 
-pub fn data_to_head(rt: &Runtime, data: *mut std::ffi::c_void) -> Option<*mut umq_buf_t> {
-    rt.pool
-        .slot_of_data(data as usize)
+pub fn data_to_head(pool: &Pool, data: *mut std::ffi::c_void) -> Option<*mut umq_buf_t> {
+    pool.slot_of_data(data as usize)
         .filter(|s| s.in_use())
         .map(|s| s.header())
 }

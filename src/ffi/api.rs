@@ -15,7 +15,7 @@ use std::ffi::{c_int, c_void};
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
     ffi_guard!("umq_init", {
-        code(need("umq_init", "cfg", cfg).and_then(crate::runtime::init))
+        code(need("umq_init", "cfg", cfg).and_then(crate::lifecycle::init))
     })
 }
 
@@ -23,7 +23,7 @@ pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
 /// become invalid. Not to be called concurrently with other UMQ calls.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_uninit() {
-    ffi_guard!("umq_uninit", { crate::runtime::uninit() })
+    ffi_guard!("umq_uninit", { crate::lifecycle::uninit() })
 }
 
 /// Creates a queue. Optional fields of `option` count only when their `UMQ_CREATE_FLAG_*` bit is
@@ -119,9 +119,9 @@ pub extern "C" fn umq_buf_alloc(
         // like any call on the queue, without a counted reference); 0 the process pool.
         or_errno(match umqh {
             0 => crate::runtime::require("umq_buf_alloc")
-                .and_then(|rt| crate::buf::ops::alloc(&rt, size, num, None, 0, option)),
+                .and_then(|rt| crate::buf::ops::alloc(&rt.pool, size, num, None, 0, option)),
             h => queue::table::with(h, |q| {
-                crate::buf::ops::alloc(&q.rt, size, num, q.shared_pool(), h, option)
+                crate::buf::ops::alloc(&q.rt.pool, size, num, q.shared_pool(), h, option)
             })
             .unwrap_or_else(|| {
                 Err(einval(
@@ -139,7 +139,7 @@ pub extern "C" fn umq_buf_alloc(
 pub extern "C" fn umq_buf_free(qbuf: *mut umq_buf_t) {
     ffi_guard!("umq_buf_free", {
         if let (false, Some(rt)) = (qbuf.is_null(), crate::runtime::get()) {
-            crate::buf::ops::free_list(&rt, qbuf)
+            crate::buf::ops::free_list(&rt.pool, qbuf)
         }
     })
 }
@@ -151,7 +151,7 @@ pub extern "C" fn umq_buf_break_and_free(qbuf: *mut umq_buf_t) -> *mut umq_buf_t
     ffi_guard!("umq_buf_break_and_free", {
         or_errno(
             crate::runtime::require("umq_buf_break_and_free")
-                .and_then(|rt| crate::buf::ops::break_and_free(&rt, qbuf)),
+                .and_then(|rt| crate::buf::ops::break_and_free(&rt.pool, qbuf)),
         )
     })
 }
@@ -166,7 +166,7 @@ pub extern "C" fn umq_buf_headroom_reset(qbuf: *mut umq_buf_t, headroom_size: u1
     ffi_guard!("umq_buf_headroom_reset", {
         code(
             crate::runtime::require("umq_buf_headroom_reset")
-                .and_then(|rt| crate::buf::ops::headroom_reset(&rt, qbuf, headroom_size)),
+                .and_then(|rt| crate::buf::ops::headroom_reset(&rt.pool, qbuf, headroom_size)),
         )
     })
 }
@@ -177,7 +177,7 @@ pub extern "C" fn umq_buf_reset(qbuf: *mut umq_buf_t) -> c_int {
     ffi_guard!("umq_buf_reset", {
         code(
             crate::runtime::require("umq_buf_reset")
-                .and_then(|rt| crate::buf::ops::reset(&rt, qbuf)),
+                .and_then(|rt| crate::buf::ops::reset(&rt.pool, qbuf)),
         )
     })
 }
@@ -187,7 +187,7 @@ pub extern "C" fn umq_buf_reset(qbuf: *mut umq_buf_t) -> c_int {
 pub extern "C" fn umq_data_to_head(data: *mut c_void) -> *mut umq_buf_t {
     ffi_guard!("umq_data_to_head", {
         or_errno(crate::runtime::require("umq_data_to_head").and_then(|rt| {
-            crate::buf::ops::data_to_head(&rt, data).ok_or_else(|| {
+            crate::buf::ops::data_to_head(&rt.pool, data).ok_or_else(|| {
                 einval(
                     "umq_data_to_head",
                     format_args!("{data:p} is not inside a live buffer"),

@@ -357,7 +357,7 @@ impl Queue {
                 let lists = self
                     .rt
                     .pool
-                    .new_shared(crate::runtime::random_u64())
+                    .new_shared(crate::os::random_u64())
                     .inspect_err(|_| {
                         crate::log_warn!(
                             "umq_buf_alloc",

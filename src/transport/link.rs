@@ -335,7 +335,7 @@ impl Endpoints {
         let mut offered = self.shm_offered.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && offered.is_none() {
             let hot = shm::Hot::for_depth(want.rx_depth);
-            *offered = shm::Offered::create(crate::runtime::random_u64(), want.interrupt, hot)
+            *offered = shm::Offered::create(crate::os::random_u64(), want.interrupt, hot)
                 .inspect_err(|_| {
                     crate::log_warn!(
                         "umq_bind_info_get",

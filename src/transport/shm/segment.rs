@@ -212,7 +212,7 @@ impl Segment {
     pub fn renew(&self) -> Result<(), i32> {
         let fresh = inbox_memfd()?;
         // The header goes in first, so our view of the inbox is never one without it.
-        let secret = crate::runtime::random_u64();
+        let secret = crate::os::random_u64();
         if !write_inbox_header_to(raw(&fresh), secret, self.doorbell.as_ref(), self.hot) {
             return Err(os_err());
         }
