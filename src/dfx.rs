@@ -28,10 +28,20 @@ static OUT: Mutex<Outputs> = Mutex::new(Outputs {
     perf: Vec::new(),
 });
 
+/// Each queue's message counters, as the layer that owns the queues reports them: this module
+/// sits below it (the queues count into it), so it is handed them.
+pub trait QueueCounters {
+    /// Every queue's handle and its send, receive and read counts.
+    fn each(&self) -> Vec<(u64, [u64; 3])>;
+    /// Sets every queue's counts to zero.
+    fn clear(&self);
+}
+
+/// At `umq_init` (no queue exists yet): the features' switches, every counter zero.
 pub fn reset(feature: u32) {
     STATS_ON.store(feature & UMQ_FEATURE_ENABLE_STATS != 0, Ordering::Relaxed);
     PERF_ON.store(feature & UMQ_FEATURE_ENABLE_PERF != 0, Ordering::Relaxed);
-    clear_stats();
+    clear_err_stats();
     clear_perf();
 }
 
@@ -49,13 +59,8 @@ pub fn count_err(kind: umq_err_stats_type_t) {
     ERR_STATS[kind as usize % 24].fetch_add(1, Ordering::Relaxed);
 }
 
-fn clear_stats() {
+fn clear_err_stats() {
     ERR_STATS.iter().for_each(|c| c.store(0, Ordering::Relaxed));
-    for q in crate::queue::table::all() {
-        q.stats.send.store(0, Ordering::Relaxed);
-        q.stats.receive.store(0, Ordering::Relaxed);
-        q.stats.read.store(0, Ordering::Relaxed);
-    }
 }
 
 fn clear_perf() {
@@ -94,8 +99,8 @@ fn record(kind: umq_perf_record_type_t, t: Instant) {
     rec[4 + bucket].fetch_add(1, Ordering::Relaxed);
 }
 
-fn stats_result(result: &mut umq_dfx_result_t) {
-    let queues = crate::queue::table::all();
+fn stats_result(result: &mut umq_dfx_result_t, queues: &dyn QueueCounters) {
+    let queues = queues.each();
     let mut out = OUT.lock().unwrap_or_else(|p| p.into_inner());
     // u64 storage keeps the 8-byte alignment umq_stats_infos_t needs.
     out.stats = vec![0u64; 25 + 4 * queues.len()];
@@ -106,15 +111,8 @@ fn stats_result(result: &mut umq_dfx_result_t) {
         }
         (*infos).stats_info_num = queues.len() as u32;
         let inst = (*infos).stats_info.as_mut_ptr();
-        for (i, q) in queues.iter().enumerate() {
-            *inst.add(i) = umq_stats_info_instance_t {
-                stats: [
-                    q.stats.send.load(Ordering::Relaxed),
-                    q.stats.receive.load(Ordering::Relaxed),
-                    q.stats.read.load(Ordering::Relaxed),
-                ],
-                umqh: q.handle,
-            };
+        for (i, &(umqh, stats)) in queues.iter().enumerate() {
+            *inst.add(i) = umq_stats_info_instance_t { stats, umqh };
         }
         result.out.stats_out_parm = infos;
     }
@@ -149,7 +147,7 @@ fn perf_result(result: &mut umq_dfx_result_t) {
     }
 }
 
-pub fn process(cmd: &umq_dfx_cmd_t, result: &mut umq_dfx_result_t) {
+pub fn process(cmd: &umq_dfx_cmd_t, result: &mut umq_dfx_result_t, queues: &dyn QueueCounters) {
     result.module_id = cmd.module_id;
     result.cmd = cmd.cmd;
     result.err_code = 0;
@@ -157,8 +155,11 @@ pub fn process(cmd: &umq_dfx_cmd_t, result: &mut umq_dfx_result_t) {
     match (cmd.module_id, id) {
         (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_START) => STATS_ON.store(true, Ordering::Relaxed),
         (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_STOP) => STATS_ON.store(false, Ordering::Relaxed),
-        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_CLEAR) => clear_stats(),
-        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_GET_RESULT) => stats_result(result),
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_CLEAR) => {
+            clear_err_stats();
+            queues.clear();
+        }
+        (UMQ_DFX_MODULE_STATS, UMQ_STATS_CMD_GET_RESULT) => stats_result(result, queues),
         (UMQ_DFX_MODULE_PERF, UMQ_PERF_CMD_START) => {
             let p = unsafe { cmd.input.perf_in_parm };
             if p.thresh_num > UMQ_PERF_QUANTILE_MAX_NUM

@@ -326,7 +326,7 @@ pub extern "C" fn umq_dfx_cmd_process(cmd: *mut umq_dfx_cmd_t, result_ctl: *mut 
             crate::log_err!("umq_dfx_cmd_process", "cmd or result_ctl is NULL");
             return;
         };
-        crate::dfx::process(cmd, result)
+        crate::dfx::process(cmd, result, &crate::queue::stats::AllQueues)
     })
 }
 

@@ -25,7 +25,7 @@ mod spin_sync {
     pub use std::sync::atomic::{AtomicBool, Ordering};
     pub use std::thread::{sleep, yield_now};
 }
-mod stats;
+pub mod stats;
 pub mod table;
 mod tx;
 

@@ -102,3 +102,31 @@ impl Queue {
         }
     }
 }
+
+/// Every queue's message counters, for `umq_dfx_cmd_process` (`dfx`, which sits below the
+/// queue layer and is handed them).
+pub struct AllQueues;
+
+impl crate::dfx::QueueCounters for AllQueues {
+    fn each(&self) -> Vec<(u64, [u64; 3])> {
+        table::all()
+            .iter()
+            .map(|q| {
+                let s = &q.stats;
+                let count = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+                (
+                    q.handle,
+                    [count(&s.send), count(&s.receive), count(&s.read)],
+                )
+            })
+            .collect()
+    }
+
+    fn clear(&self) {
+        for q in table::all() {
+            q.stats.send.store(0, Ordering::Relaxed);
+            q.stats.receive.store(0, Ordering::Relaxed);
+            q.stats.read.store(0, Ordering::Relaxed);
+        }
+    }
+}

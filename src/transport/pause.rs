@@ -146,6 +146,17 @@ pub fn receive_frame(gate: Option<&PauseGate>, frame: &[u8]) -> Result<(), super
     Ok(())
 }
 
+thread_local! {
+    /// Set on the thread that serves the links' timers (the progress thread).
+    static SERVING_TIMERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as the one that serves the links' timers (`timers`): its reports
+/// are not the application calling in, which a link's pause machine tells apart.
+pub fn serve_timers_on_this_thread() {
+    SERVING_TIMERS.set(true);
+}
+
 /// Nanoseconds on the links' clock.
 pub fn now_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -309,7 +320,7 @@ impl LinkPause {
     pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
         let mut s = self.lock();
         let now = now_ns();
-        if !super::progress::on_progress_thread() {
+        if !SERVING_TIMERS.get() {
             self.app_reported_ns.store(now, Ordering::Relaxed);
         }
         let servant = self.servant.load(Ordering::Relaxed);

@@ -135,18 +135,9 @@ pub fn unwatch(umqh: u64) {
     w.0.retain(|e| e.umqh != umqh);
 }
 
-thread_local! {
-    static ON_PROGRESS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the caller is the progress thread (its rounds do not show that an application
-/// calls in).
-pub fn on_progress_thread() -> bool {
-    ON_PROGRESS_THREAD.get()
-}
-
 fn run() {
-    ON_PROGRESS_THREAD.set(true);
+    // Its rounds do not show that an application calls in.
+    super::pause::serve_timers_on_this_thread();
     // A link timer may be 168 µs away (an XOFF refresh at 100 Gbit/s); the kernel's default
     // 50 µs of slack on this thread's sleeps would eat a third of that.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, TIMER_SLACK_NS) };

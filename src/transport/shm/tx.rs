@@ -112,29 +112,10 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
             out.credit_wait = true;
             break;
         }
-        // A one-sided WR with nothing of ours ahead of it at the peer runs now, by the kernel,
-        // whether the peer runs or not (a limited queue's go as its pacer grants them).
-        if w.in_flight == 0 && !paced && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ) {
-            let status = match direct::execute(peer, pair.pid, wr) {
-                direct::Direct::ViaTarget => None,
-                direct::Direct::Refused(status) => Some(status),
-                direct::Direct::Ran { mapped } => {
-                    match mapped {
-                        true => w.zero_copy.one_sided_mapped_wr += 1,
-                        false => w.zero_copy.one_sided_kernel_wr += 1,
-                    }
-                    Some(UMQ_BUF_SUCCESS)
-                }
-            };
-            if let Some(status) = status {
-                finish_tx(w, wr, status, out);
-                pair.direct_done += 1;
-                match opcode {
-                    UMQ_OPC_READ => out.reads += 1,
-                    _ => out.sends += 1,
-                }
-                continue;
-            }
+        // A one-sided WR with nothing of ours ahead of it at the peer runs now, whether the
+        // peer runs or not (a limited queue's go as its pacer grants them).
+        if w.in_flight == 0 && !paced && one_sided(w, pair, peer, wr, out) {
+            continue;
         }
         let packets = if paced {
             packet_allowance(gate, pair, wr)
@@ -196,6 +177,40 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
         }
     }
     credit.close(w);
+}
+
+/// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through
+/// (or refuses), and completes it; false when the target must execute it from the ring.
+fn one_sided(
+    w: &mut Wire,
+    pair: &mut Pair,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+    out: &mut Outcome,
+) -> bool {
+    let opcode = unsafe { (*wr).pro().opcode };
+    if opcode != UMQ_OPC_WRITE && opcode != UMQ_OPC_READ {
+        return false;
+    }
+    let status = match direct::execute(peer, pair.pid, wr) {
+        direct::Direct::ViaTarget => return false,
+        direct::Direct::Refused(status) => status,
+        direct::Direct::Ran { mapped: true } => {
+            w.zero_copy.one_sided_mapped_wr += 1;
+            UMQ_BUF_SUCCESS
+        }
+        direct::Direct::Ran { mapped: false } => {
+            w.zero_copy.one_sided_kernel_wr += 1;
+            UMQ_BUF_SUCCESS
+        }
+    };
+    finish_tx(w, wr, status, out);
+    pair.direct_done += 1;
+    match opcode {
+        UMQ_OPC_READ => out.reads += 1,
+        _ => out.sends += 1,
+    }
+    true
 }
 
 /// Whether `wr` goes as packets, and if so how many bytes of its message may be on the wire
