@@ -262,6 +262,12 @@ impl<W: Word> Flow<W> {
         self.data_arrived += n;
     }
 
+    /// Credit-consuming messages arrived since bind: what the peer has used of the credit we
+    /// granted it.
+    pub fn data_arrived_total(&self) -> u64 {
+        self.data_arrived
+    }
+
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
     /// announced and consumed.
     pub fn ctrl_arrived(&mut self) {
@@ -713,6 +719,7 @@ dispatch! {
     fn rx_posted(&mut self, n: u64) -> bool;
     fn rx_refused(&mut self, n: u64) -> ();
     fn data_arrived(&mut self, n: u64) -> ();
+    fn data_arrived_total(&mut self) -> u64;
     fn ctrl_arrived(&mut self) -> ();
     fn publish(&mut self, mine: &Area) -> bool;
     #[inline]

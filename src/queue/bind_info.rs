@@ -6,8 +6,9 @@
 //! uid, the inbox memfd number (u32::MAX when there is none) and the inbox secret; then for the
 //! network a length byte and the libfabric endpoint name, a length byte and the socket address
 //! of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port, big
-//! endian), and a length byte and where the peer writes its flow-control area (0, or 16 bytes:
-//! address and key); last, an FNV-1a checksum of everything before it.
+//! endian), and a length byte and where the peer writes its flow-control area with the queue's
+//! channel in its node (0, or 24 bytes: address, key, channel); last, an FNV-1a checksum of
+//! everything before it.
 
 use super::Queue;
 use crate::error::{UmqResult, einval};
@@ -18,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.
@@ -62,20 +63,28 @@ fn encode_socket(a: Option<SocketAddr>) -> Vec<u8> {
     out
 }
 
-fn encode_key(k: Option<RemoteKey>) -> Vec<u8> {
-    k.map_or(Vec::new(), |k| {
-        [k.addr.to_le_bytes(), k.key.to_le_bytes()].concat()
+fn encode_key(c: &Contact) -> Vec<u8> {
+    c.area.map_or(Vec::new(), |k| {
+        [
+            k.addr.to_le_bytes(),
+            k.key.to_le_bytes(),
+            c.channel.to_le_bytes(),
+        ]
+        .concat()
     })
 }
 
-/// None for an empty field; Err for a length that is no key.
-fn decode_key(b: &[u8]) -> Result<Option<RemoteKey>, ()> {
+/// The area key and the channel; None for an empty field; Err for a length that is no key.
+fn decode_key(b: &[u8]) -> Result<Option<(RemoteKey, u64)>, ()> {
     match b.len() {
         0 => Ok(None),
-        16 => Ok(Some(RemoteKey {
-            addr: u64_at(b, 0),
-            key: u64_at(b, 8),
-        })),
+        24 => Ok(Some((
+            RemoteKey {
+                addr: u64_at(b, 0),
+                key: u64_at(b, 8),
+            },
+            u64_at(b, 16),
+        ))),
         _ => Err(()),
     }
 }
@@ -155,7 +164,7 @@ pub fn of_queue(q: &Queue) -> BindInfo {
 pub fn encode(b: &BindInfo) -> Vec<u8> {
     let addr = &b.fabric.name[..b.fabric.name.len().min(MAX_FABRIC_ADDR)];
     let watch = encode_socket(b.fabric.watch);
-    let key = encode_key(b.fabric.area);
+    let key = encode_key(&b.fabric);
     let len = LEN_MIN + addr.len() + watch.len() + key.len();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&MAGIC.to_le_bytes());
@@ -259,7 +268,8 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         fabric: Contact {
             name: b[FIXED + 1..watch_at].to_vec(),
             watch,
-            area,
+            area: area.map(|(k, _)| k),
+            channel: area.map_or(0, |(_, c)| c),
         },
     })
 }
@@ -406,6 +416,7 @@ mod tests {
                     addr: 0x7f00_1234_5000,
                     key: 0x9a,
                 }),
+                channel: 0x0000_0007_0000_0003,
             },
         }
     }
@@ -484,6 +495,7 @@ mod tests {
             fabric: Contact {
                 watch: None,
                 area: None,
+                channel: 0,
                 ..sample().fabric
             },
             ..sample()

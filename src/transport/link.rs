@@ -100,7 +100,7 @@ impl Link {
 
     /// A socket that turns readable when the peer's process, on another host, is gone (the
     /// progress thread takes it and sleeps on it); None when there is none.
-    pub fn take_peer_socket(&mut self) -> Option<OwnedFd> {
+    pub fn take_peer_socket(&mut self) -> Option<Arc<OwnedFd>> {
         match self {
             Link::Shm(_) => None,
             Link::Fabric(l) => l.take_peer_socket(),
@@ -287,12 +287,11 @@ pub struct Endpoints {
     fabric: Mutex<FabricEnd>,
 }
 
-/// Our network endpoint and its death-watch beacon until a binding takes them (the binding
-/// then closes them when it ends, the endpoint before its buffers go), and how the last ones
-/// made are reached, which a bound queue still offers.
+/// Our channel in the process's network node until a binding takes it (the binding closes it
+/// when it ends), and how the last one made is reached, which a bound queue still offers.
 #[derive(Default)]
 struct FabricEnd {
-    unbound: Option<(fabric::Endpoint, Option<fabric::watch::Beacon>)>,
+    unbound: Option<fabric::Channel>,
     contact: Option<fabric::Contact>,
 }
 
@@ -355,17 +354,7 @@ impl Endpoints {
     ) -> Option<fabric::Contact> {
         let mut end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && end.unbound.is_none() {
-            let ep = fabric::Endpoint::open(prov, node, fabric::CQ_SIZE, want.interrupt)
-                .inspect(|ep| {
-                    crate::log_info!(
-                        "umq_bind_info_get",
-                        "queue {:#x}: network endpoint over libfabric {} ({} bytes of address, inject {} B)",
-                        want.umqh,
-                        ep.provider(),
-                        ep.name().len(),
-                        ep.inject_size()
-                    )
-                })
+            end.unbound = fabric::Channel::open(prov, node, want.interrupt)
                 .inspect_err(|why| {
                     crate::log_warn!(
                         "umq_bind_info_get",
@@ -374,15 +363,7 @@ impl Endpoints {
                     )
                 })
                 .ok();
-            end.unbound = ep.map(|ep| {
-                let beacon = fabric::watch::Beacon::open(ep.name());
-                (ep, beacon)
-            });
-            end.contact = end.unbound.as_ref().map(|(ep, beacon)| fabric::Contact {
-                name: ep.name().to_vec(),
-                watch: beacon.as_ref().and_then(|b| b.addr()),
-                area: Some(ep.landing_key()),
-            });
+            end.contact = end.unbound.as_ref().map(fabric::Channel::contact);
         }
         end.contact.clone()
     }
@@ -402,7 +383,7 @@ impl Endpoints {
                 shm::Link::open(mine, addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
             }
             Provider::Fabric => {
-                let (ep, beacon) = self
+                let channel = self
                     .fabric
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -415,7 +396,7 @@ impl Endpoints {
                     true => fabric::PeerProcess::Local(addr.pid),
                     false => fabric::PeerProcess::Remote(addr.fabric.watch),
                 };
-                fabric::Link::open(ep, addr.fabric, peer, beacon, ours, fabric::liveness())
+                fabric::Link::open(channel, addr.fabric, peer, ours, fabric::liveness())
                     .map(Link::Fabric)
             }
             Provider::Loopback => Err("loopback binds to a queue, not through a link".into()),

@@ -60,8 +60,9 @@ pub type Lookup = fn(u64) -> Option<Arc<dyn Watched>>;
 pub struct Watch {
     /// The peer's process when it runs on this host (its exit ends the binding).
     pub peer_pid: Option<u32>,
-    /// A socket that turns readable when the peer's process on another host is gone.
-    pub peer_socket: Option<OwnedFd>,
+    /// A socket that turns readable when the peer's process on another host is gone (one per
+    /// peer process, shared by the queues bound to it).
+    pub peer_socket: Option<Arc<OwnedFd>>,
     /// The queue is in interrupt mode: the thread sleeps on its wake-up fd.
     pub interrupt: bool,
 }
@@ -111,8 +112,8 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
     let gone = shared.or_else(|| {
         what.peer_pid
             .and_then(pidfd_open)
-            .or(what.peer_socket)
             .map(Arc::new)
+            .or(what.peer_socket)
     });
     w.0.push(Entry {
         umqh,

@@ -6,7 +6,8 @@
 //! completed within its size, no write outside our buffers, every bounce buffer accounted for
 //! once, and the peer's area never going down.
 
-use super::rx::receive_messages;
+use super::node::Arrival;
+use super::rx::{Arrived, receive_messages};
 use super::*;
 use crate::buf::pool::Pool;
 use crate::draw::Draw;
@@ -29,14 +30,30 @@ pub fn case(d: &mut impl Draw) -> Case {
     paint(&canaries);
     let mut w = Wire::new(16, 16);
     ours.iter().for_each(|&b| w.rx_posted.push_back(b));
-    let (mut rx, mut tx) = (filled_rx(d, &ours, &pool), tx_in_flight(d));
+    let (mut rx, mut tx) = (idle_rx(d), tx_in_flight(d));
+    let (bounces, mut queue) = filled_bounces(d, &ours, &pool);
+    let mut released = Vec::new();
+    let lent = bounces_in(&queue);
     let at = Receiver {
         umqh: 0,
         fragments: d.below(4) == 0,
         pool: &pool,
     };
     let (mut left, mut out) = (false, Outcome::default());
-    let r = receive_messages(&mut rx, &mut tx, &mut left, &mut w, &at, &mut out);
+    let mut arrived = Arrived {
+        queue: &mut queue,
+        bounces: &bounces,
+        released: &mut released,
+    };
+    let r = receive_messages(
+        &mut rx,
+        &mut arrived,
+        &mut tx,
+        &mut left,
+        &mut w,
+        &at,
+        &mut out,
+    );
     let case = Case {
         broke: r.err().map(|e| e.to_string()),
         completed: out.rx_done as u64,
@@ -44,7 +61,7 @@ pub fn case(d: &mut impl Draw) -> Case {
     assert_eq!(w.rx_outstanding(), ours.len(), "a receive buffer was lost");
     assert_completions_fit(&w);
     assert_unwritten(&canaries);
-    assert_bounces_accounted(&rx);
+    assert_bounces_accounted(&lent, &queue, &released);
     landing_areas(d);
     for b in ours.into_iter().chain(canaries) {
         pool.free_one(b).unwrap();
@@ -52,18 +69,23 @@ pub fn case(d: &mut impl Draw) -> Case {
     case
 }
 
-/// Bounce buffers posted in order, the first ones filled with the peer's messages.
-fn filled_rx(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> Rx {
-    let mut rx = Rx {
-        bufs: sys::Buffers::unregistered(MESSAGES * BOUNCE),
-        posted: (0..MESSAGES).collect(),
-        filled: vec![None; MESSAGES],
-        repost: Vec::new(),
+fn idle_rx(d: &mut impl Draw) -> Rx {
+    Rx {
         assembling: None,
         blocked: false,
         held: None,
         executed: d.below(3),
-    };
+    }
+}
+
+/// Bounce buffers filled with the peer's messages, handed to the binding in order.
+fn filled_bounces(
+    d: &mut impl Draw,
+    ours: &[*mut umq_buf_t],
+    pool: &Pool,
+) -> (sys::Buffers, VecDeque<Arrival>) {
+    let mut bufs = sys::Buffers::unregistered(MESSAGES * BOUNCE);
+    let mut queue = VecDeque::new();
     // Bytes of a fragmented message still to come.
     let mut more = 0;
     for idx in 0..1 + d.below(MESSAGES as u64) as usize {
@@ -74,17 +96,22 @@ fn filled_rx(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> Rx {
         if h.kind != KIND_MORE && h.total > h.len as u64 {
             more = h.total - h.len as u64;
         }
-        let bytes = rx.bufs.get_mut(idx * BOUNCE, BOUNCE);
+        let bytes = bufs.get_mut(idx * BOUNCE, BOUNCE);
         bytes[..HEADER].copy_from_slice(&h.to_bytes());
         bytes[HEADER..HEADER + payload.len()].copy_from_slice(&payload);
         // What the completion says arrived: the message, or (rarely) any length of the buffer.
         let got = HEADER + payload.len();
-        rx.filled[idx] = Some(match d.below(32) {
+        let len = match d.below(32) {
             0 => d.below(BOUNCE as u64 + 1) as usize,
             _ => got,
+        };
+        // The node copies a message out when it has lent too many buffers.
+        queue.push_back(match d.below(8) {
+            0 => Arrival::Owned(bufs.get(idx * BOUNCE, len).to_vec()),
+            _ => Arrival::Bounce { idx, len },
         });
     }
-    rx
+    (bufs, queue)
 }
 
 fn bytes(d: &mut impl Draw, n: u64) -> Vec<u8> {
@@ -169,24 +196,28 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         })
         .collect();
     Tx {
-        bufs: sys::Buffers::unregistered(0),
-        free: Vec::new(),
-        slot_wr: vec![None; TX_SLOTS],
         outgoing: VecDeque::new(),
         flight,
         flight_base: 0,
-        scratch: Vec::new(),
     }
 }
 
-/// Every bounce buffer is posted or waits to be posted again, once.
-fn assert_bounces_accounted(rx: &Rx) {
-    let mut seen = [0u8; MESSAGES];
-    rx.posted
-        .iter()
-        .chain(&rx.repost)
-        .for_each(|&i| seen[i] += 1);
-    assert!(seen.iter().all(|&n| n == 1), "bounce buffers {seen:?}");
+fn bounces_in(queue: &VecDeque<Arrival>) -> Vec<usize> {
+    let idx = |a: &Arrival| match a {
+        Arrival::Bounce { idx, .. } => Some(*idx),
+        Arrival::Owned(_) => None,
+    };
+    queue.iter().filter_map(idx).collect()
+}
+
+/// Every bounce buffer the binding was `lent` is still in its queue or released, once.
+fn assert_bounces_accounted(lent: &[usize], queue: &VecDeque<Arrival>, released: &[usize]) {
+    let mut now: Vec<usize> = bounces_in(queue);
+    now.extend_from_slice(released);
+    now.sort_unstable();
+    let mut before = lent.to_vec();
+    before.sort_unstable();
+    assert_eq!(before, now, "bounce buffers");
 }
 
 /// The peer's flow-control area as its RMA writes land, any words in any order: what we take

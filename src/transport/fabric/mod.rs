@@ -1,20 +1,22 @@
 //! The network provider: a binding to a queue on another host (or, forced, on this one) over a
 //! libfabric reliable-datagram endpoint (`tcp` by default, `verbs` where an RDMA device is).
 //!
-//! Each queue that offers the network has its own endpoint, completion queue and address
-//! vector (`sys::Endpoint`), made when its bind info is asked for and taken by the binding that
-//! uses it. A WR crosses as one message (fragments of at most one bounce buffer, sent back to
+//! A process has one endpoint per libfabric provider and address, its *node* (`node`), shared
+//! by all its network bindings: each binding is a channel of the node, messages name the
+//! channel they are for, and two processes talk over one connection however many queue pairs
+//! they bind. A WR crosses as one message (fragments of at most one bounce buffer, sent back to
 //! back: see `msg`) and the peer executes it with the same target-side executor as every other
 //! provider, so opcodes, token checks and completion statuses mean the same everywhere. SEND,
-//! SEND_IMM and NOP complete once their bytes are copied into our send buffers (transmit
-//! complete, as over shared memory); WRITE, WRITE_IMM and READ when the peer reports having
-//! executed them (`KIND_DONE`), a READ's data arriving first. Flow control is unchanged: each
-//! side writes its flow-control area into memory the peer registered for it (RMA, `ship_area`)
-//! whenever it changed, and the peer reads credit from there.
+//! SEND_IMM and NOP complete once libfabric has sent their bytes (transmit complete, as over
+//! shared memory); WRITE, WRITE_IMM and READ when the peer reports having executed them
+//! (`KIND_DONE`), a READ's data arriving first. Flow control is unchanged: each side writes its
+//! flow-control area into the landing words the peer's node keeps for the channel (RMA,
+//! `ship_area`) whenever it changed, and the peer reads credit from there.
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
 mod msg;
+pub mod node;
 mod rx;
 pub mod sys;
 mod tx;
@@ -30,9 +32,12 @@ use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::flow::Area;
 use msg::*;
+pub use node::{ChannelId, Node};
+use node::{NODE, Shared};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use sys::{Endpoint, RemoteKey};
 use tx::*;
@@ -59,30 +64,21 @@ impl OurArea {
     }
 }
 
-/// Receive bounce buffers per binding.
-const RX_BOUNCES: usize = 64;
-/// Send buffers per binding: WRs beyond them wait in the send queue.
-const TX_SLOTS: usize = 64;
 /// WRs (and responses) handed to the sending step at most at once.
 const MAX_OUTGOING: usize = 256;
-/// A side with nothing to send for this long sends a ping, so its peer keeps hearing from it.
+/// A process with nothing to send to a peer process for this long sends it a ping, so the
+/// peer keeps hearing from it.
 const PING_AFTER: Duration = Duration::from_millis(500);
 /// The least time between two shipments of our flow-control area while we send WRs, and while
 /// we only receive (`ship_area`).
 const AREA_WHILE_SENDING: Duration = Duration::from_millis(1);
 const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
-/// Completion contexts: which buffer a completion is about.
-const RECV_TAG: usize = 1 << 32;
-const SEND_TAG: usize = 2 << 32;
-const AREA_TAG: usize = 3 << 32;
-/// Our flow-control area as written into the peer's landing words: three words.
-const AREA_BYTES: usize = 24;
 
 pub const LIVENESS_DEFAULT_MS: u64 = 5000;
 
 /// How long a peer may stay silent before its binding breaks: `UMQ_FABRIC_LIVENESS_MS`,
-/// default `LIVENESS_DEFAULT_MS` (each side pings after half a second of saying nothing, so only a peer that is
-/// gone or cut off stays silent).
+/// default `LIVENESS_DEFAULT_MS` (each process pings its peers after half a second of saying
+/// nothing, so only a peer that is gone or cut off stays silent).
 pub fn liveness() -> Duration {
     static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     Duration::from_millis(*MS.get_or_init(|| {
@@ -94,18 +90,17 @@ pub fn liveness() -> Duration {
     }))
 }
 
-/// The completion queue of an endpoint: room for every buffer's completion.
-pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + 16;
-
-/// What a peer needs to reach a queue's network endpoint: the network part of its bind info.
+/// What a peer needs to reach a queue over the network: the network part of its bind info.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Contact {
-    /// The endpoint's name (`fi_getname`); empty: no endpoint.
+    /// The node's name (`fi_getname`); empty: no network.
     pub name: Vec<u8>,
-    /// The death-watch beacon (`watch`).
+    /// The node's death-watch beacon (`watch`).
     pub watch: Option<SocketAddr>,
     /// Where the peer writes its flow-control area.
     pub area: Option<RemoteKey>,
+    /// The queue's channel in its node.
+    pub channel: ChannelId,
 }
 
 /// Where the peer's process runs, as its bind info says.
@@ -116,25 +111,64 @@ pub enum PeerProcess {
     Remote(Option<SocketAddr>),
 }
 
-/// A binding over libfabric.
+/// A queue's channel in its process's node, from the bind info that offers it until the
+/// binding that used it ends.
+pub struct Channel {
+    node: Arc<Node>,
+    id: ChannelId,
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        self.node.lock().close_channel(self.id);
+    }
+}
+
+impl Channel {
+    /// A channel of this process's node for libfabric provider `prov` on `addr`, for a queue in
+    /// interrupt mode when `interrupt` (the node then has a wait fd).
+    pub fn open(prov: &str, addr: Option<&str>, interrupt: bool) -> Result<Channel, String> {
+        Channel::in_node(Node::get(prov, addr, interrupt)?, interrupt)
+    }
+
+    pub fn in_node(node: Arc<Node>, interrupt: bool) -> Result<Channel, String> {
+        let id = node
+            .lock()
+            .open_channel(interrupt)
+            .ok_or("the network node has no free channel")?;
+        Ok(Channel { node, id })
+    }
+
+    /// How a peer reaches this channel.
+    pub fn contact(&self) -> Contact {
+        Contact {
+            name: self.node.name().to_vec(),
+            watch: self.node.beacon(),
+            area: Some(self.node.lock().landing_key(self.id)),
+            channel: self.id,
+        }
+    }
+}
+
+/// A binding over libfabric: a channel of our node joined to the peer's.
 pub struct Link {
-    ep: Endpoint,
-    /// Our death-watch beacon, open while the binding lasts.
-    _beacon: Option<watch::Beacon>,
-    peer: u64,
+    ch: Channel,
+    /// The peer process in our node (`node::Peer`) and its address handle.
+    peer: usize,
+    peer_addr: u64,
+    /// The peer queue's channel in its node.
+    peer_chan: ChannelId,
     peer_pid: Option<u32>,
-    /// Connected to the peer's beacon, until the progress thread takes it.
-    peer_socket: Option<OwnedFd>,
+    /// Watches the peer's process on another host, until the progress thread takes it.
+    peer_socket: Option<Arc<OwnedFd>>,
     rx: Rx,
     tx: Tx,
     /// The peer's flow-control area, as it last wrote it into our landing words, and where we
     /// write ours.
     peer_area: Area,
     peer_landing: RemoteKey,
-    /// Our own area, which we ship to the peer whenever it changed, from `area_out` (a
-    /// registered buffer: the write carries a context, see `ship_area`), one write at a time.
+    /// Our own area, which we ship to the peer whenever it changed, one write at a time.
     our_area: OurArea,
-    area_out: sys::Buffers,
     area_in_flight: bool,
     /// Our area as we last shipped it, and when.
     area_sent: [u64; 3],
@@ -143,26 +177,13 @@ pub struct Link {
     wr_sent_at: Instant,
     /// The peer said it left.
     left: bool,
-    /// When we last heard from the peer and last sent it anything, and how long it may stay
-    /// silent before the binding counts as broken.
-    heard: Instant,
-    /// A message of the peer's has arrived: the connection under the endpoint is up.
-    heard_any: bool,
-    said: Instant,
+    /// How long the peer may stay silent before the binding counts as broken.
     liveness: Duration,
+    /// Bounce buffers of the node this round is done with.
+    released: Vec<usize>,
 }
 
 struct Rx {
-    /// `RX_BOUNCES` buffers of `BOUNCE` bytes.
-    bufs: sys::Buffers,
-    /// Our posted buffers in the order they were posted, which is the order messages match
-    /// them (libfabric's send-after-send ordering); completions can come in another order (a
-    /// large message's rendezvous completes after a small one behind it).
-    posted: VecDeque<usize>,
-    /// Per buffer: the bytes of the message it completed with, until that message ran.
-    filled: Vec<Option<usize>>,
-    /// Buffers to post again (a post that found no room waits here).
-    repost: Vec<usize>,
     /// A fragmented message being put together, and one put together that waits to run.
     assembling: Option<(Header, Vec<u8>)>,
     /// The oldest message waits for a receive buffer (counted once, not once per round).
@@ -173,27 +194,25 @@ struct Rx {
 }
 
 struct Tx {
-    /// `TX_SLOTS` buffers of `BOUNCE` bytes.
-    bufs: sys::Buffers,
-    free: Vec<usize>,
-    /// The WR (its sequence number) a busy slot carries a fragment of.
-    slot_wr: Vec<Option<u64>>,
     /// Messages to send, in order; the first may be partly sent.
     outgoing: VecDeque<Outgoing>,
     /// Our WRs in flight, oldest first; the first has sequence number `flight_base`.
     flight: VecDeque<Flight>,
     flight_base: u64,
-    scratch: Vec<u8>,
 }
 
 fn quick(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP)
 }
 
-/// Connects to a peer's beacon; without one, a killed peer is noticed only by the liveness
-/// timeout.
-fn watch_or_log(at: SocketAddr) -> Option<OwnedFd> {
-    watch::watch(at)
+/// The socket watching the peer process whose beacon is at `at`: the one our node has for it,
+/// or a new one. Without one, a killed peer is noticed only by the liveness timeout.
+fn watch_or_log(node: &Node, at: SocketAddr) -> Option<Arc<OwnedFd>> {
+    if let Some(fd) = node.lock().watching(at) {
+        return Some(fd);
+    }
+    // Connected outside the node's lock: an unreachable beacon takes a second.
+    let fd = watch::watch(at)
         .inspect_err(|why| {
             crate::log_warn!(
                 "umq_bind",
@@ -202,6 +221,9 @@ fn watch_or_log(at: SocketAddr) -> Option<OwnedFd> {
             )
         })
         .ok()
+        .map(Arc::new)?;
+    node.lock().remember_watch(at, &fd);
+    Some(fd)
 }
 
 fn lost(why: &'static str) -> LinkError {
@@ -209,79 +231,68 @@ fn lost(why: &'static str) -> LinkError {
 }
 
 impl Link {
-    /// Binds our endpoint `ep` (with its beacon) to the peer's endpoint at `addr`, posting our
-    /// receive buffers. The peer's death ends the binding at once: on this host its pid is
-    /// watched, on another its beacon. A peer silent for `liveness` (a host gone, a link down)
-    /// breaks the binding.
+    /// Joins our channel `ch` to the peer's channel at `to`. The peer's death ends the binding
+    /// at once: on this host its pid is watched, on another its beacon. A peer process silent
+    /// for `liveness` (a host gone, a link down) breaks the binding.
     pub fn open(
-        ep: Endpoint,
+        ch: Channel,
         to: &Contact,
         peer_process: PeerProcess,
-        beacon: Option<watch::Beacon>,
         our_area: OurArea,
         liveness: Duration,
     ) -> Result<Link, String> {
         let peer_landing = to
             .area
             .ok_or("the peer's bind info has no key for its flow-control area")?;
-        let peer = ep.connect(&to.name)?;
-        let (rx_bufs, tx_bufs, area_out) = (
-            ep.buffers(RX_BOUNCES * BOUNCE)?,
-            ep.buffers(TX_SLOTS * BOUNCE)?,
-            ep.buffers(AREA_BYTES)?,
-        );
+        if to.channel == NODE {
+            return Err("the peer's bind info names no channel".into());
+        }
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
-            PeerProcess::Remote(at) => (None, at.and_then(watch_or_log)),
+            PeerProcess::Remote(at) => (None, at.and_then(|at| watch_or_log(&ch.node, at))),
         };
-        let mut link = Link {
-            ep,
-            _beacon: beacon,
+        let (peer, peer_addr) = {
+            let mut n = ch.node.lock();
+            let p = n.attach_peer(ch.id, &to.name, PING_AFTER.min(liveness / 4))?;
+            n.repost();
+            (p, n.peers[p].addr)
+        };
+        Ok(Link {
+            ch,
             peer,
+            peer_addr,
+            peer_chan: to.channel,
             peer_pid,
             peer_socket,
             rx: Rx {
-                bufs: rx_bufs,
-                posted: VecDeque::with_capacity(RX_BOUNCES),
-                filled: vec![None; RX_BOUNCES],
-                repost: (0..RX_BOUNCES).collect(),
                 assembling: None,
                 blocked: false,
                 held: None,
                 executed: 0,
             },
             tx: Tx {
-                bufs: tx_bufs,
-                free: (0..TX_SLOTS).rev().collect(),
-                slot_wr: vec![None; TX_SLOTS],
                 outgoing: VecDeque::new(),
                 flight: VecDeque::new(),
                 flight_base: 0,
-                scratch: Vec::with_capacity(BOUNCE),
             },
             peer_area: Area::default(),
             peer_landing,
             our_area,
-            area_out,
             area_in_flight: false,
             area_sent: [0; 3],
             area_sent_at: Instant::now(),
             wr_sent_at: Instant::now(),
             left: false,
-            heard: Instant::now(),
-            heard_any: false,
-            said: Instant::now(),
             liveness,
-        };
-        link.repost();
-        Ok(link)
+            released: Vec::new(),
+        })
     }
 
     pub fn peer_pid(&self) -> Option<u32> {
         self.peer_pid
     }
 
-    pub fn take_peer_socket(&mut self) -> Option<OwnedFd> {
+    pub fn take_peer_socket(&mut self) -> Option<Arc<OwnedFd>> {
         self.peer_socket.take()
     }
 
@@ -289,10 +300,13 @@ impl Link {
         &self.peer_area
     }
 
-    /// A full round: completions, the peer's messages, our completions, our sends. (Out of
-    /// line, here and in `post_round`: the other providers' fast paths inline at the dispatch.)
+    /// A full round: the node's completions, the peer's messages, our completions, our sends.
+    /// (Out of line, here and in `post_round`: the other providers' fast paths inline at the
+    /// dispatch.)
     #[inline(never)]
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
+        let node = self.ch.node.clone();
+        let n = &mut *node.lock();
         let mut out = Outcome::default();
         // The link's frames first: a refresh of our XOFF must not wait for what the peer sent
         // to be taken in (at 10 Gbit/s it has 1.7 ms, and a burst takes longer than that).
@@ -302,21 +316,22 @@ impl Link {
             .front()
             .is_some_and(|o| o.header.kind == KIND_CONTROL)
         {
-            self.flush(w.packet_gate(), w.paused(), &mut w.paced_packets)?;
+            self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
         }
-        self.reap()?;
-        self.take_landed();
-        self.check_liveness()?;
-        self.receive(w, at, &mut out)?;
+        n.progress(self.ch.id)?;
+        self.take_news(n)?;
+        self.take_landed(n);
+        self.check_liveness(n)?;
+        self.receive(n, w, at, &mut out)?;
         self.complete(w, &mut out);
         if self.left {
             return Err(LinkError::PeerLeft);
         }
-        self.ship_area()?;
+        self.ship_area(n, w)?;
         self.transmit(w, &mut out);
-        self.flush(w.packet_gate(), w.paused(), &mut w.paced_packets)?;
+        self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
         self.complete(w, &mut out);
-        self.repost();
+        n.repost();
         Ok(out)
     }
 
@@ -326,16 +341,21 @@ impl Link {
         if self.left {
             return None;
         }
+        let node = self.ch.node.clone();
+        let n = &mut *node.lock();
         let mut out = Outcome::default();
         // Reading the completion queue drives the provider's progress (system calls, for tcp):
-        // a post only does when it needs send buffers back; polls do the rest.
-        if self.tx.free.len() < TX_SLOTS / 2 && self.reap().is_err() {
+        // a post only does when send buffers run short; polls do the rest.
+        if n.tx.free.len() < node::TX_SLOTS / 2 && n.progress(self.ch.id).is_err() {
             return None;
         }
-        self.take_landed();
+        if self.take_news(n).is_err() {
+            return None;
+        }
+        self.take_landed(n);
         self.transmit(w, &mut out);
         if self
-            .flush(w.packet_gate(), w.paused(), &mut w.paced_packets)
+            .flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)
             .is_err()
         {
             return None;
@@ -382,27 +402,28 @@ impl Link {
         true
     }
 
-    /// Arms the completion queue's wait fd (interrupt mode); `Pending` when completions or the
-    /// provider's progress must be run first.
+    /// Arms what wakes the queue (the node's completion queue, and its bell for what another
+    /// binding's round took for us); `Pending` when something waits for this binding or the
+    /// provider's progress must run first.
     pub fn arm_wakeup(&self) -> Arm {
-        let Some(fd) = self.ep.wait_fd() else {
-            return Arm::NoFd;
-        };
-        if !self.ep.arm_wait() {
-            return Arm::Pending;
+        let mut n = self.ch.node.lock();
+        match n.arm(self.ch.id) {
+            None => Arm::Pending,
+            Some(None) => Arm::NoFd,
+            Some(Some(fd)) => Arm::Armed(Wakeup {
+                fd,
+                // Until the peer's first message, libfabric may still be setting up the
+                // connection (rxm connects on the first send), which need not make the fd
+                // readable: tick.
+                rung_by_peer: n.peers[self.peer].heard_any,
+                // An epoll set: readable while a completion or the bell waits.
+                counter: false,
+            }),
         }
-        Arm::Armed(Wakeup {
-            fd,
-            // Until the peer's first message, libfabric may still be setting up the connection
-            // (rxm connects on the first send), which need not make the fd readable: tick.
-            rung_by_peer: self.heard_any,
-            // An epoll set: readable while a completion waits, nothing to read from it.
-            counter: false,
-        })
     }
 
     pub fn waits_for_rx_buffer(&self) -> bool {
-        self.rx.held.is_some() || self.rx.next_filled().is_some()
+        self.rx.held.is_some() || self.rx.blocked
     }
 
     pub fn forget_in_flight(&mut self) {
@@ -418,39 +439,57 @@ impl Link {
             kind: KIND_BYE,
             ..Default::default()
         }));
+        let node = self.ch.node.clone();
         for _ in 0..100 {
-            if self.reap().is_err()
-                || self.flush(None, false, &mut 0).is_err()
+            let mut n = node.lock();
+            if n.progress(self.ch.id).is_err()
+                || self.flush(&mut n, None, false, &mut 0).is_err()
                 || self.tx.outgoing.is_empty()
             {
                 break;
             }
+            drop(n);
             std::thread::yield_now();
         }
+    }
+
+    /// What the node has for this binding besides messages: fragments sent, our area write
+    /// done, or an operation that failed (the binding is broken).
+    fn take_news(&mut self, n: &mut Shared) -> Result<(), LinkError> {
+        let inbox = n
+            .inbox_mut(self.ch.id)
+            .ok_or(lost("the binding's network channel is gone"))?;
+        if let Some(why) = inbox.broken {
+            return Err(lost(why));
+        }
+        for seq in inbox.sent.drain(..) {
+            if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
+                f.unfinished -= 1;
+            }
+        }
+        if std::mem::take(&mut inbox.area_written) {
+            self.area_in_flight = false;
+        }
+        Ok(())
     }
 
     /// Takes what the peer last wrote into our landing words (its flow-control area) as its
     /// area: each word only grows within a binding, so a stale or hostile write lowers nothing.
     /// A change is also word from the peer (it is alive).
-    fn take_landed(&mut self) {
-        let landed = self.ep.landed();
+    fn take_landed(&mut self, n: &mut Shared) {
+        let Some(landed) = n.landed(self.ch.id) else {
+            return;
+        };
         if landed != self.peer_area.snapshot() {
             self.peer_area.raise_to(landed);
-            self.heard = Instant::now();
+            n.peers[self.peer].heard = Instant::now();
         }
     }
 
-    /// Pings a peer we have said nothing to for a while; fails a peer silent for too long.
-    fn check_liveness(&mut self) -> Result<(), LinkError> {
-        if self.heard.elapsed() >= self.liveness {
+    /// Fails a peer process silent for too long (its node pings ours while it lives).
+    fn check_liveness(&self, n: &Shared) -> Result<(), LinkError> {
+        if n.peers[self.peer].heard.elapsed() >= self.liveness {
             return Err(lost("peer silent for longer than the liveness timeout"));
-        }
-        let ping_after = PING_AFTER.min(self.liveness / 4);
-        if self.tx.outgoing.is_empty() && self.said.elapsed() >= ping_after {
-            self.tx.outgoing.push_back(Outgoing::control(Header {
-                kind: KIND_PING,
-                ..Default::default()
-            }));
         }
         Ok(())
     }
@@ -474,29 +513,25 @@ mod tests {
     }
 
     impl Pair {
+        /// Each side in a node of its own, as two processes have.
         fn new(b_wakeable: bool, liveness: Duration) -> Pair {
-            let open = |wakeable| {
-                Endpoint::open("tcp", Some("127.0.0.1"), CQ_SIZE, wakeable).expect("libfabric tcp")
+            let channel = |wakeable| {
+                let node = Node::open("tcp", Some("127.0.0.1"), wakeable).expect("libfabric tcp");
+                Channel::in_node(node, wakeable).unwrap()
             };
-            let (ea, eb) = (open(false), open(b_wakeable));
-            let contact = |ep: &Endpoint| Contact {
-                name: ep.name().to_vec(),
-                watch: None,
-                area: Some(ep.landing_key()),
-            };
-            let (na, nb) = (contact(&ea), contact(&eb));
+            let (ca, cb) = (channel(false), channel(b_wakeable));
+            let (na, nb) = (ca.contact(), cb.contact());
             // Leaked: an area must outlive its binding.
             let (area_a, area_b): (&'static Area, &'static Area) =
                 (Box::leak(Box::default()), Box::leak(Box::default()));
-            let link = |ep, to: &Contact, area| {
+            let link = |ch, to: &Contact, area| {
                 // SAFETY: the areas live as long as the test process.
                 let ours = unsafe { OurArea::new(area) };
-                Link::open(ep, to, PeerProcess::Remote(None), None, ours, liveness)
-                    .expect("connect")
+                Link::open(ch, to, PeerProcess::Remote(None), ours, liveness).expect("connect")
             };
             Pair {
-                a: link(ea, &nb, area_a),
-                b: link(eb, &na, area_b),
+                a: link(ca, &nb, area_a),
+                b: link(cb, &na, area_b),
                 wa: Wire::new(8, 8),
                 wb: Wire::new(8, 8),
                 pool: Pool::new(false, 0, 0),
@@ -556,12 +591,17 @@ mod tests {
         fn connect(&mut self) {
             let start = Instant::now();
             self.rounds_until(|a, b| {
-                a.heard > start
-                    && b.heard > start
+                heard(a) > start
+                    && heard(b) > start
                     && a.tx.outgoing.is_empty()
                     && b.tx.outgoing.is_empty()
             });
         }
+    }
+
+    /// When the link's node last heard from the peer's.
+    fn heard(l: &Link) -> Instant {
+        l.ch.node.lock().peers[l.peer].heard
     }
 
     fn readable(fd: i32, timeout_ms: i32) -> bool {
@@ -599,7 +639,7 @@ mod tests {
     #[test]
     fn the_wait_fd_turns_readable_when_the_peer_sends() {
         let mut p = Pair::new(true, Duration::from_secs(60));
-        assert!(p.a.ep.wait_fd().is_none());
+        assert!(p.a.ch.node.lock().ep.wait_fd().is_none());
         p.connect();
         for _ in 0..20 {
             p.round_a().unwrap();
@@ -617,7 +657,7 @@ mod tests {
         };
         assert!(!bell.counter);
         assert!(!readable(bell.fd, 50), "readable with nothing sent");
-        let quiet_since = p.b.heard;
+        let quiet_since = heard(&p.b);
         p.a.tx.outgoing.push_back(Outgoing::control(Header {
             kind: KIND_PING,
             ..Default::default()
@@ -628,7 +668,122 @@ mod tests {
             "the peer's message did not wake us"
         );
         // What woke us is there to take: b's round hears the ping.
-        p.rounds_until(|_, b| b.heard > quiet_since);
+        p.rounds_until(|_, b| heard(b) > quiet_since);
+    }
+
+    /// Bindings `a[i]` <-> `b[i]`, every `a` in one node and every `b` in another (two
+    /// processes), `b`'s channels in interrupt mode.
+    fn shared_pairs(n: usize) -> (Vec<Link>, Vec<Link>, Arc<Node>) {
+        let node_a = Node::open("tcp", Some("127.0.0.1"), false).expect("libfabric tcp");
+        let node_b = Node::open("tcp", Some("127.0.0.1"), true).expect("libfabric tcp");
+        let area: &'static Area = Box::leak(Box::default());
+        let link = |ch, to: &Contact| {
+            // SAFETY: the area lives as long as the test process.
+            let ours = unsafe { OurArea::new(area) };
+            let at = Duration::from_secs(60);
+            Link::open(ch, to, PeerProcess::Remote(None), ours, at).unwrap()
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let ca = Channel::in_node(node_a.clone(), false).unwrap();
+            let cb = Channel::in_node(node_b.clone(), true).unwrap();
+            let (na, nb) = (ca.contact(), cb.contact());
+            a.push(link(ca, &nb));
+            b.push(link(cb, &na));
+        }
+        (a, b, node_b)
+    }
+
+    fn receiver(pool: &Pool) -> Receiver<'_> {
+        Receiver {
+            umqh: 9,
+            fragments: false,
+            pool,
+        }
+    }
+
+    /// Queue pairs between two processes share one node a side and one connection: each
+    /// message reaches its own binding, whichever binding's round took it from the completion
+    /// queue (the node rings its bell for a sleeping queue's), and a message for a binding
+    /// that has ended is dropped without disturbing the others.
+    #[test]
+    fn bindings_share_a_node_and_each_message_reaches_its_own() {
+        let (mut a, mut b, node_b) = shared_pairs(3);
+        assert_eq!(
+            node_b.lock().peers.len(),
+            1,
+            "one peer process, one peer entry"
+        );
+        let pool = Pool::new(false, 0, 0);
+        let (mut wa, mut wb): (Vec<Wire>, Vec<Wire>) =
+            (0..3).map(|_| (Wire::new(8, 8), Wire::new(8, 8))).unzip();
+        let mut sent = Vec::new();
+        for i in 0..3 {
+            let wr = crate::transport::test_wr(&pool, 100 + i as u32, UMQ_OPC_SEND_IMM, i as u64);
+            wa[i].sq.push_back(wr);
+            wb[i]
+                .rx_posted
+                .push_back(pool.alloc(8192, 1, 0, 0).unwrap());
+            sent.push(wr);
+        }
+        // Only b[2]'s rounds run until all three messages are in the node's inboxes.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let waiting =
+            |node: &Node, l: &Link| node.lock().inbox_mut(l.ch.id).unwrap().arrivals.len();
+        while waiting(&node_b, &b[0]) + waiting(&node_b, &b[1]) < 2 || wb[2].rx_cq.is_empty() {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            for i in 0..3 {
+                a[i].round(&mut wa[i], &receiver(&pool)).unwrap();
+            }
+            b[2].round(&mut wb[2], &receiver(&pool)).unwrap();
+        }
+        let mut bell = libc::pollfd {
+            fd: node_b.lock().bell_fd().unwrap(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        assert_eq!(
+            unsafe { libc::poll(&mut bell, 1, 0) },
+            1,
+            "the bell did not ring"
+        );
+        for i in 0..2 {
+            b[i].round(&mut wb[i], &receiver(&pool)).unwrap();
+        }
+        for (i, w) in wb.iter().enumerate() {
+            let (head, _) = w.rx_cq[0];
+            let h = unsafe { &*head };
+            assert_eq!(
+                (h.total_data_size, h.pro().imm_data),
+                (100 + i as u32, i as u64)
+            );
+            assert!(crate::transport::test_bytes_intact(head, 100 + i));
+        }
+        // b[1] ends; what a[1] sends now is dropped, and a[0]'s still arrives.
+        drop(b.remove(1));
+        for i in [0, 1] {
+            let wr = crate::transport::test_wr(&pool, 64, UMQ_OPC_SEND, 0);
+            wa[i].sq.push_back(wr);
+            sent.push(wr);
+        }
+        wb[0]
+            .rx_posted
+            .push_back(pool.alloc(8192, 1, 0, 0).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while wb[0].rx_cq.len() < 2 || wa[1].delivered < 2 {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            for i in 0..3 {
+                a[i].round(&mut wa[i], &receiver(&pool)).unwrap();
+            }
+            b[0].round(&mut wb[0], &receiver(&pool)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        b[0].round(&mut wb[0], &receiver(&pool)).unwrap();
+        assert_eq!(
+            node_b.lock().lent(),
+            0,
+            "a bounce buffer held for a binding that ended"
+        );
     }
 
     /// A rate-limited queue's WR goes in fragments of at most its PMTU, each only once the
@@ -715,34 +870,46 @@ mod tests {
         p.pool.free_one(rx).unwrap();
     }
 
-    /// The flow-control area crosses as an RMA write into the peer's landing words: the peer
-    /// sees it without a message (no receive buffer taken), and a write of lower words (stale,
-    /// or hostile) lowers nothing.
+    /// The flow-control area crosses as an RMA write into the landing words the peer's node
+    /// keeps for the channel: the peer sees it without a message (no receive buffer taken); a
+    /// write of lower words (stale, or hostile) lowers nothing, and a write for another
+    /// generation of the channel's slot (an earlier binding's) is not taken at all.
     #[test]
     fn the_area_lands_by_rma_write_and_never_goes_down() {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.area_a.raise_to([16, 40, 3]);
         p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 40, 3]);
-        assert!(
-            p.b.rx.filled.iter().all(|f| f.is_none()),
-            "a message arrived"
-        );
-        assert_eq!(p.b.rx.posted.len() + p.b.rx.repost.len(), RX_BOUNCES);
+        {
+            let mut n = p.b.ch.node.lock();
+            assert_eq!(n.lent(), 0, "a message arrived");
+            assert!(n.inbox_mut(p.b.ch.id).unwrap().arrivals.is_empty());
+        }
         p.area_a.raise_to([16, 41, 3]);
         p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 41, 3]);
-        // A lower write lands in the words but not in the area the queue reads.
-        let words: Vec<u8> = [1u64, 2, 3].iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let mut low = sys::Buffers::unregistered(AREA_BYTES);
-        low.get_mut(0, AREA_BYTES).copy_from_slice(&words);
-        let to = p.b.ep.landing_key();
         // Written as `a`'s own area write, whose completion its rounds take.
+        let write = |p: &mut Pair, to_channel: ChannelId, words: [u64; 3]| {
+            p.rounds_until(|a, _| !a.area_in_flight);
+            let a = &mut p.a;
+            let (id, peer, to) = (a.ch.id, a.peer_addr, a.peer_landing);
+            let node = a.ch.node.clone();
+            while !node
+                .lock()
+                .write_area(id, peer, to, to_channel, words)
+                .unwrap()
+            {
+                node.lock().progress(id).unwrap();
+            }
+            a.area_in_flight = true;
+        };
+        let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+        let earlier = p.b.ch.id - (1 << 32);
+        write(&mut p, earlier, [99, 99, 99]);
         p.rounds_until(|a, _| !a.area_in_flight);
-        let write = |a: &Link| a.ep.write(&low, 0, AREA_BYTES, a.peer, to, AREA_TAG);
-        while write(&p.a).is_err() {
-            p.a.reap().unwrap();
-        }
-        p.a.area_in_flight = true;
-        p.rounds_until(|_, b| b.ep.landed() == [1, 2, 3]);
+        assert_eq!(landed(&p.b), None, "a write for another generation");
+        assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
+        let current = p.b.ch.id;
+        write(&mut p, current, [1, 2, 3]);
+        p.rounds_until(|_, b| landed(b) == Some([1, 2, 3]));
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }
 

@@ -46,10 +46,19 @@ pub struct Header {
     pub seq: u64,
     /// The whole message's bytes (the sum of its fragments).
     pub total: u64,
-    pub _r1: u64,
+    /// Which binding of the receiving process it is for (`node::ChannelId`; `NODE`: the
+    /// process itself).
+    pub dst: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() == HEADER);
+
+/// The destination of a message in its header, before anything else of it is read: the node
+/// routes on it, the binding it names checks the rest (`Header::read`). None when too short.
+pub fn destination(at: &[u8]) -> Option<u64> {
+    let dst = at.get(HEADER - 8..HEADER)?;
+    Some(u64::from_ne_bytes(dst.try_into().ok()?))
+}
 
 impl Header {
     pub fn to_bytes(self) -> [u8; HEADER] {

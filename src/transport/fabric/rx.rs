@@ -4,74 +4,57 @@
 use super::*;
 
 impl Link {
-    /// Takes completions: received messages join `arrived`, sent buffers come free. An error
-    /// completion means the peer cannot be reached.
-    pub(super) fn reap(&mut self) -> Result<(), LinkError> {
-        let mut cqes = [sys::Cqe {
-            ctx: std::ptr::null_mut(),
-            len: 0,
-            err: 0,
-            prov_errno: 0,
-        }; 16];
-        loop {
-            let n = self
-                .ep
-                .poll(&mut cqes)
-                .map_err(|_| lost("the fabric completion queue failed"))?;
-            for c in &cqes[..n] {
-                if c.err != 0 {
-                    crate::log_info!(
-                        "umq_fabric",
-                        "completion error: {} (provider errno {})",
-                        sys::strerror(c.err),
-                        c.prov_errno
-                    );
-                    return Err(lost("peer unreachable over the network"));
-                }
-                let ctx = c.ctx as usize;
-                let idx = ctx & (RECV_TAG - 1);
-                match ctx & !(RECV_TAG - 1) {
-                    RECV_TAG
-                        if idx < RX_BOUNCES
-                            && c.len as usize <= BOUNCE
-                            && self.rx.filled[idx].is_none() =>
-                    {
-                        self.rx.filled[idx] = Some(c.len as usize);
-                        self.heard = Instant::now();
-                        self.heard_any = true;
-                    }
-                    SEND_TAG if idx < TX_SLOTS => self.tx.sent_from(idx),
-                    AREA_TAG if idx == 0 && self.area_in_flight => self.area_in_flight = false,
-                    _ => return Err(lost("a fabric completion for no buffer of ours")),
-                }
-            }
-            if n < cqes.len() {
-                return Ok(());
-            }
-        }
-    }
-
-    pub(super) fn repost(&mut self) {
-        while let Some(idx) = self.rx.repost.pop() {
-            let posted = self
-                .ep
-                .post_recv(&mut self.rx.bufs, idx * BOUNCE, BOUNCE, RECV_TAG | idx);
-            if posted.is_err() {
-                self.rx.repost.push(idx);
-                return;
-            }
-            self.rx.posted.push_back(idx);
-        }
-    }
-
     /// Runs the peer's messages in order until one must wait for a receive buffer.
     pub(super) fn receive(
         &mut self,
+        n: &mut Shared,
         w: &mut Wire,
         at: &Receiver,
         out: &mut Outcome,
     ) -> Result<(), LinkError> {
-        receive_messages(&mut self.rx, &mut self.tx, &mut self.left, w, at, out)
+        let (inbox, bounces) = n
+            .inbox_and_bounces(self.ch.id)
+            .ok_or(lost("the binding's network channel is gone"))?;
+        let mut arrived = Arrived {
+            queue: &mut inbox.arrivals,
+            bounces,
+            released: &mut self.released,
+        };
+        let r = receive_messages(
+            &mut self.rx,
+            &mut arrived,
+            &mut self.tx,
+            &mut self.left,
+            w,
+            at,
+            out,
+        );
+        n.give_back(&mut self.released);
+        r
+    }
+}
+
+/// The peer's messages as the node handed them to a binding: in the node's bounce buffers or
+/// copied out. Bounce buffers of the messages that ran are `released`.
+pub(super) struct Arrived<'a> {
+    pub(super) queue: &'a mut VecDeque<node::Arrival>,
+    pub(super) bounces: &'a sys::Buffers,
+    pub(super) released: &'a mut Vec<usize>,
+}
+
+impl Arrived<'_> {
+    fn front(&self) -> Option<&[u8]> {
+        Some(match self.queue.front()? {
+            node::Arrival::Bounce { idx, len } => self.bounces.get(idx * BOUNCE, *len),
+            node::Arrival::Owned(v) => v,
+        })
+    }
+
+    /// The front message ran.
+    fn pop(&mut self) {
+        if let Some(node::Arrival::Bounce { idx, .. }) = self.queue.pop_front() {
+            self.released.push(idx);
+        }
     }
 }
 
@@ -79,6 +62,7 @@ impl Link {
 /// runs it on buffers of its own).
 pub(super) fn receive_messages(
     rx: &mut Rx,
+    arrived: &mut Arrived,
     tx: &mut Tx,
     left: &mut bool,
     w: &mut Wire,
@@ -100,10 +84,9 @@ pub(super) fn receive_messages(
             rx.blocked = false;
             continue;
         }
-        let Some((idx, len)) = rx.next_filled() else {
+        let Some(bytes) = arrived.front() else {
             return Ok(());
         };
-        let bytes = rx.bufs.get(idx * BOUNCE, len);
         let h = Header::read(bytes)?;
         let payload = &bytes[HEADER..];
         if h.kind == KIND_CONTROL {
@@ -135,17 +118,7 @@ pub(super) fn receive_messages(
             }
             rx.blocked = false;
         }
-        rx.posted.pop_front();
-        rx.filled[idx] = None;
-        rx.repost.push(idx);
-    }
-}
-
-impl Rx {
-    /// The oldest posted buffer, when its message has arrived: (buffer, bytes).
-    pub(super) fn next_filled(&self) -> Option<(usize, usize)> {
-        let &idx = self.posted.front()?;
-        self.filled[idx].map(|len| (idx, len))
+        arrived.pop();
     }
 }
 

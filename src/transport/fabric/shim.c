@@ -90,7 +90,7 @@ struct umqf_ep {
     struct fid_ep *ep;
     size_t inject_size;
     int wait_fd; /* the completion queue's wait fd (FI_WAIT_FD), or -1 */
-    struct fid_mr *mrs[4]; /* registered memory, closed with the endpoint */
+    struct fid_mr *mrs[8]; /* registered memory, closed with the endpoint */
     int n_mrs;
 };
 
@@ -228,7 +228,8 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
             goto out;
         }
     }
-    struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 1};
+    /* One entry per peer process (queues to one process share its entry): a hint, the table grows. */
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 64};
     rc = fi_av_open(e->domain, &av_attr, &e->av, NULL);
     if (rc) {
         fail(why, n, "fi_av_open", rc);

@@ -3,7 +3,6 @@
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One completion, as the shim flattens it.
 #[repr(C)]
@@ -160,6 +159,17 @@ impl Buffers {
     pub fn get_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
         &mut self.mem[at..at + len]
     }
+
+    /// The aligned 8-byte word at `at` as it is now: memory a peer writes into (RMA, by our
+    /// own progress over tcp and by the NIC over verbs), each word whole.
+    pub fn word(&self, at: usize) -> u64 {
+        let p = self.mem[at..at + 8].as_ptr() as *const u64;
+        assert!(p.is_aligned(), "a landing word off its alignment");
+        // SAFETY: in bounds and aligned; volatile, since the writer is not this program.
+        let v = unsafe { std::ptr::read_volatile(p) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        v
+    }
 }
 
 /// Memory of ours the peer writes into (libfabric RMA): where and under which key.
@@ -169,27 +179,18 @@ pub struct RemoteKey {
     pub key: u64,
 }
 
-/// The words the peer writes its flow-control area into (`Endpoint::landed`).
-pub const LANDING_WORDS: usize = 3;
-
-/// Where the peer's writes land: registered with the endpoint, and never moved (boxed).
-#[repr(C, align(64))]
-struct Landing([AtomicU64; LANDING_WORDS]);
-
-/// A reliable-datagram endpoint. Every call on it is made under the wire lock of the one queue
-/// that owns it (libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a time).
+/// A reliable-datagram endpoint. Every call on it is made under the lock of the node that owns
+/// it (`node::Node`; libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a
+/// time). Memory registered with it must outlive it: the shim closes the registrations in
+/// `umqf_close`, which `drop` calls.
 pub struct Endpoint {
     raw: NonNull<RawEp>,
     name: Vec<u8>,
     inject: usize,
     provider: String,
-    /// Registered for the peer to write (closed with the endpoint, before this box goes: the
-    /// shim closes its registrations in `umqf_close`, which `drop` calls first).
-    landing: Box<Landing>,
-    landing_key: RemoteKey,
 }
 
-// SAFETY: see the type's comment: the queue's wire lock serialises every use.
+// SAFETY: see the type's comment: the node's lock serialises every use.
 unsafe impl Send for Endpoint {}
 unsafe impl Sync for Endpoint {}
 
@@ -242,28 +243,11 @@ impl Endpoint {
         let provider = unsafe { CStr::from_ptr(umqf_provider(raw.as_ptr())) }
             .to_string_lossy()
             .into_owned();
-        let landing = Box::new(Landing(Default::default()));
-        let mut landing_key = RemoteKey { addr: 0, key: 0 };
-        let rc = unsafe {
-            umqf_expose(
-                raw.as_ptr(),
-                landing.0.as_ptr() as *mut c_void,
-                size_of::<Landing>(),
-                &mut landing_key.addr,
-                &mut landing_key.key,
-            )
-        };
-        if rc != 0 {
-            unsafe { umqf_close(raw.as_ptr()) };
-            return Err(format!("fi_mr_reg: {}", strerror(rc)));
-        }
         Ok(Endpoint {
             raw,
             name,
             inject: unsafe { umqf_inject_size(raw.as_ptr()) },
             provider,
-            landing,
-            landing_key,
         })
     }
 
@@ -285,15 +269,31 @@ impl Endpoint {
         }
     }
 
-    /// Where the peer writes into our landing words, for its bind.
-    pub fn landing_key(&self) -> RemoteKey {
-        self.landing_key
-    }
-
-    /// The landing words as the peer last wrote them (each word whole: an aligned 8-byte
-    /// store, by our own progress over tcp and by the NIC over verbs).
-    pub fn landed(&self) -> [u64; LANDING_WORDS] {
-        std::array::from_fn(|i| self.landing.0[i].load(Ordering::Acquire))
+    /// `len` bytes of zeroed memory the peers write into (RMA), registered with this endpoint,
+    /// and where they name it in their writes. Untouched pages stay unallocated (zeroed
+    /// allocations of this size are fresh mappings), so a large region costs what is used.
+    pub fn exposed(&self, len: usize) -> Result<(Buffers, RemoteKey), String> {
+        let mut mem = vec![0u8; len].into_boxed_slice();
+        let mut key = RemoteKey { addr: 0, key: 0 };
+        let rc = unsafe {
+            umqf_expose(
+                self.raw.as_ptr(),
+                mem.as_mut_ptr() as *mut c_void,
+                len,
+                &mut key.addr,
+                &mut key.key,
+            )
+        };
+        match rc {
+            0 => Ok((
+                Buffers {
+                    mem,
+                    desc: std::ptr::null_mut(),
+                },
+                key,
+            )),
+            rc => Err(format!("fi_mr_reg: {}", strerror(rc))),
+        }
     }
 
     /// Writes `len` bytes of `bufs` at `at` into the peer's memory at `to`; they must stay put

@@ -72,21 +72,6 @@ pub(super) fn flight_of(
     flight.get_mut(i as usize)
 }
 
-impl Tx {
-    /// libfabric is done with the buffer `slot`: it is free, and the WR whose fragment it
-    /// carried has one fragment fewer to wait for.
-    pub(super) fn sent_from(&mut self, slot: usize) {
-        self.free.push(slot);
-        if let Some(f) = flight_of(
-            &mut self.flight,
-            self.flight_base,
-            self.slot_wr[slot].take(),
-        ) {
-            f.unfinished -= 1;
-        }
-    }
-}
-
 impl Link {
     /// Completes our WRs in order, as far as they are done.
     pub(super) fn complete(&mut self, w: &mut Wire, out: &mut Outcome) {
@@ -116,14 +101,24 @@ impl Link {
     /// in announcements piggybacked on our SENDs, so while we send WRs the pause is long
     /// (`AREA_WHILE_SENDING`: a ping-pong's replies carry the credit); a pure receiver, whose
     /// peer may have no receive buffer for a standalone update, ships it soon
-    /// (`AREA_WHILE_RECEIVING`: a stream's credit). It always arrives: the progress thread's
-    /// rounds ship it when the application does not call in.
-    pub(super) fn ship_area(&mut self) -> Result<(), LinkError> {
+    /// (`AREA_WHILE_RECEIVING`: a stream's credit). A peer that has used all the credit we
+    /// shipped gets the new grant at once: it may be waiting for it (a window of one), and no
+    /// reply of ours can carry it. It always arrives: the progress thread's rounds ship it when
+    /// the application does not call in.
+    pub(super) fn ship_area(&mut self, n: &mut Shared, w: &mut Wire) -> Result<(), LinkError> {
         if self.area_in_flight {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
         }
         let now = self.our_area.get().snapshot();
-        let pause = if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
+        // The peer has used all the credit we shipped (it may have more from a piggybacked
+        // grant): it may be waiting for this one, and no reply of ours will carry it.
+        let starved = w
+            .flow
+            .as_mut()
+            .is_some_and(|f| f.data_arrived_total() >= self.area_sent[1]);
+        let pause = if starved {
+            Duration::ZERO
+        } else if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
             AREA_WHILE_SENDING
         } else {
             AREA_WHILE_RECEIVING
@@ -133,26 +128,11 @@ impl Link {
         {
             return Ok(());
         }
-        let out = self.area_out.get_mut(0, AREA_BYTES);
-        for (chunk, w) in out.chunks_exact_mut(8).zip(now) {
-            chunk.copy_from_slice(&w.to_ne_bytes());
+        let (to, to_channel) = (self.peer_landing, self.peer_chan);
+        if !n.write_area(self.ch.id, self.peer_addr, to, to_channel, now)? {
+            return Ok(()); // no room now: the next round tries again
         }
-        let written = self.ep.write(
-            &self.area_out,
-            0,
-            AREA_BYTES,
-            self.peer,
-            self.peer_landing,
-            AREA_TAG,
-        );
-        match written {
-            Ok(()) => self.area_in_flight = true,
-            Err(sys::FI_EAGAIN) => return Ok(()), // the next round tries again
-            Err(code) => {
-                crate::log_info!("umq_fabric", "area write failed: {}", sys::strerror(code));
-                return Err(lost("peer unreachable over the network"));
-            }
-        }
+        self.area_in_flight = true;
         self.area_sent = now;
         self.area_sent_at = Instant::now();
         Ok(())
@@ -220,24 +200,21 @@ impl Link {
     /// provider's packets: the first carries the header of the WR, `KIND_MORE` the others.)
     pub(super) fn flush(
         &mut self,
+        n: &mut Shared,
         gate: Option<PacketGate>,
         paused: bool,
         packets: &mut u64,
     ) -> Result<(), LinkError> {
-        let (ep, peer, said) = (&self.ep, self.peer, &mut self.said);
+        let (id, peer, dst) = (self.ch.id, self.peer_addr, self.peer_chan);
         let Tx {
-            bufs,
-            free,
-            slot_wr,
             outgoing,
             flight,
             flight_base,
-            scratch,
         } = &mut self.tx;
         while let Some(o) = outgoing.front_mut() {
-            let n = (o.total() - o.done).min(o.fragment as u64) as usize;
+            let len = (o.total() - o.done).min(o.fragment as u64) as usize;
             if let (Some(g), Body::Wr(wr)) = (gate, &o.body)
-                && (paused || o.done + n as u64 > g.allowed(*wr, o.total()))
+                && (paused || o.done + len as u64 > g.allowed(*wr, o.total()))
             {
                 return Ok(()); // packets go as granted, and not while our priority is paused
             }
@@ -245,46 +222,29 @@ impl Link {
             if o.started {
                 h.kind = KIND_MORE;
             }
-            h.len = n as u32;
-            let len = HEADER + n;
-            let sent = if len <= ep.inject_size() {
-                scratch.clear();
-                scratch.extend_from_slice(&h.to_bytes());
-                scratch.resize(len, 0);
-                o.copy_out(&mut scratch[HEADER..]);
-                ep.inject(scratch, peer)
-            } else {
-                let Some(slot) = free.pop() else {
-                    return Ok(());
-                };
-                let buf = bufs.get_mut(slot * BOUNCE, len);
-                buf[..HEADER].copy_from_slice(&h.to_bytes());
-                o.copy_out(&mut buf[HEADER..]);
-                let sent = ep.send(bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
-                match (sent, flight_of(flight, *flight_base, o.wr_seq)) {
-                    (Err(_), _) => free.push(slot),
-                    (Ok(()), Some(f)) => {
-                        f.unfinished += 1;
-                        slot_wr[slot] = o.wr_seq;
-                    }
-                    (Ok(()), None) => {}
-                }
-                sent
+            h.len = len as u32;
+            h.dst = dst;
+            let sent = match send_fragment(n, o, &h, peer, id) {
+                Some(sent) => sent,
+                None => return Ok(()), // no send buffer free
             };
-            match sent {
-                Ok(()) => {}
+            let from_buffer = match sent {
+                Ok(from_buffer) => from_buffer,
                 Err(sys::FI_EAGAIN) => return Ok(()),
                 Err(code) => {
                     crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
                     return Err(lost("peer unreachable over the network"));
                 }
+            };
+            if from_buffer && let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
+                f.unfinished += 1;
             }
-            *said = Instant::now();
+            n.peers[self.peer].said = Instant::now();
             if o.fragment < FRAGMENT {
                 *packets += 1;
             }
             o.started = true;
-            o.done += n as u64;
+            o.done += len as u64;
             if o.done == o.total() {
                 if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                     f.sent = true;
@@ -294,4 +254,34 @@ impl Link {
         }
         Ok(())
     }
+}
+
+/// Hands the next fragment of `o` (its header `h`) to libfabric for `peer`: copied out at once
+/// when it fits the inject size, else from one of the node's send buffers, whose completion
+/// tells channel `id` that a fragment of its WR went. Ok(true) when it went from a send
+/// buffer; None when no send buffer is free.
+fn send_fragment(
+    n: &mut Shared,
+    o: &Outgoing,
+    h: &Header,
+    peer: u64,
+    id: ChannelId,
+) -> Option<Result<bool, i32>> {
+    let len = HEADER + h.len as usize;
+    if len <= n.ep.inject_size() {
+        let scratch = &mut n.tx.scratch;
+        scratch.clear();
+        scratch.extend_from_slice(&h.to_bytes());
+        scratch.resize(len, 0);
+        o.copy_out(&mut scratch[HEADER..]);
+        return Some(n.ep.inject(&n.tx.scratch, peer).map(|()| false));
+    }
+    let slot = n.tx.free.pop()?;
+    let buf = n.tx.bufs.get_mut(slot * BOUNCE, len);
+    buf[..HEADER].copy_from_slice(&h.to_bytes());
+    o.copy_out(&mut buf[HEADER..]);
+    Some(
+        n.send_slot(slot, len, peer, o.wr_seq.map(|seq| (id, seq)))
+            .map(|()| true),
+    )
 }

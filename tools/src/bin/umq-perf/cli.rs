@@ -51,8 +51,8 @@ pub struct Cli {
     /// reference qps tool's pattern (a client posting the same list head of 64 one-buffer SENDs
     /// round after round, the list checked intact after every round, and a server counting and
     /// reposting); fc, throughput with flow control on vs off; all, lat and bw (and fc on
-    /// loopback); scale, --pairs queue pairs bound at once (loopback, or shm with a second
-    /// process), each one's memory (Pss) and fds, setup and teardown per pair, a message each
+    /// loopback); scale, --pairs queue pairs bound at once (loopback, or shm or fabric with
+    /// a second process), each one's memory (Pss) and fds, setup and teardown per pair, a message each
     /// way through every pair, a ping-pong beside all the others; pacing, the pacing machine
     /// alone on a virtual clock, --queues limited queues each always with more to send, packet
     /// times of 1 to 16 ticks, per packet on the timing wheel and on a binary heap, the largest
@@ -171,7 +171,7 @@ pub struct Cli {
     /// The peer's queue address (given by the server to the peers it starts).
     #[arg(long, hide = true, default_value = "127.0.0.1")]
     pub ip: std::net::IpAddr,
-    /// The peer process of a shm scale run.
+    /// The peer process of a scale run over shm or fabric.
     #[arg(long, hide = true)]
     pub scale_peer: bool,
     /// The peer process of a pfc run.
@@ -217,7 +217,7 @@ pub struct Args {
     pub port: u16,
     /// `--test scale`: how many queue pairs, per measurement.
     pub pairs: Vec<u32>,
-    /// The peer process of a shm scale run (hidden).
+    /// The peer process of a scale run over shm or fabric (hidden).
     pub scale_peer: bool,
     pub pfc_peer: bool,
     pub rma_peer: bool,
@@ -302,9 +302,6 @@ fn check(a: &Args) -> Result<(), String> {
     let r = &a.run;
     if a.test == "pfc" && !["shm", "fabric"].contains(&a.provider.as_str()) {
         return Err("--test pfc: between two processes, --provider shm or fabric".into());
-    }
-    if a.test == "scale" && !["loopback", "shm"].contains(&a.provider.as_str()) {
-        return Err("--test scale: loopback or shm pairs".into());
     }
     if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {
         return Err("--batch must be 1..=64 and at most --depth".into());
@@ -443,7 +440,6 @@ mod tests {
             "--test bw --rx-bufs 8",
             "--test qps --rx-bufs 32",
             "--test pfc",
-            "--provider fabric --test scale",
             "--pairs 0",
             "--queues 16000001",
             "--api rdma",

@@ -42,11 +42,12 @@ fn one_way(from: u64, to: u64, msg: *mut umq_buf_t) {
     api::poll_exact(from, UMQ_IO_TX, &mut c);
 }
 
-/// The scale run on `provider`: loopback pairs in this process, or shm pairs with a peer
-/// process.
+/// The scale run on `provider`: loopback pairs in this process, or pairs with a peer process
+/// over shared memory or the network (`UMQ_PROVIDER=fabric`, which the peer inherits).
 pub fn measure(run: &Run, pairs: u32, provider: &str) -> Row {
     match provider {
-        "shm" => measure_shm(run, pairs),
+        "shm" => measure_with_peer(run, pairs, "shm"),
+        "fabric" => measure_with_peer(run, pairs, "fabric"),
         _ => measure_loopback(run, pairs),
     }
 }
@@ -223,7 +224,7 @@ fn echo(q: u64, msg: *mut umq_buf_t, arrived: bool) -> bool {
     }
 }
 
-fn measure_shm(run: &Run, pairs: u32) -> Row {
+fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
     let mut child = crate::shm::spawn_self([
         "--scale-peer".to_string(),
         "--pairs".into(),
@@ -274,10 +275,10 @@ fn measure_shm(run: &Run, pairs: u32) -> Row {
         ping_pong,
         teardown,
     }
-    .row("shm", run, pairs)
+    .row(provider, run, pairs)
 }
 
-/// The peer process of a shm scale run (`--scale-peer`): binds its queues to the measuring
+/// The peer process of a scale run with a peer (`--scale-peer`): binds its queues to the measuring
 /// process's, echoes one message through each pair and then the ping-pong, and exits.
 pub fn serve_peer(run: &Run, pairs: u32) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };

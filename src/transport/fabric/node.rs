@@ -1,0 +1,732 @@
+//! A process's network node: the one libfabric endpoint (with its completion queue, address
+//! vector and registered buffers) that all of the process's network bindings share, as UCX
+//! shares a worker and MPI over libfabric an endpoint per interface.
+//!
+//! Two processes talk over one connection however many queue pairs they bind: each binding is
+//! a *channel* of its node, and every message names the channel it is for (`Header::dst`). The
+//! node takes completions for all of them: it posts its receive buffers, hands each arrived
+//! message to its channel's inbox (in the order the buffers were posted, which is the order
+//! messages matched them), frees send buffers and tells the channel whose fragment went, and
+//! keeps each peer process alive in the other's eyes with one ping for all its channels. So
+//! what a binding costs is its own state and a slot of the node's landing words, not an
+//! endpoint and eight megabytes of buffers.
+//!
+//! Everything here runs under the node's lock, which a binding takes inside its queue's wire
+//! lock (never the other way round).
+
+use super::msg::*;
+use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
+use super::{LinkError, watch};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// Receive bounce buffers of a node, shared by its channels.
+pub const RX_BOUNCES: usize = 256;
+/// Send buffers of a node: fragments beyond them wait in their channel's outgoing queue.
+pub const TX_SLOTS: usize = 256;
+/// Flow-control area writes in flight at once, over all channels.
+pub const AREA_WRITES: usize = 256;
+/// The completion queue: room for every buffer's and write's completion.
+pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + AREA_WRITES + 16;
+/// Channels a node can hold (a process binding ten thousand pairs to itself holds twenty
+/// thousand). Their landing words are reserved up front and cost memory as they are used.
+pub const MAX_CHANNELS: usize = 1 << 16;
+/// A channel's landing words: its generation, then the peer's flow-control area (three words).
+pub const SLOT_BYTES: usize = 32;
+/// Bounce buffers a node lends its channels' inboxes at most; past it, arrivals are copied out
+/// and their buffers posted again, so a queue whose application does not call in never holds
+/// up the others.
+const LEND_AT_MOST: usize = RX_BOUNCES / 2;
+/// `Header::dst` of a message for the node itself (a ping).
+pub const NODE: u64 = 0;
+
+/// Completion contexts: which buffer a completion is about.
+const RECV_TAG: usize = 1 << 32;
+const SEND_TAG: usize = 2 << 32;
+const AREA_TAG: usize = 3 << 32;
+const INDEX: usize = RECV_TAG - 1;
+
+/// A channel: its slot in the node and, above, the generation that slot is in (a message for an
+/// earlier binding that used the slot names another generation and is dropped).
+pub type ChannelId = u64;
+
+fn slot_of(id: ChannelId) -> usize {
+    (id & 0xffff_ffff) as usize
+}
+
+fn generation_of(id: ChannelId) -> u32 {
+    (id >> 32) as u32
+}
+
+/// A message the node handed to a channel: still in its bounce buffer, or copied out.
+pub enum Arrival {
+    Bounce { idx: usize, len: usize },
+    Owned(Vec<u8>),
+}
+
+/// What the node keeps for a channel until its binding takes it.
+pub struct Inbox {
+    id: ChannelId,
+    pub arrivals: VecDeque<Arrival>,
+    /// Sequence numbers of the channel's WRs one of whose fragments libfabric finished sending.
+    pub sent: Vec<u64>,
+    /// The channel's flow-control area write completed.
+    pub area_written: bool,
+    /// An error completion of one of its operations: the peer cannot be reached.
+    pub broken: Option<&'static str>,
+    /// Its peer process (`Shared::peers`), once bound.
+    pub peer: Option<usize>,
+    /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
+    interrupt: bool,
+}
+
+/// A peer process, as every channel bound to it sees it.
+pub struct Peer {
+    name: Vec<u8>,
+    /// Its address handle.
+    pub addr: u64,
+    pub heard: Instant,
+    pub heard_any: bool,
+    pub said: Instant,
+    /// The shortest ping interval its channels ask for, and how many there are.
+    ping_after: Duration,
+    users: usize,
+}
+
+/// The node's state, under its lock.
+pub struct Shared {
+    /// First, so that it closes (with its registrations) before the memory below is freed.
+    pub ep: Endpoint,
+    pub rx: RxPool,
+    pub tx: TxPool,
+    /// Where peers write their flow-control areas, `SLOT_BYTES` a channel.
+    landing: Buffers,
+    landing_key: RemoteKey,
+    /// Our channels' areas as they go out, `SLOT_BYTES` a channel.
+    pub area_out: Buffers,
+    pub areas_in_flight: usize,
+    inboxes: Vec<Option<Inbox>>,
+    /// Free slots, oldest first: a slot is reused as late as possible.
+    free_slots: VecDeque<usize>,
+    next_generation: u32,
+    pub peers: Vec<Peer>,
+    bell: Option<Bell>,
+    /// Sockets watching peer processes on other hosts, one per peer (`watch`), by beacon.
+    watches: HashMap<SocketAddr, Weak<OwnedFd>>,
+    /// The completion queue failed: every channel is broken.
+    failed: Option<&'static str>,
+    /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
+    /// the bell is not rung for it.
+    serving: ChannelId,
+}
+
+pub struct RxPool {
+    pub bufs: Buffers,
+    /// Posted buffers in the order they were posted, which is the order messages match them;
+    /// completions can come in another order (a large message's rendezvous completes after a
+    /// small one behind it).
+    posted: VecDeque<usize>,
+    filled: Vec<Option<usize>>,
+    repost: Vec<usize>,
+    /// Buffers in channels' inboxes.
+    lent: usize,
+}
+
+pub struct TxPool {
+    pub bufs: Buffers,
+    pub free: Vec<usize>,
+    /// The channel and WR a busy buffer carries a fragment of.
+    pub owner: Vec<Option<(ChannelId, u64)>>,
+    pub scratch: Vec<u8>,
+}
+
+/// What wakes a sleeping interrupt-mode queue: an epoll set of the completion queue's wait fd
+/// and an eventfd the node rings when it hands something to an interrupt-mode channel other
+/// than through a completion that channel will read (a completion another binding's round
+/// took).
+struct Bell {
+    epoll: OwnedFd,
+    event: OwnedFd,
+    rung: bool,
+}
+
+impl Bell {
+    fn new(cq_fd: i32) -> Result<Bell, String> {
+        let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: plain system calls; each fd is owned at once.
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epoll < 0 {
+            return Err(err("epoll_create1"));
+        }
+        let epoll = unsafe { OwnedFd::from_raw_fd(epoll) };
+        let event = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if event < 0 {
+            return Err(err("eventfd"));
+        }
+        let event = unsafe { OwnedFd::from_raw_fd(event) };
+        for fd in [cq_fd, event.as_raw_fd()] {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: fd as u64,
+            };
+            if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0
+            {
+                return Err(err("epoll_ctl"));
+            }
+        }
+        Ok(Bell {
+            epoll,
+            event,
+            rung: false,
+        })
+    }
+
+    fn ring(&mut self) {
+        if !std::mem::replace(&mut self.rung, true) {
+            let one = 1u64;
+            unsafe { libc::write(self.event.as_raw_fd(), &one as *const u64 as *const _, 8) };
+        }
+    }
+
+    fn clear(&mut self) {
+        if std::mem::replace(&mut self.rung, false) {
+            let mut n = 0u64;
+            unsafe { libc::read(self.event.as_raw_fd(), &mut n as *mut u64 as *mut _, 8) };
+        }
+    }
+}
+
+/// A process's node for one libfabric provider and address.
+pub struct Node {
+    key: (String, Option<String>, bool),
+    name: Vec<u8>,
+    provider: String,
+    inject: usize,
+    /// Our death-watch beacon, open while the node lives.
+    beacon: Option<watch::Beacon>,
+    shared: Mutex<Shared>,
+}
+
+/// The nodes of this process, as long as a binding or an offered channel holds them.
+static NODES: Mutex<Vec<Weak<Node>>> = Mutex::new(Vec::new());
+
+impl Node {
+    /// The node of libfabric provider `prov` on `addr` (None: the provider's choice), with a
+    /// wait fd when `wakeable`: this process's, made on first use.
+    pub fn get(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
+        let key = (prov.to_string(), addr.map(str::to_string), wakeable);
+        let mut nodes = NODES.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.retain(|n| n.strong_count() > 0);
+        if let Some(n) = nodes
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|n| n.key == key)
+        {
+            return Ok(n);
+        }
+        let node = Node::open(prov, addr, wakeable)?;
+        nodes.push(Arc::downgrade(&node));
+        Ok(node)
+    }
+
+    /// A node of its own, outside the registry (tests: two "processes" in one).
+    pub fn open(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
+        let ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable)?;
+        let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
+        let bell = match ep.wait_fd() {
+            Some(fd) => Some(Bell::new(fd)?),
+            None => None,
+        };
+        let shared = Shared {
+            rx: RxPool {
+                bufs: ep.buffers(RX_BOUNCES * BOUNCE)?,
+                posted: VecDeque::with_capacity(RX_BOUNCES),
+                filled: vec![None; RX_BOUNCES],
+                repost: (0..RX_BOUNCES).collect(),
+                lent: 0,
+            },
+            tx: TxPool {
+                bufs: ep.buffers(TX_SLOTS * BOUNCE)?,
+                free: (0..TX_SLOTS).rev().collect(),
+                owner: vec![None; TX_SLOTS],
+                scratch: Vec::with_capacity(BOUNCE),
+            },
+            area_out: ep.buffers(MAX_CHANNELS * SLOT_BYTES)?,
+            landing,
+            landing_key,
+            areas_in_flight: 0,
+            inboxes: Vec::new(),
+            // Slot 0 is never a channel's: `NODE` names the node.
+            free_slots: VecDeque::new(),
+            next_generation: 1,
+            peers: Vec::new(),
+            bell,
+            watches: HashMap::new(),
+            failed: None,
+            serving: NODE,
+            ep,
+        };
+        let node = Node {
+            key: (prov.to_string(), addr.map(str::to_string), wakeable),
+            name: shared.ep.name().to_vec(),
+            provider: shared.ep.provider().to_string(),
+            inject: shared.ep.inject_size(),
+            beacon: watch::Beacon::open(shared.ep.name()),
+            shared: Mutex::new(shared),
+        };
+        crate::log_info!(
+            "umq_bind_info_get",
+            "network node over libfabric {} ({} bytes of address, inject {} B)",
+            node.provider,
+            node.name.len(),
+            node.inject
+        );
+        Ok(Arc::new(node))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Our address, for peers (`fi_getname`).
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// Where our death-watch beacon listens, if we have one.
+    pub fn beacon(&self) -> Option<SocketAddr> {
+        self.beacon.as_ref().and_then(|b| b.addr())
+    }
+}
+
+impl Shared {
+    /// A new channel (for a queue in interrupt mode when `interrupt`); None when the node has
+    /// `MAX_CHANNELS` already.
+    pub fn open_channel(&mut self, interrupt: bool) -> Option<ChannelId> {
+        let slot = match self.free_slots.pop_front() {
+            Some(s) => s,
+            None if self.inboxes.len() < MAX_CHANNELS => {
+                if self.inboxes.is_empty() {
+                    self.inboxes.push(None); // slot 0: the node
+                }
+                self.inboxes.push(None);
+                self.inboxes.len() - 1
+            }
+            None => return None,
+        };
+        let generation = self.next_generation;
+        self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let id = (generation as u64) << 32 | slot as u64;
+        self.inboxes[slot] = Some(Inbox {
+            id,
+            arrivals: VecDeque::new(),
+            sent: Vec::new(),
+            area_written: false,
+            broken: None,
+            peer: None,
+            interrupt,
+        });
+        // The landing words start over: the generation first, so that what an earlier binding
+        // of this slot's peer still writes is told apart.
+        let words = self.landing.get_mut(slot * SLOT_BYTES, SLOT_BYTES);
+        words.fill(0);
+        words[..8].copy_from_slice(&(generation as u64).to_ne_bytes());
+        Some(id)
+    }
+
+    /// Ends channel `id`: its lent buffers are posted again, its peer has one user fewer.
+    pub fn close_channel(&mut self, id: ChannelId) {
+        if self.inbox_mut(id).is_none() {
+            return;
+        }
+        let Some(inbox) = self.inboxes[slot_of(id)].take() else {
+            return;
+        };
+        for a in inbox.arrivals {
+            if let Arrival::Bounce { idx, .. } = a {
+                self.rx.give_back(idx);
+            }
+        }
+        if let Some(p) = inbox.peer {
+            self.peers[p].users -= 1;
+        }
+        self.free_slots.push_back(slot_of(id));
+    }
+
+    pub fn inbox_mut(&mut self, id: ChannelId) -> Option<&mut Inbox> {
+        self.inboxes
+            .get_mut(slot_of(id))?
+            .as_mut()
+            .filter(|i| i.id == id)
+    }
+
+    /// Where a peer writes channel `id`'s flow-control area.
+    pub fn landing_key(&self, id: ChannelId) -> RemoteKey {
+        RemoteKey {
+            addr: self.landing_key.addr + (slot_of(id) * SLOT_BYTES) as u64,
+            key: self.landing_key.key,
+        }
+    }
+
+    /// What the peer last wrote into channel `id`'s landing words, when it wrote them for this
+    /// channel (a write for an earlier binding of the slot names another generation).
+    pub fn landed(&self, id: ChannelId) -> Option<[u64; 3]> {
+        let at = slot_of(id) * SLOT_BYTES;
+        let ours = generation_of(id) as u64;
+        let words = std::array::from_fn(|i| self.landing.word(at + 8 + 8 * i));
+        (self.landing.word(at) == ours).then_some(words)
+    }
+
+    /// Binds channel `id` to the peer process named `name`: its address handle, reached once
+    /// for all channels to it.
+    pub fn attach_peer(
+        &mut self,
+        id: ChannelId,
+        name: &[u8],
+        ping_after: Duration,
+    ) -> Result<usize, String> {
+        let p = match self.peers.iter().position(|p| p.name == name) {
+            Some(p) => p,
+            None => {
+                let addr = self.ep.connect(name)?;
+                self.peers.push(Peer {
+                    name: name.to_vec(),
+                    addr,
+                    heard: Instant::now(),
+                    heard_any: false,
+                    said: Instant::now(),
+                    ping_after,
+                    users: 0,
+                });
+                self.peers.len() - 1
+            }
+        };
+        let peer = &mut self.peers[p];
+        if peer.users == 0 {
+            // A peer met again: its silence while no channel was bound to it says nothing.
+            peer.heard = Instant::now();
+            peer.ping_after = ping_after;
+        }
+        peer.ping_after = peer.ping_after.min(ping_after);
+        peer.users += 1;
+        let inbox = self.inbox_mut(id).ok_or("the channel is gone")?;
+        inbox.peer = Some(p);
+        Ok(p)
+    }
+
+    /// The socket watching the peer process whose beacon is at `at`, if a channel of ours has
+    /// one already (one per peer process, shared by its channels).
+    pub fn watching(&self, at: SocketAddr) -> Option<Arc<OwnedFd>> {
+        self.watches.get(&at).and_then(Weak::upgrade)
+    }
+
+    /// Keeps `fd` as the socket watching the peer process whose beacon is at `at`.
+    pub fn remember_watch(&mut self, at: SocketAddr, fd: &Arc<OwnedFd>) {
+        self.watches.retain(|_, w| w.strong_count() > 0);
+        self.watches.insert(at, Arc::downgrade(fd));
+    }
+
+    /// Channel `id`'s inbox and the bounce buffers its arrivals may be in.
+    pub fn inbox_and_bounces(&mut self, id: ChannelId) -> Option<(&mut Inbox, &Buffers)> {
+        let inbox = self.inboxes.get_mut(slot_of(id))?.as_mut()?;
+        (inbox.id == id).then_some((inbox, &self.rx.bufs))
+    }
+
+    /// The node's part of channel `by`'s round: completions taken, arrived messages handed to
+    /// their channels, receive buffers posted again, quiet peers pinged. Err when the
+    /// completion queue itself failed.
+    pub fn progress(&mut self, by: ChannelId) -> Result<(), LinkError> {
+        self.serving = by;
+        if let Some(why) = self.failed {
+            return Err(LinkError::Lost(why));
+        }
+        if let Err(why) = self.reap() {
+            self.failed = Some(why);
+            return Err(LinkError::Lost(why));
+        }
+        self.dispatch();
+        self.ping_quiet_peers();
+        self.repost();
+        Ok(())
+    }
+
+    fn reap(&mut self) -> Result<(), &'static str> {
+        let mut cqes = [Cqe {
+            ctx: std::ptr::null_mut(),
+            len: 0,
+            err: 0,
+            prov_errno: 0,
+        }; 16];
+        loop {
+            let n = self
+                .ep
+                .poll(&mut cqes)
+                .map_err(|_| "the fabric completion queue failed")?;
+            for c in &cqes[..n] {
+                self.completed(c);
+            }
+            if n < cqes.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One completion: a message arrived, a send buffer or an area write is done, or one of
+    /// them failed (its channel is broken; a receive buffer is posted again).
+    fn completed(&mut self, c: &Cqe) {
+        let ctx = c.ctx as usize;
+        let idx = ctx & INDEX;
+        let failed = c.err != 0;
+        if failed {
+            crate::log_info!(
+                "umq_fabric",
+                "completion error: {} (provider errno {})",
+                sys::strerror(c.err),
+                c.prov_errno
+            );
+        }
+        match ctx & !INDEX {
+            RECV_TAG if idx < RX_BOUNCES && self.rx.filled[idx].is_none() => {
+                // A failed receive (truncated, cancelled) carries nothing: an empty message,
+                // which no channel takes.
+                let len = if failed {
+                    0
+                } else {
+                    (c.len as usize).min(BOUNCE)
+                };
+                self.rx.filled[idx] = Some(len);
+            }
+            SEND_TAG if idx < TX_SLOTS => {
+                self.tx.free.push(idx);
+                if let Some((id, seq)) = self.tx.owner[idx].take() {
+                    self.tell(id, |i| match failed {
+                        true => i.broken = Some("peer unreachable over the network"),
+                        false => i.sent.push(seq),
+                    });
+                }
+            }
+            AREA_TAG if idx < MAX_CHANNELS => {
+                self.areas_in_flight = self.areas_in_flight.saturating_sub(1);
+                if let Some(id) = self.inboxes.get(idx).and_then(|i| i.as_ref()).map(|i| i.id) {
+                    self.tell(id, |i| match failed {
+                        true => i.broken = Some("peer unreachable over the network"),
+                        false => i.area_written = true,
+                    });
+                }
+            }
+            _ => crate::log_warn!("umq_fabric", "a completion for no buffer of ours: {ctx:#x}"),
+        }
+    }
+
+    /// Changes channel `id`'s inbox (if it still is), waking its queue if it sleeps.
+    fn tell(&mut self, id: ChannelId, change: impl FnOnce(&mut Inbox)) {
+        let Some(inbox) = self.inbox_mut(id) else {
+            return;
+        };
+        change(inbox);
+        if inbox.interrupt
+            && id != self.serving
+            && let Some(bell) = self.bell.as_mut()
+        {
+            bell.ring();
+        }
+    }
+
+    /// Hands arrived messages to their channels, in the order their buffers were posted.
+    fn dispatch(&mut self) {
+        while let Some((idx, len)) = self.rx.next_filled() {
+            self.rx.posted.pop_front();
+            self.rx.filled[idx] = None;
+            let id = match destination(self.rx.bufs.get(idx * BOUNCE, len)) {
+                Some(NODE) => {
+                    self.node_message(idx, len);
+                    self.rx.repost.push(idx);
+                    continue;
+                }
+                Some(id) if self.inbox_mut(id).is_some() => id,
+                _ => {
+                    // For a channel that is gone, or for none: dropped.
+                    self.rx.repost.push(idx);
+                    continue;
+                }
+            };
+            let arrival = if self.rx.lent < LEND_AT_MOST {
+                self.rx.lent += 1;
+                Arrival::Bounce { idx, len }
+            } else {
+                let copy = self.rx.bufs.get(idx * BOUNCE, len).to_vec();
+                self.rx.repost.push(idx);
+                Arrival::Owned(copy)
+            };
+            if let Some(p) = self.inbox_mut(id).and_then(|i| i.peer) {
+                self.peers[p].heard = Instant::now();
+                self.peers[p].heard_any = true;
+            }
+            self.tell(id, |i| i.arrivals.push_back(arrival));
+        }
+    }
+
+    /// A message for the node: a peer's ping, its name as the payload.
+    fn node_message(&mut self, idx: usize, len: usize) {
+        let bytes = self.rx.bufs.get(idx * BOUNCE, len);
+        let Ok(h) = Header::read(bytes) else {
+            return;
+        };
+        let name = &bytes[HEADER..];
+        if h.kind == KIND_PING
+            && let Some(p) = self.peers.iter_mut().find(|p| p.name == name)
+        {
+            p.heard = Instant::now();
+            p.heard_any = true;
+        }
+    }
+
+    /// Pings every peer with channels that we have said nothing to for a while, so that it
+    /// keeps hearing from this process (one ping for all its channels).
+    fn ping_quiet_peers(&mut self) {
+        let name = self.ep.name().to_vec();
+        for p in self.peers.iter_mut() {
+            if p.users == 0 || p.said.elapsed() < p.ping_after {
+                continue;
+            }
+            let h = Header {
+                kind: KIND_PING,
+                len: name.len() as u32,
+                dst: NODE,
+                ..Default::default()
+            };
+            let mut msg = h.to_bytes().to_vec();
+            msg.extend_from_slice(&name);
+            if self.ep.inject(&msg, p.addr).is_ok() {
+                p.said = Instant::now();
+            }
+        }
+    }
+
+    pub fn repost(&mut self) {
+        while let Some(idx) = self.rx.repost.pop() {
+            let posted = self
+                .ep
+                .post_recv(&mut self.rx.bufs, idx * BOUNCE, BOUNCE, RECV_TAG | idx);
+            if posted.is_err() {
+                self.rx.repost.push(idx);
+                return;
+            }
+            self.rx.posted.push_back(idx);
+        }
+    }
+
+    /// Writes channel `id`'s flow-control area `words` into the peer's landing words at `to`
+    /// (`to_channel`'s generation first). Ok(false) when there is no room now.
+    pub fn write_area(
+        &mut self,
+        id: ChannelId,
+        peer: u64,
+        to: RemoteKey,
+        to_channel: ChannelId,
+        words: [u64; 3],
+    ) -> Result<bool, LinkError> {
+        if self.areas_in_flight >= AREA_WRITES {
+            return Ok(false);
+        }
+        let at = slot_of(id) * SLOT_BYTES;
+        let out = self.area_out.get_mut(at, SLOT_BYTES);
+        let all = [
+            generation_of(to_channel) as u64,
+            words[0],
+            words[1],
+            words[2],
+        ];
+        for (chunk, w) in out.chunks_exact_mut(8).zip(all) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        let ctx = AREA_TAG | slot_of(id);
+        match self.ep.write(&self.area_out, at, SLOT_BYTES, peer, to, ctx) {
+            Ok(()) => {
+                self.areas_in_flight += 1;
+                Ok(true)
+            }
+            Err(sys::FI_EAGAIN) => Ok(false),
+            Err(code) => {
+                crate::log_info!("umq_fabric", "area write failed: {}", sys::strerror(code));
+                Err(LinkError::Lost("peer unreachable over the network"))
+            }
+        }
+    }
+
+    /// Sends `len` bytes of send buffer `slot` (a fragment of channel `id`'s WR `wr`, if any)
+    /// to `peer`. Err(code), where `FI_EAGAIN` means no room now.
+    pub fn send_slot(
+        &mut self,
+        slot: usize,
+        len: usize,
+        peer: u64,
+        wr: Option<(ChannelId, u64)>,
+    ) -> Result<(), i32> {
+        let sent = self
+            .ep
+            .send(&self.tx.bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
+        match sent {
+            Ok(()) => self.tx.owner[slot] = wr,
+            Err(_) => self.tx.free.push(slot),
+        }
+        sent
+    }
+
+    /// Bounce buffers channels are done with.
+    pub fn give_back(&mut self, released: &mut Vec<usize>) {
+        for idx in released.drain(..) {
+            self.rx.give_back(idx);
+        }
+    }
+
+    /// For a sleeping interrupt-mode queue whose channel is `id`: the fd to sleep on, armed;
+    /// None when something for the channel waits already or the provider must progress
+    /// first; Some(None) when the node has no wait fd.
+    pub fn arm(&mut self, id: ChannelId) -> Option<Option<i32>> {
+        let Some(bell) = self.bell.as_mut() else {
+            return Some(None);
+        };
+        bell.clear();
+        let fd = bell.epoll.as_raw_fd();
+        let waiting = self
+            .inbox_mut(id)
+            .is_some_and(|i| !i.arrivals.is_empty() || !i.sent.is_empty() || i.area_written);
+        if waiting || !self.ep.arm_wait() {
+            return None;
+        }
+        Some(Some(fd))
+    }
+
+    /// Lent bounce buffers, for tests.
+    #[cfg(test)]
+    pub fn lent(&self) -> usize {
+        self.rx.lent
+    }
+
+    /// The fd a sleeping queue waits on, for tests.
+    #[cfg(test)]
+    pub fn bell_fd(&self) -> Option<i32> {
+        self.bell.as_ref().map(|b| b.epoll.as_raw_fd())
+    }
+}
+
+impl RxPool {
+    /// The oldest posted buffer, when its message has arrived: (buffer, bytes).
+    fn next_filled(&self) -> Option<(usize, usize)> {
+        let &idx = self.posted.front()?;
+        self.filled[idx].map(|len| (idx, len))
+    }
+
+    fn give_back(&mut self, idx: usize) {
+        self.lent -= 1;
+        self.repost.push(idx);
+    }
+}
