@@ -221,3 +221,30 @@ def test_umq_perf_runs_between_two_hosts_as_server_and_client(hosts):
                           "--port", "7433", "--test", "lat", "--iters", "10"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "cannot reach umq-perf --server" in bad.stderr, bad.stderr
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
+def test_two_thousand_queue_pairs_bind_between_two_hosts(hosts):
+    """Two processes on two hosts share one libfabric endpoint a side: 2,000 queue pairs bind
+    between them and each carries a message each way. What binding them costs the client, per
+    queue, is a share of its endpoint, not an endpoint (TRANSPORTS.md, "At scale"; the
+    10,000-pair run is a documented command there)."""
+    import json
+    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7434"], stderr=subprocess.PIPE,
+                         text=True)
+    assert "listening" in server.stderr.readline()
+    out = subprocess.run(
+        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7434",
+         "--test", "scale", "--pairs", "2000", "--depth", "64", "--iters", "200", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (row,) = [json.loads(line) for line in out.stdout.splitlines()]
+    print(row)
+    assert row["provider"] == "fabric" and row["queues"] == 2000, row
+    # One endpoint, one watch socket and a handful of fds for all 2,000 queues.
+    assert row["fds_per_queue"] < 0.02, row
+    # Issue's goal: at most 256 KiB grown a pair; an endpoint a queue was 72 MB.
+    assert row["bytes_per_queue"] < 256 << 10, row
+    assert row["sweep_ns"] > 0 and row["msg_ns"] > 0, row

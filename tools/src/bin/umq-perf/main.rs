@@ -360,7 +360,7 @@ fn resolve(host: &str, port: u16) -> std::net::SocketAddr {
 fn main() {
     let args = cli::parse();
     if args.scale_peer {
-        return scale::serve_peer(&scale_run(&args), args.pairs[0]);
+        return scale::serve_peer(&scale_run(&args), args.pairs[0], args.peer_ip);
     }
     if args.test == "pacing" {
         return pacing_runs(&args);

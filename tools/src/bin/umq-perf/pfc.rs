@@ -173,7 +173,14 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     let mut child = crate::shm::spawn_self(args);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     api::init(run.flow);
-    let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, true);
+    let qs = crate::scale::bind_all(
+        run,
+        2,
+        std::net::Ipv4Addr::LOCALHOST.into(),
+        &mut to,
+        &mut from,
+        true,
+    );
     set_priority(qs[1], 3);
     configure(qs[0], |c| {
         c.speed_bps = LINK_BPS;
@@ -279,7 +286,14 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
     let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
     let mut to = std::io::stdout().lock();
     api::init(run.flow);
-    let qs = crate::scale::bind_all(run, 2, &mut to, &mut from, false);
+    let qs = crate::scale::bind_all(
+        run,
+        2,
+        std::net::Ipv4Addr::LOCALHOST.into(),
+        &mut to,
+        &mut from,
+        false,
+    );
     set_priority(qs[1], 3);
     let (size, depth) = (run.size.max(8), run.depth);
     if !storm {

@@ -159,16 +159,20 @@ fn unpack(mut b: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-/// `pairs` queues of ours bound to as many of the peer's (infos exchanged in one frame each
-/// way, the measuring side's first: a pipe holds less than either frame).
+/// `pairs` queues of ours at `ip` bound to as many of the peer's (infos exchanged in one frame
+/// each way, the measuring side's first: a pipe holds less than either frame).
 pub(crate) fn bind_all(
     run: &Run,
     pairs: u32,
+    ip: std::net::IpAddr,
     to: &mut impl std::io::Write,
     from: &mut impl std::io::Read,
     measuring: bool,
 ) -> Vec<u64> {
-    let qs: Vec<u64> = (0..pairs).map(|_| api::create(run.depth)).collect();
+    let mode = UMQ_TRANS_MODE_UB;
+    let qs: Vec<u64> = (0..pairs)
+        .map(|_| api::create_at(run.depth, mode, ip))
+        .collect();
     let ours = pack(qs.iter().map(|&q| api::bind_info(q)));
     let theirs = if measuring {
         send_frame(to, &ours);
@@ -225,25 +229,28 @@ fn echo(q: u64, msg: *mut umq_buf_t, arrived: bool) -> bool {
 }
 
 fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
-    let mut child = crate::shm::spawn_self([
-        "--scale-peer".to_string(),
-        "--pairs".into(),
-        pairs.to_string(),
-        "--depth".into(),
-        run.depth.to_string(),
-        "--size".into(),
-        run.size.to_string(),
-        "--iters".into(),
-        run.iters.to_string(),
-        "--flow-control".into(),
-        if run.flow.on { "on" } else { "off" }.into(),
-    ]);
-    let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let mut peer = crate::shm::start_peer(
+        vec![
+            "--scale-peer".to_string(),
+            "--pairs".into(),
+            pairs.to_string(),
+            "--depth".into(),
+            run.depth.to_string(),
+            "--size".into(),
+            run.size.to_string(),
+            "--iters".into(),
+            run.iters.to_string(),
+            "--flow-control".into(),
+            if run.flow.on { "on" } else { "off" }.into(),
+        ],
+        run,
+    );
+    let (to, from) = (&mut peer.to, &mut peer.from);
     api::init(run.flow);
     let (before, fds_before) = (resident_bytes(), open_fds());
     let start = Instant::now();
-    let qs = bind_all(run, pairs, &mut to, &mut from, true);
-    recv_frame(&mut from); // the peer has bound and posted its receive buffers
+    let qs = bind_all(run, pairs, peer.ip, to, from, true);
+    recv_frame(from); // the peer has bound and posted its receive buffers
     let setup = start.elapsed();
     let (grown, fds) = (
         resident_bytes().saturating_sub(before),
@@ -262,9 +269,11 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
     let start = Instant::now();
     qs.iter().for_each(|&q| api::teardown(q));
     let teardown = start.elapsed();
-    send_frame(&mut to, b"bye");
-    let status = child.wait().expect("waiting for the peer");
-    assert!(status.success(), "the peer process failed: {status}");
+    send_frame(to, b"bye");
+    if let Some(mut child) = peer.child {
+        let status = child.wait().expect("waiting for the peer");
+        assert!(status.success(), "the peer process failed: {status}");
+    }
     umq_uninit();
     Figures {
         queues: pairs as u64,
@@ -278,13 +287,14 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
     .row(provider, run, pairs)
 }
 
-/// The peer process of a scale run with a peer (`--scale-peer`): binds its queues to the measuring
-/// process's, echoes one message through each pair and then the ping-pong, and exits.
-pub fn serve_peer(run: &Run, pairs: u32) {
+/// The peer process of a scale run with a peer (`--scale-peer`): binds its queues at `ip` to
+/// the measuring process's, echoes one message through each pair and then the ping-pong, and
+/// exits.
+pub fn serve_peer(run: &Run, pairs: u32, ip: std::net::IpAddr) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (mut from, mut to) = (std::io::stdin().lock(), std::io::stdout().lock());
     api::init(run.flow);
-    let qs = bind_all(run, pairs, &mut to, &mut from, false);
+    let qs = bind_all(run, pairs, ip, &mut to, &mut from, false);
     post_one_rx(&qs, run.size);
     send_frame(&mut to, b"ready");
     let msg = api::alloc(run.size, 1, UMQ_OPC_SEND)[0];

@@ -104,11 +104,11 @@ fn peer_args(kind: Kind, run: &Run) -> Vec<String> {
 
 /// The measuring side's line to its peer: a child process's pipes, or a TCP connection to a
 /// `umq-perf --server` on another host; and the address our queue offers.
-struct Peer {
-    child: Option<Child>,
-    to: Box<dyn Write>,
-    from: Box<dyn Read>,
-    ip: IpAddr,
+pub(crate) struct Peer {
+    pub(crate) child: Option<Child>,
+    pub(crate) to: Box<dyn Write>,
+    pub(crate) from: Box<dyn Read>,
+    pub(crate) ip: IpAddr,
 }
 
 /// Starts umq-perf again with `args`, as the peer process, its stdin and stdout our pipes.
@@ -122,8 +122,17 @@ pub(crate) fn spawn_self<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item
         .expect("cannot start the peer process")
 }
 
-fn spawn_peer(kind: Kind, run: &Run) -> Peer {
-    let mut child = spawn_self(peer_args(kind, run));
+/// The peer of a run, serving it with `args`: a child process, or one the `umq-perf --server`
+/// of `run.server` starts.
+pub(crate) fn start_peer(args: Vec<String>, run: &Run) -> Peer {
+    match run.server {
+        Some(at) => dial_peer(at, args),
+        None => spawn_peer(args),
+    }
+}
+
+fn spawn_peer(args: Vec<String>) -> Peer {
+    let mut child = spawn_self(args);
     let (to, from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     Peer {
         child: Some(child),
@@ -135,7 +144,7 @@ fn spawn_peer(kind: Kind, run: &Run) -> Peer {
 
 /// Asks the `umq-perf --server` at `server` to serve this run; our queue offers the address
 /// the connection to it leaves from.
-fn dial_peer(server: SocketAddr, kind: Kind, run: &Run) -> Peer {
+fn dial_peer(server: SocketAddr, args: Vec<String>) -> Peer {
     let stream = TcpStream::connect_timeout(&server, std::time::Duration::from_secs(5))
         .unwrap_or_else(|e| {
             eprintln!("umq-perf: cannot reach umq-perf --server at {server}: {e}");
@@ -148,7 +157,7 @@ fn dial_peer(server: SocketAddr, kind: Kind, run: &Run) -> Peer {
         .ip()
         .to_canonical();
     let mut to = stream.try_clone().expect("cloning the connection");
-    send_frame(&mut to, peer_args(kind, run).join("\0").as_bytes());
+    send_frame(&mut to, args.join("\0").as_bytes());
     Peer {
         child: None,
         to: Box::new(to),
@@ -160,10 +169,7 @@ fn dial_peer(server: SocketAddr, kind: Kind, run: &Run) -> Peer {
 /// The measuring side: starts the peer (or asks the server for one), runs `kind`, collects
 /// both sides' statistics.
 pub fn run(kind: Kind, run: &Run) -> Row {
-    let mut peer = match run.server {
-        Some(at) => dial_peer(at, kind, run),
-        None => spawn_peer(kind, run),
-    };
+    let mut peer = start_peer(peer_args(kind, run), run);
     let q = connect(run, peer.ip, &mut peer.to, &mut peer.from);
     recv_frame(&mut peer.from); // the peer has bound and posted its receive buffers
     let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
