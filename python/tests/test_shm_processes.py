@@ -247,6 +247,54 @@ def victim(conn):
             conn.recv()  # never comes: the parent stops and kills this process
 
 
+def idle_peer(conn):
+    with umq.Umq() as ctx:
+        q = ctx.queue("idle", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        conn.recv()  # never comes: the parent kills this process
+
+
+@pytest.mark.libumq_behaviour
+def test_a_killed_peer_leaves_the_queues_bound_to_another_peer_working():
+    """One process bound to two peer processes (over the network all three queues of ours share
+    one libfabric endpoint): the one killed puts only its own queue in the error state; the
+    other peer's stream keeps arriving, whole and in order, on its queue."""
+    ctx_spawn = mp.get_context("spawn")
+    (p_idle, c_idle), (p_send, c_send) = mp.Pipe(), mp.Pipe()
+    doomed = ctx_spawn.Process(target=idle_peer, args=(c_idle,))
+    streaming = ctx_spawn.Process(target=sender, args=(c_send, None))
+    doomed.start()
+    streaming.start()
+    try:
+        with umq.Umq() as ctx:
+            lost = ctx.queue("lost", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            lost.bind(p_idle.recv())
+            p_idle.send(lost.bind_info())
+            q = ctx.queue("kept", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(p_send.recv())
+            p_send.send(q.bind_info())
+            q.post_recv(32, size=64)
+            got = []
+            for _ in range(2_000_000):
+                if len(got) >= COUNT:
+                    break
+                if len(got) >= COUNT // 4 and doomed.exitcode is None and doomed.is_alive():
+                    os.kill(doomed.pid, signal.SIGKILL)
+                    doomed.join(30)
+                rx = q.poll(umq.UMQ_IO_RX)
+                got += [c.data for c in rx if c.data]
+                q.post_recv(len(rx), size=64)
+            eventually(lambda: lost.state == umq.QUEUE_STATE_ERR)
+            assert got == [f"m{i}".encode() for i in range(COUNT)]
+            assert q.state != umq.QUEUE_STATE_ERR
+            p_send.send("done")
+    finally:
+        streaming.join(30)
+        doomed.join(30)
+    assert doomed.exitcode == -signal.SIGKILL and streaming.exitcode == 0
+
+
 @pytest.mark.libumq_behaviour
 def test_a_peer_killed_with_a_write_imm_in_flight_ends_in_error_and_flushes_it():
     """Over whichever transport binds two processes (shm; the network when forced): the peer is
