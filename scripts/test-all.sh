@@ -113,6 +113,9 @@ fi
 # The network provider (libfabric tcp on this host), with UCX's tcp transport as the baseline.
 if [ -e /usr/include/rdma/fabric.h ]; then
   timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
+  # The short version of the 10,000-pair campaign (docs/TRANSPORTS.md, "At scale"): every queue
+  # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
+  timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'
   if command -v ucx_perftest >/dev/null; then
     timeout 300 "$lib/umq-perf" --provider fabric --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tls"] == "tcp" and rows[0]["ucx_tag_lat_mean_ns"] > 0, rows; print("ucx tcp baseline over the network provider: ok")'
   fi
