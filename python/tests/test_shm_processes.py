@@ -27,6 +27,30 @@ def sender(conn, flow_control):
         conn.recv()  # the parent has everything
 
 
+def queue_bound_through(ctx, name, conn, depth=32):
+    """A queue of ours bound to the peer at the other end of `conn`, whose bind info comes
+    first."""
+    q = ctx.queue(name, depth=depth, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+    q.bind(conn.recv())
+    conn.send(q.bind_info())
+    return q
+
+
+def receive_stream(q, each=lambda got: None):
+    """`sender`'s COUNT messages as they arrive on `q`, its receive buffers posted again;
+    `each` is told how many have arrived before every poll."""
+    q.post_recv(32, size=64)
+    got = []
+    for _ in range(2_000_000):
+        if len(got) >= COUNT:
+            break
+        each(len(got))
+        rx = q.poll(umq.UMQ_IO_RX)
+        got += [c.data for c in rx if c.data]
+        q.post_recv(len(rx), size=64)
+    return got
+
+
 @pytest.mark.libumq_behaviour
 @pytest.mark.parametrize("flow_control", [None, umq.FlowControl(initial_window=8)], ids=["fc-off", "fc-on"])
 def test_stream_between_processes_arrives_in_order(flow_control):
@@ -35,17 +59,8 @@ def test_stream_between_processes_arrives_in_order(flow_control):
     child.start()
     try:
         with umq.Umq(flow_control=flow_control) as ctx:
-            q = ctx.queue("parent", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(parent_end.recv())
-            parent_end.send(q.bind_info())
-            q.post_recv(32, size=64)
-            got = []
-            for _ in range(2_000_000):
-                if len(got) >= COUNT:
-                    break
-                rx = q.poll(umq.UMQ_IO_RX)
-                got += [c.data for c in rx if c.data]
-                q.post_recv(len(rx), size=64)
+            q = queue_bound_through(ctx, "parent", parent_end)
+            got = receive_stream(q)
             assert got == [f"m{i}".encode() for i in range(COUNT)]
             if flow_control and umq.lib().has_extensions():
                 assert q.ext_stats().rx_without_buffer == 0
@@ -92,9 +107,7 @@ def test_messages_into_shared_pool_buffers_cross_with_one_copy():
     child.start()
     try:
         with umq.Umq(flow_control=umq.FlowControl(initial_window=8)) as ctx:
-            q = ctx.queue("parent", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(parent_end.recv())
-            parent_end.send(q.bind_info())
+            q = queue_bound_through(ctx, "parent", parent_end)
             q.post_recv(16, size=65536)
             parent_end.send("posted")
             got = []
@@ -268,23 +281,15 @@ def test_a_killed_peer_leaves_the_queues_bound_to_another_peer_working():
     streaming.start()
     try:
         with umq.Umq() as ctx:
-            lost = ctx.queue("lost", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            lost.bind(p_idle.recv())
-            p_idle.send(lost.bind_info())
-            q = ctx.queue("kept", depth=32, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(p_send.recv())
-            p_send.send(q.bind_info())
-            q.post_recv(32, size=64)
-            got = []
-            for _ in range(2_000_000):
-                if len(got) >= COUNT:
-                    break
-                if len(got) >= COUNT // 4 and doomed.exitcode is None and doomed.is_alive():
+            lost = queue_bound_through(ctx, "lost", p_idle)
+            q = queue_bound_through(ctx, "kept", p_send)
+
+            def kill_a_quarter_in(got):
+                if got >= COUNT // 4 and doomed.is_alive():
                     os.kill(doomed.pid, signal.SIGKILL)
                     doomed.join(30)
-                rx = q.poll(umq.UMQ_IO_RX)
-                got += [c.data for c in rx if c.data]
-                q.post_recv(len(rx), size=64)
+
+            got = receive_stream(q, kill_a_quarter_in)
             eventually(lambda: lost.state == umq.QUEUE_STATE_ERR)
             assert got == [f"m{i}".encode() for i in range(COUNT)]
             assert q.state != umq.QUEUE_STATE_ERR
@@ -307,9 +312,7 @@ def test_a_peer_killed_with_a_write_imm_in_flight_ends_in_error_and_flushes_it()
     child.start()
     try:
         with umq.Umq() as ctx:
-            q = ctx.queue("parent", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            q.bind(parent_end.recv())
-            parent_end.send(q.bind_info())
+            q = queue_bound_through(ctx, "parent", parent_end, depth=16)
             remote = parent_end.recv()
             os.kill(child.pid, signal.SIGSTOP)  # it runs nothing of ours from here on
             assert q.write(b"late", remote, imm=7) == 1

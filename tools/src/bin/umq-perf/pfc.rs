@@ -173,14 +173,7 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     let mut child = crate::shm::spawn_self(args);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     api::init(run.flow);
-    let qs = crate::scale::bind_all(
-        run,
-        2,
-        std::net::Ipv4Addr::LOCALHOST.into(),
-        &mut to,
-        &mut from,
-        true,
-    );
+    let qs = bind_two(run, &mut to, &mut from, true);
     set_priority(qs[1], 3);
     configure(qs[0], |c| {
         c.speed_bps = LINK_BPS;
@@ -286,14 +279,7 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
     let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
     let mut to = std::io::stdout().lock();
     api::init(run.flow);
-    let qs = crate::scale::bind_all(
-        run,
-        2,
-        std::net::Ipv4Addr::LOCALHOST.into(),
-        &mut to,
-        &mut from,
-        false,
-    );
+    let qs = bind_two(run, &mut to, &mut from, false);
     set_priority(qs[1], 3);
     let (size, depth) = (run.size.max(8), run.depth);
     if !storm {
@@ -350,4 +336,15 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
     let _ = from.read_to_end(&mut rest);
     qs.iter().for_each(|&q| api::teardown(q));
     umq_uninit();
+}
+
+/// The run's two queues (priorities 0 and 3) bound to the peer's, on this host.
+fn bind_two(
+    run: &crate::Run,
+    to: &mut impl std::io::Write,
+    from: &mut impl std::io::Read,
+    measuring: bool,
+) -> Vec<u64> {
+    let here = std::net::Ipv4Addr::LOCALHOST.into();
+    crate::scale::bind_all(run, 2, here, to, from, measuring)
 }
