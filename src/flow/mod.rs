@@ -210,6 +210,8 @@ pub struct Flow<W> {
     // Receive side.
     initial_published: bool,
     data_notified: u64,
+    /// `data_notified` as the last committed piggyback carried it.
+    data_piggybacked: u64,
     data_arrived: u64,
     ctrl_granted: u64,
     ctrl_arrived: u64,
@@ -228,6 +230,7 @@ impl<W: Word> Flow<W> {
             extra: Extra::default(),
             initial_published: false,
             data_notified: 0,
+            data_piggybacked: 0,
             data_arrived: 0,
             ctrl_granted: 0,
             ctrl_arrived: 0,
@@ -262,10 +265,11 @@ impl<W: Word> Flow<W> {
         self.data_arrived += n;
     }
 
-    /// Credit-consuming messages arrived since bind: what the peer has used of the credit we
-    /// granted it.
-    pub fn data_arrived_total(&self) -> u64 {
-        self.data_arrived
+    /// Whether the peer has used all the credit it can know of: the grants carried by our
+    /// piggybacked announcements, or `shipped` (the grants as our area last reached it by
+    /// other means, for a provider that ships the area).
+    pub fn peer_used_all_known(&self, shipped: u64) -> bool {
+        self.data_arrived >= shipped.max(self.data_piggybacked)
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
@@ -384,6 +388,7 @@ impl<W: Word> Flow<W> {
 
     pub fn commit(&mut self, mine: &Area) {
         self.extra.piggybacked += 1;
+        self.data_piggybacked = self.data_notified;
         mine.data_granted
             .store(self.data_notified, Ordering::Release);
     }
@@ -393,6 +398,7 @@ impl<W: Word> Flow<W> {
         self.c.local_rx_posted.add(k);
         self.c.total_local_rx_notified.sub(k);
         self.data_notified -= k;
+        self.data_piggybacked = self.data_piggybacked.min(self.data_notified);
     }
 
     /// Announces through the area, plus a standalone message when control credit allows;
@@ -582,6 +588,30 @@ mod tests {
         assert_eq!((p.initial_window, p.notify_interval), (7, 3));
     }
 
+    /// What the peer can know of our grants: the area as shipped, or a committed piggyback
+    /// (an undone one does not count); used up once as many messages arrived.
+    #[test]
+    fn the_peer_uses_up_what_it_can_know_of() {
+        let mine = Area::default();
+        let mut f = flow(2, 1, 8);
+        assert!(f.rx_posted(2) && f.publish(&mine));
+        assert!(!f.peer_used_all_known(2));
+        f.data_arrived(2);
+        assert!(f.peer_used_all_known(2), "the initial window used up");
+        assert!(f.rx_posted(1));
+        let (k, _) = f.piggyback().expect("an announcement is due");
+        f.undo(k);
+        assert!(
+            f.peer_used_all_known(2),
+            "an undone piggyback carries nothing"
+        );
+        let (_, _) = f.piggyback().expect("due again");
+        f.commit(&mine);
+        assert!(!f.peer_used_all_known(2), "the piggyback carried one more");
+        f.data_arrived(1);
+        assert!(f.peer_used_all_known(2));
+    }
+
     #[test]
     fn immediates_round_trip_and_user_bits() {
         let a = Announcement {
@@ -719,7 +749,7 @@ dispatch! {
     fn rx_posted(&mut self, n: u64) -> bool;
     fn rx_refused(&mut self, n: u64) -> ();
     fn data_arrived(&mut self, n: u64) -> ();
-    fn data_arrived_total(&mut self) -> u64;
+    fn peer_used_all_known(&mut self, shipped: u64) -> bool;
     fn ctrl_arrived(&mut self) -> ();
     fn publish(&mut self, mine: &Area) -> bool;
     #[inline]

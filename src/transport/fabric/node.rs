@@ -49,8 +49,9 @@ const SEND_TAG: usize = 2 << 32;
 const AREA_TAG: usize = 3 << 32;
 const INDEX: usize = RECV_TAG - 1;
 
-/// A channel: its slot in the node and, above, the generation that slot is in (a message for an
-/// earlier binding that used the slot names another generation and is dropped).
+/// A channel: its slot in the node and, above, the generation that slot is in, drawn at random
+/// when the channel opens (a message for an earlier binding that used the slot, or from a peer
+/// guessing, names another generation and is dropped).
 pub type ChannelId = u64;
 
 fn slot_of(id: ChannelId) -> usize {
@@ -111,7 +112,6 @@ pub struct Shared {
     inboxes: Vec<Option<Inbox>>,
     /// Free slots, oldest first: a slot is reused as late as possible.
     free_slots: VecDeque<usize>,
-    next_generation: u32,
     pub peers: Vec<Peer>,
     bell: Option<Bell>,
     /// Sockets watching peer processes on other hosts, one per peer (`watch`), by beacon.
@@ -261,7 +261,6 @@ impl Node {
             inboxes: Vec::new(),
             // Slot 0 is never a channel's: `NODE` names the node.
             free_slots: VecDeque::new(),
-            next_generation: 1,
             peers: Vec::new(),
             bell,
             watches: HashMap::new(),
@@ -321,8 +320,10 @@ impl Shared {
             }
             None => return None,
         };
-        let generation = self.next_generation;
-        self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        // Random, so that a peer cannot name a channel it was not given (a message to it, or a
+        // write into its landing words, must carry the generation), nor a late message of an
+        // earlier binding of the slot land in this one.
+        let generation = (crate::os::random_u64() as u32).max(1);
         let id = (generation as u64) << 32 | slot as u64;
         self.inboxes[slot] = Some(Inbox {
             id,

@@ -101,8 +101,8 @@ impl Link {
     /// in announcements piggybacked on our SENDs, so while we send WRs the pause is long
     /// (`AREA_WHILE_SENDING`: a ping-pong's replies carry the credit); a pure receiver, whose
     /// peer may have no receive buffer for a standalone update, ships it soon
-    /// (`AREA_WHILE_RECEIVING`: a stream's credit). A peer that has used all the credit we
-    /// shipped gets the new grant at once: it may be waiting for it (a window of one), and no
+    /// (`AREA_WHILE_RECEIVING`: a stream's credit). A peer that has used all the credit it can
+    /// know of (shipped, or piggybacked on our SENDs) gets the new grant at once: it may be waiting for it (a window of one), and no
     /// reply of ours can carry it. It always arrives: the progress thread's rounds ship it when
     /// the application does not call in.
     pub(super) fn ship_area(&mut self, n: &mut Shared, w: &mut Wire) -> Result<(), LinkError> {
@@ -110,12 +110,13 @@ impl Link {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
         }
         let now = self.our_area.get().snapshot();
-        // The peer has used all the credit we shipped (it may have more from a piggybacked
-        // grant): it may be waiting for this one, and no reply of ours will carry it.
+        // The peer has used all the credit it knows of: it may be waiting for this grant, and
+        // no reply of ours is carrying it.
+        let shipped = self.area_sent[1];
         let starved = w
             .flow
             .as_mut()
-            .is_some_and(|f| f.data_arrived_total() >= self.area_sent[1]);
+            .is_some_and(|f| f.peer_used_all_known(shipped));
         let pause = if starved {
             Duration::ZERO
         } else if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
