@@ -22,7 +22,7 @@ cargo build --release --all-targets
 UMQ_FAULT_RUNS=600 cargo test --release --all-targets 2>&1 | tail -n +1
 echo "== cargo test again with debug assertions and overflow checks (profile release-checked)"
 # The release tests never run the debug_assert! invariants or catch an integer overflow.
-# (The fault runs, 1000 kills a provider in the release run above, are cut to 100 here.) The
+# (The fault runs, 600 kills a provider in the release run above, are cut to 100 here.) The
 # fuzzing feature adds the replay of every fuzz corpus (tests/fuzz_corpus.rs).
 UMQ_FAULT_RUNS=100 cargo test --profile release-checked --features fuzzing --lib --tests
 
