@@ -5,10 +5,9 @@
  * queue of this process, where there is no wire); bad settings are refused with the
  * documented codes and change nothing. Rates on a real clock are checked by
  * python/tests/test_pacing.py. Runs on the provider UMQ_PROVIDER forces (loopback by default). */
-#include <unistd.h>
-
 #include "util.h"
 #include "umq_ext.h"
+#include <unistd.h>
 
 #define SIZE 5000 /* five packets of 1 KiB (the last short), two of 4 KiB */
 #define COUNT 40
