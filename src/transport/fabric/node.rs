@@ -592,20 +592,19 @@ impl Shared {
     /// Pings every peer with channels that we have said nothing to for a while, so that it
     /// keeps hearing from this process (one ping for all its channels).
     fn ping_quiet_peers(&mut self) {
-        let name = self.ep.name().to_vec();
+        let ep = &self.ep;
         for p in self.peers.iter_mut() {
             if p.users == 0 || p.said.elapsed() < p.ping_after {
                 continue;
             }
             let h = Header {
                 kind: KIND_PING,
-                len: name.len() as u32,
+                len: ep.name().len() as u32,
                 dst: NODE,
                 ..Default::default()
             };
-            let mut msg = h.to_bytes().to_vec();
-            msg.extend_from_slice(&name);
-            if self.ep.inject(&msg, p.addr).is_ok() {
+            let msg = [&h.to_bytes()[..], ep.name()].concat();
+            if ep.inject(&msg, p.addr).is_ok() {
                 p.said = Instant::now();
             }
         }
