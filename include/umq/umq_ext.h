@@ -69,6 +69,11 @@ typedef struct umq_ext_transport_stats {
                                      target process running nothing: copied through the
                                      target queue's shared pool, which this process maps, */
     uint64_t one_sided_kernel_wr; /* and moved by the kernel (cross-memory attach) */
+    uint64_t calls_sent;        /* network: rings of the peer's call bell for WRITEs, READs and
+                                   WRITE_IMMs its library must carry out (one a round trip) */
+    uint64_t calls_answered;    /* network: such rings from the peer answered here (its WRs
+                                   ran), by the progress thread when the application did not
+                                   call in */
 } umq_ext_transport_stats_t;
 
 /* Pacing (rate limits). in->addr = the queue's limit in bit/s; 0 (the default) is unlimited. A

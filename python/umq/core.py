@@ -343,6 +343,8 @@ class TransportStats:
     paced_packets: int
     one_sided_mapped_wr: int
     one_sided_kernel_wr: int
+    calls_sent: int
+    calls_answered: int
 
 
 @dataclass(frozen=True)

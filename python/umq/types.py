@@ -347,6 +347,8 @@ class umq_ext_transport_stats_t(_Struct):
             "paced_packets",
             "one_sided_mapped_wr",
             "one_sided_kernel_wr",
+            "calls_sent",
+            "calls_answered",
         )
     ]
 

@@ -62,10 +62,15 @@ pub struct umq_ext_transport_stats_t {
     /// this process maps, and through the kernel (cross-memory attach).
     pub one_sided_mapped_wr: u64,
     pub one_sided_kernel_wr: u64,
+    /// Network only: rings of the peer's call bell for WRs its library must carry out
+    /// (WRITE, READ, WRITE_IMM; one a round trip at most), and rings of ours from the peer
+    /// answered here (the WRs they called for ran: see `fabric::call_bell`).
+    pub calls_sent: u64,
+    pub calls_answered: u64,
 }
 
 // The hand-written umq_ext.h declares the same layout.
-const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 80);
+const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 96);
 
 /// `umq_user_ctl` opcode: `in->addr` = the queue's rate limit in bit/s, 0 for unlimited (the
 /// default). A limited queue's messages are released in packets of at most its PMTU, at that

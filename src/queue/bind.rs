@@ -22,6 +22,7 @@ impl Queue {
             peer_pid: l.peer_process(),
             peer_socket: l.take_peer_socket(),
             interrupt: self.irq.is_some(),
+            call_bell: l.call_bell(),
         });
         {
             let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());

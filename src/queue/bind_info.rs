@@ -7,7 +7,8 @@
 //! network a length byte and the libfabric endpoint name, a length byte and the socket address
 //! of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port, big
 //! endian), and a length byte and where the peer writes its flow-control area with the queue's
-//! channel in its node (0, or 24 bytes: address, key, channel); last, an FNV-1a checksum of
+//! channel in its node and the port of the node's call bell (0, or 26 bytes: address, key,
+//! channel, port, 0 for none); last, an FNV-1a checksum of
 //! everything before it.
 
 use super::Queue;
@@ -19,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.
@@ -71,19 +72,24 @@ fn encode_key(c: &Contact) -> Vec<u8> {
             c.channel.to_le_bytes(),
         ]
         .concat()
+        .into_iter()
+        .chain(c.call_bell.to_le_bytes())
+        .collect()
     })
 }
 
-/// The area key and the channel; None for an empty field; Err for a length that is no key.
-fn decode_key(b: &[u8]) -> Result<Option<(RemoteKey, u64)>, ()> {
+/// The area key, the channel and the call bell's port; None for an empty field; Err for a
+/// length that is no key.
+fn decode_key(b: &[u8]) -> Result<Option<(RemoteKey, u64, u16)>, ()> {
     match b.len() {
         0 => Ok(None),
-        24 => Ok(Some((
+        26 => Ok(Some((
             RemoteKey {
                 addr: u64_at(b, 0),
                 key: u64_at(b, 8),
             },
             u64_at(b, 16),
+            u16::from_le_bytes([b[24], b[25]]),
         ))),
         _ => Err(()),
     }
@@ -268,8 +274,9 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         fabric: Contact {
             name: b[FIXED + 1..watch_at].to_vec(),
             watch,
-            area: area.map(|(k, _)| k),
-            channel: area.map_or(0, |(_, c)| c),
+            area: area.map(|(k, _, _)| k),
+            channel: area.map_or(0, |(_, c, _)| c),
+            call_bell: area.map_or(0, |(_, _, p)| p),
         },
     })
 }
@@ -417,6 +424,7 @@ mod tests {
                     key: 0x9a,
                 }),
                 channel: 0x0000_0007_0000_0003,
+                call_bell: 40002,
             },
         }
     }
@@ -496,6 +504,7 @@ mod tests {
                 watch: None,
                 area: None,
                 channel: 0,
+                call_bell: 0,
                 ..sample().fabric
             },
             ..sample()

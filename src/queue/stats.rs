@@ -99,6 +99,8 @@ impl Queue {
             paced_packets: w.paced_packets,
             one_sided_mapped_wr: w.zero_copy.one_sided_mapped_wr,
             one_sided_kernel_wr: w.zero_copy.one_sided_kernel_wr,
+            calls_sent: w.zero_copy.calls_sent,
+            calls_answered: w.zero_copy.calls_answered,
         }
     }
 }

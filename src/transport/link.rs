@@ -107,6 +107,14 @@ impl Link {
         }
     }
 
+    /// The call bell a peer rings to have this queue served, and the queue's tag there.
+    pub fn call_bell(&self) -> Option<super::progress::RungBy> {
+        match self {
+            Link::Shm(_) => None,
+            Link::Fabric(l) => l.call_bell(),
+        }
+    }
+
     /// The peer's flow-control area: its initial window and cumulative grants.
     #[inline(always)]
     pub fn peer_area(&self) -> &Area {

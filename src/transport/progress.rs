@@ -17,6 +17,12 @@
 //! doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`), and services
 //! them at once when one is. A queue whose peer cannot wake it is serviced every millisecond.
 //!
+//! A queue's peer can also call for it to be served: a network node has a call bell (see
+//! `fabric::call_bell`), and a peer that sends a WRITE or READ rings it, so the WR runs a moment
+//! after it arrives, not at the next tick, while the application does not call in. The thread
+//! sleeps on every call bell and serves the queues named by what rang, again at growing
+//! intervals while the WR that rang has not run (it may arrive a little after the ring).
+//!
 //! And it keeps the links' pause timers (`transport::pause`): when a link's machine is due (a
 //! refresh of the XOFF that holds the peer while our application is not taking its messages, a
 //! pause ending, the storm watchdog), the thread wakes then, not at its next tick, and runs a
@@ -24,7 +30,7 @@
 //! that sleeps with a backlog must not let its peer's pause lapse between two ticks.
 
 use crate::os::{alive, pidfd_open};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,6 +58,18 @@ pub struct Wakeup {
     pub counter: bool,
 }
 
+/// A provider's call bell, shared by the queues of one of its endpoints: an fd that turns
+/// readable when a peer calls for one of those queues (named by a tag) to be served.
+pub trait CallBell: Send + Sync + std::fmt::Debug {
+    fn fd(&self) -> RawFd;
+    /// Takes what rang: the tags of the queues to serve now, and when to look again (None:
+    /// nothing outstanding).
+    fn due(&self, now: Instant) -> (Vec<u64>, Option<Instant>);
+}
+
+/// A call bell and the tag that names one queue at it.
+pub type RungBy = (Arc<dyn CallBell>, u64);
+
 /// Finds a watched queue by handle; None once it is gone.
 pub type Lookup = fn(u64) -> Option<Arc<dyn Watched>>;
 
@@ -65,6 +83,8 @@ pub struct Watch {
     pub peer_socket: Option<Arc<OwnedFd>>,
     /// The queue is in interrupt mode: the thread sleeps on its wake-up fd.
     pub interrupt: bool,
+    /// The call bell a peer rings to have this queue served, and its tag there.
+    pub call_bell: Option<RungBy>,
 }
 
 struct Entry {
@@ -76,6 +96,7 @@ struct Entry {
     /// watch) until the thread has looked at what poll said about it.
     gone: Option<Arc<OwnedFd>>,
     interrupt: bool,
+    call_bell: Option<RungBy>,
 }
 
 impl Entry {
@@ -121,6 +142,7 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
         pid: what.peer_pid,
         gone,
         interrupt: what.interrupt,
+        call_bell: what.call_bell,
     });
     if !w.1 {
         w.1 = true;
@@ -161,8 +183,11 @@ fn run() {
             }
         };
         let until_tick = look.tick.saturating_sub(looked.elapsed());
-        let sleep = serve_link_timers().map_or(until_tick, |t| t.min(until_tick));
-        (exited, woke) = wait(&look.pidfds, &look.bells, sleep);
+        let sleep = [serve_link_timers(), serve_call_bells(&look.call_bells)]
+            .into_iter()
+            .flatten()
+            .fold(until_tick, Duration::min);
+        (exited, woke) = wait(&look.pidfds, &look.bells, &look.call_bells, sleep);
         // `look.sleepers` keeps the queues, so their doorbell fds stay open while polled.
         last = Some(look);
     }
@@ -172,6 +197,7 @@ fn run() {
 struct Look {
     pidfds: Vec<Arc<OwnedFd>>,
     bells: Vec<Wakeup>,
+    call_bells: Vec<Arc<dyn CallBell>>,
     _sleepers: Vec<Arc<dyn Watched>>,
     tick: Duration,
 }
@@ -179,7 +205,7 @@ struct Look {
 /// Reports the peers in `exited` and services the queues due; None (the thread ends) when
 /// nothing is watched.
 fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
-    let (pidfds, sleepers) = snapshot()?;
+    let (pidfds, sleepers, call_bells) = snapshot()?;
     // Arm the doorbells before the last look: a change the look misses rings one.
     let bells: Vec<Wakeup> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
     sweep(exited);
@@ -188,16 +214,21 @@ fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
     Some(Look {
         pidfds,
         bells,
+        call_bells,
         _sleepers: sleepers,
         tick: if all_rung { TICK } else { INTERRUPT_TICK },
     })
 }
 
-/// The fds to poll for peers gone, and the queues to arm wake-ups for.
-type Snapshot = (Vec<Arc<OwnedFd>>, Vec<Arc<dyn Watched>>);
+/// The fds to poll for peers gone, the queues to arm wake-ups for, and the call bells.
+type Snapshot = (
+    Vec<Arc<OwnedFd>>,
+    Vec<Arc<dyn Watched>>,
+    Vec<Arc<dyn CallBell>>,
+);
 
-/// The watched peers' pidfds and the interrupt-mode queues, or None (the thread ends) when
-/// nothing is watched.
+/// The watched peers' pidfds, the interrupt-mode queues and the call bells, or None (the
+/// thread ends) when nothing is watched.
 fn snapshot() -> Option<Snapshot> {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     if w.0.is_empty() {
@@ -210,12 +241,59 @@ fn snapshot() -> Option<Snapshot> {
             pidfds.push(fd.clone());
         }
     }
+    let mut call_bells: Vec<Arc<dyn CallBell>> = Vec::new();
+    for (b, _) in w.0.iter().filter_map(|e| e.call_bell.as_ref()) {
+        if !call_bells.iter().any(|x| same(x, b)) {
+            call_bells.push(b.clone());
+        }
+    }
     let sleepers =
         w.0.iter()
             .filter(|e| e.interrupt)
             .filter_map(|e| (e.lookup)(e.umqh))
             .collect();
-    Some((pidfds, sleepers))
+    Some((pidfds, sleepers, call_bells))
+}
+
+fn same(a: &Arc<dyn CallBell>, b: &Arc<dyn CallBell>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// Serves the queues whose peers rang a call bell; returns how long until a call bell wants
+/// to be looked at again (None: none does).
+fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
+    let now = Instant::now();
+    let mut next: Option<Instant> = None;
+    for d in call_bells {
+        let (tags, again) = d.due(now);
+        next = match (next, again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if tags.is_empty() {
+            continue;
+        }
+        let found: Vec<(u64, Lookup)> = {
+            let w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+            w.0.iter()
+                .filter(|e| {
+                    e.call_bell
+                        .as_ref()
+                        .is_some_and(|(x, tag)| same(x, d) && tags.contains(tag))
+                })
+                .map(|e| (e.umqh, e.lookup))
+                .collect()
+        };
+        for (umqh, lookup) in found {
+            if let Some(q) = lookup(umqh) {
+                q.service();
+            }
+        }
+    }
+    next.map(|t| {
+        t.saturating_duration_since(Instant::now())
+            .max(LINK_TIMER_MIN)
+    })
 }
 
 /// Runs a round for every link whose pause machine is due, through one of its queues the
@@ -242,17 +320,21 @@ fn serve_link_timers() -> Option<Duration> {
     next.map(|t| Duration::from_nanos(t - now).max(LINK_TIMER_MIN))
 }
 
-/// Sleeps up to `tick` or until a peer process exits or a doorbell rings; returns the fds of
-/// peers gone and whether any fd woke the thread, and clears the doorbells that rang.
+/// Sleeps up to `tick` or until a peer process exits, a queue's wake-up fd turns readable or
+/// a peer rings a call bell; returns the fds of peers gone and whether a pidfd or wake-up fd
+/// woke the thread (a call bell is served by the next `serve_call_bells`), and clears the
+/// wake-ups that rang.
 fn wait(
     pidfds: &[Arc<OwnedFd>],
-    doorbells: &[Wakeup],
+    wakeups: &[Wakeup],
+    call_bells: &[Arc<dyn CallBell>],
     tick: Duration,
 ) -> (Vec<Arc<OwnedFd>>, bool) {
     let mut fds: Vec<libc::pollfd> = pidfds
         .iter()
         .map(|fd| fd.as_raw_fd())
-        .chain(doorbells.iter().map(|b| b.fd))
+        .chain(wakeups.iter().map(|b| b.fd))
+        .chain(call_bells.iter().map(|b| b.fd()))
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
@@ -275,7 +357,9 @@ fn wait(
     if ready <= 0 {
         return (Vec::new(), false);
     }
-    for (p, bell) in fds[pidfds.len()..].iter().zip(doorbells) {
+    let watched = &fds[..pidfds.len() + wakeups.len()];
+    let woke = watched.iter().any(|p| p.revents != 0);
+    for (p, bell) in fds[pidfds.len()..].iter().zip(wakeups) {
         if bell.counter && p.revents & libc::POLLIN != 0 {
             let mut count = 0u64;
             unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
@@ -290,7 +374,7 @@ fn wait(
         .filter(|(p, _)| p.revents & gone != 0)
         .map(|(_, fd)| fd.clone())
         .collect();
-    (exited, true)
+    (exited, woke)
 }
 
 /// Polling-mode queues serviced at most per tick. Finding out whether a queue has anything to
@@ -367,6 +451,7 @@ mod tests {
             pid: None,
             gone: None,
             interrupt,
+            call_bell: None,
         }
     }
 
@@ -403,11 +488,11 @@ mod tests {
         let living = Arc::new(pidfd_open(std::process::id()).unwrap());
         child.wait().unwrap();
         let both = [living.clone(), exiting.clone()];
-        let (exited, woke) = wait(&both, &[], Duration::from_millis(1000));
+        let (exited, woke) = wait(&both, &[], &[], Duration::from_millis(1000));
         assert!(woke);
         assert_eq!(exited.len(), 1);
         assert!(Arc::ptr_eq(&exited[0], &exiting));
-        let (exited, woke) = wait(&[living], &[], Duration::from_millis(10));
+        let (exited, woke) = wait(&[living], &[], &[], Duration::from_millis(10));
         assert!(exited.is_empty() && !woke);
     }
 }

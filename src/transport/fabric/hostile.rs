@@ -199,6 +199,8 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         outgoing: VecDeque::new(),
         flight,
         flight_base: 0,
+        call_upto: 0,
+        called_upto: 0,
     }
 }
 

@@ -13,6 +13,7 @@
 //! flow-control area into the landing words the peer's node keeps for the channel (RMA,
 //! `ship_area`) whenever it changed, and the peer reads credit from there.
 
+pub mod call_bell;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
 mod msg;
@@ -101,6 +102,8 @@ pub struct Contact {
     pub area: Option<RemoteKey>,
     /// The queue's channel in its node.
     pub channel: ChannelId,
+    /// The port of the node's call bell (`call_bell`), on the beacon's address; 0: none.
+    pub call_bell: u16,
 }
 
 /// Where the peer's process runs, as its bind info says.
@@ -141,11 +144,13 @@ impl Channel {
 
     /// How a peer reaches this channel.
     pub fn contact(&self) -> Contact {
+        let n = self.node.lock();
         Contact {
             name: self.node.name().to_vec(),
             watch: self.node.beacon(),
-            area: Some(self.node.lock().landing_key(self.id)),
+            area: Some(n.landing_key(self.id)),
             channel: self.id,
+            call_bell: n.call_bell.as_ref().map_or(0, |b| b.port()),
         }
     }
 }
@@ -161,6 +166,8 @@ pub struct Link {
     peer_pid: Option<u32>,
     /// Watches the peer's process on another host, until the progress thread takes it.
     peer_socket: Option<Arc<OwnedFd>>,
+    /// The peer node's call bell, if it has one.
+    peer_bell: Option<SocketAddr>,
     rx: Rx,
     tx: Tx,
     /// The peer's flow-control area, as it last wrote it into our landing words, and where we
@@ -199,6 +206,10 @@ struct Tx {
     /// Our WRs in flight, oldest first; the first has sequence number `flight_base`.
     flight: VecDeque<Flight>,
     flight_base: u64,
+    /// Our WRs the peer's library must carry out (WRITE, READ, WRITE_IMM), as far as the last
+    /// one sent (its sequence number + 1), and as far as we called the peer to them.
+    call_upto: u64,
+    called_upto: u64,
 }
 
 fn quick(opcode: umq_opcode_t) -> bool {
@@ -264,6 +275,10 @@ impl Link {
             peer_chan: to.channel,
             peer_pid,
             peer_socket,
+            peer_bell: to
+                .watch
+                .filter(|_| to.call_bell != 0)
+                .map(|w| SocketAddr::new(w.ip(), to.call_bell)),
             rx: Rx {
                 assembling: None,
                 blocked: false,
@@ -274,6 +289,8 @@ impl Link {
                 outgoing: VecDeque::new(),
                 flight: VecDeque::new(),
                 flight_base: 0,
+                call_upto: 0,
+                called_upto: 0,
             },
             peer_area: Area::default(),
             peer_landing,
@@ -294,6 +311,12 @@ impl Link {
 
     pub fn take_peer_socket(&mut self) -> Option<Arc<OwnedFd>> {
         self.peer_socket.take()
+    }
+
+    /// Our node's call bell and our channel's tag there, for the progress thread.
+    pub fn call_bell(&self) -> Option<super::progress::RungBy> {
+        let bell = self.ch.node.lock().call_bell.clone()?;
+        Some((bell, self.ch.id))
     }
 
     pub fn peer_area(&self) -> &Area {
@@ -323,6 +346,12 @@ impl Link {
         self.take_landed(n);
         self.check_liveness(n)?;
         self.receive(n, w, at, &mut out)?;
+        if n.call_bell
+            .as_ref()
+            .is_some_and(|b| b.served(self.ch.id, self.rx.executed))
+        {
+            w.zero_copy.calls_answered += 1;
+        }
         self.complete(w, &mut out);
         if self.left {
             return Err(LinkError::PeerLeft);
@@ -331,6 +360,7 @@ impl Link {
         self.transmit(w, &mut out);
         self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
         self.complete(w, &mut out);
+        self.call_if_needed(n, w);
         n.repost();
         Ok(out)
     }
@@ -361,6 +391,7 @@ impl Link {
             return None;
         }
         self.complete(w, &mut out);
+        self.call_if_needed(n, w);
         Some(out)
     }
 

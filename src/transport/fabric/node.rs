@@ -14,6 +14,7 @@
 //! Everything here runs under the node's lock, which a binding takes inside its queue's wire
 //! lock (never the other way round).
 
+use super::call_bell::CallBell;
 use super::msg::*;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
@@ -114,6 +115,8 @@ pub struct Shared {
     free_slots: VecDeque<usize>,
     pub peers: Vec<Peer>,
     bell: Option<Bell>,
+    /// Where peers call our progress thread to their WRs (`call_bell`); we ring theirs with it.
+    pub call_bell: Option<Arc<CallBell>>,
     /// Sockets watching peer processes on other hosts, one per peer (`watch`), by beacon.
     watches: HashMap<SocketAddr, Weak<OwnedFd>>,
     /// The completion queue failed: every channel is broken.
@@ -240,6 +243,9 @@ impl Node {
             Some(fd) => Some(Bell::new(fd)?),
             None => None,
         };
+        let call_bell = watch::ip_of(ep.name())
+            .and_then(CallBell::open)
+            .map(Arc::new);
         let shared = Shared {
             rx: RxPool {
                 bufs: ep.buffers(RX_BOUNCES * BOUNCE)?,
@@ -263,6 +269,7 @@ impl Node {
             free_slots: VecDeque::new(),
             peers: Vec::new(),
             bell,
+            call_bell,
             watches: HashMap::new(),
             failed: None,
             serving: NODE,

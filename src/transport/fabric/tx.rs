@@ -95,6 +95,21 @@ impl Link {
         }
     }
 
+    /// Rings the peer's call bell for the WRs of ours that its library must carry out, once
+    /// they are all handed to libfabric (the ring should not overtake them by much) and once
+    /// the WRs of our last ring completed: at most one ring a round trip, however many WRs.
+    pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
+        let t = &mut self.tx;
+        if t.call_upto <= t.called_upto || w.tx_done_seq < t.called_upto {
+            return;
+        }
+        if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
+            bell.ring(at, self.peer_chan, t.call_upto);
+            w.zero_copy.calls_sent += 1;
+        }
+        t.called_upto = t.call_upto;
+    }
+
     /// Writes our flow-control area into the peer's landing words (libfabric RMA: no receive
     /// buffer, no completion at the peer) when it changed since we last did: at once for a new
     /// initial window (the peer is IDLE until it has it), else after a pause. Grants also travel
@@ -211,6 +226,8 @@ impl Link {
             outgoing,
             flight,
             flight_base,
+            call_upto,
+            ..
         } = &mut self.tx;
         while let Some(o) = outgoing.front_mut() {
             let len = (o.total() - o.done).min(o.fragment as u64) as usize;
@@ -249,6 +266,9 @@ impl Link {
             if o.done == o.total() {
                 if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                     f.sent = true;
+                    if !f.quick {
+                        *call_upto = o.wr_seq.map_or(0, |s| s + 1);
+                    }
                 }
                 outgoing.pop_front();
             }

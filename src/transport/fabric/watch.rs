@@ -45,7 +45,7 @@ pub fn watch(at: SocketAddr) -> Result<OwnedFd, String> {
 
 /// The IP address of a `struct sockaddr_in` / `sockaddr_in6` as bytes (host-order family,
 /// network-order port and address).
-fn ip_of(name: &[u8]) -> Option<IpAddr> {
+pub(super) fn ip_of(name: &[u8]) -> Option<IpAddr> {
     let family = i32::from(u16::from_ne_bytes([*name.first()?, *name.get(1)?]));
     match (family, name.len()) {
         (libc::AF_INET, 16) => {

@@ -84,9 +84,16 @@ fn one_sided_transports() -> &'static str {
     }
 }
 
-/// Runs `ucx_perftest -t test -o` (the responder not progressed, as our target sleeps) for one
-/// size; the Final row.
+/// Runs `ucx_perftest -t test` for one size; the Final row. Over shared memory with `-o` (the
+/// responder not progressed, as our target sleeps); over tcp UCX carries a put or get out in
+/// the responder's progress, as we do in the target's library, so its responder progresses
+/// (with `-o` it would wait forever).
 fn one_sided(test: &str, size: u32, iters: u64) -> Result<Vec<f64>, String> {
+    let unprogressed: &[&str] = if one_sided_transports().contains("tcp") {
+        &[]
+    } else {
+        &["-o"]
+    };
     let port = crate::pair::free_port().to_string();
     let cmd = || {
         let mut c = Command::new("ucx_perftest");
@@ -97,12 +104,9 @@ fn one_sided(test: &str, size: u32, iters: u64) -> Result<Vec<f64>, String> {
     server.args(["-p", &port]);
     let text = crate::pair::run("ucx_perftest", server, || {
         let mut c = cmd();
-        c.args(["127.0.0.1", "-p", &port, "-t", test, "-o"]).args([
-            "-s",
-            &size.to_string(),
-            "-n",
-            &iters.to_string(),
-        ]);
+        c.args(["127.0.0.1", "-p", &port, "-t", test])
+            .args(unprogressed)
+            .args(["-s", &size.to_string(), "-n", &iters.to_string()]);
         c
     })?;
     final_row(&text)

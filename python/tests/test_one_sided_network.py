@@ -1,0 +1,125 @@
+"""One-sided WRITE and READ over the network provider while the target's application runs
+nothing of ours: the target process blocks on its pipe. Over `tcp` the target's library carries
+the WR out (libfabric's tcp RMA would too, in the target's progress), so the initiator rings the
+target node's call bell and the target's progress thread serves the queue at once instead of at
+its next tick. The transport counters show that the ring went and was answered
+(docs/TRANSPORTS.md, "One-sided operations")."""
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+
+import pytest
+
+import umq
+
+pytestmark = [
+    pytest.mark.libumq_behaviour,
+    pytest.mark.skipif(
+        os.environ.get("UMQ_PROVIDER") != "fabric",
+        reason="runs in the suite's network run (UMQ_PROVIDER=fabric)",
+    ),
+]
+
+SIZE = 4096
+BEFORE = b"\xaa" * SIZE
+
+
+def target(conn):
+    """Exposes a 4 KiB buffer, then blocks on its pipe; answers "look" with the buffer's bytes,
+    "free" by freeing it, "calls" with how many rings it answered."""
+    with umq.Umq() as ctx:
+        q = ctx.queue("target", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        bufs = ctx.alloc(SIZE, 1, umqh=q.handle)
+        bufs.write(0, BEFORE)
+        exposed = q.expose(bufs)
+        conn.send(exposed)
+        while (ask := conn.recv()) != "done":
+            if ask == "free":
+                bufs.free()
+                conn.send(None)
+            elif ask == "calls":
+                conn.send(q.transport_stats().calls_answered)
+            else:
+                conn.send(ctypes.string_at(exposed.addr, SIZE))
+
+
+@contextlib.contextmanager
+def bound_to_target():
+    """Starts the target process and binds a queue of ours to it; yields the queue, the
+    target's exposed buffer and our end of its pipe."""
+    conn, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=target, args=(child_end,))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("initiator", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            q.bind(conn.recv())
+            conn.send(q.bind_info())
+            yield q, conn.recv(), conn
+            conn.send("done")
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
+
+
+def one_completion(q):
+    done = q.poll_until(1, umq.UMQ_IO_TX)
+    assert len(done) == 1, "the WR did not complete while the target's application slept"
+    return done[0]
+
+
+def test_write_and_read_run_in_the_sleeping_targets_library_when_called():
+    with bound_to_target() as (q, remote, conn):
+        assert q.transport_stats().transport == umq.UMQ_EXT_TRANSPORT_FABRIC
+        payload = bytes(range(256)) * (SIZE // 256)
+        assert q.write(payload, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        assert q.read(SIZE, remote) == 1
+        read = one_completion(q)
+        assert (read.status, read.data) == (umq.UMQ_BUF_SUCCESS, payload)
+        # A forged token, and an address outside the buffer, change no byte.
+        forged = umq.RemoteBuffer(remote.addr, remote.length, remote.token_id, remote.token_value ^ 1)
+        outside = umq.RemoteBuffer(remote.addr - 64, 64, remote.token_id, remote.token_value)
+        for bad in (forged, outside):
+            assert q.write(b"\x00" * min(SIZE, bad.length), bad) == 1
+            assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+            assert q.read(16, bad) == 1
+            assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+        # Six WRs, one at a time: each rang the target's call bell, which answered each.
+        assert q.transport_stats().calls_sent == 6
+        conn.send("calls")
+        assert conn.recv() == 6
+        conn.send("look")
+        assert conn.recv() == payload
+
+
+def test_a_freed_buffer_is_out_of_reach_over_the_network():
+    with bound_to_target() as (q, remote, conn):
+        conn.send("free")
+        assert conn.recv() is None
+        assert q.write(b"\x55" * SIZE, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+        assert q.read(SIZE, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
+        conn.send("look")
+        assert conn.recv() == BEFORE
+
+
+def test_a_stream_of_writes_rings_about_once_a_round_trip():
+    """12 WRITEs posted at once: the initiator rings once for those sent and again only after
+    they completed, so far fewer rings than WRs; every byte lands."""
+    with bound_to_target() as (q, remote, conn):
+        for i in range(12):
+            assert q.write(bytes([i]) * 64, umq.RemoteBuffer(remote.addr + 64 * i, 64, remote.token_id, remote.token_value)) == 1
+        done = q.poll_until(12, umq.UMQ_IO_TX)
+        assert [d.status for d in done] == [umq.UMQ_BUF_SUCCESS] * 12
+        sent = q.transport_stats().calls_sent
+        assert 1 <= sent < 12
+        conn.send("calls")
+        assert 1 <= conn.recv() <= sent
+        conn.send("look")
+        assert conn.recv()[: 64 * 12] == b"".join(bytes([i]) * 64 for i in range(12))

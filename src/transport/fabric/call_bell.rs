@@ -1,0 +1,220 @@
+//! Calling the peer's progress thread to a WR only the peer's library can carry out.
+//!
+//! Over `tcp` a WRITE, READ or WRITE_IMM is executed by the target's library (see
+//! docs/TRANSPORTS.md, "One-sided operations"). When the target's application does not call in,
+//! only its progress thread runs that library, and a polling-mode queue's thread does not sleep
+//! on the network (a completion queue with a wait fd costs every message system calls). So each
+//! node has a call bell: a UDP socket on the node's address, which the progress thread sleeps
+//! on. The initiator rings it with the channel and how many of its WRs must have run once it
+//! handed such a WR to libfabric, at most once a round trip (while a ring is unanswered, the
+//! next waits: `Link::call_if_needed`). The target's thread serves that channel's queue at
+//! once, and again at growing intervals until its WRs ran as far as the ring said (the ring may
+//! overtake the message on the way), then forgets the ring.
+//!
+//! A datagram is a hint, never trusted: anyone who can reach the port can send one, and all it
+//! can do is make the thread serve a queue (a round that finds nothing costs microseconds), at
+//! most `MAX_RINGS` channels at a time and for `GIVE_UP` each.
+
+use super::node::ChannelId;
+use crate::transport::progress::CallBell as Bell;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A ring: the channel, and how many of the peer's WRs must have run there.
+const RING_BYTES: usize = 16;
+/// The first look again after serving a ring whose WRs had not run, and how the interval grows.
+const FIRST_AGAIN: Duration = Duration::from_micros(20);
+const GROWTH: u32 = 4;
+/// A ring is forgotten after this long (the progress thread's tick covers the rest: the WR may
+/// wait for a receive buffer, or the channel be gone).
+const GIVE_UP: Duration = Duration::from_millis(50);
+/// Channels with a ring outstanding at most; datagrams beyond are dropped.
+const MAX_RINGS: usize = 4096;
+/// Datagrams taken per look, so that a flood cannot hold the thread.
+const TAKE_AT_MOST: usize = 256;
+
+#[derive(Debug)]
+struct Ring {
+    upto: u64,
+    next: Instant,
+    every: Duration,
+    since: Instant,
+}
+
+/// A node's call bell.
+#[derive(Debug)]
+pub struct CallBell {
+    sock: UdpSocket,
+    rings: Mutex<HashMap<ChannelId, Ring>>,
+    /// Some ring is outstanding (a round checks this before it takes the lock).
+    any: AtomicBool,
+}
+
+impl CallBell {
+    /// A call bell on `ip`; None when the socket cannot be made.
+    pub fn open(ip: IpAddr) -> Option<CallBell> {
+        let sock = UdpSocket::bind(SocketAddr::new(ip, 0)).ok()?;
+        sock.set_nonblocking(true).ok()?;
+        Some(CallBell {
+            sock,
+            rings: Mutex::new(HashMap::new()),
+            any: AtomicBool::new(false),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.sock.local_addr().map_or(0, |a| a.port())
+    }
+
+    /// Calls the node at `at` to channel `ch`, until `upto` of our WRs ran there. Best effort:
+    /// a ring that does not get through leaves the WR to the peer's application or tick.
+    pub fn ring(&self, at: SocketAddr, ch: ChannelId, upto: u64) {
+        let mut d = [0u8; RING_BYTES];
+        d[..8].copy_from_slice(&ch.to_le_bytes());
+        d[8..].copy_from_slice(&upto.to_le_bytes());
+        let _ = self.sock.send_to(&d, at);
+    }
+
+    /// Channel `ch` has run `executed` of its peer's WRs: a ring they answer is done (true).
+    #[inline]
+    pub fn served(&self, ch: ChannelId, executed: u64) -> bool {
+        if !self.any.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut rings = self.lock();
+        if rings.get(&ch).is_none_or(|r| executed < r.upto) {
+            return false;
+        }
+        rings.remove(&ch);
+        self.any.store(!rings.is_empty(), Ordering::Relaxed);
+        true
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, Ring>> {
+        self.rings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the datagrams waiting into `rings`.
+    fn take(&self, rings: &mut HashMap<ChannelId, Ring>, now: Instant) {
+        let mut d = [0u8; RING_BYTES + 1];
+        for _ in 0..TAKE_AT_MOST {
+            let Ok(n) = self.sock.recv(&mut d) else {
+                return; // WouldBlock: all taken
+            };
+            if n != RING_BYTES {
+                continue;
+            }
+            let ch = u64::from_le_bytes(d[..8].try_into().unwrap());
+            let upto = u64::from_le_bytes(d[8..16].try_into().unwrap());
+            if rings.len() >= MAX_RINGS && !rings.contains_key(&ch) {
+                continue;
+            }
+            let r = rings.entry(ch).or_insert(Ring {
+                upto,
+                next: now,
+                every: FIRST_AGAIN,
+                since: now,
+            });
+            if upto > r.upto {
+                *r = Ring {
+                    upto,
+                    next: now,
+                    every: FIRST_AGAIN,
+                    since: now,
+                };
+            }
+        }
+    }
+}
+
+impl Bell for CallBell {
+    fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn due(&self, now: Instant) -> (Vec<u64>, Option<Instant>) {
+        let mut rings = self.lock();
+        self.take(&mut rings, now);
+        rings.retain(|_, r| now.duration_since(r.since) < GIVE_UP);
+        let mut due = Vec::new();
+        for (&ch, r) in rings.iter_mut().filter(|(_, r)| r.next <= now) {
+            due.push(ch);
+            r.next = now + r.every;
+            r.every *= GROWTH;
+        }
+        self.any.store(!rings.is_empty(), Ordering::Relaxed);
+        (due, rings.values().map(|r| r.next).min())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bell() -> CallBell {
+        CallBell::open("127.0.0.1".parse().unwrap()).expect("a call bell on 127.0.0.1")
+    }
+
+    fn at(b: &CallBell) -> SocketAddr {
+        SocketAddr::new("127.0.0.1".parse().unwrap(), b.port())
+    }
+
+    /// Waits for the bell's socket to be readable (the datagram is on its way).
+    fn readable(b: &CallBell) {
+        let mut p = libc::pollfd {
+            fd: b.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        assert_eq!(
+            unsafe { libc::poll(&mut p, 1, 5000) },
+            1,
+            "the ring never came"
+        );
+    }
+
+    /// A ring names its channel at once and again, at growing intervals, until the channel
+    /// ran as many WRs as the ring said; then it is forgotten.
+    #[test]
+    fn a_ring_is_served_until_its_wrs_ran() {
+        let (target, initiator) = (bell(), bell());
+        initiator.ring(at(&target), 0x7_0000_0003, 2);
+        readable(&target);
+        let t0 = Instant::now();
+        let (due, next) = target.due(t0);
+        assert_eq!(due, vec![0x7_0000_0003]);
+        let next = next.expect("outstanding until served");
+        assert_eq!(next - t0, FIRST_AGAIN);
+        assert!(target.due(t0).0.is_empty(), "not again before its time");
+        let (due, next) = target.due(next);
+        assert_eq!(due, vec![0x7_0000_0003]);
+        assert_eq!(next.unwrap() - t0, FIRST_AGAIN + FIRST_AGAIN * GROWTH);
+        target.served(0x7_0000_0003, 1);
+        assert!(target.due(next.unwrap()).1.is_some(), "one WR of two ran");
+        target.served(0x7_0000_0004, 2);
+        assert!(target.due(next.unwrap()).1.is_some(), "another channel");
+        target.served(0x7_0000_0003, 2);
+        assert_eq!(target.due(Instant::now()), (vec![], None));
+    }
+
+    /// What is not a ring is dropped; a ring is forgotten after `GIVE_UP`.
+    #[test]
+    fn junk_is_dropped_and_a_ring_is_given_up() {
+        let target = bell();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(&[1, 2, 3], at(&target)).unwrap();
+        sender.send_to(&[0u8; RING_BYTES + 1], at(&target)).unwrap();
+        readable(&target);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(target.due(Instant::now()), (vec![], None));
+        sender.send_to(&[9u8; RING_BYTES], at(&target)).unwrap();
+        readable(&target);
+        let t0 = Instant::now();
+        assert_eq!(target.due(t0).0.len(), 1);
+        assert_eq!(target.due(t0 + GIVE_UP), (vec![], None));
+    }
+}
