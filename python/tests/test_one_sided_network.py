@@ -9,6 +9,8 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
+import random
+import time
 
 import pytest
 
@@ -28,7 +30,9 @@ BEFORE = b"\xaa" * SIZE
 
 def target(conn):
     """Exposes a 4 KiB buffer, then blocks on its pipe; answers "look" with the buffer's bytes,
-    "free" by freeing it, "calls" with how many rings it answered."""
+    "free" by freeing it, "calls" with how many rings it answered, and "race" (with a delay) by
+    freeing it after that delay, then, once told that the initiator stopped, sending what the
+    freed buffer holds."""
     with umq.Umq() as ctx:
         q = ctx.queue("target", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
         conn.send(q.bind_info())
@@ -41,6 +45,11 @@ def target(conn):
             if ask == "free":
                 bufs.free()
                 conn.send(None)
+            elif isinstance(ask, tuple) and ask[0] == "race":
+                time.sleep(ask[1])
+                bufs.free()
+                assert conn.recv() == "stopped"
+                conn.send(ctypes.string_at(exposed.addr, SIZE))
             elif ask == "calls":
                 conn.send(q.transport_stats().calls_answered)
             else:
@@ -123,3 +132,32 @@ def test_a_stream_of_writes_rings_about_once_a_round_trip():
         assert 1 <= conn.recv() <= sent
         conn.send("look")
         assert conn.recv()[: 64 * 12] == b"".join(bytes([i]) * 64 for i in range(12))
+
+
+@pytest.mark.parametrize("delay_ms", [0, 1, 3])
+def test_writes_racing_a_free_land_before_it_or_not_at_all(delay_ms):
+    """The target's application frees the buffer while our WRITEs stream into it (up to eight in
+    flight, each with its own byte). Each WR runs in the target's library under the buffer's pin
+    (src/buf/pin.rs): it lands before the free or completes REM_ACCESS_ABORT_ERR, so the
+    statuses are successes then refusals, never mixed, and the freed buffer holds the last
+    WRITE that succeeded: no refused one changed a byte."""
+    with bound_to_target() as (q, remote, conn):
+        # The first WR to a peer waits for libfabric to connect (tens of milliseconds): before
+        # the race, not in it.
+        assert q.write(BEFORE, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        conn.send(("race", delay_ms / 1000 + random.random() / 1000))
+        statuses, posted, in_flight = [], 0, 0
+        while not (umq.UMQ_BUF_REM_ACCESS_ABORT_ERR in statuses and in_flight == 0):
+            while in_flight < 8 and umq.UMQ_BUF_REM_ACCESS_ABORT_ERR not in statuses and posted < 100_000:
+                assert q.write(bytes([posted % 250 + 1]) * SIZE, remote) == 1
+                posted, in_flight = posted + 1, in_flight + 1
+            done = q.poll(umq.UMQ_IO_TX, 8)
+            statuses += [d.status for d in done]
+            in_flight -= len(done)
+        refused = statuses.index(umq.UMQ_BUF_REM_ACCESS_ABORT_ERR)
+        assert statuses[:refused] == [umq.UMQ_BUF_SUCCESS] * refused
+        assert statuses[refused:] == [umq.UMQ_BUF_REM_ACCESS_ABORT_ERR] * (len(statuses) - refused)
+        conn.send("stopped")
+        landed = bytes([(refused - 1) % 250 + 1]) * SIZE if refused else BEFORE
+        assert conn.recv() == landed, "a refused WRITE changed the freed buffer"

@@ -8,8 +8,9 @@
 //! on. The initiator rings it with the channel and how many of its WRs must have run once it
 //! handed such a WR to libfabric, at most once a round trip (while a ring is unanswered, the
 //! next waits: `Link::call_if_needed`). The target's thread serves that channel's queue at
-//! once, and again at growing intervals until its WRs ran as far as the ring said (the ring may
-//! overtake the message on the way), then forgets the ring.
+//! once, and again at growing intervals (up to a millisecond) until its WRs ran as far as the
+//! ring said (the ring may overtake the message on the way, or the first WR to a peer wait for
+//! libfabric's connection), then forgets the ring.
 //!
 //! A datagram is a hint, never trusted: anyone who can reach the port can send one, and all it
 //! can do is make the thread serve a queue (a round that finds nothing costs microseconds), at
@@ -26,9 +27,12 @@ use std::time::{Duration, Instant};
 
 /// A ring: the channel, and how many of the peer's WRs must have run there.
 const RING_BYTES: usize = 16;
-/// The first look again after serving a ring whose WRs had not run, and how the interval grows.
+/// The first look again after serving a ring whose WRs had not run, how the interval grows, and
+/// its most: the first WR to a peer may wait for libfabric to set up the connection, which
+/// takes several of the target's progress calls.
 const FIRST_AGAIN: Duration = Duration::from_micros(20);
 const GROWTH: u32 = 4;
+const MOST_AGAIN: Duration = Duration::from_millis(1);
 /// A ring is forgotten after this long (the progress thread's tick covers the rest: the WR may
 /// wait for a receive buffer, or the channel be gone).
 const GIVE_UP: Duration = Duration::from_millis(50);
@@ -144,7 +148,7 @@ impl Bell for CallBell {
         for (&ch, r) in rings.iter_mut().filter(|(_, r)| r.next <= now) {
             due.push(ch);
             r.next = now + r.every;
-            r.every *= GROWTH;
+            r.every = (r.every * GROWTH).min(MOST_AGAIN);
         }
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
         (due, rings.values().map(|r| r.next).min())

@@ -206,8 +206,9 @@ struct Tx {
     /// Our WRs in flight, oldest first; the first has sequence number `flight_base`.
     flight: VecDeque<Flight>,
     flight_base: u64,
-    /// Our WRs the peer's library must carry out (WRITE, READ, WRITE_IMM), as far as the last
-    /// one sent (its sequence number + 1), and as far as we called the peer to them.
+    /// Our WRs the peer's library must carry out (WRITE, READ, WRITE_IMM; any WR libfabric
+    /// could not take yet), as far as the last one sent (its sequence number + 1), and as far
+    /// as we called the peer to them.
     call_upto: u64,
     called_upto: u64,
 }

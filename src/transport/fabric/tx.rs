@@ -96,8 +96,9 @@ impl Link {
     }
 
     /// Rings the peer's call bell for the WRs of ours that its library must carry out, once
-    /// they are all handed to libfabric (the ring should not overtake them by much) and once
-    /// the WRs of our last ring completed: at most one ring a round trip, however many WRs.
+    /// they are all handed to libfabric (the ring should not overtake them by much), or for a
+    /// WR libfabric cannot take yet (only the peer's progress may free the way), and once the
+    /// WRs of our last ring completed: at most one ring a round trip, however many WRs.
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
         if t.call_upto <= t.called_upto || w.tx_done_seq < t.called_upto {
@@ -248,7 +249,15 @@ impl Link {
             };
             let from_buffer = match sent {
                 Ok(from_buffer) => from_buffer,
-                Err(sys::FI_EAGAIN) => return Ok(()),
+                Err(sys::FI_EAGAIN) => {
+                    // libfabric cannot take it yet: the connection may wait for the peer's
+                    // progress to accept it (rxm connects on the first send), or its socket
+                    // for the peer to read. Call the peer to this WR as well.
+                    if let Some(seq) = o.wr_seq {
+                        *call_upto = (*call_upto).max(seq + 1);
+                    }
+                    return Ok(());
+                }
                 Err(code) => {
                     crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
                     return Err(lost("peer unreachable over the network"));
