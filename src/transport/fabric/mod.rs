@@ -267,6 +267,7 @@ impl Link {
             let mut n = ch.node.lock();
             let p = n.attach_peer(ch.id, &to.name, PING_AFTER.min(liveness / 4))?;
             n.repost();
+            n.greet_new_peers();
             (p, n.peers[p].addr)
         };
         Ok(Link {

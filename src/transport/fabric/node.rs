@@ -93,6 +93,10 @@ pub struct Peer {
     pub heard: Instant,
     pub heard_any: bool,
     pub said: Instant,
+    /// Our first ping to it went: it sets up libfabric's connection (`ofi_rxm` connects on the
+    /// first send, over several of both sides' progress calls), so a binding's first message
+    /// does not wait for that.
+    greeted: bool,
     /// The shortest ping interval its channels ask for, and how many there are.
     ping_after: Duration,
     users: usize,
@@ -410,6 +414,7 @@ impl Shared {
                     heard: Instant::now(),
                     heard_any: false,
                     said: Instant::now(),
+                    greeted: false,
                     ping_after,
                     users: 0,
                 });
@@ -601,7 +606,7 @@ impl Shared {
     fn ping_quiet_peers(&mut self) {
         let ep = &self.ep;
         for p in self.peers.iter_mut() {
-            if p.users == 0 || p.said.elapsed() < p.ping_after {
+            if p.users == 0 || (p.greeted && p.said.elapsed() < p.ping_after) {
                 continue;
             }
             let h = Header {
@@ -613,7 +618,15 @@ impl Shared {
             let msg = [&h.to_bytes()[..], ep.name()].concat();
             if ep.inject(&msg, p.addr).is_ok() {
                 p.said = Instant::now();
+                p.greeted = true;
             }
+        }
+    }
+
+    /// Greets the peers met since the last round at once (`Peer::greeted`).
+    pub fn greet_new_peers(&mut self) {
+        if self.peers.iter().any(|p| !p.greeted) {
+            self.ping_quiet_peers();
         }
     }
 
