@@ -300,6 +300,7 @@ fn scale_runs(args: &Args) {
 /// the same operations beside them when asked.
 fn rma_runs(args: &Args) {
     let provider: &'static str = match args.provider.as_str() {
+        _ if args.run.server.is_some() => "fabric",
         "shm" => "shm",
         "fabric" => "fabric",
         _ => "loopback",
@@ -369,7 +370,7 @@ fn main() {
         return pfc::serve_peer(&args.run, args.storm);
     }
     if args.rma_peer {
-        return rma::serve_target(&args.run);
+        return rma::serve_target(&args.run, args.peer_ip);
     }
     if let Some(kind) = args.peer {
         return shm::serve(kind, &args.run.for_test(kind, true), args.peer_ip);

@@ -14,7 +14,6 @@ use crate::api;
 use crate::report::Row;
 use crate::shm::{recv_frame, send_frame};
 use crate::{Run, clock::time_round_trips, shm::warmup};
-use std::process::Child;
 use std::ptr;
 use umq::abi::errno::UMQ_BUF_SUCCESS;
 use umq::abi::pro_types::*;
@@ -59,45 +58,41 @@ fn exposed(q: u64, run: &Run) -> (*mut umq_buf_t, umq_ref_sge_t) {
     (b, sge)
 }
 
-/// The target: in another process, or a queue of ours.
+/// The target: in another process (on this host, or served by `umq-perf --server` on
+/// another), or a queue of ours.
 enum Target {
-    Process {
-        child: Child,
-        to: std::process::ChildStdin,
-        from: std::process::ChildStdout,
-    },
-    Queue {
-        q: u64,
-        buf: *mut umq_buf_t,
-    },
+    Process(crate::shm::Peer),
+    Queue { q: u64, buf: *mut umq_buf_t },
 }
 
 impl Target {
     /// Our queue bound to the target, and its exposed buffer.
     fn start(run: &Run, provider: &str) -> (Target, u64, umq_ref_sge_t) {
         api::init(run.flow);
-        let q = api::create(run.depth);
         if provider == "loopback" {
+            let q = api::create(run.depth);
             let t = api::create(run.depth);
             api::bind(q, api::bind_info(t));
             api::bind(t, api::bind_info(q));
             let (buf, sge) = exposed(t, run);
             return (Target::Queue { q: t, buf }, q, sge);
         }
-        let mut child = crate::shm::spawn_self([
-            "--rma-peer".to_string(),
-            "--size".into(),
-            run.size.to_string(),
-            "--depth".into(),
-            run.depth.to_string(),
-            "--shared-pool".into(),
-            if run.shared_rx { "on" } else { "off" }.into(),
-        ]);
-        let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        api::bind(q, recv_frame(&mut from));
-        send_frame(&mut to, &api::bind_info(q));
-        let sge = unpack(&recv_frame(&mut from));
-        (Target::Process { child, to, from }, q, sge)
+        let args = [
+            "--rma-peer",
+            "--size",
+            &run.size.to_string(),
+            "--depth",
+            &run.depth.to_string(),
+            "--shared-pool",
+            if run.shared_rx { "on" } else { "off" },
+        ];
+        let mut peer = crate::shm::start_peer(args.map(String::from).to_vec(), run);
+        // Our queue offers the address the peer reaches us at (another host's, over --client).
+        let q = api::create_at(run.depth, UMQ_TRANS_MODE_UB, peer.ip);
+        api::bind(q, recv_frame(&mut peer.from));
+        send_frame(&mut peer.to, &api::bind_info(q));
+        let sge = unpack(&recv_frame(&mut peer.from));
+        (Target::Process(peer), q, sge)
     }
 
     /// The first eight bytes of the exposed buffer, as the target sees them; then it goes.
@@ -109,15 +104,14 @@ impl Target {
                 api::teardown(q);
                 first
             }
-            Target::Process {
-                mut child,
-                mut to,
-                mut from,
-            } => {
-                send_frame(&mut to, b"look");
-                let first = u64::from_le_bytes(recv_frame(&mut from)[..8].try_into().unwrap());
-                let status = child.wait().expect("waiting for the target");
-                assert!(status.success(), "the target process failed: {status}");
+            Target::Process(mut peer) => {
+                send_frame(&mut peer.to, b"look");
+                let first = recv_frame(&mut peer.from);
+                let first = u64::from_le_bytes(first[..8].try_into().unwrap());
+                if let Some(mut child) = peer.child {
+                    let status = child.wait().expect("waiting for the target");
+                    assert!(status.success(), "the target process failed: {status}");
+                }
                 first
             }
         }
@@ -126,11 +120,11 @@ impl Target {
 
 /// The target process (`--rma-peer`): binds, exposes its buffer, sleeps on its pipe (running
 /// nothing of ours) until asked for the buffer's first bytes, then exits.
-pub fn serve_target(run: &Run) {
+pub fn serve_target(run: &Run, ip: std::net::IpAddr) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
     api::init(run.flow);
-    let q = api::create(run.depth);
+    let q = api::create_at(run.depth, UMQ_TRANS_MODE_UB, ip);
     send_frame(&mut out, &api::bind_info(q));
     api::bind(q, recv_frame(&mut inp));
     let (buf, sge) = exposed(q, run);
