@@ -248,3 +248,28 @@ def test_two_thousand_queue_pairs_bind_between_two_hosts(hosts):
     # Issue's goal: at most 256 KiB grown a pair; an endpoint a queue was 72 MB.
     assert row["bytes_per_queue"] < 256 << 10, row
     assert row["sweep_ns"] > 0 and row["msg_ns"] > 0, row
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
+def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts):
+    """`umq-perf --test rma` against a target process on the other host that exposes a buffer
+    and then sleeps on its connection to the server: every WRITE and READ completes (umq-perf
+    checks each status, and that the target's buffer holds the last WRITE), each one-at-a-time
+    WR having rung the target node's call bell (TRANSPORTS.md, "The call bell")."""
+    import json
+    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7435"], stderr=subprocess.PIPE,
+                         text=True)
+    assert "listening" in server.stderr.readline()
+    out = subprocess.run(
+        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7435",
+         "--test", "rma", "--size", "4096", "--iters", "200", "--depth", "64", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"], rows
+    assert all(r["provider"] == "fabric" for r in rows), rows
+    # 200 WRITEs and 200 READs one at a time ring once each; the streams ring about once a
+    # round trip of their WRs.
+    assert rows[0]["calls_sent"] >= 400, rows[0]
