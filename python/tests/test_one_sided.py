@@ -18,7 +18,7 @@ pytestmark = [
     pytest.mark.libumq_behaviour,
     pytest.mark.skipif(
         os.environ.get("UMQ_PROVIDER") == "fabric",
-        reason="over the network a WRITE or READ is executed by the target's library (docs/TRANSPORTS.md)",
+        reason="over the network the target's library carries WRITE and READ out: test_one_sided_network.py",
     ),
 ]
 

@@ -32,13 +32,20 @@ fn provider() -> &'static str {
     PROVIDER.get().map_or("shm", String::as_str)
 }
 
-/// Runs `fi_pingpong -p <provider> -e rdm` server and client for one size.
-pub fn pingpong(size: u32, iters: u64) -> Result<PingPong, String> {
+/// Whether the baseline is a network provider, whose connected endpoints (`-e msg`, the
+/// kernel's TCP with no reliable-datagram layer above) make a second baseline.
+pub fn over_network() -> bool {
+    provider() != "shm"
+}
+
+/// Runs `fi_pingpong -p <provider> -e <endpoint>` (`rdm`, or `msg` over a network provider)
+/// server and client for one size.
+pub fn pingpong(size: u32, iters: u64, endpoint: &str) -> Result<PingPong, String> {
     let port = crate::pair::free_port().to_string();
     let (iters, size) = (iters.to_string(), size.to_string());
     let pingpong = || {
         let mut c = Command::new("fi_pingpong");
-        c.args(["-p", provider(), "-e", "rdm", "-I", &iters, "-S", &size]);
+        c.args(["-p", provider(), "-e", endpoint, "-I", &iters, "-S", &size]);
         c
     };
     let mut server = pingpong();

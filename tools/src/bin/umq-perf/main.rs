@@ -175,12 +175,14 @@ fn middle(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Adds fi_pingpong's figures (median of `rounds`) and our ratio to a latency row.
+/// Adds fi_pingpong's figures (median of `rounds`) and our ratio to a latency row; over a
+/// network provider also those of its connected endpoints (`-e msg`): what libfabric's
+/// reliable-datagram layer (`ofi_rxm`) adds to the kernel's TCP.
 fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
     let mut half = Vec::new();
     let mut rate = Vec::new();
     for _ in 0..rounds {
-        match libfabric::pingpong(run.size, run.iters) {
+        match libfabric::pingpong(run.size, run.iters, "rdm") {
             Ok(p) => {
                 half.push(p.half_rtt_ns);
                 rate.push(p.xfers_per_s);
@@ -190,9 +192,21 @@ fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
     }
     let fi = middle(half);
     let ours = row.get("mean_ns").unwrap_or(f64::NAN);
-    row.num("fi_pingpong_half_rtt_ns", fi)
+    let row = row
+        .num("fi_pingpong_half_rtt_ns", fi)
         .num("fi_pingpong_xfers_per_s", middle(rate).round())
-        .num("mean_vs_fi_pingpong", ours / fi)
+        .num("mean_vs_fi_pingpong", ours / fi);
+    if !libfabric::over_network() {
+        return row;
+    }
+    match median_of(rounds, || {
+        libfabric::pingpong(run.size, run.iters, "msg").map(|p| p.half_rtt_ns)
+    }) {
+        Ok(msg) => row
+            .num("fi_pingpong_msg_half_rtt_ns", msg)
+            .num("mean_vs_fi_pingpong_msg", ours / msg),
+        Err(e) => row.text("fi_pingpong_msg", e),
+    }
 }
 
 /// Adds ucx_perftest tag_lat's figures (medians of `rounds`) and our ratio to a latency row.
