@@ -98,10 +98,11 @@ def test_write_and_read_run_in_the_sleeping_targets_library_when_called():
             assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
             assert q.read(16, bad) == 1
             assert one_completion(q).status == umq.UMQ_BUF_REM_ACCESS_ABORT_ERR
-        # Six WRs, one at a time: each rang the target's call bell, which answered each.
+        # Six WRs, one at a time: each rang the target's call bell once, and the target answered
+        # the rings (each, unless one waited past the bell's 50 ms and the tick served it).
         assert q.transport_stats().calls_sent == 6
         conn.send("calls")
-        assert conn.recv() == 6
+        assert 1 <= conn.recv() <= 6
         conn.send("look")
         assert conn.recv() == payload
 
