@@ -223,6 +223,21 @@ def test_umq_perf_runs_between_two_hosts_as_server_and_client(hosts):
     assert bad.returncode == 2 and "cannot reach umq-perf --server" in bad.stderr, bad.stderr
 
 
+def perf_between_hosts(hosts, port, *args):
+    """Runs `umq-perf --client` in the client's namespace against `umq-perf --server` in the
+    server's; its JSON rows."""
+    import json
+    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", str(port)], stderr=subprocess.PIPE,
+                         text=True)
+    assert "listening" in server.stderr.readline()
+    out = subprocess.run(
+        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", str(port), *args,
+         "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
 @pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
@@ -231,16 +246,8 @@ def test_two_thousand_queue_pairs_bind_between_two_hosts(hosts):
     between them and each carries a message each way. What binding them costs the client, per
     queue, is a share of its endpoint, not an endpoint (TRANSPORTS.md, "At scale"; the
     10,000-pair run is a documented command there)."""
-    import json
-    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7434"], stderr=subprocess.PIPE,
-                         text=True)
-    assert "listening" in server.stderr.readline()
-    out = subprocess.run(
-        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7434",
-         "--test", "scale", "--pairs", "2000", "--depth", "64", "--iters", "200", "--json"],
-        capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    (row,) = [json.loads(line) for line in out.stdout.splitlines()]
+    (row,) = perf_between_hosts(hosts, 7434, "--test", "scale", "--pairs", "2000", "--depth", "64",
+                                "--iters", "200")
     print(row)
     assert row["provider"] == "fabric" and row["queues"] == 2000, row
     # One endpoint, one watch socket and a handful of fds for all 2,000 queues.
@@ -258,16 +265,8 @@ def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts):
     and then sleeps on its connection to the server: every WRITE and READ completes (umq-perf
     checks each status, and that the target's buffer holds the last WRITE), each one-at-a-time
     WR having rung the target node's call bell (TRANSPORTS.md, "The call bell")."""
-    import json
-    server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", "7435"], stderr=subprocess.PIPE,
-                         text=True)
-    assert "listening" in server.stderr.readline()
-    out = subprocess.run(
-        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", "7435",
-         "--test", "rma", "--size", "4096", "--iters", "200", "--depth", "64", "--json"],
-        capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    rows = perf_between_hosts(hosts, 7435, "--test", "rma", "--size", "4096", "--iters", "200",
+                              "--depth", "64")
     assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"], rows
     assert all(r["provider"] == "fabric" for r in rows), rows
     # 200 WRITEs and 200 READs one at a time ring once each; the streams ring about once a
