@@ -65,6 +65,9 @@ pub trait CallBell: Send + Sync + std::fmt::Debug {
     /// Takes what rang: the tags of the queues to serve now, and when to look again (None:
     /// nothing outstanding).
     fn due(&self, now: Instant) -> (Vec<u64>, Option<Instant>);
+    /// When to look again, as the queues' rounds left it (a round that ran what a ring
+    /// called for ends the ring).
+    fn next(&self) -> Option<Instant>;
 }
 
 /// A call bell and the tag that names one queue at it.
@@ -263,13 +266,8 @@ fn same(a: &Arc<dyn CallBell>, b: &Arc<dyn CallBell>) -> bool {
 /// to be looked at again (None: none does).
 fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
     let now = Instant::now();
-    let mut next: Option<Instant> = None;
     for d in call_bells {
-        let (tags, again) = d.due(now);
-        next = match (next, again) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let (tags, _) = d.due(now);
         if tags.is_empty() {
             continue;
         }
@@ -290,10 +288,12 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
             }
         }
     }
-    next.map(|t| {
-        t.saturating_duration_since(Instant::now())
-            .max(LINK_TIMER_MIN)
-    })
+    // After the services: a ring they answered wants no second look.
+    let next = call_bells.iter().filter_map(|d| d.next()).min()?;
+    Some(
+        next.saturating_duration_since(Instant::now())
+            .max(LINK_TIMER_MIN),
+    )
 }
 
 /// Runs a round for every link whose pause machine is due, through one of its queues the

@@ -153,6 +153,13 @@ impl Bell for CallBell {
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
         (due, rings.values().map(|r| r.next).min())
     }
+
+    fn next(&self) -> Option<Instant> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.lock().values().map(|r| r.next).min()
+    }
 }
 
 #[cfg(test)]
@@ -201,7 +208,9 @@ mod tests {
         assert!(target.due(next.unwrap()).1.is_some(), "one WR of two ran");
         target.served(0x7_0000_0004, 2);
         assert!(target.due(next.unwrap()).1.is_some(), "another channel");
+        assert!(Bell::next(&target).is_some());
         target.served(0x7_0000_0003, 2);
+        assert_eq!(Bell::next(&target), None, "answered: no second look");
         assert_eq!(target.due(Instant::now()), (vec![], None));
     }
 
