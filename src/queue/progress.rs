@@ -132,44 +132,20 @@ impl Queue {
     /// The progress thread's round for a queue bound through a link: the round, and with flow
     /// control the sends that wait for credit, so they go out even when the application does
     /// not call in (a base-API sender that enqueued and waits elsewhere).
-    ///
-    /// Only if the queue's lock is free: a holder is running the queue itself. Waiting for it
-    /// would cost a busy-polling application dearly: its polls hold the lock most of the time
-    /// (over the network, each round's system calls), so this thread would spin, yield and nap
-    /// every 50 µs for as long, taking a core from a two-core host. (What the thread came for
-    /// comes again: a tick, a link timer that stays due, a call bell's next look.)
     pub(crate) fn background_round(&self) {
         // An idle binding's link still has timers and frames: the polls of an idle queue skip
         // them (they are the latency path), this thread does not. (A busy round below serves
         // them itself.)
         if crate::transport::pause::in_use() {
-            let Some(mut w) = self.wire.try_lock() else {
-                return;
-            };
+            let mut w = lock(&self.wire);
             if w.link.as_deref().is_some_and(|l| l.idle(&w)) {
                 self.pause_round_if_busy(&mut w);
             }
         }
-        if self.try_service_link()
-            && self.rt.flow_control.enabled
-            && self.wire.try_lock().is_some_and(|w| w.undelivered() > 0)
+        if self.service_link() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
         {
             self.flow_progress();
         }
-    }
-
-    /// `service_link` when the queue's lock is free now; false otherwise.
-    fn try_service_link(&self) -> bool {
-        if !self.over_link.load(Ordering::Relaxed) {
-            return false;
-        }
-        let Some(mut w) = self.wire.try_lock() else {
-            return false;
-        };
-        let out = self.link_round(&mut w);
-        drop(w);
-        self.after_round(&out);
-        true
     }
 
     /// Moves flow control along outside the send path: reads the peer's area, announces our

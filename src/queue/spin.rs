@@ -44,12 +44,6 @@ impl<T> SpinMutex<T> {
         SpinGuard { mutex: self }
     }
 
-    /// The lock if it is free now; None while someone holds it.
-    #[inline]
-    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
-        self.try_acquire().then_some(SpinGuard { mutex: self })
-    }
-
     #[inline]
     fn try_acquire(&self) -> bool {
         self.locked
