@@ -62,9 +62,8 @@ pub struct Wakeup {
 /// readable when a peer calls for one of those queues (named by a tag) to be served.
 pub trait CallBell: Send + Sync + std::fmt::Debug {
     fn fd(&self) -> RawFd;
-    /// Takes what rang: the tags of the queues to serve now, and when to look again (None:
-    /// nothing outstanding).
-    fn due(&self, now: Instant) -> (Vec<u64>, Option<Instant>);
+    /// Takes what rang: the tags of the queues to serve now.
+    fn due(&self, now: Instant) -> Vec<u64>;
     /// When to look again, as the queues' rounds left it (a round that ran what a ring
     /// called for ends the ring).
     fn next(&self) -> Option<Instant>;
@@ -267,7 +266,7 @@ fn same(a: &Arc<dyn CallBell>, b: &Arc<dyn CallBell>) -> bool {
 fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
     let now = Instant::now();
     for d in call_bells {
-        let (tags, _) = d.due(now);
+        let tags = d.due(now);
         if tags.is_empty() {
             continue;
         }

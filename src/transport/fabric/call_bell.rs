@@ -140,7 +140,7 @@ impl Bell for CallBell {
         self.sock.as_raw_fd()
     }
 
-    fn due(&self, now: Instant) -> (Vec<u64>, Option<Instant>) {
+    fn due(&self, now: Instant) -> Vec<u64> {
         let mut rings = self.lock();
         self.take(&mut rings, now);
         rings.retain(|_, r| now.duration_since(r.since) < GIVE_UP);
@@ -151,7 +151,7 @@ impl Bell for CallBell {
             r.every = (r.every * GROWTH).min(MOST_AGAIN);
         }
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
-        (due, rings.values().map(|r| r.next).min())
+        due
     }
 
     fn next(&self) -> Option<Instant> {
@@ -196,22 +196,25 @@ mod tests {
         initiator.ring(at(&target), 0x7_0000_0003, 2);
         readable(&target);
         let t0 = Instant::now();
-        let (due, next) = target.due(t0);
+        let (due, next) = (target.due(t0), Bell::next(&target));
         assert_eq!(due, vec![0x7_0000_0003]);
         let next = next.expect("outstanding until served");
         assert_eq!(next - t0, FIRST_AGAIN);
-        assert!(target.due(t0).0.is_empty(), "not again before its time");
-        let (due, next) = target.due(next);
+        assert!(target.due(t0).is_empty(), "not again before its time");
+        let (due, next) = (target.due(next), Bell::next(&target));
         assert_eq!(due, vec![0x7_0000_0003]);
         assert_eq!(next.unwrap() - t0, FIRST_AGAIN + FIRST_AGAIN * GROWTH);
         target.served(0x7_0000_0003, 1);
-        assert!(target.due(next.unwrap()).1.is_some(), "one WR of two ran");
+        target.due(next.unwrap());
+        assert!(Bell::next(&target).is_some(), "one WR of two ran");
         target.served(0x7_0000_0004, 2);
-        assert!(target.due(next.unwrap()).1.is_some(), "another channel");
+        target.due(next.unwrap());
+        assert!(Bell::next(&target).is_some(), "another channel");
         assert!(Bell::next(&target).is_some());
         target.served(0x7_0000_0003, 2);
         assert_eq!(Bell::next(&target), None, "answered: no second look");
-        assert_eq!(target.due(Instant::now()), (vec![], None));
+        assert_eq!(target.due(Instant::now()), Vec::<u64>::new());
+        assert_eq!(Bell::next(&target), None);
     }
 
     /// What is not a ring is dropped; a ring is forgotten after `GIVE_UP`.
@@ -223,11 +226,13 @@ mod tests {
         sender.send_to(&[0u8; RING_BYTES + 1], at(&target)).unwrap();
         readable(&target);
         std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(target.due(Instant::now()), (vec![], None));
+        assert_eq!(target.due(Instant::now()), Vec::<u64>::new());
+        assert_eq!(Bell::next(&target), None);
         sender.send_to(&[9u8; RING_BYTES], at(&target)).unwrap();
         readable(&target);
         let t0 = Instant::now();
-        assert_eq!(target.due(t0).0.len(), 1);
-        assert_eq!(target.due(t0 + GIVE_UP), (vec![], None));
+        assert_eq!(target.due(t0).len(), 1);
+        assert_eq!(target.due(t0 + GIVE_UP), Vec::<u64>::new());
+        assert_eq!(Bell::next(&target), None);
     }
 }
