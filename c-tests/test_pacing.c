@@ -126,7 +126,8 @@ static void stream(uint64_t a, uint64_t b, uint32_t pmtu, uint64_t packets_befor
     }
     CHECK_EQ(s.packets - packets_before, want);
     uint64_t on_wire = wire_packets(a, &transport) - wire_before;
-    CHECK_EQ(on_wire, transport == UMQ_EXT_TRANSPORT_LOOPBACK ? 0 : want);
+    (void)transport; /* every provider, loopback too, puts the granted packets on its wire */
+    CHECK_EQ(on_wire, want);
     CHECK_EQ(s.pmtu, pmtu);
     CHECK_EQ(s.held_wr, 0);
 }

@@ -57,7 +57,15 @@ struct Engine {
     thread_running: bool,
     /// The last tick whose grants were handed out.
     served: u64,
+    /// While the pacing thread sleeps: when it will wake by itself (clock nanoseconds).
+    sleeping_until: Option<u64>,
 }
+
+/// Wakes the pacing thread before its time (a queue filed earlier than it planned to wake, or
+/// the last limit lifted).
+static NUDGE: std::sync::Condvar = std::sync::Condvar::new();
+/// The longest the pacing thread sleeps with nothing filed: it then looks again.
+const LONGEST_NAP: Duration = Duration::from_millis(100);
 
 fn engine_cell() -> &'static Mutex<Engine> {
     static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
@@ -68,6 +76,7 @@ fn engine_cell() -> &'static Mutex<Engine> {
             limited: 0,
             thread_running: false,
             served: 0,
+            sleeping_until: None,
         })
     })
 }
@@ -100,6 +109,18 @@ impl Engine {
         now
     }
 
+    /// Wakes the pacing thread if a queue is now due before it planned to wake, or it has no
+    /// queue left to serve.
+    fn nudge(&self) {
+        let Some(until) = self.sleeping_until else {
+            return;
+        };
+        let due = self.machine.earliest_due();
+        if self.limited == 0 || due.is_some_and(|t| self.machine.tick_start_ns(t) < until) {
+            NUDGE.notify_one();
+        }
+    }
+
     fn note_limited(&mut self, index: u32, handle: u64, was: bool, is: bool) {
         if self.handles.len() <= index as usize {
             self.handles.resize(index as usize + 1, 0);
@@ -110,6 +131,7 @@ impl Engine {
             (true, false) => self.limited -= 1,
             _ => {}
         }
+        self.nudge();
         if self.limited > 0 && !self.thread_running {
             self.thread_running = true;
             std::thread::Builder::new()
@@ -176,6 +198,7 @@ pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
         e.machine
             .set_rate(q.index, rate, pmtu)
             .map_err(|err| pacing_error(err, "PMTU"))?;
+        e.nudge();
     }
     q.pacing.pmtu.store(pmtu, Ordering::Relaxed);
     if let Some(p) = lock(&q.wire).paced.as_mut() {
@@ -232,23 +255,39 @@ pub fn forget(q: &Queue) {
     }
 }
 
-/// The pacing thread: serves each tick, then sleeps until the next one starts; ends when no
-/// queue is limited.
+/// The pacing thread: serves the tick, then sleeps until the earliest tick a queue waits for
+/// (a post that files a queue earlier wakes it: `nudge`); ends when no queue is limited. Its
+/// timer slack is a nanosecond, not the default 50 us, since a packet time can be shorter.
 fn run() {
+    // SAFETY: prctl with an integer argument changes this thread's timer slack only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let mut grants = Vec::new();
     loop {
-        let next = {
+        {
             let mut e = engine();
             if e.limited == 0 {
                 e.thread_running = false;
                 return;
             }
-            let now = e.take_grants(&mut grants);
-            e.machine.tick_start_ns(now + 1)
-        };
+            e.take_grants(&mut grants);
+        }
         serve(&mut grants);
-        let wait = next.saturating_sub(clock_ns());
-        std::thread::sleep(Duration::from_nanos(wait.max(1000)));
+        let mut e = engine();
+        let next = e.served + 1;
+        let due = e.machine.earliest_due().map(|t| t.max(next));
+        let now = clock_ns();
+        let nap = due.map_or(LONGEST_NAP, |t| {
+            Duration::from_nanos(e.machine.tick_start_ns(t).saturating_sub(now))
+        });
+        if nap.is_zero() || e.limited == 0 {
+            continue;
+        }
+        let nap = nap.min(LONGEST_NAP);
+        e.sleeping_until = Some(now + nap.as_nanos() as u64);
+        let (mut e, _) = NUDGE
+            .wait_timeout(e, nap)
+            .unwrap_or_else(|p| p.into_inner());
+        e.sleeping_until = None;
     }
 }
 
@@ -294,7 +333,9 @@ fn serve(grants: &mut Vec<(Grant, u64)>) {
             continue;
         };
         let (used, bytes, left) = q.use_grant(g.packets);
-        engine().machine.complete(g.queue, used, bytes, left);
+        let mut e = engine();
+        e.machine.complete(g.queue, used, bytes, left);
+        e.nudge();
     }
 }
 
@@ -306,7 +347,9 @@ impl Queue {
         let packets = {
             let mut e = engine();
             e.catch_up();
-            e.machine.wake(self.index)
+            let packets = e.machine.wake(self.index);
+            e.nudge();
+            packets
         };
         if packets == 0 {
             return;
@@ -316,16 +359,17 @@ impl Queue {
             return;
         }
         let (used, bytes, left) = self.use_grant(packets);
-        engine().machine.complete(self.index, used, bytes, left);
+        let mut e = engine();
+        e.machine.complete(self.index, used, bytes, left);
+        e.nudge();
     }
 
     /// Releases the held WRs a grant of `packets` covers into the send queue and sends them;
     /// returns the packets used, the bytes of the WRs released and what is left.
     fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
         let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
-        let packetize = self.over_link.load(Ordering::Relaxed);
-        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu, packetize);
-        if moved > 0 || (packetize && used > 0) {
+        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu);
+        if moved > 0 || used > 0 {
             self.transmit();
         }
         (used, bytes, left)
@@ -353,13 +397,11 @@ impl Queue {
     }
 }
 
-/// Hands the send queue what a grant of `packets` covers of the held WRs, in order. Over a
-/// link (`packetize`) a WR goes with its first packet granted and its provider sends its
-/// packets as they are granted (`Paced::open`); to a queue of this process, where there is no
-/// wire to cut, a WR goes once its last packet is granted. Either way a grant that ends inside
-/// a WR writes its progress back. Returns packets used, bytes granted, WRs moved, and what is
-/// left.
-fn release(w: &mut Wire, packets: u32, pmtu: u32, packetize: bool) -> (u32, u64, usize, Left) {
+/// Hands the send queue what a grant of `packets` covers of the held WRs, in order: a WR goes
+/// with its first packet granted, and its provider sends its packets as they are granted
+/// (`Paced::open`). A grant that ends inside a WR writes its progress back. Returns packets
+/// used, bytes granted, WRs moved, and what is left.
+fn release(w: &mut Wire, packets: u32, pmtu: u32) -> (u32, u64, usize, Left) {
     let Some(p) = w.paced.as_mut() else {
         return (0, 0, 0, Left::Nothing);
     };
@@ -385,12 +427,10 @@ fn release(w: &mut Wire, packets: u32, pmtu: u32, packetize: bool) -> (u32, u64,
             .or(p.held.front().copied());
         if let Some(wr) = wr {
             partial = granted_bytes(c.progress, pmtu, size(wr));
-            if packetize {
-                if p.open.is_none() {
-                    moved.extend(p.held.pop_front());
-                }
-                p.open = Some((wr, partial));
+            if p.open.is_none() {
+                moved.extend(p.held.pop_front());
             }
+            p.open = Some((wr, partial));
         }
     }
     let left = if p.held.is_empty() && p.open.is_none() {
@@ -444,39 +484,20 @@ mod tests {
     fn over_a_link_a_wr_goes_with_its_first_packet_and_opens_as_granted() {
         let pool = Pool::new(false, 0, 0);
         let (mut w, wrs) = held(&pool, &[5000, 100, 3000]);
-        assert_eq!(release(&mut w, 2, 1024, true), (2, 2048, 1, Left::More));
+        assert_eq!(release(&mut w, 2, 1024), (2, 2048, 1, Left::More));
         assert_eq!(w.sq.iter().collect::<Vec<_>>(), vec![wrs[0]]);
         assert_eq!(open(&w), Some((wrs[0], 2048)));
         let gate = w.packet_gate().unwrap();
         assert_eq!((gate.pmtu, gate.allowed(wrs[0], 5000)), (1024, 2048));
         // Three packets finish the first WR (904 bytes in its last), one is the second's only.
-        assert_eq!(
-            release(&mut w, 4, 1024, true),
-            (4, 2952 + 100, 1, Left::More)
-        );
+        assert_eq!(release(&mut w, 4, 1024), (4, 2952 + 100, 1, Left::More));
         assert_eq!(w.sq.len(), 2);
         assert_eq!(open(&w), None);
         // Two of the third's three packets: it goes, open.
-        assert_eq!(release(&mut w, 2, 1024, true), (2, 2048, 1, Left::More));
+        assert_eq!(release(&mut w, 2, 1024), (2, 2048, 1, Left::More));
         assert_eq!(open(&w), Some((wrs[2], 2048)));
-        assert_eq!(release(&mut w, 5, 1024, true), (1, 952, 0, Left::Nothing));
+        assert_eq!(release(&mut w, 5, 1024), (1, 952, 0, Left::Nothing));
         assert_eq!((w.sq.len(), open(&w)), (3, None));
-        for wr in wrs {
-            pool.free_one(wr).unwrap();
-        }
-    }
-
-    /// To a queue of this process a WR goes whole, once its last packet is granted.
-    #[test]
-    fn in_process_a_wr_goes_once_its_last_packet_is_granted() {
-        let pool = Pool::new(false, 0, 0);
-        let (mut w, wrs) = held(&pool, &[5000, 0]);
-        assert_eq!(release(&mut w, 2, 1024, false), (2, 2048, 0, Left::More));
-        assert!(w.sq.is_empty() && open(&w).is_none());
-        assert_eq!(w.paced.as_ref().unwrap().progress, 2);
-        // The empty message is one packet.
-        assert_eq!(release(&mut w, 9, 1024, false), (4, 2952, 2, Left::Nothing));
-        assert_eq!(w.sq.iter().collect::<Vec<_>>(), wrs);
         for wr in wrs {
             pool.free_one(wr).unwrap();
         }
@@ -487,7 +508,7 @@ mod tests {
     fn released_wrs_leave_nothing_open() {
         let pool = Pool::new(false, 0, 0);
         let (mut w, wrs) = held(&pool, &[5000, 100]);
-        release(&mut w, 1, 1024, true);
+        release(&mut w, 1, 1024);
         assert!(open(&w).is_some());
         w.release_held();
         assert_eq!(w.sq.len(), 2);

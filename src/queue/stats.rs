@@ -132,3 +132,26 @@ impl crate::dfx::QueueCounters for AllQueues {
         }
     }
 }
+
+/// Starts recording when the pieces of the peer's messages arrive at queue `umqh` (at most
+/// `limit` of them), dropping what was recorded before. For measurements (`umq-perf --test
+/// pacing --wire`); not part of the C API.
+pub fn record_arrivals(umqh: u64, limit: usize) -> UmqResult<()> {
+    with_queue("record_arrivals", umqh, |q| {
+        let log = crate::transport::arrivals::ArrivalLog::new(limit);
+        lock(&q.wire).arrivals = Some(Box::new(log));
+        Ok(())
+    })
+}
+
+/// What queue `umqh` recorded since `record_arrivals` or the last call (in arrival order), and
+/// how many pieces arrived past the limit; recording goes on.
+pub fn take_arrivals(umqh: u64) -> UmqResult<(Vec<crate::transport::arrivals::Arrival>, u64)> {
+    with_queue("take_arrivals", umqh, |q| {
+        Ok(lock(&q.wire)
+            .arrivals
+            .as_mut()
+            .map(|log| log.take())
+            .unwrap_or_default())
+    })
+}

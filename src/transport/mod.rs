@@ -1,6 +1,7 @@
 //! Transports move work requests between two bound queues: `loopback` when both queues live in
 //! one process, `shm` between processes of one host, `fabric` (libfabric) between hosts.
 
+pub mod arrivals;
 pub mod fabric;
 pub mod fifo;
 #[cfg(any(test, feature = "fuzzing"))]

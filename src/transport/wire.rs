@@ -54,6 +54,19 @@ pub struct Wire {
     pub paced_packets: u64,
     /// While bound to another process: the queue's place on the link to it (link-level pause).
     pub pause: Option<super::pause::PauseGate>,
+    /// While asked for: when the pieces of the peer's messages arrived (`arrivals`).
+    pub arrivals: Option<Box<super::arrivals::ArrivalLog>>,
+    /// To a queue of this process: the packets of our rate-limited message that have landed
+    /// at the peer, until its Last (`loopback`).
+    pub local_packets: Option<LocalPackets>,
+}
+
+/// A rate-limited message on its way to a queue of this process, packet by packet: the bytes
+/// that have arrived so far, and the packet size it started with. Kept with the sender, whose
+/// flushes end it; the receiver runs the message from these bytes when the Last arrives.
+pub struct LocalPackets {
+    pub data: Vec<u8>,
+    pub packet: usize,
 }
 
 /// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
@@ -117,6 +130,8 @@ impl Wire {
             paced: None,
             paced_packets: 0,
             pause: None,
+            arrivals: None,
+            local_packets: None,
         }
     }
 
@@ -126,6 +141,14 @@ impl Wire {
     pub fn put_link_back(&mut self, link: Box<super::link::Link>) {
         debug_assert!(self.link.is_none(), "a link was put in while one was out");
         std::mem::forget(self.link.replace(link));
+    }
+
+    /// Records a piece of a peer's message (a packet, a fragment) that arrived, if asked to.
+    #[inline]
+    pub fn note_arrival(&mut self, bytes: u64) {
+        if let Some(log) = self.arrivals.as_mut() {
+            log.note(bytes);
+        }
     }
 
     /// Counts a WR whose message we placed in the peer's receive buffer.
@@ -187,6 +210,7 @@ impl Wire {
             unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
         }
         self.delivered = self.sq.len();
+        self.local_packets = None;
         self.in_flight = 0;
         self.awaiting_peer = 0;
         if let Some(link) = self.link.as_mut() {

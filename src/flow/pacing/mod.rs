@@ -10,8 +10,10 @@
 //! caller writes its progress back (which packets of which message went) and the queue is filed
 //! under the tick of its next packet. The machine never holds a packet.
 //!
-//! Nothing is banked: a queue served late, or woken after an idle or blocked spell, starts from
-//! `max(next send time, now)`, so it never gets more than one tick's m packets at once. A rate
+//! Nothing is banked: a queue woken after an idle or blocked spell starts from `max(next send
+//! time, now)`, and a queue of a packet a tick or more served late gets one tick's m packets,
+//! not the missed ticks'. A slower queue served late less than its packet time loses nothing:
+//! its packet goes, and the next keeps its time (`catch_up_limit`). A rate
 //! change moves the next send time to `last packet + new packet time`, not earlier than the
 //! next tick.
 //!
@@ -381,16 +383,26 @@ impl<S: Schedule> Pacer<S> {
     }
 
     /// Grants queue `q` (due in the tick being served) the packets whose send times fall in
-    /// it, starting no earlier than the tick's start: nothing is banked.
+    /// it. A queue of at least a packet a tick starts no earlier than the tick's start: a late
+    /// tick gives it one tick's packets. A slower queue served late keeps up to its packet
+    /// time less one tick of the delay (`catch_up_limit`): its packet still goes and its next
+    /// one keeps its time, yet a grant is never more than one packet.
     fn grant(&mut self, q: u32) -> u32 {
         let now = (self.now as u128) << FRAC_BITS;
         let end = now + ONE_TICK;
         let lim = &mut self.queues[q as usize];
-        let start = lim.next().max(now);
+        let pt = lim.packet_time as u128;
+        let start = lim.next().max(now.saturating_sub(catch_up_limit(pt)));
         lim.set_next(start);
         lim.state = State::Granted;
-        let pt = lim.packet_time as u128;
         ((end.saturating_sub(start)).div_ceil(pt)).min(u32::MAX as u128) as u32
+    }
+
+    /// The earliest tick a queue waits for in the schedule (None: none waits), so a driver
+    /// can sleep until then. It may be a tick whose only entries are stale: a wake for
+    /// nothing, never a wake too late.
+    pub fn earliest_due(&self) -> Option<u64> {
+        self.schedule.earliest()
     }
 
     /// Files queue `q` under the tick of its next send time.
@@ -404,6 +416,14 @@ impl<S: Schedule> Pacer<S> {
         lim.state = State::Waiting;
         self.schedule.file(q, tick);
     }
+}
+
+/// How much of a late serve a queue of packet time `pt` (32.32 ticks) does not lose: none when
+/// it sends a packet a tick or more, else its packet time less one tick. So every grant is at
+/// most one packet, and any two packets after a packet sent are more than a packet time apart:
+/// at most two packets in any window of one packet time, however late the serves come.
+fn catch_up_limit(pt: u128) -> u128 {
+    pt.saturating_sub(ONE_TICK)
 }
 
 /// What a grant of packets covers of the messages a queue has waiting.

@@ -21,6 +21,8 @@ pub trait Schedule {
     fn drain(&mut self, now: u64, due: &mut Vec<Filed>);
     /// Bytes the schedule holds (its slots' and lists' capacity).
     fn bytes(&self) -> usize;
+    /// The earliest tick anything is filed under (stale entries included), None when empty.
+    fn earliest(&self) -> Option<u64>;
 }
 
 /// Slots of the wheel: one per tick of the horizon (4 s at 1024 ticks/s).
@@ -131,6 +133,15 @@ impl Schedule for Wheel {
             + self.overflow.capacity() * std::mem::size_of::<Filed>()
             + self.late.capacity() * std::mem::size_of::<Filed>()
     }
+
+    fn earliest(&self) -> Option<u64> {
+        if !self.late.is_empty() {
+            return Some(self.now);
+        }
+        (self.now + 1..=self.now + HORIZON)
+            .find(|t| !self.slots[(t % HORIZON) as usize].is_empty())
+            .or((self.overflow_min != u64::MAX).then_some(self.overflow_min))
+    }
 }
 
 /// The baseline: a binary heap keyed by tick, O(log n) a queue. Kept for `umq-perf --test
@@ -167,6 +178,10 @@ impl Schedule for Heap {
 
     fn bytes(&self) -> usize {
         self.heap.capacity() * std::mem::size_of::<Reverse<(u64, u32)>>()
+    }
+
+    fn earliest(&self) -> Option<u64> {
+        self.heap.peek().map(|&Reverse((tick, _))| tick)
     }
 }
 
@@ -224,6 +239,22 @@ mod tests {
             }
         }
         assert_eq!(drained(&mut w, far), vec![(9, far)]);
+    }
+
+    #[test]
+    fn the_earliest_tick_is_the_first_filed_within_the_horizon_or_beyond() {
+        for mut s in both(100) {
+            assert_eq!(s.earliest(), None);
+            s.file(1, 100 + 3 * HORIZON);
+            assert_eq!(s.earliest(), Some(100 + 3 * HORIZON));
+            s.file(2, 140);
+            s.file(3, 120);
+            assert_eq!(s.earliest(), Some(120));
+            assert_eq!(drained(&mut *s, 120), vec![(3, 120)]);
+            assert_eq!(s.earliest(), Some(140));
+            s.file(4, 90); // already past: due at once
+            assert_eq!(s.earliest(), Some(120));
+        }
     }
 
     #[test]

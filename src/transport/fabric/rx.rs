@@ -97,6 +97,7 @@ pub(super) fn receive_messages(
                 return Err(LinkError::Corrupt("fabric fragments do not make a message"));
             }
             data.extend_from_slice(payload);
+            w.note_arrival(payload.len() as u64);
             if data.len() as u64 == first.total {
                 rx.held = rx.assembling.take();
             }
@@ -105,6 +106,7 @@ pub(super) fn receive_messages(
         } else if h.total > h.len as u64 {
             let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
             data.extend_from_slice(payload);
+            w.note_arrival(payload.len() as u64);
             rx.assembling = Some((h, data));
         } else {
             let mut run = Run {

@@ -22,12 +22,24 @@ unsafe fn execute(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
+    unsafe { execute_from(wr, pieces(wr), dst, pool, out) }
+}
+
+/// `execute` with the message's bytes taken from `src` (the WR's buffers, or the packets that
+/// arrived).
+unsafe fn execute_from<S: Iterator<Item = (*mut u8, usize)> + Clone>(
+    wr: *mut umq_buf_t,
+    src: S,
+    dst: &mut Side,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
     let pro = unsafe { *(*wr).pro() };
     let req = Request {
         opcode: pro.opcode,
         imm: pro.imm_data,
         len: unsafe { (*wr).total_data_size } as u64,
-        src: pieces(wr),
+        src,
         remote: pro.remote_sge,
     };
     let Executed::Done(status) = execute_wr(dst, &req, pool, &mut Poster(wr), out) else {
@@ -86,11 +98,15 @@ unsafe fn send_one(
     Some(UMQ_BUF_SUCCESS)
 }
 
-/// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer.
+/// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer
+/// (or, for a rate-limited queue, for its next packets to be granted).
 pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     let mut out = Outcome::default();
     let mut credit = CreditGate::open(src);
     let flow_on = src.flow.is_some();
+    // A limited queue's WRs may go as packets (looked at only then: this is every delivery).
+    let paced = src.paced.is_some() || src.local_packets.is_some();
+    let gate = if paced { src.packet_gate() } else { None };
     while src.delivered < src.sq.len() {
         let wr = src.sq[src.delivered];
         let opcode = unsafe { (*wr).pro().opcode };
@@ -98,13 +114,32 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
             out.credit_wait = true;
             break;
         }
+        let packets = if paced {
+            packet_allowance(gate, src, wr)
+        } else {
+            None
+        };
         // send_one restores a piggyback carrier itself, and only when it was one: no check of
         // every WR's immediate on the common path.
-        let done = unsafe {
-            send_one(wr, dst, &mut out).or_else(|| {
-                execute(wr, dst, pool, &mut out).inspect(|_| restore_piggyback_carrier(wr, flow_on))
-            })
+        let done = match packets {
+            Some(allowed) => {
+                if !land_packets(src, dst.wire, wr, allowed) {
+                    credit.keep(opcode);
+                    break; // the rest of the message waits for its grants
+                }
+                unsafe { execute_arrived(src, wr, dst, pool, &mut out) }
+                    .inspect(|_| unsafe { restore_piggyback_carrier(wr, flow_on) })
+            }
+            None => unsafe {
+                send_one(wr, dst, &mut out).or_else(|| {
+                    execute(wr, dst, pool, &mut out)
+                        .inspect(|_| restore_piggyback_carrier(wr, flow_on))
+                })
+            },
         };
+        if done.is_some() && packets.is_none() && gate.is_some() {
+            src.paced_packets += 1; // an Only packet
+        }
         let Some(status) = done else {
             credit.keep(opcode);
             src.blocked_since.get_or_insert_with(Instant::now);
@@ -123,6 +158,88 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
         f.data_arrived(out.rx_done as u64);
     }
     out
+}
+
+/// Whether `wr` goes as packets, and if so how many bytes of its message may have arrived by
+/// now: a rate-limited queue's message longer than its PMTU, or one whose packets are already
+/// arriving (its limit lifted since: the rest comes at once, in packets of the same size).
+#[cold]
+#[inline(never)]
+fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t) -> Option<u64> {
+    let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
+    if src.local_packets.is_some() {
+        return Some(gate.map_or(total, |g| g.allowed(wr, total)));
+    }
+    let g = gate?;
+    let payload = matches!(
+        opcode,
+        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+    );
+    if !payload || total <= g.pmtu as u64 {
+        return None; // an Only packet: an ordinary delivery
+    }
+    src.local_packets = Some(LocalPackets {
+        data: Vec::with_capacity(total as usize),
+        packet: g.pmtu,
+    });
+    Some(g.allowed(wr, total))
+}
+
+/// Lands the next packets of `wr`'s message at the peer, each as it is allowed, recording
+/// their arrival there; true once every packet has arrived.
+fn land_packets(src: &mut Wire, dst: &mut Wire, wr: *mut umq_buf_t, allowed: u64) -> bool {
+    let total = unsafe { (*wr).total_data_size } as u64;
+    let arrived = src
+        .local_packets
+        .as_mut()
+        .expect("packet_allowance began it");
+    while (arrived.data.len() as u64) < total {
+        let at = arrived.data.len() as u64;
+        let n = (total - at).min(arrived.packet as u64);
+        if at + n > allowed {
+            return false;
+        }
+        append_range(&mut arrived.data, wr, at as usize, n as usize);
+        dst.note_arrival(n);
+        src.paced_packets += 1;
+    }
+    true
+}
+
+/// Appends bytes `at..at + n` of `wr`'s message (across its buffers) to `data`.
+fn append_range(data: &mut Vec<u8>, wr: *mut umq_buf_t, at: usize, n: usize) {
+    let mut skip = at;
+    let mut want = n;
+    for (p, len) in pieces(wr) {
+        if want == 0 {
+            break;
+        }
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let take = (len - skip).min(want);
+        // SAFETY: a posted WR's buffers hold `data_size` bytes each (checked at post).
+        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p.add(skip), take) });
+        want -= take;
+        skip = 0;
+    }
+}
+
+/// Runs `wr` from its packets, all arrived; they are let go once it ran (None: it waits for a
+/// receive buffer, and they stay).
+unsafe fn execute_arrived(
+    src: &mut Wire,
+    wr: *mut umq_buf_t,
+    dst: &mut Side,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> Option<umq_buf_status_t> {
+    let arrived = src.local_packets.as_ref().expect("landed");
+    let bytes = std::iter::once((arrived.data.as_ptr() as *mut u8, arrived.data.len()));
+    let status = unsafe { execute_from(wr, bytes, dst, pool, out) }?;
+    src.local_packets = None;
+    Some(status)
 }
 
 #[cfg(test)]

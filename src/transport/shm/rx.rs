@@ -138,6 +138,10 @@ fn packet(
     } else {
         next_packet(pair, e, payload)?
     };
+    // A Last that waited for a receive buffer (RNR) is looked at again: it arrived once.
+    if last.is_none() || !pair.rx_blocked {
+        w.note_arrival(e.len as u64);
+    }
     let Some(last) = last else {
         mine.pop(e);
         return Ok(true);
