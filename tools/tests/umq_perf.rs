@@ -257,3 +257,75 @@ fn help_page_and_completions_come_from_one_definition() {
         );
     }
 }
+
+/// `--test pacing --wire`: a row per message size and rate, every packet of every message
+/// counted at the receiver (whole PMTU packets), the burst a whole number of packets, and a
+/// limited queue never faster than its limit (noise only slows it: no timing threshold).
+#[test]
+fn pacing_wire_rows_count_every_packet_where_it_arrives() {
+    let dir = std::env::temp_dir().join(format!("umq-perf-arrivals-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for provider in ["loopback", "shm"] {
+        let mut args = vec!["--provider", provider, "--test", "pacing", "--wire"];
+        let dir_arg = dir.to_str().unwrap();
+        if provider == "loopback" {
+            args.extend(["--arrivals", dir_arg]);
+        }
+        let got = rows(&args);
+        let shape: Vec<(u64, u64)> = got
+            .iter()
+            .map(|(r, _)| {
+                (
+                    r["message_bytes"].as_u64().unwrap(),
+                    r["rate_bps"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let (m, g) = (100_000_000, 1_000_000_000);
+        assert_eq!(shape, [(65536, m), (65536, g), (1 << 20, m), (1 << 20, g)]);
+        for (row, keys) in &got {
+            let values = [
+                "message_bytes",
+                "rate_bps",
+                "pmtu",
+                "messages",
+                "packets",
+                "burst_bytes_max",
+                "windows_over_2_pmtu",
+                "achieved_bps",
+                "rate_error",
+            ];
+            expect_keys(keys, &values, &[]);
+            assert_eq!(
+                (&row["test"], &row["provider"]),
+                (&"pacing_wire".into(), &provider.into())
+            );
+            let n = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k}: {row}"));
+            assert_eq!(n("pmtu"), 4096);
+            assert_eq!(
+                n("packets"),
+                n("messages") * n("message_bytes") / 4096,
+                "{row}"
+            );
+            let burst = n("burst_bytes_max");
+            assert!(burst >= 4096 && burst % 4096 == 0, "{row}");
+            assert!(
+                row["rate_error"].as_f64().unwrap() < 0.01,
+                "faster than the limit: {row}"
+            );
+            if provider == "loopback" {
+                let csv = dir.join(format!(
+                    "loopback-{}-{}.csv",
+                    n("message_bytes"),
+                    n("rate_bps")
+                ));
+                let text = std::fs::read_to_string(&csv).expect("the row's arrivals");
+                let lines: Vec<&str> = text.lines().collect();
+                assert_eq!(lines[0], "ns,bytes");
+                assert_eq!(lines.len() as u64 - 1, n("packets"));
+                assert!(lines[1..].iter().all(|l| l.ends_with(",4096")), "{csv:?}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

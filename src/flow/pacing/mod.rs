@@ -12,8 +12,8 @@
 //!
 //! Nothing is banked: a queue woken after an idle or blocked spell starts from `max(next send
 //! time, now)`, and a queue of a packet a tick or more served late gets one tick's m packets,
-//! not the missed ticks'. A slower queue served late less than its packet time loses nothing:
-//! its packet goes, and the next keeps its time (`catch_up_limit`). A rate
+//! not the missed ticks'. A slower queue served late by up to half its packet time loses
+//! nothing: its packet goes, and the next keeps its time (`catch_up_limit`). A rate
 //! change moves the next send time to `last packet + new packet time`, not earlier than the
 //! next tick.
 //!
@@ -419,11 +419,13 @@ impl<S: Schedule> Pacer<S> {
 }
 
 /// How much of a late serve a queue of packet time `pt` (32.32 ticks) does not lose: none when
-/// it sends a packet a tick or more, else its packet time less one tick. So every grant is at
-/// most one packet, and any two packets after a packet sent are more than a packet time apart:
-/// at most two packets in any window of one packet time, however late the serves come.
+/// it sends a packet a tick or more, else half its packet time (at most its packet time less
+/// one tick). So every grant is at most one packet, and any three packets in a row span at
+/// least one and a half packet times: at most two packets in any window of one packet time,
+/// however late the serves come, with half a packet time to spare for the jitter between a
+/// grant and the packet's arrival.
 fn catch_up_limit(pt: u128) -> u128 {
-    pt.saturating_sub(ONE_TICK)
+    (pt / 2).min(pt.saturating_sub(ONE_TICK))
 }
 
 /// What a grant of packets covers of the messages a queue has waiting.

@@ -395,9 +395,9 @@ fn a_grant_covers_messages_in_order_and_writes_progress_back() {
 }
 
 /// A queue slower than a packet a tick (100 Mbit/s at PMTU 4096 and a microsecond tick: a
-/// packet every 327.68 ticks), served late each time by up to its packet time less two ticks,
-/// loses none of its rate, is granted one packet at a time, and never has three packets
-/// within one packet time. Without the catch-up it would lose half a packet time a packet.
+/// packet every 327.68 ticks), served late each time by up to half its packet time, loses none
+/// of its rate, is granted one packet at a time, and any three packets in a row span one and a
+/// half packet times. Without the catch-up it would lose a quarter packet time a packet.
 #[test]
 fn a_slow_queue_served_late_keeps_its_rate_and_never_bursts() {
     let tps = 1_000_000;
@@ -413,7 +413,7 @@ fn a_slow_queue_served_late_keeps_its_rate_and_never_bursts() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let late = x % (pt as u64 - 2);
+        let late = x % (pt as u64 / 2);
         now = (p.earliest_due().expect("filed") + late).max(now + 1);
         grants.clear();
         p.advance(now, &mut grants);

@@ -304,6 +304,48 @@ mod tests {
         assert_eq!(w.flow.as_mut().unwrap().window(), 0);
     }
 
+    /// A paced message of three buffers reaches the peer packet by packet, each packet only
+    /// once allowed, across buffer boundaries, each recorded as an arrival there.
+    #[test]
+    fn packets_of_a_message_in_several_buffers_arrive_as_allowed() {
+        let pool = Pool::new(false, 0, 0);
+        let parts = [1500u32, 700, 2900];
+        let bufs: Vec<_> = parts
+            .iter()
+            .map(|&n| crate::transport::test_wr(&pool, n, UMQ_OPC_SEND, 0))
+            .collect();
+        let total: u32 = parts.iter().sum();
+        for w in bufs.windows(2) {
+            let (this, next) = (w[0], w[1]);
+            unsafe { (*this).qbuf_next = next };
+        }
+        let head = bufs[0];
+        unsafe { (*head).total_data_size = total };
+        let want: Vec<u8> = parts
+            .iter()
+            .flat_map(|&n| (0..n as usize).map(|i| (i % 251) as u8))
+            .collect();
+        let (mut src, mut dst) = (Wire::new(8, 8), Wire::new(8, 8));
+        dst.arrivals = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
+        src.local_packets = Some(LocalPackets {
+            data: Vec::new(),
+            packet: 1024,
+        });
+        assert!(!land_packets(&mut src, &mut dst, head, 2048));
+        assert!(!land_packets(&mut src, &mut dst, head, 4000));
+        assert_eq!(src.local_packets.as_ref().unwrap().data, want[..3072]);
+        assert!(land_packets(&mut src, &mut dst, head, total as u64));
+        assert_eq!(src.local_packets.as_ref().unwrap().data, want);
+        let (arrived, _) = dst.arrivals.as_mut().unwrap().take();
+        let sizes: Vec<u32> = arrived.iter().map(|a| a.bytes).collect();
+        assert_eq!(sizes, [1024, 1024, 1024, 1024, 1004]);
+        assert_eq!(src.paced_packets, 5);
+        for b in bufs {
+            unsafe { (*b).qbuf_next = std::ptr::null_mut() };
+            pool.free_one(b).unwrap();
+        }
+    }
+
     #[test]
     fn copy_bytes_copies_every_length_apart_and_overlapping() {
         let pattern: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();

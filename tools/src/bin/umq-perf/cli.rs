@@ -28,6 +28,7 @@ pub const SWEEP: [u32; 6] = [64, 256, 1024, 4096, 16384, 65536];
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
+       umq-perf --test pacing [--queues N[,N...]] | [--provider loopback|shm|fabric] --test pacing --wire
        umq-perf --provider shm|fabric --test pfc [--storm] [--json]
        umq-perf [--provider loopback|shm|fabric] --test rma [--size ...] [--compare ucx]
        umq-perf --server [--port N]
@@ -141,6 +142,19 @@ pub struct Cli {
     /// scale: how many pairs, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "10000", value_parser = clap::value_parser!(u32).range(1..))]
     pub pairs: Vec<u32>,
+    /// pacing: limited queues on --provider instead of the machine alone
+    ///
+    /// For 64 KiB and 1 MiB messages at 100 Mbit/s and 1 Gbit/s (PMTU 4096, a microsecond
+    /// tick), about half a second of messages from one limited queue; the receiver records
+    /// each packet's arrival. Rows: packets, the most bytes that arrived within one packet
+    /// time (burst_bytes_max), windows holding more than two PMTU, the achieved rate and its
+    /// error against the limit.
+    #[arg(long)]
+    pub wire: bool,
+    /// pacing --wire: also write each row's arrivals to DIR/<provider>-<bytes>-<bit/s>.csv
+    /// (nanoseconds from the first arrival, bytes), as scripts/pacing_wire_plot.py reads them.
+    #[arg(long, value_name = "DIR")]
+    pub arrivals: Option<std::path::PathBuf>,
     /// pacing: how many limited queues, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "1000,10000,100000,1000000", value_parser = clap::value_parser!(u32).range(1..=16_000_000))]
     pub queues: Vec<u32>,
@@ -180,6 +194,9 @@ pub struct Cli {
     /// The target process of an rma run.
     #[arg(long, hide = true)]
     pub rma_peer: bool,
+    /// The receiving process of a pacing --wire run.
+    #[arg(long, hide = true)]
+    pub wire_peer: bool,
 }
 
 /// `--size`: one value that is a list (so a later `--size` replaces it, as any other option).
@@ -221,7 +238,12 @@ pub struct Args {
     pub scale_peer: bool,
     pub pfc_peer: bool,
     pub rma_peer: bool,
+    pub wire_peer: bool,
     pub storm: bool,
+    /// `--test pacing --wire`: limited queues on a provider, not the machine alone.
+    pub wire: bool,
+    /// `--arrivals DIR`: where `--wire` writes each row's arrivals.
+    pub arrivals: Option<std::path::PathBuf>,
     /// `--test pacing`: how many limited queues, per measurement.
     pub queues: Vec<u32>,
     pub run: Run,
@@ -256,6 +278,9 @@ impl From<Cli> for Args {
             scale_peer: c.scale_peer,
             pfc_peer: c.pfc_peer,
             rma_peer: c.rma_peer,
+            wire_peer: c.wire_peer,
+            wire: c.wire,
+            arrivals: c.arrivals,
             storm: c.storm,
             queues: c.queues,
             run: Run {
@@ -300,6 +325,12 @@ pub fn parse() -> Args {
 /// What no single option can say: the combinations a run cannot honour.
 fn check(a: &Args) -> Result<(), String> {
     let r = &a.run;
+    if a.arrivals.is_some() && !a.wire {
+        return Err("--arrivals writes what --test pacing --wire measured".into());
+    }
+    if a.wire && a.test != "pacing" {
+        return Err("--wire measures pacing: --test pacing --wire".into());
+    }
     if a.test == "pfc" && !["shm", "fabric"].contains(&a.provider.as_str()) {
         return Err("--test pfc: between two processes, --provider shm or fabric".into());
     }

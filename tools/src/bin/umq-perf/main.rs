@@ -17,6 +17,7 @@ mod rma;
 mod scale;
 mod shm;
 mod ucx;
+mod wire;
 
 use api::Flow;
 use cli::Args;
@@ -310,15 +311,20 @@ fn scale_runs(args: &Args) {
     }
 }
 
-/// `--test rma`: per size, the medians of `--rounds` runs of each row, and UCX's figures for
-/// the same operations beside them when asked.
-fn rma_runs(args: &Args) {
-    let provider: &'static str = match args.provider.as_str() {
+/// The provider a two-sided run is on, as its rows name it (`--client` is the network).
+fn provider_name(args: &Args) -> &'static str {
+    match args.provider.as_str() {
         _ if args.run.server.is_some() => "fabric",
         "shm" => "shm",
         "fabric" => "fabric",
         _ => "loopback",
-    };
+    }
+}
+
+/// `--test rma`: per size, the medians of `--rounds` runs of each row, and UCX's figures for
+/// the same operations beside them when asked.
+fn rma_runs(args: &Args) {
+    let provider = provider_name(args);
     let mut rows = Vec::new();
     for &size in &args.sizes {
         let run = Run { size, ..args.run };
@@ -377,7 +383,10 @@ fn main() {
     if args.scale_peer {
         return scale::serve_peer(&scale_run(&args), args.pairs[0], args.peer_ip);
     }
-    if args.test == "pacing" {
+    if args.wire_peer {
+        return wire::serve_peer(&args.run, args.peer_ip);
+    }
+    if args.test == "pacing" && !args.wire {
         return pacing_runs(&args);
     }
     if args.pfc_peer {
@@ -446,6 +455,15 @@ fn main() {
     }
     if args.test == "rma" {
         return rma_runs(&args);
+    }
+    if args.test == "pacing" {
+        let provider = provider_name(&args);
+        let rows = wire::measure(&run, provider, args.arrivals.as_deref());
+        rows.iter().for_each(|r| emit(r, args.json));
+        if !args.json {
+            print!("{}", report::table(&rows));
+        }
+        return;
     }
     if args.test == "pfc" {
         let rows = pfc::measure(&run, args.storm);
