@@ -22,8 +22,11 @@ mod spin_tests;
 /// the same file against loom's atomics and scheduler.
 mod spin_sync {
     pub use std::hint::spin_loop;
-    pub use std::sync::atomic::{AtomicBool, Ordering};
+    pub use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     pub use std::thread::{sleep, yield_now};
+    /// Looks after which a waiter asks for the lock's next turn (a fraction of the spin phase:
+    /// well past any section, well before a nap).
+    pub const WANT_AFTER: u32 = 64;
 }
 pub mod stats;
 pub mod table;

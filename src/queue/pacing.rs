@@ -66,10 +66,11 @@ struct Engine {
 static NUDGE: std::sync::Condvar = std::sync::Condvar::new();
 /// The longest the pacing thread sleeps with nothing filed: it then looks again.
 const LONGEST_NAP: Duration = Duration::from_millis(100);
-/// A timed sleep wakes 50-100 us late on a virtual machine (and tens of us on bare metal):
-/// with a tick this short or shorter, the pacing thread sleeps until this long before the
-/// next due tick and spins the rest, so a packet time of a few tens of microseconds holds.
-/// Coarser ticks never spin: a late wake-up costs their queues nothing (`Pacer::grant`).
+/// A timed sleep wakes 50-100 us late on a virtual machine (and tens of us on bare metal): when
+/// the next due tick is closer than this, the pacing thread spins until it instead, so a
+/// packet time of a few tens of microseconds (1 Gbit/s at PMTU 4096) holds. A later due tick
+/// is slept for: a queue served that late makes the time up (`Pacer::grant`), so only queues
+/// that fast keep a core busy.
 const SPIN_BEFORE_NS: u64 = 100_000;
 
 fn engine_cell() -> &'static Mutex<Engine> {
@@ -281,10 +282,9 @@ fn run() {
         let next = e.served + 1;
         let due = e.machine.earliest_due().map(|t| t.max(next));
         let wake = due.map(|t| e.machine.tick_start_ns(t));
-        let spin = e.machine.tick_start_ns(1) <= SPIN_BEFORE_NS;
         let now = clock_ns();
         let nap_until = match wake {
-            Some(at) if spin => at.saturating_sub(SPIN_BEFORE_NS),
+            Some(at) if at <= now + SPIN_BEFORE_NS => now,
             Some(at) => at,
             None => now + LONGEST_NAP.as_nanos() as u64,
         };
@@ -304,7 +304,7 @@ fn run() {
     }
 }
 
-/// Spins until the clock reaches `at` (at most `SPIN_BEFORE_NS`: the caller slept until then).
+/// Spins until the clock reaches `at` (at most `SPIN_BEFORE_NS` away).
 fn spin_until(at: u64) {
     let stop = at.min(clock_ns() + SPIN_BEFORE_NS);
     while clock_ns() < stop {

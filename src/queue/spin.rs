@@ -3,12 +3,19 @@
 //! Every post and poll takes its queue's lock once, for a section of a few hundred
 //! instructions. std's futex mutex pays a second locked instruction to release (it swaps
 //! the state word to learn whether a waiter sleeps), and on this path each locked instruction
-//! costs as much as dozens of plain ones. Here a release is a store. A waiter spins briefly,
-//! then yields its core, so a holder that was descheduled mid-section runs again, and at last
-//! sleeps between looks: a real-time waiter's yield never hands the core to a holder of lower
-//! priority, and a sleep does.
+//! costs as much as dozens of plain ones. Here a release is a store. A waiter spins
+//! briefly, then yields its core, so a holder that was descheduled mid-section runs again, and
+//! at last sleeps between looks: a real-time waiter's yield never hands the core to a holder of
+//! lower priority, and a sleep does.
+//!
+//! A thread that polls a queue in a loop takes its lock again a few nanoseconds after each
+//! release, and a plain test-and-set lets it win nearly every time: another thread (the pacing
+//! thread landing a packet, a sender of this process) would wait through its naps, hundreds
+//! of microseconds each. So a waiter that has spun a while says so (`wanted`, a count of such
+//! waiters beside the lock word), and while any does, only they take the lock: the looping
+//! thread waits its turn. The release stays one plain store; a lock costs one more plain load.
 
-use super::spin_sync::{AtomicBool, Ordering, sleep, spin_loop, yield_now};
+use super::spin_sync::{AtomicBool, AtomicU32, Ordering, WANT_AFTER, sleep, spin_loop, yield_now};
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 
@@ -22,6 +29,9 @@ const NAP: std::time::Duration = std::time::Duration::from_micros(50);
 
 pub struct SpinMutex<T> {
     locked: AtomicBool,
+    /// Waiters that have waited more than `WANT_AFTER` looks: while there are any, the lock
+    /// is theirs to take when free.
+    wanted: AtomicU32,
     value: UnsafeCell<T>,
 }
 
@@ -32,6 +42,7 @@ impl<T> SpinMutex<T> {
     pub fn new(value: T) -> Self {
         SpinMutex {
             locked: AtomicBool::new(false),
+            wanted: AtomicU32::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -44,8 +55,18 @@ impl<T> SpinMutex<T> {
         SpinGuard { mutex: self }
     }
 
+    /// No waiter has marked the lock as wanted (for the model checks).
+    pub fn no_one_wants(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed) == 0
+    }
+
     #[inline]
     fn try_acquire(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed) == 0 && self.take()
+    }
+
+    #[inline]
+    fn take(&self) -> bool {
         self.locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -54,20 +75,29 @@ impl<T> SpinMutex<T> {
     #[cold]
     fn acquire_contended(&self) {
         let mut looks = 0u32;
+        let mut wanting = false;
         loop {
             // Read-only while held: waiters do not steal the line from the holder.
-            while self.locked.load(Ordering::Relaxed) {
-                looks = looks.saturating_add(1);
-                if looks < SPINS {
-                    spin_loop();
-                } else if looks < SPINS + YIELDS {
-                    yield_now();
-                } else {
-                    sleep(NAP);
+            if !self.locked.load(Ordering::Relaxed)
+                && (wanting || self.wanted.load(Ordering::Relaxed) == 0)
+                && self.take()
+            {
+                if wanting {
+                    self.wanted.fetch_sub(1, Ordering::Relaxed);
                 }
-            }
-            if self.try_acquire() {
                 return;
+            }
+            looks = looks.saturating_add(1);
+            if !wanting && looks > WANT_AFTER {
+                self.wanted.fetch_add(1, Ordering::Relaxed);
+                wanting = true;
+            }
+            if looks < SPINS {
+                spin_loop();
+            } else if looks < SPINS + YIELDS {
+                yield_now();
+            } else {
+                sleep(NAP);
             }
         }
     }

@@ -12,8 +12,9 @@
 //!
 //! Nothing is banked: a queue woken after an idle or blocked spell starts from `max(next send
 //! time, now)`, and a queue of a packet a tick or more served late gets one tick's m packets,
-//! not the missed ticks'. A slower queue served late by up to half its packet time loses
-//! nothing: its packet goes, and the next keeps its time (`catch_up_limit`). A rate
+//! not the missed ticks'. A slower queue is granted a packet at a time; served late by up to
+//! four packet times it loses nothing, its next packets going two thirds of a packet time
+//! apart until it is back on its schedule (`CATCH_UP_PACKETS`, `CATCH_UP_GAP`). A rate
 //! change moves the next send time to `last packet + new packet time`, not earlier than the
 //! next tick.
 //!
@@ -384,18 +385,22 @@ impl<S: Schedule> Pacer<S> {
 
     /// Grants queue `q` (due in the tick being served) the packets whose send times fall in
     /// it. A queue of at least a packet a tick starts no earlier than the tick's start: a late
-    /// tick gives it one tick's packets. A slower queue served late keeps up to its packet
-    /// time less one tick of the delay (`catch_up_limit`): its packet still goes and its next
-    /// one keeps its time, yet a grant is never more than one packet.
+    /// tick gives it one tick's packets. A slower queue is granted one packet: served late, it
+    /// keeps up to `CATCH_UP_PACKETS` packet times of its schedule, which its next packets make
+    /// up by going closer together (`file`), never closer than `CATCH_UP_GAP`.
     fn grant(&mut self, q: u32) -> u32 {
         let now = (self.now as u128) << FRAC_BITS;
-        let end = now + ONE_TICK;
         let lim = &mut self.queues[q as usize];
         let pt = lim.packet_time as u128;
-        let start = lim.next().max(now.saturating_sub(catch_up_limit(pt)));
-        lim.set_next(start);
         lim.state = State::Granted;
-        ((end.saturating_sub(start)).div_ceil(pt)).min(u32::MAX as u128) as u32
+        if pt > ONE_TICK {
+            let start = lim.next().max(now.saturating_sub(CATCH_UP_PACKETS * pt));
+            lim.set_next(start);
+            return 1;
+        }
+        let start = lim.next().max(now);
+        lim.set_next(start);
+        ((now + ONE_TICK - start).div_ceil(pt)).min(u32::MAX as u128) as u32
     }
 
     /// The earliest tick a queue waits for in the schedule (None: none waits), so a driver
@@ -409,7 +414,15 @@ impl<S: Schedule> Pacer<S> {
     fn file(&mut self, q: u32) {
         let now = self.now;
         let lim = &mut self.queues[q as usize];
-        let tick = lim.next_tick;
+        let pt = lim.packet_time as u128;
+        // A slow queue behind its schedule (served late) goes again a catch-up gap after the
+        // packet just granted, not at once.
+        let soonest = ((now as u128) << FRAC_BITS) + pt * CATCH_UP_GAP.0 / CATCH_UP_GAP.1;
+        let tick = if pt > ONE_TICK && lim.next() < soonest {
+            soonest.div_ceil(ONE_TICK) as u64
+        } else {
+            lim.next_tick
+        };
         let parked = tick.saturating_sub(now).min(u32::MAX as u64) as u32;
         lim.ticks_parked = lim.ticks_parked.saturating_add(parked);
         lim.filed = tick as u32;
@@ -418,15 +431,14 @@ impl<S: Schedule> Pacer<S> {
     }
 }
 
-/// How much of a late serve a queue of packet time `pt` (32.32 ticks) does not lose: none when
-/// it sends a packet a tick or more, else half its packet time (at most its packet time less
-/// one tick). So every grant is at most one packet, and any three packets in a row span at
-/// least one and a half packet times: at most two packets in any window of one packet time,
-/// however late the serves come, with half a packet time to spare for the jitter between a
-/// grant and the packet's arrival.
-fn catch_up_limit(pt: u128) -> u128 {
-    (pt / 2).min(pt.saturating_sub(ONE_TICK))
-}
+/// How far behind its schedule a queue slower than a packet a tick may be and still make the
+/// time up: a serve late by up to this many packet times costs it no rate.
+const CATCH_UP_PACKETS: u128 = 4;
+/// The least gap between two packets of such a queue while it makes up time, as a fraction of
+/// its packet time: three packets in a row then span at least 4/3 of one, so a window of one
+/// packet time never holds more than two, with a third of one to spare for the jitter between
+/// a grant and the packet's arrival.
+const CATCH_UP_GAP: (u128, u128) = (2, 3);
 
 /// What a grant of packets covers of the messages a queue has waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

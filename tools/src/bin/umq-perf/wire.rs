@@ -215,6 +215,9 @@ fn receive(q: u64, bufs: Vec<usize>, count: u32, size: u32) -> Vec<Arrival> {
         }
         if n > 0 {
             api::post_rx_all(q, &got[..n]);
+        } else {
+            // Nothing yet: the core goes to a runnable pacing thread, if one shares it.
+            std::thread::yield_now();
         }
     }
     let (arrivals, dropped) = umq::queue::stats::take_arrivals(q).expect("arrivals");
