@@ -100,6 +100,13 @@ timeout 600 "$lib/umq-perf" --test pacing --queues 1000,1000000 --json | python3
 timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p0, p3 = rows[0], rows[3]; assert p3["pause_frames_sent"] >= 2 and p3["pause_frames_received"] >= 2 and p3["paused_ms"] > 500, p3; assert p0["msgs_per_s"] > 10 * p3["msgs_per_s"], rows; assert p0["lost"] == p3["lost"] == 0 and p3["watchdog_trips"] == 0, rows; print("pfc: priority 3 paused", p3["paused_ms"], "ms by", p3["pause_frames_sent"], "frames; priority 0 at", p0["msgs_per_s"], "msgs/s")'
 timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --storm --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p3 = rows[3]; assert p3["watchdog_trips"] == 1 and p3["pause_frames_received"] >= 10, p3; assert rows[0]["lost"] == p3["lost"] == 0, rows; print("pfc --storm: the watchdog tripped once, after", p3["paused_ms"], "ms paused")'
 
+# tcpdump shows a rate-limited queue's packets on the veth between two namespaces
+# (python/tests/test_two_hosts.py).
+if ! command -v tcpdump >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q tcpdump >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q tcpdump >/dev/null 2>&1; } || true
+fi
+
 # UCX's ucx_perftest is the second shared-memory baseline (`umq-perf --compare ucx`).
 if ! command -v ucx_perftest >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q ucx-utils >/dev/null 2>&1 ||
@@ -117,6 +124,7 @@ if [ -e /usr/include/rdma/fabric.h ]; then
   timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
   # The short version of the 10,000-pair campaign (docs/TRANSPORTS.md, "At scale"): every queue
   # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
+  timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.01, r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time, rate error", r["rate_error"])'
   timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'
   if command -v ucx_perftest >/dev/null; then
     timeout 300 "$lib/umq-perf" --provider fabric --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tls"] == "tcp" and rows[0]["ucx_tag_lat_mean_ns"] > 0, rows; print("ucx tcp baseline over the network provider: ok")'

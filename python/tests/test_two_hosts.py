@@ -272,3 +272,69 @@ def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts):
     # 200 WRITEs and 200 READs one at a time ring once each; the streams ring about once a
     # round trip of their WRs.
     assert rows[0]["calls_sent"] >= 400, rows[0]
+
+
+def tcp_payloads(pcap):
+    """(seconds, TCP payload bytes) of each IPv4 frame of an Ethernet pcap (tcpdump -w)."""
+    import struct
+    data = open(pcap, "rb").read()
+    magic = struct.unpack("<I", data[:4])[0]
+    scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
+    out, at = [], 24
+    while at + 16 <= len(data):
+        sec, frac, incl, _ = struct.unpack("<IIII", data[at:at + 16])
+        frame = data[at + 16:at + 16 + incl]
+        at += 16 + incl
+        if len(frame) < 54 or frame[12:14] != b"\x08\x00":
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        total = struct.unpack(">H", frame[16:18])[0]
+        doff = (frame[14 + ihl + 12] >> 4) * 4
+        out.append((sec + frac * scale, total - ihl - doff))
+    return out
+
+
+def most_in_window(frames, window):
+    """The most payload bytes within any `window` seconds."""
+    first, inside, most = 0, 0, 0
+    for t, n in frames:
+        inside += n
+        while t - frames[first][0] > window:
+            inside -= frames[first][1]
+            first += 1
+        most = max(most, inside)
+    return most
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
+@pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump not installed")
+def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path):
+    """A queue limited to 100 Mbit/s (PMTU 4096) sends 64 KiB messages to the other host while
+    tcpdump captures the client's veth: every message's bytes cross (the capture holds at least
+    them all), spread over the time the rate calls for, never a message's worth at once. The
+    bound checked is loose, half a message within one packet time against a whole one for a
+    message sent whole: a descheduled sender or libfabric's own queue may put a few packets
+    together on a busy machine. docs/PACING.md gives the measured burst."""
+    pcap = str(tmp_path / "wire.pcap")
+    dump = hosts.spawn(hosts.cli, ["tcpdump", "-i", hosts.vc, "-w", pcap, "-U", "-s", "96", "-n",
+                                   "tcp and src host " + CLIENT_IP + " and greater 200"],
+                       stderr=subprocess.PIPE, text=True)
+    assert "listening" in dump.stderr.readline()
+    (row,) = perf_between_hosts(hosts, 7436, "--test", "pacing", "--wire", "--size", "65536",
+                                "--rates", "100000000")
+    time.sleep(1)  # tcpdump drops what it has not read yet when it stops
+    dump.send_signal(2)
+    print(dump.communicate(timeout=10)[1].strip().replace("\n", "; "))
+    frames = tcp_payloads(pcap)
+    packet_s = 4096 * 8 / 100e6
+    sent = row["messages"] * 65536
+    payload = sum(n for _, n in frames)
+    burst = most_in_window(frames, packet_s)
+    print(f"{len(frames)} frames, {payload} payload bytes for {sent} sent; most within one "
+          f"packet time {burst} bytes; at the receiver {row['burst_bytes_max']}")
+    assert row["packets"] == row["messages"] * 16, row
+    assert payload >= sent, "the capture missed data"
+    assert frames[-1][0] - frames[0][0] >= (row["packets"] - 2) * packet_s, "faster than the limit"
+    assert burst <= 8 * (4096 + 256), f"{burst} bytes within one packet time"

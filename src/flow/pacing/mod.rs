@@ -10,11 +10,12 @@
 //! caller writes its progress back (which packets of which message went) and the queue is filed
 //! under the tick of its next packet. The machine never holds a packet.
 //!
-//! Nothing is banked: a queue woken after an idle or blocked spell starts from `max(next send
-//! time, now)`, and a queue of a packet a tick or more served late gets one tick's m packets,
-//! not the missed ticks'. A slower queue is granted a packet at a time; served late by up to
-//! four packet times it loses nothing, its next packets going two thirds of a packet time
-//! apart until it is back on its schedule (`CATCH_UP_PACKETS`, `CATCH_UP_GAP`). A rate
+//! Nothing is banked from idleness: a queue woken after an idle or blocked spell starts from
+//! `max(next send time, now)`. A queue served late (its driver was kept off the CPU) keeps up
+//! to four packet times or four ticks of its schedule, whichever is longer (`CATCH_UP`): a
+//! queue of a packet a tick or more gets the missed packets with the tick's, a slower one is
+//! granted a packet at a time and makes the time up with packets two thirds of a packet time
+//! apart (`CATCH_UP_GAP`), so a window of one packet time never holds more than two. A rate
 //! change moves the next send time to `last packet + new packet time`, not earlier than the
 //! next tick.
 //!
@@ -338,6 +339,11 @@ impl<S: Schedule> Pacer<S> {
             _ => return,
         };
         lim.set_next(lim.next() + packets as u128 * lim.packet_time as u128);
+        if left == Left::Nothing {
+            // It ran out within its grant: the rest of this tick is not made up later.
+            let tick_end = ((self.now + 1) as u128) << FRAC_BITS;
+            lim.set_next(lim.next().max(tick_end));
+        }
         lim.packets += packets as u64;
         lim.bytes += bytes;
         lim.bytes_since += bytes;
@@ -384,22 +390,23 @@ impl<S: Schedule> Pacer<S> {
     }
 
     /// Grants queue `q` (due in the tick being served) the packets whose send times fall in
-    /// it. A queue of at least a packet a tick starts no earlier than the tick's start: a late
-    /// tick gives it one tick's packets. A slower queue is granted one packet: served late, it
-    /// keeps up to `CATCH_UP_PACKETS` packet times of its schedule, which its next packets make
-    /// up by going closer together (`file`), never closer than `CATCH_UP_GAP`.
+    /// it. A queue served late keeps up to `CATCH_UP` packet times or ticks of its schedule,
+    /// whichever is longer, so a late driver costs it no rate. A queue of a packet a tick or
+    /// more gets those packets at once (its packets go a tick's at a time anyway); a slower
+    /// queue is granted one packet, and its next ones make up the time by going closer together
+    /// (`file`), never closer than `CATCH_UP_GAP`.
     fn grant(&mut self, q: u32) -> u32 {
         let now = (self.now as u128) << FRAC_BITS;
         let lim = &mut self.queues[q as usize];
         let pt = lim.packet_time as u128;
         lim.state = State::Granted;
+        let start = lim
+            .next()
+            .max(now.saturating_sub(CATCH_UP * pt.max(ONE_TICK)));
+        lim.set_next(start);
         if pt > ONE_TICK {
-            let start = lim.next().max(now.saturating_sub(CATCH_UP_PACKETS * pt));
-            lim.set_next(start);
             return 1;
         }
-        let start = lim.next().max(now);
-        lim.set_next(start);
         ((now + ONE_TICK - start).div_ceil(pt)).min(u32::MAX as u128) as u32
     }
 
@@ -417,12 +424,14 @@ impl<S: Schedule> Pacer<S> {
         let pt = lim.packet_time as u128;
         // A slow queue behind its schedule (served late) goes again a catch-up gap after the
         // packet just granted, not at once.
-        let soonest = ((now as u128) << FRAC_BITS) + pt * CATCH_UP_GAP.0 / CATCH_UP_GAP.1;
-        let tick = if pt > ONE_TICK && lim.next() < soonest {
-            soonest.div_ceil(ONE_TICK) as u64
-        } else {
-            lim.next_tick
-        };
+        let mut tick = lim.next_tick;
+        if pt > ONE_TICK && tick <= now + (pt >> FRAC_BITS) as u64 {
+            let gap = (lim.packet_time / CATCH_UP_GAP.1 * CATCH_UP_GAP.0) as u128;
+            let soonest = ((now as u128) << FRAC_BITS) + gap;
+            if lim.next() < soonest {
+                tick = soonest.div_ceil(ONE_TICK) as u64;
+            }
+        }
         let parked = tick.saturating_sub(now).min(u32::MAX as u64) as u32;
         lim.ticks_parked = lim.ticks_parked.saturating_add(parked);
         lim.filed = tick as u32;
@@ -431,14 +440,14 @@ impl<S: Schedule> Pacer<S> {
     }
 }
 
-/// How far behind its schedule a queue slower than a packet a tick may be and still make the
-/// time up: a serve late by up to this many packet times costs it no rate.
-const CATCH_UP_PACKETS: u128 = 4;
+/// How far behind its schedule a queue may be and still make the time up, in its packet times
+/// or in ticks, whichever is longer: a serve that late costs it no rate.
+const CATCH_UP: u128 = 4;
 /// The least gap between two packets of such a queue while it makes up time, as a fraction of
 /// its packet time: three packets in a row then span at least 4/3 of one, so a window of one
 /// packet time never holds more than two, with a third of one to spare for the jitter between
 /// a grant and the packet's arrival.
-const CATCH_UP_GAP: (u128, u128) = (2, 3);
+const CATCH_UP_GAP: (u64, u64) = (2, 3);
 
 /// What a grant of packets covers of the messages a queue has waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,9 +68,9 @@ pub struct Cli {
     /// ucp_get and ucp_put_bw with the responder not progressed (-o).
     #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "all"])]
     pub test: String,
-    /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB).
-    #[arg(long, value_name = "BYTES[,BYTES...]|sweep", default_value = "64", value_parser = parse_sizes)]
-    pub size: Sizes,
+    /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB) [default: 64; pacing --wire: 65536,1048576]
+    #[arg(long, value_name = "BYTES[,BYTES...]|sweep", value_parser = parse_sizes)]
+    pub size: Option<Sizes>,
     /// Messages (or round trips) per measurement.
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub iters: u64,
@@ -151,6 +151,9 @@ pub struct Cli {
     /// error against the limit.
     #[arg(long)]
     pub wire: bool,
+    /// pacing --wire: the limits to run at, bit/s, a list.
+    #[arg(long, value_name = "BITS[,BITS...]", value_delimiter = ',', default_value = "100000000,1000000000", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rates: Vec<u64>,
     /// pacing --wire: also write each row's arrivals to DIR/<provider>-<bytes>-<bit/s>.csv
     /// (nanoseconds from the first arrival, bytes), as scripts/pacing_wire_plot.py reads them.
     #[arg(long, value_name = "DIR")]
@@ -242,6 +245,8 @@ pub struct Args {
     pub storm: bool,
     /// `--test pacing --wire`: limited queues on a provider, not the machine alone.
     pub wire: bool,
+    /// `--rates`: the limits `--wire` runs at.
+    pub rates: Vec<u64>,
     /// `--arrivals DIR`: where `--wire` writes each row's arrivals.
     pub arrivals: Option<std::path::PathBuf>,
     /// `--test pacing`: how many limited queues, per measurement.
@@ -258,6 +263,12 @@ impl From<Cli> for Args {
             _ => (true, true),
         };
         let client = c.client;
+        let default_sizes = if c.wire {
+            vec![65536, 1 << 20]
+        } else {
+            vec![64]
+        };
+        let sizes = c.size.map_or(default_sizes, |s| s.0);
         Args {
             provider: if client.is_some() {
                 "fabric".into()
@@ -281,10 +292,11 @@ impl From<Cli> for Args {
             wire_peer: c.wire_peer,
             wire: c.wire,
             arrivals: c.arrivals,
+            rates: c.rates,
             storm: c.storm,
             queues: c.queues,
             run: Run {
-                size: c.size.0[0],
+                size: sizes[0],
                 iters: c.iters,
                 batch: c.batch,
                 depth: c.depth,
@@ -302,7 +314,7 @@ impl From<Cli> for Args {
                 quiet: c.quiet || c.json,
                 server: None,
             },
-            sizes: c.size.0,
+            sizes,
         }
     }
 }
@@ -330,6 +342,14 @@ fn check(a: &Args) -> Result<(), String> {
     }
     if a.wire && a.test != "pacing" {
         return Err("--wire measures pacing: --test pacing --wire".into());
+    }
+    if a.wire && a.sizes.iter().any(|&s| s <= crate::wire::PMTU) {
+        return Err(
+            "--wire: message sizes above the PMTU (4096 B), so that they cross as packets".into(),
+        );
+    }
+    if a.wire && a.rates.iter().any(|&r| r < 10_000_000) {
+        return Err("--rates: at least 10 Mbit/s (a row sends at least two messages)".into());
     }
     if a.test == "pfc" && !["shm", "fabric"].contains(&a.provider.as_str()) {
         return Err("--test pfc: between two processes, --provider shm or fabric".into());

@@ -458,7 +458,13 @@ fn main() {
     }
     if args.test == "pacing" {
         let provider = provider_name(&args);
-        let rows = wire::measure(&run, provider, args.arrivals.as_deref());
+        let rows = wire::measure(
+            &run,
+            provider,
+            &args.sizes,
+            &args.rates,
+            args.arrivals.as_deref(),
+        );
         rows.iter().for_each(|r| emit(r, args.json));
         if !args.json {
             print!("{}", report::table(&rows));

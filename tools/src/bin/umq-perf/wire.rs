@@ -1,5 +1,6 @@
 //! `--test pacing --wire`: how a rate-limited queue's messages cross, measured where they
-//! arrive. For each message size (64 KiB, 1 MiB) and rate (100 Mbit/s, 1 Gbit/s) one queue,
+//! arrive. For each message size (`--size`, default 64 KiB and 1 MiB) and rate (`--rates`,
+//! default 100 Mbit/s and 1 Gbit/s) one queue,
 //! limited at PMTU 4096 on a microsecond tick, sends about half a second's worth of messages to
 //! its peer, which records when each packet arrived (the library's arrival log, `umq::queue::
 //! stats::record_arrivals`). On loopback the peer is a queue of this process polled by a second
@@ -29,8 +30,6 @@ use umq::transport::arrivals::{Arrival, burst_bytes_max};
 
 pub const PMTU: u32 = 4096;
 const TICKS_PER_S: u64 = 1_000_000;
-const SIZES: [u32; 2] = [64 << 10, 1 << 20];
-const RATES: [u64; 2] = [100_000_000, 1_000_000_000];
 /// About how long each row sends for.
 const SECONDS: f64 = 0.5;
 /// Receive buffers the peer keeps posted, and sends this side keeps posted: enough that the
@@ -42,17 +41,23 @@ const NAP: Duration = Duration::from_micros(200);
 /// Arrivals the peer keeps at most (a row has under 16,000).
 const LOG_LIMIT: usize = 1 << 20;
 
-/// Messages of `size` bytes for about `SECONDS` at `rate`, at least four.
+/// Messages of `size` bytes for about `SECONDS` at `rate`, at least two.
 fn messages(size: u32, rate: u64) -> u32 {
-    ((rate as f64 * SECONDS / 8.0 / size as f64).ceil() as u32).max(4)
+    ((rate as f64 * SECONDS / 8.0 / size as f64).ceil() as u32).max(2)
 }
 
 /// The rows on `provider`, in the order sizes then rates; `--json` rows carry `provider`,
 /// `message_bytes`, `rate_bps`, `pmtu`, `burst_bytes_max` and `rate_error`.
-pub fn measure(run: &Run, provider: &'static str, save: Option<&Path>) -> Vec<Row> {
+pub fn measure(
+    run: &Run,
+    provider: &'static str,
+    sizes: &[u32],
+    rates: &[u64],
+    save: Option<&Path>,
+) -> Vec<Row> {
     let mut rows = Vec::new();
-    for size in SIZES {
-        for rate in RATES {
+    for &size in sizes {
+        for &rate in rates {
             let count = messages(size, rate);
             let arrivals = match provider {
                 "loopback" => in_process(run, size, count, rate),
