@@ -101,6 +101,24 @@ impl PacketGate {
     pub fn allowed(&self, wr: *mut umq_buf_t, total: u64) -> u64 {
         if wr == self.open { self.granted } else { total }
     }
+
+    /// Whether `wr`, starting now, goes as packets: a message with a payload longer than the
+    /// PMTU (anything else is an Only packet, sent as without a limit).
+    pub fn cuts(&self, wr: *mut umq_buf_t) -> bool {
+        let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
+        let payload = matches!(
+            opcode,
+            UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
+        );
+        payload && total > self.pmtu as u64
+    }
+}
+
+/// The bytes of `wr`'s message that may be out now, its packets already going: what `gate`
+/// allows, or all of it once the queue's limit was lifted (no gate).
+pub fn packets_allowed(gate: Option<PacketGate>, wr: *mut umq_buf_t) -> u64 {
+    let total = unsafe { (*wr).total_data_size } as u64;
+    gate.map_or(total, |g| g.allowed(wr, total))
 }
 
 // Raw buffer pointers are owned by the library while posted; the Wire is only used under a Mutex.

@@ -166,23 +166,15 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
 #[cold]
 #[inline(never)]
 fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t) -> Option<u64> {
-    let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
     if src.local_packets.is_some() {
-        return Some(gate.map_or(total, |g| g.allowed(wr, total)));
+        return Some(packets_allowed(gate, wr));
     }
-    let g = gate?;
-    let payload = matches!(
-        opcode,
-        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
-    );
-    if !payload || total <= g.pmtu as u64 {
-        return None; // an Only packet: an ordinary delivery
-    }
+    let g = gate.filter(|g| g.cuts(wr))?;
     src.local_packets = Some(LocalPackets {
-        data: Vec::with_capacity(total as usize),
+        data: Vec::with_capacity(unsafe { (*wr).total_data_size } as usize),
         packet: g.pmtu,
     });
-    Some(g.allowed(wr, total))
+    Some(packets_allowed(gate, wr))
 }
 
 /// Lands the next packets of `wr`'s message at the peer, each as it is allowed, recording

@@ -2,6 +2,7 @@
 //! receive buffer, or by reference), and their completions.
 
 use super::*;
+use crate::transport::wire::packets_allowed;
 
 /// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
 /// copied, the buffer is free again: transmit-complete, as libfabric's shm provider), unless
@@ -219,20 +220,12 @@ fn one_sided(
 #[cold]
 #[inline(never)]
 fn packet_allowance(gate: Option<PacketGate>, pair: &mut Pair, wr: *mut umq_buf_t) -> Option<u64> {
-    let (opcode, total) = unsafe { ((*wr).pro().opcode, (*wr).total_data_size as u64) };
     if pair.packet_sent > 0 {
-        return Some(gate.map_or(total, |g| g.allowed(wr, total)));
+        return Some(packets_allowed(gate, wr));
     }
-    let g = gate?;
-    let payload = matches!(
-        opcode,
-        UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
-    );
-    if !payload || total <= g.pmtu as u64 {
-        return None; // an Only packet: an ordinary entry
-    }
+    let g = gate.filter(|g| g.cuts(wr))?;
     pair.packet_size = g.pmtu;
-    Some(g.allowed(wr, total))
+    Some(packets_allowed(gate, wr))
 }
 
 /// Pushes the next packets of `wr`'s message, one entry each (the First, then Middles and the

@@ -198,6 +198,16 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     drop(progress);
     let theirs = stats_from(&recv_frame(&mut peer.from));
     let mine = api::side_stats(q);
+    end_with_peer(q, peer);
+    Row {
+        sides: vec![("client", mine), ("server", theirs)],
+        ..row
+    }
+}
+
+/// Ends a run with a peer: our queue torn down, the peer told and (a child) waited for, the
+/// library taken down.
+pub(crate) fn end_with_peer(q: u64, mut peer: Peer) {
     api::teardown(q);
     send_frame(&mut peer.to, b"bye");
     if let Some(mut child) = peer.child {
@@ -205,10 +215,6 @@ pub fn run(kind: Kind, run: &Run) -> Row {
         assert!(status.success(), "the peer process failed: {status}");
     }
     umq::ffi::api::umq_uninit();
-    Row {
-        sides: vec![("client", mine), ("server", theirs)],
-        ..row
-    }
 }
 
 /// A client's first frame, the peer's arguments (at most 64 KiB); None when it is no such

@@ -159,13 +159,7 @@ fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     recv_frame(&mut peer.from); // bound, receive buffers posted, recording
     send(q, size, count, rate);
     let arrivals = decode(&recv_frame(&mut peer.from));
-    api::teardown(q);
-    send_frame(&mut peer.to, b"bye");
-    if let Some(mut child) = peer.child {
-        let status = child.wait().expect("waiting for the peer");
-        assert!(status.success(), "the peer process failed: {status}");
-    }
-    umq::ffi::api::umq_uninit();
+    crate::shm::end_with_peer(q, peer);
     arrivals
 }
 
