@@ -199,3 +199,13 @@ impl<T> Drop for ZeroedSlab<T> {
         }
     }
 }
+
+/// Nanoseconds on the process's monotonic clock (from its first reading): the pacing machine's
+/// ticks and the arrival log's times.
+pub fn clock_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}

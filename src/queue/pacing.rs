@@ -26,10 +26,11 @@ use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::abi::types::umq_buf_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
+use crate::os::clock_ns;
 use crate::transport::wire::{Paced, Wire};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const F: &str = "umq_user_ctl";
 
@@ -98,12 +99,6 @@ fn engine_try() -> Option<MutexGuard<'static, Engine>> {
         Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
         Err(std::sync::TryLockError::WouldBlock) => None,
     }
-}
-
-/// Nanoseconds on the pacing clock.
-fn clock_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 impl Engine {
@@ -389,8 +384,8 @@ impl Queue {
     /// returns the packets used, the bytes of the WRs released and what is left.
     fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
         let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
-        let (used, bytes, moved, left) = release(&mut lock(&self.wire), packets, pmtu);
-        if moved > 0 || used > 0 {
+        let (used, bytes, _, left) = release(&mut lock(&self.wire), packets, pmtu);
+        if used > 0 {
             self.transmit();
         }
         (used, bytes, left)

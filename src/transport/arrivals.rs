@@ -4,10 +4,9 @@
 //! pacing --wire` turns it on at the receiver to measure how a paced message crossed); the data
 //! path then pays one test of an empty option per piece, and only on the packet paths.
 
-use std::sync::OnceLock;
-use std::time::Instant;
+use crate::os::clock_ns;
 
-/// One piece that arrived: when (nanoseconds on the process's arrival clock) and its bytes.
+/// One piece that arrived: when (`os::clock_ns`) and its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arrival {
     pub at_ns: u64,
@@ -47,12 +46,6 @@ impl ArrivalLog {
         let kept = std::mem::take(&mut self.kept);
         (kept, std::mem::take(&mut self.dropped))
     }
-}
-
-/// Nanoseconds since the process first asked for the arrival clock.
-pub fn clock_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// The most bytes that arrived within any window of `window_ns` (both ends included), for

@@ -58,7 +58,7 @@ pub struct Wire {
     pub arrivals: Option<Box<super::arrivals::ArrivalLog>>,
     /// To a queue of this process: the packets of our rate-limited message that have landed
     /// at the peer, until its Last (`loopback`).
-    pub local_packets: Option<LocalPackets>,
+    pub local_packets: Option<Box<LocalPackets>>,
 }
 
 /// A rate-limited message on its way to a queue of this process, packet by packet: the bytes

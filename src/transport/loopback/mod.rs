@@ -114,32 +114,24 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
             out.credit_wait = true;
             break;
         }
-        let packets = if paced {
-            packet_allowance(gate, src, wr)
-        } else {
-            None
-        };
         // send_one restores a piggyback carrier itself, and only when it was one: no check of
         // every WR's immediate on the common path.
-        let done = match packets {
-            Some(allowed) => {
-                if !land_packets(src, dst.wire, wr, allowed) {
+        let done = if paced {
+            match unsafe { deliver_paced(src, dst, wr, gate, pool, &mut out) } {
+                PacedStep::Waits => {
                     credit.keep(opcode);
                     break; // the rest of the message waits for its grants
                 }
-                unsafe { execute_arrived(src, wr, dst, pool, &mut out) }
-                    .inspect(|_| unsafe { restore_piggyback_carrier(wr, flow_on) })
+                PacedStep::Ran(done) => done,
             }
-            None => unsafe {
+        } else {
+            unsafe {
                 send_one(wr, dst, &mut out).or_else(|| {
                     execute(wr, dst, pool, &mut out)
                         .inspect(|_| restore_piggyback_carrier(wr, flow_on))
                 })
-            },
+            }
         };
-        if done.is_some() && packets.is_none() && gate.is_some() {
-            src.paced_packets += 1; // an Only packet
-        }
         let Some(status) = done else {
             credit.keep(opcode);
             src.blocked_since.get_or_insert_with(Instant::now);
@@ -160,6 +152,45 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     out
 }
 
+/// What a rate-limited queue's WR did: ran (None: it waits for a receive buffer), or waits for
+/// its next packets to be granted.
+enum PacedStep {
+    Ran(Option<umq_buf_status_t>),
+    Waits,
+}
+
+/// `deliver`'s step for a rate-limited queue's WR: its packets land as they are allowed and it
+/// runs at its Last; a message that is no more than one packet (an Only packet) goes as without
+/// a limit. Out of line, off the common path.
+#[cold]
+#[inline(never)]
+unsafe fn deliver_paced(
+    src: &mut Wire,
+    dst: &mut Side,
+    wr: *mut umq_buf_t,
+    gate: Option<PacketGate>,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> PacedStep {
+    let flow_on = src.flow.is_some();
+    let Some(allowed) = packet_allowance(gate, src, wr) else {
+        let done = unsafe { execute(wr, dst, pool, out) };
+        if done.is_some() {
+            unsafe { restore_piggyback_carrier(wr, flow_on) };
+            src.paced_packets += gate.is_some() as u64; // an Only packet
+        }
+        return PacedStep::Ran(done);
+    };
+    if !land_packets(src, dst.wire, wr, allowed) {
+        return PacedStep::Waits;
+    }
+    let done = unsafe { execute_arrived(src, wr, dst, pool, out) };
+    if done.is_some() {
+        unsafe { restore_piggyback_carrier(wr, flow_on) };
+    }
+    PacedStep::Ran(done)
+}
+
 /// Whether `wr` goes as packets, and if so how many bytes of its message may have arrived by
 /// now: a rate-limited queue's message longer than its PMTU, or one whose packets are already
 /// arriving (its limit lifted since: the rest comes at once, in packets of the same size).
@@ -170,10 +201,10 @@ fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t
         return Some(packets_allowed(gate, wr));
     }
     let g = gate.filter(|g| g.cuts(wr))?;
-    src.local_packets = Some(LocalPackets {
+    src.local_packets = Some(Box::new(LocalPackets {
         data: Vec::with_capacity(unsafe { (*wr).total_data_size } as usize),
         packet: g.pmtu,
-    });
+    }));
     Some(packets_allowed(gate, wr))
 }
 
@@ -319,10 +350,10 @@ mod tests {
             .collect();
         let (mut src, mut dst) = (Wire::new(8, 8), Wire::new(8, 8));
         dst.arrivals = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
-        src.local_packets = Some(LocalPackets {
+        src.local_packets = Some(Box::new(LocalPackets {
             data: Vec::new(),
             packet: 1024,
-        });
+        }));
         assert!(!land_packets(&mut src, &mut dst, head, 2048));
         assert!(!land_packets(&mut src, &mut dst, head, 4000));
         assert_eq!(src.local_packets.as_ref().unwrap().data, want[..3072]);
