@@ -697,17 +697,25 @@ static void test_misc(uint64_t a)
     umq_ack_async_event(NULL);
 }
 
+/* The async event fd, the events raised before taken and acknowledged. */
+static int quiet_event_fd(umq_trans_info_t *ti)
+{
+    memset(ti, 0, sizeof(*ti));
+    int efd = umq_async_event_fd_get(ti);
+    umq_async_event_t ev;
+    while (umq_get_async_event(ti, &ev) == 0)
+        umq_ack_async_event(&ev);
+    return efd;
+}
+
 static void test_rnr_timeout_and_events(void)
 {
     /* UMQ_RNR_TIMEOUT_MS=200 is set before umq_init in main. */
     uint64_t a, b;
     test_pair(8, UMQ_MODE_POLLING, &a, &b);
     umq_trans_info_t ti;
-    memset(&ti, 0, sizeof(ti));
-    int efd = umq_async_event_fd_get(&ti);
+    int efd = quiet_event_fd(&ti);
     umq_async_event_t ev;
-    while (umq_get_async_event(&ti, &ev) == 0)
-        ;
     umq_buf_t *bad = NULL, *c[4];
     umq_buf_t *m = umq_buf_alloc(4, 2, 0, NULL);
     ((umq_buf_pro_t *)m->qbuf_ext)->opcode = UMQ_OPC_SEND;
@@ -732,6 +740,41 @@ static void test_rnr_timeout_and_events(void)
     /* Posting on a queue in the error state fails cleanly; the buffers stay ours. */
     CHECK_EQ(umq_post(a, m, UMQ_IO_TX, &bad), -UMQ_ERR_EINVAL);
     CHECK(bad == m);
+    umq_buf_free(m);
+    umq_destroy(a);
+    umq_destroy(b);
+}
+
+static void test_rnr_timeout_without_polling(void)
+{
+    /* The sender's WR waits for a receive buffer its peer never posts, and the application
+     * does not poll: at the RNR timeout (200 ms, set in main) the queue still goes to the error
+     * state, raises its event and holds the WR completed in error, as a NIC's retry limit
+     * would. Nothing but the progress engine runs the timeout here. */
+    uint64_t a, b;
+    test_pair(8, UMQ_MODE_POLLING, &a, &b);
+    umq_trans_info_t ti;
+    int efd = quiet_event_fd(&ti);
+    umq_async_event_t ev;
+    umq_buf_t *bad = NULL, *c[4];
+    umq_buf_t *m = umq_buf_alloc(4, 1, 0, NULL);
+    ((umq_buf_pro_t *)m->qbuf_ext)->opcode = UMQ_OPC_SEND;
+    CHECK_EQ(umq_post(a, m, UMQ_IO_TX, &bad), 0);
+    /* Events of queues of the tests before (a peer unbound under them) may come first. */
+    int seen = 0;
+    for (int waited = 0; waited < 50 && !seen; waited++) {
+        struct pollfd p = {.fd = efd, .events = POLLIN};
+        poll(&p, 1, 100);
+        while (umq_get_async_event(&ti, &ev) == 0) {
+            seen |= ev.event_type == UMQ_EVENT_QH_ERR && ev.element.umqh == a;
+            umq_ack_async_event(&ev);
+        }
+    }
+    CHECK(seen);
+    CHECK_EQ(umq_state_get(a), QUEUE_STATE_ERR);
+    CHECK_EQ(umq_poll(a, UMQ_IO_TX, c, 4), 1);
+    CHECK_EQ(c[0], m);
+    CHECK_EQ(c[0]->status, UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
     umq_buf_free(m);
     umq_destroy(a);
     umq_destroy(b);
@@ -813,6 +856,7 @@ int main(void)
     test_depth_eagain();
     test_interrupts();
     test_rnr_timeout_and_events();
+    test_rnr_timeout_without_polling();
     test_unbind_flush();
     test_destroy_from_callback();
     umq_destroy(a);

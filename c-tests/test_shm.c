@@ -1158,6 +1158,9 @@ static void test_pfc(int s, int child)
         int fails = umq_user_ctl(q3, &i, &o) != 0;
         post_rx(q0, 8, 64);
         post_rx(q3, 8, 64);
+        /* Only once the parent has set its link speed: a frame it took before would pause for
+         * 0xffff quanta at the default speed, a few hundred microseconds. */
+        fails += sock_recv(s, &go, 1) != 1;
         fails += send_frame_on(q0, control_frame(0x0101, 1 << 3, 0xffff)) != 0;
         sock_send(s, &go, 1);
         fails += sock_recv(s, &go, 1) != 1; /* the parent sent 4 + 4 */
@@ -1204,6 +1207,7 @@ static void test_pfc(int s, int child)
     CHECK_EQ(untouched.len, 0x5a5a5a5a);
     CHECK_EQ(test_ctl(0xdead, UMQ_EXT_OPCODE_PFC_STATS, NULL, 0, &untouched, sizeof(umq_ext_pfc_stats_t)), -UMQ_ERR_EINVAL);
     CHECK_EQ(untouched.len, 0x5a5a5a5a);
+    sock_send(s, &go, 1);              /* configured: the child may pause us */
     CHECK_EQ(sock_recv(s, &go, 1), 1); /* the child sent its pause */
     int paused = 0;
     for (int spin = 0; spin < 20000000 && !paused; spin++) {

@@ -1,4 +1,4 @@
-//! The pacing protocol between a poster and the pacing thread (`src/queue/pacing.rs`) under
+//! The pacing protocol between a poster and the progress engine (`src/queue/pacing.rs`) under
 //! every interleaving loom can produce: no posted message is ever stranded (held with its
 //! queue idle in the machine, so no tick would grant it again).
 //!

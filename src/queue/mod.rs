@@ -101,6 +101,8 @@ pub struct Queue {
     over_link: AtomicBool,
     /// Our peer has WRs waiting for our receive buffers.
     rnr_waiting: AtomicBool,
+    /// The progress engine holds an RNR deadline for our send queue.
+    rnr_armed: AtomicBool,
     pub irq: Option<Interrupts>,
     pub stats: QueueStats,
     /// Our peer-readable flow-control area (initial window and cumulative grants) while the
@@ -130,6 +132,10 @@ impl crate::transport::progress::Watched for Queue {
 
     fn peer_lost(&self, why: &str) {
         Queue::peer_lost(self, why);
+    }
+
+    fn deadline(&self) {
+        self.rnr_deadline_passed();
     }
 
     fn arm_wakeup(&self) -> Option<crate::transport::progress::Wakeup> {
@@ -195,6 +201,7 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
             endpoints: Endpoints::default(),
             over_link: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
+            rnr_armed: AtomicBool::new(false),
             irq,
             stats: QueueStats::default(),
             local_area: Area::default(),

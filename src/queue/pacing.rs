@@ -10,15 +10,16 @@
 //! that ends inside a WR writes the WR's progress back (packets granted so far) and nothing
 //! else is kept. Unlimited queues never pass through here.
 //!
-//! The ticks are driven by a pacing thread, alive while some queue is limited: each tick it
-//! hands out the grants of the queues due and sleeps until the next tick starts. A limited
-//! queue's post serves a tick the thread has not (`drive`). A post to an
+//! The ticks are driven by the progress engine (`transport::progress`), which serves the
+//! machine while some queue is limited: each time a tick is due it hands out the grants of the
+//! queues due, and it sleeps (or, that close, spins) until the next tick a queue waits for. A
+//! limited queue's post serves a tick the engine has not (`drive`). A post to an
 //! idle limited queue is served at once when the queue's next send time has come (the
 //! machine's wake), so a slow-rate queue's first message does not wait a tick.
 //!
 //! Locks: the machine's mutex and a queue's wire lock are never held together, except in
-//! `set_rate`, which takes the machine's first; the pacing thread and the post path take them
-//! one after the other.
+//! `set_rate`, which takes the machine's first; the engine and the post path take them one
+//! after the other. The machine's mutex comes before the engine's state lock (`nudge`).
 
 use super::{Queue, lock};
 use crate::abi::errno::*;
@@ -30,7 +31,6 @@ use crate::os::clock_ns;
 use crate::transport::wire::{Paced, Wire};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
 
 const F: &str = "umq_user_ctl";
 
@@ -53,26 +53,17 @@ struct Engine {
     machine: Pacer,
     /// The queue each machine slot stands for (its handle), by queue index.
     handles: Vec<u64>,
-    /// Queues limited now; the pacing thread runs while there are any.
+    /// Queues limited now; the engine serves the machine while there are any.
     limited: usize,
-    thread_running: bool,
     /// The last tick whose grants were handed out.
     served: u64,
-    /// While the pacing thread sleeps: when it will wake by itself (clock nanoseconds).
+    /// While the engine sleeps: when it will wake by itself (clock nanoseconds).
     sleeping_until: Option<u64>,
 }
 
-/// Wakes the pacing thread before its time (a queue filed earlier than it planned to wake, or
-/// the last limit lifted).
-static NUDGE: std::sync::Condvar = std::sync::Condvar::new();
-/// The longest the pacing thread sleeps with nothing filed: it then looks again.
-const LONGEST_NAP: Duration = Duration::from_millis(100);
-/// A timed sleep wakes 50-100 us late on a virtual machine (and tens of us on bare metal): when
-/// the next due tick is closer than this, the pacing thread spins until it instead, so a
-/// packet time of a few tens of microseconds (1 Gbit/s at PMTU 4096) holds. A later due tick
-/// is slept for: a queue served that late makes the time up (`Pacer::grant`), so only queues
-/// that fast keep a core busy.
-const SPIN_BEFORE_NS: u64 = 100_000;
+/// The longest the engine goes without serving the machine while a queue is limited (a safety
+/// net: every post that files a queue sooner wakes it).
+const LONGEST_NAP_NS: u64 = 100_000_000;
 
 fn engine_cell() -> &'static Mutex<Engine> {
     static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
@@ -81,7 +72,6 @@ fn engine_cell() -> &'static Mutex<Engine> {
             machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
             handles: Vec::new(),
             limited: 0,
-            thread_running: false,
             served: 0,
             sleeping_until: None,
         })
@@ -103,23 +93,31 @@ fn engine_try() -> Option<MutexGuard<'static, Engine>> {
 
 impl Engine {
     /// The tick the clock is in now, made the machine's current one (without serving the
-    /// queues due: the pacing thread does).
+    /// queues due: the engine does).
     fn catch_up(&mut self) -> u64 {
         let now = self.machine.tick_at(clock_ns());
         self.machine.catch_up(now);
         now
     }
 
-    /// Wakes the pacing thread if a queue is now due before it planned to wake, or it has no
-    /// queue left to serve.
-    fn nudge(&self) {
+    /// Wakes the engine if a queue is now due before it planned to wake (once: it clears the
+    /// mark, and the engine sets it again before it next sleeps).
+    fn nudge(&mut self) {
         let Some(until) = self.sleeping_until else {
             return;
         };
-        let due = self.machine.earliest_due();
-        if self.limited == 0 || due.is_some_and(|t| self.machine.tick_start_ns(t) < until) {
-            NUDGE.notify_one();
+        if self.next_due_ns().is_some_and(|at| at < until) {
+            self.sleeping_until = None;
+            crate::transport::progress::wake();
         }
+    }
+
+    /// When the earliest tick a queue waits for starts, no sooner than the tick after the last
+    /// one served.
+    fn next_due_ns(&self) -> Option<u64> {
+        let next = self.served + 1;
+        let due = self.machine.earliest_due()?.max(next);
+        Some(self.machine.tick_start_ns(due))
     }
 
     fn note_limited(&mut self, index: u32, handle: u64, was: bool, is: bool) {
@@ -133,13 +131,10 @@ impl Engine {
             _ => {}
         }
         self.nudge();
-        if self.limited > 0 && !self.thread_running {
-            self.thread_running = true;
-            std::thread::Builder::new()
-                .name("umq-pacing".into())
-                .spawn(run)
-                .map_err(|e| crate::log_err!(F, "cannot start the pacing thread: {e}"))
-                .ok();
+        match (was, is, self.limited) {
+            (false, true, 1) => crate::transport::progress::pace(Some(&ENGINE_TIMER)),
+            (true, false, 0) => crate::transport::progress::pace(None),
+            _ => {}
         }
     }
 }
@@ -211,8 +206,13 @@ pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
 /// Sets the process's tick rate; refused with `-UMQ_ERR_EBUSY` while any queue is limited.
 pub fn set_tick_rate(ticks_per_s: u64) -> UmqResult<()> {
     let tps = u32::try_from(ticks_per_s).unwrap_or(0);
-    match engine().machine.set_ticks_per_s(tps) {
-        Ok(true) => Ok(()),
+    let mut e = engine();
+    match e.machine.set_ticks_per_s(tps) {
+        Ok(true) => {
+            // The last tick served, in the new ticks too.
+            e.served = e.machine.now();
+            Ok(())
+        }
         Ok(false) => {
             crate::log_err!(
                 F,
@@ -256,58 +256,55 @@ pub fn forget(q: &Queue) {
     }
 }
 
-/// The pacing thread: serves the tick, then sleeps until the earliest tick a queue waits for
-/// (a post that files a queue earlier wakes it: `nudge`); ends when no queue is limited. Its
-/// timer slack is a nanosecond, not the default 50 us, since a packet time can be shorter.
-fn run() {
-    // SAFETY: prctl with an integer argument changes this thread's timer slack only.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    let mut grants = Vec::new();
-    loop {
-        {
-            let mut e = engine();
-            if e.limited == 0 {
-                e.thread_running = false;
-                return;
+/// The machine as the progress engine serves it.
+struct EngineTimer;
+
+static ENGINE_TIMER: EngineTimer = EngineTimer;
+
+impl crate::transport::progress::Paced for EngineTimer {
+    fn serve(&self, now: u64) -> Option<u64> {
+        let limited = GRANTS.with_borrow_mut(|grants| {
+            {
+                let mut e = engine();
+                if e.limited == 0 {
+                    return false;
+                }
+                e.take_grants(grants);
             }
-            e.take_grants(&mut grants);
+            serve(grants);
+            true
+        });
+        if !limited {
+            return None;
         }
-        serve(&mut grants);
+        let e = engine();
+        let nap_end = now + LONGEST_NAP_NS;
+        Some(e.next_due_ns().map_or(nap_end, |at| at.min(nap_end)))
+    }
+
+    fn sleeping(&self, until: u64) -> Option<u64> {
         let mut e = engine();
-        let next = e.served + 1;
-        let due = e.machine.earliest_due().map(|t| t.max(next));
-        let wake = due.map(|t| e.machine.tick_start_ns(t));
-        let now = clock_ns();
-        let nap_until = match wake {
-            Some(at) if at <= now + SPIN_BEFORE_NS => now,
-            Some(at) => at,
-            None => now + LONGEST_NAP.as_nanos() as u64,
-        };
-        if nap_until <= now || e.limited == 0 {
-            drop(e);
-            if let Some(at) = wake {
-                spin_until(at);
+        match e.next_due_ns() {
+            Some(at) if at < until => Some(at),
+            _ => {
+                e.sleeping_until = Some(until);
+                None
             }
-            continue;
         }
-        let nap = Duration::from_nanos(nap_until - now).min(LONGEST_NAP);
-        e.sleeping_until = Some(now + nap.as_nanos() as u64);
-        let (mut e, _) = NUDGE
-            .wait_timeout(e, nap)
-            .unwrap_or_else(|p| p.into_inner());
-        e.sleeping_until = None;
+    }
+
+    fn awake(&self) {
+        engine().sleeping_until = None;
     }
 }
 
-/// Spins until the clock reaches `at` (at most `SPIN_BEFORE_NS` away).
-fn spin_until(at: u64) {
-    let stop = at.min(clock_ns() + SPIN_BEFORE_NS);
-    while clock_ns() < stop {
-        std::hint::spin_loop();
-    }
+thread_local! {
+    /// The grants of a tick, as the engine hands them out (kept: a tick every few
+    /// microseconds allocates nothing).
+    static GRANTS: std::cell::RefCell<Vec<(Grant, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Serves a tick that has begun and is not served yet, if no one else is at it. The pacing
+/// Serves a tick that has begun and is not served yet, if no one else is at it. The engine's
 /// thread may be kept off the CPU by the very threads that post (two cores, busy loops), and a
 /// tick missed is time a queue loses: nothing is banked. So a limited queue's post serves a
 /// tick too. (Not its polls: that would cost every poll of every queue a check, and the posts

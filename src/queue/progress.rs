@@ -229,6 +229,9 @@ impl Queue {
             receiver.rnr_waiting.store(true, Ordering::Release);
         }
         if out.blocked {
+            sender.arm_rnr_deadline();
+        }
+        if out.blocked {
             receiver
                 .stats
                 .rx_without_buffer
@@ -269,6 +272,34 @@ impl Queue {
         }
         let out = deliver_local(&sender, self);
         self.after_delivery(&sender, &out, false);
+    }
+
+    /// Has the progress engine end the RNR wait of our send queue at its timeout, so the WR
+    /// fails then (its completion, the error state, the event, interrupt waiters woken) whether
+    /// or not the application polls, as a NIC's retry limit does. One deadline at a time.
+    fn arm_rnr_deadline(&self) {
+        if self.rnr_armed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(since) = lock(&self.wire).blocked_since else {
+            self.rnr_armed.store(false, Ordering::Release);
+            return;
+        };
+        let left = self.rt.rnr_timeout.saturating_sub(since.elapsed());
+        let at = crate::os::clock_ns() + left.as_nanos() as u64;
+        crate::transport::progress::deadline(self.handle, watched, at);
+    }
+
+    /// The engine's RNR deadline: fails the waiting WR if its wait has lasted the timeout, or
+    /// sets the deadline again for a wait that began since.
+    pub(super) fn rnr_deadline_passed(&self) {
+        self.rnr_armed.store(false, Ordering::Release);
+        let expired = self.expire_rnr(&mut lock(&self.wire));
+        if expired {
+            self.notify(true, false);
+        } else {
+            self.arm_rnr_deadline();
+        }
     }
 
     /// Fails the oldest waiting WR after the RNR timeout, as RDMA's retry limit would.

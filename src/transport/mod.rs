@@ -12,6 +12,7 @@ pub mod pause;
 pub mod progress;
 pub mod shm;
 pub mod target;
+pub mod timer;
 pub mod wire;
 
 use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};

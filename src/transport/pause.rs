@@ -14,7 +14,6 @@ use crate::flow::pfc::link::{Config, Event, LinkStats, PRIORITIES, PauseLink, Ve
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
 
 /// Which peer a link reaches: the provider's name and the peer's identity in it.
 pub type PeerKey = Vec<u8>;
@@ -157,10 +156,10 @@ pub fn serve_timers_on_this_thread() {
     SERVING_TIMERS.set(true);
 }
 
-/// Nanoseconds on the links' clock.
+/// Nanoseconds on the links' clock: the process clock, which the progress engine's timer
+/// table runs on.
 pub fn now_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    crate::os::clock_ns()
 }
 
 fn registry() -> MutexGuard<'static, HashMap<PeerKey, Weak<LinkPause>>> {

@@ -1,7 +1,11 @@
-//! The progress thread: moves every queue bound through a link (`transport::link`) along when
-//! its application does not call in, and notices a peer process that died.
+//! The progress engine: one thread per process that moves every queue bound through a link
+//! (`transport::link`) along when its application does not call in, notices a peer process
+//! that died, and runs the process's timed work: the pacing machine's ticks, the links' pause
+//! timers and the call bells' retries. It sleeps on fds and on the earliest deadline of one
+//! timer table (`transport::timer`) on the process clock, and never runs a second thread.
 //!
-//! One thread per process, alive while something is watched. Each provider hands it the fds to
+//! It is alive while something is watched, some queue is rate limited or a queue's deadline
+//! (a sender's RNR timeout) is set. Each provider hands it the fds to
 //! poll: for a peer in another process of this host, a pidfd (readable when that process exits,
 //! however it exits); for one on another host, a socket its kernel resets when it exits (see
 //! `fabric::watch`). So a dead peer is noticed at once: the queue goes to the error state, its
@@ -29,7 +33,8 @@
 //! round of one of the link's queues. Real NICs refresh a pause in hardware; an application
 //! that sleeps with a backlog must not let its peer's pause lapse between two ticks.
 
-use crate::os::{alive, pidfd_open};
+use super::timer::{Timer, TimerTable};
+use crate::os::{alive, clock_ns, pidfd_open};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +47,8 @@ pub trait Watched: Send + Sync {
     fn service(&self);
     /// The peer process has exited.
     fn peer_lost(&self, why: &str);
+    /// A deadline it set (`deadline`) has come.
+    fn deadline(&self);
     /// Arms the fd the queue is woken through before the thread's last look (None: the queue
     /// has none).
     fn arm_wakeup(&self) -> Option<Wakeup>;
@@ -110,25 +117,139 @@ impl Entry {
     }
 }
 
-/// The watched queues, and whether the thread runs.
-static WATCHED: Mutex<(Vec<Entry>, bool)> = Mutex::new((Vec::new(), false));
+/// The pacing machine as the engine serves it (the queue layer's `pacing` registers it while a
+/// queue is rate limited): the engine keeps its timer and sleeps no later than its next tick.
+pub trait Paced: Sync {
+    /// Serves the ticks due at `now` (clock ns); returns when the next one is due.
+    fn serve(&self, now: u64) -> Option<u64>;
+    /// The engine is about to sleep until `until`: returns a sooner deadline filed since the
+    /// last `serve` (then it does not sleep); else the machine calls `wake` if it files one
+    /// sooner before `awake`.
+    fn sleeping(&self, until: u64) -> Option<u64>;
+    fn awake(&self);
+}
+
+/// What the engine serves, and its thread.
+struct State {
+    entries: Vec<Entry>,
+    running: bool,
+    paced: Option<&'static dyn Paced>,
+    /// Single queues' deadlines (RNR timeouts): a few at a time, so a list.
+    deadlines: Vec<(u64, Lookup, u64)>,
+    /// An eventfd that wakes the engine before its time; made with the thread and closed
+    /// when it ends, so a process with nothing watched holds no fd of ours.
+    wake: Option<Arc<OwnedFd>>,
+}
+
+static WATCHED: Mutex<State> = Mutex::new(State {
+    entries: Vec::new(),
+    running: false,
+    paced: None,
+    deadlines: Vec::new(),
+    wake: None,
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    WATCHED.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const TICK: Duration = Duration::from_millis(20);
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
 /// The shortest sleep for a link timer: a timer that stays due (a round could not send its
 /// frame) is retried this often, not in a busy loop.
 const LINK_TIMER_MIN: Duration = Duration::from_micros(20);
-/// How late the kernel may end this thread's sleeps, in ns.
-const TIMER_SLACK_NS: libc::c_ulong = 1_000;
+/// A timed sleep wakes 50-100 us late on a virtual machine (and tens of us on bare metal): when
+/// the pacing machine's next tick is closer than this, the engine spins until it instead, so a
+/// packet time of a few tens of microseconds (1 Gbit/s at PMTU 4096) holds. A later tick is
+/// slept for: a queue served that late makes the time up (`Pacer::grant`), so only queues
+/// that fast keep a core busy.
+const SPIN_BEFORE_NS: u64 = 100_000;
+/// The longest sleep with no deadline set (a safety net: every change that matters wakes it).
+const LONGEST_SLEEP_NS: u64 = 1_000_000_000;
+
+/// Makes sure the engine's thread runs (under the state's lock).
+fn start(w: &mut State) {
+    if w.running {
+        return;
+    }
+    // SAFETY: eventfd with flags only; the fd is owned at once.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd >= 0 {
+        w.wake = Some(Arc::new(unsafe {
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }));
+    }
+    w.running = true;
+    std::thread::Builder::new()
+        .name("umq-progress".into())
+        .spawn(run)
+        .expect("cannot start the umq progress thread");
+}
+
+/// Registers the pacing machine while some queue is limited (None: none is any more).
+pub fn pace(paced: Option<&'static dyn Paced>) {
+    let mut w = state();
+    w.paced = paced;
+    if paced.is_some() {
+        start(&mut w);
+    }
+    ring(&w);
+}
+
+/// Calls queue `umqh`'s `Watched::deadline` at `at` (clock ns), whether or not its application
+/// calls in; replaces a deadline it had.
+pub fn deadline(umqh: u64, lookup: Lookup, at: u64) {
+    let mut w = state();
+    w.deadlines.retain(|&(h, _, _)| h != umqh);
+    w.deadlines.push((umqh, lookup, at));
+    start(&mut w);
+    ring(&w);
+}
+
+/// Runs the queues' deadlines that have come; returns the next one.
+fn serve_deadlines() -> Option<u64> {
+    let now = clock_ns();
+    let due: Vec<(u64, Lookup)> = {
+        let mut w = state();
+        let due = w
+            .deadlines
+            .iter()
+            .filter(|d| d.2 <= now)
+            .map(|&(h, lookup, _)| (h, lookup))
+            .collect();
+        w.deadlines.retain(|d| d.2 > now);
+        due
+    };
+    for (umqh, lookup) in due {
+        if let Some(q) = lookup(umqh) {
+            q.deadline();
+        }
+    }
+    state().deadlines.iter().map(|d| d.2).min()
+}
+
+/// Wakes the engine before its time (the pacing machine filed a tick sooner than it sleeps).
+pub fn wake() {
+    ring(&state());
+}
+
+fn ring(w: &State) {
+    if let Some(fd) = &w.wake {
+        let one = 1u64;
+        // SAFETY: an 8-byte write to an eventfd we own; a full counter (never here) is ignored.
+        unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+}
 
 /// Starts watching queue `umqh`, found through `lookup`, as `what` says.
 pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
-    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    w.0.retain(|e| e.umqh != umqh);
+    let mut w = state();
+    w.entries.retain(|e| e.umqh != umqh);
     // One pidfd per peer process, shared by all its queues (a process bound to another by ten
     // thousand queues must not spend ten thousand fds on watching it).
     let shared = what.peer_pid.and_then(|pid| {
-        w.0.iter()
+        w.entries
+            .iter()
             .find(|e| e.pid == Some(pid))
             .and_then(|e| e.gone.clone())
     });
@@ -138,7 +259,7 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
             .map(Arc::new)
             .or(what.peer_socket)
     });
-    w.0.push(Entry {
+    w.entries.push(Entry {
         umqh,
         lookup,
         pid: what.peer_pid,
@@ -146,52 +267,126 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
         interrupt: what.interrupt,
         call_bell: what.call_bell,
     });
-    if !w.1 {
-        w.1 = true;
-        std::thread::Builder::new()
-            .name("umq-progress".into())
-            .spawn(run)
-            .expect("cannot start the umq progress thread");
-    }
+    start(&mut w);
 }
 
 pub fn unwatch(umqh: u64) {
-    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    w.0.retain(|e| e.umqh != umqh);
+    state().entries.retain(|e| e.umqh != umqh);
 }
 
 fn run() {
     // Its rounds do not show that an application calls in.
     super::pause::serve_timers_on_this_thread();
-    // A link timer may be 168 µs away (an XOFF refresh at 100 Gbit/s); the kernel's default
-    // 50 µs of slack on this thread's sleeps would eat a third of that.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, TIMER_SLACK_NS) };
+    // A pacing tick can be a few microseconds away, a link timer 168 µs (an XOFF refresh at
+    // 100 Gbit/s): the kernel's default 50 µs of slack on this thread's sleeps would eat them.
+    // SAFETY: prctl with an integer argument changes this thread's timer slack only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let mut timers = TimerTable::default();
     let mut exited = Vec::new();
-    let mut woke = true;
-    let mut looked = Instant::now();
+    let mut woke = Woke::Fd;
     let mut last: Option<Look> = None;
     loop {
-        // A look (the snapshot, the doorbells armed, the sweep) when an fd woke the thread or a
-        // tick has passed; a wake for a link timer alone serves that timer and nothing else, so
-        // the timers' pace never multiplies the cost of the polling-mode queues.
+        // A look (the snapshot, the doorbells armed, the sweep) when a watched fd woke the
+        // thread, the sweep is due, or there may be nothing left to serve (the thread then
+        // ends); a wake for a timer alone, or the engine's wake fd, serves the timers and
+        // nothing else, so their pace never multiplies the cost of the polling-mode queues.
+        let now = clock_ns();
+        let (paced, deadlines) = {
+            let w = state();
+            (w.paced, !w.deadlines.is_empty())
+        };
         let look = match last.take() {
-            Some(l) if !woke && looked.elapsed() < l.tick => l,
+            Some(l)
+                if woke != Woke::Fd
+                    && !timers.is_due(Timer::Sweep, now)
+                    && (l.tick.is_some() || paced.is_some() || deadlines) =>
+            {
+                l
+            }
             _ => {
                 let Some(l) = look(&exited) else {
                     return;
                 };
-                looked = Instant::now();
+                timers.set(Timer::Sweep, l.tick.map(|t| now + t.as_nanos() as u64));
                 l
             }
         };
-        let until_tick = look.tick.saturating_sub(looked.elapsed());
-        let sleep = [serve_link_timers(), serve_call_bells(&look.call_bells)]
-            .into_iter()
-            .flatten()
-            .fold(until_tick, Duration::min);
-        (exited, woke) = wait(&look.pidfds, &look.bells, &look.call_bells, sleep);
+        serve_timers(&mut timers, &look, paced, woke != Woke::Timeout);
+        (exited, woke) = sleep(&mut timers, &look, paced);
         // `look.sleepers` keeps the queues, so their doorbell fds stay open while polled.
         last = Some(look);
+    }
+}
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Woke {
+    /// A deadline (or a call bell, which the next round of timers serves).
+    Timeout,
+    /// The engine's own wake fd: something filed sooner than it slept.
+    Wake,
+    /// A watched fd: a peer process gone, a queue's wake-up fd.
+    Fd,
+}
+
+/// Runs the timed work that is due (the pacing machine and the queues' deadlines only when
+/// their time has come or a wake may have brought a sooner one), and records each kind's next
+/// deadline.
+fn serve_timers(timers: &mut TimerTable, look: &Look, paced: Option<&dyn Paced>, woke: bool) {
+    let now = clock_ns();
+    match paced {
+        Some(p) if woke || timers.get(Timer::Pacing).is_none_or(|at| at <= now) => {
+            timers.set(Timer::Pacing, p.serve(now));
+        }
+        Some(_) => {}
+        None => timers.set(Timer::Pacing, None),
+    }
+    timers.set(Timer::LinkPause, serve_link_timers());
+    timers.set(Timer::CallBell, serve_call_bells(&look.call_bells));
+    // A new deadline rings the wake fd.
+    if woke || timers.is_due(Timer::Deadline, now) {
+        timers.set(Timer::Deadline, serve_deadlines());
+    }
+}
+
+/// Waits for the earliest deadline or an fd: spins to a pacing tick that close, sleeps
+/// otherwise. Returns the peers gone and what ended the wait.
+fn sleep(
+    timers: &mut TimerTable,
+    look: &Look,
+    paced: Option<&dyn Paced>,
+) -> (Vec<Arc<OwnedFd>>, Woke) {
+    let now = clock_ns();
+    let next = timers.next();
+    if let Some((Timer::Pacing, at)) = next
+        && at <= now + SPIN_BEFORE_NS
+    {
+        // A look at the fds first, without sleeping: a busy pacing machine must not starve them.
+        let (exited, woke) = wait(look, 0);
+        if woke == Woke::Timeout {
+            spin_until(at);
+        }
+        return (exited, woke);
+    }
+    let until = next.map_or(now + LONGEST_SLEEP_NS, |(_, at)| at.max(now));
+    if let Some(p) = paced
+        && let Some(sooner) = p.sleeping(until)
+    {
+        timers.set(Timer::Pacing, Some(sooner));
+        return (Vec::new(), Woke::Timeout);
+    }
+    let out = wait(look, until - now);
+    if let Some(p) = paced {
+        p.awake();
+    }
+    out
+}
+
+/// Spins until the clock reaches `at` (at most `SPIN_BEFORE_NS` away).
+fn spin_until(at: u64) {
+    let stop = at.min(clock_ns() + SPIN_BEFORE_NS);
+    while clock_ns() < stop {
+        std::hint::spin_loop();
     }
 }
 
@@ -200,70 +395,89 @@ struct Look {
     pidfds: Vec<Arc<OwnedFd>>,
     bells: Vec<Wakeup>,
     call_bells: Vec<Arc<dyn CallBell>>,
+    wake: Option<Arc<OwnedFd>>,
     _sleepers: Vec<Arc<dyn Watched>>,
-    tick: Duration,
+    /// Until the next look (None: no queue is watched).
+    tick: Option<Duration>,
 }
 
 /// Reports the peers in `exited` and services the queues due; None (the thread ends) when
-/// nothing is watched.
+/// there is nothing left to serve.
 fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
-    let (pidfds, sleepers, call_bells) = snapshot()?;
+    let snap = snapshot()?;
     // Arm the doorbells before the last look: a change the look misses rings one.
-    let bells: Vec<Wakeup> = sleepers.iter().filter_map(|q| q.arm_wakeup()).collect();
+    let bells: Vec<Wakeup> = snap
+        .sleepers
+        .iter()
+        .filter_map(|q| q.arm_wakeup())
+        .collect();
     sweep(exited);
     // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
-    let all_rung = bells.len() == sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
+    let all_rung = bells.len() == snap.sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
+    let tick = if all_rung { TICK } else { INTERRUPT_TICK };
     Some(Look {
-        pidfds,
+        pidfds: snap.pidfds,
         bells,
-        call_bells,
-        _sleepers: sleepers,
-        tick: if all_rung { TICK } else { INTERRUPT_TICK },
+        call_bells: snap.call_bells,
+        wake: snap.wake,
+        _sleepers: snap.sleepers,
+        tick: snap.watching.then_some(tick),
     })
 }
 
-/// The fds to poll for peers gone, the queues to arm wake-ups for, and the call bells.
-type Snapshot = (
-    Vec<Arc<OwnedFd>>,
-    Vec<Arc<dyn Watched>>,
-    Vec<Arc<dyn CallBell>>,
-);
+/// The fds to poll for peers gone, the queues to arm wake-ups for, the call bells, and what
+/// else the engine serves.
+struct Snapshot {
+    pidfds: Vec<Arc<OwnedFd>>,
+    sleepers: Vec<Arc<dyn Watched>>,
+    call_bells: Vec<Arc<dyn CallBell>>,
+    wake: Option<Arc<OwnedFd>>,
+    watching: bool,
+}
 
-/// The watched peers' pidfds, the interrupt-mode queues and the call bells, or None (the
-/// thread ends) when nothing is watched.
+/// What the engine serves now, or None (the thread ends, its wake fd closed) when nothing is
+/// watched, no queue is rate limited and no deadline is set.
 fn snapshot() -> Option<Snapshot> {
-    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    if w.0.is_empty() {
-        w.1 = false;
+    let mut w = state();
+    if w.entries.is_empty() && w.paced.is_none() && w.deadlines.is_empty() {
+        w.running = false;
+        w.wake = None;
         return None;
     }
     let mut pidfds: Vec<Arc<OwnedFd>> = Vec::new();
-    for fd in w.0.iter().filter_map(|e| e.gone.as_ref()) {
+    for fd in w.entries.iter().filter_map(|e| e.gone.as_ref()) {
         if !pidfds.iter().any(|p| Arc::ptr_eq(p, fd)) {
             pidfds.push(fd.clone());
         }
     }
     let mut call_bells: Vec<Arc<dyn CallBell>> = Vec::new();
-    for (b, _) in w.0.iter().filter_map(|e| e.call_bell.as_ref()) {
+    for (b, _) in w.entries.iter().filter_map(|e| e.call_bell.as_ref()) {
         if !call_bells.iter().any(|x| same(x, b)) {
             call_bells.push(b.clone());
         }
     }
-    let sleepers =
-        w.0.iter()
-            .filter(|e| e.interrupt)
-            .filter_map(|e| (e.lookup)(e.umqh))
-            .collect();
-    Some((pidfds, sleepers, call_bells))
+    let sleepers = w
+        .entries
+        .iter()
+        .filter(|e| e.interrupt)
+        .filter_map(|e| (e.lookup)(e.umqh))
+        .collect();
+    Some(Snapshot {
+        pidfds,
+        sleepers,
+        call_bells,
+        wake: w.wake.clone(),
+        watching: !w.entries.is_empty(),
+    })
 }
 
 fn same(a: &Arc<dyn CallBell>, b: &Arc<dyn CallBell>) -> bool {
     std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
-/// Serves the queues whose peers rang a call bell; returns how long until a call bell wants
-/// to be looked at again (None: none does).
-fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
+/// Serves the queues whose peers rang a call bell; returns when a call bell wants to be
+/// looked at again, in clock ns (None: none does).
+fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<u64> {
     let now = Instant::now();
     for d in call_bells {
         let tags = d.due(now);
@@ -271,8 +485,9 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
             continue;
         }
         let found: Vec<(u64, Lookup)> = {
-            let w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-            w.0.iter()
+            let w = state();
+            w.entries
+                .iter()
                 .filter(|e| {
                     e.call_bell
                         .as_ref()
@@ -289,21 +504,20 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<Duration> {
     }
     // After the services: a ring they answered wants no second look.
     let next = call_bells.iter().filter_map(|d| d.next()).min()?;
-    Some(
-        next.saturating_duration_since(Instant::now())
-            .max(LINK_TIMER_MIN),
-    )
+    let wait = next.saturating_duration_since(Instant::now());
+    Some(clock_ns() + wait.max(LINK_TIMER_MIN).as_nanos() as u64)
 }
 
 /// Runs a round for every link whose pause machine is due, through one of its queues the
-/// thread watches; returns how long until the next link timer (None: none runs).
-fn serve_link_timers() -> Option<Duration> {
-    let now = super::pause::now_ns();
+/// thread watches; returns when the next link timer is due, in clock ns (None: none runs).
+fn serve_link_timers() -> Option<u64> {
+    let now = clock_ns();
     let (due, _) = super::pause::timers(now);
     if !due.is_empty() {
         let found: Vec<(u64, Lookup)> = {
-            let w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-            w.0.iter()
+            let w = state();
+            w.entries
+                .iter()
                 .filter(|e| due.contains(&e.umqh))
                 .map(|e| (e.umqh, e.lookup))
                 .collect()
@@ -314,37 +528,41 @@ fn serve_link_timers() -> Option<Duration> {
             }
         }
     }
-    let now = super::pause::now_ns();
+    let now = clock_ns();
     let (_, next) = super::pause::timers(now);
-    next.map(|t| Duration::from_nanos(t - now).max(LINK_TIMER_MIN))
+    let min = LINK_TIMER_MIN.as_nanos() as u64;
+    next.map(|t| t.max(now + min))
 }
 
-/// Sleeps up to `tick` or until a peer process exits, a queue's wake-up fd turns readable or
-/// a peer rings a call bell; returns the fds of peers gone and whether a pidfd or wake-up fd
-/// woke the thread (a call bell is served by the next `serve_call_bells`), and clears the
-/// wake-ups that rang.
-fn wait(
-    pidfds: &[Arc<OwnedFd>],
-    wakeups: &[Wakeup],
-    call_bells: &[Arc<dyn CallBell>],
-    tick: Duration,
-) -> (Vec<Arc<OwnedFd>>, bool) {
-    let mut fds: Vec<libc::pollfd> = pidfds
+/// Sleeps up to `ns` or until a peer process exits, a queue's wake-up fd turns readable, a
+/// peer rings a call bell or the engine is woken; returns the fds of peers gone and what woke
+/// it (a call bell is served by the next `serve_call_bells`), and clears the counters that
+/// rang.
+fn wait(look: &Look, ns: u64) -> (Vec<Arc<OwnedFd>>, Woke) {
+    let watched = look.pidfds.len() + look.bells.len();
+    let ringing: Vec<(RawFd, bool)> = look
+        .pidfds
         .iter()
-        .map(|fd| fd.as_raw_fd())
-        .chain(wakeups.iter().map(|b| b.fd))
-        .chain(call_bells.iter().map(|b| b.fd()))
+        .map(|fd| (fd.as_raw_fd(), false))
+        .chain(look.bells.iter().map(|b| (b.fd, b.counter)))
+        .chain(look.wake.iter().map(|fd| (fd.as_raw_fd(), true)))
+        .collect();
+    let mut fds: Vec<libc::pollfd> = ringing
+        .iter()
+        .map(|&(fd, _)| fd)
+        .chain(look.call_bells.iter().map(|b| b.fd()))
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
-    // ppoll: a link timer may be due in less than a millisecond.
+    // ppoll: a timer may be due in less than a millisecond.
     let timeout = libc::timespec {
-        tv_sec: tick.as_secs() as libc::time_t,
-        tv_nsec: tick.subsec_nanos() as libc::c_long,
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     };
+    // SAFETY: `fds` is a live array of its length.
     let ready = unsafe {
         libc::ppoll(
             fds.as_mut_ptr(),
@@ -354,13 +572,19 @@ fn wait(
         )
     };
     if ready <= 0 {
-        return (Vec::new(), false);
+        return (Vec::new(), Woke::Timeout);
     }
-    let watched = &fds[..pidfds.len() + wakeups.len()];
-    let woke = watched.iter().any(|p| p.revents != 0);
-    for (p, bell) in fds[pidfds.len()..].iter().zip(wakeups) {
-        if bell.counter && p.revents & libc::POLLIN != 0 {
+    let woke = if fds[..watched].iter().any(|p| p.revents != 0) {
+        Woke::Fd
+    } else if fds[watched..ringing.len()].iter().any(|p| p.revents != 0) {
+        Woke::Wake
+    } else {
+        Woke::Timeout
+    };
+    for (p, &(_, counter)) in fds.iter().zip(&ringing) {
+        if counter && p.revents & libc::POLLIN != 0 {
             let mut count = 0u64;
+            // SAFETY: an 8-byte read from an eventfd into a u64.
             unsafe { libc::read(p.fd, &mut count as *mut u64 as *mut libc::c_void, 8) };
         }
     }
@@ -369,7 +593,7 @@ fn wait(
     let gone = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
     let exited = fds
         .iter()
-        .zip(pidfds)
+        .zip(&look.pidfds)
         .filter(|(p, _)| p.revents & gone != 0)
         .map(|(_, fd)| fd.clone())
         .collect();
@@ -409,20 +633,21 @@ fn due(entries: &[Entry], turn: usize) -> impl Iterator<Item = &Entry> {
 fn sweep(exited: &[Arc<OwnedFd>]) {
     type Found = (u64, Lookup, String);
     let (dead, live): (Vec<Found>, Vec<Found>) = {
-        let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = state();
         let is_dead = |e: &Entry| match (&e.gone, e.pid) {
             (Some(fd), _) => exited.iter().any(|x| Arc::ptr_eq(x, fd)),
             (None, Some(pid)) => !alive(pid),
             (None, None) => false,
         };
-        let dead =
-            w.0.iter()
-                .filter(|e| is_dead(e))
-                .map(|e| (e.umqh, e.lookup, e.why_lost()))
-                .collect();
-        w.0.retain(|e| !is_dead(e));
+        let dead = w
+            .entries
+            .iter()
+            .filter(|e| is_dead(e))
+            .map(|e| (e.umqh, e.lookup, e.why_lost()))
+            .collect();
+        w.entries.retain(|e| !is_dead(e));
         let turn = TURN.fetch_add(POLLED_PER_TICK, Ordering::Relaxed);
-        let live = due(&w.0, turn)
+        let live = due(&w.entries, turn)
             .map(|e| (e.umqh, e.lookup, String::new()))
             .collect();
         (dead, live)
@@ -486,12 +711,43 @@ mod tests {
         let exiting = Arc::new(pidfd_open(child.id()).expect("pidfd_open"));
         let living = Arc::new(pidfd_open(std::process::id()).unwrap());
         child.wait().unwrap();
-        let both = [living.clone(), exiting.clone()];
-        let (exited, woke) = wait(&both, &[], &[], Duration::from_millis(1000));
-        assert!(woke);
+        let (exited, woke) = wait(
+            &polling(vec![living.clone(), exiting.clone()], None),
+            1_000_000_000,
+        );
+        assert_eq!(woke, Woke::Fd);
         assert_eq!(exited.len(), 1);
         assert!(Arc::ptr_eq(&exited[0], &exiting));
-        let (exited, woke) = wait(&[living], &[], &[], Duration::from_millis(10));
-        assert!(exited.is_empty() && !woke);
+        let (exited, woke) = wait(&polling(vec![living], None), 10_000_000);
+        assert!(exited.is_empty() && woke == Woke::Timeout);
+    }
+
+    fn polling(pidfds: Vec<Arc<OwnedFd>>, wake: Option<Arc<OwnedFd>>) -> Look {
+        Look {
+            pidfds,
+            bells: Vec::new(),
+            call_bells: Vec::new(),
+            wake,
+            _sleepers: Vec::new(),
+            tick: None,
+        }
+    }
+
+    /// The wake fd ends a sleep at once, as a wake of its own (not a watched fd's: no look),
+    /// and is read back to quiet.
+    #[test]
+    fn the_wake_fd_ends_a_sleep_and_is_cleared() {
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(fd >= 0);
+        let wake = Arc::new(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        let look = polling(Vec::new(), Some(wake.clone()));
+        let one = 1u64;
+        unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+        let start = Instant::now();
+        let (exited, woke) = wait(&look, 10_000_000_000);
+        assert!(woke == Woke::Wake && exited.is_empty());
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let (_, woke) = wait(&look, 1_000_000);
+        assert_eq!(woke, Woke::Timeout, "the counter was read back");
     }
 }

@@ -182,7 +182,14 @@ impl<S: Schedule> Pacer<S> {
         if self.queues.iter().any(|l| l.packet_time != 0) {
             return Ok(false);
         }
+        // The tick being served, counted in the new ticks: left in the old ones it would stand
+        // for another time, and a slower rate would wait for the clock to reach it.
+        self.now = (self.now as u128 * ticks_per_s as u128 / self.ticks_per_s as u128) as u64;
         self.ticks_per_s = ticks_per_s;
+        // Nothing limited is filed; what is left is stale and in the old ticks.
+        self.schedule.restart(self.now);
+        self.due.clear();
+        self.due_at = 0;
         Ok(true)
     }
 

@@ -129,6 +129,35 @@ fn a_late_tick_makes_up_four_ticks_at_most() {
     assert!(grants[0].packets <= 3, "back on its schedule: one tick's");
 }
 
+/// A new tick rate counts the tick being served in the new ticks: twenty seconds at a million
+/// ticks a second, then 1024 a second, and a queue limited next is due a packet time after the
+/// clock's tick, not when the clock reaches twenty million ticks of 1024.
+#[test]
+fn a_new_tick_rate_keeps_the_machine_at_the_clocks_tick() {
+    let mut p = Pacer::new(1_000_000).unwrap();
+    let twenty_s = 20_000_000_000;
+    p.catch_up(p.tick_at(twenty_s));
+    p.set_rate(1, 1_000_000, 1024).unwrap();
+    p.wake(1);
+    assert!(
+        !p.set_ticks_per_s(1024).unwrap(),
+        "refused while a queue is limited"
+    );
+    p.set_rate(1, 0, 1024).unwrap();
+    assert!(p.set_ticks_per_s(1024).unwrap());
+    assert_eq!(p.now(), p.tick_at(twenty_s));
+    assert_eq!(
+        p.earliest_due(),
+        None,
+        "what was filed in the old ticks is gone"
+    );
+    // 1 Mbit/s at PMTU 1024: a packet every 8.39 ticks.
+    p.set_rate(0, 1_000_000, 1024).unwrap();
+    assert_eq!(p.wake(0), 1);
+    p.complete(0, 1, 1024, Left::More);
+    assert_eq!(p.earliest_due(), Some(p.tick_at(twenty_s) + 8));
+}
+
 /// A rate change takes effect from the next tick, both ways.
 #[test]
 fn a_rate_change_takes_effect_from_the_next_tick() {

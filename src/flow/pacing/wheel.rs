@@ -23,6 +23,8 @@ pub trait Schedule {
     fn bytes(&self) -> usize;
     /// The earliest tick anything is filed under (stale entries included), None when empty.
     fn earliest(&self) -> Option<u64>;
+    /// Empties the schedule and starts it again at tick `now` (the ticks changed length).
+    fn restart(&mut self, now: u64);
 }
 
 /// Slots of the wheel: one per tick of the horizon (4 s at 1024 ticks/s).
@@ -142,6 +144,16 @@ impl Schedule for Wheel {
             .find(|t| !self.slots[(t % HORIZON) as usize].is_empty())
             .or((self.overflow_min != u64::MAX).then_some(self.overflow_min))
     }
+
+    fn restart(&mut self, now: u64) {
+        for slot in &mut self.slots {
+            slot.clear();
+        }
+        self.overflow.clear();
+        self.overflow_min = u64::MAX;
+        self.late.clear();
+        self.now = now;
+    }
 }
 
 /// The baseline: a binary heap keyed by tick, O(log n) a queue. Kept for `umq-perf --test
@@ -182,6 +194,11 @@ impl Schedule for Heap {
 
     fn earliest(&self) -> Option<u64> {
         self.heap.peek().map(|&Reverse((tick, _))| tick)
+    }
+
+    fn restart(&mut self, now: u64) {
+        self.heap.clear();
+        self.now = now;
     }
 }
 

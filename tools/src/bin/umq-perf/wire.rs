@@ -7,7 +7,7 @@
 //! thread; over shm and fabric it is a second process (`umq-perf --wire-peer`, hidden) or, with
 //! `--client`, one the `umq-perf --server` on another host starts. The sender polls its
 //! completions with naps in between, as a program that has nothing else to do would, so the
-//! pacing thread and the receiver have the two CPUs of a small machine.
+//! progress engine and the receiver have the two CPUs of a small machine.
 //!
 //! Per row: the packets that arrived, the most bytes that arrived within any window of one
 //! packet time (`burst_bytes_max`; a queue paced packet by packet keeps it at two PMTU), how
@@ -215,7 +215,7 @@ fn receive(q: u64, bufs: Vec<usize>, count: u32, size: u32) -> Vec<Arrival> {
         if n > 0 {
             api::post_rx_all(q, &got[..n]);
         } else {
-            // Nothing yet: the core goes to a runnable pacing thread, if one shares it.
+            // Nothing yet: the core goes to a runnable progress engine, if one shares it.
             std::thread::yield_now();
         }
     }
