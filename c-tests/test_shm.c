@@ -448,9 +448,13 @@ static void test_death(int s, int child, pid_t pid)
             break;
         usleep(1000);
     }
-    if (transport_stats(q).transport == UMQ_EXT_TRANSPORT_SHM)
+    /* Over the network the peer's library takes in what arrives while its application does
+     * not call in (it copies arrivals out of its receive buffers), so on a loaded machine all
+     * eight may have completed by now; over shared memory exactly three have. */
+    int network = transport_stats(q).transport != UMQ_EXT_TRANSPORT_SHM;
+    if (!network)
         CHECK_EQ(done, 3);
-    CHECK(done >= 1 && done < 8);
+    CHECK(done >= 1 && (done < 8 || network));
     int before_death = done;
     CHECK_EQ(umq_state_get(q), QUEUE_STATE_READY);
     CHECK_EQ(umq_rearm_interrupt(q, false, &tx), 0);
@@ -476,7 +480,8 @@ static void test_death(int s, int child, pid_t pid)
     CHECK_EQ(done, 8); /* every send came back: nothing leaked */
     /* The ones the dead peer never took were flushed: over shared memory exactly the five
      * beyond its ring. */
-    CHECK(flushed >= 1 && flushed <= 8 - before_death);
+    CHECK(flushed <= 8 - before_death);
+    CHECK(flushed >= 1 || before_death == 8);
     if (transport_stats(q).transport == UMQ_EXT_TRANSPORT_SHM)
         CHECK_EQ(flushed, 5);
     umq_async_event_t ev;
