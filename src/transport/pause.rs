@@ -11,6 +11,7 @@
 //! frames to send (`take_frame`) and the watchdog's events (`take_event`).
 
 use crate::flow::pfc::link::{Config, Event, LinkStats, PRIORITIES, PauseLink, Verdict};
+use crate::os::clock_ns;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -156,12 +157,6 @@ pub fn serve_timers_on_this_thread() {
     SERVING_TIMERS.set(true);
 }
 
-/// Nanoseconds on the links' clock: the process clock, which the progress engine's timer
-/// table runs on.
-pub fn now_ns() -> u64 {
-    crate::os::clock_ns()
-}
-
 fn registry() -> MutexGuard<'static, HashMap<PeerKey, Weak<LinkPause>>> {
     static LINKS: OnceLock<Mutex<HashMap<PeerKey, Weak<LinkPause>>>> = OnceLock::new();
     LINKS
@@ -259,7 +254,7 @@ impl LinkPause {
     #[inline(never)]
     fn may_start_now(&self, priority: u8) -> bool {
         let mut s = self.lock();
-        let now = now_ns();
+        let now = clock_ns();
         let ok = s.machine.may_start(now, priority);
         self.settle(&mut s, now);
         ok
@@ -302,7 +297,7 @@ impl LinkPause {
     /// A control frame the peer sent over one of the link's queue pairs.
     pub fn on_frame(&self, bytes: &[u8]) {
         let mut s = self.lock();
-        let now = now_ns();
+        let now = clock_ns();
         if s.machine.handle_frame(now, bytes) == Verdict::Pass {
             if s.passed.len() == PASSED_MAX {
                 s.passed.pop_front();
@@ -318,7 +313,7 @@ impl LinkPause {
     /// frames join the outbox.
     pub fn report(&self, handle: u64, priority: u8, backlog: u64, pending: bool) {
         let mut s = self.lock();
-        let now = now_ns();
+        let now = clock_ns();
         if !SERVING_TIMERS.get() {
             self.app_reported_ns.store(now, Ordering::Relaxed);
         }
@@ -363,7 +358,7 @@ impl LinkPause {
         let mut s = self.lock();
         let f = s.outbox.pop_front();
         if s.outbox.is_empty() {
-            self.settle(&mut s, now_ns());
+            self.settle(&mut s, clock_ns());
         }
         f
     }
@@ -405,14 +400,14 @@ impl LinkPause {
         s.emit = new.emit;
         self.slack_ns
             .store(app_slack_ns(&s.machine), Ordering::Relaxed);
-        self.settle(&mut s, now_ns());
+        self.settle(&mut s, clock_ns());
     }
 
     /// The counters, the priorities paused now, the queues on the link and the passed frames
     /// dropped unread.
     pub fn stats(&self) -> (LinkStats, u8, usize, u64) {
         let mut s = self.lock();
-        let now = now_ns();
+        let now = clock_ns();
         let stats = s.machine.stats(now);
         self.settle(&mut s, now);
         (
@@ -508,11 +503,11 @@ mod tests {
         link.set_settings(s);
         // 0xffff quanta of 512 bit times at 10 Gbit/s, refreshed at half.
         let half = 65_535 * 512 * 100 / 1000 / 2;
-        let before = now_ns();
+        let before = clock_ns();
         link.report(8, 0, 0, false);
         link.report(7, 3, 2000, false);
         link.report(8, 0, 10, false);
-        let after = now_ns();
+        let after = clock_ns();
         assert!(link.take_frame().is_some(), "XOFF");
         let due = link.due_ns.load(Ordering::Relaxed);
         assert!(
