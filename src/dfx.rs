@@ -16,6 +16,10 @@ static ERR_STATS: [AtomicU64; 24] = [const { AtomicU64::new(0) }; 24];
 
 const FIELDS: usize = 4 + 9;
 static PERF: [[AtomicU64; FIELDS]; 22] = [const { [const { AtomicU64::new(0) }; FIELDS] }; 22];
+/// Per record type, a log-scale histogram for quantiles: four buckets per power of two of ns.
+const LOG_BUCKETS: usize = 256;
+static LOG_HIST: [[AtomicU64; LOG_BUCKETS]; 22] =
+    [const { [const { AtomicU64::new(0) }; LOG_BUCKETS] }; 22];
 static THRESH: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 static THRESH_NUM: AtomicU32 = AtomicU32::new(0);
 
@@ -64,6 +68,10 @@ fn clear_err_stats() {
 }
 
 fn clear_perf() {
+    LOG_HIST
+        .iter()
+        .flatten()
+        .for_each(|c| c.store(0, Ordering::Relaxed));
     for rec in &PERF {
         for (i, c) in rec.iter().enumerate() {
             c.store(if i == 1 { u64::MAX } else { 0 }, Ordering::Relaxed);
@@ -97,6 +105,80 @@ fn record(kind: umq_perf_record_type_t, t: Instant) {
         .find(|&i| ns < THRESH[i].load(Ordering::Relaxed))
         .unwrap_or(n);
     rec[4 + bucket].fetch_add(1, Ordering::Relaxed);
+    LOG_HIST[kind as usize % 22][log_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+}
+
+/// The log-scale bucket of `ns`: its power of two and the quarter within it.
+fn log_bucket(ns: u64) -> usize {
+    let ns = ns.max(1);
+    let exp = 63 - ns.leading_zeros() as usize;
+    let quarter = if exp >= 2 {
+        (ns >> (exp - 2)) as usize & 3
+    } else {
+        0
+    };
+    (exp * 4 + quarter).min(LOG_BUCKETS - 1)
+}
+
+/// The upper edge (ns) of a log-scale bucket.
+fn log_bucket_top(b: usize) -> u64 {
+    let (exp, quarter) = (b / 4, b as u64 % 4);
+    ((4 + quarter + 1) << exp) >> 2
+}
+
+/// One record type's latencies: count, sum, min, max (ns), and p50, p90, p99, p99.99 to the
+/// resolution of a quarter of a power of two (an upper bound).
+pub struct PerfSummary {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+    pub quantiles: [u64; 4],
+}
+
+pub fn perf_summary(kind: umq_perf_record_type_t) -> PerfSummary {
+    let rec = &PERF[kind as usize % 22];
+    let hist: Vec<u64> = LOG_HIST[kind as usize % 22]
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    let count: u64 = hist.iter().sum();
+    let quantile = |q: f64| {
+        let want = ((count as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        hist.iter()
+            .position(|&n| {
+                seen += n;
+                seen >= want
+            })
+            .map_or(0, log_bucket_top)
+    };
+    let max = rec[2].load(Ordering::Relaxed);
+    PerfSummary {
+        count,
+        sum: rec[0].load(Ordering::Relaxed),
+        min: if count == 0 {
+            0
+        } else {
+            rec[1].load(Ordering::Relaxed)
+        },
+        max,
+        quantiles: if count == 0 {
+            [0; 4]
+        } else {
+            [0.5, 0.9, 0.99, 0.9999].map(|q| quantile(q).min(max))
+        },
+    }
+}
+
+/// Turns latency collection on or off (`umq_stats_perf_start` / `_stop`).
+pub fn perf_switch(on: bool) {
+    PERF_ON.store(on, Ordering::Relaxed);
+}
+
+/// Forgets every latency sample (`umq_stats_perf_reset`).
+pub fn perf_clear() {
+    clear_perf();
 }
 
 fn stats_result(result: &mut umq_dfx_result_t, queues: &dyn QueueCounters) {

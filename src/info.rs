@@ -447,7 +447,9 @@ mod tests {
     fn the_api_lists_name_every_export_once() {
         let exported: String = sources()
             .into_iter()
+            // The July 2026 front-end (ffi/v2026) replaces some of these in its own build.
             .filter(|(p, _)| p.components().any(|c| c.as_os_str() == "ffi"))
+            .filter(|(p, _)| !p.components().any(|c| c.as_os_str() == "v2026"))
             .map(|(_, t)| t)
             .collect();
         let all: Vec<&str> = UMQ_FUNCTIONS

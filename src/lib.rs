@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod buf;
+pub mod devices;
 pub mod dfx;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod draw;

@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["buf"],
     &["dfx", "event"],
     &["error", "log"],
-    &["os", "limits"],
+    &["os", "limits", "devices"],
     &["abi"],
     &["draw"],
 ];

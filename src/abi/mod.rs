@@ -6,6 +6,7 @@ pub mod errno;
 pub mod ext;
 pub mod pro_types;
 pub mod types;
+pub mod v2026;
 
 use pro_types::umq_buf_pro_t;
 use types::umq_buf_t;

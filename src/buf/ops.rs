@@ -15,7 +15,7 @@ pub fn alloc(
     option: Option<&umq_alloc_option_t>,
 ) -> UmqResult<*mut umq_buf_t> {
     const F: &str = "umq_buf_alloc";
-    if num == 0 || num > UMQ_BATCH_SIZE {
+    if num == 0 || num > crate::limits::BATCH {
         return Err(einval(
             F,
             format_args!("request_qbuf_num {num} outside 1..=UMQ_BATCH_SIZE"),

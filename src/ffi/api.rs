@@ -2,6 +2,7 @@
 //! stay owned by the caller, and failures return a negated `UMQ_ERR_*` (or NULL / 0 with `errno`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+#[cfg_attr(feature = "abi-2026", allow(unused_imports))]
 use super::{checked, code, fd_or_errno, ffi_guard, need, need_mut, or_errno, set_bad};
 use crate::abi::errno::*;
 use crate::abi::types::*;
@@ -12,6 +13,7 @@ use std::ffi::{c_int, c_void};
 /// Initialises the library once per process: API flavour and features (`feature`), buffer mode and
 /// headroom, flow-control settings, transports. A second call without `umq_uninit` returns
 /// `-UMQ_ERR_EEXIST`; a NULL or invalid `cfg` returns `-UMQ_ERR_EINVAL`.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
     ffi_guard!("umq_init", {
@@ -28,6 +30,7 @@ pub extern "C" fn umq_uninit() {
 
 /// Creates a queue. Optional fields of `option` count only when their `UMQ_CREATE_FLAG_*` bit is
 /// set. Returns the handle, or `UMQ_INVALID_HANDLE` (0) with `errno` set.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_create(option: *mut umq_create_option_t) -> u64 {
     ffi_guard!("umq_create", {
@@ -106,6 +109,7 @@ pub extern "C" fn umq_state_get(umqh: u64) -> umq_state_t {
 /// Allocates `request_qbuf_num` (1..UMQ_BATCH_SIZE) buffers chained by `qbuf_next`, each with room
 /// for `request_size` bytes after the headroom (`option` or the init default). `umqh` 0 uses the
 /// global pool. Returns NULL with `errno` on failure. Free with `umq_buf_free`.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_buf_alloc(
     request_size: u32,
@@ -114,23 +118,32 @@ pub extern "C" fn umq_buf_alloc(
     option: *mut umq_alloc_option_t,
 ) -> *mut umq_buf_t {
     ffi_guard!("umq_buf_alloc", {
-        let (size, num, option) = (request_size, request_qbuf_num, checked(option));
-        // A queue's handle selects its shared pool, from the queue's own runtime (looked up
-        // like any call on the queue, without a counted reference); 0 the process pool.
-        or_errno(match umqh {
-            0 => crate::runtime::require("umq_buf_alloc")
-                .and_then(|rt| crate::buf::ops::alloc(&rt.pool, size, num, None, 0, option)),
-            h => queue::table::with(h, |q| {
-                crate::buf::ops::alloc(&q.rt.pool, size, num, q.shared_pool(), h, option)
-            })
-            .unwrap_or_else(|| {
-                Err(einval(
-                    "umq_buf_alloc",
-                    format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
-                ))
-            }),
-        })
+        or_errno(alloc(request_size, request_qbuf_num, umqh, checked(option)))
     })
+}
+
+/// `umq_buf_alloc` of either revision, its option read.
+pub(crate) fn alloc(
+    size: u32,
+    num: u32,
+    umqh: u64,
+    option: Option<&umq_alloc_option_t>,
+) -> UmqResult<*mut umq_buf_t> {
+    // A queue's handle selects its shared pool, from the queue's own runtime (looked up like
+    // any call on the queue, without a counted reference); 0 the process pool.
+    match umqh {
+        0 => crate::runtime::require("umq_buf_alloc")
+            .and_then(|rt| crate::buf::ops::alloc(&rt.pool, size, num, None, 0, option)),
+        h => queue::table::with(h, |q| {
+            crate::buf::ops::alloc(&q.rt.pool, size, num, q.shared_pool(), h, option)
+        })
+        .unwrap_or_else(|| {
+            Err(einval(
+                "umq_buf_alloc",
+                format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
+            ))
+        }),
+    }
 }
 
 /// Frees every buffer of the `qbuf_next` list. A foreign pointer or a double free is logged and
@@ -319,6 +332,7 @@ pub extern "C" fn umq_ack_interrupt(umqh: u64, nevents: u32, option: *mut umq_in
 /// Runs a diagnostics command (stats or perf: start, stop, clear, get result). `result_ctl->err_code`
 /// is 0 or a negative error; result pointers refer to library memory valid until the next
 /// GET_RESULT of that module or `umq_uninit`.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_dfx_cmd_process(cmd: *mut umq_dfx_cmd_t, result_ctl: *mut umq_dfx_result_t) {
     ffi_guard!("umq_dfx_cmd_process", {
@@ -343,6 +357,7 @@ pub extern "C" fn umq_buf_split(head: *mut umq_buf_t, node: *mut umq_buf_t) -> c
 
 /// An fd that is readable while async events (queue errors, ...) are pending; `UMQ_INVALID_FD`
 /// with errno set on error.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_async_event_fd_get(trans_info: *mut umq_trans_info_t) -> c_int {
     ffi_guard!("umq_async_event_fd_get", {
@@ -354,6 +369,7 @@ pub extern "C" fn umq_async_event_fd_get(trans_info: *mut umq_trans_info_t) -> c
 }
 
 /// Takes one pending async event into `*event`; `-UMQ_ERR_EAGAIN` when none is pending.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_get_async_event(
     trans_info: *mut umq_trans_info_t,
@@ -371,6 +387,7 @@ pub extern "C" fn umq_get_async_event(
 }
 
 /// Acknowledges an event obtained from `umq_get_async_event` (nothing to release here).
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_ack_async_event(event: *mut umq_async_event_t) {
     let _ = event;
@@ -378,6 +395,7 @@ pub extern "C" fn umq_ack_async_event(event: *mut umq_async_event_t) {
 
 /// Sets the log callback (`UMQ_LOG_FLAG_FUNC`; NULL restores stderr), the level and the rate limit
 /// (at most `num` lines per `interval_ms`). `UMQ_LOG_LEVEL` in the environment sets the initial level.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_log_config_set(config: *mut umq_log_config_t) -> c_int {
     ffi_guard!("umq_log_config_set", {
@@ -386,6 +404,7 @@ pub extern "C" fn umq_log_config_set(config: *mut umq_log_config_t) -> c_int {
 }
 
 /// Reads the current log configuration.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_log_config_get(config: *mut umq_log_config_t) -> c_int {
     ffi_guard!("umq_log_config_get", {
@@ -397,6 +416,7 @@ pub extern "C" fn umq_log_config_get(config: *mut umq_log_config_t) -> c_int {
 
 /// Registers a device after init. The address is validated; the loopback transport needs no
 /// device, so on a host without UB/IB hardware this only records it.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_dev_add(trans_info: *mut umq_trans_info_t) -> c_int {
     ffi_guard!("umq_dev_add", {
@@ -410,6 +430,7 @@ pub extern "C" fn umq_dev_add(trans_info: *mut umq_trans_info_t) -> c_int {
 
 /// Route discovery. Without a UB fabric there is exactly one route, direct: `route_list->len` = 1
 /// with `buf[0]` = {src, dst, flag.rtp = 1, hops = 0}.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_get_route_list(
     route: *const umq_route_t,

@@ -5,6 +5,8 @@
 pub mod api;
 pub mod fi;
 pub mod pro_api;
+#[cfg(feature = "abi-2026")]
+pub mod v2026;
 
 use crate::abi::errno::*;
 use crate::error::UmqResult;

@@ -17,6 +17,7 @@ use std::ffi::c_int;
 /// belong to the caller.
 /// `-UMQ_ERR_EAGAIN`: queue full, poll and retry. Posted buffers belong to the library until
 /// `umq_poll` returns them.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_post(
     umqh: u64,
@@ -24,37 +25,45 @@ pub extern "C" fn umq_post(
     io_direction: umq_io_direction_t,
     bad_qbuf: *mut *mut umq_buf_t,
 ) -> c_int {
-    ffi_guard!("umq_post", {
-        let mut bad = std::ptr::null_mut();
-        let r = with_queue("umq_post", umqh, |q| {
-            if qbuf.is_null() {
-                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
-                return Err(einval("umq_post", format_args!("qbuf is NULL")));
-            }
-            let t = crate::dfx::perf_start();
-            let r = q.post(qbuf, io_direction, &mut bad);
-            crate::dfx::perf_record(
-                || {
-                    if io_direction == UMQ_IO_TX {
-                        UMQ_PERF_RECORD_POST_TX
-                    } else {
-                        UMQ_PERF_RECORD_POST_RX
-                    }
-                },
-                t,
-            );
-            r
-        });
-        set_bad(
-            bad_qbuf,
-            if r.is_err() && bad.is_null() {
-                qbuf
-            } else {
-                bad
+    ffi_guard!("umq_post", { post(umqh, qbuf, io_direction, bad_qbuf) })
+}
+
+/// `umq_post` of either revision, once its direction is known.
+pub(crate) fn post(
+    umqh: u64,
+    qbuf: *mut umq_buf_t,
+    io_direction: umq_io_direction_t,
+    bad_qbuf: *mut *mut umq_buf_t,
+) -> c_int {
+    let mut bad = std::ptr::null_mut();
+    let r = with_queue("umq_post", umqh, |q| {
+        if qbuf.is_null() {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
+            return Err(einval("umq_post", format_args!("qbuf is NULL")));
+        }
+        let t = crate::dfx::perf_start();
+        let r = q.post(qbuf, io_direction, &mut bad);
+        crate::dfx::perf_record(
+            || {
+                if io_direction == UMQ_IO_TX {
+                    UMQ_PERF_RECORD_POST_TX
+                } else {
+                    UMQ_PERF_RECORD_POST_RX
+                }
             },
+            t,
         );
-        r.map(|_| UMQ_SUCCESS).unwrap_or_else(|e| e)
-    })
+        r
+    });
+    set_bad(
+        bad_qbuf,
+        if r.is_err() && bad.is_null() {
+            qbuf
+        } else {
+            bad
+        },
+    );
+    r.map(|_| UMQ_SUCCESS).unwrap_or_else(|e| e)
 }
 
 /// Polls up to `max_buf_count` completions of `UMQ_IO_TX`, `UMQ_IO_RX` or `UMQ_IO_ALL` into `buf`.
@@ -62,6 +71,7 @@ pub extern "C" fn umq_post(
 /// `qbuf_ext` (`user_ctx`, `imm_data`, opcode) and, for receives, `data_size` are set; a sent
 /// WR's `qbuf_next` is what the caller posted, a receive's is NULL. On a queue of a base-API
 /// process (no `UMQ_FEATURE_API_PRO`) it returns 0: the library reaps those completions itself.
+#[cfg(not(feature = "abi-2026"))]
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_poll(
     umqh: u64,
@@ -69,33 +79,41 @@ pub extern "C" fn umq_poll(
     buf: *mut *mut umq_buf_t,
     max_buf_count: u32,
 ) -> c_int {
-    ffi_guard!("umq_poll", {
-        let r = with_queue("umq_poll", umqh, |q| {
-            if buf.is_null() || max_buf_count == 0 {
-                crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
-                return Err(einval(
-                    "umq_poll",
-                    format_args!("buf is NULL or max_buf_count is 0"),
-                ));
-            }
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
-            };
-            let t = crate::dfx::perf_start();
-            let n = q.poll(io_direction, out)?;
-            let kind = || match (io_direction, n) {
-                (UMQ_IO_TX, 0) => UMQ_PERF_RECORD_POLL_TX_EMPTY,
-                (UMQ_IO_TX, _) => UMQ_PERF_RECORD_POLL_TX,
-                (UMQ_IO_RX, 0) => UMQ_PERF_RECORD_POLL_RX_EMPTY,
-                (UMQ_IO_RX, _) => UMQ_PERF_RECORD_POLL_RX,
-                (_, 0) => UMQ_PERF_RECORD_POLL_ALL_EMPTY,
-                _ => UMQ_PERF_RECORD_POLL_ALL,
-            };
-            crate::dfx::perf_record(kind, t);
-            Ok(n as i32)
-        });
-        r.unwrap_or_else(|e| e)
-    })
+    ffi_guard!("umq_poll", { poll(umqh, io_direction, buf, max_buf_count) })
+}
+
+/// `umq_poll` of either revision, once its direction is known.
+pub(crate) fn poll(
+    umqh: u64,
+    io_direction: umq_io_direction_t,
+    buf: *mut *mut umq_buf_t,
+    max_buf_count: u32,
+) -> c_int {
+    let r = with_queue("umq_poll", umqh, |q| {
+        if buf.is_null() || max_buf_count == 0 {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
+            return Err(einval(
+                "umq_poll",
+                format_args!("buf is NULL or max_buf_count is 0"),
+            ));
+        }
+        let out = unsafe {
+            std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
+        };
+        let t = crate::dfx::perf_start();
+        let n = q.poll(io_direction, out)?;
+        let kind = || match (io_direction, n) {
+            (UMQ_IO_TX, 0) => UMQ_PERF_RECORD_POLL_TX_EMPTY,
+            (UMQ_IO_TX, _) => UMQ_PERF_RECORD_POLL_TX,
+            (UMQ_IO_RX, 0) => UMQ_PERF_RECORD_POLL_RX_EMPTY,
+            (UMQ_IO_RX, _) => UMQ_PERF_RECORD_POLL_RX,
+            (_, 0) => UMQ_PERF_RECORD_POLL_ALL_EMPTY,
+            _ => UMQ_PERF_RECORD_POLL_ALL,
+        };
+        crate::dfx::perf_record(kind, t);
+        Ok(n as i32)
+    });
+    r.unwrap_or_else(|e| e)
 }
 
 /// The fd of the TX or RX completion channel (`option->direction`) of an interrupt-mode queue,

@@ -61,7 +61,7 @@ fn post_rx_from(q: &Queue, least: usize) -> UmqResult<()> {
 
 fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> {
     loop {
-        let want = q.rx_room().min(UMQ_BATCH_SIZE as usize);
+        let want = q.rx_room().min(crate::limits::BATCH as usize);
         if want == 0 || want < least {
             return Ok(());
         }
@@ -74,7 +74,8 @@ fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> 
                 })?;
         // Not zeroed: a dequeue replaces one buffer, and clearing room for 64 cost it more
         // than the replacement.
-        let mut bufs = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; UMQ_BATCH_SIZE as usize];
+        let mut bufs =
+            [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; crate::limits::BATCH as usize];
         let mut got = 0;
         for (slot, b) in bufs[..want].iter_mut().zip(crate::buf::iter(head)) {
             // Receive buffers hold rx_buf_size bytes, even when the pool slot is larger, so a
@@ -158,14 +159,15 @@ pub fn enqueue(q: &Queue, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> Umq
     require_base(q, F).inspect_err(|_| *bad = head)?;
     reap_tx(q);
     // Not zeroed, as `given` below: only the entries of the messages are written and read.
-    let mut heads = [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; UMQ_BATCH_SIZE as usize];
+    let mut heads =
+        [const { MaybeUninit::<*mut umq_buf_t>::uninit() }; crate::limits::BATCH as usize];
     let heads = check_messages(head, &mut heads).inspect_err(|_| *bad = head)?;
     // Each message goes as a SEND. A refused list (the queue not bound, in the error state, or
     // without room for all of it: none is taken then) gets its fields back as the caller gave
     // them.
     // Only the first n are written and read: zeroing all 64 (4 KiB) cost a small message's
     // enqueue a quarter of its instructions.
-    let mut given = [const { MaybeUninit::<[u64; 8]>::uninit() }; UMQ_BATCH_SIZE as usize];
+    let mut given = [const { MaybeUninit::<[u64; 8]>::uninit() }; crate::limits::BATCH as usize];
     for (&wr, given) in heads.iter().zip(&mut given) {
         unsafe {
             given.write((*wr).qbuf_ext);

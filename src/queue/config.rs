@@ -20,6 +20,19 @@ pub struct QueueConfig {
     /// The address (IPv4 or IPv6 text) `dev_info` names for a UB / IB / UB_PLUS / IB_PLUS
     /// queue: where its network endpoint listens.
     pub network_addr: Option<String>,
+    /// What the application asked for that the queue only reports back.
+    pub extras: CreateExtras,
+}
+
+/// Settings of a July 2026 `umq_create` that the queue keeps for `umq_cfg_get` and does not act
+/// on: the transport mode and type of a UB jetty, its priority, the application's context.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CreateExtras {
+    pub create_flag: u32,
+    pub umq_ctx: u64,
+    pub tp_mode: u32,
+    pub tp_type: u32,
+    pub priority: u8,
 }
 
 /// The address `d` names, for the transport modes that run over a network device. An EID is
@@ -187,6 +200,7 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
         )?,
         interrupt: mode == UMQ_MODE_INTERRUPT,
         network_addr: network_addr(o.trans_mode, &o.dev_info),
+        extras: CreateExtras::default(),
     })
 }
 

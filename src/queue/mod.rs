@@ -50,7 +50,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-const BATCH: usize = UMQ_BATCH_SIZE as usize;
+const BATCH: usize = crate::limits::BATCH as usize;
 pub use crate::limits::MAX_SGE;
 
 #[derive(Default)]
@@ -181,8 +181,16 @@ fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (SpinGuard<'a, Wire>, SpinGuard<'
 }
 
 pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
+    create_with(option, config::CreateExtras::default())
+}
+
+/// `create`, keeping `extras` for the application to read back.
+pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -> UmqResult<u64> {
     let rt = crate::runtime::require("umq_create")?;
-    let cfg = config::from_option(option)?;
+    let cfg = config::QueueConfig {
+        extras,
+        ..config::from_option(option)?
+    };
     let irq = if cfg.interrupt {
         Some(Interrupts::new()?)
     } else {

@@ -191,7 +191,9 @@ pub(crate) fn receive_flow_control(
     if let Some(a) = flow::decode_imm(imm) {
         f.on_announcement(a);
     }
-    let status = if status == UMQ_BUF_SUCCESS {
+    // The July 2026 revision has no status for a message that also carried credit (its
+    // updates come on their own, as `UMQ_FAKE_BUF_FC_UPDATE`): there the message stays plain.
+    let status = if status == UMQ_BUF_SUCCESS && !cfg!(feature = "abi-2026") {
         UMQ_BUF_FLOW_CONTROL_UPDATE
     } else {
         status
