@@ -60,6 +60,23 @@ echo "soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols") umq_* symbols exporte
 # umq-info names exactly what the library exports: the 34 UMQ functions and our extensions.
 "$lib/umq-info" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); listed=sorted(r["functions"]+r["extensions"]); exported=sorted(sys.argv[1].split()); assert listed == exported, (set(listed) ^ set(exported)); print("umq-info lists the", len(listed), "exports")' "$symbols"
 
+echo "== the July 2026 ABI: the second build (cargo --features abi-2026) and its core tests"
+# Its own target directory: the same crate with other exports, and libumq.so of the default
+# build stays the December one. Its C tests run with the meson suite below.
+lib2026="$root/target/abi-2026/release"
+CARGO_TARGET_DIR=target/abi-2026 cargo build --release --features abi-2026 -p umq --lib
+CARGO_TARGET_DIR=target/abi-2026 UMQ_FAULT_RUNS=100 cargo test --release --features abi-2026 -p umq --lib 2>&1 | tail -n 3
+ln -sf libumq.so "$lib2026/libumq.so.0"
+ln -sf libumq.so "$lib2026/libumq_buf.so"
+readelf -d "$lib2026/libumq.so" | grep -q 'SONAME.*libumq.so.0'
+symbols2026=$(nm -D --defined-only "$lib2026/libumq.so" | awk '{print $3}')
+for f in umq_cfg_get umq_dev_info_get umq_dev_info_list_get umq_dev_info_list_free umq_state_set \
+         umq_interrupt_fd_list_get umq_stats_perf_get umq_stats_perf_to_str; do
+  grep -qx "$f" <<<"$symbols2026" || { echo "the abi-2026 build does not export $f"; exit 1; }
+done
+if grep -qx umq_dfx_cmd_process <<<"$symbols2026"; then echo "the abi-2026 build exports December's umq_dfx_cmd_process"; exit 1; fi
+echo "abi-2026: soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols2026") umq_* symbols exported"
+
 echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'
 "$lib/umq-perf" --provider shm --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"bw", "lat"} and all(r["provider"] == "shm" for r in rows), rows; print(len(rows), "result lines over shm")'
@@ -141,13 +158,13 @@ if [ ! -e /usr/include/rdma/fi_endpoint.h ]; then
   echo "SKIPPED: fi_libfabric_inline (libfabric's own inline fi_tx_size_left on our endpoint): rdma/fi_endpoint.h not found, libfabric-dev is not installed"
 fi
 rm -rf build-c
-meson setup build-c -Dlibdir_rust="$lib" >/dev/null
+meson setup build-c -Dlibdir_rust="$lib" -Dlibdir_rust_2026="$lib2026" >/dev/null
 meson test -C build-c --print-errorlogs
 echo "== C tests again under AddressSanitizer and LeakSanitizer"
 # The tests' own memory errors around our buffers, and at exit every heap block nobody can reach
 # any more, the library's included (LeakSanitizer sees all of malloc, instrumented or not).
 rm -rf build-c-asan
-meson setup build-c-asan -Dlibdir_rust="$lib" -Dsanitize_tests=true >/dev/null
+meson setup build-c-asan -Dlibdir_rust="$lib" -Dlibdir_rust_2026="$lib2026" -Dsanitize_tests=true >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 meson test -C build-c-asan --print-errorlogs
 
 echo "== install: scripts/install.sh into a scratch prefix, a program built with pkg-config, man pages"

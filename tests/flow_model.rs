@@ -120,7 +120,7 @@ fn announce(st: &mut State, i: usize) {
     let imm = with_areas(st, i, |side, mine, peer| {
         side.flow.refresh(peer);
         side.flow.publish(mine);
-        side.flow.standalone(mine, peer)
+        side.flow.standalone(mine, peer, true)
     });
     if let Some(imm) = imm {
         st.wire[i].push_back(Msg::Standalone(imm));

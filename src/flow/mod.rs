@@ -401,17 +401,19 @@ impl<W: Word> Flow<W> {
         self.data_piggybacked = self.data_piggybacked.min(self.data_notified);
     }
 
-    /// Announces through the area, plus a standalone message when control credit allows;
-    /// returns the standalone's immediate. The area is written first, so the message is only
-    /// ever a faster copy of what the peer can read anyway.
-    pub fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64> {
+    /// Announces through the area, plus a standalone message when control credit allows and
+    /// the transport has room for one now (`can_send`); returns the standalone's immediate.
+    /// The area is written first and either way, so the message is only ever a faster copy of
+    /// what the peer can read anyway: a peer that keeps none of our updates' buffers (a July
+    /// 2026 program frees them) still gets its credit.
+    pub fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64> {
         if !self.announcement_due().standalone {
             return None;
         }
         let (_, imm) = self.take_announcement(false);
         mine.data_granted
             .store(self.data_notified, Ordering::Release);
-        if self.take_ctrl(peer) {
+        if can_send && self.take_ctrl(peer) {
             self.extra.standalone += 1;
             Some(imm)
         } else {
@@ -756,7 +758,7 @@ dispatch! {
     fn piggyback(&mut self) -> Option<(u64, u64)>;
     fn commit(&mut self, mine: &Area) -> ();
     fn undo(&mut self, k: u64) -> ();
-    fn standalone(&mut self, mine: &Area, peer: &Area) -> Option<u64>;
+    fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64>;
     fn refresh(&mut self, peer: &Area) -> ();
     fn on_announcement(&mut self, a: Announcement) -> ();
     fn take_credit(&mut self, want: u64) -> u64;

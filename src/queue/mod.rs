@@ -31,6 +31,7 @@ mod spin_sync {
 pub mod stats;
 pub mod table;
 mod tx;
+mod wr_mask;
 
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;

@@ -177,7 +177,7 @@ impl Queue {
                 wire: &mut theirs,
                 fragments: !peer.rt.pro_api,
             };
-            let standalone = match f.standalone(self.area(), peer.area()) {
+            let standalone = match f.standalone(self.area(), peer.area(), true) {
                 Some(imm) if !dst.wire.rx_posted.is_empty() => {
                     target::deliver_standalone(&mut dst, imm);
                     true
@@ -205,9 +205,8 @@ impl Queue {
         f.publish(self.area());
         // Only take control credit when the update can go out now; it is in our area either
         // way.
-        if link.can_send_update()
-            && let Some(imm) = f.standalone(self.area(), link.peer_area())
-        {
+        let can_send = link.can_send_update();
+        if let Some(imm) = f.standalone(self.area(), link.peer_area(), can_send) {
             link.send_update(imm);
         }
         let out = self.link_round(&mut mine);

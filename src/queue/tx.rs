@@ -1,6 +1,7 @@
 //! The send side: validating a chain of WRs, admitting them through flow control and the
 //! send queue, and handing them to the transport.
 
+use super::wr_mask::WrMask;
 use super::*;
 
 impl Queue {
@@ -265,7 +266,7 @@ impl Queue {
         let credit_limit = if got == need {
             batch.n
         } else {
-            without_lowest_bits(needs_credit, got as u32).trailing_zeros() as usize
+            needs_credit.after_lowest(got as u32)
         };
         let queued = batch.whole || self.queued_mode.load(Ordering::Relaxed);
         let limit = if credit_limit == batch.n || queued {
@@ -303,6 +304,16 @@ impl Queue {
         if !(starved && no_credit) {
             return;
         }
+        // A sender that uses up every credit as it comes (a stream) is at zero whenever it
+        // looks, yet not stalled: new credit since the last look starts the wait again.
+        let received = w
+            .flow
+            .as_mut()
+            .map_or(0, |f| f.stats().total_remote_rx_received);
+        if received != w.starved_credit {
+            w.starved_credit = received;
+            w.starved_since = None;
+        }
         let since = *w.starved_since.get_or_insert_with(std::time::Instant::now);
         let limit = std::time::Duration::from_millis(self.stall_timeout_ms.load(Ordering::Relaxed));
         if w.stall_reported || since.elapsed() < limit {
@@ -331,12 +342,12 @@ struct TxBatch {
     wrs: [MaybeUninit<*mut umq_buf_t>; BATCH],
     n: usize,
     /// Bit i: WR i is a SEND, SEND_IMM or WRITE_IMM (consumes a receive buffer, needs credit).
-    needs_credit: u64,
+    needs_credit: WrMask,
     /// How many bits of `needs_credit` are set, counted as they are set: the library is built
     /// for baseline x86-64, where `count_ones` is a dozen instructions instead of `popcnt`.
     credit_wrs: u32,
     /// Bit i: WR i carries a user immediate (SEND_IMM or WRITE_IMM).
-    user_imm: u64,
+    user_imm: WrMask,
     /// All of the batch or nothing (`umq_enqueue`); WRs without credit wait as in queued mode.
     whole: bool,
     /// WRs of the batch went to the pacer (the queue is rate limited): it is to be woken.
@@ -349,9 +360,9 @@ impl TxBatch {
             whole,
             wrs: [const { MaybeUninit::uninit() }; BATCH],
             n: 0,
-            needs_credit: 0,
+            needs_credit: WrMask::default(),
             credit_wrs: 0,
-            user_imm: 0,
+            user_imm: WrMask::default(),
             held: std::cell::Cell::new(false),
         }
     }
@@ -359,11 +370,11 @@ impl TxBatch {
     fn push(&mut self, head: *mut umq_buf_t) {
         let opcode = unsafe { (*head).pro().opcode };
         if crate::transport::wire::needs_rx_buffer(opcode) {
-            self.needs_credit |= 1 << self.n;
+            self.needs_credit.set(self.n);
             self.credit_wrs += 1;
         }
         if matches!(opcode, UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM) {
-            self.user_imm |= 1 << self.n;
+            self.user_imm.set(self.n);
         }
         self.wrs[self.n].write(head);
         self.n += 1;
@@ -384,7 +395,7 @@ impl TxBatch {
         if k >= self.n {
             self.credit_wrs as u64
         } else {
-            count_between(self.needs_credit, 0, k)
+            self.needs_credit.count_between(0, k)
         }
     }
 }
@@ -518,28 +529,6 @@ fn invalid_wr(e: i32) -> i32 {
     e
 }
 
-/// Set bits of `mask` in positions `from..to`.
-fn count_between(mask: u64, from: usize, to: usize) -> u64 {
-    if from >= to {
-        return 0;
-    }
-    ((mask >> from) & count_mask(to - from)).count_ones() as u64
-}
-
-/// `mask` without its `k` lowest set bits. Only for the rare short window: the usual batch gets
-/// all its credit and needs no bit walk.
-fn without_lowest_bits(mut mask: u64, k: u32) -> u64 {
-    for _ in 0..k {
-        mask &= mask - 1;
-    }
-    mask
-}
-
-/// Bits 0..n set (n <= 64).
-fn count_mask(n: usize) -> u64 {
-    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
-}
-
 /// Turns the plain SEND `head` into the carrier of a due window announcement (a SEND_IMM with
 /// the library's immediate); returns the announcement's count and the immediate it replaced.
 /// None, with nothing changed, when no announcement is due.
@@ -565,7 +554,7 @@ struct Admission {
     /// WRs before the first credit-needing WR that got no credit.
     credit_limit: usize,
     /// Bit i: WR i needs a credit (SEND, SEND_IMM, WRITE_IMM).
-    needs_credit: u64,
+    needs_credit: WrMask,
     piggyback: Option<Piggyback>,
 }
 
@@ -574,7 +563,7 @@ impl Admission {
         Admission {
             limit: n,
             credit_limit: n,
-            needs_credit: 0,
+            needs_credit: WrMask::default(),
             piggyback: None,
         }
     }
@@ -584,7 +573,9 @@ impl Admission {
     /// accepted user immediates, and returns how many accepted WRs hold credit.
     fn settle(self, f: &mut FlowState, batch: &TxBatch, accepted: usize, mine: &Area) -> usize {
         let credited_end = accepted.min(self.credit_limit);
-        let refunded = count_between(self.needs_credit, credited_end, self.credit_limit);
+        let refunded = self
+            .needs_credit
+            .count_between(credited_end, self.credit_limit);
         if refunded > 0 {
             f.return_credit(refunded);
         }
@@ -600,13 +591,10 @@ impl Admission {
         }
         // Only the WRs parse_tx marked (before any piggyback turned a SEND into SEND_IMM, so
         // the carrier is never among them): a batch of plain SENDs costs nothing here.
-        let mut user_imm = batch.user_imm;
-        if user_imm != 0 {
-            user_imm &= count_mask(accepted);
+        if batch.user_imm.is_empty() {
+            return batch.credit_wrs_before(credited_end) as usize;
         }
-        while user_imm != 0 {
-            let i = user_imm.trailing_zeros() as usize;
-            user_imm &= user_imm - 1;
+        for i in batch.user_imm.ones_below(accepted) {
             let pro = unsafe { (*batch.head(i)).pro_mut() };
             pro.imm_data = crate::flow::user_imm(pro.imm_data);
         }

@@ -31,6 +31,8 @@ pub struct Wire {
     pub credited: usize,
     /// Since when the queue has had work waiting and no credit, and whether that was reported.
     pub starved_since: Option<Instant>,
+    /// The credit the peer had granted in all when `starved_since` was last looked at.
+    pub starved_credit: u64,
     pub stall_reported: bool,
     pub credit_stalls: u64,
     /// WRs after `delivered` that the provider has handed to the peer but that have not
@@ -137,6 +139,7 @@ impl Wire {
             uncovered: 0,
             credited: 0,
             starved_since: None,
+            starved_credit: 0,
             stall_reported: false,
             credit_stalls: 0,
             in_flight: 0,

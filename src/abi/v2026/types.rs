@@ -331,7 +331,29 @@ pub struct umq_interrupt_option_t {
     pub tag_timestamp: u64,
 }
 
-pub use crate::abi::types::{umq_eid_in4_t, umq_eid_in6_t, umq_eid_t};
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct umq_eid_in4_t {
+    pub reserved: u64,
+    pub prefix: u32,
+    pub addr: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct umq_eid_in6_t {
+    pub subnet_prefix: u64,
+    pub interface_id: u64,
+}
+
+/// A 16-byte endpoint id, in network order (`raw`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union umq_eid_t {
+    pub raw: [u8; 16],
+    pub in4: umq_eid_in4_t,
+    pub in6: umq_eid_in6_t,
+}
 
 #[cfg(not(cbindgen))]
 pub use crate::abi::types::umq_dev_addr_t;
@@ -595,7 +617,12 @@ pub struct umq_dfx_result_t {
     pub out: *mut c_void,
 }
 
-pub use crate::abi::types::umq_async_event_element_t;
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union umq_async_event_element_t {
+    pub umqh: u64,
+    pub port_id: u32,
+}
 
 /// An asynchronous event (queue error, port state...). `priv` is the library's; pass the event
 /// back to `umq_ack_async_event`.
@@ -646,7 +673,23 @@ pub struct umq_route_list_t {
     pub routes: [umq_route_t; 16],
 }
 
-pub use crate::abi::types::{umq_user_ctl_in_t, umq_user_ctl_out_t};
+/// Input of `umq_user_ctl`: `opcode` selects the operation, `addr`/`len` its argument.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct umq_user_ctl_in_t {
+    pub addr: u64,
+    pub len: u32,
+    pub opcode: u32,
+}
+
+/// Output of `umq_user_ctl`: `addr`/`len` name the caller's result buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct umq_user_ctl_out_t {
+    pub addr: u64,
+    pub len: u32,
+    pub reserved: u32,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]

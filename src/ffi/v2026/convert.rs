@@ -213,7 +213,10 @@ pub fn async_event(e: &dec::umq_async_event_t) -> umq_async_event_t {
                 u: e.trans_info.dev_info.u,
             },
         },
-        element: e.element,
+        // The union's widest member carries all of it.
+        element: umq_async_event_element_t {
+            umqh: unsafe { e.element.umqh },
+        },
         event_type,
         original_code: e.original_code,
         r#priv: e.r#priv,

@@ -1,0 +1,393 @@
+/* The July 2026 API (the abi-2026 build, our include/umq-2026 headers): devices from the host's
+ * interfaces, init and create with device names, post and poll with umq_io_option_t, batches
+ * of 256, umq_cfg_get, umq_state_set and its async event, routes, logging through an
+ * ext_func, the interrupt fd list, and the perf statistics. Two queues of one process. */
+#define _DEFAULT_SOURCE 1
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "umq_api.h"
+#include "umq_dfx_api.h"
+#include "umq_pro_api.h"
+
+static int failures, checks;
+#define CHECK(cond) do { checks++; if (!(cond)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); failures++; } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); checks++; \
+    if (_a != _b) { fprintf(stderr, "FAIL %s:%d: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); failures++; } } while (0)
+
+static umq_io_option_t tx = {.io_direction = UMQ_IO_TX};
+static umq_io_option_t rx = {.io_direction = UMQ_IO_RX};
+
+static void name_lo(umq_dev_assign_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->assign_mode = UMQ_DEV_ASSIGN_MODE_DEV;
+    strcpy(d->dev.dev_name, "lo");
+    d->dev.eid_idx = 0;
+}
+
+static int ext_lines;
+static char ext_last[256];
+static void ext_log(int level, const char *file, const char *function, int line, char *msg)
+{
+    (void)level; (void)function; (void)line;
+    if (file != NULL && strcmp(file, "libumq") == 0) {
+        ext_lines++;
+        snprintf(ext_last, sizeof(ext_last), "%s", msg);
+    }
+}
+
+static void init_with_lo(void)
+{
+    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
+    cfg->feature = UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    cfg->flow_control.initial_credit = 64;
+    cfg->io_lock_free = 1;
+    cfg->trans_info_num = 2;
+    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&cfg->trans_info[0].dev_info);
+    cfg->trans_info[1].trans_mode = UMQ_TRANS_MODE_IB;
+    cfg->trans_info[1].dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_DUMMY;
+    cfg->buf_pool_cfg.small_block_size = BLOCK_SIZE_4K;
+    CHECK_EQ(umq_init(cfg), 0);
+    CHECK_EQ(umq_init(cfg), -UMQ_ERR_EEXIST);
+    free(cfg);
+}
+
+static void devices(void)
+{
+    umq_dev_info_t *info = malloc(sizeof(*info));
+    CHECK_EQ(umq_dev_info_get("lo", UMQ_TRANS_MODE_UB, info), 0);
+    CHECK(strcmp(info->dev_name, "lo") == 0);
+    CHECK(info->ub.eid_cnt >= 1);
+    uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    CHECK(memcmp(info->ub.eid_list[0].eid.raw, mapped, 16) == 0);
+    CHECK_EQ(info->ub.eid_list[0].eid_index, 0);
+    CHECK_EQ(umq_dev_info_get("no-such-dev0", UMQ_TRANS_MODE_UB, info), -UMQ_ERR_ENODEV);
+    /* The IB entry named no device: the mode was dropped, as the reference drops it. */
+    CHECK_EQ(umq_dev_info_get("lo", UMQ_TRANS_MODE_IB, info), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_dev_info_get(NULL, UMQ_TRANS_MODE_UB, info), -UMQ_ERR_EINVAL);
+    int n = -1;
+    umq_dev_info_t *list = umq_dev_info_list_get(UMQ_TRANS_MODE_UB, &n);
+    CHECK(list != NULL && n >= 1);
+    int has_lo = 0;
+    for (int i = 0; list != NULL && i < n; i++) {
+        has_lo |= strcmp(list[i].dev_name, "lo") == 0;
+    }
+    CHECK(has_lo);
+    umq_dev_info_list_free(UMQ_TRANS_MODE_UB, list);
+    CHECK(umq_dev_info_list_get(UMQ_TRANS_MODE_UB, NULL) == NULL);
+
+    umq_route_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.src_bonding_eid = info->ub.eid_list[0].eid;
+    key.dst_bonding_eid.raw[15] = 7;
+    umq_route_list_t routes;
+    CHECK_EQ(umq_get_route_list(&key, UMQ_TRANS_MODE_UB, &routes), 0);
+    CHECK_EQ(routes.route_num, 1);
+    CHECK(memcmp(routes.routes[0].src_eid.raw, mapped, 16) == 0);
+    CHECK_EQ(routes.routes[0].dst_eid.raw[15], 7);
+    CHECK_EQ(umq_get_route_list(NULL, UMQ_TRANS_MODE_UB, &routes), -UMQ_ERR_EINVAL);
+    free(info);
+}
+
+static uint64_t create(const char *name, umq_queue_mode_t mode, uint64_t ctx)
+{
+    umq_create_option_t o;
+    memset(&o, 0, sizeof(o));
+    o.trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&o.dev_info);
+    snprintf(o.name, sizeof(o.name), "%s", name);
+    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH | UMQ_CREATE_FLAG_QUEUE_MODE |
+        UMQ_CREATE_FLAG_TP_MODE | UMQ_CREATE_FLAG_TP_TYPE | UMQ_CREATE_FLAG_UMQ_CTX | UMQ_CREATE_FLAG_PRIORITY;
+    o.rx_depth = 512;
+    o.tx_depth = 512;
+    o.mode = mode;
+    o.tp_mode = UMQ_TM_RM;
+    o.tp_type = UMQ_TP_TYPE_CTP;
+    o.umq_ctx = ctx;
+    o.priority = 3;
+    return umq_create(&o);
+}
+
+static void bind_pair(uint64_t a, uint64_t b)
+{
+    uint8_t ia[512], ib[512];
+    uint32_t la = umq_bind_info_get(a, ia, sizeof(ia)), lb = umq_bind_info_get(b, ib, sizeof(ib));
+    CHECK(la > 0 && lb > 0);
+    CHECK_EQ(umq_bind(a, ib, lb), 0);
+    CHECK_EQ(umq_bind(b, ia, la), 0);
+}
+
+static void settings(uint64_t a)
+{
+    umq_cfg_get_t c;
+    memset(&c, 0xee, sizeof(c));
+    CHECK_EQ(umq_cfg_get(a, &c), 0);
+    CHECK_EQ(c.rx_depth, 512);
+    CHECK_EQ(c.tx_depth, 512);
+    CHECK_EQ(c.umq_ctx, 0xc0ffee);
+    CHECK_EQ(c.tp_mode, UMQ_TM_RM);
+    CHECK_EQ(c.tp_type, UMQ_TP_TYPE_CTP);
+    CHECK_EQ(c.priority, 3);
+    CHECK_EQ(c.trans_mode, UMQ_TRANS_MODE_UB);
+    CHECK_EQ(c.mode, UMQ_MODE_POLLING);
+    CHECK_EQ(c.state, umq_state_get(a));
+    CHECK_EQ(c.share_rq_umqh, 0);
+    CHECK_EQ(umq_cfg_get(a, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_cfg_get(12345, &c), -UMQ_ERR_EINVAL);
+
+    /* Shared receive queues are refused, with a reason, not half served. */
+    umq_create_option_t o;
+    memset(&o, 0, sizeof(o));
+    o.trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&o.dev_info);
+    o.create_flag = UMQ_CREATE_FLAG_SUB_UMQ | UMQ_CREATE_FLAG_SHARE_RQ;
+    o.share_rq_umqh = a;
+    errno = 0;
+    CHECK(umq_create(&o) == UMQ_INVALID_HANDLE);
+    CHECK_EQ(errno, UMQ_ERR_EINVAL);
+    name_lo(&o.dev_info);
+    strcpy(o.dev_info.dev.dev_name, "no-such-dev0");
+    o.create_flag = 0;
+    CHECK(umq_create(&o) == UMQ_INVALID_HANDLE);
+}
+
+static int poll_one(uint64_t h, umq_io_option_t *dir, umq_buf_t **out)
+{
+    for (int i = 0; i < 1000000; i++) {
+        int n = umq_poll(h, dir, out, 1);
+        if (n != 0) {
+            return n;
+        }
+    }
+    return 0;
+}
+
+static void messages(uint64_t a, uint64_t b)
+{
+    /* 256 receive buffers in one call: this revision's batch. */
+    umq_buf_t *bufs = umq_buf_alloc(64, 256, b, NULL);
+    CHECK(bufs != NULL);
+    umq_buf_t *bad = NULL;
+    CHECK_EQ(umq_post(b, bufs, &rx, &bad), 0);
+    CHECK(umq_buf_alloc(64, 257, 0, NULL) == NULL);
+
+    umq_alloc_option_t tiny = {.flag = UMQ_ALLOC_FLAG_POOL_TYPE, .pool_type = UMQ_ALLOC_POOL_TINY};
+    umq_buf_t *m = umq_buf_alloc(64, 1, a, &tiny);
+    CHECK(m != NULL);
+    umq_alloc_option_t wrong = {.flag = UMQ_ALLOC_FLAG_POOL_TYPE, .pool_type = UMQ_ALLOC_POOL_MAX};
+    CHECK(umq_buf_alloc(64, 1, a, &wrong) == NULL);
+    memcpy(m->buf_data, "july 2026", 10);
+    m->data_size = 10;
+    m->total_data_size = 10;
+    umq_buf_pro_t *pro = (umq_buf_pro_t *)m->qbuf_ext;
+    memset(pro, 0, sizeof(*pro));
+    pro->opcode = UMQ_OPC_SEND;
+    pro->user_ctx = 42;
+
+    CHECK_EQ(umq_post(a, m, NULL, &bad), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_post(a, m, &tx, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_post(a, m, &tx, &bad), 0);
+    umq_buf_t *out[2];
+    CHECK_EQ(umq_poll(a, &(umq_io_option_t){.io_direction = UMQ_IO_ALL}, out, 1), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_poll(a, NULL, out, 1), -UMQ_ERR_EINVAL);
+    CHECK_EQ(poll_one(a, &tx, out), 1);
+    CHECK(out[0] == m);
+    CHECK_EQ(((umq_buf_pro_t *)out[0]->qbuf_ext)->user_ctx, 42);
+    CHECK_EQ(poll_one(b, &rx, out), 1);
+    CHECK_EQ(out[0]->status, UMQ_BUF_SUCCESS);
+    CHECK_EQ(out[0]->total_data_size, 10);
+    CHECK(memcmp(out[0]->buf_data, "july 2026", 10) == 0);
+    umq_buf_free(out[0]);
+    umq_buf_free(m);
+}
+
+/* Batches of 256 WRs under flow control, more than the window lets through: each post takes
+ * what credit there is and refuses the rest (EAGAIN, *bad at the first refused), the receiver
+ * reposts what it takes, and every message arrives once, in order, with no credit lost. (A
+ * 64-bit mask of the WRs needing credit once lost the credit of WRs past the 64th.) */
+static void credit_for_long_batches(uint64_t a, uint64_t b)
+{
+    enum { TOTAL = 2048 };
+    umq_buf_t *wrs = umq_buf_alloc(64, 256, a, NULL);
+    CHECK(wrs != NULL);
+    umq_buf_t *w[256];
+    int k = 0;
+    for (umq_buf_t *x = wrs; x != NULL; x = x->qbuf_next) {
+        w[k++] = x;
+    }
+    CHECK_EQ(k, 256);
+    uint32_t sent = 0, received = 0, completed = 0;
+    int rounds = 0, refusals = 0;
+    while (received < TOTAL && rounds++ < 200000) {
+        if (sent == completed && sent < TOTAL) {
+            for (int i = 0; i < 256; i++) {
+                memcpy(w[i]->buf_data, &(uint32_t){sent + (uint32_t)i}, 4);
+                w[i]->data_size = w[i]->total_data_size = 4;
+                umq_buf_pro_t *pro = (umq_buf_pro_t *)w[i]->qbuf_ext;
+                memset(pro, 0, sizeof(*pro));
+                pro->opcode = UMQ_OPC_SEND;
+            }
+            umq_buf_t *from = w[0], *bad = NULL;
+            uint32_t base = sent;
+            int r;
+            while ((r = umq_post(a, from, &tx, &bad)) == -UMQ_ERR_EAGAIN) {
+                refusals++;
+                int posted = 0;
+                while (posted < 256 && w[posted] != bad) {
+                    posted++;
+                }
+                sent = base + (uint32_t)posted;
+                umq_buf_t *out[256];
+                int n = umq_poll(b, &rx, out, 256);
+                for (int i = 0; i < n; i++) {
+                    uint32_t seq;
+                    memcpy(&seq, out[i]->buf_data, 4);
+                    CHECK_EQ(seq, received);
+                    received++;
+                    umq_buf_free(out[i]);
+                }
+                if (n > 0) {
+                    umq_buf_t *more = umq_buf_alloc(64, (uint32_t)n, b, NULL);
+                    umq_buf_t *rbad = NULL;
+                    CHECK_EQ(umq_post(b, more, &rx, &rbad), 0);
+                }
+                from = bad;
+                if (rounds++ > 200000) {
+                    break;
+                }
+            }
+            CHECK_EQ(r, 0);
+            sent = base + 256;
+        }
+        umq_buf_t *out[256];
+        int n = umq_poll(b, &rx, out, 256);
+        for (int i = 0; i < n; i++) {
+            uint32_t seq;
+            memcpy(&seq, out[i]->buf_data, 4);
+            CHECK_EQ(seq, received);
+            received++;
+            umq_buf_free(out[i]);
+        }
+        if (n > 0) {
+            umq_buf_t *more = umq_buf_alloc(64, (uint32_t)n, b, NULL);
+            umq_buf_t *rbad = NULL;
+            CHECK_EQ(umq_post(b, more, &rx, &rbad), 0);
+        }
+        completed += (uint32_t)umq_poll(a, &tx, out, 256);
+    }
+    CHECK_EQ(received, TOTAL);
+    CHECK(refusals > 0);
+    while (completed < sent) {
+        umq_buf_t *out[256];
+        completed += (uint32_t)umq_poll(a, &tx, out, 256);
+    }
+    umq_buf_free(wrs);
+}
+
+static void perf_statistics(uint64_t a)
+{
+    CHECK_EQ(umq_stats_perf_start(), 0);
+    umq_perf_stats_cfg_t cfg;
+    CHECK_EQ(umq_stats_perf_reset(&cfg), 0);
+    umq_buf_t *out[4];
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(umq_poll(a, &tx, out, 4), 0);
+    }
+    CHECK_EQ(umq_stats_perf_stop(), 0);
+    umq_perf_stats_t *s = malloc(sizeof(*s));
+    CHECK_EQ(umq_stats_perf_get(s), 0);
+    umq_perf_stats_t *r = s;
+    CHECK_EQ(r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].sample_num, 100);
+    CHECK_EQ(r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].type, UMQ_PERF_RECORD_POLL_TX_EMPTY);
+    uint64_t *q = r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].quantile;
+    CHECK(q[0] > 0 && q[0] <= q[1] && q[1] <= q[2] && q[2] <= q[3]);
+    CHECK(q[3] <= r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].maxinum);
+    CHECK(r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].mininum <= r->type_record[UMQ_PERF_RECORD_POLL_TX_EMPTY].average);
+    CHECK_EQ(r->type_record[UMQ_PERF_RECORD_CREATE].sample_num, 0);
+    char text[4096];
+    int len = umq_stats_perf_to_str(s, text, sizeof(text));
+    CHECK(len > 0 && len < (int)sizeof(text) && strstr(text, "samples") != NULL);
+    CHECK_EQ(umq_stats_perf_to_str(s, text, 8), len);
+    CHECK_EQ(strlen(text), 7);
+    free(s);
+}
+
+static void logging_and_state(uint64_t a)
+{
+    umq_log_config_t lc = {.log_flag = UMQ_LOG_FLAG_EXT_FUNC | UMQ_LOG_FLAG_LEVEL, .ext_func = ext_log,
+                           .level = UMQ_LOG_LEVEL_ERR};
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+    umq_log_config_t got;
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ(umq_log_config_get(&got), 0);
+    CHECK(got.ext_func == ext_log);
+    CHECK_EQ(got.level, UMQ_LOG_LEVEL_ERR);
+    CHECK_EQ(umq_state_set(a, QUEUE_STATE_READY), -UMQ_ERR_EINVAL);
+    CHECK(ext_lines >= 1 && strstr(ext_last, "QUEUE_STATE_ERR") != NULL);
+
+    umq_trans_info_t ti;
+    memset(&ti, 0, sizeof(ti));
+    ti.trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&ti.dev_info);
+    umq_async_event_t ev;
+    while (umq_get_async_event(&ti, &ev) == 0) {
+        umq_ack_async_event(&ev);
+    }
+    CHECK_EQ(umq_state_set(a, QUEUE_STATE_ERR), 0);
+    CHECK_EQ(umq_state_get(a), QUEUE_STATE_ERR);
+    CHECK_EQ(umq_state_set(a, QUEUE_STATE_ERR), 0);
+    memset(&ev, 0, sizeof(ev));
+    CHECK_EQ(umq_get_async_event(&ti, &ev), 0);
+    CHECK_EQ(ev.event_type, UMQ_EVENT_QH_ERR);
+    CHECK_EQ(ev.element.umqh, a);
+    CHECK_EQ(ev.trans_info.trans_mode, UMQ_TRANS_MODE_UB);
+    umq_ack_async_event(&ev);
+    CHECK_EQ(umq_get_async_event(&ti, &ev), -UMQ_ERR_EAGAIN);
+    lc.log_flag = UMQ_LOG_FLAG_FUNC;
+    lc.func = NULL;
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+}
+
+static void interrupt_fds(void)
+{
+    uint64_t i = create("irq", UMQ_MODE_INTERRUPT, 1);
+    CHECK(i != 0);
+    umq_interrupt_fd_list_t list;
+    memset(&list, 0, sizeof(list));
+    umq_interrupt_option_t all = {.flag = UMQ_INTERRUPT_FLAG_IO_DIRECTION, .direction = UMQ_IO_ALL};
+    CHECK_EQ(umq_interrupt_fd_list_get(i, &all, &list), 0);
+    CHECK_EQ(list.fd_num, 2);
+    umq_interrupt_option_t one = {.flag = UMQ_INTERRUPT_FLAG_IO_DIRECTION, .direction = UMQ_IO_RX};
+    CHECK_EQ(list.fd[1], umq_interrupt_fd_get(i, &one));
+    CHECK(list.fd[0] >= 0 && list.fd[0] != list.fd[1]);
+    CHECK_EQ(umq_interrupt_fd_list_get(i, &all, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_destroy(i), 0);
+}
+
+int main(void)
+{
+    umq_dev_info_t info;
+    CHECK_EQ(umq_dev_info_get("lo", UMQ_TRANS_MODE_UB, &info), -UMQ_ERR_EINVAL);
+    init_with_lo();
+    devices();
+    uint64_t a = create("a", UMQ_MODE_POLLING, 0xc0ffee), b = create("b", UMQ_MODE_POLLING, 2);
+    CHECK(a != 0 && b != 0);
+    bind_pair(a, b);
+    settings(a);
+    messages(a, b);
+    credit_for_long_batches(a, b);
+    umq_cfg_get_t c;
+    CHECK_EQ(umq_cfg_get(a, &c), 0);
+    CHECK_EQ(c.state, QUEUE_STATE_READY);
+    perf_statistics(a);
+    interrupt_fds();
+    logging_and_state(a);
+    CHECK_EQ(umq_destroy(a), 0);
+    CHECK_EQ(umq_destroy(b), 0);
+    umq_uninit();
+    printf("api_2026: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
