@@ -287,6 +287,40 @@ static void credit_for_long_batches(uint64_t a, uint64_t b)
     umq_buf_free(wrs);
 }
 
+/* Flow-control statistics in this revision's terms, and a queue's identity. */
+static void queue_statistics(uint64_t a, uint64_t b)
+{
+    umq_flow_control_stats_t fa, fb;
+    CHECK_EQ(umq_stats_flow_control_get(a, &fa), 0);
+    CHECK_EQ(umq_stats_flow_control_get(b, &fb), 0);
+    /* Every SEND of a used one credit that a acquired from b; b announced what a acquired. */
+    CHECK(fa.queue_credit.total_queue_post_tx_success >= 2049);
+    CHECK(fa.queue_credit.total_queue_acquired >= fa.queue_credit.total_queue_post_tx_success);
+    CHECK_EQ(fa.queue_credit.queue_acquired,
+             fa.queue_credit.total_queue_acquired - fa.queue_credit.total_queue_post_tx_success);
+    CHECK(fa.queue_credit.total_queue_post_tx_err > 0);
+    CHECK(fb.pool_credit.total_pool_idle >= 2048 + 256);
+    CHECK(fb.pool_credit.total_pool_be_allocated >= fa.queue_credit.total_queue_post_tx_success);
+    CHECK_EQ(umq_stats_flow_control_get(a, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_flow_control_get(99, &fa), -UMQ_ERR_EINVAL);
+    char text[2048];
+    int len = umq_flow_control_stats_to_str(&fa, text, sizeof(text));
+    CHECK(len > 0 && strstr(text, "total_queue_post_tx_success") != NULL);
+    CHECK_EQ(umq_flow_control_stats_to_str(NULL, text, sizeof(text)), -UMQ_ERR_EINVAL);
+
+    umq_info_t info;
+    CHECK_EQ(umq_info_get(a, &info), 0);
+    CHECK_EQ(info.trans_mode, UMQ_TRANS_MODE_UB);
+    uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    CHECK(memcmp(info.ub.eid.raw, mapped, 16) == 0);
+    CHECK(strcmp(info.ub.dev_name, "lo") == 0);
+    CHECK_EQ(info.ub.umq_id, (uint32_t)a);
+    CHECK_EQ(info.ub.remote_io_jetty_id, (uint32_t)b);
+    CHECK_EQ(umq_info_get(a, NULL), -UMQ_ERR_EINVAL);
+    len = umq_info_to_str(&info, text, sizeof(text));
+    CHECK(len > 0 && strstr(text, "127.0.0.1") != NULL && strstr(text, "lo") != NULL);
+}
+
 static void perf_statistics(uint64_t a)
 {
     CHECK_EQ(umq_stats_perf_start(), 0);
@@ -382,6 +416,7 @@ int main(void)
     umq_cfg_get_t c;
     CHECK_EQ(umq_cfg_get(a, &c), 0);
     CHECK_EQ(c.state, QUEUE_STATE_READY);
+    queue_statistics(a, b);
     perf_statistics(a);
     interrupt_fds();
     logging_and_state(a);

@@ -43,6 +43,36 @@ int umq_stats_perf_get(umq_perf_stats_t *umq_perf_stats);
  */
 int umq_stats_perf_to_str(umq_perf_stats_t *umq_perf_stats, char *buf, int max_buf_len);
 
+/**
+ * A queue's flow control in this revision's terms, from the window protocol's counters:
+ * `pool_credit` is the receive side (buffers posted and not yet announced, credit the peer
+ * holds), `queue_credit` both sides of the queue (credit acquired from the peer and used),
+ * `packet_stats` the standalone window updates (sent, sent through the area alone because no
+ * message could go, received). The window protocol's updates are cumulative, so none is ever a
+ * duplicate.
+ */
+int umq_stats_flow_control_get(uint64_t umqh, umq_flow_control_stats_t *flow_control_stats);
+
+/**
+ * A `umq_flow_control_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+ */
+int umq_flow_control_stats_to_str(const umq_flow_control_stats_t *flow_control_stats,
+                                  char *buf,
+                                  int max_buf_len);
+
+/**
+ * A queue's identity: its transport mode, id (its slot in the handle table), the EID and
+ * device of the address it listens on (zero and empty for a queue that names none), and as
+ * jetty ids its handle's low word (one channel carries both I/O and flow control here) and,
+ * once bound, its peer's.
+ */
+int umq_info_get(uint64_t umqh, umq_info_t *umq_info);
+
+/**
+ * A `umq_info_t` as text (see `umq_stats_perf_to_str` for the return value).
+ */
+int umq_info_to_str(const umq_info_t *umq_info, char *buf, int max_buf_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -515,6 +515,16 @@ impl<W: Word> Flow<W> {
         self.c.remote_rx_window.get()
     }
 
+    /// Credit we announced that the peer still holds or has in flight.
+    pub fn peer_credit(&self) -> u64 {
+        self.peer_outstanding()
+    }
+
+    /// Standalone announcements of the peer that landed here.
+    pub fn ctrl_received(&self) -> u64 {
+        self.ctrl_arrived
+    }
+
     /// Takes up to `want` credits for data WRs; returns how many were granted.
     pub fn take_credit(&mut self, want: u64) -> u64 {
         let got = self.c.remote_rx_window.take_upto(want);
@@ -772,6 +782,8 @@ dispatch! {
     fn window(&mut self) -> u64;
     fn ctrl_credit(&mut self) -> u64;
     fn stats(&mut self) -> umq_flowcontrol_stats_t;
+    fn peer_credit(&mut self) -> u64;
+    fn ctrl_received(&mut self) -> u64;
     fn extra(&mut self) -> Extra;
     fn params(&mut self) -> Params;
 }

@@ -37,6 +37,7 @@ impl Queue {
                 self.state.store(QUEUE_STATE_READY, Ordering::Release);
             }
             *slot = Some(peer);
+            self.peer_umqh.store(remote.umqh, Ordering::Release);
         }
         bind_info::log_provider_once(provider);
         self.endpoints.bound_through(provider);

@@ -95,6 +95,8 @@ pub struct Queue {
     state: AtomicU32,
     pub wire: SpinMutex<Wire>,
     peer: RwLock<Option<Peer>>,
+    /// The peer queue's handle in its process, from its bind info (0 while unbound).
+    peer_umqh: AtomicU64,
     /// Our own ends for providers that reach other processes, created with the first bind
     /// info that offers them.
     endpoints: Endpoints,
@@ -207,6 +209,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             rt,
             state: AtomicU32::new(QUEUE_STATE_IDLE),
             peer: RwLock::new(None),
+            peer_umqh: AtomicU64::new(0),
             endpoints: Endpoints::default(),
             over_link: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
@@ -402,6 +405,11 @@ impl Queue {
             Some(Peer::Local(q)) => Some(q.clone()),
             _ => None,
         }
+    }
+
+    /// The handle of the queue we are bound to, in its process.
+    pub fn peer_handle(&self) -> Option<u64> {
+        Some(self.peer_umqh.load(Ordering::Acquire)).filter(|&h| h != 0 && self.is_bound())
     }
 
     fn is_bound(&self) -> bool {

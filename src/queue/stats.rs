@@ -50,6 +50,15 @@ impl Queue {
         Some(self.rx_room() as u64)
     }
 
+    /// Credit we announced that the peer still holds, and the peer's standalone announcements
+    /// that landed here (zero when flow control is off).
+    pub fn credit_in_flight(&self) -> (u64, u64) {
+        let mut w = lock(&self.wire);
+        w.flow
+            .as_mut()
+            .map_or((0, 0), |f| (f.peer_credit(), f.ctrl_received()))
+    }
+
     /// Our flow-control extension statistics (zero when flow control is off).
     pub fn flow_control_ext_stats(&self) -> crate::abi::ext::umq_ext_flow_control_stats_t {
         let mut w = lock(&self.wire);

@@ -145,3 +145,176 @@ pub extern "C" fn umq_stats_perf_to_str(
         text.len().min(c_int::MAX as usize) as c_int
     })
 }
+
+/// A queue's flow control in this revision's terms, from the window protocol's counters:
+/// `pool_credit` is the receive side (buffers posted and not yet announced, credit the peer
+/// holds), `queue_credit` both sides of the queue (credit acquired from the peer and used),
+/// `packet_stats` the standalone window updates (sent, sent through the area alone because no
+/// message could go, received). The window protocol's updates are cumulative, so none is ever a
+/// duplicate.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_flow_control_get(
+    umqh: u64,
+    flow_control_stats: *mut umq_flow_control_stats_t,
+) -> c_int {
+    ffi_guard!("umq_stats_flow_control_get", {
+        crate::ffi::code(crate::queue::with_queue(
+            "umq_stats_flow_control_get",
+            umqh,
+            |q| {
+                let out = need_mut(
+                    "umq_stats_flow_control_get",
+                    "flow_control_stats",
+                    flow_control_stats,
+                )?;
+                let (s, e) = (q.flow_control_stats(), q.flow_control_ext_stats());
+                let (peer_credit, ctrl_received) = q.credit_in_flight();
+                let mut v = umq_flow_control_stats_t::default();
+                v.pool_credit.pool_idle = s.local_rx_posted;
+                v.pool_credit.pool_be_allocated = peer_credit;
+                v.pool_credit.total_pool_idle = s.total_local_rx_posted;
+                v.pool_credit.total_pool_be_allocated = s.total_local_rx_notified;
+                v.pool_credit.total_pool_post_rx_err = s.total_local_rx_posted_error;
+                v.queue_credit.queue_be_allocated = peer_credit;
+                v.queue_credit.queue_acquired = s.remote_rx_window;
+                v.queue_credit.total_queue_acquired = s.total_remote_rx_received;
+                v.queue_credit.total_queue_be_allocated = s.total_local_rx_notified;
+                v.queue_credit.total_queue_post_tx_success = s.total_remote_rx_consumed;
+                v.queue_credit.total_queue_post_tx_err = s.total_flow_controlled_wr;
+                v.queue_credit.total_queue_acquired_err = s.total_remote_rx_received_error;
+                v.packet_stats.send_cnt = e.standalone + e.area_only;
+                v.packet_stats.send_success = e.standalone;
+                v.packet_stats.send_eagain_cnt = e.area_only;
+                v.packet_stats.recv_cnt = ctrl_received;
+                *out = v;
+                Ok(())
+            },
+        ))
+    })
+}
+
+/// Writes `text` into `buf` as `snprintf` would (cut at `max_buf_len`, NUL-terminated) and
+/// returns its whole length, or `-UMQ_ERR_EINVAL` for a NULL or empty buffer.
+fn write_text(text: &str, buf: *mut c_char, max_buf_len: c_int) -> c_int {
+    if buf.is_null() || max_buf_len <= 0 {
+        return -UMQ_ERR_EINVAL;
+    }
+    let n = text.len().min(max_buf_len as usize - 1);
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+        *buf.add(n) = 0;
+    }
+    text.len().min(c_int::MAX as usize) as c_int
+}
+
+/// Rows of `name value`, one a line, under a title.
+fn table(title: &str, rows: &[(&str, u64)]) -> String {
+    let mut text = format!("{title}\n");
+    for (name, value) in rows {
+        text += &format!("{name:<32} {value}\n");
+    }
+    text
+}
+
+/// A `umq_flow_control_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_flow_control_stats_to_str(
+    flow_control_stats: *const umq_flow_control_stats_t,
+    buf: *mut c_char,
+    max_buf_len: c_int,
+) -> c_int {
+    ffi_guard!("umq_flow_control_stats_to_str", {
+        let Some(s) = crate::ffi::checked(flow_control_stats) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let (p, q, k) = (&s.pool_credit, &s.queue_credit, &s.packet_stats);
+        let text = table(
+            "flow control",
+            &[
+                ("pool_idle", p.pool_idle),
+                ("pool_be_allocated", p.pool_be_allocated),
+                ("total_pool_idle", p.total_pool_idle),
+                ("total_pool_be_allocated", p.total_pool_be_allocated),
+                ("total_pool_post_rx_err", p.total_pool_post_rx_err),
+                ("queue_be_allocated", q.queue_be_allocated),
+                ("queue_acquired", q.queue_acquired),
+                ("total_queue_acquired", q.total_queue_acquired),
+                ("total_queue_be_allocated", q.total_queue_be_allocated),
+                ("total_queue_post_tx_success", q.total_queue_post_tx_success),
+                ("total_queue_post_tx_err", q.total_queue_post_tx_err),
+                ("total_queue_acquired_err", q.total_queue_acquired_err),
+                ("send_cnt", k.send_cnt),
+                ("send_success", k.send_success),
+                ("send_eagain_cnt", k.send_eagain_cnt),
+                ("recv_cnt", k.recv_cnt),
+            ],
+        );
+        write_text(&text, buf, max_buf_len)
+    })
+}
+
+/// A queue's identity: its transport mode, id (its slot in the handle table), the EID and
+/// device of the address it listens on (zero and empty for a queue that names none), and as
+/// jetty ids its handle's low word (one channel carries both I/O and flow control here) and,
+/// once bound, its peer's.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_info_get(umqh: u64, umq_info: *mut umq_info_t) -> c_int {
+    ffi_guard!("umq_info_get", {
+        crate::ffi::code(crate::queue::with_queue("umq_info_get", umqh, |q| {
+            let out = need_mut("umq_info_get", "umq_info", umq_info)?;
+            *out = unsafe { std::mem::zeroed() };
+            out.trans_mode = q.cfg.trans_mode;
+            out.ub.umq_id = umqh as u32;
+            out.ub.local_io_jetty_id = umqh as u32;
+            out.ub.local_fc_jetty_id = umqh as u32;
+            let peer = q.peer_handle().unwrap_or(0) as u32;
+            (out.ub.remote_io_jetty_id, out.ub.remote_fc_jetty_id) = (peer, peer);
+            let ip = q.cfg.network_addr.as_deref().and_then(|a| a.parse().ok());
+            if let Some(ip) = ip {
+                let eid = crate::devices::eid_of(ip);
+                out.ub.eid.raw = eid;
+                let dev = crate::devices::list()
+                    .into_iter()
+                    .find(|d| d.eids.contains(&eid));
+                for (o, b) in out
+                    .ub
+                    .dev_name
+                    .iter_mut()
+                    .zip(dev.map(|d| d.name).unwrap_or_default().bytes().take(63))
+                {
+                    *o = b as c_char;
+                }
+            }
+            Ok(())
+        }))
+    })
+}
+
+/// A `umq_info_t` as text (see `umq_stats_perf_to_str` for the return value).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_info_to_str(
+    umq_info: *const umq_info_t,
+    buf: *mut c_char,
+    max_buf_len: c_int,
+) -> c_int {
+    ffi_guard!("umq_info_to_str", {
+        let Some(i) = crate::ffi::checked(umq_info) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let name = unsafe { std::ffi::CStr::from_ptr(i.ub.dev_name.as_ptr()) }.to_string_lossy();
+        let addr = crate::devices::addr_of(unsafe { i.ub.eid.raw });
+        let mut text = table(
+            "umq info",
+            &[
+                ("trans_mode", i.trans_mode as u64),
+                ("umq_id", i.ub.umq_id as u64),
+                ("local_io_jetty_id", i.ub.local_io_jetty_id as u64),
+                ("local_fc_jetty_id", i.ub.local_fc_jetty_id as u64),
+                ("remote_io_jetty_id", i.ub.remote_io_jetty_id as u64),
+                ("remote_fc_jetty_id", i.ub.remote_fc_jetty_id as u64),
+            ],
+        );
+        text += &format!("{:<32} {addr}\n{:<32} {name}\n", "eid", "dev_name");
+        write_text(&text, buf, max_buf_len)
+    })
+}
