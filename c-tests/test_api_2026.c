@@ -308,6 +308,32 @@ static void queue_statistics(uint64_t a, uint64_t b)
     CHECK(len > 0 && strstr(text, "total_queue_post_tx_success") != NULL);
     CHECK_EQ(umq_flow_control_stats_to_str(NULL, text, sizeof(text)), -UMQ_ERR_EINVAL);
 
+    /* Window updates as packets: some went, the reset starts from zero, and a's updates are
+     * what b received. */
+    umq_packet_stats_t pa, pb;
+    CHECK_EQ(umq_stats_io_get(a, &pa), 0);
+    CHECK_EQ(umq_stats_io_get(b, &pb), 0);
+    CHECK_EQ(pa.send_cnt, pa.send_success + pa.send_eagain_cnt);
+    CHECK(pb.send_cnt > 0);
+    CHECK_EQ(pa.recv_cnt, pb.send_success);
+    CHECK_EQ(fb.packet_stats.send_success, pb.send_success);
+    CHECK_EQ(umq_stats_io_reset(b), 0);
+    CHECK_EQ(umq_stats_io_get(b, &pb), 0);
+    CHECK_EQ(pb.send_cnt, 0);
+    CHECK_EQ(pb.recv_cnt, 0);
+    CHECK_EQ(umq_stats_io_get(a, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_io_reset(99), -UMQ_ERR_EINVAL);
+    len = umq_io_stats_to_str(&pa, text, sizeof(text));
+    CHECK(len > 0 && strstr(text, "send_eagain_cnt") != NULL);
+
+    /* The one memory pool is imported once bound; refreshing needs remote memory access. */
+    umq_mempool_state_t ms = {.import_state = MEMPOOL_STATE_NON_IMPORTED};
+    CHECK_EQ(umq_mempool_state_get(a, 0, &ms), 0);
+    CHECK_EQ(ms.import_state, MEMPOOL_STATE_IMPORTED);
+    CHECK_EQ(umq_mempool_state_get(a, 1, &ms), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_mempool_state_get(a, 0, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_mempool_state_refresh(a, 0), -UMQ_ERR_EPERM);
+
     umq_info_t info;
     CHECK_EQ(umq_info_get(a, &info), 0);
     CHECK_EQ(info.trans_mode, UMQ_TRANS_MODE_UB);
@@ -398,6 +424,8 @@ static void interrupt_fds(void)
     CHECK_EQ(list.fd[1], umq_interrupt_fd_get(i, &one));
     CHECK(list.fd[0] >= 0 && list.fd[0] != list.fd[1]);
     CHECK_EQ(umq_interrupt_fd_list_get(i, &all, NULL), -UMQ_ERR_EINVAL);
+    umq_mempool_state_t ms;
+    CHECK_EQ(umq_mempool_state_get(i, 0, &ms), -UMQ_ERR_EINVAL); /* not bound */
     CHECK_EQ(umq_destroy(i), 0);
 }
 

@@ -108,6 +108,22 @@ void umq_dev_info_list_free(umq_trans_mode_t umq_trans_mode, umq_dev_info_t *umq
 int umq_cfg_get(uint64_t umqh, umq_cfg_get_t *cfg);
 
 /**
+ * Whether the bound peer has imported memory pool `mempool_id` of ours: the one pool (id 0,
+ * every buffer's) is imported once the queue is bound, as the peer then reaches our buffers
+ * (over shared memory it maps the queue's shared pool; over the network and in one process
+ * our library carries its accesses out). Other ids, an unbound queue or a NULL `mempool_state`
+ * are `-UMQ_ERR_EINVAL`.
+ */
+int umq_mempool_state_get(uint64_t umqh, uint32_t mempool_id, umq_mempool_state_t *mempool_state);
+
+/**
+ * Has the peer import memory pool `mempool_id`: already done for the one pool once bound
+ * (see `umq_mempool_state_get`). `-UMQ_ERR_EPERM` unless `umq_init` enabled
+ * `UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS`, as in the reference.
+ */
+int umq_mempool_state_refresh(uint64_t umqh, uint32_t mempool_id);
+
+/**
  * Initialises the library once per process: API flavour and features (`feature`), buffer mode and
  * headroom, flow-control settings, transports. A second call without `umq_uninit` returns
  * `-UMQ_ERR_EEXIST`; a NULL or invalid `cfg` returns `-UMQ_ERR_EINVAL`.

@@ -73,6 +73,24 @@ int umq_info_get(uint64_t umqh, umq_info_t *umq_info);
  */
 int umq_info_to_str(const umq_info_t *umq_info, char *buf, int max_buf_len);
 
+/**
+ * A queue's flow-control packets since its last `umq_stats_io_reset`: window updates sent as
+ * messages (`send_success`), sent through the area alone because no message could go
+ * (`send_eagain_cnt`), both (`send_cnt`), and received (`recv_cnt`). The window protocol's
+ * updates are cumulative: none is ever an error or a duplicate.
+ */
+int umq_stats_io_get(uint64_t umqh, umq_packet_stats_t *packet_stats);
+
+/**
+ * Starts a queue's I/O statistics from zero.
+ */
+int umq_stats_io_reset(uint64_t umqh);
+
+/**
+ * A `umq_packet_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+ */
+int umq_io_stats_to_str(const umq_packet_stats_t *packet_stats, char *buf, int max_buf_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

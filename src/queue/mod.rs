@@ -97,6 +97,9 @@ pub struct Queue {
     peer: RwLock<Option<Peer>>,
     /// The peer queue's handle in its process, from its bind info (0 while unbound).
     peer_umqh: AtomicU64,
+    /// Flow control's update counts (sent, sent through the area alone, received) when the
+    /// application last reset its I/O statistics (`umq_stats_io_reset`).
+    pub packet_baseline: std::sync::Mutex<[u64; 3]>,
     /// Our own ends for providers that reach other processes, created with the first bind
     /// info that offers them.
     endpoints: Endpoints,
@@ -210,6 +213,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             state: AtomicU32::new(QUEUE_STATE_IDLE),
             peer: RwLock::new(None),
             peer_umqh: AtomicU64::new(0),
+            packet_baseline: std::sync::Mutex::new([0; 3]),
             endpoints: Endpoints::default(),
             over_link: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),

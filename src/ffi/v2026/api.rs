@@ -10,17 +10,22 @@ use crate::queue::{self, with_queue};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// `UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS` as `umq_init` was given it (the queue layer allows
+/// one-sided access whatever the features say; `umq_mempool_state_refresh` asks for it).
+static REMOTE_MEM_ACCESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Initialises the library once per process (see the December `umq_init`). Device names in
 /// `trans_info` are the host's interfaces (`lo`, `eth0`, ...) and their EID indices its
 /// addresses; DUMMY entries are skipped. `-UMQ_ERR_EEXIST` when already initialised.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
     ffi_guard!("umq_init", {
-        code(
-            need("umq_init", "cfg", cfg)
-                .and_then(convert::init_cfg)
-                .and_then(|dec| crate::lifecycle::init(&dec)),
-        )
+        code(need("umq_init", "cfg", cfg).and_then(|c| {
+            crate::lifecycle::init(&*convert::init_cfg(c)?)?;
+            let on = c.feature & UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS != 0;
+            REMOTE_MEM_ACCESS.store(on, Ordering::Relaxed);
+            Ok(())
+        }))
     })
 }
 
@@ -355,4 +360,61 @@ pub extern "C" fn umq_cfg_get(umqh: u64, cfg: *mut umq_cfg_get_t) -> c_int {
             Ok(())
         }))
     })
+}
+
+/// Whether the bound peer has imported memory pool `mempool_id` of ours: the one pool (id 0,
+/// every buffer's) is imported once the queue is bound, as the peer then reaches our buffers
+/// (over shared memory it maps the queue's shared pool; over the network and in one process
+/// our library carries its accesses out). Other ids, an unbound queue or a NULL `mempool_state`
+/// are `-UMQ_ERR_EINVAL`.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_mempool_state_get(
+    umqh: u64,
+    mempool_id: u32,
+    mempool_state: *mut umq_mempool_state_t,
+) -> c_int {
+    ffi_guard!("umq_mempool_state_get", {
+        code(with_queue("umq_mempool_state_get", umqh, |q| {
+            let out = need_mut("umq_mempool_state_get", "mempool_state", mempool_state)?;
+            pool_imported("umq_mempool_state_get", q, mempool_id)?;
+            out.import_state = MEMPOOL_STATE_IMPORTED;
+            Ok(())
+        }))
+    })
+}
+
+/// Has the peer import memory pool `mempool_id`: already done for the one pool once bound
+/// (see `umq_mempool_state_get`). `-UMQ_ERR_EPERM` unless `umq_init` enabled
+/// `UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS`, as in the reference.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_mempool_state_refresh(umqh: u64, mempool_id: u32) -> c_int {
+    ffi_guard!("umq_mempool_state_refresh", {
+        code(with_queue("umq_mempool_state_refresh", umqh, |q| {
+            if !REMOTE_MEM_ACCESS.load(Ordering::Relaxed) {
+                crate::log_err!(
+                    "umq_mempool_state_refresh",
+                    "UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS was not given to umq_init"
+                );
+                return Err(-UMQ_ERR_EPERM);
+            }
+            pool_imported("umq_mempool_state_refresh", q, mempool_id)
+        }))
+    })
+}
+
+/// The one pool of a bound queue, or why not.
+fn pool_imported(func: &str, q: &crate::queue::Queue, mempool_id: u32) -> UmqResult<()> {
+    if mempool_id != 0 {
+        return Err(einval(
+            func,
+            format_args!("no memory pool {mempool_id} (the library has one, id 0)"),
+        ));
+    }
+    if q.peer_handle().is_none() {
+        return Err(einval(
+            func,
+            format_args!("queue {:#x} is not bound", q.handle),
+        ));
+    }
+    Ok(())
 }

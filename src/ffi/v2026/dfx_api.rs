@@ -182,10 +182,7 @@ pub extern "C" fn umq_stats_flow_control_get(
                 v.queue_credit.total_queue_post_tx_success = s.total_remote_rx_consumed;
                 v.queue_credit.total_queue_post_tx_err = s.total_flow_controlled_wr;
                 v.queue_credit.total_queue_acquired_err = s.total_remote_rx_received_error;
-                v.packet_stats.send_cnt = e.standalone + e.area_only;
-                v.packet_stats.send_success = e.standalone;
-                v.packet_stats.send_eagain_cnt = e.area_only;
-                v.packet_stats.recv_cnt = ctrl_received;
+                v.packet_stats = packet_stats(e.standalone, e.area_only, ctrl_received, [0; 3]);
                 *out = v;
                 Ok(())
             },
@@ -315,6 +312,86 @@ pub extern "C" fn umq_info_to_str(
             ],
         );
         text += &format!("{:<32} {addr}\n{:<32} {name}\n", "eid", "dev_name");
+        write_text(&text, buf, max_buf_len)
+    })
+}
+
+/// The window protocol's updates as this revision's packet counts, less `since` (sent, sent
+/// through the area alone, received at the last reset).
+fn packet_stats(
+    standalone: u64,
+    area_only: u64,
+    received: u64,
+    since: [u64; 3],
+) -> umq_packet_stats_t {
+    let (sent, area, got) = (
+        standalone.saturating_sub(since[0]),
+        area_only.saturating_sub(since[1]),
+        received.saturating_sub(since[2]),
+    );
+    umq_packet_stats_t {
+        send_cnt: sent + area,
+        send_success: sent,
+        send_eagain_cnt: area,
+        recv_cnt: got,
+        ..Default::default()
+    }
+}
+
+/// A queue's flow-control packets since its last `umq_stats_io_reset`: window updates sent as
+/// messages (`send_success`), sent through the area alone because no message could go
+/// (`send_eagain_cnt`), both (`send_cnt`), and received (`recv_cnt`). The window protocol's
+/// updates are cumulative: none is ever an error or a duplicate.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_io_get(umqh: u64, packet_stats: *mut umq_packet_stats_t) -> c_int {
+    ffi_guard!("umq_stats_io_get", {
+        crate::ffi::code(crate::queue::with_queue("umq_stats_io_get", umqh, |q| {
+            let out = need_mut("umq_stats_io_get", "packet_stats", packet_stats)?;
+            let e = q.flow_control_ext_stats();
+            let since = *q.packet_baseline.lock().unwrap_or_else(|p| p.into_inner());
+            *out = self::packet_stats(e.standalone, e.area_only, q.credit_in_flight().1, since);
+            Ok(())
+        }))
+    })
+}
+
+/// Starts a queue's I/O statistics from zero.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_io_reset(umqh: u64) -> c_int {
+    ffi_guard!("umq_stats_io_reset", {
+        crate::ffi::code(crate::queue::with_queue("umq_stats_io_reset", umqh, |q| {
+            let e = q.flow_control_ext_stats();
+            let now = [e.standalone, e.area_only, q.credit_in_flight().1];
+            *q.packet_baseline.lock().unwrap_or_else(|p| p.into_inner()) = now;
+            Ok(())
+        }))
+    })
+}
+
+/// A `umq_packet_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_io_stats_to_str(
+    packet_stats: *const umq_packet_stats_t,
+    buf: *mut c_char,
+    max_buf_len: c_int,
+) -> c_int {
+    ffi_guard!("umq_io_stats_to_str", {
+        let Some(k) = crate::ffi::checked(packet_stats) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let text = table(
+            "io packets",
+            &[
+                ("send_cnt", k.send_cnt),
+                ("send_success", k.send_success),
+                ("recv_cnt", k.recv_cnt),
+                ("send_eagain_cnt", k.send_eagain_cnt),
+                ("send_error_cnt", k.send_error_cnt),
+                ("recv_error_cnt", k.recv_error_cnt),
+                ("recv_duplicate_req_cnt", k.recv_duplicate_req_cnt),
+                ("recv_duplicate_rsp_cnt", k.recv_duplicate_rsp_cnt),
+            ],
+        );
         write_text(&text, buf, max_buf_len)
     })
 }
