@@ -117,3 +117,14 @@ def test_library_path_follows_UMQ_LIB(monkeypatch):
     monkeypatch.setenv("UMQ_LIB", "/nonexistent/libumq.so")
     with pytest.raises(OSError, match="nonexistent"):
         umq.Library()
+
+
+ABI_2026 = Path(__file__).resolve().parents[2] / "target" / "abi-2026" / "release" / "libumq.so"
+
+
+@pytest.mark.skipif(not ABI_2026.exists(), reason="the abi-2026 build is not there (scripts/test-all.sh makes it)")
+def test_a_july_2026_library_is_refused_with_the_reason():
+    from umq._lib import Library
+
+    with pytest.raises(OSError, match="July 2026 revision"):
+        Library(str(ABI_2026))

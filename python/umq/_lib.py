@@ -123,6 +123,15 @@ class Library:
                 errors.append(f"{candidate}: {e}")
         else:
             raise OSError("no libumq.so found (set UMQ_LIB): " + "; ".join(errors))
+        # The July 2026 revision (libumq's abi-2026 build, or a UMDK of that revision) has
+        # functions December's lacks, and changed the signatures of umq_post and umq_poll,
+        # among others: declaring December's on it would call them wrongly.
+        if getattr(self.cdll, "umq_cfg_get", None) is not None:
+            raise OSError(
+                f"{candidate} exports the July 2026 revision of the UMQ API (umq_cfg_get, "
+                "umq_io_option_t); this package speaks the December 2025 revision: load a "
+                "default build of libumq (not --features abi-2026)"
+            )
         for name, (restype, argtypes) in API.items():
             fn = getattr(self.cdll, name)
             fn.restype, fn.argtypes = restype, argtypes
