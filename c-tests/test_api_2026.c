@@ -334,6 +334,28 @@ static void queue_statistics(uint64_t a, uint64_t b)
     CHECK_EQ(umq_mempool_state_get(a, 0, NULL), -UMQ_ERR_EINVAL);
     CHECK_EQ(umq_mempool_state_refresh(a, 0), -UMQ_ERR_EPERM);
 
+    /* The process pool: its smallest class serves 64 B, and five buffers taken are five
+     * fewer free. */
+    umq_qbuf_pool_stats_t *ps = malloc(sizeof(*ps));
+    CHECK_EQ(umq_stats_qbuf_pool_get(0, ps), 0);
+    CHECK(ps->num >= 1);
+    CHECK_EQ(ps->qbuf_pool_info[0].type, UMQ_QBUF_POOL_TYPE_SMALL);
+    CHECK(ps->qbuf_pool_info[0].total_block_num > 0);
+    CHECK_EQ(ps->qbuf_pool_info[0].umq_buf_t_size, sizeof(umq_buf_t));
+    uint64_t free_before = ps->qbuf_pool_info[0].available_mem.combine.block_num_with_data;
+    CHECK(free_before >= 5 && free_before <= ps->qbuf_pool_info[0].total_block_num);
+    umq_buf_t *five = umq_buf_alloc(64, 5, 0, NULL);
+    CHECK_EQ(umq_stats_qbuf_pool_get(0, ps), 0);
+    CHECK_EQ(ps->qbuf_pool_info[0].available_mem.combine.block_num_with_data, free_before - 5);
+    umq_buf_free(five);
+    CHECK_EQ(umq_stats_qbuf_pool_get(a, ps), 0);
+    CHECK(ps->num >= 1);
+    CHECK_EQ(umq_stats_qbuf_pool_get(0, NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_qbuf_pool_get(99, ps), -UMQ_ERR_EINVAL);
+    len = umq_qbuf_pool_stats_to_str(ps, text, sizeof(text));
+    CHECK(len > 0 && strstr(text, "block_size") != NULL);
+    free(ps);
+
     umq_info_t info;
     CHECK_EQ(umq_info_get(a, &info), 0);
     CHECK_EQ(info.trans_mode, UMQ_TRANS_MODE_UB);

@@ -91,6 +91,22 @@ int umq_stats_io_reset(uint64_t umqh);
  */
 int umq_io_stats_to_str(const umq_packet_stats_t *packet_stats, char *buf, int max_buf_len);
 
+/**
+ * The buffer pool's size classes that hold memory, smallest first, as this revision's pools
+ * (`SMALL`, `MEDIUM`, `BIG`, `HUGE`, then `GIGANTIC` for the rest): `umqh` 0 the process pool,
+ * a queue's handle the queue's shared pool (the process pool where it has none). The pool
+ * grows by chunks as it needs and never expands another way, so the expansion and
+ * thread-local figures are zero.
+ */
+int umq_stats_qbuf_pool_get(uint64_t umqh, umq_qbuf_pool_stats_t *qbuf_pool_stats);
+
+/**
+ * A `umq_qbuf_pool_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+ */
+int umq_qbuf_pool_stats_to_str(const umq_qbuf_pool_stats_t *qbuf_pool_stats,
+                               char *buf,
+                               int max_buf_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -129,11 +129,22 @@ impl Chunk {
     }
 }
 
+/// One size class as `Pool::class_stats` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Bytes of data a buffer of the class holds.
+    pub data_cap: usize,
+    pub slots: u64,
+    pub free: u64,
+}
+
 /// The free slots of one size class.
 struct Class {
     free: Mutex<Slots>,
     /// Chunks carved for this class so far.
     chunks: AtomicU32,
+    /// Slots those chunks hold.
+    slots: AtomicU64,
 }
 
 #[derive(Default)]
@@ -167,6 +178,7 @@ impl Lists {
                 .map(|_| Class {
                     free: Mutex::new(Slots::default()),
                     chunks: AtomicU32::new(0),
+                    slots: AtomicU64::new(0),
                 })
                 .collect(),
             arena,
@@ -342,6 +354,27 @@ impl Pool {
         }
     }
 
+    /// Each size class of `lists` (the process pool when None) that has memory: the bytes a
+    /// buffer of it holds, its slots, and how many of them are free.
+    pub fn class_stats(&self, lists: Option<&Lists>) -> Vec<ClassStats> {
+        let lists = lists.unwrap_or(&self.main);
+        (0..lists.classes.len())
+            .filter_map(|c| {
+                let slots = lists.classes[c].slots.load(Ordering::Relaxed);
+                (slots > 0).then(|| ClassStats {
+                    data_cap: self.caps[c],
+                    slots,
+                    free: lists.slots(c).free.len() as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether headers and data are apart (`UMQ_BUF_SPLIT`).
+    pub fn is_split(&self) -> bool {
+        self.split
+    }
+
     /// The table peers check one-sided operations against: its fd and secret.
     pub fn access_table(&self) -> Option<(i32, u64)> {
         self.access.as_ref().map(|t| (t.fd(), t.secret()))
@@ -447,6 +480,9 @@ impl Pool {
             None => CHUNK_TARGET,
         };
         let count = (target / slot).clamp(1, MAX_SLOTS_PER_CHUNK);
+        lists.classes[class]
+            .slots
+            .fetch_add(count as u64, Ordering::Relaxed);
         let (memory, heap) = Self::chunk_memory(lists, slot * count)?;
         let base = memory as usize;
         let (hdr_base, hdr_stride, data_base, data_stride) = if self.split {

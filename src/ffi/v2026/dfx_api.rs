@@ -395,3 +395,102 @@ pub extern "C" fn umq_io_stats_to_str(
         write_text(&text, buf, max_buf_len)
     })
 }
+
+/// The buffer pool's size classes that hold memory, smallest first, as this revision's pools
+/// (`SMALL`, `MEDIUM`, `BIG`, `HUGE`, then `GIGANTIC` for the rest): `umqh` 0 the process pool,
+/// a queue's handle the queue's shared pool (the process pool where it has none). The pool
+/// grows by chunks as it needs and never expands another way, so the expansion and
+/// thread-local figures are zero.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_qbuf_pool_get(
+    umqh: u64,
+    qbuf_pool_stats: *mut umq_qbuf_pool_stats_t,
+) -> c_int {
+    ffi_guard!("umq_stats_qbuf_pool_get", {
+        let Some(out) = crate::ffi::checked_mut(qbuf_pool_stats) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let classes = match umqh {
+            0 => crate::runtime::require("umq_stats_qbuf_pool_get")
+                .map(|rt| (rt.pool.class_stats(None), rt)),
+            h => crate::queue::with_queue("umq_stats_qbuf_pool_get", h, |q| {
+                Ok((
+                    q.rt.pool.class_stats(q.shared_pool().map(|l| &**l)),
+                    q.rt.clone(),
+                ))
+            }),
+        };
+        let (classes, rt) = match classes {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        *out = unsafe { std::mem::zeroed() };
+        for (i, c) in classes.iter().take(16).enumerate() {
+            out.qbuf_pool_info[i] = pool_info(i, c, rt.pool.is_split(), rt.pool.default_headroom);
+        }
+        out.num = classes.len().min(16) as u32;
+        UMQ_SUCCESS
+    })
+}
+
+/// One size class as a `umq_qbuf_pool_info_t`.
+fn pool_info(
+    i: usize,
+    c: &crate::buf::pool::ClassStats,
+    split: bool,
+    headroom: u16,
+) -> umq_qbuf_pool_info_t {
+    let header = crate::buf::pool::HEADER_SIZE as u64;
+    let data = c.data_cap as u64;
+    let block = if split { data } else { header + data };
+    let mut info: umq_qbuf_pool_info_t = unsafe { std::mem::zeroed() };
+    info.r#type = (i as u32).min(UMQ_QBUF_POOL_TYPE_GIGANTIC);
+    info.mode = if split { 0 } else { 1 };
+    info.total_block_num = c.slots;
+    info.total_size = c.slots * block;
+    info.block_size = block.min(u32::MAX as u64) as u32;
+    info.headroom_size = headroom as u32;
+    info.data_size = data.min(u32::MAX as u64) as u32;
+    info.buf_size = (header + data).min(u32::MAX as u64) as u32;
+    info.umq_buf_t_size = header as u32;
+    info.available_mem = if split {
+        umq_qbuf_pool_available_t {
+            split: umq_qbuf_pool_split_t {
+                block_num_with_data: c.free,
+                size_with_data: c.free * data,
+                ..Default::default()
+            },
+        }
+    } else {
+        umq_qbuf_pool_available_t {
+            combine: umq_qbuf_pool_combine_t {
+                block_num_with_data: c.free,
+                size_with_data: c.free * block,
+            },
+        }
+    };
+    info
+}
+
+/// A `umq_qbuf_pool_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_qbuf_pool_stats_to_str(
+    qbuf_pool_stats: *const umq_qbuf_pool_stats_t,
+    buf: *mut c_char,
+    max_buf_len: c_int,
+) -> c_int {
+    ffi_guard!("umq_qbuf_pool_stats_to_str", {
+        let Some(s) = crate::ffi::checked(qbuf_pool_stats) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let mut text = String::from("qbuf pools\ntype  block_size  blocks  free  total_size\n");
+        for p in s.qbuf_pool_info.iter().take(s.num.min(16) as usize) {
+            let free = unsafe { p.available_mem.combine.block_num_with_data };
+            text += &format!(
+                "{}  {}  {}  {}  {}\n",
+                p.r#type, p.block_size, p.total_block_num, free, p.total_size
+            );
+        }
+        write_text(&text, buf, max_buf_len)
+    })
+}
