@@ -369,6 +369,65 @@ static void queue_statistics(uint64_t a, uint64_t b)
     CHECK(len > 0 && strstr(text, "127.0.0.1") != NULL && strstr(text, "lo") != NULL);
 }
 
+static int perf_calls[UMQ_PERF_RECORD_TYPE_MAX];
+static umq_buf_t *perf_last;
+static void io_perf_seen(umq_perf_record_type_t type, umq_buf_t *qbuf)
+{
+    if (type < UMQ_PERF_RECORD_TYPE_MAX) {
+        perf_calls[type]++;
+    }
+    perf_last = qbuf;
+}
+
+/* The I/O perf callback sees WRs with a user immediate: posted and received. */
+static void io_perf_hook(uint64_t a, uint64_t b)
+{
+    CHECK_EQ(umq_io_perf_callback_register(NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_io_perf_callback_register(io_perf_seen), 0);
+    umq_buf_t *r = umq_buf_alloc(64, 1, b, NULL), *bad = NULL;
+    CHECK_EQ(umq_post(b, r, &rx, &bad), 0);
+    umq_buf_t *m = umq_buf_alloc(64, 2, a, NULL);
+    umq_buf_t *second = m->qbuf_next;
+    for (umq_buf_t *x = m; x != NULL; x = x->qbuf_next) {
+        x->data_size = x->total_data_size = 8;
+        umq_buf_pro_t *pro = (umq_buf_pro_t *)x->qbuf_ext;
+        memset(pro, 0, sizeof(*pro));
+        pro->opcode = UMQ_OPC_SEND;
+    }
+    ((umq_buf_pro_t *)second->qbuf_ext)->opcode = UMQ_OPC_SEND_IMM;
+    ((umq_buf_pro_t *)second->qbuf_ext)->imm_data = 0x70;
+    m->qbuf_next = NULL; /* a plain SEND first: no call */
+    CHECK_EQ(umq_post(a, m, &tx, &bad), 0);
+    CHECK_EQ(perf_calls[UMQ_PERF_RECORD_TRANSPORT_POST_SEND], 0);
+    m->qbuf_next = second; /* a list whose second WR is a SEND_IMM: one call, with the list */
+    umq_buf_t *out[2];
+    CHECK_EQ(poll_one(a, &tx, out), 1);
+    CHECK_EQ(poll_one(b, &rx, out), 1);
+    umq_buf_free(out[0]);
+    umq_buf_t *two = umq_buf_alloc(64, 2, b, NULL);
+    CHECK_EQ(umq_post(b, two, &rx, &bad), 0);
+    CHECK_EQ(umq_post(a, m, &tx, &bad), 0);
+    CHECK_EQ(perf_calls[UMQ_PERF_RECORD_TRANSPORT_POST_SEND], 1);
+    CHECK(perf_last == m);
+    int got = 0;
+    for (int i = 0; i < 1000000 && got < 2; i++) {
+        int n = umq_poll(b, &rx, out, 2);
+        for (int k = 0; k < n; k++) {
+            umq_buf_free(out[k]);
+        }
+        got += n > 0 ? n : 0;
+    }
+    CHECK_EQ(got, 2);
+    CHECK_EQ(perf_calls[UMQ_PERF_RECORD_TRANSPORT_POLL_RX], 1);
+    int done = 0;
+    for (int i = 0; i < 1000000 && done < 2; i++) {
+        int n = umq_poll(a, &tx, out, 2);
+        done += n > 0 ? n : 0;
+    }
+    CHECK_EQ(done, 2);
+    umq_buf_free(m);
+}
+
 static void perf_statistics(uint64_t a)
 {
     CHECK_EQ(umq_stats_perf_start(), 0);
@@ -467,6 +526,7 @@ int main(void)
     CHECK_EQ(umq_cfg_get(a, &c), 0);
     CHECK_EQ(c.state, QUEUE_STATE_READY);
     queue_statistics(a, b);
+    io_perf_hook(a, b);
     perf_statistics(a);
     interrupt_fds();
     logging_and_state(a);

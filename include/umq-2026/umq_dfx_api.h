@@ -107,6 +107,15 @@ int umq_qbuf_pool_stats_to_str(const umq_qbuf_pool_stats_t *qbuf_pool_stats,
                                char *buf,
                                int max_buf_len);
 
+/**
+ * Registers a function the library calls with WRs that carry a user immediate: a TX list
+ * holding a SEND_IMM as it is posted (`UMQ_PERF_RECORD_TRANSPORT_POST_SEND`) and when that
+ * post is refused for want of credit or room (`_POST_SEND_EAGAIN`), and each SEND_IMM
+ * received as it is polled (`_TRANSPORT_POLL_RX`), as the reference calls it. NULL is
+ * `-UMQ_ERR_EINVAL`; a second registration replaces the first.
+ */
+int umq_io_perf_callback_register(umq_io_perf_callback_t func);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -1,4 +1,5 @@
-//! Exports of the July 2026 `umq_dfx_api.h`: the latency statistics of the API calls.
+//! Exports of the July 2026 `umq_dfx_api.h`: statistics (latencies of the API calls, flow
+//! control, I/O packets, buffer pools, a queue's identity) and the I/O perf callback.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use crate::abi::types as dec;
@@ -493,4 +494,44 @@ pub extern "C" fn umq_qbuf_pool_stats_to_str(
         }
         write_text(&text, buf, max_buf_len)
     })
+}
+
+/// The application's I/O perf callback (`umq_io_perf_callback_register`), 0 when none.
+static IO_PERF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Registers a function the library calls with WRs that carry a user immediate: a TX list
+/// holding a SEND_IMM as it is posted (`UMQ_PERF_RECORD_TRANSPORT_POST_SEND`) and when that
+/// post is refused for want of credit or room (`_POST_SEND_EAGAIN`), and each SEND_IMM
+/// received as it is polled (`_TRANSPORT_POLL_RX`), as the reference calls it. NULL is
+/// `-UMQ_ERR_EINVAL`; a second registration replaces the first.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_io_perf_callback_register(func: umq_io_perf_callback_t) -> c_int {
+    ffi_guard!("umq_io_perf_callback_register", {
+        match func {
+            None => -UMQ_ERR_EINVAL,
+            Some(f) => {
+                IO_PERF.store(f as usize, std::sync::atomic::Ordering::Release);
+                UMQ_SUCCESS
+            }
+        }
+    })
+}
+
+pub(super) fn io_perf_registered() -> bool {
+    IO_PERF.load(std::sync::atomic::Ordering::Relaxed) != 0
+}
+
+/// Calls the registered I/O perf callback, if any, with `qbuf`.
+pub(super) fn io_perf(
+    record: umq_perf_record_type_t,
+    qbuf: *mut crate::abi::v2026::types::umq_buf_t,
+) {
+    let f = IO_PERF.load(std::sync::atomic::Ordering::Acquire);
+    if f != 0 {
+        let f: unsafe extern "C" fn(
+            umq_perf_record_type_t,
+            *mut crate::abi::v2026::types::umq_buf_t,
+        ) = unsafe { std::mem::transmute(f) };
+        unsafe { f(record, qbuf) };
+    }
 }

@@ -1,6 +1,8 @@
 //! Exports of the July 2026 `umq_pro_api.h` whose ABI differs from December's, and its new one.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+use crate::abi::pro_types::UMQ_OPC_SEND_IMM;
+use crate::abi::v2026::dfx_types::*;
 use crate::abi::v2026::errno::*;
 use crate::abi::v2026::types::*;
 use crate::error::einval;
@@ -22,7 +24,15 @@ pub extern "C" fn umq_post(
         let Some(o) = checked(option).filter(|_| !bad_qbuf.is_null()) else {
             return einval("umq_post", format_args!("option or bad_qbuf is NULL"));
         };
-        crate::ffi::pro_api::post(umqh, qbuf.cast(), o.io_direction, bad_qbuf.cast())
+        let traced = o.io_direction == UMQ_IO_TX && has_user_imm(qbuf);
+        if traced {
+            super::dfx_api::io_perf(UMQ_PERF_RECORD_TRANSPORT_POST_SEND, qbuf);
+        }
+        let r = crate::ffi::pro_api::post(umqh, qbuf.cast(), o.io_direction, bad_qbuf.cast());
+        if traced && r == -UMQ_ERR_EAGAIN {
+            super::dfx_api::io_perf(UMQ_PERF_RECORD_TRANSPORT_POST_SEND_EAGAIN, qbuf);
+        }
+        r
     })
 }
 
@@ -47,14 +57,53 @@ pub extern "C" fn umq_poll(
             );
         }
         let n = crate::ffi::pro_api::poll(umqh, o.io_direction, buf.cast(), max_buf_count);
+        let traced = super::dfx_api::io_perf_registered();
         for i in 0..n.max(0) as usize {
             let b = unsafe { &mut **(buf as *mut *mut crate::abi::types::umq_buf_t).add(i) };
             if b.status() == UMQ_BUF_FLOW_CONTROL_UPDATE {
                 b.set_status(UMQ_FAKE_BUF_FC_UPDATE);
             }
+            let received_imm = b.io_direction() == UMQ_IO_RX && b.pro().opcode == UMQ_OPC_SEND_IMM;
+            if traced && received_imm {
+                super::dfx_api::io_perf(
+                    UMQ_PERF_RECORD_TRANSPORT_POLL_RX,
+                    (b as *mut crate::abi::types::umq_buf_t).cast(),
+                );
+            }
         }
         n
     })
+}
+
+/// Whether a TX list holds a SEND_IMM, only looked for while an I/O perf callback is
+/// registered. WRs end where their first buffer's `total_data_size` says; a list that does not
+/// add up stops the walk (the post refuses it anyway).
+fn has_user_imm(qbuf: *mut umq_buf_t) -> bool {
+    if !super::dfx_api::io_perf_registered() {
+        return false;
+    }
+    let mut head = qbuf as *mut crate::abi::types::umq_buf_t;
+    for _ in 0..crate::limits::BATCH {
+        let Some(h) = (unsafe { head.as_ref() }) else {
+            return false;
+        };
+        if h.pro().opcode == UMQ_OPC_SEND_IMM {
+            return true;
+        }
+        let (mut left, mut cur) = (h.total_data_size as u64, head);
+        for _ in 0..crate::limits::MAX_SGE {
+            let Some(b) = (unsafe { cur.as_ref() }) else {
+                return false;
+            };
+            left = left.saturating_sub(b.data_size as u64);
+            cur = b.qbuf_next;
+            if left == 0 {
+                break;
+            }
+        }
+        head = cur;
+    }
+    false
 }
 
 /// The fds of a queue's completion channels: for `UMQ_IO_ALL` the TX and the RX channel, else
