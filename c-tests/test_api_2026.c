@@ -204,6 +204,24 @@ static void messages(uint64_t a, uint64_t b)
     umq_buf_free(m);
 }
 
+/* Takes what b received, checks it is the next in order, and posts as many buffers again. */
+static void take_in_order(uint64_t b, uint32_t *received)
+{
+    umq_buf_t *out[256];
+    int n = umq_poll(b, &rx, out, 256);
+    for (int i = 0; i < n; i++) {
+        uint32_t seq;
+        memcpy(&seq, out[i]->buf_data, 4);
+        CHECK_EQ(seq, *received);
+        (*received)++;
+        umq_buf_free(out[i]);
+    }
+    if (n > 0) {
+        umq_buf_t *more = umq_buf_alloc(64, (uint32_t)n, b, NULL), *bad = NULL;
+        CHECK_EQ(umq_post(b, more, &rx, &bad), 0);
+    }
+}
+
 /* Batches of 256 WRs under flow control, more than the window lets through: each post takes
  * what credit there is and refuses the rest (EAGAIN, *bad at the first refused), the receiver
  * reposts what it takes, and every message arrives once, in order, with no credit lost. (A
@@ -221,7 +239,8 @@ static void credit_for_long_batches(uint64_t a, uint64_t b)
     CHECK_EQ(k, 256);
     uint32_t sent = 0, received = 0, completed = 0;
     int rounds = 0, refusals = 0;
-    while (received < TOTAL && rounds++ < 200000) {
+    umq_buf_t *out[256];
+    while (received < TOTAL && rounds++ < 400000) {
         if (sent == completed && sent < TOTAL) {
             for (int i = 0; i < 256; i++) {
                 memcpy(w[i]->buf_data, &(uint32_t){sent + (uint32_t)i}, 4);
@@ -230,58 +249,23 @@ static void credit_for_long_batches(uint64_t a, uint64_t b)
                 memset(pro, 0, sizeof(*pro));
                 pro->opcode = UMQ_OPC_SEND;
             }
+            /* What a refused post leaves (bad onwards) is posted again once b took some in. */
             umq_buf_t *from = w[0], *bad = NULL;
-            uint32_t base = sent;
             int r;
-            while ((r = umq_post(a, from, &tx, &bad)) == -UMQ_ERR_EAGAIN) {
+            while ((r = umq_post(a, from, &tx, &bad)) == -UMQ_ERR_EAGAIN && rounds++ < 400000) {
                 refusals++;
-                int posted = 0;
-                while (posted < 256 && w[posted] != bad) {
-                    posted++;
-                }
-                sent = base + (uint32_t)posted;
-                umq_buf_t *out[256];
-                int n = umq_poll(b, &rx, out, 256);
-                for (int i = 0; i < n; i++) {
-                    uint32_t seq;
-                    memcpy(&seq, out[i]->buf_data, 4);
-                    CHECK_EQ(seq, received);
-                    received++;
-                    umq_buf_free(out[i]);
-                }
-                if (n > 0) {
-                    umq_buf_t *more = umq_buf_alloc(64, (uint32_t)n, b, NULL);
-                    umq_buf_t *rbad = NULL;
-                    CHECK_EQ(umq_post(b, more, &rx, &rbad), 0);
-                }
+                take_in_order(b, &received);
                 from = bad;
-                if (rounds++ > 200000) {
-                    break;
-                }
             }
             CHECK_EQ(r, 0);
-            sent = base + 256;
+            sent += 256;
         }
-        umq_buf_t *out[256];
-        int n = umq_poll(b, &rx, out, 256);
-        for (int i = 0; i < n; i++) {
-            uint32_t seq;
-            memcpy(&seq, out[i]->buf_data, 4);
-            CHECK_EQ(seq, received);
-            received++;
-            umq_buf_free(out[i]);
-        }
-        if (n > 0) {
-            umq_buf_t *more = umq_buf_alloc(64, (uint32_t)n, b, NULL);
-            umq_buf_t *rbad = NULL;
-            CHECK_EQ(umq_post(b, more, &rx, &rbad), 0);
-        }
+        take_in_order(b, &received);
         completed += (uint32_t)umq_poll(a, &tx, out, 256);
     }
     CHECK_EQ(received, TOTAL);
     CHECK(refusals > 0);
     while (completed < sent) {
-        umq_buf_t *out[256];
         completed += (uint32_t)umq_poll(a, &tx, out, 256);
     }
     umq_buf_free(wrs);

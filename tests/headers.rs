@@ -245,7 +245,19 @@ fn c_view(source: &str, rev: Revision) -> String {
     while let Some(line) = lines.next() {
         match line.trim() {
             "#[cfg(not(cbindgen))]" => skip_item(&mut lines),
-            t if t == other => skip_item(&mut lines),
+            t if t == other => {
+                // The other revision's export goes with its doc comment, which came first.
+                while out
+                    .trim_end()
+                    .rsplit('\n')
+                    .next()
+                    .is_some_and(|l| l.trim().starts_with("///"))
+                {
+                    let end = out.trim_end().rfind('\n').map_or(0, |i| i + 1);
+                    out.truncate(end);
+                }
+                skip_item(&mut lines)
+            }
             "#[cfg(cbindgen)]"
             | "#[cfg(feature = \"abi-2026\")]"
             | "#[cfg(not(feature = \"abi-2026\"))]" => {}

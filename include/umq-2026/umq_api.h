@@ -124,17 +124,12 @@ int umq_mempool_state_get(uint64_t umqh, uint32_t mempool_id, umq_mempool_state_
 int umq_mempool_state_refresh(uint64_t umqh, uint32_t mempool_id);
 
 /**
- * Initialises the library once per process: API flavour and features (`feature`), buffer mode and
- * headroom, flow-control settings, transports. A second call without `umq_uninit` returns
- * `-UMQ_ERR_EEXIST`; a NULL or invalid `cfg` returns `-UMQ_ERR_EINVAL`.
  * Destroys every queue and releases all library memory. Buffers the application still holds
  * become invalid. Not to be called concurrently with other UMQ calls.
  */
 void umq_uninit(void);
 
 /**
- * Creates a queue. Optional fields of `option` count only when their `UMQ_CREATE_FLAG_*` bit is
- * set. Returns the handle, or `UMQ_INVALID_HANDLE` (0) with `errno` set.
  * Destroys a queue (unbinding it first), after any call other threads are making on it has
  * returned. Buffers it still held return to the pool. The handle is stale afterwards: every
  * call with it fails with `-UMQ_ERR_EINVAL`. `-UMQ_ERR_EBUSY`: called from inside a call on
@@ -242,33 +237,16 @@ int32_t umq_wait_interrupt(uint64_t wait_umqh, int time_out, umq_interrupt_optio
 void umq_ack_interrupt(uint64_t umqh, uint32_t nevents, umq_interrupt_option_t *option);
 
 /**
- * Runs a diagnostics command (stats or perf: start, stop, clear, get result). `result_ctl->err_code`
- * is 0 or a negative error; result pointers refer to library memory valid until the next
- * GET_RESULT of that module or `umq_uninit`.
  * Cuts the list `head` just before `node` (which must be in the list and not be `head`).
  */
-int umq_buf_split(umq_buf_t *head,
-                  umq_buf_t *node);
+int umq_buf_split(umq_buf_t *head, umq_buf_t *node);
 
 /**
- * An fd that is readable while async events (queue errors, ...) are pending; `UMQ_INVALID_FD`
- * with errno set on error.
- * Takes one pending async event into `*event`; `-UMQ_ERR_EAGAIN` when none is pending.
- * Acknowledges an event obtained from `umq_get_async_event` (nothing to release here).
- * Sets the log callback (`UMQ_LOG_FLAG_FUNC`; NULL restores stderr), the level and the rate limit
- * (at most `num` lines per `interval_ms`). `UMQ_LOG_LEVEL` in the environment sets the initial level.
- * Reads the current log configuration.
- * Registers a device after init. The address is validated; the loopback transport needs no
- * device, so on a host without UB/IB hardware this only records it.
- * Route discovery. Without a UB fabric there is exactly one route, direct: `route_list->len` = 1
- * with `buf[0]` = {src, dst, flag.rtp = 1, hops = 0}.
  * Control channel. `UMQ_OPCODE_FLOW_CONTROL_STATS_QUERY`: fills the `umq_flowcontrol_stats_t` at
  * `out->addr`, which must be non-NULL with `out->len == sizeof(umq_flowcontrol_stats_t)`. Anything
  * else, or a bad handle, returns `-UMQ_ERR_EINVAL`.
  */
-int umq_user_ctl(uint64_t umqh,
-                 umq_user_ctl_in_t *in,
-                 umq_user_ctl_out_t *out);
+int umq_user_ctl(uint64_t umqh, umq_user_ctl_in_t *in, umq_user_ctl_out_t *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -361,11 +361,32 @@ pub extern "C" fn umq_buf_split(head: *mut umq_buf_t, node: *mut umq_buf_t) -> c
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_async_event_fd_get(trans_info: *mut umq_trans_info_t) -> c_int {
     ffi_guard!("umq_async_event_fd_get", {
-        let r: UmqResult<i32> = need("umq_async_event_fd_get", "trans_info", trans_info)
-            .and_then(|_| crate::runtime::require("umq_async_event_fd_get"))
-            .map(|rt| rt.events.fd());
-        fd_or_errno(r)
+        async_event_fd(!trans_info.is_null())
     })
+}
+
+/// `umq_async_event_fd_get` of either revision, once it knows whether a trans info was given.
+pub(crate) fn async_event_fd(trans_info_given: bool) -> c_int {
+    const F: &str = "umq_async_event_fd_get";
+    let r: UmqResult<i32> = if trans_info_given {
+        crate::runtime::require(F).map(|rt| rt.events.fd())
+    } else {
+        Err(einval(F, format_args!("trans_info is NULL")))
+    };
+    fd_or_errno(r)
+}
+
+/// `umq_get_async_event` of either revision: the next pending event (`-UMQ_ERR_EAGAIN` when
+/// none), once the caller checked its trans info.
+pub(crate) fn next_async_event(trans_info_given: bool) -> UmqResult<umq_async_event_t> {
+    const F: &str = "umq_get_async_event";
+    if !trans_info_given {
+        return Err(einval(F, format_args!("trans_info is NULL")));
+    }
+    crate::runtime::require(F)?
+        .events
+        .next()
+        .ok_or(-UMQ_ERR_EAGAIN)
 }
 
 /// Takes one pending async event into `*event`; `-UMQ_ERR_EAGAIN` when none is pending.
@@ -377,10 +398,8 @@ pub extern "C" fn umq_get_async_event(
 ) -> c_int {
     ffi_guard!("umq_get_async_event", {
         code((|| {
-            need("umq_get_async_event", "trans_info", trans_info)?;
             let out = need_mut("umq_get_async_event", "event", event)?;
-            let rt = crate::runtime::require("umq_get_async_event")?;
-            *out = rt.events.next().ok_or(-UMQ_ERR_EAGAIN)?;
+            *out = next_async_event(!trans_info.is_null())?;
             Ok(())
         })())
     })

@@ -5,7 +5,7 @@ use super::convert;
 use crate::abi::v2026::errno::*;
 use crate::abi::v2026::types::*;
 use crate::error::{UmqResult, einval};
-use crate::ffi::{checked, code, fd_or_errno, ffi_guard, need, need_mut, or_errno};
+use crate::ffi::{checked, code, ffi_guard, need, need_mut, or_errno};
 use crate::queue::{self, with_queue};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,10 +100,7 @@ pub extern "C" fn umq_buf_alloc(
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_async_event_fd_get(trans_info: *mut umq_trans_info_t) -> c_int {
     ffi_guard!("umq_async_event_fd_get", {
-        let r: UmqResult<i32> = need("umq_async_event_fd_get", "trans_info", trans_info)
-            .and_then(|_| crate::runtime::require("umq_async_event_fd_get"))
-            .map(|rt| rt.events.fd());
-        fd_or_errno(r)
+        crate::ffi::api::async_event_fd(!trans_info.is_null())
     })
 }
 
@@ -115,10 +112,8 @@ pub extern "C" fn umq_get_async_event(
 ) -> c_int {
     ffi_guard!("umq_get_async_event", {
         code((|| {
-            need("umq_get_async_event", "trans_info", trans_info)?;
             let out = need_mut("umq_get_async_event", "event", event)?;
-            let rt = crate::runtime::require("umq_get_async_event")?;
-            *out = convert::async_event(&rt.events.next().ok_or(-UMQ_ERR_EAGAIN)?);
+            *out = convert::async_event(&crate::ffi::api::next_async_event(!trans_info.is_null())?);
             Ok(())
         })())
     })
