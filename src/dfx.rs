@@ -67,7 +67,8 @@ fn clear_err_stats() {
     ERR_STATS.iter().for_each(|c| c.store(0, Ordering::Relaxed));
 }
 
-fn clear_perf() {
+/// Forgets every latency sample (`umq_stats_perf_reset` too).
+pub fn clear_perf() {
     LOG_HIST
         .iter()
         .flatten()
@@ -174,11 +175,6 @@ pub fn perf_summary(kind: umq_perf_record_type_t) -> PerfSummary {
 /// Turns latency collection on or off (`umq_stats_perf_start` / `_stop`).
 pub fn perf_switch(on: bool) {
     PERF_ON.store(on, Ordering::Relaxed);
-}
-
-/// Forgets every latency sample (`umq_stats_perf_reset`).
-pub fn perf_clear() {
-    clear_perf();
 }
 
 fn stats_result(result: &mut umq_dfx_result_t, queues: &dyn QueueCounters) {

@@ -515,6 +515,11 @@ impl<W: Word> Flow<W> {
         self.c.remote_rx_window.get()
     }
 
+    /// All the credit the peer has granted us.
+    pub fn credit_received(&self) -> u64 {
+        self.c.total_remote_rx_received.get()
+    }
+
     /// Credit we announced that the peer still holds or has in flight.
     pub fn peer_credit(&self) -> u64 {
         self.peer_outstanding()
@@ -782,6 +787,7 @@ dispatch! {
     fn window(&mut self) -> u64;
     fn ctrl_credit(&mut self) -> u64;
     fn stats(&mut self) -> umq_flowcontrol_stats_t;
+    fn credit_received(&mut self) -> u64;
     fn peer_credit(&mut self) -> u64;
     fn ctrl_received(&mut self) -> u64;
     fn extra(&mut self) -> Extra;

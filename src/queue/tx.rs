@@ -306,10 +306,7 @@ impl Queue {
         }
         // A sender that uses up every credit as it comes (a stream) is at zero whenever it
         // looks, yet not stalled: new credit since the last look starts the wait again.
-        let received = w
-            .flow
-            .as_mut()
-            .map_or(0, |f| f.stats().total_remote_rx_received);
+        let received = w.flow.as_mut().map_or(0, |f| f.credit_received());
         if received != w.starved_credit {
             w.starved_credit = received;
             w.starved_since = None;

@@ -85,7 +85,7 @@ pub extern "C" fn umq_stats_perf_stop() -> c_int {
 pub extern "C" fn umq_stats_perf_reset(perf_stats_cfg: *mut umq_perf_stats_cfg_t) -> c_int {
     ffi_guard!("umq_stats_perf_reset", {
         let _ = perf_stats_cfg;
-        crate::dfx::perf_clear();
+        crate::dfx::clear_perf();
         UMQ_SUCCESS
     })
 }
