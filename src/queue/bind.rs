@@ -48,9 +48,7 @@ impl Queue {
         self.endpoints.publish_access(self.rt.pool.access_table());
         {
             let mut w = lock(&self.wire);
-            w.in_flight = 0;
-            w.awaiting_peer = 0;
-            w.tx_done_seq = 0;
+            w.sq.restart_numbering();
             w.pause = link.as_ref().map(|_| self.pause_gate(provider, &remote));
             w.link = link;
         }
@@ -139,7 +137,7 @@ impl Queue {
         );
         let mut w = lock(&self.wire);
         let mut f = FlowState::new(p, fc.use_atomic_window);
-        f.rx_posted(w.rx_posted.len() as u64);
+        f.rx_posted(w.rq.posted_len() as u64);
         f.publish(self.area());
         w.flow = Some(f);
         w.clear_credit();
@@ -179,10 +177,10 @@ impl Queue {
         let peer_bound_to_us = peer.local_peer().is_some_and(|p| p.handle == self.handle);
         let (mine, theirs) = {
             let (mut mine, mut theirs) = lock_two(self, &peer);
-            let rx = mine.flush_rx();
-            let tx = mine.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+            let rx = mine.rq.flush();
+            let tx = mine.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
             let theirs_failed = if peer_bound_to_us {
-                theirs.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR)
+                theirs.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR)
             } else {
                 0
             };
@@ -212,7 +210,7 @@ impl Queue {
         crate::transport::progress::unwatch(self.handle);
         let (tx, rx) = {
             let mut w = lock(&self.wire);
-            (w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR), w.flush_rx())
+            (w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR), w.rq.flush())
         };
         if rebind && !link.ready_for_next() {
             crate::log_warn!(
@@ -230,7 +228,7 @@ impl Queue {
         // What the peer published before it died is whole (entries count only once stamped)
         // and its sends already completed there: deliver it first, as a NIC would have.
         self.service_link();
-        lock(&self.wire).fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        lock(&self.wire).fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
         self.set_error(why);
         self.notify(true, true);
     }
@@ -238,21 +236,19 @@ impl Queue {
     /// Frees every buffer the queue holds (posted or completed), returning how many.
     pub(super) fn release_all_buffers(&self) -> usize {
         let mut w = lock(&self.wire);
-        w.flush_rx();
-        w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+        w.rq.flush();
+        w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
         let mut n = 0;
         let pool = &self.rt.pool;
         let w = &mut *w;
         let sent = w.sq.drain().map(|h| (h, crate::buf::wr_bufs(h).count()));
-        let received = w.rx_cq.drain().map(|(h, k)| (h, k as usize));
+        let received = w.rq.drain_completions();
         for (head, nbufs) in sent.chain(received) {
             for b in crate::buf::iter(head).take(nbufs).collect::<Vec<_>>() {
                 n += 1;
                 let _ = pool.free_one(b);
             }
         }
-        w.delivered = 0;
-        w.rx_cq_bufs = 0;
         n
     }
 }

@@ -453,7 +453,7 @@ fn release(w: &mut Wire, packets: u32, pmtu: u32) -> (u32, u64, usize, Left) {
     };
     let n = moved.len();
     for wr in moved {
-        w.sq.push_back(wr);
+        w.sq.push(wr);
     }
     (c.packets, c.bytes + partial - before, n, left)
 }

@@ -47,7 +47,7 @@ impl Queue {
             self.handle,
             g.priority,
             rx_backlog(w),
-            w.undelivered() + w.held() > 0,
+            w.sq.uncompleted() + w.held() > 0,
         );
         if let Some(link) = w.link.as_mut() {
             while let Some(frame) = g.link.take_frame() {
@@ -75,11 +75,10 @@ impl Queue {
 /// (A message waiting while the application has taken everything is a fast stream, not a slow
 /// receiver: credit, not pause, is for that.)
 fn rx_backlog(w: &Wire) -> u64 {
-    let waiting: u64 = w
-        .rx_cq
-        .iter()
-        .map(|(b, _)| unsafe { (*b).total_data_size } as u64)
-        .sum();
+    let waiting: u64 =
+        w.rq.completions()
+            .map(|(b, _)| unsafe { (*b).total_data_size } as u64)
+            .sum();
     let starved = waiting > 0 && w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer());
     waiting + if starved { NO_RX_BUFFER } else { 0 }
 }

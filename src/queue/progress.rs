@@ -85,7 +85,7 @@ impl Queue {
         match link.round(w, &at) {
             Ok(out) => out,
             Err(why) => {
-                w.fail_undelivered(UMQ_BUF_WR_FLUSH_ERR);
+                w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
                 link.forget_in_flight();
                 self.set_error_at(why.log_level(), &why.to_string());
                 Outcome {
@@ -142,7 +142,9 @@ impl Queue {
                 self.pause_round_if_busy(&mut w);
             }
         }
-        if self.service_link() && self.rt.flow_control.enabled && lock(&self.wire).undelivered() > 0
+        if self.service_link()
+            && self.rt.flow_control.enabled
+            && lock(&self.wire).sq.uncompleted() > 0
         {
             self.flow_progress();
         }
@@ -178,7 +180,7 @@ impl Queue {
                 fragments: !peer.rt.pro_api,
             };
             let standalone = match f.standalone(self.area(), peer.area(), true) {
-                Some(imm) if !dst.wire.rx_posted.is_empty() => {
+                Some(imm) if dst.wire.rq.has_posted() => {
                     target::deliver_standalone(&mut dst, imm);
                     true
                 }
@@ -313,7 +315,7 @@ impl Queue {
     fn expire_rnr_now(&self, w: &mut Wire) -> bool {
         match w.blocked_since {
             Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
-                w.fail_undelivered(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
+                w.fail_uncompleted(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
                 self.set_error("peer posted no receive buffer within the RNR timeout");
                 true
             }

@@ -55,14 +55,14 @@ impl Queue {
         let mut w = lock(&self.wire);
         let accepted = bufs
             .len()
-            .min(self.cfg.rx_depth as usize - w.rx_outstanding());
+            .min(self.cfg.rx_depth as usize - w.rq.outstanding());
         for &b in &bufs[..accepted] {
             unsafe {
                 (*b).qbuf_next = ptr::null_mut();
                 (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
             }
             self.offer_for_placement(&w, b);
-            w.rx_posted.push_back(b);
+            w.rq.post(b);
         }
         let announce = match w.flow.as_mut() {
             Some(f) => {
@@ -88,7 +88,7 @@ impl Queue {
         let (Some(arena), Some(link), true) = (w.arena.as_deref(), &w.link, self.rt.pro_api) else {
             return;
         };
-        link.offer_rx(arena, w.rx_posted.len(), b);
+        link.offer_rx(arena, w.rq.posted_len(), b);
     }
 
     pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
@@ -115,7 +115,7 @@ impl Queue {
 
     /// Whether flow control has an announcement due or WRs waiting for credit.
     fn flow_wants_progress(w: &mut Wire) -> bool {
-        let waiting = w.undelivered() > 0;
+        let waiting = w.sq.uncompleted() > 0;
         w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
     }
 
@@ -130,12 +130,12 @@ impl Queue {
     /// a span of zero bytes.
     pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
         let several = out.len() > 1;
-        self.poll_locked(UMQ_IO_RX, out, several, |cq, room| {
+        self.poll_locked(UMQ_IO_RX, out, several, |rq, room| {
             let len = |i| {
-                cq.get(i)
+                rq.completion_at(i)
                     .map_or(0, |(head, _)| unsafe { (*head).total_data_size })
             };
-            match room.min(cq.len()) {
+            match room.min(rq.completions_len()) {
                 0 => 0,
                 _ if len(0) == 0 => 1,
                 n => 1 + (1..n).take_while(|&i| len(i) > 0).count(),
@@ -155,7 +155,7 @@ impl Queue {
         dir: umq_io_direction_t,
         out: &mut [*mut umq_buf_t],
         several: bool,
-        rx_take: impl FnOnce(&RxCompletions, usize) -> usize,
+        rx_take: impl FnOnce(&RecvQueue, usize) -> usize,
     ) -> (usize, bool) {
         let mut n = 0;
         let mut w = lock(&self.wire);
@@ -168,32 +168,25 @@ impl Queue {
         // progress thread run it): it is the poll after every post of a ping-pong, and its round
         // would only look at the ring line the peer is about to write.
         let round = match w.link {
-            Some(_) if dir != UMQ_IO_TX || w.delivered == 0 => {
+            Some(_) if dir != UMQ_IO_TX || w.sq.completed() == 0 => {
                 Some(self.link_receive_round(&mut w, several))
             }
             _ => None,
         };
         if dir != UMQ_IO_RX {
             self.expire_rnr(&mut w);
-            let take = w.delivered.min(out.len());
-            n = w.sq.pop_into(&mut out[..take]);
-            w.delivered -= n;
+            n = w.sq.take_completed(out);
         }
         if dir != UMQ_IO_TX {
-            let mut bufs = 0;
-            let take = rx_take(&w.rx_cq, out.len() - n);
-            n += w.rx_cq.pop_map_into(&mut out[n..n + take], |(head, k)| {
-                bufs += k as usize;
-                head
-            });
-            w.rx_cq_bufs -= bufs;
+            let take = rx_take(&w.rq, out.len() - n);
+            n += w.rq.take_completions(&mut out[n..n + take]);
         }
         // A send poll that skipped the round over a link landed nothing and posted nothing: of
         // what flow control's step looks at, only WRs waiting for credit can be new to it. An
         // announcement that a landing made due is seen by the receive polls that take it in.
         let progress = w.flow.is_some()
             && match round {
-                None if w.link.is_some() => w.undelivered() > 0,
+                None if w.link.is_some() => w.sq.uncompleted() > 0,
                 _ => Self::flow_wants_progress(&mut w),
             };
         drop(w);
@@ -219,12 +212,12 @@ impl Queue {
     pub fn has_completions(&self, dir: umq_io_direction_t) -> bool {
         let w = lock(&self.wire);
         match dir {
-            UMQ_IO_TX => w.delivered > 0,
-            _ => !w.rx_cq.is_empty(),
+            UMQ_IO_TX => w.sq.completed() > 0,
+            _ => w.rq.has_completions(),
         }
     }
 
     pub fn rx_room(&self) -> usize {
-        self.cfg.rx_depth as usize - lock(&self.wire).rx_outstanding()
+        self.cfg.rx_depth as usize - lock(&self.wire).rq.outstanding()
     }
 }

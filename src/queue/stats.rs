@@ -63,7 +63,7 @@ impl Queue {
     pub fn flow_control_ext_stats(&self) -> crate::abi::ext::umq_ext_flow_control_stats_t {
         let mut w = lock(&self.wire);
         // WRs the peer already has are in flight, not queued.
-        let queued = (w.undelivered() - w.in_flight + w.held()) as u64;
+        let queued = (w.sq.unsent_len() + w.held()) as u64;
         let stalls = w.credit_stalls;
         let Some(f) = w.flow.as_mut() else {
             return Default::default();

@@ -164,7 +164,7 @@ impl Queue {
             }
         }
         unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-        w.sq.push_back(wr);
+        w.sq.push(wr);
         true
     }
 
@@ -247,7 +247,7 @@ impl Queue {
         }
         for &head in heads {
             unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-            mine.sq.push_back(head);
+            mine.sq.push(head);
         }
         (accepted, window_limited)
     }

@@ -41,7 +41,7 @@ pub fn assert_unwritten(bufs: &[*mut umq_buf_t]) {
 /// Every completion fits the buffers it names: a receiver that fragments takes a long message
 /// in a chain of buffers.
 pub fn assert_completions_fit(w: &Wire) {
-    for (b, nbufs) in w.rx_cq.iter() {
+    for (b, nbufs) in w.rq.completions() {
         let chain: Vec<_> = crate::buf::iter(b).take(nbufs as usize).collect();
         let cap: u64 = chain.iter().map(|&c| unsafe { (*c).buf_size } as u64).sum();
         let len = unsafe { (*b).total_data_size } as u64;

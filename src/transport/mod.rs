@@ -10,9 +10,12 @@ pub mod link;
 pub mod loopback;
 pub mod pause;
 pub mod progress;
+pub mod recv_queue;
+pub mod send_queue;
 pub mod shm;
 pub mod target;
 pub mod timer;
+pub mod transmit;
 pub mod wire;
 
 use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};

@@ -92,10 +92,10 @@ pub(crate) fn copy_pieces(
 /// How many posted receive buffers a message of `len` bytes takes, if enough are posted.
 pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
     if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
-        return (!dst.wire.rx_posted.is_empty()).then_some(1);
+        return (dst.wire.rq.has_posted()).then_some(1);
     }
     let mut room = 0u64;
-    for (i, b) in dst.wire.rx_posted.iter().enumerate() {
+    for (i, b) in dst.wire.rq.posted().enumerate() {
         room += unsafe { (*b).buf_size } as u64;
         if room >= len {
             return Some(i + 1);
@@ -106,10 +106,10 @@ pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> O
 
 /// Takes `n` posted receive buffers and links them into one message.
 pub(crate) fn take_rx(dst: &mut Side, n: usize) -> *mut umq_buf_t {
-    let head = dst.wire.rx_posted.pop_front().unwrap();
+    let head = dst.wire.rq.take_posted().unwrap();
     let mut tail = head;
     for _ in 1..n {
-        let b = dst.wire.rx_posted.pop_front().unwrap();
+        let b = dst.wire.rq.take_posted().unwrap();
         unsafe { (*tail).qbuf_next = b };
         tail = b;
     }
@@ -123,7 +123,7 @@ pub(crate) fn untake_rx(dst: &mut Side, head: *mut umq_buf_t) {
     let bufs: Vec<_> = crate::buf::iter(head).collect();
     for &b in bufs.iter().rev() {
         unsafe { (*b).qbuf_next = ptr::null_mut() };
-        dst.wire.rx_posted.push_front(b);
+        dst.wire.rq.give_back(b);
     }
 }
 
@@ -133,8 +133,7 @@ pub(crate) fn carries_data(status: u32) -> bool {
     status == UMQ_BUF_SUCCESS || status == UMQ_BUF_FLOW_CONTROL_UPDATE
 }
 
-/// Fills the receive completion of a message that landed in the `head` chain. The caller counts
-/// the arrival for flow control (`FlowState::data_arrived`).
+/// Fills the receive completion of a message that landed in the `head` chain.
 pub(crate) unsafe fn complete_rx(
     dst: &mut Side,
     head: *mut umq_buf_t,
@@ -169,8 +168,7 @@ pub(crate) unsafe fn complete_rx(
     let pro = h.pro_mut();
     pro.opcode = opcode;
     pro.imm_data = if opcode == UMQ_OPC_SEND { 0 } else { imm };
-    dst.wire.rx_cq.push_back((head, nbufs as u32));
-    dst.wire.rx_cq_bufs += nbufs;
+    dst.wire.rq.complete(head, nbufs);
 }
 
 /// With flow control on: takes a piggybacked window update out of the immediate, leaving the
@@ -240,7 +238,7 @@ pub(crate) fn receive_standalone(
             "window update from a peer without flow control",
         ));
     }
-    if dst.wire.rx_posted.is_empty() {
+    if !dst.wire.rq.has_posted() {
         return Ok(false);
     }
     deliver_standalone(dst, imm);
@@ -251,11 +249,9 @@ pub(crate) fn receive_standalone(
 /// Lands the data of a READ response in our READ WR with sequence number `seq` (how many of
 /// our WRs completed before it), which must be in flight; Err for anything else a peer says.
 pub(crate) fn land_read_response(w: &mut Wire, seq: u64, data: &[u8]) -> Result<(), LinkError> {
-    let wr = seq
-        .checked_sub(w.tx_done_seq)
-        .filter(|&k| (k as usize) < w.in_flight)
-        .map(|k| w.sq[w.delivered + k as usize])
-        .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
+    let wr =
+        w.sq.in_flight_wr(seq)
+            .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
     if unsafe { (*wr).pro().opcode } != UMQ_OPC_READ {
         return Err(LinkError::Corrupt(
             "READ response for a WR that is not a READ",
@@ -277,8 +273,7 @@ pub(crate) fn peer_status(raw: u32) -> umq_buf_status_t {
 
 /// The second half of both engines' one-pass path: a SEND or SEND_IMM of `len` contiguous
 /// bytes at `src` lands whole in `rx`, the next posted receive buffer, which the caller checked
-/// holds it (and that the receiver does not fragment). Returns whether the message carried a
-/// piggybacked window update, which the receiver took out of it.
+/// holds it (and that the receiver does not fragment).
 #[inline(always)]
 pub(crate) unsafe fn land_in(
     dst: &mut Side,
@@ -287,13 +282,15 @@ pub(crate) unsafe fn land_in(
     len: u32,
     op: umq_opcode_t,
     imm: u64,
-) -> bool {
-    dst.wire.rx_posted.pop_front();
+    out: &mut Outcome,
+) {
+    dst.wire.rq.take_posted();
     prefetch_rx(dst.wire, 16);
     unsafe {
         copy_bytes(src, (*rx).buf_data as *mut u8, len as usize);
-        complete_one(dst, rx, len, op, imm)
+        complete_one(dst, rx, len, op, imm);
     }
+    landed(dst, out);
 }
 
 /// `land_in` for a message the sender already wrote into `rx`, the next posted receive buffer.
@@ -304,10 +301,22 @@ pub(crate) unsafe fn land_placed(
     len: u32,
     op: umq_opcode_t,
     imm: u64,
+    out: &mut Outcome,
 ) {
-    dst.wire.rx_posted.pop_front();
+    dst.wire.rq.take_posted();
     prefetch_rx(dst.wire, 16);
     unsafe { complete_one(dst, rx, len, op, imm) };
+    landed(dst, out);
+}
+
+/// Counts a message that landed in receive buffers (every provider's landings come here): a
+/// receive completion, and one credit's worth of arrival for flow control.
+#[inline(always)]
+fn landed(dst: &mut Side, out: &mut Outcome) {
+    if let Some(f) = dst.wire.flow.as_mut() {
+        f.data_arrived(1);
+    }
+    out.rx_done += 1;
 }
 
 /// Asks the cache for the header of the receive buffer `ahead` places down the posted queue:
@@ -315,7 +324,7 @@ pub(crate) unsafe fn land_placed(
 #[inline]
 pub(crate) fn prefetch_rx(w: &Wire, ahead: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(b) = w.rx_posted.get(ahead) {
+    if let Some(b) = w.rq.posted_at(ahead) {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         // SAFETY: prefetching is a hint; it never faults, whatever the address.
         unsafe {
@@ -325,16 +334,15 @@ pub(crate) fn prefetch_rx(w: &Wire, ahead: usize) {
     }
 }
 
-/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer. Returns whether it
-/// carried a piggybacked window update (the sender then restores its WR).
+/// `complete_rx` for a SEND or SEND_IMM that landed whole in one buffer.
 #[inline(always)]
-pub(crate) unsafe fn complete_one(
+unsafe fn complete_one(
     dst: &mut Side,
     rx: *mut umq_buf_t,
     len: u32,
     sent_op: umq_opcode_t,
     imm: u64,
-) -> bool {
+) {
     let (op, imm, status) = receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS);
     let b = unsafe { &mut *rx };
     // qbuf_next is already null: push_rx cut the buffer out of the application's list.
@@ -346,9 +354,7 @@ pub(crate) unsafe fn complete_one(
     let pro = b.pro_mut();
     pro.opcode = op;
     pro.imm_data = if op == UMQ_OPC_SEND { 0 } else { imm };
-    dst.wire.rx_cq.push_back((rx, 1));
-    dst.wire.rx_cq_bufs += 1;
-    op != sent_op
+    dst.wire.rq.complete(rx, 1);
 }
 
 /// `ptr::copy` (a WR may name the very buffer it lands in), with small non-overlapping copies
@@ -423,7 +429,7 @@ pub(crate) enum Executed {
 /// NOP; WRITE and READ against registered memory whose token matches (else
 /// `REM_ACCESS_ABORT`); SEND, SEND_IMM and WRITE_IMM taking receive buffers in order, a message
 /// too long for them completing `LOC_LEN_ERR` here and `REM_OPERATION_ERR` there. A landed
-/// message counts in `out.rx_done`; the caller counts it for flow control.
+/// message counts in `out.rx_done` and, for flow control, as an arrival (`landed`).
 pub(crate) fn execute_wr<S, I>(
     dst: &mut Side,
     req: &Request<S>,
@@ -480,7 +486,7 @@ where
                 (UMQ_BUF_LOC_LEN_ERR, UMQ_BUF_REM_OPERATION_ERR)
             };
             unsafe { complete_rx(dst, head, n, req.len, op, req.imm, rx) };
-            out.rx_done += 1;
+            landed(dst, out);
             Executed::Done(tx)
         }
         _ => Executed::Done(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),

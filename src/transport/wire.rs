@@ -2,7 +2,8 @@
 //! completions, the send queue, flow control, WRs in flight and the binding's link), the two
 //! sides of a delivery, what a round did, and the credit gate a sender's WRs pass in order.
 
-use super::fifo::Fifo;
+use super::recv_queue::RecvQueue;
+use super::send_queue::SendQueue;
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -10,15 +11,11 @@ use crate::flow::FlowState;
 use std::ptr;
 use std::time::Instant;
 
-/// Completed receives: message head and how many buffers the message used.
-pub type RxCompletions = Fifo<(*mut umq_buf_t, u32)>;
-
 pub struct Wire {
-    pub rx_posted: Fifo<*mut umq_buf_t>,
-    pub rx_cq: RxCompletions,
-    pub rx_cq_bufs: usize,
-    pub sq: Fifo<*mut umq_buf_t>,
-    pub delivered: usize,
+    /// Posted receive buffers and the messages that landed in them (`recv_queue`).
+    pub rq: RecvQueue,
+    /// Posted TX WRs until polled: completed, in flight, unsent (`send_queue`).
+    pub sq: SendQueue,
     pub blocked_since: Option<Instant>,
     /// Flow control of the bound queue (None when disabled or never bound).
     pub flow: Option<FlowState>,
@@ -35,14 +32,6 @@ pub struct Wire {
     pub starved_credit: u64,
     pub stall_reported: bool,
     pub credit_stalls: u64,
-    /// WRs after `delivered` that the provider has handed to the peer but that have not
-    /// completed, and how many of our WRs have completed since bind (the peer's sequence
-    /// numbers for them).
-    pub in_flight: usize,
-    pub tx_done_seq: u64,
-    /// WRs in flight that complete when the peer has executed them (for shared memory:
-    /// everything but SEND, SEND_IMM and NOP, which complete once in the peer's ring).
-    pub awaiting_peer: usize,
     /// The binding to a queue in another process, while there is one; moved out of the wire
     /// for the length of a round so that the provider can borrow both.
     pub link: Option<Box<super::link::Link>>,
@@ -129,11 +118,8 @@ unsafe impl Send for Wire {}
 impl Wire {
     pub fn new(rx_depth: u32, tx_depth: u32) -> Wire {
         Wire {
-            rx_posted: Fifo::with_capacity(rx_depth as usize, ptr::null_mut()),
-            rx_cq: Fifo::with_capacity(rx_depth as usize, (ptr::null_mut(), 0)),
-            rx_cq_bufs: 0,
-            sq: Fifo::with_capacity(tx_depth as usize, ptr::null_mut()),
-            delivered: 0,
+            rq: RecvQueue::new(rx_depth),
+            sq: SendQueue::new(tx_depth),
             blocked_since: None,
             flow: None,
             uncovered: 0,
@@ -142,9 +128,6 @@ impl Wire {
             starved_credit: 0,
             stall_reported: false,
             credit_stalls: 0,
-            in_flight: 0,
-            tx_done_seq: 0,
-            awaiting_peer: 0,
             link: None,
             arena: None,
             zero_copy: ZeroCopy::default(),
@@ -178,14 +161,28 @@ impl Wire {
             .count_placed(unsafe { (*wr).total_data_size } as u64);
     }
 
-    pub fn rx_outstanding(&self) -> usize {
-        self.rx_posted.len() + self.rx_cq_bufs
+    /// Completes the oldest WR in flight with `status` (`awaited`: it was handed over as
+    /// awaiting the peer), restoring a WR that carried our window update to the
+    /// plain SEND it was posted as.
+    #[inline(always)]
+    pub fn finish_next(&mut self, status: umq_buf_status_t, awaited: bool, out: &mut Outcome) {
+        let wr = self.sq.complete_next(status, awaited);
+        unsafe { super::target::restore_piggyback_carrier(wr, self.flow.is_some()) };
+        out.tx_done += 1;
     }
 
-    /// WRs in the send queue not yet handed to the peer (not counting those the pacer holds:
-    /// they have their credit, and wait for nothing flow control does).
-    pub fn undelivered(&self) -> usize {
-        self.sq.len() - self.delivered
+    /// `finish_next` for `wr`, the next unsent WR, with nothing in flight ahead of it: it ran,
+    /// or its bytes left, as it was handed over.
+    #[inline(always)]
+    pub fn finish_unsent(
+        &mut self,
+        wr: *mut umq_buf_t,
+        status: umq_buf_status_t,
+        out: &mut Outcome,
+    ) {
+        self.sq.complete_unsent(wr, status);
+        unsafe { super::target::restore_piggyback_carrier(wr, self.flow.is_some()) };
+        out.tx_done += 1;
     }
 
     /// WRs the pacer holds back.
@@ -218,22 +215,16 @@ impl Wire {
             p.progress = 0;
             p.open = None;
             for wr in p.held.drain(..) {
-                self.sq.push_back(wr);
+                self.sq.push(wr);
             }
         }
     }
 
-    /// Completes every undelivered WR with an error: `first` for the oldest, flush for the rest.
-    pub fn fail_undelivered(&mut self, first: umq_buf_status_t) -> usize {
+    /// Completes every uncompleted WR with an error: `first` for the oldest, flush for the rest.
+    pub fn fail_uncompleted(&mut self, first: umq_buf_status_t) -> usize {
         self.release_held();
-        let n = self.undelivered();
-        for (i, b) in self.sq.iter().skip(self.delivered).enumerate() {
-            unsafe { (*b).set_status(if i == 0 { first } else { UMQ_BUF_WR_FLUSH_ERR }) };
-        }
-        self.delivered = self.sq.len();
+        let n = self.sq.fail_uncompleted(first);
         self.local_packets = None;
-        self.in_flight = 0;
-        self.awaiting_peer = 0;
         if let Some(link) = self.link.as_mut() {
             link.forget_in_flight();
         }
@@ -267,25 +258,10 @@ impl Wire {
     fn waiting_needy(&self) -> usize {
         let held = self.paced.iter().flat_map(|p| p.held.iter().copied());
         self.sq
-            .iter()
-            .skip(self.delivered + self.in_flight)
+            .unsent()
             .chain(held)
             .filter(|&b| needs_rx_buffer(unsafe { (*b).pro().opcode }))
             .count()
-    }
-
-    /// Returns every posted receive buffer as a completion with `UMQ_BUF_WR_FLUSH_ERR`.
-    pub fn flush_rx(&mut self) -> usize {
-        let n = self.rx_posted.len();
-        while let Some(b) = self.rx_posted.pop_front() {
-            unsafe {
-                (*b).set_status(UMQ_BUF_WR_FLUSH_ERR);
-                (*b).data_size = 0;
-            }
-            self.rx_cq.push_back((b, 1));
-            self.rx_cq_bufs += 1;
-        }
-        n
     }
 }
 

@@ -29,7 +29,7 @@ pub fn case(d: &mut impl Draw) -> Case {
     let (ours, canaries) = (alloc(1 + d.below(4) as u32), alloc(2));
     paint(&canaries);
     let mut w = Wire::new(16, 16);
-    ours.iter().for_each(|&b| w.rx_posted.push_back(b));
+    ours.iter().for_each(|&b| w.rq.post(b));
     let (mut rx, mut tx) = (idle_rx(d), tx_in_flight(d));
     let (bounces, mut queue) = filled_bounces(d, &ours, &pool);
     let mut released = Vec::new();
@@ -58,7 +58,7 @@ pub fn case(d: &mut impl Draw) -> Case {
         broke: r.err().map(|e| e.to_string()),
         completed: out.rx_done as u64,
     };
-    assert_eq!(w.rx_outstanding(), ours.len(), "a receive buffer was lost");
+    assert_eq!(w.rq.outstanding(), ours.len(), "a receive buffer was lost");
     assert_completions_fit(&w);
     assert_unwritten(&canaries);
     assert_bounces_accounted(&lent, &queue, &released);

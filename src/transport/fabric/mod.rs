@@ -27,7 +27,7 @@ use super::LinkError;
 use super::link::Arm;
 use super::progress::Wakeup;
 use super::target;
-use super::wire::{CreditGate, Outcome, PacketGate, Receiver, Side, Wire};
+use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -609,8 +609,8 @@ mod tests {
         ) -> (*mut umq_buf_t, *mut umq_buf_t) {
             let wr = crate::transport::test_wr(&self.pool, 5000, op, imm);
             let rx = self.pool.alloc(8192, 1, 0, 0).unwrap();
-            self.wb.rx_posted.push_back(rx);
-            self.wa.sq.push_back(wr);
+            self.wb.rq.post(rx);
+            self.wa.sq.push(wr);
             self.wa.paced = Some(crate::transport::wire::Paced {
                 pmtu: 1024,
                 open: Some((wr, 2048)),
@@ -753,17 +753,15 @@ mod tests {
         let mut sent = Vec::new();
         for i in 0..3 {
             let wr = crate::transport::test_wr(&pool, 100 + i as u32, UMQ_OPC_SEND_IMM, i as u64);
-            wa[i].sq.push_back(wr);
-            wb[i]
-                .rx_posted
-                .push_back(pool.alloc(8192, 1, 0, 0).unwrap());
+            wa[i].sq.push(wr);
+            wb[i].rq.post(pool.alloc(8192, 1, 0, 0).unwrap());
             sent.push(wr);
         }
         // Only b[2]'s rounds run until all three messages are in the node's inboxes.
         let deadline = Instant::now() + Duration::from_secs(5);
         let waiting =
             |node: &Node, l: &Link| node.lock().inbox_mut(l.ch.id).unwrap().arrivals.len();
-        while waiting(&node_b, &b[0]) + waiting(&node_b, &b[1]) < 2 || wb[2].rx_cq.is_empty() {
+        while waiting(&node_b, &b[0]) + waiting(&node_b, &b[1]) < 2 || !wb[2].rq.has_completions() {
             assert!(Instant::now() < deadline, "not within 5 s");
             for i in 0..3 {
                 a[i].round(&mut wa[i], &receiver(&pool)).unwrap();
@@ -784,7 +782,7 @@ mod tests {
             b[i].round(&mut wb[i], &receiver(&pool)).unwrap();
         }
         for (i, w) in wb.iter().enumerate() {
-            let (head, _) = w.rx_cq[0];
+            let (head, _) = w.rq.completion_at(0).unwrap();
             let h = unsafe { &*head };
             assert_eq!(
                 (h.total_data_size, h.pro().imm_data),
@@ -796,14 +794,12 @@ mod tests {
         drop(b.remove(1));
         for i in [0, 1] {
             let wr = crate::transport::test_wr(&pool, 64, UMQ_OPC_SEND, 0);
-            wa[i].sq.push_back(wr);
+            wa[i].sq.push(wr);
             sent.push(wr);
         }
-        wb[0]
-            .rx_posted
-            .push_back(pool.alloc(8192, 1, 0, 0).unwrap());
+        wb[0].rq.post(pool.alloc(8192, 1, 0, 0).unwrap());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while wb[0].rx_cq.len() < 2 || wa[1].delivered < 2 {
+        while wb[0].rq.completions_len() < 2 || wa[1].sq.completed() < 2 {
             assert!(Instant::now() < deadline, "not within 5 s");
             for i in 0..3 {
                 a[i].round(&mut wa[i], &receiver(&pool)).unwrap();
@@ -839,16 +835,16 @@ mod tests {
         let assembled = p.b.rx.assembling.as_ref().map(|(_, d)| d.len());
         assert_eq!(assembled, Some(2048), "more than was granted went");
         assert_eq!(p.wa.paced_packets, 2);
-        assert!(p.wb.rx_cq.is_empty() && p.wa.delivered == 0);
+        assert!(!p.wb.rq.has_completions() && p.wa.sq.completed() == 0);
         p.wa.paced.as_mut().unwrap().open = None; // all granted
         let deadline = Instant::now() + Duration::from_secs(5);
-        while p.wb.rx_cq.is_empty() || p.wa.delivered == 0 {
+        while !p.wb.rq.has_completions() || p.wa.sq.completed() == 0 {
             assert!(Instant::now() < deadline, "not within 5 s");
             p.round_a().unwrap();
             p.round_b().unwrap();
         }
         assert_eq!(p.wa.paced_packets, 5, "5000 bytes in packets of 1024");
-        let (head, nbufs) = p.wb.rx_cq.front().unwrap();
+        let (head, nbufs) = p.wb.rq.completion_at(0).unwrap();
         let h = unsafe { &*head };
         assert_eq!((head, nbufs, h.total_data_size), (rx, 1, 5000));
         assert_eq!((h.pro().opcode, h.pro().imm_data), (UMQ_OPC_SEND_IMM, 77));
@@ -886,16 +882,16 @@ mod tests {
         });
         assert!(p.a.send_control(&pause));
         p.rounds_until(|_, _| !link.may_start(3));
-        assert!(p.wb.rx_cq.is_empty(), "the message is still arriving");
+        assert!(!p.wb.rq.has_completions(), "the message is still arriving");
         p.wa.paced.as_mut().unwrap().open = None;
         let deadline = Instant::now() + Duration::from_secs(5);
-        while p.wb.rx_cq.is_empty() {
+        while !p.wb.rq.has_completions() {
             assert!(Instant::now() < deadline, "not within 5 s");
             p.round_a().unwrap();
             p.round_b().unwrap();
         }
         assert!(crate::transport::test_bytes_intact(
-            p.wb.rx_cq.front().unwrap().0,
+            p.wb.rq.completion_at(0).unwrap().0,
             5000
         ));
         assert_eq!(link.stats().0.priorities[3].indications, 1);

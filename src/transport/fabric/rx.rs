@@ -182,7 +182,7 @@ impl Run<'_> {
             KIND_DONE => {
                 let i = h
                     .seq
-                    .checked_sub(w.tx_done_seq)
+                    .checked_sub(w.sq.completed_seq())
                     .filter(|&i| (i as usize) < self.tx.flight.len())
                     .ok_or(LinkError::Corrupt(
                         "a completion for no WR of ours in flight",
@@ -238,17 +238,11 @@ impl Run<'_> {
             wire: w,
             fragments: at.fragments,
         };
-        let landed_before = out.rx_done;
         let status = match target::execute_wr(&mut dst, &req, at.pool, &mut reply, out) {
             target::Executed::Done(status) => status,
             target::Executed::Wait => return Ok(false),
             target::Executed::InitiatorLeft => return Err(LinkError::PeerLeft),
         };
-        if out.rx_done > landed_before
-            && let Some(f) = w.flow.as_mut()
-        {
-            f.data_arrived(1);
-        }
         if !quick(opcode) {
             self.tx.outgoing.push_back(Outgoing::control(Header {
                 kind: KIND_DONE,

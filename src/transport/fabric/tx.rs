@@ -2,6 +2,7 @@
 //! fragment, and our WRs' completions in order.
 
 use super::*;
+use crate::transport::transmit::{Carrier, Handed};
 
 /// One of our WRs between the sending step and its completion.
 pub(super) struct Flight {
@@ -81,17 +82,9 @@ impl Link {
                 (true, true, None) if f.unfinished == 0 => UMQ_BUF_SUCCESS,
                 _ => break,
             };
-            let wr = w.sq[w.delivered];
-            unsafe {
-                (*wr).set_status(status);
-                target::restore_piggyback_carrier(wr, w.flow.is_some());
-            }
             self.tx.flight.pop_front();
             self.tx.flight_base += 1;
-            w.delivered += 1;
-            w.tx_done_seq += 1;
-            w.in_flight -= 1;
-            out.tx_done += 1;
+            w.finish_next(status, true, out);
         }
     }
 
@@ -101,7 +94,7 @@ impl Link {
     /// WRs of our last ring completed: at most one ring a round trip, however many WRs.
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
-        if t.call_upto <= t.called_upto || w.tx_done_seq < t.called_upto {
+        if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {
             return;
         }
         if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
@@ -157,60 +150,13 @@ impl Link {
 
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
     pub(super) fn transmit(&mut self, w: &mut Wire, out: &mut Outcome) {
-        if w.paused() {
-            return; // the peer paused our priority: no new message starts
-        }
-        let mut credit = CreditGate::open(w);
         let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
-        while w.delivered + w.in_flight < w.sq.len() && self.tx.outgoing.len() < MAX_OUTGOING {
-            let wr = w.sq[w.delivered + w.in_flight];
-            let pro = unsafe { *(*wr).pro() };
-            if !credit.pass(w, pro.opcode) {
-                out.credit_wait = true;
-                break;
-            }
-            let seq = w.tx_done_seq + w.in_flight as u64;
-            let total = match pro.opcode {
-                UMQ_OPC_READ | UMQ_OPC_NOP => 0,
-                _ => (unsafe { (*wr).total_data_size }) as u64,
-            };
-            let sge = pro.remote_sge;
-            self.tx.outgoing.push_back(Outgoing {
-                header: Header {
-                    kind: KIND_WR,
-                    opcode: pro.opcode as u8,
-                    imm: pro.imm_data,
-                    addr: sge.addr,
-                    token_id: sge.token_id,
-                    token_value: sge.token_value,
-                    rlen: sge.length,
-                    seq,
-                    total,
-                    ..Default::default()
-                },
-                body: Body::Wr(wr),
-                done: 0,
-                started: false,
-                wr_seq: Some(seq),
-                fragment,
-            });
-            self.tx.flight.push_back(Flight {
-                quick: quick(pro.opcode),
-                sent: false,
-                unfinished: 0,
-                status: None,
-            });
-            w.in_flight += 1;
-            self.wr_sent_at = Instant::now();
-            match pro.opcode {
-                UMQ_OPC_READ => out.reads += 1,
-                UMQ_OPC_NOP => {}
-                _ => out.sends += 1,
-            }
-        }
-        credit.close(w);
+        let mut carrier = Queuer {
+            link: self,
+            fragment,
+        };
+        crate::transport::transmit::transmit(w, &mut carrier, out);
     }
-
     /// Sends queued messages in order, fragment by fragment, while libfabric takes them and, for
     /// a rate-limited queue (`gate`), while the pacer's grants last and its priority is not
     /// `paused`, counting its `packets`. (Fragments are this
@@ -283,6 +229,57 @@ impl Link {
             }
         }
         Ok(())
+    }
+}
+
+/// The network's carrier: a WR joins the messages the sending step hands to libfabric, fragment
+/// by fragment, and completes when the peer reports it (or, for a quick one, once all of it
+/// went).
+struct Queuer<'a> {
+    link: &'a mut Link,
+    fragment: usize,
+}
+
+impl Carrier for Queuer<'_> {
+    fn carry(&mut self, w: &mut Wire, wr: *mut umq_buf_t, _out: &mut Outcome) -> Handed {
+        let tx = &mut self.link.tx;
+        if tx.outgoing.len() >= MAX_OUTGOING {
+            return Handed::NoResource;
+        }
+        let pro = unsafe { *(*wr).pro() };
+        let seq = w.sq.next_seq();
+        let total = match pro.opcode {
+            UMQ_OPC_READ | UMQ_OPC_NOP => 0,
+            _ => (unsafe { (*wr).total_data_size }) as u64,
+        };
+        let sge = pro.remote_sge;
+        tx.outgoing.push_back(Outgoing {
+            header: Header {
+                kind: KIND_WR,
+                opcode: pro.opcode as u8,
+                imm: pro.imm_data,
+                addr: sge.addr,
+                token_id: sge.token_id,
+                token_value: sge.token_value,
+                rlen: sge.length,
+                seq,
+                total,
+                ..Default::default()
+            },
+            body: Body::Wr(wr),
+            done: 0,
+            started: false,
+            wr_seq: Some(seq),
+            fragment: self.fragment,
+        });
+        tx.flight.push_back(Flight {
+            quick: quick(pro.opcode),
+            sent: false,
+            unfinished: 0,
+            status: None,
+        });
+        self.link.wr_sent_at = Instant::now();
+        Handed::AtPeer
     }
 }
 

@@ -1,11 +1,12 @@
-//! In-process loopback: the receive side and send queue of one queue, and the delivery engine
-//! that executes a sender's WRs against its peer with the semantics of RDMA verbs (RC).
+//! In-process loopback: the carrier that executes a sender's WRs against its peer queue, which
+//! the sender holds locked, with the semantics of RDMA verbs (RC).
 //!
-//! The send queue `sq` holds every posted tx WR until the application polls its completion. The
-//! first `delivered` entries have executed; the rest wait, in order, for receive buffers at the
-//! peer (the RNR wait of RDMA). Completions are therefore FIFO per queue pair by construction.
+//! A WR runs to its end when it is handed over, so nothing is ever in flight: the unsent WRs
+//! wait, in order, for receive buffers at the peer (the RNR wait of RDMA), and completions are
+//! FIFO per queue pair by construction.
 
 use super::target::*;
+use super::transmit::{Carrier, Handed, transmit};
 use super::wire::*;
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
@@ -42,17 +43,10 @@ unsafe fn execute_from<S: Iterator<Item = (*mut u8, usize)> + Clone>(
         src,
         remote: pro.remote_sge,
     };
-    let Executed::Done(status) = execute_wr(dst, &req, pool, &mut Poster(wr), out) else {
-        return None;
-    };
-    if status == UMQ_BUF_SUCCESS {
-        match pro.opcode {
-            UMQ_OPC_READ => out.reads += 1,
-            UMQ_OPC_NOP => {}
-            _ => out.sends += 1,
-        }
+    match execute_wr(dst, &req, pool, &mut Poster(wr), out) {
+        Executed::Done(status) => Some(status),
+        _ => None,
     }
-    Some(status)
 }
 
 /// The WR's own side in this process: a READ lands in it directly.
@@ -66,13 +60,9 @@ impl Initiator for Poster {
 }
 
 /// The common case in one pass: a one-buffer SEND or SEND_IMM into the next posted receive
-/// buffer, which holds it. None (nothing done) when the WR needs the general path.
+/// buffer, which holds it. False (nothing done) when the WR needs the general path.
 #[inline(always)]
-unsafe fn send_one(
-    wr: *mut umq_buf_t,
-    dst: &mut Side,
-    out: &mut Outcome,
-) -> Option<umq_buf_status_t> {
+unsafe fn send_one(wr: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) -> bool {
     let w = unsafe { &*wr };
     let pro = w.pro();
     let op = pro.opcode;
@@ -80,76 +70,74 @@ unsafe fn send_one(
         || w.data_size != w.total_data_size
         || dst.fragments
     {
-        return None;
+        return false;
     }
-    let rx = dst.wire.rx_posted.front()?;
+    let Some(rx) = dst.wire.rq.next_posted() else {
+        return false;
+    };
     let len = w.total_data_size;
     if len > unsafe { (*rx).buf_size } || w.data_size != len {
-        return None;
+        return false;
     }
-    if unsafe { land_in(dst, rx, w.buf_data as *const u8, len, op, pro.imm_data) } {
-        // The SEND carried our window update: it completes as the SEND it was posted as.
-        let pro = unsafe { (*wr).pro_mut() };
-        pro.opcode = UMQ_OPC_SEND;
-        pro.imm_data = 0;
-    }
-    out.sends += 1;
-    out.rx_done += 1;
-    Some(UMQ_BUF_SUCCESS)
+    unsafe { land_in(dst, rx, w.buf_data as *const u8, len, op, pro.imm_data, out) };
+    true
 }
 
-/// Runs the sender's undelivered WRs, in order, until one has to wait for a receive buffer
-/// (or, for a rate-limited queue, for its next packets to be granted).
+/// Runs the sender's unsent WRs, in order, until one has to wait for a receive buffer (or, for
+/// a rate-limited queue, for its next packets to be granted).
+#[inline(always)]
 pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     let mut out = Outcome::default();
-    let mut credit = CreditGate::open(src);
-    let flow_on = src.flow.is_some();
     // A limited queue's WRs may go as packets (looked at only then: this is every delivery).
     let paced = src.paced.is_some() || src.local_packets.is_some();
-    let gate = if paced { src.packet_gate() } else { None };
-    while src.delivered < src.sq.len() {
-        let wr = src.sq[src.delivered];
-        let opcode = unsafe { (*wr).pro().opcode };
-        if !credit.pass(src, opcode) {
-            out.credit_wait = true;
-            break;
-        }
-        // send_one restores a piggyback carrier itself, and only when it was one: no check of
-        // every WR's immediate on the common path.
-        let done = if paced {
-            match unsafe { deliver_paced(src, dst, wr, gate, pool, &mut out) } {
-                PacedStep::Waits => {
-                    credit.keep(opcode);
-                    break; // the rest of the message waits for its grants
-                }
+    let mut carrier = Delivery {
+        dst,
+        pool,
+        paced,
+        gate: if paced { src.packet_gate() } else { None },
+    };
+    transmit(src, &mut carrier, &mut out);
+    out
+}
+
+/// Loopback's carrier: a WR runs against the peer queue, which the sender holds locked, and
+/// completes at once; it waits only for a receive buffer there (the RNR wait of RDMA) or for
+/// its packets' grants.
+struct Delivery<'a, 'b> {
+    dst: &'a mut Side<'b>,
+    pool: &'a Pool,
+    paced: bool,
+    gate: Option<PacketGate>,
+}
+
+impl Carrier for Delivery<'_, '_> {
+    #[inline(always)]
+    fn carry(&mut self, src: &mut Wire, wr: *mut umq_buf_t, out: &mut Outcome) -> Handed {
+        let done = if self.paced {
+            match unsafe { deliver_paced(src, self.dst, wr, self.gate, self.pool, out) } {
+                // The rest of the message waits for its grants.
+                PacedStep::Waits => return Handed::NoResource,
                 PacedStep::Ran(done) => done,
             }
+        } else if unsafe { send_one(wr, self.dst, out) } {
+            // The common case returns its status as a constant, which the send loop sees.
+            src.blocked_since = None;
+            return Handed::Ran;
         } else {
-            unsafe {
-                send_one(wr, dst, &mut out).or_else(|| {
-                    execute(wr, dst, pool, &mut out)
-                        .inspect(|_| restore_piggyback_carrier(wr, flow_on))
-                })
+            unsafe { execute(wr, self.dst, self.pool, out) }
+        };
+        match done {
+            Some(status) => {
+                src.blocked_since = None;
+                Handed::ran(status)
             }
-        };
-        let Some(status) = done else {
-            credit.keep(opcode);
-            src.blocked_since.get_or_insert_with(Instant::now);
-            out.blocked = true;
-            break;
-        };
-        unsafe { (*wr).set_status(status) };
-        src.delivered += 1;
-        src.blocked_since = None;
-        out.tx_done += 1;
+            None => {
+                src.blocked_since.get_or_insert_with(Instant::now);
+                out.blocked = true;
+                Handed::NoResource
+            }
+        }
     }
-    credit.close(src);
-    if out.rx_done > 0
-        && let Some(f) = dst.wire.flow.as_mut()
-    {
-        f.data_arrived(out.rx_done as u64);
-    }
-    out
 }
 
 /// What a rate-limited queue's WR did: ran (None: it waits for a receive buffer), or waits for
@@ -172,11 +160,9 @@ unsafe fn deliver_paced(
     pool: &Pool,
     out: &mut Outcome,
 ) -> PacedStep {
-    let flow_on = src.flow.is_some();
     let Some(allowed) = packet_allowance(gate, src, wr) else {
         let done = unsafe { execute(wr, dst, pool, out) };
         if done.is_some() {
-            unsafe { restore_piggyback_carrier(wr, flow_on) };
             src.paced_packets += gate.is_some() as u64; // an Only packet
         }
         return PacedStep::Ran(done);
@@ -184,11 +170,7 @@ unsafe fn deliver_paced(
     if !land_packets(src, dst.wire, wr, allowed) {
         return PacedStep::Waits;
     }
-    let done = unsafe { execute_arrived(src, wr, dst, pool, out) };
-    if done.is_some() {
-        unsafe { restore_piggyback_carrier(wr, flow_on) };
-    }
-    PacedStep::Ran(done)
+    PacedStep::Ran(unsafe { execute_arrived(src, wr, dst, pool, out) })
 }
 
 /// Whether `wr` goes as packets, and if so how many bytes of its message may have arrived by
@@ -298,7 +280,7 @@ mod tests {
             w.note_admitted(needy, credited as usize);
             for &op in ops {
                 let mut b = wr(op);
-                w.sq.push_back(&mut *b);
+                w.sq.push(&mut *b);
                 wrs.push(b);
             }
         };

@@ -228,7 +228,7 @@ impl Bench {
         for &b in &rx {
             let data = unsafe { (*b).buf_data as *const u8 };
             offsets.extend(w.arena.as_deref().and_then(|a| a.offset_of(data, 1)));
-            w.rx_posted.push_back(b);
+            w.rq.post(b);
         }
         // Each case starts at a fresh line of the ring, as if the ones before were consumed.
         self.mine.inbox().cons.0.store(self.pos, Ordering::Relaxed);
@@ -251,7 +251,7 @@ impl Bench {
             completed: out.rx_done as u64,
             placed: w.zero_copy.placed_rx,
         };
-        assert_eq!(w.rx_outstanding(), rx.len(), "a receive buffer was lost");
+        assert_eq!(w.rq.outstanding(), rx.len(), "a receive buffer was lost");
         assert_completions_fit(&w);
         assert_unwritten(&canaries);
         for b in rx.into_iter().chain(canaries) {
@@ -313,7 +313,7 @@ pub fn sender_case(d: &mut impl Draw) -> SenderCase {
     let wrs = alloc(1 + d.below(8) as u32);
     for &wr in &wrs {
         hostile_wr(d, wr, their_off);
-        w.sq.push_back(wr);
+        w.sq.push(wr);
     }
     let (mut pair, publisher) = (Pair::default(), placement::Publisher::default());
     let at = Receiver {
@@ -331,7 +331,7 @@ pub fn sender_case(d: &mut impl Draw) -> SenderCase {
                 break;
             }
         }
-        assert!(w.delivered <= w.sq.len() && completed == w.delivered as u64);
+        assert!(w.sq.completed() <= w.sq.len() && completed == w.sq.completed() as u64);
     }
     assert_unwritten(&canaries);
     for b in wrs.into_iter().chain(canaries) {

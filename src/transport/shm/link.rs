@@ -25,7 +25,8 @@ pub(super) struct Pair {
     /// The peer's process.
     pub(super) pid: u32,
     /// Our WRs completed without an entry in the peer's ring (one-sided, by the kernel: see
-    /// `direct`): the peer's sequence numbers for ours run this far behind `tx_done_seq`.
+    /// `direct`): the peer's sequence numbers for ours run this far behind
+    /// `SendQueue::completed_seq`.
     pub(super) direct_done: u64,
 }
 
@@ -83,8 +84,7 @@ impl Link {
     /// is seen by the next round, which an empty ring with a closed peer never skips.
     #[inline(always)]
     pub fn receive_one(&mut self, w: &mut Wire, umqh: u64) -> Option<Outcome> {
-        if w.delivered != w.sq.len() || self.peer.doorbell.is_some() || self.pair.assembly.is_some()
-        {
+        if !w.sq.all_completed() || self.peer.doorbell.is_some() || self.pair.assembly.is_some() {
             return None;
         }
         // A corrupt entry is the full round's to report; an empty ring, with the peer still

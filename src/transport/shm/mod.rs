@@ -53,7 +53,7 @@
 
 use super::LinkError;
 use super::target;
-use super::wire::{CreditGate, Outcome, PacketGate, Receiver, Side, Wire};
+use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
@@ -318,11 +318,11 @@ fn progress(
     // Read the count before the drain: a READ counts as done only after its response is in our
     // ring, and the drain below takes every response pushed before the count moved. Only read it
     // while a WR waits for it: the peer writes that line for every WR it executes.
-    let done = (w.awaiting_peer > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
+    let done = (w.sq.awaiting_peer() > 0).then(|| peer.inbox().done.0.load(Ordering::Acquire));
     receive(w, pair, mine, peer, at, &mut out)?;
     // With none of our WRs waiting or in flight (a poll that finds a message, usually) there
     // is nothing to complete or transmit.
-    let ours = w.delivered < w.sq.len();
+    let ours = !w.sq.all_completed();
     if ours {
         complete(w, pair, peer, done, &mut out)?;
     }
@@ -362,7 +362,7 @@ fn transmit_round(
 /// doorbell a round decides whether to ring.
 #[inline]
 fn idle(w: &Wire, mine: &Segment, peer: &Segment) -> bool {
-    w.delivered == w.sq.len() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
+    w.sq.all_completed() && peer.doorbell.is_none() && !mine.has_entry() && !peer.is_closed()
 }
 
 #[cfg(test)]
@@ -632,7 +632,7 @@ mod tests {
         let to_ours = Segment::open_peer(me, ours.fd() as u32, 52).unwrap();
         let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
         let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND_IMM, 77);
-        ws.sq.push_back(wr);
+        ws.sq.push(wr);
         ws.paced = Some(crate::transport::wire::Paced {
             pmtu: 1024,
             open: Some((wr, 2048)),
@@ -640,7 +640,7 @@ mod tests {
         });
         let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
         let rx = pool.alloc(8192, 1, 0, 0).unwrap();
-        wr_rx.rx_posted.push_back(rx);
+        wr_rx.rq.post(rx);
         let at = Receiver {
             umqh: 9,
             fragments: false,
@@ -651,7 +651,7 @@ mod tests {
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         assert_eq!(ws.paced_packets, 2, "two packets granted, two on the wire");
         assert_eq!(
-            (ws.delivered, ws.in_flight),
+            (ws.sq.completed(), ws.sq.in_flight()),
             (0, 0),
             "the WR is not all out"
         );
@@ -661,9 +661,9 @@ mod tests {
             (FLAG_FIRST_PACKET, 1024, 5000)
         );
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
-        assert!(wr_rx.rx_cq.is_empty(), "completed before its Last");
+        assert!(!wr_rx.rq.has_completions(), "completed before its Last");
         assert_eq!(receiver.assembly.as_ref().map(|(_, d)| d.len()), Some(2048));
-        assert_eq!(wr_rx.rx_posted.len(), 1, "no buffer taken yet");
+        assert_eq!(wr_rx.rq.posted_len(), 1, "no buffer taken yet");
 
         ws.paced.as_mut().unwrap().open = Some((wr, 4096));
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
@@ -672,12 +672,13 @@ mod tests {
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         assert_eq!(ws.paced_packets, 5, "5000 bytes in packets of 1024");
         assert_eq!(
-            ws.delivered, 1,
+            ws.sq.completed(),
+            1,
             "a SEND completes once its Last is in the ring"
         );
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
-        let (head, nbufs) = wr_rx.rx_cq.front().expect("one completion");
-        assert_eq!((head, nbufs, wr_rx.rx_cq.len()), (rx, 1, 1));
+        let (head, nbufs) = wr_rx.rq.completion_at(0).expect("one completion");
+        assert_eq!((head, nbufs, wr_rx.rq.completions_len()), (rx, 1, 1));
         let h = unsafe { &*head };
         assert_eq!(
             (h.total_data_size, h.pro().opcode, h.pro().imm_data),
@@ -728,7 +729,7 @@ mod tests {
                     .for_each(|(i, x)| *x = (i % 251) as u8);
                 (b.data_size, b.total_data_size) = (LEN, LEN);
                 (b.pro_mut().opcode, b.pro_mut().imm_data) = (UMQ_OPC_SEND_IMM, 2 * k);
-                ws.sq.push_back(wr);
+                ws.sq.push(wr);
                 wr
             })
             .collect();
@@ -738,7 +739,7 @@ mod tests {
             crate::buf::iter(pool.alloc_in(&their_pool, 65536, 2, 0, 0).unwrap()).collect();
         for (k, &b) in rx.iter().enumerate() {
             theirs.publish_posted(their_arena, k as u64, b);
-            wr_rx.rx_posted.push_back(b);
+            wr_rx.rq.post(b);
         }
         let (mut sender, mut receiver) = (Pair::default(), Pair::default());
         let mut out = Outcome::default();
@@ -752,7 +753,7 @@ mod tests {
             "both split, each half counted once"
         );
         assert_eq!(
-            (ws.delivered, ws.in_flight),
+            (ws.sq.completed(), ws.sq.in_flight()),
             (0, 2),
             "their rest is still ours to keep"
         );
@@ -763,9 +764,12 @@ mod tests {
             pool: &pool,
         };
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
-        assert_eq!((wr_rx.rx_cq.len(), wr_rx.zero_copy.placed_rx), (2, 2));
+        assert_eq!(
+            (wr_rx.rq.completions_len(), wr_rx.zero_copy.placed_rx),
+            (2, 2)
+        );
         for (k, &b) in rx.iter().enumerate() {
-            let (head, nbufs) = wr_rx.rx_cq.get(k).unwrap();
+            let (head, nbufs) = wr_rx.rq.completion_at(k).unwrap();
             assert_eq!((head, nbufs), (b, 1), "in order, one buffer each");
             let h = unsafe { &*b };
             assert_eq!(
@@ -781,7 +785,7 @@ mod tests {
         assert_eq!(done, 2, "both executed");
         complete(&mut ws, &mut sender, &to_theirs, Some(done), &mut out).unwrap();
         assert_eq!(
-            (ws.delivered, ws.in_flight),
+            (ws.sq.completed(), ws.sq.in_flight()),
             (2, 0),
             "complete once executed"
         );
@@ -848,11 +852,11 @@ mod tests {
                 at = write_raw(&writer, at, e, &vec![7u8; e.len as usize]).unwrap();
             }
             let mut w = Wire::new(8, 8);
-            w.rx_posted.push_back(pool.alloc(1000, 1, 0, 0).unwrap());
+            w.rq.post(pool.alloc(1000, 1, 0, 0).unwrap());
             let r = receive_fresh(&mut w, &mine, &peer, &pool, false, &mut Outcome::default());
             assert_eq!(r, Err(LinkError::Corrupt(why)), "{entries:?}");
-            assert!(w.rx_cq.is_empty(), "{why}: something completed");
-            pool.free_one(w.rx_posted.pop_front().unwrap()).unwrap();
+            assert!(!w.rq.has_completions(), "{why}: something completed");
+            pool.free_one(w.rq.take_posted().unwrap()).unwrap();
         }
     }
 

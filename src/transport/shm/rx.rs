@@ -223,7 +223,7 @@ pub(super) fn land_inline(
     if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
         return None;
     }
-    let rx = w.rx_posted.front()?;
+    let rx = w.rq.next_posted()?;
     if e.len > unsafe { (*rx).buf_size } {
         return None;
     }
@@ -233,11 +233,7 @@ pub(super) fn land_inline(
         fragments: false,
     };
     // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
-    unsafe { target::land_in(&mut dst, rx, payload, e.len, op, e.imm) };
-    if let Some(f) = w.flow.as_mut() {
-        f.data_arrived(1);
-    }
-    out.rx_done += 1;
+    unsafe { target::land_in(&mut dst, rx, payload, e.len, op, e.imm, out) };
     Some(UMQ_BUF_SUCCESS)
 }
 
@@ -252,7 +248,7 @@ pub(super) fn land_placed(
 ) -> Option<umq_buf_status_t> {
     let op = e.opcode as u32;
     let len = u32::try_from(e.total).ok()?;
-    let rx = w.rx_posted.front()?;
+    let rx = w.rq.next_posted()?;
     let data = unsafe { (*rx).buf_data as *const u8 };
     let here = w.arena.as_deref()?.offset_of(data, len as usize);
     if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM)
@@ -280,12 +276,8 @@ fn complete_placed(
         wire: w,
         fragments: false,
     };
-    unsafe { target::land_placed(&mut dst, rx, len, e.opcode as u32, e.imm) };
-    if let Some(f) = w.flow.as_mut() {
-        f.data_arrived(1);
-    }
+    unsafe { target::land_placed(&mut dst, rx, len, e.opcode as u32, e.imm, out) };
     w.zero_copy.placed_rx += 1;
-    out.rx_done += 1;
     UMQ_BUF_SUCCESS
 }
 
@@ -303,7 +295,7 @@ pub(super) fn land_split(
     out: &mut Outcome,
 ) -> Result<Option<umq_buf_status_t>, LinkError> {
     let (len, head) = (e.total, e.head as u64);
-    let Some(rx) = w.rx_posted.front() else {
+    let Some(rx) = w.rq.next_posted() else {
         return Ok(None);
     };
     let (data, cap) = unsafe { ((*rx).buf_data as *mut u8, (*rx).buf_size as u64) };
@@ -353,8 +345,7 @@ pub(super) fn placed_elsewhere(w: &Wire, e: &Entry) -> Result<*mut u8, LinkError
         .arena
         .as_deref()
         .ok_or(LinkError::Corrupt("placed message without a shared pool"))?;
-    w.rx_posted
-        .iter()
+    w.rq.posted()
         .skip(1)
         .find(|&b| {
             let (data, cap) = unsafe { ((*b).buf_data as *const u8, (*b).buf_size) };
@@ -525,16 +516,8 @@ pub(super) fn execute(
         wire: w,
         fragments: at.fragments,
     };
-    let landed_before = out.rx_done;
     match target::execute_wr(&mut dst, &req, pool, &mut initiator, out) {
-        target::Executed::Done(status) => {
-            if out.rx_done > landed_before
-                && let Some(f) = w.flow.as_mut()
-            {
-                f.data_arrived(1);
-            }
-            Ok(Some(status))
-        }
+        target::Executed::Done(status) => Ok(Some(status)),
         target::Executed::Wait => Ok(None),
         target::Executed::InitiatorLeft => Err(LinkError::PeerLeft),
     }

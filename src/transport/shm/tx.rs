@@ -2,6 +2,7 @@
 //! receive buffer, or by reference), and their completions.
 
 use super::*;
+use crate::transport::transmit::{Carrier, Handed};
 use crate::transport::wire::packets_allowed;
 
 /// SEND, SEND_IMM and NOP complete once their entry is in the peer's ring (the payload is
@@ -50,13 +51,12 @@ pub(super) fn complete(
     out: &mut Outcome,
 ) -> Result<(), LinkError> {
     // The peer numbers only the WRs that went through its ring.
-    let peer_seq = |w: &Wire| w.tx_done_seq - pair.direct_done;
-    if done.is_some_and(|d| d > peer_seq(w) + w.in_flight as u64) {
+    let peer_seq = |w: &Wire| w.sq.completed_seq() - pair.direct_done;
+    if done.is_some_and(|d| d > peer_seq(w) + w.sq.in_flight() as u64) {
         return Err(LinkError::Corrupt("peer reports completions we never sent"));
     }
-    while w.in_flight > 0 {
-        let seq = w.tx_done_seq;
-        let wr = w.sq[w.delivered];
+    while let Some(wr) = w.sq.oldest_in_flight() {
+        let seq = w.sq.completed_seq();
         let by_ref = pair.by_ref_in_flight.front() == Some(&seq);
         let quick = transmit_complete(wr, by_ref);
         let status = match done {
@@ -68,64 +68,58 @@ pub(super) fn complete(
             _ if quick => UMQ_BUF_SUCCESS,
             _ => break,
         };
-        if !quick {
-            w.awaiting_peer -= 1;
-        }
         if by_ref {
             pair.by_ref_in_flight.pop_front();
         }
-        w.in_flight -= 1;
-        finish_tx(w, wr, status, out);
+        w.finish_next(status, !quick, out);
     }
     Ok(())
 }
 
-/// Hands the oldest undelivered WR back to the application with `status`.
-pub(super) fn finish_tx(
-    w: &mut Wire,
-    wr: *mut umq_buf_t,
-    status: umq_buf_status_t,
-    out: &mut Outcome,
-) {
-    unsafe {
-        (*wr).set_status(status);
-        target::restore_piggyback_carrier(wr, w.flow.is_some());
-    }
-    w.delivered += 1;
-    w.tx_done_seq += 1;
-    out.tx_done += 1;
-}
-
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
 pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
-    if w.paused() {
-        return; // the peer paused our priority: nothing starts, not even a packet
-    }
-    let mut credit = CreditGate::open(w);
-    let alone = w.sq.len() - (w.delivered + w.in_flight) == 1;
     // A limited queue's WRs may go as packets (looked at only then: this is every round's path).
     let paced = w.paced.is_some() || pair.packet_sent > 0;
-    let gate = if paced { w.packet_gate() } else { None };
-    while w.delivered + w.in_flight < w.sq.len() {
-        let wr = w.sq[w.delivered + w.in_flight];
-        let opcode = unsafe { (*wr).pro().opcode };
-        if !credit.pass(w, opcode) {
-            out.credit_wait = true;
-            break;
-        }
+    let mut carrier = Pusher {
+        alone: w.sq.unsent_len() == 1,
+        gate: if paced { w.packet_gate() } else { None },
+        paced,
+        pair,
+        peer,
+    };
+    crate::transport::transmit::transmit(w, &mut carrier, out);
+}
+
+/// Shared memory's carrier: a WR's entry into the peer's ring (its bytes copied behind it,
+/// placed in the peer's receive buffer, or by reference), or a one-sided WR carried out here.
+struct Pusher<'a> {
+    pair: &'a mut Pair,
+    peer: &'a Segment,
+    paced: bool,
+    gate: Option<PacketGate>,
+    /// The WR is the only one waiting (no doorbell batching to wait for).
+    alone: bool,
+}
+
+impl Carrier for Pusher<'_> {
+    fn carry(&mut self, w: &mut Wire, wr: *mut umq_buf_t, _out: &mut Outcome) -> Handed {
+        let (pair, peer, gate) = (&mut *self.pair, self.peer, self.gate);
         // A one-sided WR with nothing of ours ahead of it at the peer runs now, whether the
         // peer runs or not (a limited queue's go as its pacer grants them).
-        if w.in_flight == 0 && !paced && one_sided(w, pair, peer, wr, out) {
-            continue;
+        if w.sq.in_flight() == 0
+            && !self.paced
+            && let Some(status) = one_sided(w, pair, peer, wr)
+        {
+            return Handed::ran(status);
         }
-        let packets = if paced {
+        let packets = if self.paced {
             packet_allowance(gate, pair, wr)
         } else {
             None
         };
         let how = if let Some(allowed) = packets {
             push_packets(peer, wr, pair, allowed, &mut w.paced_packets).then(|| {
-                peer.note_pushed(opcode);
+                peer.note_pushed(unsafe { (*wr).pro().opcode });
                 Sent::Copied
             })
         } else {
@@ -133,15 +127,14 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
                 .arena
                 .as_deref()
                 .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, pair, peer));
-            let how = push_wr(peer, wr, by_ref, alone);
+            let how = push_wr(peer, wr, by_ref, self.alone);
             if how.is_some() && gate.is_some() {
                 w.paced_packets += 1; // an Only packet
             }
             how
         };
         let Some(how) = how else {
-            credit.keep(opcode);
-            break;
+            return Handed::NoResource;
         };
         match how {
             Sent::Placed => w.count_placed(wr),
@@ -158,26 +151,14 @@ pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut 
         // Read from our shared pool by the receiver: complete once it executed the WR.
         let by_ref = matches!(how, Sent::ByRef | Sent::Split(_));
         if by_ref {
-            let seq = w.tx_done_seq + w.in_flight as u64;
-            pair.by_ref_in_flight.push_back(seq);
+            pair.by_ref_in_flight.push_back(w.sq.next_seq());
         }
-        match (transmit_complete(wr, by_ref), w.in_flight) {
-            // Complete at once when no WR ahead of it is still in flight: the poll that takes
-            // the completion then has no round to run for it.
-            (true, 0) => finish_tx(w, wr, UMQ_BUF_SUCCESS, out),
-            (true, _) => w.in_flight += 1,
-            (false, _) => {
-                w.in_flight += 1;
-                w.awaiting_peer += 1;
-            }
-        }
-        match opcode {
-            UMQ_OPC_READ => out.reads += 1,
-            UMQ_OPC_NOP => {}
-            _ => out.sends += 1,
+        if transmit_complete(wr, by_ref) {
+            Handed::Left
+        } else {
+            Handed::AtPeer
         }
     }
-    credit.close(w);
 }
 
 /// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through
@@ -187,14 +168,13 @@ fn one_sided(
     pair: &mut Pair,
     peer: &Segment,
     wr: *mut umq_buf_t,
-    out: &mut Outcome,
-) -> bool {
+) -> Option<umq_buf_status_t> {
     let opcode = unsafe { (*wr).pro().opcode };
     if opcode != UMQ_OPC_WRITE && opcode != UMQ_OPC_READ {
-        return false;
+        return None;
     }
     let status = match direct::execute(peer, pair.pid, wr) {
-        direct::Direct::ViaTarget => return false,
+        direct::Direct::ViaTarget => return None,
         direct::Direct::Refused(status) => status,
         direct::Direct::Ran { mapped: true } => {
             w.zero_copy.one_sided_mapped_wr += 1;
@@ -205,13 +185,8 @@ fn one_sided(
             UMQ_BUF_SUCCESS
         }
     };
-    finish_tx(w, wr, status, out);
     pair.direct_done += 1;
-    match opcode {
-        UMQ_OPC_READ => out.reads += 1,
-        _ => out.sends += 1,
-    }
-    true
+    Some(status)
 }
 
 /// Whether `wr` goes as packets, and if so how many bytes of its message may be on the wire
@@ -283,7 +258,7 @@ pub(super) fn can_transmit_one(w: &Wire, peer: &Segment, wr: *mut umq_buf_t) -> 
     (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
         && h.data_size == h.total_data_size
         && (h.total_data_size as usize) < BY_REF_MIN
-        && w.delivered == w.sq.len()
+        && w.sq.all_completed()
         && !w.paused()
         && peer.has_room(h.total_data_size as usize)
         && !peer.is_closed()
@@ -309,7 +284,7 @@ pub(super) fn transmit_one(
     if pushed == Some(Sent::Placed) {
         w.count_placed(wr);
     }
-    finish_tx(w, wr, UMQ_BUF_SUCCESS, &mut out);
+    w.finish_unsent(wr, UMQ_BUF_SUCCESS, &mut out);
     out.sends = 1;
     ring_if_changed(mine, peer);
     out
@@ -320,7 +295,7 @@ pub(super) fn transmit_one(
 /// way. A stream that began with copies stays with copies until it drains: there the sender's
 /// copy of one message overlaps the receiver's copy of the one before, on two cores.
 pub(super) fn by_ref_pays(w: &Wire, pair: &Pair, peer: &Segment) -> bool {
-    !pair.by_ref_in_flight.is_empty() || w.in_flight == 0 && peer.caught_up()
+    !pair.by_ref_in_flight.is_empty() || w.sq.in_flight() == 0 && peer.caught_up()
 }
 
 /// How a WR's message went into the peer's ring.
