@@ -240,7 +240,7 @@ impl Queue {
         w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
         let mut n = 0;
         let pool = &self.rt.pool;
-        let w = &mut *w;
+        let w = &mut w.wire;
         let sent = w.sq.drain().map(|h| (h, crate::buf::wr_bufs(h).count()));
         let received = w.rq.drain_completions();
         for (head, nbufs) in sent.chain(received) {

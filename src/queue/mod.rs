@@ -31,6 +31,7 @@ mod spin_sync {
 pub mod stats;
 pub mod table;
 mod tx;
+mod wired;
 mod wr_mask;
 
 use crate::abi::errno::*;
@@ -51,6 +52,7 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
+use wired::Wired;
 
 const BATCH: usize = crate::limits::BATCH as usize;
 pub use crate::limits::MAX_SGE;
@@ -68,15 +70,15 @@ pub struct QueueStats {
 pub enum Peer {
     /// A queue of this process: the sender executes WRs against it directly.
     Local(Arc<Queue>),
-    /// A queue of another process, reached through the `Link` in our wire (`Wire::link`).
+    /// A queue of another process, reached through the `Link` beside our wire (`Wired::link`).
     Remote(Provider),
 }
 
 impl Peer {
     /// Reads the peer's flow-control area into the send-side view of `w`, our locked wire.
-    fn refresh_window(&self, w: &mut Wire) {
-        let Wire { flow, link, .. } = w;
-        let Some(f) = flow.as_mut() else {
+    fn refresh_window(&self, w: &mut Wired) {
+        let Wired { wire, link } = w;
+        let Some(f) = wire.flow.as_mut() else {
             return;
         };
         match (self, link.as_deref()) {
@@ -94,7 +96,7 @@ pub struct Queue {
     pub cfg: QueueConfig,
     pub rt: Arc<Runtime>,
     state: AtomicU32,
-    pub wire: SpinMutex<Wire>,
+    pub wire: SpinMutex<Wired>,
     peer: RwLock<Option<Peer>>,
     /// The peer queue's handle in its process, from its bind info (0 while unbound).
     peer_umqh: AtomicU64,
@@ -177,7 +179,7 @@ fn lock<T>(m: &SpinMutex<T>) -> SpinGuard<'_, T> {
 
 /// Locks two queues' wires in slot order (so two threads never wait on each other), returning
 /// them in argument order.
-fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (SpinGuard<'a, Wire>, SpinGuard<'a, Wire>) {
+fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (SpinGuard<'a, Wired>, SpinGuard<'a, Wired>) {
     if a.index < b.index {
         let ga = lock(&a.wire);
         (ga, lock(&b.wire))
@@ -208,7 +210,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
         Ok(Queue {
             handle,
             index,
-            wire: SpinMutex::new(Wire::new(cfg.rx_depth, cfg.tx_depth)),
+            wire: SpinMutex::new(Wired::new(cfg.rx_depth, cfg.tx_depth)),
             cfg,
             rt,
             state: AtomicU32::new(QUEUE_STATE_IDLE),

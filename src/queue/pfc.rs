@@ -5,6 +5,7 @@
 //! priority and the link's settings, read its counters, and send and receive raw frames.
 
 use super::bind_info::BindInfo;
+use super::wired::Wired;
 use super::{Queue, lock};
 use crate::abi::ext::*;
 use crate::abi::types::*;
@@ -12,7 +13,6 @@ use crate::error::{UmqResult, einval};
 use crate::flow::pfc::link::{Config, Event, PassControl};
 use crate::transport::link::Provider;
 use crate::transport::pause::{self, MAX_FRAME, MIN_FRAME, PauseGate, Settings};
-use crate::transport::wire::Wire;
 use std::sync::atomic::Ordering;
 
 const F: &str = "umq_user_ctl";
@@ -39,7 +39,7 @@ impl Queue {
     /// pending work, sends its frames, raises the watchdog's events.
     #[cold]
     #[inline(never)]
-    pub(super) fn pause_round_if_busy(&self, w: &mut Wire) {
+    pub(super) fn pause_round_if_busy(&self, w: &mut Wired) {
         let Some(g) = w.pause.clone().filter(|g| g.link.busy()) else {
             return;
         };
@@ -74,7 +74,7 @@ impl Queue {
 /// and when a message of the peer's also waits for a receive buffer, as good as over XOFF.
 /// (A message waiting while the application has taken everything is a fast stream, not a slow
 /// receiver: credit, not pause, is for that.)
-fn rx_backlog(w: &Wire) -> u64 {
+fn rx_backlog(w: &Wired) -> u64 {
     let waiting: u64 =
         w.rq.completions()
             .map(|(b, _)| unsafe { (*b).total_data_size } as u64)

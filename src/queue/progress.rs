@@ -8,9 +8,9 @@ impl Queue {
     /// in this process, or the round would find nothing to do); a broken pair (peer gone,
     /// corrupt peer) puts the queue in the error state.
     #[inline]
-    pub(super) fn link_round(&self, w: &mut Wire) -> Outcome {
+    pub(super) fn link_round(&self, w: &mut Wired) -> Outcome {
         match w.link.as_deref() {
-            Some(link) if !link.idle(w) => self.link_round_busy(w),
+            Some(link) if !link.idle(&w.wire) => self.link_round_busy(w),
             _ => Outcome::default(),
         }
     }
@@ -20,16 +20,16 @@ impl Queue {
     /// more arrived behind its one runs the full round too, so the poll returns every message
     /// that has arrived, as the reference does; a ping-pong's poll pays one stamp load for it.
     #[inline(always)]
-    pub(super) fn link_receive_round(&self, w: &mut Wire, several: bool) -> Outcome {
+    pub(super) fn link_receive_round(&self, w: &mut Wired, several: bool) -> Outcome {
+        let Wired { wire, link } = w;
         if !crate::transport::pause::in_use()
             && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR
-            && let Some(mut link) = w.link.take()
+            && let Some(link) = link.as_deref_mut()
         {
-            let one = link.receive_one(w, self.handle);
+            let one = link.receive_one(wire, self.handle);
             // Only after a landing: an empty ring was just seen empty.
             let landed = one.as_ref().is_some_and(|o| o.rx_done > 0);
             let more = several && landed && link.more_arrived();
-            w.put_link_back(link);
             if let Some(mut out) = one {
                 if more {
                     // An entry waits, so the link is not idle: no need to ask again.
@@ -44,13 +44,13 @@ impl Queue {
     /// A post's round: only the sending step (`Link::post_round`), or the full round when the
     /// peer has left or the queue is in error.
     #[inline]
-    pub(super) fn link_post_round(&self, w: &mut Wire) -> Outcome {
-        if let Some(mut link) = w.link.take() {
+    pub(super) fn link_post_round(&self, w: &mut Wired) -> Outcome {
+        let Wired { wire, link } = w;
+        if let Some(link) = link.as_deref_mut() {
             let out = match self.state.load(Ordering::Acquire) {
                 QUEUE_STATE_ERR => None,
-                _ => link.post_round(w),
+                _ => link.post_round(wire),
             };
-            w.put_link_back(link);
             if let Some(out) = out {
                 return out;
             }
@@ -59,18 +59,15 @@ impl Queue {
     }
 
     #[inline(never)]
-    fn link_round_busy(&self, w: &mut Wire) -> Outcome {
+    fn link_round_busy(&self, w: &mut Wired) -> Outcome {
         if crate::transport::pause::in_use() {
             self.pause_round_if_busy(w);
         }
-        // The link is moved out and back (one pointer) so the provider can borrow the wire
-        // mutably beside it.
-        let Some(mut link) = w.link.take() else {
-            return Outcome::default();
-        };
-        let out = self.run_round(w, &mut link);
-        w.put_link_back(link);
-        out
+        let Wired { wire, link } = w;
+        match link.as_deref_mut() {
+            Some(link) => self.run_round(wire, link),
+            None => Outcome::default(),
+        }
     }
 
     fn run_round(&self, w: &mut Wire, link: &mut Link) -> Outcome {
@@ -138,7 +135,7 @@ impl Queue {
         // them itself.)
         if crate::transport::pause::in_use() {
             let mut w = lock(&self.wire);
-            if w.link.as_deref().is_some_and(|l| l.idle(&w)) {
+            if w.link.as_deref().is_some_and(|l| l.idle(&w.wire)) {
                 self.pause_round_if_busy(&mut w);
             }
         }
@@ -199,8 +196,8 @@ impl Queue {
     /// `flow_progress` for a queue bound through a link, under our wire lock alone.
     fn flow_progress_over_link(&self) {
         let mut mine = lock(&self.wire);
-        let w = &mut *mine;
-        let (Some(f), Some(link)) = (w.flow.as_mut(), w.link.as_deref_mut()) else {
+        let Wired { wire, link } = &mut *mine;
+        let (Some(f), Some(link)) = (wire.flow.as_mut(), link.as_deref_mut()) else {
             return;
         };
         f.refresh(link.peer_area());
@@ -305,14 +302,14 @@ impl Queue {
 
     /// Fails the oldest waiting WR after the RNR timeout, as RDMA's retry limit would.
     #[inline(always)]
-    pub(super) fn expire_rnr(&self, w: &mut Wire) -> bool {
+    pub(super) fn expire_rnr(&self, w: &mut Wired) -> bool {
         // Every send poll asks; a WR is rarely waiting for a receive buffer.
         w.blocked_since.is_some() && self.expire_rnr_now(w)
     }
 
     #[cold]
     #[inline(never)]
-    fn expire_rnr_now(&self, w: &mut Wire) -> bool {
+    fn expire_rnr_now(&self, w: &mut Wired) -> bool {
         match w.blocked_since {
             Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
                 w.fail_uncompleted(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);

@@ -84,7 +84,7 @@ impl Queue {
     /// Base-API receivers take a long message in several buffers, so their order is not known
     /// ahead; they offer none.
     #[inline]
-    fn offer_for_placement(&self, w: &Wire, b: *mut umq_buf_t) {
+    fn offer_for_placement(&self, w: &Wired, b: *mut umq_buf_t) {
         let (Some(arena), Some(link), true) = (w.arena.as_deref(), &w.link, self.rt.pro_api) else {
             return;
         };

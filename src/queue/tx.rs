@@ -117,19 +117,17 @@ impl Queue {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return None;
         }
-        // Moved out and back so the peer's area can be borrowed beside the wire.
-        let mut link = mine.link.take()?;
+        let Wired { wire, link } = &mut *mine;
+        let link = link.as_deref_mut()?;
         if batch.n == 1
-            && let Some(out) = self.send_one_now(&mut mine, &mut link, batch.head(0))
+            && let Some(out) = self.send_one_now(wire, link, batch.head(0))
         {
-            mine.put_link_back(link);
-            self.note_starvation(&mut mine, false);
+            self.note_starvation(wire, false);
             drop(mine);
             self.after_round(&out);
             return Some((1, false));
         }
-        let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
-        mine.put_link_back(link);
+        let admitted = self.queue_tx(wire, link.peer_area(), batch);
         Some(self.transmit_admitted(mine, admitted))
     }
 
@@ -161,6 +159,7 @@ impl Queue {
                 pro.imm_data = crate::flow::user_imm(pro.imm_data);
             } else if make_carrier(f, wr).is_some() {
                 f.commit(self.area());
+                w.note_carrier();
             }
         }
         unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
@@ -190,14 +189,14 @@ impl Queue {
             }
             Peer::Remote(_) => {
                 let mut mine = lock(&self.wire);
-                let link = mine.link.take().ok_or_else(|| {
+                let Wired { wire, link } = &mut *mine;
+                let link = link.as_deref().ok_or_else(|| {
                     einval(
                         "umq_post",
                         format_args!("queue {:#x} is not bound", self.handle),
                     )
                 })?;
-                let admitted = self.queue_tx(&mut mine, link.peer_area(), batch);
-                mine.put_link_back(link);
+                let admitted = self.queue_tx(wire, link.peer_area(), batch);
                 self.transmit_admitted(mine, admitted)
             }
         })
@@ -206,7 +205,7 @@ impl Queue {
     /// Sends what `queue_tx` admitted through the link and reports a stall; returns `admitted`.
     fn transmit_admitted(
         &self,
-        mut mine: SpinGuard<'_, Wire>,
+        mut mine: SpinGuard<'_, Wired>,
         admitted: (usize, bool),
     ) -> (usize, bool) {
         let out = self.link_post_round(&mut mine);
@@ -231,9 +230,13 @@ impl Queue {
         }
         let window_limited = admit.limit < batch.n && accepted == admit.limit;
         if let Some(f) = mine.flow.as_mut() {
+            let carried = admit.piggyback.as_ref().is_some_and(|p| p.index < accepted);
             let credited = admit.settle(f, batch, accepted, self.area());
             let needy = batch.credit_wrs_before(accepted) as usize;
             mine.note_admitted(needy, credited);
+            if carried {
+                mine.note_carrier();
+            }
         }
         // The caller's list stays as it was: a WR ends where its head's total_data_size says.
         let heads = &batch.heads()[..accepted];

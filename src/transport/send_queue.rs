@@ -105,6 +105,11 @@ impl SendQueue {
         self.wrs.iter().skip(self.completed + self.in_flight)
     }
 
+    /// WRs not completed (in flight or unsent), oldest first.
+    pub fn uncompleted_wrs(&self) -> impl Iterator<Item = *mut umq_buf_t> + '_ {
+        self.wrs.iter().skip(self.completed)
+    }
+
     /// The sequence number the next WR handed over will have.
     #[inline(always)]
     pub fn next_seq(&self) -> u64 {

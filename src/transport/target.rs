@@ -343,14 +343,19 @@ unsafe fn complete_one(
     sent_op: umq_opcode_t,
     imm: u64,
 ) {
-    let (op, imm, status) = receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS);
     let b = unsafe { &mut *rx };
     // qbuf_next is already null: push_rx cut the buffer out of the application's list.
     b.data_size = len;
     b.total_data_size = len;
     b.umqh = dst.umqh;
-    b.set_status_and_direction(status, UMQ_IO_RX);
     b.set_first_fragment(true);
+    // A plain SEND, the common case, carries nothing for flow control to take out.
+    let (op, imm, status) = if sent_op == UMQ_OPC_SEND {
+        (UMQ_OPC_SEND, 0, UMQ_BUF_SUCCESS)
+    } else {
+        receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS)
+    };
+    b.set_status_and_direction(status, UMQ_IO_RX);
     let pro = b.pro_mut();
     pro.opcode = op;
     pro.imm_data = if op == UMQ_OPC_SEND { 0 } else { imm };
@@ -381,16 +386,19 @@ pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// A user SEND that carried a window update goes back to the application as the SEND it posted.
-/// Only with flow control on: off, bit 0 of an immediate is the user's, and a SEND_IMM with it
-/// set is the user's own.
+/// A user SEND that carried a window update goes back to the application as the SEND it posted;
+/// true when `wr` was such a carrier. Only asked while a carrier is pending (so with flow
+/// control on: off, bit 0 of an immediate is the user's, and a SEND_IMM with it set is the
+/// user's own).
 #[inline]
-pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t, flow_on: bool) {
+pub(crate) unsafe fn restore_piggyback_carrier(wr: *mut umq_buf_t) -> bool {
     let pro = unsafe { (*wr).pro_mut() };
-    if flow_on && pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data) {
+    let carrier = pro.opcode == UMQ_OPC_SEND_IMM && flow::is_private(pro.imm_data);
+    if carrier {
         pro.opcode = UMQ_OPC_SEND;
         pro.imm_data = 0;
     }
+    carrier
 }
 
 /// A WR as its target sees it, whatever carried it: the opcode and immediate, the payload

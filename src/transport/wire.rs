@@ -1,5 +1,5 @@
 //! The state of a queue that every provider works on (`Wire`: posted receive buffers,
-//! completions, the send queue, flow control, WRs in flight and the binding's link), the two
+//! completions, the send queue, flow control, WRs in flight), the two
 //! sides of a delivery, what a round did, and the credit gate a sender's WRs pass in order.
 
 use super::recv_queue::RecvQueue;
@@ -26,15 +26,15 @@ pub struct Wire {
     /// While `uncovered > 0`: how many waiting credit-needing WRs hold credit (the first ones
     /// in line). Not kept up otherwise; recounted when `uncovered` leaves zero.
     pub credited: usize,
+    /// WRs admitted as carriers of our window update (a SEND turned SEND_IMM) and not yet
+    /// completed: while none is, completions look for none.
+    carriers: usize,
     /// Since when the queue has had work waiting and no credit, and whether that was reported.
     pub starved_since: Option<Instant>,
     /// The credit the peer had granted in all when `starved_since` was last looked at.
     pub starved_credit: u64,
     pub stall_reported: bool,
     pub credit_stalls: u64,
-    /// The binding to a queue in another process, while there is one; moved out of the wire
-    /// for the length of a round so that the provider can borrow both.
-    pub link: Option<Box<super::link::Link>>,
     /// The queue's shared pool, once it has one: WRs from its buffers may cross without a
     /// copy into a ring (by reference, or placed).
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
@@ -123,12 +123,12 @@ impl Wire {
             blocked_since: None,
             flow: None,
             uncovered: 0,
+            carriers: 0,
             credited: 0,
             starved_since: None,
             starved_credit: 0,
             stall_reported: false,
             credit_stalls: 0,
-            link: None,
             arena: None,
             zero_copy: ZeroCopy::default(),
             paced: None,
@@ -137,14 +137,6 @@ impl Wire {
             arrivals: None,
             local_packets: None,
         }
-    }
-
-    /// Puts back the link a round or a post moved out of the wire. The slot is empty then, so
-    /// nothing is dropped: an assignment would call the link's drop glue on every round.
-    #[inline(always)]
-    pub fn put_link_back(&mut self, link: Box<super::link::Link>) {
-        debug_assert!(self.link.is_none(), "a link was put in while one was out");
-        std::mem::forget(self.link.replace(link));
     }
 
     /// Records a piece of a peer's message (a packet, a fragment) that arrived, if asked to.
@@ -167,8 +159,23 @@ impl Wire {
     #[inline(always)]
     pub fn finish_next(&mut self, status: umq_buf_status_t, awaited: bool, out: &mut Outcome) {
         let wr = self.sq.complete_next(status, awaited);
-        unsafe { super::target::restore_piggyback_carrier(wr, self.flow.is_some()) };
+        self.restore_if_carrier(wr);
         out.tx_done += 1;
+    }
+
+    /// Records that a WR just admitted carries our window update (`target::
+    /// restore_piggyback_carrier` gives it back as the SEND it was posted as, on completion).
+    pub fn note_carrier(&mut self) {
+        self.carriers += 1;
+    }
+
+    /// Restores `wr`, completing, if it carried our window update. One compare while no
+    /// carrier is pending, as for every WR without flow control.
+    #[inline(always)]
+    fn restore_if_carrier(&mut self, wr: *mut umq_buf_t) {
+        if self.carriers != 0 && unsafe { super::target::restore_piggyback_carrier(wr) } {
+            self.carriers -= 1;
+        }
     }
 
     /// `finish_next` for `wr`, the next unsent WR, with nothing in flight ahead of it: it ran,
@@ -181,7 +188,7 @@ impl Wire {
         out: &mut Outcome,
     ) {
         self.sq.complete_unsent(wr, status);
-        unsafe { super::target::restore_piggyback_carrier(wr, self.flow.is_some()) };
+        self.restore_if_carrier(wr);
         out.tx_done += 1;
     }
 
@@ -223,11 +230,15 @@ impl Wire {
     /// Completes every uncompleted WR with an error: `first` for the oldest, flush for the rest.
     pub fn fail_uncompleted(&mut self, first: umq_buf_status_t) -> usize {
         self.release_held();
+        if self.carriers != 0 {
+            // A carrier fails as the SEND the application posted, as it would have completed.
+            for wr in self.sq.uncompleted_wrs() {
+                unsafe { super::target::restore_piggyback_carrier(wr) };
+            }
+            self.carriers = 0;
+        }
         let n = self.sq.fail_uncompleted(first);
         self.local_packets = None;
-        if let Some(link) = self.link.as_mut() {
-            link.forget_in_flight();
-        }
         self.blocked_since = None;
         self.clear_credit();
         n
@@ -393,4 +404,54 @@ impl CreditGate {
 /// credit).
 pub fn needs_rx_buffer(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE_IMM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(imm: u64, op: umq_opcode_t) -> umq_buf_t {
+        let mut b: umq_buf_t = unsafe { std::mem::zeroed() };
+        b.pro_mut().opcode = op;
+        b.pro_mut().imm_data = imm;
+        b
+    }
+
+    /// A SEND that carried our window update completes as the SEND the application posted,
+    /// whether it completes or fails; a user's SEND_IMM keeps its immediate.
+    #[test]
+    fn carriers_complete_and_fail_as_the_sends_they_were() {
+        let private = 1; // the library's bit of an immediate
+        assert!(crate::flow::is_private(private));
+        let mut bufs = [
+            send(private, UMQ_OPC_SEND_IMM),
+            send(6, UMQ_OPC_SEND_IMM),
+            send(private, UMQ_OPC_SEND_IMM),
+        ];
+        let mut w = Wire::new(4, 4);
+        for b in &mut bufs {
+            w.sq.push(b);
+        }
+        w.note_carrier();
+        w.note_carrier();
+        let mut out = Outcome::default();
+        let first = w.sq.next_unsent().unwrap();
+        w.finish_unsent(first, UMQ_BUF_SUCCESS, &mut out);
+        let second = w.sq.next_unsent().unwrap();
+        w.finish_unsent(second, UMQ_BUF_SUCCESS, &mut out);
+        assert_eq!(w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR), 1);
+        let seen: Vec<_> = bufs
+            .iter()
+            .map(|b| (b.pro().opcode, b.pro().imm_data, b.status()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (UMQ_OPC_SEND, 0, UMQ_BUF_SUCCESS),
+                (UMQ_OPC_SEND_IMM, 6, UMQ_BUF_SUCCESS),
+                (UMQ_OPC_SEND, 0, UMQ_BUF_WR_FLUSH_ERR),
+            ]
+        );
+        assert_eq!(out.tx_done, 2);
+    }
 }

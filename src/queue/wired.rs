@@ -1,0 +1,55 @@
+//! What a queue's wire lock guards: the state every provider works on (`Wire`) and, beside it,
+//! the link of the binding to another process. Beside, not inside: a round borrows the two
+//! apart (`let Wired { wire, link } = &mut *guard`), where a link kept inside the wire had to be
+//! moved out and put back around every call that lends the provider both.
+
+use crate::abi::errno::umq_buf_status_t;
+use crate::transport::link::Link;
+use crate::transport::wire::Wire;
+use std::ops::{Deref, DerefMut};
+
+pub struct Wired {
+    pub wire: Wire,
+    /// The binding to a queue in another process, while there is one.
+    pub link: Option<Box<Link>>,
+}
+
+impl Wired {
+    pub fn new(rx_depth: u32, tx_depth: u32) -> Wired {
+        Wired {
+            wire: Wire::new(rx_depth, tx_depth),
+            link: None,
+        }
+    }
+
+    /// Completes every uncompleted WR with an error (`Wire::fail_uncompleted`), and has the
+    /// link forget the ones it had in flight.
+    pub fn fail_uncompleted(&mut self, first: umq_buf_status_t) -> usize {
+        let n = self.wire.fail_uncompleted(first);
+        if let Some(link) = self.link.as_mut() {
+            link.forget_in_flight();
+        }
+        n
+    }
+}
+
+// The link's raw buffer pointers, like the wire's, are the library's while posted, and used only
+// under the queue's lock.
+unsafe impl Send for Wired {}
+
+/// The queue layer reads and changes the wire's state through the guard directly.
+impl Deref for Wired {
+    type Target = Wire;
+
+    #[inline(always)]
+    fn deref(&self) -> &Wire {
+        &self.wire
+    }
+}
+
+impl DerefMut for Wired {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Wire {
+        &mut self.wire
+    }
+}
