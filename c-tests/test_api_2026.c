@@ -1,9 +1,12 @@
 /* The July 2026 API (the abi-2026 build, our include/umq-2026 headers): devices from the host's
  * interfaces, init and create with device names, post and poll with umq_io_option_t, batches
  * of 256, umq_cfg_get, umq_state_set and its async event, routes, logging through an
- * ext_func, the interrupt fd list, and the perf statistics. Two queues of one process. */
+ * ext_func, the interrupt fd list, the perf statistics, the application's locks and thread keys,
+ * the call trace, the provider timing, and the transport-pool calls. Two queues of one process. */
 #define _DEFAULT_SOURCE 1
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,9 +497,250 @@ static void interrupt_fds(void)
     CHECK_EQ(umq_destroy(i), 0);
 }
 
+/* The application's locks: pthread ones, counted. */
+static int mutex_calls[4], rwlock_calls[5], key_calls[4]; /* create, lock/read, unlock, destroy (, write) */
+static umq_external_mutex_t *app_mutex_create(umq_external_mutex_attr_t attr)
+{
+    CHECK_EQ(attr, MUTEX_ATTR_EXCLUSIVE);
+    pthread_mutex_t *m = malloc(sizeof(*m));
+    pthread_mutex_init(m, NULL);
+    __atomic_fetch_add(&mutex_calls[0], 1, __ATOMIC_SEQ_CST);
+    return (umq_external_mutex_t *)m;
+}
+static int app_mutex_lock(umq_external_mutex_t *m)
+{
+    __atomic_fetch_add(&mutex_calls[1], 1, __ATOMIC_SEQ_CST);
+    return pthread_mutex_lock((pthread_mutex_t *)m);
+}
+static int app_mutex_unlock(umq_external_mutex_t *m)
+{
+    __atomic_fetch_add(&mutex_calls[2], 1, __ATOMIC_SEQ_CST);
+    return pthread_mutex_unlock((pthread_mutex_t *)m);
+}
+static int app_mutex_trylock(umq_external_mutex_t *m)
+{
+    return pthread_mutex_trylock((pthread_mutex_t *)m);
+}
+static int app_mutex_destroy(umq_external_mutex_t *m)
+{
+    __atomic_fetch_add(&mutex_calls[3], 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_destroy((pthread_mutex_t *)m);
+    free(m);
+    return 0;
+}
+static umq_external_rwlock_t *app_rw_create(void)
+{
+    pthread_rwlock_t *l = malloc(sizeof(*l));
+    pthread_rwlock_init(l, NULL);
+    __atomic_fetch_add(&rwlock_calls[0], 1, __ATOMIC_SEQ_CST);
+    return (umq_external_rwlock_t *)l;
+}
+static int app_rw_read(umq_external_rwlock_t *l)
+{
+    __atomic_fetch_add(&rwlock_calls[1], 1, __ATOMIC_SEQ_CST);
+    return pthread_rwlock_rdlock((pthread_rwlock_t *)l);
+}
+static int app_rw_write(umq_external_rwlock_t *l)
+{
+    __atomic_fetch_add(&rwlock_calls[4], 1, __ATOMIC_SEQ_CST);
+    return pthread_rwlock_wrlock((pthread_rwlock_t *)l);
+}
+static int app_rw_unlock(umq_external_rwlock_t *l)
+{
+    __atomic_fetch_add(&rwlock_calls[2], 1, __ATOMIC_SEQ_CST);
+    return pthread_rwlock_unlock((pthread_rwlock_t *)l);
+}
+static int app_rw_try(umq_external_rwlock_t *l)
+{
+    return pthread_rwlock_tryrdlock((pthread_rwlock_t *)l);
+}
+static int app_rw_destroy(umq_external_rwlock_t *l)
+{
+    __atomic_fetch_add(&rwlock_calls[3], 1, __ATOMIC_SEQ_CST);
+    pthread_rwlock_destroy((pthread_rwlock_t *)l);
+    free(l);
+    return 0;
+}
+static util_external_thread_key_t *app_key_create(void (*destr)(void *))
+{
+    pthread_key_t *k = malloc(sizeof(*k));
+    pthread_key_create(k, destr);
+    key_calls[0]++;
+    return (util_external_thread_key_t *)k;
+}
+static int app_key_delete(util_external_thread_key_t *k)
+{
+    key_calls[3]++;
+    pthread_key_delete(*(pthread_key_t *)k);
+    free(k);
+    return 0;
+}
+static int app_key_set(util_external_thread_key_t *k, const void *data)
+{
+    key_calls[1]++;
+    return pthread_setspecific(*(pthread_key_t *)k, data);
+}
+static void *app_key_get(util_external_thread_key_t *k)
+{
+    key_calls[2]++;
+    return pthread_getspecific(*(pthread_key_t *)k);
+}
+
+/* Registered before umq_init, as the reference requires; incomplete sets are refused. */
+static void register_app_locks(void)
+{
+    umq_external_mutex_lock_ops_t m = {app_mutex_create, app_mutex_destroy, app_mutex_lock, app_mutex_unlock, NULL};
+    CHECK_EQ(umq_external_mutex_lock_ops_register(NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_external_mutex_lock_ops_register(&m), -UMQ_ERR_EINVAL);
+    m.trylock = app_mutex_trylock;
+    CHECK_EQ(umq_external_mutex_lock_ops_register(&m), 0);
+    umq_external_rwlock_ops_t rw = {app_rw_create, app_rw_destroy, app_rw_read, app_rw_write, app_rw_unlock,
+                                    app_rw_try, NULL};
+    CHECK_EQ(umq_external_rwlock_ops_register(&rw), -UMQ_ERR_EINVAL);
+    rw.try_write_lock = app_rw_try;
+    CHECK_EQ(umq_external_rwlock_ops_register(&rw), 0);
+    umq_external_thread_key_ops_t k = {app_key_create, app_key_delete, app_key_set, NULL};
+    CHECK_EQ(umq_external_thread_key_ops_register(&k), -UMQ_ERR_EINVAL);
+    k.getspecific = app_key_get;
+    CHECK_EQ(umq_external_thread_key_ops_register(&k), 0);
+}
+
+/* After the queues' lives: the library locked through the application's functions, in pairs,
+ * and destroyed every mutex it made for something that is gone (the process's runtime lock, a
+ * reader-writer lock, lives as long as the process). */
+static void app_locks_used(int queues_made)
+{
+    CHECK(mutex_calls[0] >= 2);            /* the handle table's, the async-event queue's */
+    CHECK(mutex_calls[1] >= queues_made);  /* the handle table's, at least once a create */
+    CHECK_EQ(mutex_calls[1], mutex_calls[2]);
+    CHECK_EQ(mutex_calls[3], 0);           /* both live until the process ends */
+    CHECK_EQ(rwlock_calls[0], 1);          /* the runtime's */
+    CHECK_EQ(rwlock_calls[4], 1);          /* umq_init installing it (umq_uninit comes after) */
+    CHECK(rwlock_calls[1] >= queues_made); /* every create looks the runtime up */
+    CHECK_EQ(rwlock_calls[1] + rwlock_calls[4], rwlock_calls[2]);
+    CHECK_EQ(rwlock_calls[3], 0);
+}
+
+static int trace_posts, trace_polls, trace_items;
+static void trace_log(int level, const char *file, const char *function, int line, char *msg)
+{
+    (void)level; (void)file; (void)function; (void)line;
+    trace_posts += strstr(msg, "type=POST") != NULL;
+    trace_polls += strstr(msg, "type=POLL") != NULL;
+    trace_items += strstr(msg, "item[0] size=10;") != NULL;
+}
+
+/* One SEND from a to b, taken at both ends. */
+static void one_message(uint64_t a, uint64_t b)
+{
+    umq_buf_t *r = umq_buf_alloc(64, 1, b, NULL), *m = umq_buf_alloc(64, 1, a, NULL), *bad = NULL, *out[1];
+    CHECK_EQ(umq_post(b, r, &rx, &bad), 0);
+    m->data_size = m->total_data_size = 10;
+    umq_buf_pro_t *pro = (umq_buf_pro_t *)m->qbuf_ext;
+    memset(pro, 0, sizeof(*pro));
+    pro->opcode = UMQ_OPC_SEND;
+    CHECK_EQ(umq_post(a, m, &tx, &bad), 0);
+    CHECK_EQ(poll_one(a, &tx, out), 1);
+    CHECK_EQ(poll_one(b, &rx, out), 1);
+    CHECK_EQ(out[0]->total_data_size, 10);
+    umq_buf_free(out[0]);
+    umq_buf_free(m);
+}
+
+/* The call trace: refusals, then three messages recorded and written to the log at the stop,
+ * each thread's ring hung from the application's thread key. */
+static void call_trace(uint64_t a, uint64_t b)
+{
+    umq_trace_cfg_t cfg = {.flag = UMQ_TRACE_FLAG_RECORD_NUM, .record_num = 0};
+    CHECK_EQ(umq_stats_trace_start(NULL), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_trace_start(&cfg), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_trace_stop(), -UMQ_ERR_EINVAL);
+    umq_log_config_t lc = {.log_flag = UMQ_LOG_FLAG_EXT_FUNC | UMQ_LOG_FLAG_LEVEL, .ext_func = trace_log,
+                           .level = UMQ_LOG_LEVEL_INFO};
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+    cfg.record_num = 64;
+    CHECK_EQ(umq_stats_trace_start(&cfg), 0);
+    CHECK_EQ(umq_stats_trace_start(&cfg), -UMQ_ERR_EINVAL);
+    CHECK_EQ(key_calls[0], 1);
+    for (int i = 0; i < 3; i++) {
+        one_message(a, b);
+    }
+    CHECK_EQ(trace_posts, 0); /* written once a second or at the stop */
+    CHECK_EQ(umq_stats_trace_stop(), 0);
+    CHECK_EQ(trace_posts, 6); /* a receive post and a send post a message */
+    CHECK(trace_polls >= 6);  /* at least the two polls that took something */
+    CHECK_EQ(trace_items, 3 * 3); /* the sent buffer at its post, its TX poll and b's RX poll */
+    CHECK_EQ(key_calls[1], 2); /* this thread's ring, set once, and cleared at the stop */
+    CHECK(key_calls[2] >= 12);
+    CHECK_EQ(key_calls[3], 0); /* the key lives as long as the process */
+    CHECK_EQ(umq_stats_trace_stop(), -UMQ_ERR_EINVAL);
+    int posts = trace_posts;
+    one_message(a, b);
+    CHECK_EQ(trace_posts, posts); /* stopped: nothing more recorded */
+    lc.log_flag = UMQ_LOG_FLAG_FUNC | UMQ_LOG_FLAG_LEVEL;
+    lc.func = NULL;
+    lc.level = UMQ_LOG_LEVEL_ERR;
+    CHECK_EQ(umq_log_config_set(&lc), 0);
+}
+
+/* The providers' part of posts and polls, timed and given as the reference's table. */
+static void provider_timing(uint64_t a, uint64_t b)
+{
+    CHECK_EQ(umq_stats_tp_perf_start(UMQ_TRANS_MODE_MAX), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_tp_perf_start(UMQ_TRANS_MODE_UB), 0);
+    for (int i = 0; i < 5; i++) {
+        one_message(a, b);
+    }
+    CHECK_EQ(umq_stats_tp_perf_stop(UMQ_TRANS_MODE_UB), 0);
+    one_message(a, b);
+    char text[4096];
+    uint32_t len = 16;
+    memset(text, 'x', sizeof(text));
+    CHECK_EQ(umq_stats_tp_perf_info_get(UMQ_TRANS_MODE_UB, text, &len), -UMQ_ERR_EINVAL);
+    CHECK_EQ(len, 16);
+    CHECK_EQ(text[0], 'x');
+    CHECK_EQ(umq_stats_tp_perf_info_get(UMQ_TRANS_MODE_UB, text, NULL), -UMQ_ERR_EINVAL);
+    len = sizeof(text);
+    CHECK_EQ(umq_stats_tp_perf_info_get(UMQ_TRANS_MODE_UB, text, &len), 0);
+    CHECK_EQ(len, strlen(text));
+    /* Each post's provider step (the delivery to b in this process), five while timed. */
+    const char *row = strstr(text, "provider_send");
+    CHECK(row != NULL);
+    if (row != NULL) {
+        unsigned long samples = 0;
+        CHECK_EQ(sscanf(row, "provider_send | %lu", &samples), 1);
+        CHECK_EQ(samples, 5);
+    }
+}
+
+/* No queue shares a pooled transport (the flag is not offered): every pool call says so, its
+ * statistics are those of an empty pool. */
+static void transport_pool(uint64_t a)
+{
+    umq_tp_resource_create_option_t o;
+    memset(&o, 0, sizeof(o));
+    CHECK_EQ(umq_transport_pool_resource_create(a, NULL), UINT32_MAX);
+    CHECK_EQ(umq_transport_pool_resource_create(a, &o), UINT32_MAX);
+    CHECK_EQ(umq_transport_pool_resource_modify(a, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_transport_pool_resource_destroy(a, 0), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_transport_pool_eventfd_get(a), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_transport_pool_eventfd_get(12345), -UMQ_ERR_EINVAL);
+    umq_transport_pool_stats_t s;
+    memset(&s, 0xee, sizeof(s));
+    CHECK_EQ(umq_stats_transport_pool_get(a, &s), 0);
+    CHECK(s.total_num == 0 && s.in_use_num == 0 && s.acc_alloc_num == 0 && s.acc_miss_num == 0);
+    CHECK_EQ(umq_stats_transport_pool_get(12345, &s), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_stats_transport_pool_get(a, NULL), -UMQ_ERR_EINVAL);
+    char text[512];
+    int len = umq_transport_pool_stats_to_str(&s, text, sizeof(text));
+    CHECK(len > 0 && strstr(text, "in_use_num") != NULL);
+    CHECK_EQ(umq_transport_pool_stats_to_str(NULL, text, sizeof(text)), -UMQ_ERR_EINVAL);
+}
+
 int main(void)
 {
     umq_dev_info_t info;
+    register_app_locks();
     CHECK_EQ(umq_dev_info_get("lo", UMQ_TRANS_MODE_UB, &info), -UMQ_ERR_EINVAL);
     init_with_lo();
     devices();
@@ -512,10 +756,14 @@ int main(void)
     queue_statistics(a, b);
     io_perf_hook(a, b);
     perf_statistics(a);
+    call_trace(a, b);
+    provider_timing(a, b);
+    transport_pool(a);
     interrupt_fds();
     logging_and_state(a);
     CHECK_EQ(umq_destroy(a), 0);
     CHECK_EQ(umq_destroy(b), 0);
+    app_locks_used(3);
     umq_uninit();
     printf("api_2026: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -2,14 +2,15 @@
 """Writes the ABI facts of a revision's original UMQ headers as test data: every typedef'd
 struct and union (size, alignment, each field's offset and size, nested anonymous members
 flattened as `outer.inner`), every bit field (bit offset and width inside its struct), and
-every constant (enumerators and integer #defines).
+every constant (enumerators and integer #defines); and every function's prototype as the
+header declares it (functions.tsv).
 
     scripts/abi-facts.py HEADER_DIR OUT_DIR     (needs gcc and pyelftools)
 
 HEADER_DIR holds the original umq_*.h of one revision. The facts come from the compiler (DWARF
 of a translation unit that includes every header), not from reading the C text, so they are
 what a program built against those headers sees. The tests compare our headers and Rust
-mirrors against OUT_DIR/{layout,bitfields,constants}.tsv; they never read HEADER_DIR.
+mirrors against OUT_DIR/{layout,bitfields,constants,functions}.tsv; they never read HEADER_DIR.
 """
 import os
 import re
@@ -185,4 +186,32 @@ with open(os.path.join(out_dir, "constants.tsv"), "w") as f:
     f.write("kind\tname\tvalue\n")
     for r in constants:
         f.write("\t".join(map(str, r)) + "\n")
+
+
+def prototypes(header):
+    """The functions a header declares: name, return type and parameters as written (comments,
+    preprocessor lines and brace blocks taken out first)."""
+    text = open(os.path.join(header_dir, header)).read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.M)
+    text = text.replace('extern "C" {', "")
+    while True:
+        flat = re.sub(r"\{[^{}]*\}", "", text)
+        if flat == text:
+            break
+        text = flat
+    for stmt in text.split(";"):
+        stmt = " ".join(stmt.split())
+        m = re.match(r"^(.*?)\b(umq_\w+)\s*\((.*)\)$", stmt)
+        if m and not stmt.startswith("typedef"):
+            yield m.group(2), m.group(1).strip(), m.group(3).strip(), header
+
+
+functions = [p for h in headers if h.endswith("_api.h") for p in prototypes(h)]
+with open(os.path.join(out_dir, "functions.tsv"), "w") as f:
+    f.write("function\treturn\tparameters\theader\n")
+    for r in functions:
+        f.write("\t".join(r) + "\n")
+print(f"{len(functions)} functions")
 print(f"{len(layout)} layout rows, {len(bits)} bit fields, {len(constants)} constants")

@@ -15,11 +15,88 @@ static PERF_ON: AtomicBool = AtomicBool::new(false);
 static ERR_STATS: [AtomicU64; 24] = [const { AtomicU64::new(0) }; 24];
 
 const FIELDS: usize = 4 + 9;
-static PERF: [[AtomicU64; FIELDS]; 22] = [const { [const { AtomicU64::new(0) }; FIELDS] }; 22];
 /// Per record type, a log-scale histogram for quantiles: four buckets per power of two of ns.
 const LOG_BUCKETS: usize = 256;
-static LOG_HIST: [[AtomicU64; LOG_BUCKETS]; 22] =
-    [const { [const { AtomicU64::new(0) }; LOG_BUCKETS] }; 22];
+
+/// Latency samples of `N` record types: per type the sum, minimum, maximum and count, the
+/// counts under the user's thresholds (`umq_dfx`), and a log-scale histogram for quantiles.
+struct Recorder<const N: usize> {
+    fields: [[AtomicU64; FIELDS]; N],
+    hist: [[AtomicU64; LOG_BUCKETS]; N],
+}
+
+impl<const N: usize> Recorder<N> {
+    const fn new() -> Self {
+        Recorder {
+            fields: [const { [const { AtomicU64::new(0) }; FIELDS] }; N],
+            hist: [const { [const { AtomicU64::new(0) }; LOG_BUCKETS] }; N],
+        }
+    }
+
+    fn clear(&self) {
+        self.hist
+            .iter()
+            .flatten()
+            .for_each(|c| c.store(0, Ordering::Relaxed));
+        for rec in &self.fields {
+            for (i, c) in rec.iter().enumerate() {
+                c.store(if i == 1 { u64::MAX } else { 0 }, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn record(&self, kind: usize, ns: u64) {
+        let rec = &self.fields[kind % N];
+        rec[0].fetch_add(ns, Ordering::Relaxed);
+        rec[1].fetch_min(ns, Ordering::Relaxed);
+        rec[2].fetch_max(ns, Ordering::Relaxed);
+        rec[3].fetch_add(1, Ordering::Relaxed);
+        let n = THRESH_NUM.load(Ordering::Relaxed) as usize;
+        let bucket = (0..n)
+            .find(|&i| ns < THRESH[i].load(Ordering::Relaxed))
+            .unwrap_or(n);
+        rec[4 + bucket].fetch_add(1, Ordering::Relaxed);
+        self.hist[kind % N][log_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn summary(&self, kind: usize) -> PerfSummary {
+        let rec = &self.fields[kind % N];
+        let hist: Vec<u64> = self.hist[kind % N]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let count: u64 = hist.iter().sum();
+        let quantile = |q: f64| {
+            let want = ((count as f64 * q).ceil() as u64).max(1);
+            let mut seen = 0;
+            hist.iter()
+                .position(|&n| {
+                    seen += n;
+                    seen >= want
+                })
+                .map_or(0, log_bucket_top)
+        };
+        let max = rec[2].load(Ordering::Relaxed);
+        PerfSummary {
+            count,
+            sum: rec[0].load(Ordering::Relaxed),
+            min: if count == 0 {
+                0
+            } else {
+                rec[1].load(Ordering::Relaxed)
+            },
+            max,
+            quantiles: if count == 0 {
+                [0; 4]
+            } else {
+                [0.5, 0.9, 0.99, 0.9999].map(|q| quantile(q).min(max))
+            },
+        }
+    }
+}
+
+/// The API calls, by their `umq_perf_record_type_t`.
+static PERF: Recorder<22> = Recorder::new();
 static THRESH: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 static THRESH_NUM: AtomicU32 = AtomicU32::new(0);
 
@@ -69,15 +146,7 @@ fn clear_err_stats() {
 
 /// Forgets every latency sample (`umq_stats_perf_reset` too).
 pub fn clear_perf() {
-    LOG_HIST
-        .iter()
-        .flatten()
-        .for_each(|c| c.store(0, Ordering::Relaxed));
-    for rec in &PERF {
-        for (i, c) in rec.iter().enumerate() {
-            c.store(if i == 1 { u64::MAX } else { 0 }, Ordering::Relaxed);
-        }
-    }
+    PERF.clear();
 }
 
 /// Starts a latency sample when perf collection is on.
@@ -95,18 +164,7 @@ pub fn perf_record(kind: impl FnOnce() -> umq_perf_record_type_t, start: Option<
 }
 
 fn record(kind: umq_perf_record_type_t, t: Instant) {
-    let ns = t.elapsed().as_nanos() as u64;
-    let rec = &PERF[kind as usize % 22];
-    rec[0].fetch_add(ns, Ordering::Relaxed);
-    rec[1].fetch_min(ns, Ordering::Relaxed);
-    rec[2].fetch_max(ns, Ordering::Relaxed);
-    rec[3].fetch_add(1, Ordering::Relaxed);
-    let n = THRESH_NUM.load(Ordering::Relaxed) as usize;
-    let bucket = (0..n)
-        .find(|&i| ns < THRESH[i].load(Ordering::Relaxed))
-        .unwrap_or(n);
-    rec[4 + bucket].fetch_add(1, Ordering::Relaxed);
-    LOG_HIST[kind as usize % 22][log_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+    PERF.record(kind as usize, t.elapsed().as_nanos() as u64);
 }
 
 /// The log-scale bucket of `ns`: its power of two and the quarter within it.
@@ -138,43 +196,71 @@ pub struct PerfSummary {
 }
 
 pub fn perf_summary(kind: umq_perf_record_type_t) -> PerfSummary {
-    let rec = &PERF[kind as usize % 22];
-    let hist: Vec<u64> = LOG_HIST[kind as usize % 22]
-        .iter()
-        .map(|c| c.load(Ordering::Relaxed))
-        .collect();
-    let count: u64 = hist.iter().sum();
-    let quantile = |q: f64| {
-        let want = ((count as f64 * q).ceil() as u64).max(1);
-        let mut seen = 0;
-        hist.iter()
-            .position(|&n| {
-                seen += n;
-                seen >= want
-            })
-            .map_or(0, log_bucket_top)
-    };
-    let max = rec[2].load(Ordering::Relaxed);
-    PerfSummary {
-        count,
-        sum: rec[0].load(Ordering::Relaxed),
-        min: if count == 0 {
-            0
-        } else {
-            rec[1].load(Ordering::Relaxed)
-        },
-        max,
-        quantiles: if count == 0 {
-            [0; 4]
-        } else {
-            [0.5, 0.9, 0.99, 0.9999].map(|q| quantile(q).min(max))
-        },
-    }
+    PERF.summary(kind as usize)
 }
 
 /// Turns latency collection on or off (`umq_stats_perf_start` / `_stop`).
 pub fn perf_switch(on: bool) {
     PERF_ON.store(on, Ordering::Relaxed);
+}
+
+/// What the transport timing (`umq_stats_tp_perf_*`) measures: the provider's part of a call,
+/// below the queue layer's checks and bookkeeping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportOp {
+    /// A post's provider step: the queue's unsent WRs handed to its provider (in this process,
+    /// delivered to the peer queue).
+    Send,
+    /// A receive poll's one-message step (a message taken from the provider into our next
+    /// receive buffer).
+    Receive,
+    /// A provider's full round: what the peer sent taken in, our WRs it finished completed,
+    /// our waiting WRs sent.
+    Round,
+}
+
+impl TransportOp {
+    pub const ALL: [TransportOp; 3] = [TransportOp::Send, TransportOp::Receive, TransportOp::Round];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportOp::Send => "provider_send",
+            TransportOp::Receive => "provider_receive",
+            TransportOp::Round => "provider_round",
+        }
+    }
+}
+
+static TP_PERF_ON: AtomicBool = AtomicBool::new(false);
+static TP_PERF: Recorder<3> = Recorder::new();
+
+/// Starts (forgetting what an earlier run measured) or stops the transport timing.
+pub fn tp_perf_switch(on: bool) {
+    if on {
+        TP_PERF.clear();
+    }
+    TP_PERF_ON.store(on, Ordering::Relaxed);
+}
+
+/// Starts a transport sample when the transport timing is on (one load when it is off).
+#[inline(always)]
+pub fn tp_perf_start() -> Option<Instant> {
+    if TP_PERF_ON.load(Ordering::Relaxed) {
+        return Some(Instant::now());
+    }
+    None
+}
+
+/// Records a sample started by `tp_perf_start`.
+#[inline(always)]
+pub fn tp_perf_record(op: TransportOp, start: Option<Instant>) {
+    if let Some(t) = start {
+        TP_PERF.record(op as usize, t.elapsed().as_nanos() as u64);
+    }
+}
+
+pub fn tp_perf_summary(op: TransportOp) -> PerfSummary {
+    TP_PERF.summary(op as usize)
 }
 
 fn stats_result(result: &mut umq_dfx_result_t, queues: &dyn QueueCounters) {
@@ -204,7 +290,7 @@ fn perf_result(result: &mut umq_dfx_result_t) {
     unsafe {
         let infos = base as *mut umq_perf_infos_t;
         let record = base.add(2) as *mut umq_perf_record_t;
-        for (t, rec) in PERF.iter().enumerate() {
+        for (t, rec) in PERF.fields.iter().enumerate() {
             let r = &mut (*record).type_record[t];
             r.accumulation = rec[0].load(Ordering::Relaxed);
             r.min = if rec[3].load(Ordering::Relaxed) == 0 {

@@ -2,9 +2,9 @@
 
 use crate::abi::errno::*;
 use crate::abi::types::*;
+use crate::app_sync::{AppGuard, AppMutex};
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
-use std::sync::Mutex;
 
 /// A non-blocking eventfd: `signal` adds to its counter, `take` reads and clears it, and the fd
 /// is readable (for poll/epoll) while the counter is non-zero.
@@ -83,7 +83,7 @@ pub const PENDING_MAX: usize = 4096;
 /// counter is the number of events pending).
 pub struct AsyncEvents {
     fd: EventFd,
-    pending: Mutex<Pending>,
+    pending: AppMutex<Pending>,
 }
 
 #[derive(Default)]
@@ -101,7 +101,7 @@ impl AsyncEvents {
     pub fn new() -> Result<AsyncEvents, i32> {
         Ok(AsyncEvents {
             fd: EventFd::new(true)?,
-            pending: Mutex::new(Pending::default()),
+            pending: AppMutex::new(Pending::default()),
         })
     }
 
@@ -149,8 +149,8 @@ impl AsyncEvents {
         self.lock().dropped
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> AppGuard<'_, Pending> {
+        self.pending.lock()
     }
 }
 

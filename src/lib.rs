@@ -10,6 +10,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub mod abi;
+pub mod app_sync;
 pub mod buf;
 pub mod devices;
 pub mod dfx;
@@ -29,4 +30,5 @@ pub mod os;
 pub mod log;
 pub mod queue;
 pub mod runtime;
+pub mod trace;
 pub mod transport;

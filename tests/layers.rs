@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["transport"],
     &["flow"],
     &["buf"],
-    &["dfx", "event"],
+    &["dfx", "event", "trace", "app_sync"],
     &["error", "log"],
     &["os", "limits", "devices"],
     &["abi"],

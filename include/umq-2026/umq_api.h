@@ -124,6 +124,49 @@ int umq_mempool_state_get(uint64_t umqh, uint32_t mempool_id, umq_mempool_state_
 int umq_mempool_state_refresh(uint64_t umqh, uint32_t mempool_id);
 
 /**
+ * Hands the library the application's mutex functions (all five required, else
+ * `-UMQ_ERR_EINVAL`). Call it before `umq_init`: locks the library makes afterwards (the
+ * handle table's, the async-event queue's) lock through them; see `app_sync` for which.
+ */
+int umq_external_mutex_lock_ops_register(umq_external_mutex_lock_ops_t *ops);
+
+/**
+ * Hands the library the application's reader-writer lock functions (all seven required,
+ * else `-UMQ_ERR_EINVAL`). Call it before `umq_init`: the process's runtime is guarded with
+ * them (`umq_init` and `umq_uninit` write it; creates, binds and process-pool buffer calls
+ * read it).
+ */
+int umq_external_rwlock_ops_register(umq_external_rwlock_ops_t *ops);
+
+/**
+ * Hands the library the application's thread-specific storage functions (all four required,
+ * else `-UMQ_ERR_EINVAL`): the call trace keeps each thread's records under a key made with
+ * them (`umq_stats_trace_start`).
+ */
+int umq_external_thread_key_ops_register(umq_external_thread_key_ops_t *ops);
+
+/**
+ * The eventfd of the process's transport pool: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ */
+int umq_transport_pool_eventfd_get(uint64_t umqh);
+
+/**
+ * Moves a pooled transport to the error state: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ */
+int umq_transport_pool_resource_modify(uint64_t umqh, uint32_t tp_handle_idx);
+
+/**
+ * Makes a pooled transport: `UINT32_MAX`, the documented failure (see `no_transport_pool`;
+ * a NULL `option` is refused first).
+ */
+uint32_t umq_transport_pool_resource_create(uint64_t umqh, umq_tp_resource_create_option_t *option);
+
+/**
+ * Destroys a pooled transport: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ */
+int umq_transport_pool_resource_destroy(uint64_t umqh, uint32_t tp_handle_idx);
+
+/**
  * Destroys every queue and releases all library memory. Buffers the application still holds
  * become invalid. Not to be called concurrently with other UMQ calls.
  */

@@ -116,6 +116,54 @@ int umq_qbuf_pool_stats_to_str(const umq_qbuf_pool_stats_t *qbuf_pool_stats,
  */
 int umq_io_perf_callback_register(umq_io_perf_callback_t func);
 
+/**
+ * Starts the call trace (`trace`): each thread's post and poll calls recorded in a ring of
+ * `cfg->record_num` records (flag `UMQ_TRACE_FLAG_RECORD_NUM`, else 8192) and written to the
+ * log at INFO once a second and at the stop, when more than `cfg->output_limit` are new (flag
+ * `UMQ_TRACE_FLAG_OUTPUT_LIMIT`, else 0). `-UMQ_ERR_EINVAL` for a NULL `cfg`, a record count of
+ * 0, or a trace already running.
+ */
+int umq_stats_trace_start(umq_trace_cfg_t *cfg);
+
+/**
+ * Stops the call trace, writing what the log does not have yet; `-UMQ_ERR_EINVAL` when none
+ * runs.
+ */
+int umq_stats_trace_stop(void);
+
+/**
+ * Starts timing the providers' part of posts and polls (`dfx::TransportOp`), forgetting an
+ * earlier run's samples. One timing serves every transport mode (the providers are the same).
+ */
+int umq_stats_tp_perf_start(umq_trans_mode_t trans_mode);
+
+/**
+ * Stops the provider timing; what it measured stays readable.
+ */
+int umq_stats_tp_perf_stop(umq_trans_mode_t trans_mode);
+
+/**
+ * The provider timing as a table (one row per measured step: samples, mean, min, max, p90,
+ * p99, p99.99 in ns), NUL-terminated in `perf_buf`; `*length` gives the buffer's size and is
+ * set to the text's length. A buffer too small for the whole table is refused with
+ * `-UMQ_ERR_EINVAL` and left as it was, as the reference does.
+ */
+int umq_stats_tp_perf_info_get(umq_trans_mode_t trans_mode, char *perf_buf, uint32_t *length);
+
+/**
+ * The transport pool's counts for a live queue: all zero, since no queue of this library
+ * shares a pooled transport (`umq_create` does not offer `UMQ_CREATE_FLAG_SHARE_TRANSPORT`).
+ */
+int umq_stats_transport_pool_get(uint64_t umqh,
+                                 umq_transport_pool_stats_t *umq_transport_pool_stats);
+
+/**
+ * A `umq_transport_pool_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+ */
+int umq_transport_pool_stats_to_str(const umq_transport_pool_stats_t *umq_transport_pool_stats,
+                                    char *buf,
+                                    int max_buf_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

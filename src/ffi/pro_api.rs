@@ -6,6 +6,7 @@ use crate::abi::errno::*;
 use crate::abi::types::*;
 use crate::error::einval;
 use crate::queue::with_queue;
+use crate::trace::Call;
 use std::ffi::c_int;
 
 /// Posts tx WRs (`UMQ_IO_TX`; each first buffer's `total_data_size` says where its WR ends, and
@@ -36,6 +37,8 @@ pub(crate) fn post(
     bad_qbuf: *mut *mut umq_buf_t,
 ) -> c_int {
     let mut bad = std::ptr::null_mut();
+    // Read before the post hands the buffers on.
+    let traced = crate::trace::on().then(|| trace_post_begins(qbuf));
     let r = with_queue("umq_post", umqh, |q| {
         if qbuf.is_null() {
             crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POST_PARM_INVALID);
@@ -55,6 +58,9 @@ pub(crate) fn post(
         );
         r
     });
+    if let Some(t) = traced {
+        trace_post_ends(umqh, t);
+    }
     set_bad(
         bad_qbuf,
         if r.is_err() && bad.is_null() {
@@ -64,6 +70,48 @@ pub(crate) fn post(
         },
     );
     r.map(|_| UMQ_SUCCESS).unwrap_or_else(|e| e)
+}
+
+/// A post the call trace records: when it began and its buffers' sizes, read before the post
+/// hands them on.
+struct TracedPost {
+    began: std::time::Instant,
+    sizes: Vec<u32>,
+}
+
+#[cold]
+#[inline(never)]
+fn trace_post_begins(mut qbuf: *mut umq_buf_t) -> TracedPost {
+    let began = std::time::Instant::now();
+    let mut sizes = Vec::new();
+    // A list longer than a batch of the largest WRs stops there (the post refuses it).
+    while let Some(b) = unsafe { qbuf.as_ref() } {
+        if sizes.len() == crate::limits::BATCH as usize * crate::limits::MAX_SGE {
+            break;
+        }
+        sizes.push(b.data_size);
+        qbuf = b.qbuf_next;
+    }
+    TracedPost { began, sizes }
+}
+
+#[cold]
+#[inline(never)]
+fn trace_post_ends(umqh: u64, t: TracedPost) {
+    crate::trace::record(Call::Post, umq_id(umqh), t.began, t.sizes.into_iter());
+}
+
+#[cold]
+#[inline(never)]
+fn trace_poll(umqh: u64, began: std::time::Instant, polled: &[*mut umq_buf_t]) {
+    let sizes = polled.iter().map(|&b| unsafe { (*b).data_size });
+    crate::trace::record(Call::Poll, umq_id(umqh), began, sizes);
+}
+
+/// The queue's id in the call trace: its slot in the handle table (u32::MAX for a handle
+/// that names none).
+fn umq_id(umqh: u64) -> u32 {
+    crate::queue::table::index_of(umqh).map_or(u32::MAX, |i| i as u32)
 }
 
 /// Polls up to `max_buf_count` completions of `UMQ_IO_TX`, `UMQ_IO_RX` or `UMQ_IO_ALL` into `buf`.
@@ -101,7 +149,11 @@ pub(crate) fn poll(
             std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
         };
         let t = crate::dfx::perf_start();
+        let traced = crate::trace::on().then(std::time::Instant::now);
         let n = q.poll(io_direction, out)?;
+        if let Some(began) = traced {
+            trace_poll(umqh, began, &out[..n]);
+        }
         let kind = || match (io_direction, n) {
             (UMQ_IO_TX, 0) => UMQ_PERF_RECORD_POLL_TX_EMPTY,
             (UMQ_IO_TX, _) => UMQ_PERF_RECORD_POLL_TX,

@@ -13,10 +13,11 @@
 //! queue, as it did with a lock.
 
 use super::hazard;
+use crate::app_sync::AppMutex;
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 const TAG: u64 = 0x554d; // "UM"
 /// The most queues alive at once. The slots are reserved for all of them but cost resident
@@ -42,7 +43,7 @@ struct Slot<T> {
 
 pub struct Table<T> {
     slots: crate::os::ZeroedSlab<Slot<T>>,
-    free: Mutex<Free>,
+    free: AppMutex<Free>,
 }
 
 /// Slots to hand out: those given back, then the never used ones from `fresh` on.
@@ -90,7 +91,7 @@ impl<T: Named> Table<T> {
             // SAFETY: a zero slot is generation 0 and no occupant.
             slots: unsafe { crate::os::ZeroedSlab::new(capacity) }
                 .expect("cannot reserve the queue table"),
-            free: Mutex::new(Free {
+            free: AppMutex::new(Free {
                 returned: Vec::new(),
                 fresh: 0,
             }),
@@ -99,7 +100,7 @@ impl<T: Named> Table<T> {
 
     /// A slot to use: the last one given back, else a never used one.
     fn take_slot(&self) -> Option<u32> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = self.free.lock();
         if let Some(i) = free.returned.pop() {
             return Some(i);
         }
@@ -111,16 +112,12 @@ impl<T: Named> Table<T> {
     }
 
     fn give_back(&self, index: u32) {
-        self.free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .returned
-            .push(index);
+        self.free.lock().returned.push(index);
     }
 
     /// How many slots were ever used: every live entry is below.
     fn used(&self) -> usize {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).fresh as usize
+        self.free.lock().fresh as usize
     }
 
     /// The hazard id of a slot: its address, unique across tables.
@@ -210,7 +207,7 @@ impl<T: Named> Table<T> {
 impl<T> Drop for Table<T> {
     fn drop(&mut self) {
         // `&mut self`: no lookup can be running, so each remaining reference can just go.
-        let used = self.free.get_mut().unwrap_or_else(|p| p.into_inner()).fresh as usize;
+        let used = self.free.get_mut().fresh as usize;
         for slot in self.slots[..used].iter_mut() {
             let p = *slot.item.get_mut();
             if !p.is_null() {

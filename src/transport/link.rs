@@ -21,6 +21,7 @@ pub use super::wire::Receiver;
 use super::wire::{Outcome, Wire};
 use crate::abi::types::umq_buf_t;
 use crate::buf::arena::Arena;
+use crate::dfx::{TransportOp, tp_perf_record, tp_perf_start};
 use crate::flow::Area;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -138,10 +139,15 @@ impl Link {
     /// the full round must run.
     #[inline(always)]
     pub fn receive_one(&mut self, w: &mut Wire, umqh: u64) -> Option<Outcome> {
-        match self {
+        let t = tp_perf_start();
+        let out = match self {
             Link::Shm(l) => l.receive_one(w, umqh),
             Link::Fabric(_) => None,
+        };
+        if out.is_some() {
+            tp_perf_record(TransportOp::Receive, t);
         }
+        out
     }
 
     /// Whether another message has arrived behind what `receive_one` took (one stamp load).
@@ -156,20 +162,28 @@ impl Link {
     /// A full round: takes what the peer sent, completes our WRs it has executed, sends our
     /// waiting WRs. Err when the pair broke (the peer left, or sent something corrupt).
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
-        match self {
+        let t = tp_perf_start();
+        let out = match self {
             Link::Shm(l) => l.round(w, at),
             Link::Fabric(l) => l.round(w, at),
-        }
+        };
+        tp_perf_record(TransportOp::Round, t);
+        out
     }
 
     /// A post's round: sends our waiting WRs and nothing else. None when the full round must
     /// run instead (the peer has left: that round takes what it sent before it went).
     #[inline(always)]
     pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
-        match self {
+        let t = tp_perf_start();
+        let out = match self {
             Link::Shm(l) => l.post_round(w),
             Link::Fabric(l) => l.post_round(w),
+        };
+        if out.is_some() {
+            tp_perf_record(TransportOp::Send, t);
         }
+        out
     }
 
     /// The one-pass post of a single WR: when the provider can send `wr` at once, `admit`
@@ -183,10 +197,15 @@ impl Link {
         wr: *mut umq_buf_t,
         admit: impl FnOnce(&mut Wire, &Area) -> bool,
     ) -> Option<Outcome> {
-        match self {
+        let t = tp_perf_start();
+        let out = match self {
             Link::Shm(l) => l.send_one_if(w, wr, admit),
             Link::Fabric(_) => None,
+        };
+        if out.is_some() {
+            tp_perf_record(TransportOp::Send, t);
         }
+        out
     }
 
     /// Whether a standalone window update can go now.

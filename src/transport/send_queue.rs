@@ -148,7 +148,10 @@ impl SendQueue {
     #[inline(always)]
     pub fn complete_next(&mut self, status: umq_buf_status_t, awaited: bool) -> *mut umq_buf_t {
         debug_assert!(self.in_flight > 0, "no WR in flight to complete");
-        let wr = self.wrs.get(self.completed).expect("a WR in flight to complete");
+        let wr = self
+            .wrs
+            .get(self.completed)
+            .expect("a WR in flight to complete");
         unsafe { (*wr).set_status(status) };
         self.in_flight -= 1;
         self.awaiting_peer -= awaited as usize;

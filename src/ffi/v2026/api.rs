@@ -413,3 +413,189 @@ fn pool_imported(func: &str, q: &crate::queue::Queue, mempool_id: u32) -> UmqRes
     }
     Ok(())
 }
+
+/// An application's function on a lock or key handle, with the handle untyped as the library
+/// keeps it (the same C signature: a pointer argument, an int result).
+fn on_handle<H>(f: unsafe extern "C" fn(*mut H) -> c_int) -> crate::app_sync::HandleFn {
+    // SAFETY: only the pointee type of the one pointer argument differs.
+    unsafe {
+        std::mem::transmute::<unsafe extern "C" fn(*mut H) -> c_int, crate::app_sync::HandleFn>(f)
+    }
+}
+
+/// Hands the library the application's mutex functions (all five required, else
+/// `-UMQ_ERR_EINVAL`). Call it before `umq_init`: locks the library makes afterwards (the
+/// handle table's, the async-event queue's) lock through them; see `app_sync` for which.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_external_mutex_lock_ops_register(
+    ops: *mut umq_external_mutex_lock_ops_t,
+) -> c_int {
+    const F: &str = "umq_external_mutex_lock_ops_register";
+    ffi_guard!("umq_external_mutex_lock_ops_register", {
+        let Some(o) = checked(ops) else {
+            return einval(F, format_args!("ops is NULL"));
+        };
+        let (Some(create), Some(destroy), Some(lock), Some(unlock), Some(_)) =
+            (o.create, o.destroy, o.lock, o.unlock, o.trylock)
+        else {
+            return einval(F, format_args!("every mutex function is required"));
+        };
+        crate::app_sync::register_mutex(crate::app_sync::MutexOps {
+            // SAFETY: the same C signature, the handle returned untyped.
+            create: unsafe {
+                std::mem::transmute::<
+                    unsafe extern "C" fn(u32) -> *mut umq_external_mutex_t,
+                    unsafe extern "C" fn(u32) -> *mut std::ffi::c_void,
+                >(create)
+            },
+            destroy: on_handle(destroy),
+            lock: on_handle(lock),
+            unlock: on_handle(unlock),
+        });
+        UMQ_SUCCESS
+    })
+}
+
+/// Hands the library the application's reader-writer lock functions (all seven required,
+/// else `-UMQ_ERR_EINVAL`). Call it before `umq_init`: the process's runtime is guarded with
+/// them (`umq_init` and `umq_uninit` write it; creates, binds and process-pool buffer calls
+/// read it).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_external_rwlock_ops_register(ops: *mut umq_external_rwlock_ops_t) -> c_int {
+    const F: &str = "umq_external_rwlock_ops_register";
+    ffi_guard!("umq_external_rwlock_ops_register", {
+        let Some(o) = checked(ops) else {
+            return einval(F, format_args!("ops is NULL"));
+        };
+        let (Some(create), Some(destroy), Some(read), Some(write), Some(unlock), Some(_), Some(_)) = (
+            o.create,
+            o.destroy,
+            o.read_lock,
+            o.write_lock,
+            o.unlock,
+            o.try_read_lock,
+            o.try_write_lock,
+        ) else {
+            return einval(
+                F,
+                format_args!("every reader-writer lock function is required"),
+            );
+        };
+        crate::app_sync::register_rwlock(crate::app_sync::RwLockOps {
+            // SAFETY: the same C signature, the handle returned untyped.
+            create: unsafe {
+                std::mem::transmute::<
+                    unsafe extern "C" fn() -> *mut umq_external_rwlock_t,
+                    unsafe extern "C" fn() -> *mut std::ffi::c_void,
+                >(create)
+            },
+            destroy: on_handle(destroy),
+            read_lock: on_handle(read),
+            write_lock: on_handle(write),
+            unlock: on_handle(unlock),
+        });
+        UMQ_SUCCESS
+    })
+}
+
+/// Hands the library the application's thread-specific storage functions (all four required,
+/// else `-UMQ_ERR_EINVAL`): the call trace keeps each thread's records under a key made with
+/// them (`umq_stats_trace_start`).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_external_thread_key_ops_register(
+    ops: *mut umq_external_thread_key_ops_t,
+) -> c_int {
+    const F: &str = "umq_external_thread_key_ops_register";
+    ffi_guard!("umq_external_thread_key_ops_register", {
+        let Some(o) = checked(ops) else {
+            return einval(F, format_args!("ops is NULL"));
+        };
+        let (Some(key_create), Some(key_delete), Some(set), Some(get)) =
+            (o.key_create, o.key_delete, o.setspecific, o.getspecific)
+        else {
+            return einval(F, format_args!("every thread-key function is required"));
+        };
+        type Destructor = Option<unsafe extern "C" fn(*mut std::ffi::c_void)>;
+        type Key = *mut util_external_thread_key_t;
+        type Untyped = *mut std::ffi::c_void;
+        // SAFETY: the same C signatures, the key untyped.
+        crate::app_sync::register_thread_key(unsafe {
+            crate::app_sync::ThreadKeyOps {
+                key_create: std::mem::transmute::<
+                    unsafe extern "C" fn(Destructor) -> Key,
+                    unsafe extern "C" fn(Destructor) -> Untyped,
+                >(key_create),
+                key_delete: on_handle(key_delete),
+                set: std::mem::transmute::<
+                    unsafe extern "C" fn(Key, *const std::ffi::c_void) -> c_int,
+                    unsafe extern "C" fn(Untyped, *const std::ffi::c_void) -> c_int,
+                >(set),
+                get: std::mem::transmute::<
+                    unsafe extern "C" fn(Key) -> Untyped,
+                    unsafe extern "C" fn(Untyped) -> Untyped,
+                >(get),
+            }
+        });
+        UMQ_SUCCESS
+    })
+}
+
+/// Transport pools belong to a main queue created with `UMQ_CREATE_FLAG_SHARE_TRANSPORT`, which
+/// `umq_create` does not offer (it refuses the flag): so for every live queue the pool calls
+/// say so, as the reference does for a queue that is not such a main queue.
+fn no_transport_pool(func: &str, umqh: u64) -> c_int {
+    with_queue(func, umqh, |q| -> UmqResult<c_int> {
+        Err(einval(
+            func,
+            format_args!(
+                "queue {:#x} is not a main queue sharing its transport (UMQ_CREATE_FLAG_SHARE_TRANSPORT is not offered)",
+                q.handle
+            ),
+        ))
+    })
+    .unwrap_or_else(|e| e)
+}
+
+/// The eventfd of the process's transport pool: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_transport_pool_eventfd_get(umqh: u64) -> c_int {
+    ffi_guard!("umq_transport_pool_eventfd_get", {
+        no_transport_pool("umq_transport_pool_eventfd_get", umqh)
+    })
+}
+
+/// Moves a pooled transport to the error state: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_transport_pool_resource_modify(umqh: u64, tp_handle_idx: u32) -> c_int {
+    ffi_guard!("umq_transport_pool_resource_modify", {
+        let _ = tp_handle_idx;
+        no_transport_pool("umq_transport_pool_resource_modify", umqh)
+    })
+}
+
+/// Makes a pooled transport: `UINT32_MAX`, the documented failure (see `no_transport_pool`;
+/// a NULL `option` is refused first).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_transport_pool_resource_create(
+    umqh: u64,
+    option: *mut umq_tp_resource_create_option_t,
+) -> u32 {
+    const F: &str = "umq_transport_pool_resource_create";
+    ffi_guard!("umq_transport_pool_resource_create", {
+        if option.is_null() {
+            einval(F, format_args!("option is NULL"));
+            return u32::MAX;
+        }
+        no_transport_pool(F, umqh);
+        u32::MAX
+    })
+}
+
+/// Destroys a pooled transport: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_transport_pool_resource_destroy(umqh: u64, tp_handle_idx: u32) -> c_int {
+    ffi_guard!("umq_transport_pool_resource_destroy", {
+        let _ = tp_handle_idx;
+        no_transport_pool("umq_transport_pool_resource_destroy", umqh)
+    })
+}

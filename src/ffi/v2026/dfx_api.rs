@@ -5,6 +5,8 @@
 use crate::abi::types as dec;
 use crate::abi::v2026::dfx_types::*;
 use crate::abi::v2026::errno::*;
+use crate::abi::v2026::types::{UMQ_TRANS_MODE_MAX, umq_trans_mode_t};
+use crate::error::einval;
 use crate::ffi::{ffi_guard, need_mut};
 use std::ffi::{c_char, c_int};
 
@@ -534,4 +536,187 @@ pub(super) fn io_perf(
         ) = unsafe { std::mem::transmute(f) };
         unsafe { f(record, qbuf) };
     }
+}
+
+/// Starts the call trace (`trace`): each thread's post and poll calls recorded in a ring of
+/// `cfg->record_num` records (flag `UMQ_TRACE_FLAG_RECORD_NUM`, else 8192) and written to the
+/// log at INFO once a second and at the stop, when more than `cfg->output_limit` are new (flag
+/// `UMQ_TRACE_FLAG_OUTPUT_LIMIT`, else 0). `-UMQ_ERR_EINVAL` for a NULL `cfg`, a record count of
+/// 0, or a trace already running.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_trace_start(cfg: *mut umq_trace_cfg_t) -> c_int {
+    ffi_guard!("umq_stats_trace_start", {
+        let Some(c) = crate::ffi::checked(cfg) else {
+            return einval("umq_stats_trace_start", format_args!("cfg is NULL"));
+        };
+        let records = (c.flag & UMQ_TRACE_FLAG_RECORD_NUM != 0).then_some(c.record_num);
+        let limit = match c.flag & UMQ_TRACE_FLAG_OUTPUT_LIMIT {
+            0 => 0,
+            _ => c.output_limit,
+        };
+        match crate::trace::start(records, limit) {
+            Ok(()) => UMQ_SUCCESS,
+            Err(why) => einval("umq_stats_trace_start", format_args!("{why:?}")),
+        }
+    })
+}
+
+/// Stops the call trace, writing what the log does not have yet; `-UMQ_ERR_EINVAL` when none
+/// runs.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_trace_stop() -> c_int {
+    ffi_guard!("umq_stats_trace_stop", {
+        match crate::trace::stop() {
+            Ok(()) => UMQ_SUCCESS,
+            Err(why) => einval("umq_stats_trace_stop", format_args!("{why:?}")),
+        }
+    })
+}
+
+/// The transport modes the library serves (every one its devices offer), or why not.
+fn transport_mode(func: &str, trans_mode: umq_trans_mode_t) -> Result<(), c_int> {
+    if trans_mode >= UMQ_TRANS_MODE_MAX {
+        return Err(einval(
+            func,
+            format_args!("transport mode {trans_mode} is invalid"),
+        ));
+    }
+    Ok(())
+}
+
+/// Starts timing the providers' part of posts and polls (`dfx::TransportOp`), forgetting an
+/// earlier run's samples. One timing serves every transport mode (the providers are the same).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_tp_perf_start(trans_mode: umq_trans_mode_t) -> c_int {
+    ffi_guard!("umq_stats_tp_perf_start", {
+        if let Err(e) = transport_mode("umq_stats_tp_perf_start", trans_mode) {
+            return e;
+        }
+        crate::dfx::tp_perf_switch(true);
+        UMQ_SUCCESS
+    })
+}
+
+/// Stops the provider timing; what it measured stays readable.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_tp_perf_stop(trans_mode: umq_trans_mode_t) -> c_int {
+    ffi_guard!("umq_stats_tp_perf_stop", {
+        if let Err(e) = transport_mode("umq_stats_tp_perf_stop", trans_mode) {
+            return e;
+        }
+        crate::dfx::tp_perf_switch(false);
+        UMQ_SUCCESS
+    })
+}
+
+/// The provider timing as a table (one row per measured step: samples, mean, min, max, p90,
+/// p99, p99.99 in ns), NUL-terminated in `perf_buf`; `*length` gives the buffer's size and is
+/// set to the text's length. A buffer too small for the whole table is refused with
+/// `-UMQ_ERR_EINVAL` and left as it was, as the reference does.
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_tp_perf_info_get(
+    trans_mode: umq_trans_mode_t,
+    perf_buf: *mut c_char,
+    length: *mut u32,
+) -> c_int {
+    const F: &str = "umq_stats_tp_perf_info_get";
+    ffi_guard!("umq_stats_tp_perf_info_get", {
+        if let Err(e) = transport_mode(F, trans_mode) {
+            return e;
+        }
+        let Some(len) = crate::ffi::checked_mut(length).filter(|_| !perf_buf.is_null()) else {
+            return einval(F, format_args!("perf_buf or length is NULL"));
+        };
+        let text = tp_perf_table();
+        if (*len as usize) < text.len() + 1 {
+            return einval(
+                F,
+                format_args!(
+                    "the table needs {} bytes, the buffer has {}",
+                    text.len() + 1,
+                    *len
+                ),
+            );
+        }
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), perf_buf as *mut u8, text.len());
+            *perf_buf.add(text.len()) = 0;
+        }
+        *len = text.len() as u32;
+        UMQ_SUCCESS
+    })
+}
+
+fn tp_perf_table() -> String {
+    let rule = "+----------------------+----------+----------+----------+----------+----------+----------+----------+\n";
+    let mut text = String::from(rule);
+    text += "  Type                 | samples  | avg[ns]  | min[ns]  | max[ns]  | p90[ns]  | p99[ns]  | p9999[ns]\n";
+    text += rule;
+    for op in crate::dfx::TransportOp::ALL {
+        let s = crate::dfx::tp_perf_summary(op);
+        if s.count == 0 {
+            continue;
+        }
+        let q = s.quantiles;
+        text += &format!(
+            "  {:<20} | {:<8} | {:<8} | {:<8} | {:<8} | {:<8} | {:<8} | {:<8}\n",
+            op.name(),
+            s.count,
+            s.sum / s.count,
+            s.min,
+            s.max,
+            q[1],
+            q[2],
+            q[3]
+        );
+    }
+    text + rule
+}
+
+/// The transport pool's counts for a live queue: all zero, since no queue of this library
+/// shares a pooled transport (`umq_create` does not offer `UMQ_CREATE_FLAG_SHARE_TRANSPORT`).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_stats_transport_pool_get(
+    umqh: u64,
+    umq_transport_pool_stats: *mut umq_transport_pool_stats_t,
+) -> c_int {
+    const F: &str = "umq_stats_transport_pool_get";
+    ffi_guard!("umq_stats_transport_pool_get", {
+        crate::ffi::code(
+            need_mut(F, "umq_transport_pool_stats", umq_transport_pool_stats).and_then(|out| {
+                crate::queue::with_queue(F, umqh, |_| {
+                    *out = umq_transport_pool_stats_t::default();
+                    Ok(())
+                })
+            }),
+        )
+    })
+}
+
+/// A `umq_transport_pool_stats_t` as text (see `umq_stats_perf_to_str` for the return value).
+#[unsafe(no_mangle)]
+pub extern "C" fn umq_transport_pool_stats_to_str(
+    umq_transport_pool_stats: *const umq_transport_pool_stats_t,
+    buf: *mut c_char,
+    max_buf_len: c_int,
+) -> c_int {
+    ffi_guard!("umq_transport_pool_stats_to_str", {
+        let Some(s) = crate::ffi::checked(umq_transport_pool_stats) else {
+            return -UMQ_ERR_EINVAL;
+        };
+        let text = table(
+            "transport pool",
+            &[
+                ("total_num", s.total_num),
+                ("global_num", s.global_num),
+                ("cache_num", s.cache_num),
+                ("in_use_num", s.in_use_num),
+                ("error_num", s.error_num),
+                ("acc_alloc_num", s.acc_alloc_num),
+                ("acc_free_num", s.acc_free_num),
+                ("acc_miss_num", s.acc_miss_num),
+            ],
+        );
+        write_text(&text, buf, max_buf_len)
+    })
 }

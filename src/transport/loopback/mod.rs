@@ -87,6 +87,8 @@ unsafe fn send_one(wr: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) -> boo
 /// a rate-limited queue, for its next packets to be granted).
 #[inline(always)]
 pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
+    // Timed only when there is something to send (a receive post looks for waiting sends).
+    let t = crate::dfx::tp_perf_start().filter(|_| src.sq.unsent_len() > 0);
     let mut out = Outcome::default();
     // A limited queue's WRs may go as packets (looked at only then: this is every delivery).
     let paced = src.paced.is_some() || src.local_packets.is_some();
@@ -97,6 +99,7 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
         gate: if paced { src.packet_gate() } else { None },
     };
     transmit(src, &mut carrier, &mut out);
+    crate::dfx::tp_perf_record(crate::dfx::TransportOp::Send, t);
     out
 }
 
