@@ -124,6 +124,37 @@ static void waiting_messages_come_as_one_list(umq_trans_mode_t mode)
     CHECK_EQ(umq_destroy(b), 0);
 }
 
+/* A buffer the application freed is the pool's next: the receive buffer the library takes to
+ * replace a dequeued one (depth 4: a dequeue replaces its buffer at once). Freeing the stale
+ * pointer again must not free the library's receive buffer: it did, and a later destroy read a
+ * buffer two owners had (fuzzing found it). */
+static void stale_free_of_a_reused_buffer(void)
+{
+    uint64_t c, d;
+    test_pair(4, UMQ_MODE_POLLING, &c, &d);
+    umq_buf_t *bad = NULL;
+    CHECK_EQ(umq_enqueue(c, message("reuse", 8), &bad), 0);
+    CHECK(umq_dequeue(c) == NULL); /* c reaps the sent buffer: freed before `stale` below */
+    umq_buf_t *stale = umq_buf_alloc(1024, 1, 0, NULL);
+    umq_buf_free(stale);
+    umq_buf_t *got = dequeue_wait(d); /* its receive buffer replaced: by `stale`'s slot */
+    CHECK(got != NULL);
+    umq_buf_free(stale); /* refused: the library holds it */
+    umq_buf_t *next = umq_buf_alloc(1024, 1, 0, NULL);
+    CHECK(next != stale);
+    umq_buf_free(next);
+    umq_buf_free(got);
+    /* The receive buffers still work as such. */
+    for (int i = 0; i < 12; i++) {
+        CHECK_EQ(umq_enqueue(c, message("after", 8), &bad), 0);
+        got = dequeue_wait(d);
+        CHECK(got != NULL && got->total_data_size == 8 && memcmp(got->buf_data, "afterafter", 8) == 0);
+        umq_buf_free(got);
+    }
+    CHECK_EQ(umq_destroy(c), 0);
+    CHECK_EQ(umq_destroy(d), 0);
+}
+
 int main(void)
 {
     setenv("UMQ_LOG_LEVEL", "crit", 1);
@@ -213,6 +244,7 @@ int main(void)
         CHECK(ok);
         umq_buf_free(got);
     }
+    stale_free_of_a_reused_buffer();
     waiting_messages_come_as_one_list(UMQ_TRANS_MODE_UB);
     waiting_messages_come_as_one_list(UMQ_TRANS_MODE_IPC);
 

@@ -56,9 +56,15 @@ pub fn free_list(pool: &Pool, head: *mut umq_buf_t) {
     while !b.is_null() {
         // One lookup a buffer: the slot found for the check is the one freed.
         let Some(slot) = pool.slot_of_header(b as usize).filter(|s| s.in_use()) else {
+            let held = pool.slot_of_header(b as usize).is_some_and(|s| s.held());
             crate::log_err!(
                 "umq_buf_free",
-                "{b:p} is not a live buffer of this library (foreign pointer or double free); stopped there"
+                "{b:p} is {}; stopped there",
+                if held {
+                    "a receive buffer the library holds (a stale pointer: freed before, and reused)"
+                } else {
+                    "not a live buffer of this library (foreign pointer or double free)"
+                }
             );
             return;
         };

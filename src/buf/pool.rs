@@ -46,7 +46,13 @@ const MAX_SLOTS_PER_CHUNK: usize = super::access::SLOTS;
 /// does not pay a hole punch and page faults per burst.
 pub const RELEASE_AFTER_MS: u64 = 1000;
 const FREE: u8 = 0;
+/// Allocated, and the application's (or given to the library with a post, which the
+/// application vouches for until the poll returns it).
 const IN_USE: u8 = 1;
+/// Allocated by the library for itself (a base-API queue's receive buffer): the application's
+/// calls refuse it, so a stale pointer the application frees a second time cannot free a
+/// buffer the library still holds (`hold`, `hand_over`).
+const HELD: u8 = 2;
 
 struct SlotMeta {
     state: AtomicU8,
@@ -304,6 +310,10 @@ impl SlotRef {
     }
     pub fn in_use(&self) -> bool {
         self.meta().state.load(Ordering::Acquire) == IN_USE
+    }
+    /// Held by the library for itself (`Pool::hold`).
+    pub fn held(&self) -> bool {
+        self.meta().state.load(Ordering::Acquire) == HELD
     }
     pub fn alloc_headroom(&self) -> u16 {
         self.meta().headroom.load(Ordering::Relaxed)
@@ -704,14 +714,43 @@ impl Pool {
         self.free_slot(slot, buf)
     }
 
-    /// `free_one` of a buffer whose slot the caller has looked up already.
+    /// Marks buffers the library allocated for itself as held: the application's calls refuse
+    /// them until `hand_over` gives them to it.
+    pub fn hold(&self, bufs: &[*mut umq_buf_t]) {
+        self.change_state(bufs, IN_USE, HELD);
+    }
+
+    /// Gives held buffers to the application (a received message it dequeues).
+    pub fn hand_over(&self, bufs: impl IntoIterator<Item = *mut umq_buf_t>) {
+        for b in bufs {
+            self.change_state(&[b], HELD, IN_USE);
+        }
+    }
+
+    fn change_state(&self, bufs: &[*mut umq_buf_t], from: u8, to: u8) {
+        for &b in bufs {
+            if let Some(slot) = self.slot_of_header(b as usize) {
+                let changed = slot.meta().state.compare_exchange(
+                    from,
+                    to,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                debug_assert!(changed.is_ok(), "buffer {b:p} was not in state {from}");
+            }
+        }
+    }
+
+    /// `free_one` of a buffer whose slot the caller has looked up already (the library's own
+    /// frees: a buffer it holds for itself, or one the application gave it).
     pub fn free_slot(&self, slot: SlotRef, buf: *mut umq_buf_t) -> Result<(), &'static str> {
-        let meta = slot.meta();
-        if meta
-            .state
-            .compare_exchange(IN_USE, FREE, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        let state = &slot.meta().state;
+        let freed = |from| {
+            state
+                .compare_exchange(from, FREE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        };
+        if !freed(IN_USE) && !freed(HELD) {
             return Err("buffer is already free (double free)");
         }
         if let (Some(t), Some(at)) = (&self.access, slot.chunk.access) {
