@@ -7,16 +7,17 @@
 //! registers its functions, the library's sleeping locks of the control path, and its
 //! per-thread storage, go through them:
 //!
-//! - `AppRwLock`: the process's runtime (`umq_init` and `umq_uninit` write it; every call that
-//!   looks the runtime up, a create, a bind, a process-pool buffer call, reads it);
+//! - `AppRwLock`: the buffer pool's list of chunk hooks (a provider that registers memory adds
+//!   a hook and holds the lock while every existing chunk is registered, which takes long; a
+//!   growing pool reads it);
 //! - `AppMutex`: the handle table's free slots (create, destroy) and the async-event queue;
 //! - thread keys: the per-thread record rings of the call trace (`trace`).
 //!
-//! The data path stays on the library's own locks: a queue's wire lock guards a few hundred
-//! nanoseconds of the library's code and never sleeps in the kernel (`queue::spin`), and its
-//! binding lock is read on every in-process post, where an indirect call and the check for
-//! one cost 19 instructions a post (measured with callgrind; 2,491 instructions a loopback
-//! round trip).
+//! The per-message paths stay on the library's own locks, because a lock that may be the
+//! application's costs a check and a larger guard wherever it is taken (callgrind): a queue's
+//! wire lock guards a few hundred nanoseconds of the library's code and never sleeps in the
+//! kernel (`queue::spin`); its binding lock is read on every in-process post (19 instructions
+//! a post as an `AppRwLock`); the runtime lock on every buffer call (about 20 a call).
 //!
 //! Registration must come before `umq_init`, as the reference requires: a lock takes the
 //! functions registered when it is made and keeps them, so one made earlier stays on the

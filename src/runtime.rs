@@ -2,12 +2,11 @@
 
 use crate::abi::errno::*;
 use crate::abi::types::*;
-use crate::app_sync::AppRwLock;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
 use crate::transport::link::Provider;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug)]
@@ -37,16 +36,10 @@ pub struct Runtime {
     pub trans_info: Vec<umq_trans_info_t>,
 }
 
-/// The process's runtime. `umq_init` and `umq_uninit` write it; every call that needs the
-/// runtime reads it. Made on first use, so that it is the application's lock when the
-/// application registered reader-writer functions first (`app_sync`).
-fn runtime() -> &'static AppRwLock<Option<Arc<Runtime>>> {
-    static RUNTIME: OnceLock<AppRwLock<Option<Arc<Runtime>>>> = OnceLock::new();
-    RUNTIME.get_or_init(|| AppRwLock::new(None))
-}
+static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 
 pub fn get() -> Option<Arc<Runtime>> {
-    runtime().read().clone()
+    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
@@ -88,7 +81,7 @@ pub(crate) fn provider_from_env() -> UmqResult<Option<Provider>> {
 
 /// Makes `rt` the process's runtime; `-UMQ_ERR_EEXIST` while one is installed.
 pub fn install(rt: Runtime) -> UmqResult<()> {
-    let mut slot = runtime().write();
+    let mut slot = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
     if slot.is_some() {
         crate::log_err!(
             "umq_init",
@@ -102,10 +95,10 @@ pub fn install(rt: Runtime) -> UmqResult<()> {
 
 /// Whether a runtime is installed (`umq_init` has been called and `umq_uninit` has not).
 pub fn installed() -> bool {
-    runtime().read().is_some()
+    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).is_some()
 }
 
 /// Drops the process's runtime (what `umq_uninit` ends with).
 pub fn remove() {
-    runtime().write().take();
+    RUNTIME.write().unwrap_or_else(|p| p.into_inner()).take();
 }

@@ -132,9 +132,8 @@ int umq_external_mutex_lock_ops_register(umq_external_mutex_lock_ops_t *ops);
 
 /**
  * Hands the library the application's reader-writer lock functions (all seven required,
- * else `-UMQ_ERR_EINVAL`). Call it before `umq_init`: the process's runtime is guarded with
- * them (`umq_init` and `umq_uninit` write it; creates, binds and process-pool buffer calls
- * read it).
+ * else `-UMQ_ERR_EINVAL`). Call it before `umq_init`: the buffer pool's list of chunk hooks
+ * is guarded with them (a provider registering memory writes it, a growing pool reads it).
  */
 int umq_external_rwlock_ops_register(umq_external_rwlock_ops_t *ops);
 

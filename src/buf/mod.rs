@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod arena;
+pub mod held;
 pub mod ops;
 mod pin;
 /// What `pin` runs on: std here, loom's in `tests/loom_pin.rs`.

@@ -56,18 +56,19 @@ pub fn free_list(pool: &Pool, head: *mut umq_buf_t) {
     while !b.is_null() {
         // One lookup a buffer: the slot found for the check is the one freed.
         let Some(slot) = pool.slot_of_header(b as usize).filter(|s| s.in_use()) else {
-            let held = pool.slot_of_header(b as usize).is_some_and(|s| s.held());
             crate::log_err!(
                 "umq_buf_free",
-                "{b:p} is {}; stopped there",
-                if held {
-                    "a receive buffer the library holds (a stale pointer: freed before, and reused)"
-                } else {
-                    "not a live buffer of this library (foreign pointer or double free)"
-                }
+                "{b:p} is not a live buffer of this library (foreign pointer or double free); stopped there"
             );
             return;
         };
+        if super::held::is_held(b) {
+            crate::log_err!(
+                "umq_buf_free",
+                "{b:p} is a receive buffer the library holds (a stale pointer: freed before, and reused); stopped there"
+            );
+            return;
+        }
         // Read before the buffer is free: another thread may take it at once.
         let next = unsafe { (*b).qbuf_next };
         let _ = pool.free_slot(slot, b);
@@ -77,7 +78,9 @@ pub fn free_list(pool: &Pool, head: *mut umq_buf_t) {
 
 /// Frees the first message of a list and returns the head of the next one.
 pub fn break_and_free(pool: &Pool, head: *mut umq_buf_t) -> UmqResult<*mut umq_buf_t> {
-    let live = |b: *mut umq_buf_t| pool.slot_of_header(b as usize).is_some_and(|s| s.in_use());
+    let live = |b: *mut umq_buf_t| {
+        pool.slot_of_header(b as usize).is_some_and(|s| s.in_use()) && !super::held::is_held(b)
+    };
     if !live(head) {
         return Err(einval(
             "umq_buf_break_and_free",
@@ -96,7 +99,7 @@ pub fn break_and_free(pool: &Pool, head: *mut umq_buf_t) -> UmqResult<*mut umq_b
 
 fn live_slot(pool: &Pool, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::buf::pool::SlotRef> {
     pool.slot_of_header(b as usize)
-        .filter(|s| s.in_use())
+        .filter(|s| s.in_use() && !super::held::is_held(b))
         .ok_or_else(|| {
             einval(
                 func,
@@ -195,7 +198,7 @@ pub fn reset(pool: &Pool, b: *mut umq_buf_t) -> UmqResult<()> {
 
 pub fn data_to_head(pool: &Pool, data: *mut std::ffi::c_void) -> Option<*mut umq_buf_t> {
     pool.slot_of_data(data as usize)
-        .filter(|s| s.in_use())
+        .filter(|s| s.in_use() && !super::held::is_held(s.header()))
         .map(|s| s.header())
 }
 

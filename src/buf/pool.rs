@@ -27,6 +27,7 @@
 use super::access::{AccessTable, ChunkLayout, EntryIndex};
 use super::arena::Arena;
 use crate::abi::types::*;
+use crate::app_sync::AppRwLock;
 use std::alloc::Layout;
 use std::cell::RefCell;
 use std::ptr::NonNull;
@@ -46,13 +47,7 @@ const MAX_SLOTS_PER_CHUNK: usize = super::access::SLOTS;
 /// does not pay a hole punch and page faults per burst.
 pub const RELEASE_AFTER_MS: u64 = 1000;
 const FREE: u8 = 0;
-/// Allocated, and the application's (or given to the library with a post, which the
-/// application vouches for until the poll returns it).
 const IN_USE: u8 = 1;
-/// Allocated by the library for itself (a base-API queue's receive buffer): the application's
-/// calls refuse it, so a stale pointer the application frees a second time cannot free a
-/// buffer the library still holds (`hold`, `hand_over`).
-const HELD: u8 = 2;
 
 struct SlotMeta {
     state: AtomicU8,
@@ -283,7 +278,10 @@ pub struct Pool {
     main: Arc<Lists>,
     registry: RwLock<Registry>,
     next_token_id: AtomicU32,
-    hooks: RwLock<Vec<Arc<dyn ChunkHook>>>,
+    /// What hears of chunks coming and going. The application's reader-writer lock when it
+    /// registered one (`app_sync`): adding a hook holds it while every existing chunk is told
+    /// (a provider registering memory), and a growing pool waits on it.
+    hooks: AppRwLock<Vec<Arc<dyn ChunkHook>>>,
     /// What peers on this host check one-sided operations against (None: it could not be
     /// made, and they go through the target-side path).
     access: Option<AccessTable>,
@@ -310,10 +308,6 @@ impl SlotRef {
     }
     pub fn in_use(&self) -> bool {
         self.meta().state.load(Ordering::Acquire) == IN_USE
-    }
-    /// Held by the library for itself (`Pool::hold`).
-    pub fn held(&self) -> bool {
-        self.meta().state.load(Ordering::Acquire) == HELD
     }
     pub fn alloc_headroom(&self) -> u16 {
         self.meta().headroom.load(Ordering::Relaxed)
@@ -352,7 +346,7 @@ impl Pool {
             caps,
             registry: RwLock::new(Registry::default()),
             next_token_id: AtomicU32::new(1),
-            hooks: RwLock::new(Vec::new()),
+            hooks: AppRwLock::new(Vec::new()),
             access: AccessTable::create(u64::from(random_u32()) << 32 | u64::from(random_u32()))
                 .inspect_err(|e| {
                     crate::log_warn!(
@@ -394,7 +388,7 @@ impl Pool {
     pub fn add_chunk_hook(&self, hook: Arc<dyn ChunkHook>) {
         // Under the hooks' write lock: a chunk that grows meanwhile waits for it, and is then
         // told to the hook once, by `grow`.
-        let mut hooks = self.hooks.write().unwrap_or_else(|p| p.into_inner());
+        let mut hooks = self.hooks.write();
         let existing: Vec<ChunkSpan> = {
             let reg = self.registry.read().unwrap_or_else(|p| p.into_inner());
             reg.headers.iter().map(|(_, _, c)| c.span()).collect()
@@ -406,7 +400,7 @@ impl Pool {
     }
 
     fn tell_hooks(&self, spans: &[ChunkSpan], added: bool) {
-        let hooks = self.hooks.read().unwrap_or_else(|p| p.into_inner());
+        let hooks = self.hooks.read();
         for hook in hooks.iter() {
             for span in spans {
                 if added {
@@ -541,7 +535,7 @@ impl Pool {
         {
             // The hooks' lock first (as `add_chunk_hook` takes them): a hook being added
             // either finds this chunk in the registry or hears of it here, never both.
-            let hooks = self.hooks.read().unwrap_or_else(|p| p.into_inner());
+            let hooks = self.hooks.read();
             {
                 let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
                 let hdr_end = chunk.headers_end();
@@ -601,6 +595,22 @@ impl Pool {
         umqh: u64,
     ) -> Result<*mut umq_buf_t, i32> {
         self.alloc_in(&self.main, request_size, num, headroom, umqh)
+    }
+
+    /// `alloc` of buffers the library holds for itself until it hands them over
+    /// (`super::held`): the application's buffer calls refuse them meanwhile.
+    pub fn alloc_held(
+        &self,
+        request_size: u32,
+        num: u32,
+        headroom: u16,
+        umqh: u64,
+    ) -> Result<*mut umq_buf_t, i32> {
+        let head = self.alloc_in(&self.main, request_size, num, headroom, umqh)?;
+        for b in super::iter(head) {
+            unsafe { super::held::hold(b) };
+        }
+        Ok(head)
     }
 
     /// `alloc` from a given set of free lists (a queue's shared pool).
@@ -714,43 +724,14 @@ impl Pool {
         self.free_slot(slot, buf)
     }
 
-    /// Marks buffers the library allocated for itself as held: the application's calls refuse
-    /// them until `hand_over` gives them to it.
-    pub fn hold(&self, bufs: &[*mut umq_buf_t]) {
-        self.change_state(bufs, IN_USE, HELD);
-    }
-
-    /// Gives held buffers to the application (a received message it dequeues).
-    pub fn hand_over(&self, bufs: impl IntoIterator<Item = *mut umq_buf_t>) {
-        for b in bufs {
-            self.change_state(&[b], HELD, IN_USE);
-        }
-    }
-
-    fn change_state(&self, bufs: &[*mut umq_buf_t], from: u8, to: u8) {
-        for &b in bufs {
-            if let Some(slot) = self.slot_of_header(b as usize) {
-                let changed = slot.meta().state.compare_exchange(
-                    from,
-                    to,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-                debug_assert!(changed.is_ok(), "buffer {b:p} was not in state {from}");
-            }
-        }
-    }
-
-    /// `free_one` of a buffer whose slot the caller has looked up already (the library's own
-    /// frees: a buffer it holds for itself, or one the application gave it).
+    /// `free_one` of a buffer whose slot the caller has looked up already.
     pub fn free_slot(&self, slot: SlotRef, buf: *mut umq_buf_t) -> Result<(), &'static str> {
-        let state = &slot.meta().state;
-        let freed = |from| {
-            state
-                .compare_exchange(from, FREE, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        };
-        if !freed(IN_USE) && !freed(HELD) {
+        let meta = slot.meta();
+        if meta
+            .state
+            .compare_exchange(IN_USE, FREE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return Err("buffer is already free (double free)");
         }
         if let (Some(t), Some(at)) = (&self.access, slot.chunk.access) {
@@ -787,12 +768,7 @@ impl Pool {
         if lists.arena.is_none() || !lists.idle_hint.swap(false, Ordering::Acquire) {
             return 0;
         }
-        if !self
-            .hooks
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-        {
+        if !self.hooks.read().is_empty() {
             return 0;
         }
         let mut released = 0;

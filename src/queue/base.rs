@@ -66,9 +66,11 @@ fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> 
             return Ok(());
         }
         least = 1;
+        // Held: the library's until a dequeue hands them over, so a stale pointer the
+        // application frees again cannot free one.
         let head =
             q.rt.pool
-                .alloc(q.cfg.rx_buf_size, want as u32, 0, q.handle)
+                .alloc_held(q.cfg.rx_buf_size, want as u32, 0, q.handle)
                 .inspect_err(|_| {
                     crate::dfx::count_err(UMQ_ERR_STATS_TYPE_RX_BUF_CTX_ALLOC);
                 })?;
@@ -87,9 +89,6 @@ fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> 
         debug_assert_eq!(got, want, "the pool returns as many buffers as asked");
         // SAFETY: the first `got` entries were written just above.
         let bufs = unsafe { crate::buf::written(&bufs, got) };
-        // The library's until a dequeue hands them over: a stale pointer the application frees
-        // again cannot free one.
-        q.rt.pool.hold(bufs);
         let (taken, progress) = q.push_rx(bufs);
         *announce |= progress;
         for &b in &bufs[taken..] {
@@ -269,7 +268,7 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
         for &head in &got[..n] {
             if is_message(head) {
                 unsafe { (*head).set_status(UMQ_BUF_SUCCESS) };
-                q.rt.pool.hand_over(crate::buf::wr_bufs(head));
+                crate::buf::held::hand_over(crate::buf::wr_bufs(head));
                 list.append(head);
             } else {
                 free_chain(q, head);
