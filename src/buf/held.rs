@@ -13,7 +13,8 @@ use crate::abi::types::umq_buf_t;
 /// `rsvd4` of a held buffer ("umq held").
 const HELD: u64 = 0x756d_7120_6865_6c64;
 
-/// Marks `b`, just allocated by the library for itself, as held.
+/// Marks `b`, just allocated by the library for itself, as held (`queue::base` does, for the
+/// receive buffers it posts).
 ///
 /// # Safety
 /// `b` is a live buffer header of the library's pool.

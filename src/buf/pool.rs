@@ -597,22 +597,6 @@ impl Pool {
         self.alloc_in(&self.main, request_size, num, headroom, umqh)
     }
 
-    /// `alloc` of buffers the library holds for itself until it hands them over
-    /// (`super::held`): the application's buffer calls refuse them meanwhile.
-    pub fn alloc_held(
-        &self,
-        request_size: u32,
-        num: u32,
-        headroom: u16,
-        umqh: u64,
-    ) -> Result<*mut umq_buf_t, i32> {
-        let head = self.alloc_in(&self.main, request_size, num, headroom, umqh)?;
-        for b in super::iter(head) {
-            unsafe { super::held::hold(b) };
-        }
-        Ok(head)
-    }
-
     /// `alloc` from a given set of free lists (a queue's shared pool).
     pub fn alloc_in(
         &self,

@@ -66,11 +66,9 @@ fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> 
             return Ok(());
         }
         least = 1;
-        // Held: the library's until a dequeue hands them over, so a stale pointer the
-        // application frees again cannot free one.
         let head =
             q.rt.pool
-                .alloc_held(q.cfg.rx_buf_size, want as u32, 0, q.handle)
+                .alloc(q.cfg.rx_buf_size, want as u32, 0, q.handle)
                 .inspect_err(|_| {
                     crate::dfx::count_err(UMQ_ERR_STATS_TYPE_RX_BUF_CTX_ALLOC);
                 })?;
@@ -83,6 +81,9 @@ fn top_up_rx(q: &Queue, mut least: usize, announce: &mut bool) -> UmqResult<()> 
             // Receive buffers hold rx_buf_size bytes, even when the pool slot is larger, so a
             // longer message arrives in fragments exactly as the peer configured.
             unsafe { (*b).buf_size = q.cfg.rx_buf_size };
+            // Held: the library's until a dequeue hands it over, so a stale pointer the
+            // application frees again cannot free it.
+            unsafe { crate::buf::held::hold(b) };
             slot.write(b);
             got += 1;
         }
