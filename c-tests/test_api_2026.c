@@ -13,22 +13,8 @@
 #include "umq_api.h"
 #include "umq_dfx_api.h"
 #include "umq_pro_api.h"
+#include "util_2026.h"
 
-static int failures, checks;
-#define CHECK(cond) do { checks++; if (!(cond)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); failures++; } } while (0)
-#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); checks++; \
-    if (_a != _b) { fprintf(stderr, "FAIL %s:%d: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); failures++; } } while (0)
-
-static umq_io_option_t tx = {.io_direction = UMQ_IO_TX};
-static umq_io_option_t rx = {.io_direction = UMQ_IO_RX};
-
-static void name_lo(umq_dev_assign_t *d)
-{
-    memset(d, 0, sizeof(*d));
-    d->assign_mode = UMQ_DEV_ASSIGN_MODE_DEV;
-    strcpy(d->dev.dev_name, "lo");
-    d->dev.eid_idx = 0;
-}
 
 static int ext_lines;
 static char ext_last[256];
@@ -114,15 +100,6 @@ static uint64_t create(const char *name, umq_queue_mode_t mode, uint64_t ctx)
     return umq_create(&o);
 }
 
-static void bind_pair(uint64_t a, uint64_t b)
-{
-    uint8_t ia[512], ib[512];
-    uint32_t la = umq_bind_info_get(a, ia, sizeof(ia)), lb = umq_bind_info_get(b, ib, sizeof(ib));
-    CHECK(la > 0 && lb > 0);
-    CHECK_EQ(umq_bind(a, ib, lb), 0);
-    CHECK_EQ(umq_bind(b, ia, la), 0);
-}
-
 static void settings(uint64_t a)
 {
     umq_cfg_get_t c;
@@ -141,7 +118,7 @@ static void settings(uint64_t a)
     CHECK_EQ(umq_cfg_get(a, NULL), -UMQ_ERR_EINVAL);
     CHECK_EQ(umq_cfg_get(12345, &c), -UMQ_ERR_EINVAL);
 
-    /* Shared receive queues are refused, with a reason, not half served. */
+    /* A sub-queue of a queue that is no main queue is refused (and with flow control on, any). */
     umq_create_option_t o;
     memset(&o, 0, sizeof(o));
     o.trans_mode = UMQ_TRANS_MODE_UB;

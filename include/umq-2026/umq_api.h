@@ -25,8 +25,10 @@ int umq_init(umq_init_cfg_t *cfg);
 
 /**
  * Creates a queue; the optional fields count when their `UMQ_CREATE_FLAG_*` bit is set. The
- * transport mode and type, priority and `umq_ctx` are kept for `umq_cfg_get`. Shared receive
- * queues (`SHARE_RQ`, `MAIN_UMQ`, `SUB_UMQ`) and transport pools are refused with EINVAL.
+ * transport mode and type, priority and `umq_ctx` are kept for `umq_cfg_get`, and `umq_ctx`
+ * tags every message the queue receives. `MAIN_UMQ` makes a queue whose receive queue
+ * sub-queues (`SHARE_RQ | SUB_UMQ` with `share_rq_umqh`) share (`queue::share`); transport
+ * pools are refused with EINVAL.
  */
 uint64_t umq_create(umq_create_option_t *option);
 

@@ -29,10 +29,23 @@ pub struct QueueConfig {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CreateExtras {
     pub create_flag: u32,
+    /// Tags every message the queue receives (`umq_ctx` of the pro header).
     pub umq_ctx: u64,
     pub tp_mode: u32,
     pub tp_type: u32,
     pub priority: u8,
+    pub share: RqShare,
+}
+
+/// Whether a queue receives into a receive queue of its own or a shared one (`SharedRq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RqShare {
+    #[default]
+    Own,
+    /// The queue whose receive queue sub-queues share: the only one that polls it.
+    Main,
+    /// Receives into the receive queue of the main queue with this handle.
+    Sub(u64),
 }
 
 /// The address `d` names, for the transport modes that run over a network device. An EID is

@@ -5,6 +5,7 @@ use super::Queue;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
 use crate::event::EventFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub struct Channel {
@@ -30,14 +31,23 @@ impl Channel {
 
 pub struct Interrupts {
     tx: Channel,
-    rx: Channel,
+    /// A sub-queue's is its main queue's: what it receives is the main queue's to poll.
+    rx: Arc<Channel>,
 }
 
 impl Interrupts {
     pub fn new() -> Result<Interrupts, i32> {
         Ok(Interrupts {
             tx: Channel::new()?,
-            rx: Channel::new()?,
+            rx: Arc::new(Channel::new()?),
+        })
+    }
+
+    /// A sub-queue's: its own send channel, its main queue's receive channel.
+    pub fn sharing_rx(main: &Interrupts) -> Result<Interrupts, i32> {
+        Ok(Interrupts {
+            tx: Channel::new()?,
+            rx: main.rx.clone(),
         })
     }
     pub fn notify(&self, tx: bool, rx: bool) {
@@ -78,15 +88,28 @@ impl Queue {
         option: Option<&umq_interrupt_option_t>,
     ) -> UmqResult<(&Channel, umq_io_direction_t)> {
         let dir = direction(func, option)?;
-        let irq = self.irq.as_ref().ok_or_else(|| {
-            einval(
+        if dir == UMQ_IO_RX && self.is_sub() {
+            return Err(einval(
                 func,
                 format_args!(
-                    "queue {:#x} was not created in UMQ_MODE_INTERRUPT",
+                    "queue {:#x} is a sub-queue: its receive interrupts are its main queue's",
                     self.handle
                 ),
-            )
-        })?;
+            ));
+        }
+        let irq = self
+            .irq
+            .as_ref()
+            .filter(|_| self.cfg.interrupt)
+            .ok_or_else(|| {
+                einval(
+                    func,
+                    format_args!(
+                        "queue {:#x} was not created in UMQ_MODE_INTERRUPT",
+                        self.handle
+                    ),
+                )
+            })?;
         Ok((if dir == UMQ_IO_TX { &irq.tx } else { &irq.rx }, dir))
     }
 

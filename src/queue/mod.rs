@@ -15,6 +15,7 @@ pub mod pacing;
 pub mod pfc;
 mod progress;
 mod rx;
+mod share;
 mod spin;
 #[cfg(test)]
 mod spin_tests;
@@ -128,6 +129,10 @@ pub struct Queue {
     pub pacing: pacing::QueuePacing,
     /// The queue's priority on its link (link-level pause, `pfc`).
     pub pfc_priority: std::sync::atomic::AtomicU8,
+    /// The shared receive queue the queue is the main queue or a sub-queue of (`share`).
+    share: Option<share::Share>,
+    /// A pro-API queue with a receive queue of its own: `poll`'s common case.
+    plain_polls: bool,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -196,15 +201,13 @@ pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
 /// `create`, keeping `extras` for the application to read back.
 pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -> UmqResult<u64> {
     let rt = crate::runtime::require("umq_create")?;
-    let cfg = config::QueueConfig {
+    let mut cfg = config::QueueConfig {
         extras,
         ..config::from_option(option)?
     };
-    let irq = if cfg.interrupt {
-        Some(Interrupts::new()?)
-    } else {
-        None
-    };
+    let share = share::for_create(&rt, &mut cfg)?;
+    let irq = share::interrupts(&cfg, share.as_ref())?;
+    let plain_polls = rt.pro_api && share.is_none();
     let stall_ms = rt.credit_stall.as_millis() as u64;
     let q = table::insert(|handle, index| {
         Ok(Queue {
@@ -229,11 +232,14 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             shared_pool: OnceLock::new(),
             pacing: pacing::QueuePacing::default(),
             pfc_priority: std::sync::atomic::AtomicU8::new(0),
+            plain_polls,
+            share,
         })
     })
     .inspect_err(|_| {
         crate::log_err!("umq_create", "no free queue slot");
     })?;
+    q.join_line();
     crate::log_info!(
         "umq_create",
         "queue {:#x} '{}' created: {:?}",
@@ -247,6 +253,9 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
 /// Destroys a queue; a bound queue is unbound first. Buffers it still held are returned to the
 /// pool, since the application can no longer poll them.
 pub fn destroy(umqh: u64) -> UmqResult<()> {
+    if let Some(q) = table::get(umqh) {
+        q.check_destroy()?;
+    }
     let q = table::remove(umqh).map_err(|why| match why {
         table::NotRemoved::Stale => {
             einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}"))
@@ -263,7 +272,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
         q.disconnect(false);
     }
     pacing::forget(&q);
-    let held = q.release_all_buffers();
+    let held = q.release_all_buffers() + q.leave_line();
     if let Some(Some(lists)) = q.shared_pool.get() {
         q.rt.pool.retire(lists);
     }

@@ -183,7 +183,7 @@ impl Queue {
                 }
                 _ => false,
             };
-            let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+            let out = deliver_locked(&mut mine, &mut dst, peer, &self.rt.pool);
             self.note_starvation(&mut mine, out.credit_wait);
             (standalone, out)
         };
@@ -221,11 +221,6 @@ impl Queue {
         } else {
             (other, self)
         };
-        // The receiver's next receive post moves a sender that stopped for want of a buffer
-        // or of credit (`kick_blocked_sender`).
-        if out.blocked || out.credit_wait {
-            receiver.rnr_waiting.store(true, Ordering::Release);
-        }
         if out.blocked {
             sender.arm_rnr_deadline();
         }
@@ -330,5 +325,23 @@ pub(super) fn deliver_local(sender: &Queue, receiver: &Queue) -> Outcome {
         wire: &mut dst,
         fragments: !receiver.rt.pro_api,
     };
-    loopback::deliver(&mut src, &mut dst, &sender.rt.pool)
+    deliver_locked(&mut src, &mut dst, receiver, &sender.rt.pool)
+}
+
+/// `loopback::deliver` under both wire locks, which the caller holds. A sender that stops for
+/// want of a receive buffer or of credit is noted at the receiver before the locks go, so the
+/// receiver's next post, which takes its wire lock (or, on a shared receive queue, passes
+/// through it: `push_rx_shared`), sees it and moves the sender (`kick_blocked_sender`).
+#[inline(always)]
+pub(super) fn deliver_locked(
+    src: &mut Wire,
+    dst: &mut Side,
+    receiver: &Queue,
+    pool: &crate::buf::pool::Pool,
+) -> Outcome {
+    let out = loopback::deliver(src, dst, pool);
+    if out.blocked || out.credit_wait {
+        receiver.rnr_waiting.store(true, Ordering::Release);
+    }
+    out
 }

@@ -52,6 +52,9 @@ impl Queue {
     /// waiting for a buffer is taken in at once, under the same lock.
     #[inline(always)]
     pub(crate) fn push_rx(&self, bufs: &[*mut umq_buf_t]) -> (usize, bool) {
+        if let Some(s) = &self.share {
+            return (self.push_rx_shared(s, bufs), false);
+        }
         let mut w = lock(&self.wire);
         let accepted = bufs
             .len()
@@ -101,9 +104,13 @@ impl Queue {
         }
         // A base-API queue's completions are the library's own (enqueue and dequeue reap
         // them): to the application its completion queue is empty, as in the reference, where
-        // programs written for both APIs poll it in their setup loops.
-        if !self.rt.pro_api {
-            return Ok(0);
+        // programs written for both APIs poll it in their setup loops. A member of a shared
+        // receive queue polls its own way. (One test for both.)
+        if !self.plain_polls {
+            return Ok(match &self.share {
+                Some(s) if self.rt.pro_api => self.poll_shared(s, dir, out),
+                _ => 0,
+            });
         }
         let several = out.len() > 1 && dir != UMQ_IO_TX;
         let (n, progress) = self.poll_locked(dir, out, several, |_, room| room);
@@ -150,7 +157,7 @@ impl Queue {
     /// just the first (`link_receive_round`). Inlined into `umq_poll`:
     /// a call boundary here cost 19 instructions a poll.
     #[inline(always)]
-    fn poll_locked(
+    pub(super) fn poll_locked(
         &self,
         dir: umq_io_direction_t,
         out: &mut [*mut umq_buf_t],
@@ -196,6 +203,7 @@ impl Queue {
         (n, progress)
     }
 
+    /// Wakes the armed interrupt channels (a sub-queue's receive channel is its main queue's).
     pub(super) fn notify(&self, tx: bool, rx: bool) {
         if let Some(irq) = &self.irq {
             irq.notify(tx, rx);
@@ -218,6 +226,10 @@ impl Queue {
     }
 
     pub fn rx_room(&self) -> usize {
-        self.cfg.rx_depth as usize - lock(&self.wire).rq.outstanding()
+        let held = match &self.share {
+            Some(s) => s.line.outstanding(),
+            None => lock(&self.wire).rq.outstanding(),
+        };
+        self.cfg.rx_depth as usize - held
     }
 }

@@ -180,7 +180,8 @@ impl Queue {
                         wire: &mut theirs,
                         fragments: !peer.rt.pro_api,
                     };
-                    let out = loopback::deliver(&mut mine, &mut dst, &self.rt.pool);
+                    let out =
+                        super::progress::deliver_locked(&mut mine, &mut dst, peer, &self.rt.pool);
                     self.note_starvation(&mut mine, window_limited || out.credit_wait);
                     ((accepted, window_limited), out)
                 };

@@ -12,6 +12,7 @@ pub mod pause;
 pub mod progress;
 pub mod recv_queue;
 pub mod send_queue;
+pub mod shared_rq;
 pub mod shm;
 pub mod target;
 pub mod timer;

@@ -5,6 +5,7 @@
 //! new postings (`outstanding`) is always right.
 
 use super::fifo::Fifo;
+use super::shared_rq::Membership;
 use crate::abi::errno::*;
 use crate::abi::types::*;
 use std::ptr;
@@ -15,6 +16,16 @@ pub struct RecvQueue {
     completed: Fifo<(*mut umq_buf_t, u32)>,
     /// Buffers in `completed`, summed over its chains.
     completed_bufs: usize,
+    /// A context to tag received messages with, or a place on a shared line: one test on the
+    /// common path for queues that have neither.
+    extra: Option<Box<Extra>>,
+}
+
+/// What a queue made with a context or on a shared receive queue adds to its receive side.
+struct Extra {
+    /// Written into each landed message's `umq_ctx` (the pro header's first reserved word).
+    ctx: u64,
+    line: Option<Membership>,
 }
 
 impl RecvQueue {
@@ -23,7 +34,27 @@ impl RecvQueue {
             posted: Fifo::with_capacity(depth as usize, ptr::null_mut()),
             completed: Fifo::with_capacity(depth as usize, (ptr::null_mut(), 0)),
             completed_bufs: 0,
+            extra: None,
         }
+    }
+
+    /// Tags every landed message with `ctx` and, with `line`, takes buffers from and lands
+    /// messages on that shared line. Set once, before the queue receives.
+    pub fn set_extra(&mut self, ctx: u64, line: Option<Membership>) {
+        if ctx != 0 || line.is_some() {
+            self.extra = Some(Box::new(Extra { ctx, line }));
+        }
+    }
+
+    fn line(&self) -> Option<&Membership> {
+        self.extra.as_ref()?.line.as_ref()
+    }
+
+    /// On a shared line, the main queue polls the line's completions; a sub-queue has none of
+    /// its own (its messages are the main queue's to poll).
+    fn polls_line(&self) -> Option<Option<&Membership>> {
+        let m = self.line()?;
+        Some(m.main.then_some(m))
     }
 
     /// Posts a receive buffer, last in line.
@@ -38,23 +69,39 @@ impl RecvQueue {
     }
 
     #[inline(always)]
-    pub fn has_posted(&self) -> bool {
-        !self.posted.is_empty()
+    pub fn has_posted(&mut self) -> bool {
+        self.next_posted().is_some()
     }
 
-    /// The buffer the next message lands in.
+    /// The buffer the next message lands in (on a shared line, claimed from it when this queue
+    /// holds none).
     #[inline(always)]
-    pub fn next_posted(&self) -> Option<*mut umq_buf_t> {
-        self.posted.front()
+    pub fn next_posted(&mut self) -> Option<*mut umq_buf_t> {
+        match self.posted.front() {
+            Some(b) => Some(b),
+            None => self.claim(),
+        }
     }
 
-    /// The posted buffer `i` places down the line.
+    /// Claims the line's next buffer into our own posted line.
+    #[cold]
+    #[inline(never)]
+    fn claim(&mut self) -> Option<*mut umq_buf_t> {
+        let m = self.line()?;
+        let b = m.line.claim(m.umqh)?;
+        self.posted.push_back(b);
+        Some(b)
+    }
+
+    /// The posted buffer `i` places down the line, among those this queue holds (a hint:
+    /// nothing is claimed for it).
     #[inline(always)]
     pub fn posted_at(&self, i: usize) -> Option<*mut umq_buf_t> {
         self.posted.get(i)
     }
 
-    /// The posted buffers, next first.
+    /// The posted buffers this queue holds, next first. Multi-buffer messages are the base
+    /// API's, which shared lines do not serve, so nothing is claimed for them.
     pub fn posted(&self) -> impl Iterator<Item = *mut umq_buf_t> + '_ {
         self.posted.iter()
     }
@@ -62,7 +109,10 @@ impl RecvQueue {
     /// Takes the next posted buffer for a landing message.
     #[inline(always)]
     pub fn take_posted(&mut self) -> Option<*mut umq_buf_t> {
-        self.posted.pop_front()
+        match self.posted.pop_front() {
+            Some(b) => Some(b),
+            None => self.claim().and_then(|_| self.posted.pop_front()),
+        }
     }
 
     /// Posts again, first in line, a buffer taken for a message that did not land.
@@ -73,32 +123,59 @@ impl RecvQueue {
     /// Records a landed message: the chain from `head`, `nbufs` buffers long.
     #[inline(always)]
     pub fn complete(&mut self, head: *mut umq_buf_t, nbufs: usize) {
+        if self.extra.is_some() {
+            return self.complete_tagged(head, nbufs);
+        }
         self.completed.push_back((head, nbufs as u32));
         self.completed_bufs += nbufs;
+    }
+
+    /// `complete` for a queue with a context or on a shared line: the message carries the
+    /// context, and a shared line's message joins the line's completions.
+    #[cold]
+    #[inline(never)]
+    fn complete_tagged(&mut self, head: *mut umq_buf_t, nbufs: usize) {
+        let x = self.extra.as_deref().expect("called with extra set");
+        unsafe { (*head).pro_mut().rsvd1[0] = x.ctx };
+        match &x.line {
+            Some(m) => m.line.complete(head, nbufs as u32),
+            None => {
+                self.completed.push_back((head, nbufs as u32));
+                self.completed_bufs += nbufs;
+            }
+        }
     }
 
     /// Landed messages not yet polled.
     #[inline(always)]
     pub fn completions_len(&self) -> usize {
-        self.completed.len()
+        match self.polls_line() {
+            None => self.completed.len(),
+            Some(m) => m.map_or(0, |m| m.line.completions_len()),
+        }
     }
 
     #[inline(always)]
     pub fn has_completions(&self) -> bool {
-        !self.completed.is_empty()
+        self.completions_len() > 0
     }
 
     /// The landed message `i` places down the line: its chain's head and length.
     pub fn completion_at(&self, i: usize) -> Option<(*mut umq_buf_t, u32)> {
-        self.completed.get(i)
+        match self.polls_line() {
+            None => self.completed.get(i),
+            Some(m) => m?.line.completion_at(i),
+        }
     }
 
-    /// The landed messages, oldest first.
+    /// The landed messages this queue holds, oldest first (on a shared line, none: the
+    /// line's are every member's).
     pub fn completions(&self) -> impl Iterator<Item = (*mut umq_buf_t, u32)> + '_ {
         self.completed.iter()
     }
 
     /// Moves the oldest landed messages' heads into `out` (as many as fit); returns how many.
+    /// (A shared line's are taken from the line, by the main queue's polls.)
     #[inline(always)]
     pub fn take_completions(&mut self, out: &mut [*mut umq_buf_t]) -> usize {
         let mut bufs = 0;
@@ -117,13 +194,22 @@ impl RecvQueue {
     }
 
     /// Buffers the queue holds for the application: posted, or in landed messages.
+    /// (A shared line's count is the line's: `SharedRq::outstanding`.)
     #[inline(always)]
     pub fn outstanding(&self) -> usize {
         self.posted.len() + self.completed_bufs
     }
 
     /// Returns every posted buffer as a completion with `UMQ_BUF_WR_FLUSH_ERR`; returns how many.
+    /// On a shared line the buffers are the line's, for its other members: the ones this queue
+    /// claimed go back to the line, first in line, and nothing completes.
     pub fn flush(&mut self) -> usize {
+        if self.line().is_some() {
+            let claimed: Vec<_> = self.posted.drain().collect();
+            let m = self.line().expect("checked above");
+            m.line.give_back(claimed.into_iter());
+            return 0;
+        }
         let n = self.posted.len();
         while let Some(b) = self.posted.pop_front() {
             unsafe {

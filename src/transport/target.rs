@@ -90,7 +90,7 @@ pub(crate) fn copy_pieces(
 }
 
 /// How many posted receive buffers a message of `len` bytes takes, if enough are posted.
-pub(crate) fn rx_buffers_needed(dst: &Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
+pub(crate) fn rx_buffers_needed(dst: &mut Side, len: u64, opcode: umq_opcode_t) -> Option<usize> {
     if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
         return (dst.wire.rq.has_posted()).then_some(1);
     }

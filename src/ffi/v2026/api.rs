@@ -30,8 +30,10 @@ pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
 }
 
 /// Creates a queue; the optional fields count when their `UMQ_CREATE_FLAG_*` bit is set. The
-/// transport mode and type, priority and `umq_ctx` are kept for `umq_cfg_get`. Shared receive
-/// queues (`SHARE_RQ`, `MAIN_UMQ`, `SUB_UMQ`) and transport pools are refused with EINVAL.
+/// transport mode and type, priority and `umq_ctx` are kept for `umq_cfg_get`, and `umq_ctx`
+/// tags every message the queue receives. `MAIN_UMQ` makes a queue whose receive queue
+/// sub-queues (`SHARE_RQ | SUB_UMQ` with `share_rq_umqh`) share (`queue::share`); transport
+/// pools are refused with EINVAL.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_create(option: *mut umq_create_option_t) -> u64 {
     ffi_guard!("umq_create", {
@@ -337,7 +339,10 @@ pub extern "C" fn umq_cfg_get(umqh: u64, cfg: *mut umq_cfg_get_t) -> c_int {
                 rx_depth: c.rx_depth,
                 tx_depth: c.tx_depth,
                 umq_ctx: x.umq_ctx,
-                share_rq_umqh: 0,
+                share_rq_umqh: match x.share {
+                    crate::queue::config::RqShare::Sub(h) => h,
+                    _ => 0,
+                },
                 max_rx_sge: 1,
                 max_tx_sge: crate::limits::MAX_SGE.min(255) as u8,
                 priority: x.priority,

@@ -92,26 +92,54 @@ pub fn init_cfg(c: &umq_init_cfg_t) -> UmqResult<Box<dec::umq_init_cfg_t>> {
     Ok(out)
 }
 
+/// The receive queue a July 2026 create option asks for, checked as the reference checks the
+/// flags: `SHARE_RQ` and `SUB_UMQ` go together (with `share_rq_umqh`), and a main queue is not
+/// a sub-queue.
+fn share_of(o: &umq_create_option_t) -> UmqResult<crate::queue::config::RqShare> {
+    use crate::queue::config::RqShare;
+    let flag = |f: u32| o.create_flag & f != 0;
+    match (
+        flag(UMQ_CREATE_FLAG_MAIN_UMQ),
+        flag(UMQ_CREATE_FLAG_SHARE_RQ),
+        flag(UMQ_CREATE_FLAG_SUB_UMQ),
+    ) {
+        (false, false, false) => Ok(RqShare::Own),
+        (true, false, false) => Ok(RqShare::Main),
+        (false, true, true) if o.share_rq_umqh != 0 => Ok(RqShare::Sub(o.share_rq_umqh)),
+        (false, true, true) => Err(einval(
+            "umq_create",
+            format_args!("UMQ_CREATE_FLAG_SHARE_RQ with share_rq_umqh 0"),
+        )),
+        (true, _, true) => Err(einval(
+            "umq_create",
+            format_args!("UMQ_CREATE_FLAG_MAIN_UMQ and UMQ_CREATE_FLAG_SUB_UMQ conflict"),
+        )),
+        _ => Err(einval(
+            "umq_create",
+            format_args!(
+                "create_flag {:#x}: UMQ_CREATE_FLAG_SHARE_RQ and UMQ_CREATE_FLAG_SUB_UMQ go together",
+                o.create_flag
+            ),
+        )),
+    }
+}
+
 /// The December create option of a July 2026 one, and what the queue keeps to report back.
-/// Shared receive queues and transport pools are not served yet: their flags are refused.
+/// Transport pools are not offered: their flag is refused.
 pub fn create_option(
     o: &umq_create_option_t,
 ) -> UmqResult<(dec::umq_create_option_t, crate::queue::config::CreateExtras)> {
     const F: &str = "umq_create";
-    let unserved = UMQ_CREATE_FLAG_SHARE_RQ
-        | UMQ_CREATE_FLAG_MAIN_UMQ
-        | UMQ_CREATE_FLAG_SUB_UMQ
-        | UMQ_CREATE_FLAG_SHARE_TRANSPORT;
-    if o.create_flag & unserved != 0 {
+    if o.create_flag & UMQ_CREATE_FLAG_SHARE_TRANSPORT != 0 {
         return Err(einval(
             F,
             format_args!(
-                "create_flag {:#x}: shared receive queues, sub-queues and transport pools are not \
-                 supported by this library yet",
-                o.create_flag & unserved
+                "create_flag {:#x}: transport pools are not offered",
+                o.create_flag
             ),
         ));
     }
+    let share = share_of(o)?;
     if o.create_flag >= UMQ_CREATE_FLAG_SHARE_TRANSPORT << 1 {
         return Err(einval(
             F,
@@ -171,6 +199,7 @@ pub fn create_option(
         } else {
             UMQ_TP_TYPE_RTP
         },
+        share,
         priority: if flag(UMQ_CREATE_FLAG_PRIORITY) {
             o.priority
         } else {
