@@ -19,7 +19,8 @@ extern "C" {
 /**
  * Initialises the library once per process (see the December `umq_init`). Device names in
  * `trans_info` are the host's interfaces (`lo`, `eth0`, ...) and their EID indices its
- * addresses; DUMMY entries are skipped. `-UMQ_ERR_EEXIST` when already initialised.
+ * addresses; DUMMY entries enable their transport mode without a device. `-UMQ_ERR_EEXIST`
+ * when already initialised.
  */
 int umq_init(umq_init_cfg_t *cfg);
 

@@ -14,9 +14,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// one-sided access whatever the features say; `umq_mempool_state_refresh` asks for it).
 static REMOTE_MEM_ACCESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The transport modes the application enabled, a bit each: every entry of `umq_init`'s
+/// `trans_info`, DUMMY ones included (they name a mode without a device, which the application
+/// then adds with `umq_dev_add`, as openEuler's ubs-comm does), and each `umq_dev_add`.
+static ENABLED_MODES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn enable_mode(mode: umq_trans_mode_t) {
+    if mode < UMQ_TRANS_MODE_MAX {
+        ENABLED_MODES.fetch_or(1 << mode, Ordering::AcqRel);
+    }
+}
+
 /// Initialises the library once per process (see the December `umq_init`). Device names in
 /// `trans_info` are the host's interfaces (`lo`, `eth0`, ...) and their EID indices its
-/// addresses; DUMMY entries are skipped. `-UMQ_ERR_EEXIST` when already initialised.
+/// addresses; DUMMY entries enable their transport mode without a device. `-UMQ_ERR_EEXIST`
+/// when already initialised.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
     ffi_guard!("umq_init", {
@@ -24,6 +36,11 @@ pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
             crate::lifecycle::init(&*convert::init_cfg(c)?)?;
             let on = c.feature & UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS != 0;
             REMOTE_MEM_ACCESS.store(on, Ordering::Relaxed);
+            let n = (c.trans_info_num as usize).min(c.trans_info.len());
+            ENABLED_MODES.store(0, Ordering::Release);
+            c.trans_info[..n]
+                .iter()
+                .for_each(|t| enable_mode(t.trans_mode));
             Ok(())
         }))
     })
@@ -198,7 +215,9 @@ pub extern "C" fn umq_dev_add(trans_info: *mut umq_trans_info_t) -> c_int {
         code((|| {
             let t = need("umq_dev_add", "trans_info", trans_info)?;
             crate::runtime::require("umq_dev_add")?;
-            convert::trans_info("umq_dev_add", t).map(|_| ())
+            convert::trans_info("umq_dev_add", t)?;
+            enable_mode(t.trans_mode);
+            Ok(())
         })())
     })
 }
@@ -230,13 +249,15 @@ pub extern "C" fn umq_get_route_list(
     })
 }
 
-/// A transport mode `umq_init` was given, as the reference requires of its device calls.
+/// A transport mode the application enabled (`ENABLED_MODES`), as the reference requires of
+/// its device calls.
 fn require_mode(func: &str, mode: umq_trans_mode_t) -> UmqResult<()> {
-    let rt = crate::runtime::require(func)?;
-    if mode >= UMQ_TRANS_MODE_MAX || !rt.trans_info.iter().any(|t| t.trans_mode == mode) {
+    crate::runtime::require(func)?;
+    let enabled = ENABLED_MODES.load(Ordering::Acquire);
+    if mode >= UMQ_TRANS_MODE_MAX || enabled & (1 << mode) == 0 {
         return Err(einval(
             func,
-            format_args!("trans mode {mode} was not given to umq_init"),
+            format_args!("trans mode {mode} was given neither to umq_init nor to umq_dev_add"),
         ));
     }
     Ok(())

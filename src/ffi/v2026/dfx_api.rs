@@ -647,9 +647,15 @@ pub extern "C" fn umq_stats_tp_perf_info_get(
     })
 }
 
+/// URMA's table, line for line: its `retry_count` line counts the bonding layer's switches
+/// to another path (`urma_ubagg_switch_get`), which applications such as ubs-comm parse as
+/// their retransmission count. A binding of this library has one path and never switches, so
+/// the count is 0.
 fn tp_perf_table() -> String {
     let rule = "+----------------------+----------+----------+----------+----------+----------+----------+----------+\n";
     let mut text = String::from(rule);
+    text += &format!("  retry_count: {:<20}\n", 0);
+    text += rule;
     text += "  Type                 | samples  | avg[ns]  | min[ns]  | max[ns]  | p90[ns]  | p99[ns]  | p9999[ns]\n";
     text += rule;
     for op in crate::dfx::TransportOp::ALL {
