@@ -183,7 +183,9 @@ static void loopback(void)
     umq_interrupt_option_t irx = {.flag = UMQ_INTERRUPT_FLAG_IO_DIRECTION, .direction = UMQ_IO_RX};
     umq_interrupt_option_t itx = {.flag = UMQ_INTERRUPT_FLAG_IO_DIRECTION, .direction = UMQ_IO_TX};
     CHECK(umq_interrupt_fd_get(s2, &irx) < 0); /* -1, as the reference answers */
-    CHECK_EQ(umq_rearm_interrupt(s2, false, &irx), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_rearm_interrupt(s2, false, &irx), 0); /* a no-op, as in the reference */
+    CHECK_EQ(umq_wait_interrupt(s2, 0, &irx), -UMQ_ERR_EINVAL);
+    CHECK_EQ(umq_rearm_interrupt(s1, false, &irx), -UMQ_ERR_EINVAL); /* s1 polls */
     CHECK(umq_interrupt_fd_get(s2, &itx) >= 0);
     CHECK(umq_interrupt_fd_get(main, &irx) >= 0);
     CHECK_EQ(umq_rearm_interrupt(main, false, &irx), 0);

@@ -82,6 +82,17 @@ pub fn direction(
 }
 
 impl Queue {
+    /// Rearming or acknowledging a sub-queue's receive channel succeeds and does nothing, as in
+    /// the reference (whose sub-queue has no receive completion queue to arm): programs such as
+    /// ubs-comm rearm every queue they read. Its fd and waits are refused (`channel`).
+    fn sub_rx_noop(&self, option: Option<&umq_interrupt_option_t>) -> bool {
+        self.is_sub()
+            && self.cfg.interrupt
+            && option.is_some_and(|o| {
+                o.flag & UMQ_INTERRUPT_FLAG_IO_DIRECTION != 0 && o.direction == UMQ_IO_RX
+            })
+    }
+
     fn channel(
         &self,
         func: &str,
@@ -120,6 +131,9 @@ impl Queue {
     /// Arms the channel. Completions already waiting signal at once, so the usual
     /// rearm-then-wait sequence can never miss one (a wake-up may be spurious, never lost).
     pub fn rearm(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<()> {
+        if self.sub_rx_noop(option) {
+            return Ok(());
+        }
         let (ch, dir) = self.channel("umq_rearm_interrupt", option)?;
         ch.armed.store(true, Ordering::Release);
         if self.has_completions(dir) {
@@ -159,6 +173,9 @@ impl Queue {
         nevents: u32,
         option: Option<&umq_interrupt_option_t>,
     ) -> UmqResult<()> {
+        if self.sub_rx_noop(option) {
+            return Ok(());
+        }
         let (ch, _) = self.channel("umq_ack_interrupt", option)?;
         ch.acked.fetch_add(nevents as u64, Ordering::Relaxed);
         Ok(())
