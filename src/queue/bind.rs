@@ -53,6 +53,7 @@ impl Queue {
             w.link = link;
         }
         self.over_link.store(watch.is_some(), Ordering::Release);
+        self.linked_on_line(watch.is_some());
         if let Some(what) = watch {
             crate::transport::progress::watch(self.handle, watched, what);
         }
@@ -200,6 +201,7 @@ impl Queue {
     /// this binding is flushed, and our endpoint made ready for the next one.
     fn leave_link(&self, rebind: bool) {
         self.over_link.store(false, Ordering::Release);
+        self.linked_on_line(false);
         let Some(mut link) = lock(&self.wire).link.take() else {
             return;
         };

@@ -21,9 +21,9 @@ pub(crate) struct Share {
     pub main: Option<Arc<Queue>>,
 }
 
-/// How many sub-queues one receive poll of the main queue looks at for messages that arrived
-/// through their links (the rest on the next polls, in turn).
-const SUBS_A_POLL: usize = 64;
+/// How many members bound through links one receive poll of the main queue looks at for
+/// messages that arrived (the rest on the next polls, in turn).
+const LINKED_A_POLL: usize = 64;
 
 /// The share a new queue asks for, checked as the reference checks it; None for a queue with
 /// a receive queue of its own.
@@ -196,8 +196,8 @@ impl Queue {
 
     /// `poll` for a member of a shared line: a sub-queue's polls take its send completions
     /// only; the main queue's take its own send completions and the line's messages, after
-    /// running the rounds of sub-queues bound through links (and its own), so messages that
-    /// reached them land.
+    /// running the rounds of members bound through links (itself included), so messages that
+    /// reached them land. Members bound in this process need none: their peers deliver.
     #[cold]
     #[inline(never)]
     pub(super) fn poll_shared(
@@ -214,9 +214,8 @@ impl Queue {
             return sends(out);
         }
         if dir != UMQ_IO_TX {
-            self.service_link();
-            for _ in 0..s.line.subs().min(SUBS_A_POLL) {
-                if let Some(q) = s.line.next_sub().and_then(table::get) {
+            for _ in 0..s.line.linked().min(LINKED_A_POLL) {
+                if let Some(q) = s.line.next_linked().and_then(table::get) {
                     q.service_link();
                 }
             }
@@ -225,6 +224,14 @@ impl Queue {
         n + match dir {
             UMQ_IO_TX => 0,
             _ => s.line.take_completions(&mut out[n..]),
+        }
+    }
+
+    /// Tells the line whether this member is now bound through a link (its messages then land
+    /// when a round of its link runs, which the main queue's polls see to).
+    pub(super) fn linked_on_line(&self, on: bool) {
+        if let Some(s) = &self.share {
+            s.line.set_linked(self.handle, on);
         }
     }
 

@@ -41,7 +41,10 @@ struct Inner {
     waiting: HashSet<u64>,
     /// Sub-queues created on this line and not yet destroyed, by handle.
     subs: Vec<u64>,
-    /// Where the main queue's next look at its sub-queues starts (`next_sub`).
+    /// The members bound through a link (to another process), whose messages land only when
+    /// somebody runs their link's round; members bound in this process are delivered to.
+    linked: Vec<u64>,
+    /// Where the main queue's next look at the linked members starts (`next_linked`).
     cursor: usize,
 }
 
@@ -54,6 +57,7 @@ impl SharedRq {
                 held: 0,
                 waiting: HashSet::new(),
                 subs: Vec::new(),
+                linked: Vec::new(),
                 cursor: 0,
             }),
             depth: depth as usize,
@@ -151,6 +155,7 @@ impl SharedRq {
     pub fn remove_sub(&self, umqh: u64) {
         let mut s = self.lock();
         s.subs.retain(|&h| h != umqh);
+        s.linked.retain(|&h| h != umqh);
         s.waiting.remove(&umqh);
     }
 
@@ -158,16 +163,29 @@ impl SharedRq {
         self.lock().subs.len()
     }
 
-    /// The sub-queue after the one this returned last, round the line (None without any): the
-    /// main queue's polls look at a bounded number of them each, fairly.
-    pub fn next_sub(&self) -> Option<u64> {
+    /// A member was bound through a link (`on`), or that binding ended.
+    pub fn set_linked(&self, umqh: u64, on: bool) {
         let mut s = self.lock();
-        let n = s.subs.len();
+        s.linked.retain(|&h| h != umqh);
+        if on {
+            s.linked.push(umqh);
+        }
+    }
+
+    pub fn linked(&self) -> usize {
+        self.lock().linked.len()
+    }
+
+    /// The linked member after the one this returned last, round the line (None without any):
+    /// the main queue's polls look at a bounded number of them each, fairly.
+    pub fn next_linked(&self) -> Option<u64> {
+        let mut s = self.lock();
+        let n = s.linked.len();
         if n == 0 {
             return None;
         }
         s.cursor = (s.cursor + 1) % n;
-        Some(s.subs[s.cursor])
+        Some(s.linked[s.cursor])
     }
 }
 
@@ -233,18 +251,21 @@ mod tests {
         assert_eq!(line.outstanding(), 0);
     }
 
-    /// The main queue's look at its sub-queues goes round them all, and forgets one that left.
+    /// The main queue's look at the linked members goes round them all, and forgets one whose
+    /// binding ended or that left.
     #[test]
-    fn sub_queues_are_visited_in_turn() {
+    fn linked_members_are_visited_in_turn() {
         let line = SharedRq::new(4);
-        assert_eq!(line.next_sub(), None);
-        [5, 6, 7].into_iter().for_each(|h| line.add_sub(h));
-        let mut seen: Vec<_> = (0..3).map(|_| line.next_sub().unwrap()).collect();
+        assert_eq!(line.next_linked(), None);
+        [5, 6, 7, 8].into_iter().for_each(|h| line.add_sub(h));
+        [5, 6, 7].into_iter().for_each(|h| line.set_linked(h, true));
+        let mut seen: Vec<_> = (0..3).map(|_| line.next_linked().unwrap()).collect();
         seen.sort();
-        assert_eq!(seen, [5, 6, 7]);
+        assert_eq!(seen, [5, 6, 7], "8 is bound in this process, or not at all");
         line.remove_sub(6);
-        assert_eq!(line.subs(), 2);
-        let seen: HashSet<_> = (0..4).map(|_| line.next_sub().unwrap()).collect();
-        assert_eq!(seen, HashSet::from([5, 7]));
+        line.set_linked(7, false);
+        assert_eq!((line.subs(), line.linked()), (3, 1));
+        let seen: HashSet<_> = (0..4).map(|_| line.next_linked().unwrap()).collect();
+        assert_eq!(seen, HashSet::from([5]));
     }
 }
