@@ -240,15 +240,22 @@ impl Queue {
         let mut w = lock(&self.wire);
         w.rq.flush();
         w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
-        let mut n = 0;
-        let pool = &self.rt.pool;
         let w = &mut w.wire;
         let sent = w.sq.drain().map(|h| (h, crate::buf::wr_bufs(h).count()));
         let received = w.rq.drain_completions();
-        for (head, nbufs) in sent.chain(received) {
+        self.free_chains(sent.chain(received))
+    }
+
+    /// Returns buffer chains (head, how many buffers) to the pool; returns how many buffers.
+    pub(super) fn free_chains(
+        &self,
+        chains: impl IntoIterator<Item = (*mut umq_buf_t, usize)>,
+    ) -> usize {
+        let mut n = 0;
+        for (head, nbufs) in chains {
             for b in crate::buf::iter(head).take(nbufs).collect::<Vec<_>>() {
                 n += 1;
-                let _ = pool.free_one(b);
+                let _ = self.rt.pool.free_one(b);
             }
         }
         n

@@ -161,13 +161,7 @@ impl Queue {
             s.line.remove_sub(self.handle);
             return 0;
         }
-        let held = s.line.drain_all();
-        for (head, nbufs) in &held {
-            for b in crate::buf::iter(*head).take(*nbufs).collect::<Vec<_>>() {
-                let _ = self.rt.pool.free_one(b);
-            }
-        }
-        held.iter().map(|(_, n)| n).sum()
+        self.free_chains(s.line.drain_all())
     }
 
     /// `push_rx` on a shared line: the buffers join it, and members whose messages waited for

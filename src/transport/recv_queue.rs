@@ -126,6 +126,11 @@ impl RecvQueue {
         if self.extra.is_some() {
             return self.complete_tagged(head, nbufs);
         }
+        self.complete_here(head, nbufs);
+    }
+
+    #[inline(always)]
+    fn complete_here(&mut self, head: *mut umq_buf_t, nbufs: usize) {
         self.completed.push_back((head, nbufs as u32));
         self.completed_bufs += nbufs;
     }
@@ -135,15 +140,13 @@ impl RecvQueue {
     #[cold]
     #[inline(never)]
     fn complete_tagged(&mut self, head: *mut umq_buf_t, nbufs: usize) {
-        let x = self.extra.as_deref().expect("called with extra set");
-        unsafe { (*head).pro_mut().rsvd1[0] = x.ctx };
-        match &x.line {
-            Some(m) => m.line.complete(head, nbufs as u32),
-            None => {
-                self.completed.push_back((head, nbufs as u32));
-                self.completed_bufs += nbufs;
+        if let Some(x) = self.extra.as_deref() {
+            unsafe { (*head).pro_mut().rsvd1[0] = x.ctx };
+            if let Some(m) = &x.line {
+                return m.line.complete(head, nbufs as u32);
             }
         }
+        self.complete_here(head, nbufs);
     }
 
     /// Landed messages not yet polled.
@@ -161,11 +164,9 @@ impl RecvQueue {
     }
 
     /// The landed message `i` places down the line: its chain's head and length.
+    /// (Only the base API looks ahead, and it takes no shared line: a line's are not here.)
     pub fn completion_at(&self, i: usize) -> Option<(*mut umq_buf_t, u32)> {
-        match self.polls_line() {
-            None => self.completed.get(i),
-            Some(m) => m?.line.completion_at(i),
-        }
+        self.completed.get(i)
     }
 
     /// The landed messages this queue holds, oldest first (on a shared line, none: the
@@ -204,9 +205,8 @@ impl RecvQueue {
     /// On a shared line the buffers are the line's, for its other members: the ones this queue
     /// claimed go back to the line, first in line, and nothing completes.
     pub fn flush(&mut self) -> usize {
-        if self.line().is_some() {
+        if let Some(m) = self.extra.as_deref().and_then(|x| x.line.as_ref()) {
             let claimed: Vec<_> = self.posted.drain().collect();
-            let m = self.line().expect("checked above");
             m.line.give_back(claimed.into_iter());
             return 0;
         }

@@ -126,11 +126,6 @@ impl SharedRq {
         self.lock().completed.len()
     }
 
-    /// The landed message `i` places down the line.
-    pub fn completion_at(&self, i: usize) -> Option<(*mut umq_buf_t, u32)> {
-        self.lock().completed.get(i)
-    }
-
     /// Buffers the line holds for the application: posted, claimed, or in landed messages.
     pub fn outstanding(&self) -> usize {
         self.lock().held
