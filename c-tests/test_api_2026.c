@@ -75,6 +75,11 @@ static void devices(void)
     memset(&add, 0, sizeof(add));
     add.trans_mode = UMQ_TRANS_MODE_IB_PLUS;
     name_lo(&add.dev_info);
+    CHECK_EQ(umq_dev_add(NULL), -UMQ_ERR_EINVAL);
+    add.trans_mode = UMQ_TRANS_MODE_MAX;
+    CHECK_EQ(umq_dev_add(&add), -UMQ_ERR_EINVAL);
+    add.trans_mode = UMQ_TRANS_MODE_IB_PLUS;
+    CHECK(umq_dev_info_list_get(UMQ_TRANS_MODE_IB_PLUS, &n) == NULL); /* refusals enable nothing */
     CHECK_EQ(umq_dev_add(&add), 0);
     list = umq_dev_info_list_get(UMQ_TRANS_MODE_IB_PLUS, &n);
     CHECK(list != NULL && n >= 1);
