@@ -16,7 +16,7 @@
 //! The per-message paths stay on the library's own locks, because a lock that may be the
 //! application's costs a check and a larger guard wherever it is taken (callgrind): a queue's
 //! wire lock guards a few hundred nanoseconds of the library's code and never sleeps in the
-//! kernel (`queue::spin`); its binding lock is read on every in-process post (19 instructions
+//! kernel (`transport::spin`); its binding lock is read on every in-process post (19 instructions
 //! a post as an `AppRwLock`); the runtime lock on every buffer call (about 20 a call).
 //!
 //! Registration must come before `umq_init`, as the reference requires: a lock takes the

@@ -1,8 +1,8 @@
-//! The wire lock (`src/queue/spin.rs`, compiled here unchanged against loom's atomics and
+//! The wire lock (`src/transport/spin.rs`, compiled here unchanged against loom's atomics and
 //! scheduler) under every interleaving loom can produce: holders exclude each other, waiters
 //! included (the contended path spins, yields and naps, each a yield to loom's scheduler).
 
-/// Stands in for the `spin_sync` module of `src/queue/mod.rs`.
+/// Stands in for the `spin_sync` module of `src/transport/mod.rs`.
 mod spin_sync {
     pub use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     pub use loom::thread::yield_now;
@@ -20,7 +20,7 @@ mod spin_sync {
 }
 
 #[allow(dead_code)]
-#[path = "../src/queue/spin.rs"]
+#[path = "../src/transport/spin.rs"]
 mod spin;
 
 use loom::sync::Arc;

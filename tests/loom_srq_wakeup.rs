@@ -1,7 +1,7 @@
 //! The wake-up protocol of a shared receive queue (`src/queue/share.rs`,
-//! `src/transport/shared_rq.rs`, `deliver_locked` in `src/queue/progress.rs`), modelled with
-//! loom's locks and atomics and checked under every interleaving: a message that finds the line
-//! empty is never left waiting once a buffer is posted.
+//! `src/transport/shared_rq.rs`, `deliver_to` in `src/transport/loopback/mod.rs`), modelled
+//! with loom's locks and atomics and checked under every interleaving: a message that finds
+//! the line empty is never left waiting once a buffer is posted.
 //!
 //! The parts, as the library has them:
 //! - the member's wire lock, under which a sender looks for a buffer (`claim`: the line's lock,

@@ -11,12 +11,11 @@ impl Queue {
         if self.is_bound() {
             return Err(self.already_bound());
         }
-        let (peer, mut link) = match provider {
-            Provider::Loopback => (Peer::Local(self.local_peer_for(&remote)?), None),
-            _ => (
-                Peer::Remote(provider),
-                Some(Box::new(self.connect(provider, &remote)?)),
-            ),
+        let peer = Binding::new(provider, || self.local_peer_for(&remote))?;
+        let mut link = if Binding::<Queue>::needs_link(provider) {
+            Some(Box::new(self.connect(provider, &remote)?))
+        } else {
+            None
         };
         let watch = link.as_mut().map(|l| crate::transport::progress::Watch {
             peer_pid: l.peer_process(),
@@ -168,32 +167,19 @@ impl Queue {
         let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
-        let peer = match peer {
-            Peer::Local(q) => q,
-            Peer::Remote(_) => {
-                self.leave_link(rebind);
-                return;
-            }
+        let Some(peer) = peer.peer_here() else {
+            self.leave_link(rebind);
+            return;
         };
         let peer_bound_to_us = peer.local_peer().is_some_and(|p| p.handle == self.handle);
-        let (mine, theirs) = {
-            let (mut mine, mut theirs) = lock_two(self, &peer);
-            let rx = mine.rq.flush();
-            let tx = mine.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
-            let theirs_failed = if peer_bound_to_us {
-                theirs.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR)
-            } else {
-                0
-            };
-            ((tx, rx), theirs_failed)
-        };
+        let flushed = Binding::unbind_here(self, peer, peer_bound_to_us);
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
         self.area().reset();
-        self.notify(mine.0 > 0, mine.1 > 0);
+        self.notify(flushed.tx > 0, flushed.rx > 0);
         if peer_bound_to_us {
             // An orderly shutdown unbinds one side first: worth a notice, not an error line.
             peer.set_error_at(UMQ_LOG_LEVEL_NOTICE, "peer queue unbound");
-            peer.notify(theirs > 0, false);
+            peer.notify(flushed.peer_tx > 0, false);
         }
     }
 

@@ -16,23 +16,9 @@ pub mod pfc;
 mod progress;
 mod rx;
 mod share;
-mod spin;
-#[cfg(test)]
-mod spin_tests;
-/// What the wire lock (`spin.rs`) is written against: std here; `tests/loom_spin.rs` compiles
-/// the same file against loom's atomics and scheduler.
-mod spin_sync {
-    pub use std::hint::spin_loop;
-    pub use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    pub use std::thread::{sleep, yield_now};
-    /// Looks after which a waiter asks for the lock's next turn (a fraction of the spin phase:
-    /// well past any section, well before a nap).
-    pub const WANT_AFTER: u32 = 64;
-}
 pub mod stats;
 pub mod table;
 mod tx;
-mod wired;
 mod wr_mask;
 
 use crate::abi::errno::*;
@@ -41,19 +27,18 @@ use crate::abi::types::*;
 use crate::error::{UmqResult, einval, eperm};
 use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
+use crate::transport::binding::{Binding, Station};
 use crate::transport::link::{Arm, Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
-use crate::transport::loopback;
 use crate::transport::recv_queue::RecvQueue;
-use crate::transport::target;
-use crate::transport::wire::{Outcome, Side, Wire};
+use crate::transport::spin::{SpinGuard, SpinMutex};
+use crate::transport::wire::{Outcome, Wire};
+use crate::transport::wired::Wired;
 use config::QueueConfig;
 use interrupt::Interrupts;
-use spin::{SpinGuard, SpinMutex};
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
-use wired::Wired;
 
 const BATCH: usize = crate::limits::BATCH as usize;
 pub use crate::limits::MAX_SGE;
@@ -67,29 +52,6 @@ pub struct QueueStats {
     pub rx_without_buffer: AtomicU64,
 }
 
-/// The other end of a binding.
-pub enum Peer {
-    /// A queue of this process: the sender executes WRs against it directly.
-    Local(Arc<Queue>),
-    /// A queue of another process, reached through the `Link` beside our wire (`Wired::link`).
-    Remote(Provider),
-}
-
-impl Peer {
-    /// Reads the peer's flow-control area into the send-side view of `w`, our locked wire.
-    fn refresh_window(&self, w: &mut Wired) {
-        let Wired { wire, link } = w;
-        let Some(f) = wire.flow.as_mut() else {
-            return;
-        };
-        match (self, link.as_deref()) {
-            (Peer::Local(q), _) => f.refresh(q.area()),
-            (Peer::Remote(_), Some(link)) => f.refresh(link.peer_area()),
-            (Peer::Remote(_), None) => {}
-        }
-    }
-}
-
 pub struct Queue {
     pub handle: u64,
     /// Slot index: the global lock order between two queues.
@@ -98,7 +60,8 @@ pub struct Queue {
     pub rt: Arc<Runtime>,
     state: AtomicU32,
     pub wire: SpinMutex<Wired>,
-    peer: RwLock<Option<Peer>>,
+    /// The other end of the binding, while bound.
+    peer: RwLock<Option<Binding<Queue>>>,
     /// The peer queue's handle in its process, from its bind info (0 while unbound).
     peer_umqh: AtomicU64,
     /// Flow control's update counts (sent, sent through the area alone, received) when the
@@ -173,6 +136,39 @@ impl crate::transport::progress::Watched for Queue {
     }
 }
 
+/// What the loopback provider needs of a queue it delivers to or from.
+impl Station for Queue {
+    #[inline(always)]
+    fn wired(&self) -> &SpinMutex<Wired> {
+        &self.wire
+    }
+
+    #[inline(always)]
+    fn lock_order(&self) -> u32 {
+        self.index
+    }
+
+    #[inline(always)]
+    fn area(&self) -> &Area {
+        Queue::area(self)
+    }
+
+    #[inline(always)]
+    fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    #[inline(always)]
+    fn takes_fragments(&self) -> bool {
+        !self.rt.pro_api
+    }
+
+    #[inline(always)]
+    fn note_sender_waiting(&self) {
+        self.rnr_waiting.store(true, Ordering::Release);
+    }
+}
+
 /// How the progress thread finds a queue it watches (gone once destroyed).
 fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::progress::Watched>> {
     table::get(umqh).map(|q| q as Arc<dyn crate::transport::progress::Watched>)
@@ -180,18 +176,6 @@ fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::progress::Watched>> {
 
 fn lock<T>(m: &SpinMutex<T>) -> SpinGuard<'_, T> {
     m.lock()
-}
-
-/// Locks two queues' wires in slot order (so two threads never wait on each other), returning
-/// them in argument order.
-fn lock_two<'a>(a: &'a Queue, b: &'a Queue) -> (SpinGuard<'a, Wired>, SpinGuard<'a, Wired>) {
-    if a.index < b.index {
-        let ga = lock(&a.wire);
-        (ga, lock(&b.wire))
-    } else {
-        let gb = lock(&b.wire);
-        (lock(&a.wire), gb)
-    }
 }
 
 pub fn create(option: &umq_create_option_t) -> UmqResult<u64> {
@@ -317,14 +301,9 @@ impl Queue {
     fn state_once_window_known(&self) -> umq_state_t {
         self.service_link();
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        let window_known = match peer.as_ref() {
-            Some(Peer::Local(q)) => q.area().initial_window() > 0,
-            Some(Peer::Remote(_)) => lock(&self.wire)
-                .link
-                .as_ref()
-                .is_some_and(|l| l.peer_area().initial_window() > 0),
-            None => false,
-        };
+        let window_known = peer
+            .as_ref()
+            .is_some_and(|p| p.window_known(&lock(&self.wire)));
         if window_known {
             let _ = self.state.compare_exchange(
                 QUEUE_STATE_IDLE,
@@ -417,10 +396,8 @@ impl Queue {
 
     /// The peer queue when it lives in this process.
     fn local_peer(&self) -> Option<Arc<Queue>> {
-        match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            Some(Peer::Local(q)) => Some(q.clone()),
-            _ => None,
-        }
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        peer.as_ref().and_then(|p| p.peer_here()).cloned()
     }
 
     /// The handle of the queue we are bound to, in its process.

@@ -388,25 +388,23 @@ impl Queue {
         (used, bytes, left)
     }
 
-    /// Sends what the send queue holds: the provider's round, or a delivery to the local peer.
+    /// Sends what the send queue holds: the binding's full round (not a post's: the
+    /// application may not be polling this queue, it waits on the receiver, and a network
+    /// provider moves sends along only when its completions are read). With flow control, the
+    /// flow's progress, which runs that round after reading the peer's credit.
     fn transmit(&self) {
-        if self.over_link.load(Ordering::Relaxed) {
-            // The full round, not a post's: the application may not be polling this queue
-            // (it waits on the receiver), and a network provider moves sends along only
-            // when its completions are read.
-            let out = self.link_round(&mut lock(&self.wire));
-            self.after_round(&out);
-            return;
-        }
-        let Some(peer) = self.local_peer() else {
-            return;
-        };
         if self.rt.flow_control.enabled {
             self.flow_progress();
             return;
         }
-        let out = super::progress::deliver_local(self, &peer);
-        self.after_delivery(&peer, &out, true);
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(peer) = guard.as_ref() else {
+            return;
+        };
+        let mut held = peer.lock(self);
+        let out = self.send_round(&mut held, Queue::link_round);
+        let here = held.release();
+        self.after_send(here, &out);
     }
 }
 

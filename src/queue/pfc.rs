@@ -5,7 +5,6 @@
 //! priority and the link's settings, read its counters, and send and receive raw frames.
 
 use super::bind_info::BindInfo;
-use super::wired::Wired;
 use super::{Queue, lock};
 use crate::abi::ext::*;
 use crate::abi::types::*;
@@ -13,6 +12,7 @@ use crate::error::{UmqResult, einval};
 use crate::flow::pfc::link::{Config, Event, PassControl};
 use crate::transport::link::Provider;
 use crate::transport::pause::{self, MAX_FRAME, MIN_FRAME, PauseGate, Settings};
+use crate::transport::wired::Wired;
 use std::sync::atomic::Ordering;
 
 const F: &str = "umq_user_ctl";

@@ -2,6 +2,7 @@
 //! that waits for the receiver, and the RNR timeout.
 
 use super::*;
+use crate::transport::binding::Held;
 
 impl Queue {
     /// One full round of the queue's link under our wire lock (nothing when the queue is bound
@@ -157,61 +158,49 @@ impl Queue {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return;
         }
-        let peer = match peer {
-            Peer::Local(peer) => peer,
-            Peer::Remote(_) => {
-                self.flow_progress_over_link();
-                return;
-            }
-        };
-        let (standalone, out) = {
-            let (mut mine, mut theirs) = lock_two(self, peer);
-            let Some(f) = mine.flow.as_mut() else {
-                return;
-            };
-            f.refresh(peer.area());
-            f.publish(self.area());
-            let mut dst = Side {
-                umqh: peer.handle,
-                wire: &mut theirs,
-                fragments: !peer.rt.pro_api,
-            };
-            let standalone = match f.standalone(self.area(), peer.area(), true) {
-                Some(imm) if dst.wire.rq.has_posted() => {
-                    target::deliver_standalone(&mut dst, imm);
-                    true
-                }
-                _ => false,
-            };
-            let out = deliver_locked(&mut mine, &mut dst, peer, &self.rt.pool);
-            self.note_starvation(&mut mine, out.credit_wait);
-            (standalone, out)
-        };
-        if standalone {
-            peer.notify(false, true);
-        }
-        self.after_delivery(peer, &out, true);
-    }
-
-    /// `flow_progress` for a queue bound through a link, under our wire lock alone.
-    fn flow_progress_over_link(&self) {
-        let mut mine = lock(&self.wire);
-        let Wired { wire, link } = &mut *mine;
-        let (Some(f), Some(link)) = (wire.flow.as_mut(), link.as_deref_mut()) else {
-            return;
-        };
-        f.refresh(link.peer_area());
-        f.publish(self.area());
+        let mut held = peer.lock(self);
         // Only take control credit when the update can go out now; it is in our area either
         // way.
-        let can_send = link.can_send_update();
-        if let Some(imm) = f.standalone(self.area(), link.peer_area(), can_send) {
-            link.send_update(imm);
+        let can_send = held.can_send_update();
+        let (wire, peer_area) = held.wire_and_peer_area();
+        let (Some(f), Some(peer_area)) = (wire.flow.as_mut(), peer_area) else {
+            return;
+        };
+        f.refresh(peer_area);
+        f.publish(self.area());
+        let update = f.standalone(self.area(), peer_area, can_send);
+        let update_landed_here = update.is_some_and(|imm| held.send_update(imm));
+        let out = self.send_round(&mut held, Queue::link_round);
+        self.note_starvation(&mut held.mine, out.credit_wait);
+        let here = held.release();
+        if let Some(peer) = here.filter(|_| update_landed_here) {
+            peer.notify(false, true);
         }
-        let out = self.link_round(&mut mine);
-        self.note_starvation(&mut mine, out.credit_wait);
-        drop(mine);
-        self.after_round(&out);
+        self.after_send(here, &out);
+    }
+
+    /// A send round with `held` locked: the loopback provider's delivery to a peer in this
+    /// process, or `link_round` (a post's round or the full one) on our link.
+    #[inline(always)]
+    pub(super) fn send_round(
+        &self,
+        held: &mut Held<'_, Queue>,
+        link_round: fn(&Queue, &mut Wired) -> Outcome,
+    ) -> Outcome {
+        match held.deliver(&self.rt.pool) {
+            Some(out) => out,
+            None => link_round(self, &mut held.mine),
+        }
+    }
+
+    /// Wake-ups and counters after a send round: a delivery to `peer_here`, or a link's round
+    /// (then both directions are ours).
+    #[inline(always)]
+    pub(super) fn after_send(&self, peer_here: Option<&Queue>, out: &Outcome) {
+        match peer_here {
+            Some(peer) => self.after_delivery(peer, out, true),
+            None => self.after_round(out),
+        }
     }
 
     /// Wake-ups and counters after a delivery from `sender` (self if `self_is_sender`) to the other.
@@ -263,7 +252,7 @@ impl Queue {
             sender.flow_progress();
             return;
         }
-        let out = deliver_local(&sender, self);
+        let out = Binding::deliver_pair(&*sender, self, &self.rt.pool);
         self.after_delivery(&sender, &out, false);
     }
 
@@ -314,34 +303,4 @@ impl Queue {
             _ => false,
         }
     }
-}
-
-/// Runs the WRs waiting in `sender`'s send queue against `receiver`, its peer in this process,
-/// under both wire locks.
-pub(super) fn deliver_local(sender: &Queue, receiver: &Queue) -> Outcome {
-    let (mut src, mut dst) = lock_two(sender, receiver);
-    let mut dst = Side {
-        umqh: receiver.handle,
-        wire: &mut dst,
-        fragments: !receiver.rt.pro_api,
-    };
-    deliver_locked(&mut src, &mut dst, receiver, &sender.rt.pool)
-}
-
-/// `loopback::deliver` under both wire locks, which the caller holds. A sender that stops for
-/// want of a receive buffer or of credit is noted at the receiver before the locks go, so the
-/// receiver's next post, which takes its wire lock (or, on a shared receive queue, passes
-/// through it: `push_rx_shared`), sees it and moves the sender (`kick_blocked_sender`).
-#[inline(always)]
-pub(super) fn deliver_locked(
-    src: &mut Wire,
-    dst: &mut Side,
-    receiver: &Queue,
-    pool: &crate::buf::pool::Pool,
-) -> Outcome {
-    let out = loopback::deliver(src, dst, pool);
-    if out.blocked || out.credit_wait {
-        receiver.rnr_waiting.store(true, Ordering::Release);
-    }
-    out
 }

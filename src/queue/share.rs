@@ -180,7 +180,7 @@ impl Queue {
             if let Some(q) = table::get(h) {
                 // Through the member's wire lock first: a sender whose message found the line
                 // empty under it has noted itself there by the time the lock is free
-                // (`deliver_locked`).
+                // (`loopback::deliver_to`).
                 drop(lock(&q.wire));
                 q.kick_blocked_sender();
             }

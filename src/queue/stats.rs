@@ -92,8 +92,7 @@ impl Queue {
         use crate::abi::ext::*;
         let transport = match self.peer.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
             None => UMQ_EXT_TRANSPORT_NONE,
-            Some(Peer::Local(_)) => Provider::Loopback.stats_code(),
-            Some(Peer::Remote(provider)) => provider.stats_code(),
+            Some(peer) => peer.provider().stats_code(),
         };
         let w = lock(&self.wire);
         umq_ext_transport_stats_t {

@@ -42,13 +42,13 @@ impl Queue {
 
     /// The bound peer, borrowed through the peer lock's read guard (no reference-count traffic
     /// on the send path).
-    fn ready_peer(&self, func: &str) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Peer>>> {
+    fn ready_peer(
+        &self,
+        func: &str,
+    ) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Binding<Queue>>>> {
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
         if peer.is_none() {
-            return Err(einval(
-                func,
-                format_args!("queue {:#x} is not bound", self.handle),
-            ));
+            return Err(self.not_bound(func));
         }
         if self.state() == QUEUE_STATE_ERR {
             return Err(einval(
@@ -167,40 +167,30 @@ impl Queue {
         true
     }
 
-    /// A post through the peer slot (a local peer, or a link still being set up): accepted WRs and whether the window limited them.
+    /// A post through the binding (a peer in this process, or a link still being set up):
+    /// accepted WRs and whether the window limited them.
     fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
-        let peer_guard = self.ready_peer("umq_post")?;
-        Ok(match peer_guard.as_ref().unwrap() {
-            Peer::Local(peer) => {
-                let (admitted, out) = {
-                    let (mut mine, mut theirs) = lock_two(self, peer);
-                    let (accepted, window_limited) = self.queue_tx(&mut mine, peer.area(), batch);
-                    let mut dst = Side {
-                        umqh: peer.handle,
-                        wire: &mut theirs,
-                        fragments: !peer.rt.pro_api,
-                    };
-                    let out =
-                        super::progress::deliver_locked(&mut mine, &mut dst, peer, &self.rt.pool);
-                    self.note_starvation(&mut mine, window_limited || out.credit_wait);
-                    ((accepted, window_limited), out)
-                };
-                self.after_delivery(peer, &out, true);
-                admitted
-            }
-            Peer::Remote(_) => {
-                let mut mine = lock(&self.wire);
-                let Wired { wire, link } = &mut *mine;
-                let link = link.as_deref().ok_or_else(|| {
-                    einval(
-                        "umq_post",
-                        format_args!("queue {:#x} is not bound", self.handle),
-                    )
-                })?;
-                let admitted = self.queue_tx(wire, link.peer_area(), batch);
-                self.transmit_admitted(mine, admitted)
-            }
-        })
+        let peer = self.ready_peer("umq_post")?;
+        let Some(peer) = peer.as_ref() else {
+            return Err(self.not_bound("umq_post"));
+        };
+        let (admitted, out, here) = peer
+            .send(
+                self,
+                &self.rt.pool,
+                |wire, peer_area| self.queue_tx(wire, peer_area, batch),
+                |mine| self.link_post_round(mine),
+                |mine, admitted: &(usize, bool), out| {
+                    self.note_starvation(mine, admitted.1 || out.credit_wait)
+                },
+            )
+            .ok_or_else(|| self.not_bound("umq_post"))?;
+        self.after_send(here, &out);
+        Ok(admitted)
+    }
+
+    fn not_bound(&self, func: &str) -> i32 {
+        einval(func, format_args!("queue {:#x} is not bound", self.handle))
     }
 
     /// Sends what `queue_tx` admitted through the link and reports a stall; returns `admitted`.

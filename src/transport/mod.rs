@@ -2,6 +2,7 @@
 //! one process, `shm` between processes of one host, `fabric` (libfabric) between hosts.
 
 pub mod arrivals;
+pub mod binding;
 pub mod fabric;
 pub mod fifo;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -14,10 +15,24 @@ pub mod recv_queue;
 pub mod send_queue;
 pub mod shared_rq;
 pub mod shm;
+pub mod spin;
+#[cfg(test)]
+mod spin_tests;
+/// What the wire lock (`spin.rs`) is written against: std here; `tests/loom_spin.rs` compiles
+/// the same file against loom's atomics and scheduler.
+mod spin_sync {
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    pub use std::thread::{sleep, yield_now};
+    /// Looks after which a waiter asks for the lock's next turn (a fraction of the spin phase:
+    /// well past any section, well before a nap).
+    pub const WANT_AFTER: u32 = 64;
+}
 pub mod target;
 pub mod timer;
 pub mod transmit;
 pub mod wire;
+pub mod wired;
 
 use crate::abi::types::{UMQ_LOG_LEVEL_ERR, UMQ_LOG_LEVEL_NOTICE};
 

@@ -5,6 +5,7 @@
 //! wait, in order, for receive buffers at the peer (the RNR wait of RDMA), and completions are
 //! FIFO per queue pair by construction.
 
+use super::binding::{Station, lock_pair, side};
 use super::target::*;
 use super::transmit::{Carrier, Handed, transmit};
 use super::wire::*;
@@ -81,6 +82,65 @@ unsafe fn send_one(wr: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) -> boo
     }
     unsafe { land_in(dst, rx, w.buf_data as *const u8, len, op, pro.imm_data, out) };
     true
+}
+
+/// Runs `src`'s unsent WRs against `receiver`, whose wire is `dst`; the caller holds both
+/// locks. A sender that stops for want of a receive buffer or of credit is noted at the
+/// receiver before the locks go, so the receiver's next post, which takes its wire lock (or, on
+/// a shared receive queue, passes through it), sees it and moves the sender.
+#[inline(always)]
+pub fn deliver_to<S: Station>(
+    src: &mut Wire,
+    dst: &mut Wire,
+    receiver: &S,
+    pool: &Pool,
+) -> Outcome {
+    let out = deliver(src, &mut side(dst, receiver), pool);
+    if out.blocked || out.credit_wait {
+        receiver.note_sender_waiting();
+    }
+    out
+}
+
+/// `deliver_to` under both wire locks, taken here: the sender's WRs that were waiting for the
+/// receiver (its buffers, its credit, or packets granted since).
+pub fn deliver_pair<S: Station>(sender: &S, receiver: &S, pool: &Pool) -> Outcome {
+    let (mut src, mut dst) = lock_pair(sender, receiver);
+    deliver_to(&mut src, &mut dst, receiver, pool)
+}
+
+/// Delivers a standalone window update to `peer` (its wire locked) if it has a buffer posted
+/// to take it; returns whether it did.
+pub fn deliver_update<S: Station>(theirs: &mut Wire, peer: &S, imm: u64) -> bool {
+    if !theirs.rq.has_posted() {
+        return false;
+    }
+    deliver_standalone(&mut side(theirs, peer), imm);
+    true
+}
+
+/// What unbinding a pair in this process flushed: our sends failed, our receive buffers
+/// flushed, and the peer's sends failed.
+pub struct Flushed {
+    pub tx: usize,
+    pub rx: usize,
+    pub peer_tx: usize,
+}
+
+/// Unbinds `me` from `peer`, both in this process: our receive buffers and uncompleted sends
+/// are flushed, and the peer's sends too when it is still bound to us (they have nowhere to
+/// land).
+pub fn unbind<S: Station>(me: &S, peer: &S, peer_bound_to_us: bool) -> Flushed {
+    let (mut mine, mut theirs) = lock_pair(me, peer);
+    Flushed {
+        rx: mine.rq.flush(),
+        tx: mine.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR),
+        peer_tx: if peer_bound_to_us {
+            theirs.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR)
+        } else {
+            0
+        },
+    }
 }
 
 /// Runs the sender's unsent WRs, in order, until one has to wait for a receive buffer (or, for
