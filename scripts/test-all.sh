@@ -229,4 +229,6 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep -q 'libfabric\.so\.1 
 else
   echo "SKIPPED: the Python suite over the network provider: libfabric-dev (headers and libfabric.so.1) is not installed"
 fi
+echo "== Python tests again against the July 2026 build (the package speaks the revision the library reports)"
+UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests
 echo "== all tests passed"

@@ -117,7 +117,7 @@ def test_interrupt_wait_timeout_then_event(ctx):
 def test_interrupt_options_need_a_direction(ctx):
     a, _ = ctx.pair(depth=8, mode=umq.UMQ_MODE_INTERRUPT)
     lib = umq.lib()
-    no_dir = umq.types.umq_interrupt_option_t(flag=0, direction=RX)
+    no_dir = ctx.types.umq_interrupt_option_t(flag=0, direction=RX)
     C.set_errno(0)
     assert lib.umq_interrupt_fd_get(a.handle, C.byref(no_dir)) == umq.UMQ_INVALID_FD
     assert C.get_errno() == umq.UMQ_ERR_EINVAL
@@ -139,7 +139,7 @@ def test_async_event_fd_and_empty_queue(ctx):
     fd = lib.umq_async_event_fd_get(C.byref(ti))
     assert fd >= 0
     assert select.select([fd], [], [], 0)[0] == []
-    ev = umq.types.umq_async_event_t()
+    ev = ctx.types.umq_async_event_t()
     assert lib.umq_get_async_event(C.byref(ti), C.byref(ev)) < 0  # nothing pending
     assert lib.umq_async_event_fd_get(None) < 0
 
@@ -148,13 +148,13 @@ def test_log_config_roundtrip_and_callback(ctx):
     lib = umq.lib()
     lines = []
     cb = umq.types.umq_log_func_t(lambda level, msg: lines.append((level, msg)))
-    cfg = umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC | umq.UMQ_LOG_FLAG_LEVEL, func=cb,
+    cfg = ctx.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC | umq.UMQ_LOG_FLAG_LEVEL, func=cb,
                                      level=umq.UMQ_LOG_LEVEL_INFO)
     assert lib.umq_log_config_set(C.byref(cfg)) == 0
     assert ctx.log_config().level == umq.UMQ_LOG_LEVEL_INFO
     lib.umq_destroy(0xBAD)  # logs an error
     assert any(level == umq.UMQ_LOG_LEVEL_ERR and b"stale" in msg for level, msg in lines), lines
-    bad = umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_LEVEL, level=umq.UMQ_LOG_LEVEL_MAX)
+    bad = ctx.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_LEVEL, level=umq.UMQ_LOG_LEVEL_MAX)
     assert lib.umq_log_config_set(C.byref(bad)) == -umq.UMQ_ERR_EINVAL
     assert lib.umq_log_config_set(None) == -umq.UMQ_ERR_EINVAL
-    lib.umq_log_config_set(C.byref(umq.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC)))
+    lib.umq_log_config_set(C.byref(ctx.types.umq_log_config_t(log_flag=umq.UMQ_LOG_FLAG_FUNC)))

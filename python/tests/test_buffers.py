@@ -16,14 +16,14 @@ def alloc_errno(size, count):
 
 def test_alloc_bounds(ctx):
     assert alloc_errno(100, 0) == (False, umq.UMQ_ERR_EINVAL)
-    assert alloc_errno(100, umq.UMQ_BATCH_SIZE + 1) == (False, umq.UMQ_ERR_EINVAL)
+    assert alloc_errno(100, ctx.batch_size + 1) == (False, umq.UMQ_ERR_EINVAL)
     assert alloc_errno(umq.UMQ_MAX_BUF_REQUEST_SIZE + 1, 1) == (False, umq.UMQ_ERR_EINVAL)
     with ctx.alloc(umq.UMQ_MAX_BUF_REQUEST_SIZE, 1) as big:
         assert big.head(0).total_data_size == umq.UMQ_MAX_BUF_REQUEST_SIZE
-    with ctx.alloc(100, umq.UMQ_BATCH_SIZE) as many:
-        assert len(many) == umq.UMQ_BATCH_SIZE
+    with ctx.alloc(100, ctx.batch_size) as many:
+        assert len(many) == ctx.batch_size
         heads = {m[0] for m in many.messages}
-        assert len(heads) == umq.UMQ_BATCH_SIZE  # distinct buffers
+        assert len(heads) == ctx.batch_size  # distinct buffers
 
 
 def test_alloc_for_a_forged_queue_is_einval(ctx):

@@ -57,6 +57,7 @@ def test_write_read_and_nop_need_no_credit(fc):
     assert a.stats().total_flow_controlled_wr == 1
 
 
+@pytest.mark.december
 def test_piggybacked_update_is_status_128_with_data(fc):
     a, b = ready_pair(fc)
     assert b.send([b"first"]) == 1
@@ -73,6 +74,7 @@ def test_piggybacked_update_is_status_128_with_data(fc):
         assert a.ext_stats().piggybacked == 1
 
 
+@pytest.mark.december
 def test_standalone_update_is_status_128_without_data(fc):
     a, b = ready_pair(fc)
     a.post_recv(1)  # beyond a's window: the landing zone for b's standalone updates
@@ -170,6 +172,7 @@ def test_queued_mode_holds_sends_in_order_and_flushes(fc):
 
 
 @pytest.mark.libumq_ext
+@pytest.mark.december
 def test_stall_timeout_and_ext_stats(fc):
     a, _ = ready_pair(fc)
     a.set_stall_timeout(1)

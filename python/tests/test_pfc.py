@@ -242,7 +242,7 @@ def storm_child(conn):
 def next_event(ctx, timeout):
     lib = umq.lib()
     ti = ctx.cfg.trans_info[0]
-    ev = umq.types.umq_async_event_t()
+    ev = ctx.types.umq_async_event_t()
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if lib.umq_get_async_event(C.byref(ti), C.byref(ev)) == 0:
@@ -269,14 +269,14 @@ def test_a_peer_that_keeps_a_priority_paused_trips_the_watchdog_until_it_stops()
         tripped_after = time.monotonic() - start
         assert len(done) == 5, "the watchdog let the work through"
         assert 0.05 < tripped_after < 0.9, tripped_after
-        assert next_event(p.ctx, 1) == (umq.UMQ_EVENT_OTHER, umq.UMQ_EXT_EVENT_PFC_STORM + 3)
+        assert next_event(p.ctx, 1) == (p.ctx.event_type(umq.UMQ_EVENT_OTHER), umq.UMQ_EXT_EVENT_PFC_STORM + 3)
         assert p.conn.recv() == [payload(i) for i in range(5)], "through during the storm"
         restored = None
         end = time.monotonic() + 3
         while restored is None and time.monotonic() < end:
             q3.poll()
             restored = next_event(p.ctx, 0.01)
-        assert restored == (umq.UMQ_EVENT_OTHER, umq.UMQ_EXT_EVENT_PFC_STORM_RESTORED + 3)
+        assert restored == (p.ctx.event_type(umq.UMQ_EVENT_OTHER), umq.UMQ_EXT_EVENT_PFC_STORM_RESTORED + 3)
         s = q0.pfc_stats()
         assert s.priority[3].watchdog_trips == 1 and s.priority[3].indications >= 10
         p.conn.send("done")

@@ -224,11 +224,11 @@ def test_poll_directions_are_separate(pair):
 def test_oversize_batch_is_einval_and_buffers_stay_ours(ctx, pair):
     a, _ = pair
     lib = umq.lib()
-    with umq.Buffers.for_payloads(ctx, [b"p"] * (umq.UMQ_BATCH_SIZE + 1), a.handle) as bufs:
+    with umq.Buffers.for_payloads(ctx, [b"p"] * (ctx.batch_size + 1), a.handle) as bufs:
         with pytest.raises(umq.UmqError) as e:
             a.post(bufs)
         assert e.value.code == -umq.UMQ_ERR_EINVAL
-        assert len(bufs) == umq.UMQ_BATCH_SIZE + 1  # nothing was handed over
+        assert len(bufs) == ctx.batch_size + 1  # nothing was handed over
         assert all(lib.umq_buf_reset(umq.core._ptr(m[0])) == 0 for m in bufs.messages)
         assert all(bufs.read(i) == b"p" for i in range(len(bufs)))
 
@@ -237,14 +237,14 @@ def test_bad_input_error_codes(ctx, pair):
     a, _ = pair
     lib = umq.lib()
     bad = BUF()
-    assert lib.umq_post(a.handle, None, TX, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_post(a.handle, None, a.io(TX), C.byref(bad)) == -umq.UMQ_ERR_EINVAL
     out = (BUF * 4)()
-    assert lib.umq_poll(a.handle, 7, out, 4) == -umq.UMQ_ERR_EINVAL
-    assert lib.umq_poll(a.handle, RX, None, 4) == -umq.UMQ_ERR_EINVAL
-    assert lib.umq_poll(0xBAD, RX, out, 4) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_poll(a.handle, a.io(7), out, 4) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_poll(a.handle, a.io(RX), None, 4) == -umq.UMQ_ERR_EINVAL
+    assert lib.umq_poll(0xBAD, a.io(RX), out, 4) == -umq.UMQ_ERR_EINVAL
     with umq.Buffers.for_payloads(ctx, [b"z"], a.handle) as bufs:
-        assert lib.umq_post(0xBAD, bufs.chain(), TX, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
-        assert lib.umq_post(a.handle, bufs.chain(), umq.UMQ_IO_ALL, C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+        assert lib.umq_post(0xBAD, bufs.chain(), a.io(TX), C.byref(bad)) == -umq.UMQ_ERR_EINVAL
+        assert lib.umq_post(a.handle, bufs.chain(), a.io(umq.UMQ_IO_ALL), C.byref(bad)) == -umq.UMQ_ERR_EINVAL
         bufs.pro(0).opcode = 3  # not an opcode
         with pytest.raises(umq.UmqError) as e:
             a.post(bufs)
@@ -280,7 +280,7 @@ def test_the_same_list_posts_again_unchanged(ctx, pair):
         got = []
         for _ in range(3):
             bad = BUF()
-            assert lib.umq_post(a.handle, head, TX, C.byref(bad)) == 0
+            assert lib.umq_post(a.handle, head, a.io(TX), C.byref(bad)) == 0
             tx = []  # raw: Queue.poll would free the buffers it returns
             while len(tx) < 8:
                 tx += a.poll_raw(TX, 8 - len(tx))

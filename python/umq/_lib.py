@@ -7,6 +7,7 @@ from pathlib import Path
 
 from . import constants as K
 from . import types as T
+from . import types2026 as T26
 
 P = C.POINTER
 u8, u16, u32, u64 = C.c_uint8, C.c_uint16, C.c_uint32, C.c_uint64
@@ -49,6 +50,33 @@ API = {
     "umq_poll": (C.c_int, [u64, u32, P(BUF), u32]),
     "umq_interrupt_fd_get": (C.c_int, [u64, OPT]),
     "umq_get_cq_event": (C.c_int, [u64, OPT]),
+}
+
+# The July 2026 revision (libumq's abi-2026 build): the functions of the 34 whose signatures
+# changed, and those it no longer has or that this package does not speak in that revision
+# (their attributes are None there).
+OPT26 = P(T26.umq_interrupt_option_t)
+API_2026 = {
+    "umq_init": (C.c_int, [P(T26.umq_init_cfg_t)]),
+    "umq_create": (u64, [P(T26.umq_create_option_t)]),
+    "umq_buf_alloc": (BUF, [u32, u32, u64, P(T26.umq_alloc_option_t)]),
+    "umq_rearm_interrupt": (C.c_int, [u64, C.c_bool, OPT26]),
+    "umq_wait_interrupt": (C.c_int32, [u64, C.c_int, OPT26]),
+    "umq_ack_interrupt": (None, [u64, u32, OPT26]),
+    "umq_log_config_set": (C.c_int, [P(T26.umq_log_config_t)]),
+    "umq_log_config_get": (C.c_int, [P(T26.umq_log_config_t)]),
+    "umq_dev_add": (C.c_int, [P(T26.umq_trans_info_t)]),
+    "umq_async_event_fd_get": (C.c_int, [P(T26.umq_trans_info_t)]),
+    "umq_get_async_event": (C.c_int, [P(T26.umq_trans_info_t), P(T26.umq_async_event_t)]),
+    "umq_ack_async_event": (None, [P(T26.umq_async_event_t)]),
+    "umq_post": (C.c_int, [u64, BUF, P(T26.umq_io_option_t), P(BUF)]),
+    "umq_poll": (C.c_int, [u64, P(T26.umq_io_option_t), P(BUF), u32]),
+    "umq_interrupt_fd_get": (C.c_int, [u64, OPT26]),
+    "umq_get_cq_event": (C.c_int, [u64, OPT26]),
+}
+NOT_IN_2026 = {
+    "umq_dfx_cmd_process",  # replaced by the statistics API of umq_dfx_api.h
+    "umq_get_route_list",  # takes a umq_route_key_t
 }
 
 # libumq's extensions (umq_ext.h, umq_fi.h): bound when the library has them.
@@ -123,16 +151,16 @@ class Library:
                 errors.append(f"{candidate}: {e}")
         else:
             raise OSError("no libumq.so found (set UMQ_LIB): " + "; ".join(errors))
-        # The July 2026 revision (libumq's abi-2026 build, or a UMDK of that revision) has
-        # functions December's lacks, and changed the signatures of umq_post and umq_poll,
-        # among others: declaring December's on it would call them wrongly.
-        if getattr(self.cdll, "umq_cfg_get", None) is not None:
-            raise OSError(
-                f"{candidate} exports the July 2026 revision of the UMQ API (umq_cfg_get, "
-                "umq_io_option_t); this package speaks the December 2025 revision: load a "
-                "default build of libumq (not --features abi-2026)"
-            )
+        # The July 2026 revision (libumq's abi-2026 build, or a UMDK of that revision) is told
+        # apart by a function December's lacks, and declared with its own signatures: December's
+        # would call umq_post, umq_poll and others wrongly.
+        self.abi = 2026 if getattr(self.cdll, "umq_cfg_get", None) is not None else 2025
         for name, (restype, argtypes) in API.items():
+            if self.abi == 2026 and name in NOT_IN_2026:
+                setattr(self, name, None)
+                continue
+            if self.abi == 2026:
+                restype, argtypes = API_2026.get(name, (restype, argtypes))
             fn = getattr(self.cdll, name)
             fn.restype, fn.argtypes = restype, argtypes
             setattr(self, name, fn)

@@ -307,3 +307,8 @@ UMQ_EXT_TRANSPORT_SHM = 2
 UMQ_EXT_TRANSPORT_FABRIC = 3
 FI_EINVAL = 22
 FI_EOPBADSTATE = 258
+
+# The July 2026 revision's own (include/umq-2026/): a polled buffer that tells of a credit update,
+# and the flag that says a umq_io_option_t carries a direction.
+UMQ_FAKE_BUF_FC_UPDATE = 192
+UMQ_IO_OPTION_FLAG_DIRECTION = 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 from . import constants as K
 from . import types as T
+from . import types2026 as T26
 from ._lib import BUF, UmqError, lib
 
 BIND_INFO_MAX = 512
@@ -60,7 +61,8 @@ class Umq:
         io_lock_free=False,
     ):
         self.lib = lib()
-        cfg = T.umq_init_cfg_t()
+        self.abi = self.lib.abi
+        cfg = T26.umq_init_cfg_t() if self.abi == 2026 else T.umq_init_cfg_t()
         cfg.buf_mode = buf_mode
         cfg.feature = (K.UMQ_FEATURE_API_PRO if pro else K.UMQ_FEATURE_API_BASE) | extra_features
         if stats:
@@ -68,8 +70,12 @@ class Umq:
         if flow_control:
             fc = FlowControl() if flow_control is True else flow_control
             cfg.feature |= K.UMQ_FEATURE_ENABLE_FLOW_CONTROL
-            cfg.flow_control.initial_window = fc.initial_window
-            cfg.flow_control.notify_interval = fc.notify_interval
+            if self.abi == 2026:
+                # The July revision has no notify interval: the library's default applies.
+                cfg.flow_control.initial_credit = fc.initial_window
+            else:
+                cfg.flow_control.initial_window = fc.initial_window
+                cfg.flow_control.notify_interval = fc.notify_interval
             cfg.flow_control.use_atomic_window = fc.use_atomic_window
         cfg.headroom_size = headroom
         cfg.io_lock_free = io_lock_free
@@ -114,13 +120,32 @@ class Umq:
         """`count` buffers of `size` bytes each, owned by the returned Buffers."""
         return Buffers.alloc(self, size, count, umqh=umqh, headroom=headroom)
 
+    @property
+    def types(self):
+        """The module of the structures the loaded revision takes (`types2026` for July 2026)."""
+        return T26 if self.abi == 2026 else T
+
+    @property
+    def batch_size(self):
+        """`UMQ_BATCH_SIZE` of the loaded revision: the most WRs a post or buffers an allocation
+        takes (64 in December 2025, 256 in July 2026)."""
+        return 256 if self.abi == 2026 else K.UMQ_BATCH_SIZE
+
+    def event_type(self, december_type):
+        """An async event type (`UMQ_EVENT_...`, as the constants give December's values) as
+        the loaded revision numbers it: July's put four queue events before
+        `UMQ_EVENT_PORT_ACTIVE`, and the types from there on moved four up."""
+        if self.abi == 2026 and december_type >= K.UMQ_EVENT_PORT_ACTIVE:
+            return december_type + 4
+        return december_type
+
     def log_config(self):
-        cfg = T.umq_log_config_t()
+        cfg = self.types.umq_log_config_t()
         self.lib.check(self.lib.umq_log_config_get(C.byref(cfg)), "umq_log_config_get")
         return cfg
 
     def set_log_level(self, level):
-        cfg = T.umq_log_config_t(log_flag=K.UMQ_LOG_FLAG_LEVEL, level=level)
+        cfg = self.types.umq_log_config_t(log_flag=K.UMQ_LOG_FLAG_LEVEL, level=level)
         self.lib.check(self.lib.umq_log_config_set(C.byref(cfg)), "umq_log_config_set")
 
 
@@ -139,7 +164,7 @@ class Buffers:
     def alloc(cls, umq, size, count=1, *, umqh=0, headroom=None):
         opt = None
         if headroom is not None:
-            opt = C.byref(T.umq_alloc_option_t(flag=K.UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE, headroom_size=headroom))
+            opt = C.byref(umq.types.umq_alloc_option_t(flag=K.UMQ_ALLOC_FLAG_HEAD_ROOM_SIZE, headroom_size=headroom))
         C.set_errno(0)
         head = umq.lib.umq_buf_alloc(size, count, umqh, opt)
         if not head:
@@ -283,7 +308,7 @@ class Completion:
     @property
     def is_update(self):
         """A flow-control update: the receiver got credit (with or without data)."""
-        return self.status == K.UMQ_BUF_FLOW_CONTROL_UPDATE
+        return self.status in (K.UMQ_BUF_FLOW_CONTROL_UPDATE, K.UMQ_FAKE_BUF_FC_UPDATE)
 
 
 @dataclass(frozen=True)
@@ -393,7 +418,7 @@ class Queue:
     def __init__(self, umq, name, rx_depth, tx_depth, mode, rx_buf_size, tx_buf_size, trans_mode):
         self.umq, self.lib, self.name, self.mode = umq, umq.lib, name, mode
         self._dequeued = deque()  # messages a dequeue returned beyond the first
-        o = T.umq_create_option_t(trans_mode=trans_mode, rx_depth=rx_depth, tx_depth=tx_depth, mode=mode)
+        o = umq.types.umq_create_option_t(trans_mode=trans_mode, rx_depth=rx_depth, tx_depth=tx_depth, mode=mode)
         _fill_ipv4(o.dev_info, umq.ip)
         o.name = name.encode()
         o.create_flag = K.UMQ_CREATE_FLAG_RX_DEPTH | K.UMQ_CREATE_FLAG_TX_DEPTH | K.UMQ_CREATE_FLAG_QUEUE_MODE
@@ -447,7 +472,7 @@ class Queue:
         if not len(bufs):
             return 0
         bad = BUF()
-        rc = self.lib.umq_post(self.handle, bufs.chain(), direction, C.byref(bad))
+        rc = self.lib.umq_post(self.handle, bufs.chain(), self.io(direction), C.byref(bad))
         if rc == 0:
             bufs.detach()
             return 0
@@ -510,7 +535,7 @@ class Queue:
     def poll_raw(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE):
         """`umq_poll`: the polled buffer pointers, now the caller's (free them)."""
         out = (BUF * max(max_count, 1))()
-        n = self.lib.check(self.lib.umq_poll(self.handle, direction, out, max_count), "umq_poll")
+        n = self.lib.check(self.lib.umq_poll(self.handle, self.io(direction), out, max_count), "umq_poll")
         return [out[i] for i in range(n)]
 
     def poll(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE):
@@ -567,9 +592,16 @@ class Queue:
 
     # interrupts
 
-    @staticmethod
-    def _opt(direction):
-        return C.byref(T.umq_interrupt_option_t(flag=K.UMQ_INTERRUPT_FLAG_IO_DIRECTION, direction=direction))
+    def _opt(self, direction):
+        opt = self.umq.types.umq_interrupt_option_t
+        return C.byref(opt(flag=K.UMQ_INTERRUPT_FLAG_IO_DIRECTION, direction=direction))
+
+    def io(self, direction):
+        """The direction argument of `umq_post` and `umq_poll` as the loaded revision takes it:
+        the value in December's, a `umq_io_option_t` in July's."""
+        if self.umq.abi != 2026:
+            return direction
+        return C.byref(T26.umq_io_option_t(flag=K.UMQ_IO_OPTION_FLAG_DIRECTION, io_direction=direction))
 
     def interrupt_fd(self, direction=_RX):
         C.set_errno(0)

@@ -231,7 +231,11 @@ pub fn async_event(e: &dec::umq_async_event_t) -> umq_async_event_t {
     let event_type = match e.event_type {
         dec::UMQ_EVENT_QH_ERR => UMQ_EVENT_QH_ERR,
         dec::UMQ_EVENT_QH_LIMIT => UMQ_EVENT_QH_LIMIT,
-        t @ dec::UMQ_EVENT_PORT_ACTIVE..=dec::UMQ_EVENT_OTHER => t + UMQ_EVENT_PORT_ACTIVE,
+        // The July revision put four queue events between QH_LIMIT and PORT_ACTIVE: the rest
+        // keep their order, four further on.
+        t @ dec::UMQ_EVENT_PORT_ACTIVE..=dec::UMQ_EVENT_OTHER => {
+            t - dec::UMQ_EVENT_PORT_ACTIVE + UMQ_EVENT_PORT_ACTIVE
+        }
         _ => UMQ_EVENT_OTHER,
     };
     umq_async_event_t {
@@ -249,5 +253,33 @@ pub fn async_event(e: &dec::umq_async_event_t) -> umq_async_event_t {
         event_type,
         original_code: e.original_code,
         r#priv: e.r#priv,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn async_event_types_keep_their_names_across_the_revisions() {
+        let pairs = [
+            (dec::UMQ_EVENT_QH_ERR, UMQ_EVENT_QH_ERR),
+            (dec::UMQ_EVENT_QH_LIMIT, UMQ_EVENT_QH_LIMIT),
+            (dec::UMQ_EVENT_PORT_ACTIVE, UMQ_EVENT_PORT_ACTIVE),
+            (dec::UMQ_EVENT_PORT_DOWN, UMQ_EVENT_PORT_DOWN),
+            (dec::UMQ_EVENT_DEV_FATAL, UMQ_EVENT_DEV_FATAL),
+            (dec::UMQ_EVENT_EID_CHANGE, UMQ_EVENT_EID_CHANGE),
+            (dec::UMQ_EVENT_ELR_ERR, UMQ_EVENT_ELR_ERR),
+            (dec::UMQ_EVENT_ELR_DONE, UMQ_EVENT_ELR_DONE),
+            (dec::UMQ_EVENT_OTHER, UMQ_EVENT_OTHER),
+            (dec::UMQ_EVENT_OTHER + 1, UMQ_EVENT_OTHER),
+        ];
+        for (december, july) in pairs {
+            let e = dec::umq_async_event_t {
+                event_type: december,
+                ..unsafe { std::mem::zeroed() }
+            };
+            assert_eq!(async_event(&e).event_type, july, "December type {december}");
+        }
     }
 }
