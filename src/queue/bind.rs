@@ -38,7 +38,7 @@ impl Queue {
             *slot = Some(peer);
             self.peer_umqh.store(remote.umqh, Ordering::Release);
         }
-        bind_info::log_provider_once(provider);
+        provider.log_first_use();
         self.endpoints.bound_through(provider);
         // An inbox a binding now uses says where our shared pool is (the offered one could not).
         if let Some(arena) = &lock(&self.wire).arena {
@@ -94,11 +94,7 @@ impl Queue {
     fn connect(&self, provider: Provider, remote: &bind_info::BindInfo) -> UmqResult<Link> {
         const F: &str = "umq_bind";
         let offer = self.offer_for_bind();
-        let have = match provider {
-            Provider::Fabric => offer.fabric.is_some(),
-            _ => offer.shm.is_some(),
-        };
-        if !have {
+        if !offer.has(provider) {
             return Err(einval(
                 F,
                 format_args!(

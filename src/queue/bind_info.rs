@@ -15,9 +15,8 @@ use super::Queue;
 use crate::error::{UmqResult, einval};
 use crate::runtime::Runtime;
 use crate::transport::fabric::{Contact, RemoteKey};
-use crate::transport::link::Provider;
+use crate::transport::link::{PeerFacts, Provider};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Once;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 pub const VERSION: u16 = 6;
@@ -325,74 +324,19 @@ fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// Loopback for a peer in this process (unless a provider is forced), shared memory for a peer
-/// of this host and user, the network (libfabric) for a peer on another host; `UMQ_PROVIDER`
-/// forces one.
+/// The provider that serves a binding to `remote` (`link::choose`), or why none can.
 pub fn choose(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResult<Provider> {
-    let same_process = remote.pid == std::process::id() && remote.instance == rt.instance;
-    let offers_fabric = remote.transport & TRANSPORT_FABRIC != 0 && !remote.fabric.name.is_empty();
-    match rt.provider {
-        None | Some(Provider::Loopback) if same_process => return Ok(Provider::Loopback),
-        Some(Provider::Loopback) => {
-            return Err(einval(
-                func,
-                format_args!(
-                    "UMQ_PROVIDER=loopback but the peer queue lives in another process (pid {})",
-                    remote.pid
-                ),
-            ));
-        }
-        Some(Provider::Fabric) if offers_fabric => return Ok(Provider::Fabric),
-        Some(Provider::Fabric) => {
-            return Err(einval(
-                func,
-                format_args!(
-                    "UMQ_PROVIDER=fabric but the peer offers no network endpoint (is UMQ_PROVIDER=fabric set there too, and libfabric installed?)"
-                ),
-            ));
-        }
-        _ => {}
-    }
-    if remote.boot_id != boot_id() {
-        if offers_fabric && rt.provider.is_none() {
-            return Ok(Provider::Fabric);
-        }
-        return Err(einval(
-            func,
-            format_args!(
-                "the peer queue is on another host but offers no network endpoint (a UB or IB queue whose dev_info names an address other hosts reach, with libfabric installed)"
-            ),
-        ));
-    }
-    if remote.uid != unsafe { libc::getuid() } {
-        return Err(einval(
-            func,
-            format_args!(
-                "the peer process runs as uid {}, not as us: refused",
-                remote.uid
-            ),
-        ));
-    }
-    if remote.transport & TRANSPORT_SHM == 0 || remote.inbox_fd == NO_INBOX {
-        return Err(einval(
-            func,
-            format_args!("the peer offers no shared-memory inbox (UMQ_PROVIDER=loopback there?)"),
-        ));
-    }
-    Ok(Provider::Shm)
-}
-
-/// Logs each provider the first time it serves a bind.
-pub fn log_provider_once(p: Provider) {
-    static LOOPBACK: Once = Once::new();
-    static SHM: Once = Once::new();
-    static FABRIC: Once = Once::new();
-    let once = match p {
-        Provider::Loopback => &LOOPBACK,
-        Provider::Shm => &SHM,
-        Provider::Fabric => &FABRIC,
+    let peer = PeerFacts {
+        pid: remote.pid,
+        uid: remote.uid,
+        same_process: remote.pid == std::process::id() && remote.instance == rt.instance,
+        same_host: remote.boot_id == boot_id(),
+        same_user: remote.uid == unsafe { libc::getuid() },
+        offers_shm: remote.transport & TRANSPORT_SHM != 0 && remote.inbox_fd != NO_INBOX,
+        offers_fabric: remote.transport & TRANSPORT_FABRIC != 0 && !remote.fabric.name.is_empty(),
     };
-    once.call_once(|| crate::log_info!("umq_bind", "transport: {}", p.describe()));
+    crate::transport::link::choose(rt.provider, &peer)
+        .map_err(|why| einval(func, format_args!("{why}")))
 }
 
 #[cfg(test)]

@@ -335,15 +335,11 @@ impl Queue {
         let remote_reachable = addr
             .and_then(|a| a.parse::<std::net::IpAddr>().ok())
             .is_some_and(|ip| !ip.is_loopback());
-        let fabric = match forced {
-            Some(Provider::Fabric) => true,
-            None => remote_reachable,
-            _ => false,
-        };
+        let (shm, fabric) = crate::transport::link::offered(forced, remote_reachable);
         let bound = self.is_bound();
         let want = Wants {
             make: !bound,
-            shm: matches!(forced, None | Some(Provider::Shm)),
+            shm,
             fabric: fabric.then_some((self.rt.fabric_provider.as_str(), addr)),
             interrupt: self.irq.is_some(),
             rx_depth: self.cfg.rx_depth,

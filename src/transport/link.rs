@@ -57,6 +57,19 @@ impl Provider {
         }
     }
 
+    /// Logs the provider the first time it serves a bind.
+    pub fn log_first_use(self) {
+        static LOOPBACK: std::sync::Once = std::sync::Once::new();
+        static SHM: std::sync::Once = std::sync::Once::new();
+        static FABRIC: std::sync::Once = std::sync::Once::new();
+        let once = match self {
+            Provider::Loopback => &LOOPBACK,
+            Provider::Shm => &SHM,
+            Provider::Fabric => &FABRIC,
+        };
+        once.call_once(|| crate::log_info!("umq_bind", "transport: {}", self.describe()));
+    }
+
     /// What the provider serves, for the log line of its first bind.
     pub fn describe(self) -> &'static str {
         match self {
@@ -65,6 +78,100 @@ impl Provider {
             Provider::Fabric => "fabric (libfabric; peer queue on another host)",
         }
     }
+}
+
+/// What a bind knows of the peer queue, from its bind info, for choosing a provider.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerFacts {
+    pub pid: u32,
+    pub uid: u32,
+    pub same_process: bool,
+    pub same_host: bool,
+    pub same_user: bool,
+    /// It offers a shared-memory inbox.
+    pub offers_shm: bool,
+    /// It offers a network endpoint.
+    pub offers_fabric: bool,
+}
+
+/// Why no provider serves a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoProvider {
+    /// `UMQ_PROVIDER=loopback`, and the peer is in another process (its pid).
+    LoopbackForcedAcrossProcesses(u32),
+    /// `UMQ_PROVIDER=fabric`, and the peer offers no network endpoint.
+    FabricForcedNotOffered,
+    /// The peer is on another host and offers no network endpoint (or another provider is
+    /// forced).
+    OtherHostUnreachable,
+    /// The peer runs as another user (its uid): shared memory is refused.
+    OtherUser(u32),
+    /// The peer offers no shared-memory inbox.
+    NoInbox,
+}
+
+impl std::fmt::Display for NoProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoProvider::LoopbackForcedAcrossProcesses(pid) => write!(
+                f,
+                "UMQ_PROVIDER=loopback but the peer queue lives in another process (pid {pid})"
+            ),
+            NoProvider::FabricForcedNotOffered => f.write_str(
+                "UMQ_PROVIDER=fabric but the peer offers no network endpoint (is UMQ_PROVIDER=fabric set there too, and libfabric installed?)",
+            ),
+            NoProvider::OtherHostUnreachable => f.write_str(
+                "the peer queue is on another host but offers no network endpoint (a UB or IB queue whose dev_info names an address other hosts reach, with libfabric installed)",
+            ),
+            NoProvider::OtherUser(uid) => {
+                write!(f, "the peer process runs as uid {uid}, not as us: refused")
+            }
+            NoProvider::NoInbox => f.write_str(
+                "the peer offers no shared-memory inbox (UMQ_PROVIDER=loopback there?)",
+            ),
+        }
+    }
+}
+
+/// The provider that serves a binding: loopback for a peer in this process, shared memory for
+/// a peer of this host and user, the network (libfabric) for a peer on another host; `forced`
+/// (`UMQ_PROVIDER`) forces one.
+pub fn choose(forced: Option<Provider>, peer: &PeerFacts) -> Result<Provider, NoProvider> {
+    match forced {
+        None | Some(Provider::Loopback) if peer.same_process => return Ok(Provider::Loopback),
+        Some(Provider::Loopback) => {
+            return Err(NoProvider::LoopbackForcedAcrossProcesses(peer.pid));
+        }
+        Some(Provider::Fabric) if peer.offers_fabric => return Ok(Provider::Fabric),
+        Some(Provider::Fabric) => return Err(NoProvider::FabricForcedNotOffered),
+        _ => {}
+    }
+    if !peer.same_host && forced.is_none() && peer.offers_fabric {
+        return Ok(Provider::Fabric);
+    }
+    if !peer.same_host {
+        return Err(NoProvider::OtherHostUnreachable);
+    }
+    if !peer.same_user {
+        return Err(NoProvider::OtherUser(peer.uid));
+    }
+    if !peer.offers_shm {
+        return Err(NoProvider::NoInbox);
+    }
+    Ok(Provider::Shm)
+}
+
+/// Which of its ends a queue's bind info offers under `forced`: shared memory unless another
+/// provider is forced; the network when forced, or unforced for a queue whose address other
+/// hosts reach (a peer on another host can only reach that). Returns (shm, network).
+pub fn offered(forced: Option<Provider>, reachable_from_other_hosts: bool) -> (bool, bool) {
+    let shm = matches!(forced, None | Some(Provider::Shm));
+    let fabric = match forced {
+        Some(Provider::Fabric) => true,
+        None => reachable_from_other_hosts,
+        _ => false,
+    };
+    (shm, fabric)
 }
 
 /// Where a peer in another process can be reached, from its bind info.
@@ -331,6 +438,17 @@ pub struct Offer {
     pub fabric: Option<fabric::Contact>,
 }
 
+impl Offer {
+    /// Whether it offers an end for `provider` (a binding in this process needs none).
+    pub fn has(&self, provider: Provider) -> bool {
+        match provider {
+            Provider::Loopback => true,
+            Provider::Shm => self.shm.is_some(),
+            Provider::Fabric => self.fabric.is_some(),
+        }
+    }
+}
+
 /// Which endpoints a bind info should offer.
 pub struct Wants<'a> {
     /// None when a binding exists: only what exists already is offered then.
@@ -498,5 +616,77 @@ impl Endpoints {
     #[inline]
     fn shm_inbox(&self) -> Option<&Arc<shm::Segment>> {
         self.shm.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HERE: PeerFacts = PeerFacts {
+        pid: 7,
+        uid: 1000,
+        same_process: true,
+        same_host: true,
+        same_user: true,
+        offers_shm: true,
+        offers_fabric: true,
+    };
+
+    #[test]
+    fn a_bind_takes_the_nearest_provider_the_peer_offers() {
+        let other_process = PeerFacts {
+            same_process: false,
+            ..HERE
+        };
+        let other_host = PeerFacts {
+            same_host: false,
+            ..other_process
+        };
+        assert_eq!(choose(None, &HERE), Ok(Provider::Loopback));
+        assert_eq!(choose(None, &other_process), Ok(Provider::Shm));
+        assert_eq!(choose(None, &other_host), Ok(Provider::Fabric));
+        // Forced: what is forced, or a refusal that says why.
+        assert_eq!(choose(Some(Provider::Fabric), &HERE), Ok(Provider::Fabric));
+        assert_eq!(choose(Some(Provider::Shm), &HERE), Ok(Provider::Shm));
+        assert_eq!(
+            choose(Some(Provider::Loopback), &other_process),
+            Err(NoProvider::LoopbackForcedAcrossProcesses(7))
+        );
+        let no_network = PeerFacts {
+            offers_fabric: false,
+            ..other_host
+        };
+        assert_eq!(
+            choose(Some(Provider::Fabric), &no_network),
+            Err(NoProvider::FabricForcedNotOffered)
+        );
+        assert_eq!(
+            choose(None, &no_network),
+            Err(NoProvider::OtherHostUnreachable)
+        );
+        assert_eq!(
+            choose(Some(Provider::Shm), &other_host),
+            Err(NoProvider::OtherHostUnreachable)
+        );
+        let stranger = PeerFacts {
+            same_user: false,
+            ..other_process
+        };
+        assert_eq!(choose(None, &stranger), Err(NoProvider::OtherUser(1000)));
+        let no_inbox = PeerFacts {
+            offers_shm: false,
+            ..other_process
+        };
+        assert_eq!(choose(None, &no_inbox), Err(NoProvider::NoInbox));
+    }
+
+    #[test]
+    fn a_bind_info_offers_what_may_be_chosen() {
+        assert_eq!(offered(None, false), (true, false));
+        assert_eq!(offered(None, true), (true, true));
+        assert_eq!(offered(Some(Provider::Shm), true), (true, false));
+        assert_eq!(offered(Some(Provider::Fabric), false), (false, true));
+        assert_eq!(offered(Some(Provider::Loopback), true), (false, false));
     }
 }
