@@ -149,6 +149,11 @@ pub fn variables() -> Vec<Variable> {
             LIVENESS_DEFAULT_MS.to_string(),
             "how long a silent network peer is given before its binding fails (ms)",
         ),
+        var(
+            "UMQ_PROGRESS_SWEEP_MS",
+            "20".to_string(),
+            "how often the progress thread runs the rounds of queues whose application does not call in (ms)",
+        ),
     ]
 }
 

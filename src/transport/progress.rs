@@ -10,9 +10,11 @@
 //! however it exits); for one on another host, a socket its kernel resets when it exits (see
 //! `fabric::watch`). So a dead peer is noticed at once: the queue goes to the error state, its
 //! sends in flight complete with `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and
-//! interrupt waiters wake. Without pidfd (Linux < 5.3) it probes the pid every tick instead. A
-//! peer that goes silent without dying (a host gone, a link down) is the provider's to notice:
-//! its round reports the broken binding.
+//! interrupt waiters wake. A watch that brings an fd the thread does not poll yet (a new peer's
+//! pidfd, an interrupt-mode queue's wake-up, a call bell) has it looked at within a
+//! millisecond, not at the next sweep. Without pidfd (Linux < 5.3) it probes the pid every
+//! tick instead. A peer that goes silent without dying (a host gone, a link down) is the
+//! provider's to notice: its round reports the broken binding.
 //!
 //! It also runs the rounds of watched queues each tick (every interrupt-mode one, polling-mode
 //! ones by turns, at most `POLLED_PER_TICK` a tick), so one-sided WRITE / READ / NOP
@@ -139,6 +141,9 @@ struct State {
     /// An eventfd that wakes the engine before its time; made with the thread and closed
     /// when it ends, so a process with nothing watched holds no fd of ours.
     wake: Option<Arc<OwnedFd>>,
+    /// A watch brought an fd the engine does not poll yet (a new peer's pidfd, an
+    /// interrupt-mode queue's wake-up, a call bell): the next wake takes a look.
+    relook: bool,
 }
 
 static WATCHED: Mutex<State> = Mutex::new(State {
@@ -147,14 +152,26 @@ static WATCHED: Mutex<State> = Mutex::new(State {
     paced: None,
     deadlines: Vec::new(),
     wake: None,
+    relook: false,
 });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
     WATCHED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-const TICK: Duration = Duration::from_millis(20);
+/// The sweep's period (`UMQ_PROGRESS_SWEEP_MS` sets another, for tests that prove something
+/// does not wait for it).
+fn tick() -> Duration {
+    static TICK: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TICK.get_or_init(|| {
+        let ms = std::env::var("UMQ_PROGRESS_SWEEP_MS").ok();
+        Duration::from_millis(ms.and_then(|v| v.parse().ok()).unwrap_or(20))
+    })
+}
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
+/// How soon after a watch that brings a new fd the engine looks again (and no sooner after
+/// its last look).
+const RELOOK_AFTER: Duration = Duration::from_millis(1);
 /// The shortest sleep for a link timer: a timer that stays due (a round could not send its
 /// frame) is retried this often, not in a busy loop.
 const LINK_TIMER_MIN: Duration = Duration::from_micros(20);
@@ -253,11 +270,19 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
             .find(|e| e.pid == Some(pid))
             .and_then(|e| e.gone.clone())
     });
+    let was_shared = shared.is_some();
     let gone = shared.or_else(|| {
         what.peer_pid
             .and_then(pidfd_open)
             .map(Arc::new)
             .or(what.peer_socket)
+    });
+    let new_fd = !was_shared && gone.is_some();
+    let new_bell = what.call_bell.as_ref().is_some_and(|(b, _)| {
+        !w.entries
+            .iter()
+            .filter_map(|e| e.call_bell.as_ref())
+            .any(|(x, _)| same(x, b))
     });
     w.entries.push(Entry {
         umqh,
@@ -268,6 +293,13 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
         call_bell: what.call_bell,
     });
     start(&mut w);
+    // The engine polls the new fd from its next look, which it takes soon (`RELOOK_AFTER`),
+    // not at the sweep: a peer that dies right after bind, or a first message to an
+    // interrupt-mode queue, must not wait for it.
+    if new_fd || new_bell || what.interrupt {
+        w.relook = true;
+        ring(&w);
+    }
 }
 
 pub fn unwatch(umqh: u64) {
@@ -285,16 +317,29 @@ fn run() {
     let mut exited = Vec::new();
     let mut woke = Woke::Fd;
     let mut last: Option<Look> = None;
+    let mut last_look = 0u64;
     loop {
         // A look (the snapshot, the doorbells armed, the sweep) when a watched fd woke the
         // thread, the sweep is due, or there may be nothing left to serve (the thread then
         // ends); a wake for a timer alone, or the engine's wake fd, serves the timers and
         // nothing else, so their pace never multiplies the cost of the polling-mode queues.
         let now = clock_ns();
-        let (paced, deadlines) = {
-            let w = state();
-            (w.paced, !w.deadlines.is_empty())
+        let (paced, deadlines, relook) = {
+            let mut w = state();
+            (
+                w.paced,
+                !w.deadlines.is_empty(),
+                std::mem::take(&mut w.relook),
+            )
         };
+        if relook {
+            // Soon, but at most one look a `RELOOK_AFTER`: binding ten thousand queues must
+            // not cost ten thousand looks.
+            let soon = last_look + RELOOK_AFTER.as_nanos() as u64;
+            if timers.get(Timer::Sweep).is_none_or(|at| at > soon) {
+                timers.set(Timer::Sweep, Some(soon));
+            }
+        }
         let look = match last.take() {
             Some(l)
                 if woke != Woke::Fd
@@ -307,6 +352,7 @@ fn run() {
                 let Some(l) = look(&exited) else {
                     return;
                 };
+                last_look = now;
                 timers.set(Timer::Sweep, l.tick.map(|t| now + t.as_nanos() as u64));
                 l
             }
@@ -414,7 +460,7 @@ fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
     sweep(exited);
     // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
     let all_rung = bells.len() == snap.sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
-    let tick = if all_rung { TICK } else { INTERRUPT_TICK };
+    let tick = if all_rung { tick() } else { INTERRUPT_TICK };
     Some(Look {
         pidfds: snap.pidfds,
         bells,

@@ -107,7 +107,7 @@ fn loopback_and_shared_memory_are_usable_with_every_check_passed() {
 fn the_environment_is_reported_as_set_or_as_its_default() {
     let v = json(&[("UMQ_PROVIDER", "shm"), ("UMQ_RNR_TIMEOUT_MS", "250")]);
     let env = &v["environment"];
-    assert_eq!(env.as_array().unwrap().len(), 6);
+    assert_eq!(env.as_array().unwrap().len(), 7);
     assert_eq!(named(env, "UMQ_PROVIDER")["value"], "shm");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["value"], "250");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["default"], "1000");
@@ -115,6 +115,7 @@ fn the_environment_is_reported_as_set_or_as_its_default() {
     assert_eq!(unset["value"], Value::Null);
     assert_eq!(unset["default"], "5000");
     assert_eq!(named(env, "UMQ_FABRIC_PROVIDER")["default"], "tcp");
+    assert_eq!(named(env, "UMQ_PROGRESS_SWEEP_MS")["default"], "20");
 }
 
 /// What libfabric offers, as libfabric's own `fi_info` sees it.
