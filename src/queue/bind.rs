@@ -12,7 +12,8 @@ impl Queue {
             return Err(self.already_bound());
         }
         let peer = Binding::new(provider, || self.local_peer_for(&remote))?;
-        let mut link = if Binding::<Queue>::needs_link(provider) {
+        // A peer in another process is reached through a link, made now.
+        let mut link = if peer.peer_here().is_none() {
             Some(Box::new(self.connect(provider, &remote)?))
         } else {
             None

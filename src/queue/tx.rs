@@ -40,25 +40,6 @@ impl Queue {
         }
     }
 
-    /// The bound peer, borrowed through the peer lock's read guard (no reference-count traffic
-    /// on the send path).
-    fn ready_peer(
-        &self,
-        func: &str,
-    ) -> UmqResult<std::sync::RwLockReadGuard<'_, Option<Binding<Queue>>>> {
-        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        if peer.is_none() {
-            return Err(self.not_bound(func));
-        }
-        if self.state() == QUEUE_STATE_ERR {
-            return Err(einval(
-                func,
-                format_args!("queue {:#x} is in the error state", self.handle),
-            ));
-        }
-        Ok(peer)
-    }
-
     pub(crate) fn post_tx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         self.post_tx_batch(head, bad, false)
     }
@@ -170,10 +151,18 @@ impl Queue {
     /// A post through the binding (a peer in this process, or a link still being set up):
     /// accepted WRs and whether the window limited them.
     fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
-        let peer = self.ready_peer("umq_post")?;
-        let Some(peer) = peer.as_ref() else {
+        // Borrowed through the peer lock's read guard: no reference-count traffic on the send
+        // path.
+        let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(peer) = guard.as_ref() else {
             return Err(self.not_bound("umq_post"));
         };
+        if self.state() == QUEUE_STATE_ERR {
+            return Err(einval(
+                "umq_post",
+                format_args!("queue {:#x} is in the error state", self.handle),
+            ));
+        }
         let (admitted, out, here) = peer
             .send(
                 self,

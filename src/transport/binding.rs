@@ -48,11 +48,6 @@ impl<S: Station> Binding<S> {
         })
     }
 
-    /// Whether the binding runs through a link (then the link is created at bind).
-    pub fn needs_link(provider: Provider) -> bool {
-        provider != Provider::Loopback
-    }
-
     pub fn provider(&self) -> Provider {
         match self {
             Binding::Here(_) => Provider::Loopback,
