@@ -216,12 +216,13 @@ python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-whe
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
 echo "== Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-echo "== a killed peer is noticed through its pidfd, not at the progress thread's sweep (set to an hour)"
-UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_shm_processes.py -k killed
+echo "== with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, PFC frames and timers on links the application does not poll, the shared pool's idle release"
+no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py -k "killed or idle or pfc or pause or priority")
+UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep -q 'libfabric\.so\.1 '; then
   echo "== Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
   UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-  UMQ_PROVIDER=fabric UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_shm_processes.py -k killed
+  UMQ_PROVIDER=fabric UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
   # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
   if command -v fi_info >/dev/null && fi_info -p verbs >/dev/null 2>&1; then
     echo "== Python tests again over libfabric verbs"

@@ -6,6 +6,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import signal
+import time
 
 import pytest
 
@@ -327,3 +328,44 @@ def test_a_peer_killed_with_a_write_imm_in_flight_ends_in_error_and_flushes_it()
     finally:
         child.join(30)
     assert child.exitcode == -signal.SIGKILL
+
+
+def watchful(conn):
+    """Polls a queue bound to an idle peer for longer than the liveness timeout; reports whether
+    the binding stayed up."""
+    with umq.Umq() as ctx:
+        q = queue_bound_through(ctx, "watchful", conn)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end and q.state != umq.QUEUE_STATE_ERR:
+            q.poll(umq.UMQ_IO_RX)
+        conn.send(q.state != umq.QUEUE_STATE_ERR)
+        conn.recv()
+
+
+@pytest.mark.skipif(os.environ.get("UMQ_PROVIDER") != "fabric", reason="network liveness")
+def test_an_idle_peer_process_still_pings_and_is_not_taken_for_gone():
+    """Over the network a peer silent for the liveness timeout breaks the binding, so a process
+    whose application stays away must still ping its peers: its node plans each ping on its
+    call bell. Here the timeout is 400 ms and one process never calls in after bind, while the
+    other polls for 1.5 s (the test command also runs this with the sweep at an hour)."""
+    spawn = mp.get_context("spawn")
+    (a_end, a_child), (b_end, b_child) = mp.Pipe(), mp.Pipe()
+    os.environ["UMQ_FABRIC_LIVENESS_MS"] = "400"
+    try:
+        idle = spawn.Process(target=idle_peer, args=(b_child,))
+        busy = spawn.Process(target=watchful, args=(a_child,))
+        idle.start()
+        busy.start()
+    finally:
+        del os.environ["UMQ_FABRIC_LIVENESS_MS"]
+    try:
+        a_end.send(b_end.recv())
+        b_end.send(a_end.recv())
+        assert a_end.recv(), "the idle peer was taken for gone"
+        a_end.send("done")
+        busy.join(30)
+        assert busy.exitcode == 0
+    finally:
+        idle.kill()
+        idle.join()
+        busy.kill()

@@ -34,7 +34,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 pub const HEADER_SIZE: usize = 128;
 const CHUNK_TARGET: usize = 2 << 20;
@@ -169,6 +169,8 @@ pub struct Lists {
     unregistered: AtomicBool,
     /// Some chunk went idle since `release_idle` last found none waiting.
     idle_hint: AtomicBool,
+    /// Called when the first chunk goes idle (`when_idle`).
+    on_idle: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Lists {
@@ -187,7 +189,28 @@ impl Lists {
             retired: AtomicBool::new(false),
             unregistered: AtomicBool::new(false),
             idle_hint: AtomicBool::new(false),
+            on_idle: OnceLock::new(),
         }
+    }
+
+    /// Has `f` called when a chunk goes idle while none was waiting to be released: the owner
+    /// then has `Pool::release_idle` run in `RELEASE_AFTER_MS` (a free must not wait for that).
+    pub fn when_idle(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_idle.set(f);
+    }
+
+    /// A chunk went idle: the owner hears of it when none was waiting already.
+    fn note_idle(&self) {
+        if !self.idle_hint.swap(true, Ordering::AcqRel)
+            && let Some(f) = self.on_idle.get()
+        {
+            f();
+        }
+    }
+
+    /// Some idle chunk waits for its time to be released.
+    pub fn idle_waiting(&self) -> bool {
+        self.idle_hint.load(Ordering::Acquire)
     }
 
     fn slots(&self, class: usize) -> std::sync::MutexGuard<'_, Slots> {
@@ -557,8 +580,9 @@ impl Pool {
             // Idle from birth: a chunk grown for a batch that the previous ones' slots covered
             // in the end is never handed out, and goes back like any other.
             chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
-            lists.idle_hint.store(true, Ordering::Release);
             slots.releasable.push(chunk);
+            drop(slots);
+            lists.note_idle();
         }
         Ok(())
     }
@@ -730,7 +754,7 @@ impl Pool {
         let went_idle = chunk.out.fetch_sub(1, Ordering::Relaxed) == 1;
         if went_idle && chunk.ordinal > 0 && lists.arena.is_some() {
             chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
-            lists.idle_hint.store(true, Ordering::Release);
+            lists.note_idle();
         }
         if lists.arena.is_some()
             && lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1
@@ -1056,6 +1080,11 @@ mod tests {
     fn idle_chunks_of_a_shared_pool_are_released_and_reusable() {
         let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
         let shared = pool.new_shared(9).unwrap();
+        let told = Arc::new(AtomicUsize::new(0));
+        let counter = told.clone();
+        shared.when_idle(Box::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }));
         let arena = shared.arena().unwrap().clone();
         let slot = HEADER_SIZE + 8192;
         let per_chunk: Vec<usize> = (0..4).map(|k| (SHARED_FIRST_CHUNK << k) / slot).collect();
@@ -1076,12 +1105,18 @@ mod tests {
         for &b in bufs.iter().filter(|&&b| b != kept) {
             pool.free_one(b).unwrap();
         }
+        assert_eq!(
+            told.load(Ordering::Relaxed),
+            1,
+            "the owner hears once that chunks went idle"
+        );
         let t0 = clock_ms();
         assert_eq!(
             pool.release_idle_at(&shared, t0),
             0,
             "not idle long enough yet"
         );
+        assert!(shared.idle_waiting(), "still waiting for their time");
         assert_eq!(arena.resident(), resident);
         assert_eq!(
             pool.release_idle_at(&shared, t0 + RELEASE_AFTER_MS),

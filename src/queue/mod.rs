@@ -29,6 +29,7 @@ use crate::flow::{Area, FlowState, Params};
 use crate::runtime::Runtime;
 use crate::transport::binding::{Binding, Station};
 use crate::transport::link::{Arm, Endpoints, Link, Offer, PeerAddress, Provider, Receiver, Wants};
+use crate::transport::progress::Due;
 use crate::transport::recv_queue::RecvQueue;
 use crate::transport::spin::{SpinGuard, SpinMutex};
 use crate::transport::wire::{Outcome, Wire};
@@ -76,6 +77,10 @@ pub struct Queue {
     rnr_waiting: AtomicBool,
     /// The progress engine holds an RNR deadline for our send queue.
     rnr_armed: AtomicBool,
+    /// The progress engine holds a round of ours (`Due::Round`), and how far our send queue had
+    /// completed when it was filed or last ran.
+    round_filed: AtomicBool,
+    round_seen: AtomicU64,
     pub irq: Option<Interrupts>,
     pub stats: QueueStats,
     /// Our peer-readable flow-control area (initial window and cumulative grants) while the
@@ -102,17 +107,18 @@ pub struct Queue {
 impl crate::transport::progress::Watched for Queue {
     fn service(&self) {
         self.background_round();
-        if let Some(Some(lists)) = self.shared_pool.get() {
-            self.rt.pool.release_idle(lists);
-        }
     }
 
     fn peer_lost(&self, why: &str) {
         Queue::peer_lost(self, why);
     }
 
-    fn deadline(&self) {
-        self.rnr_deadline_passed();
+    fn deadline(&self, due: Due) {
+        match due {
+            Due::Rnr => self.rnr_deadline_passed(),
+            Due::Round => self.background_deadline_passed(),
+            Due::PoolRelease => self.pool_release_deadline_passed(),
+        }
     }
 
     fn arm_wakeup(&self) -> Option<crate::transport::progress::Wakeup> {
@@ -169,6 +175,17 @@ impl Station for Queue {
     }
 }
 
+/// Has the progress engine release a queue's idle shared-pool memory once it has been idle
+/// long enough, whether or not its application calls in.
+fn file_pool_release(umqh: u64) {
+    if table::get(umqh).is_none() {
+        return; // destroyed: its pool is retired, and the engine must not live on for it
+    }
+    let after = crate::buf::pool::RELEASE_AFTER_MS * 1_000_000;
+    let at = crate::os::clock_ns() + after;
+    crate::transport::progress::deadline(umqh, Due::PoolRelease, watched, at);
+}
+
 /// How the progress thread finds a queue it watches (gone once destroyed).
 fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::progress::Watched>> {
     table::get(umqh).map(|q| q as Arc<dyn crate::transport::progress::Watched>)
@@ -208,6 +225,8 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             over_link: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
             rnr_armed: AtomicBool::new(false),
+            round_filed: AtomicBool::new(false),
+            round_seen: AtomicU64::new(0),
             irq,
             stats: QueueStats::default(),
             local_area: Area::default(),
@@ -260,6 +279,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
     if let Some(Some(lists)) = q.shared_pool.get() {
         q.rt.pool.retire(lists);
     }
+    crate::transport::progress::forget(umqh);
     // Info, not a warning: programs written for the reference destroy queues with receive
     // buffers posted (its perftest does on every run) and its destroy frees them silently.
     if held > 0 && q.rt.pro_api {
@@ -380,6 +400,8 @@ impl Queue {
                     })
                     .ok()?;
                 let arena = lists.arena().expect("a shared pool has an arena").clone();
+                let handle = self.handle;
+                lists.when_idle(Box::new(move || file_pool_release(handle)));
                 // Under the wire lock, which inbox creation also takes: whichever of the two
                 // comes second publishes the pool to the peer.
                 let mut w = lock(&self.wire);

@@ -29,9 +29,10 @@ impl Queue {
             "{provider:?}:{:x}:{}:{:x}",
             remote.boot_id, remote.pid, remote.instance
         );
+        let priority = self.pfc_priority.load(Ordering::Relaxed);
         PauseGate {
-            link: pause::attach(key.into_bytes()),
-            priority: self.pfc_priority.load(Ordering::Relaxed),
+            link: pause::attach(key.into_bytes(), self.handle, priority),
+            priority,
         }
     }
 
@@ -115,6 +116,8 @@ pub fn config(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) ->
     if input.addr != 0 {
         let c: umq_ext_pfc_config_t = super::ctl::read_in(input, "umq_ext_pfc_config_t")?;
         g.link.set_settings(settings_from(&c)?);
+        // A link that now emits has its watch run from now, not from the engine's next wake.
+        crate::transport::progress::wake();
     }
     if out.addr != 0 {
         super::ctl::write_out(out, "umq_ext_pfc_config_t", config_of(&g.link.settings()))?;
@@ -204,7 +207,7 @@ pub fn stats(q: &Queue) -> UmqResult<umq_ext_pfc_stats_t> {
     Ok(out)
 }
 
-/// Sends the application's raw control frame over the link (with the queue's next round).
+/// Sends the application's raw control frame over the link.
 pub fn send_frame(q: &Queue, input: &umq_user_ctl_in_t) -> UmqResult<()> {
     let g = gate(q)?;
     let f: umq_ext_pfc_frame_t = super::ctl::read_in(input, "umq_ext_pfc_frame_t")?;
@@ -216,7 +219,8 @@ pub fn send_frame(q: &Queue, input: &umq_user_ctl_in_t) -> UmqResult<()> {
         ));
     }
     g.link.send_raw(&f.bytes[..len]);
-    q.service_link();
+    // Now, not with the queue's next round: the application may not call in again soon.
+    q.background_round();
     Ok(())
 }
 

@@ -3,6 +3,11 @@
 
 use super::*;
 use crate::transport::binding::Held;
+use std::time::Duration;
+
+/// How long after a round that left work needing this process the engine looks whether
+/// anyone moved the queue on since, and runs a round itself if not.
+const ROUND_AFTER: Duration = Duration::from_millis(1);
 
 impl Queue {
     /// One full round of the queue's link under our wire lock (nothing when the queue is bound
@@ -53,10 +58,13 @@ impl Queue {
                 _ => link.post_round(wire),
             };
             if let Some(out) = out {
+                self.file_round_if_needed(w);
                 return out;
             }
         }
-        self.link_round(w)
+        let out = self.link_round(w);
+        self.file_round_if_needed(w);
+        out
     }
 
     #[inline(never)]
@@ -123,7 +131,10 @@ impl Queue {
 
     #[inline(never)]
     fn service_link_now(&self) {
-        let out = self.link_round(&mut lock(&self.wire));
+        let mut w = lock(&self.wire);
+        let out = self.link_round(&mut w);
+        self.file_round_if_needed(&w);
+        drop(w);
         self.after_round(&out);
     }
 
@@ -269,7 +280,7 @@ impl Queue {
         };
         let left = self.rt.rnr_timeout.saturating_sub(since.elapsed());
         let at = crate::os::clock_ns() + left.as_nanos() as u64;
-        crate::transport::progress::deadline(self.handle, watched, at);
+        crate::transport::progress::deadline(self.handle, Due::Rnr, watched, at);
     }
 
     /// The engine's RNR deadline: fails the waiting WR if its wait has lasted the timeout, or
@@ -281,6 +292,56 @@ impl Queue {
             self.notify(true, false);
         } else {
             self.arm_rnr_deadline();
+        }
+    }
+
+    /// Files a round of ours with the progress engine when the round just run left work that
+    /// needs this process (see `Link::needs_us`) and none is filed: so a sender that posts and
+    /// then blocks elsewhere still sees its WRs go and complete. One load while one is filed.
+    #[inline(always)]
+    pub(super) fn file_round_if_needed(&self, w: &Wired) {
+        if !self.round_filed.load(Ordering::Relaxed)
+            && w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire))
+        {
+            self.file_round(w.wire.sq.completed_seq());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn file_round(&self, completed: u64) {
+        if self.round_filed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.round_seen.store(completed, Ordering::Relaxed);
+        let at = crate::os::clock_ns() + ROUND_AFTER.as_nanos() as u64;
+        crate::transport::progress::deadline(self.handle, Due::Round, watched, at);
+    }
+
+    /// The engine's round: runs one when the send queue has not moved since the last look (no
+    /// one drives it: its application blocks elsewhere), and files the next while work that
+    /// needs us remains.
+    pub(super) fn background_deadline_passed(&self) {
+        self.round_filed.store(false, Ordering::Release);
+        let completed = lock(&self.wire).wire.sq.completed_seq();
+        if completed == self.round_seen.load(Ordering::Relaxed) {
+            self.background_round();
+        }
+        let w = lock(&self.wire);
+        if w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire)) {
+            self.file_round(w.wire.sq.completed_seq());
+        }
+    }
+
+    /// The engine's release of idle shared-pool memory; filed again while a chunk waits for
+    /// its time.
+    pub(super) fn pool_release_deadline_passed(&self) {
+        let Some(Some(lists)) = self.shared_pool.get() else {
+            return;
+        };
+        self.rt.pool.release_idle(lists);
+        if lists.idle_waiting() {
+            super::file_pool_release(self.handle);
         }
     }
 

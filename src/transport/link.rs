@@ -232,6 +232,17 @@ impl Link {
         }
     }
 
+    /// Whether work of ours needs this process to run again (not only the peer): over shared
+    /// memory, WRs not yet in the peer's ring (ring room, credit); over the network, any WR not
+    /// completed (libfabric moves bytes only when called), and credit not yet shipped.
+    #[inline(always)]
+    pub fn needs_us(&self, w: &Wire) -> bool {
+        match self {
+            Link::Shm(_) => w.sq.unsent_len() > 0,
+            Link::Fabric(l) => !w.sq.all_completed() || l.area_unshipped(),
+        }
+    }
+
     /// Whether a round would find nothing to do (a poll on an empty queue skips it).
     #[inline(always)]
     pub fn idle(&self, w: &Wire) -> bool {

@@ -91,6 +91,10 @@ pub struct LinkPause {
     busy: AtomicBool,
     /// Queues bound over the link now.
     members: AtomicUsize,
+    /// While busy, the engine watches the queues (`WATCH_EVERY_NS`), next at `watch_at`, from
+    /// queue number `watch_from` on.
+    watch_at: AtomicU64,
+    watch_from: AtomicUsize,
     /// When the machine next needs a call (ns on the links' clock, 0: no timer runs): a
     /// refresh of our XOFF, a pause ending, the watchdog. The progress thread wakes for it.
     due_ns: AtomicU64,
@@ -165,9 +169,10 @@ fn registry() -> MutexGuard<'static, HashMap<PeerKey, Weak<LinkPause>>> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
-/// The link to the peer `key`, made on the first binding to it; it lives while a queue is
-/// bound over it (a binding after that starts a new one, with the default settings).
-pub fn attach(key: PeerKey) -> Arc<LinkPause> {
+/// The link to the peer `key`, joined by queue `handle` of `priority`; made on the first
+/// binding to it, it lives while a queue is bound over it (a binding after that starts a new
+/// one, with the default settings).
+pub fn attach(key: PeerKey, handle: u64, priority: u8) -> Arc<LinkPause> {
     let mut links = registry();
     let link = links.get(&key).and_then(Weak::upgrade).unwrap_or_else(|| {
         links.retain(|_, l| l.strong_count() > 0);
@@ -176,6 +181,7 @@ pub fn attach(key: PeerKey) -> Arc<LinkPause> {
         link
     });
     link.members.fetch_add(1, Ordering::Relaxed);
+    link.join(handle, priority);
     link
 }
 
@@ -208,6 +214,40 @@ pub fn timers(now: u64) -> (Vec<u64>, Option<u64>) {
     (due, next)
 }
 
+/// The watches of the links that have something going on (a priority paused, our emission of
+/// pause frames on, a timer running), as the progress thread runs them: the queues whose rounds
+/// are due by `now`, and when the next watch is.
+pub fn watches(now: u64) -> (Vec<u64>, Option<u64>) {
+    if !in_use() {
+        return (Vec::new(), None);
+    }
+    let mut due = Vec::new();
+    let mut next: Option<u64> = None;
+    for link in registry().values().filter_map(Weak::upgrade) {
+        if !link.busy() {
+            continue;
+        }
+        let mut at = link.watch_at.load(Ordering::Relaxed);
+        if at <= now {
+            due.extend(link.watch_turn());
+            at = now + WATCH_EVERY_NS;
+            link.watch_at.store(at, Ordering::Relaxed);
+        }
+        next = Some(next.map_or(at, |n| n.min(at)));
+    }
+    (due, next)
+}
+
+/// How often a link with something going on has its queues' rounds run, whether or not the
+/// application calls in. A NIC sees every frame on the wire and watches its receive buffers all
+/// the time; here a frame is seen, and a queue's backlog built (its messages land in its
+/// receive buffers), only in the rounds of the queue pair it came over, which may be one the
+/// application does not poll: the XON that ends a pause, the refreshes of a storm.
+const WATCH_EVERY_NS: u64 = 1_000_000;
+/// Queues a watch runs at most, in turns: the engine's cost stays bounded however many queue
+/// pairs share the link.
+const WATCH_AT_MOST: usize = 1024;
+
 /// The slack a due timer is left to the application's rounds: a quarter of our pause time.
 fn app_slack_ns(m: &PauseLink) -> u64 {
     m.quanta_ns(m.config().pause_quanta) / 4
@@ -233,6 +273,8 @@ impl LinkPause {
             paused: AtomicU8::new(0),
             busy: AtomicBool::new(false),
             members: AtomicUsize::new(0),
+            watch_at: AtomicU64::new(0),
+            watch_from: AtomicUsize::new(0),
             due_ns: AtomicU64::new(0),
             app_reported_ns: AtomicU64::new(0),
             servant: AtomicU64::new(0),
@@ -337,6 +379,29 @@ impl LinkPause {
             s.outbox.push_back(f.to_vec());
         }
         self.settle(&mut s, now);
+    }
+
+    /// Queue `handle` of `priority` joined the link: its watch runs it from now on, and it
+    /// counts with no backlog until it reports.
+    fn join(&self, handle: u64, priority: u8) {
+        let mut s = self.lock();
+        let report = (priority & 7, 0, false);
+        if let Some(old) = s.queues.insert(handle, report) {
+            s.account(Some(old), -1);
+        }
+        s.account(Some(report), 1);
+    }
+
+    /// The queues this watch runs: `WATCH_AT_MOST` of them from where the last one stopped.
+    fn watch_turn(&self) -> Vec<u64> {
+        let s = self.lock();
+        let n = s.queues.len();
+        let from = self.watch_from.fetch_add(WATCH_AT_MOST, Ordering::Relaxed) % n.max(1);
+        let mut handles: Vec<u64> = s.queues.keys().copied().collect();
+        handles.sort_unstable();
+        handles.rotate_left(from);
+        handles.truncate(WATCH_AT_MOST);
+        handles
     }
 
     /// Queue `handle` left the link.
@@ -492,9 +557,9 @@ mod tests {
     /// that leaves the link hands that on to one that stays.
     #[test]
     fn a_standing_xoff_names_its_refresh_time_and_a_queue_to_send_it() {
-        let link = attach(b"test:timers".to_vec());
+        let link = attach(b"test:timers".to_vec(), 7, 3);
         assert!(
-            Arc::ptr_eq(&link, &attach(b"test:timers".to_vec())),
+            Arc::ptr_eq(&link, &attach(b"test:timers".to_vec(), 8, 0)),
             "two queues"
         );
         let mut s = Settings::default();
@@ -538,6 +603,35 @@ mod tests {
         assert!(!timers(due).0.contains(&8));
     }
 
+    /// A link with nothing going on is not watched; a busy one (here a priority paused by the
+    /// peer) has its queues' rounds run every `WATCH_EVERY_NS`, every member once a watch
+    /// (however few report), and a member that left no more.
+    #[test]
+    fn a_busy_link_has_its_queues_watched_and_an_idle_one_not() {
+        IN_USE.store(true, Ordering::Relaxed);
+        let link = attach(b"test:watch".to_vec(), 41, 0);
+        let _other = attach(b"test:watch".to_vec(), 42, 3);
+        let mine = |now| {
+            let (due, next) = watches(now);
+            let due: Vec<u64> = due.into_iter().filter(|h| [41, 42].contains(h)).collect();
+            (due, next)
+        };
+        let t = clock_ns();
+        assert!(mine(t).0.is_empty(), "idle: no watch");
+        link.on_frame(&pfc(1 << 3, 0xffff));
+        let (due, next) = mine(t);
+        assert_eq!(due, vec![41, 42], "both queues, though neither reported");
+        assert!(next.is_some_and(|n| n <= t + WATCH_EVERY_NS));
+        assert!(mine(t + 1).0.is_empty(), "not again before its time");
+        link.forget(41);
+        assert_eq!(mine(t + WATCH_EVERY_NS).0, vec![42]);
+        link.on_frame(&pfc(1 << 3, 0));
+        assert!(
+            mine(t + 3 * WATCH_EVERY_NS).0.is_empty(),
+            "resumed: idle again"
+        );
+    }
+
     /// Emission off (the default): no backlog makes a frame.
     #[test]
     fn without_emission_a_backlog_sends_nothing() {
@@ -548,12 +642,12 @@ mod tests {
 
     #[test]
     fn queues_to_one_peer_share_its_link_and_others_do_not() {
-        let a = attach(b"test:1".to_vec());
-        let b = attach(b"test:1".to_vec());
-        let c = attach(b"test:2".to_vec());
+        let a = attach(b"test:1".to_vec(), 1, 0);
+        let b = attach(b"test:1".to_vec(), 2, 0);
+        let c = attach(b"test:2".to_vec(), 3, 0);
         assert!(Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
         drop((a, b));
-        let again = attach(b"test:1".to_vec());
+        let again = attach(b"test:1".to_vec(), 4, 0);
         assert_eq!(
             Arc::strong_count(&again),
             1,

@@ -5,7 +5,7 @@
 //! timer table (`transport::timer`) on the process clock, and never runs a second thread.
 //!
 //! It is alive while something is watched, some queue is rate limited or a queue's deadline
-//! (a sender's RNR timeout) is set. Each provider hands it the fds to
+//! is set. Each provider hands it the fds to
 //! poll: for a peer in another process of this host, a pidfd (readable when that process exits,
 //! however it exits); for one on another host, a socket its kernel resets when it exits (see
 //! `fabric::watch`). So a dead peer is noticed at once: the queue goes to the error state, its
@@ -16,16 +16,31 @@
 //! tick instead. A peer that goes silent without dying (a host gone, a link down) is the
 //! provider's to notice: its round reports the broken binding.
 //!
-//! It also runs the rounds of watched queues each tick (every interrupt-mode one, polling-mode
-//! ones by turns, at most `POLLED_PER_TICK` a tick), so one-sided WRITE / READ / NOP
-//! complete even when the target never calls in. Interrupt-mode queues have no caller polling
-//! them: the thread also sleeps on the fd their endpoint is woken through (for shared memory, a
-//! doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`), and services
-//! them at once when one is. A queue whose peer cannot wake it is serviced every millisecond.
+//! Work of a queue that needs this process while its application may not call in files a
+//! deadline of its own (`deadline`, by kind: `Due`), so it runs when it is due, not at a tick:
+//! a sender's RNR timeout; a round of a queue whose WRs need us to go on (a sender that enqueued
+//! and blocks elsewhere: libfabric moves bytes only when called, a WR waits for ring room or
+//! credit, our credit waits to be shipped), filed by the round that left it so and run only if
+//! nobody moved the queue meanwhile; the release of a shared pool's idle memory, filed when a
+//! chunk goes idle. A link with pause work going (a priority paused, emission on, a storm) is
+//! watched every millisecond (`pause::watches`); a raw frame goes out when it is given.
+//!
+//! What is left to the sweep, every tick, is the queues of a peer's that the peer cannot call
+//! for: it runs the rounds of watched queues (every interrupt-mode one whose peer cannot ring,
+//! polling-mode ones by turns, at most `POLLED_PER_TICK` a tick), so a polling-mode queue whose
+//! application is away still takes in what was sent to it (its peer's TX completions come
+//! then) and a one-sided WR queued behind such messages runs. Interrupt-mode queues have no
+//! caller polling them: the thread also sleeps on the fd their endpoint is woken through (for
+//! shared memory, a doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`),
+//! and services them at once when one is. A queue whose peer cannot wake it is serviced every
+//! millisecond. `UMQ_PROGRESS_SWEEP_MS` sets the sweep's period; the test command runs the
+//! tests of everything above with it at an hour.
 //!
 //! A queue's peer can also call for it to be served: a network node has a call bell (see
 //! `fabric::call_bell`), and a peer that sends a WRITE or READ rings it, so the WR runs a moment
-//! after it arrives, not at the next tick, while the application does not call in. The thread
+//! after it arrives, not at the next tick, while the application does not call in. The node
+//! also plans its own pings to its peers there, so an idle process keeps telling its peers it
+//! lives. The thread
 //! sleeps on every call bell and serves the queues named by what rang, again at growing
 //! intervals while the WR that rang has not run (it may arrive a little after the ring).
 //!
@@ -37,6 +52,7 @@
 
 use super::timer::{Timer, TimerTable};
 use crate::os::{alive, clock_ns, pidfd_open};
+use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,10 +66,23 @@ pub trait Watched: Send + Sync {
     /// The peer process has exited.
     fn peer_lost(&self, why: &str);
     /// A deadline it set (`deadline`) has come.
-    fn deadline(&self);
+    fn deadline(&self, due: Due);
     /// Arms the fd the queue is woken through before the thread's last look (None: the queue
     /// has none).
     fn arm_wakeup(&self) -> Option<Wakeup>;
+}
+
+/// What a queue's deadline is for: a queue has at most one of each kind at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Due {
+    /// Its sender's RNR timeout.
+    Rnr,
+    /// A round of its own while work of its needs this process and its application may not
+    /// call in: sends the provider moves only when called (libfabric's manual progress), WRs
+    /// waiting for ring room or credit.
+    Round,
+    /// Idle memory of its shared pool may go back to the system.
+    PoolRelease,
 }
 
 /// An fd that turns readable when an interrupt-mode queue has something to do.
@@ -136,8 +165,8 @@ struct State {
     entries: Vec<Entry>,
     running: bool,
     paced: Option<&'static dyn Paced>,
-    /// Single queues' deadlines (RNR timeouts): a few at a time, so a list.
-    deadlines: Vec<(u64, Lookup, u64)>,
+    /// Single queues' deadlines.
+    deadlines: Deadlines,
     /// An eventfd that wakes the engine before its time; made with the thread and closed
     /// when it ends, so a process with nothing watched holds no fd of ours.
     wake: Option<Arc<OwnedFd>>,
@@ -150,7 +179,7 @@ static WATCHED: Mutex<State> = Mutex::new(State {
     entries: Vec::new(),
     running: false,
     paced: None,
-    deadlines: Vec::new(),
+    deadlines: Deadlines::new(),
     wake: None,
     relook: false,
 });
@@ -213,36 +242,84 @@ pub fn pace(paced: Option<&'static dyn Paced>) {
     ring(&w);
 }
 
-/// Calls queue `umqh`'s `Watched::deadline` at `at` (clock ns), whether or not its application
-/// calls in; replaces a deadline it had.
-pub fn deadline(umqh: u64, lookup: Lookup, at: u64) {
+/// Single queues' deadlines, by time, and each one's time by queue and kind (`Due`): as many
+/// as there are queues with background work, so ordered, not a list.
+struct Deadlines {
+    by_time: BTreeMap<(u64, u64, Due), Lookup>,
+    of: BTreeMap<(u64, Due), u64>,
+}
+
+impl Deadlines {
+    const fn new() -> Deadlines {
+        Deadlines {
+            by_time: BTreeMap::new(),
+            of: BTreeMap::new(),
+        }
+    }
+
+    /// Files queue `umqh`'s deadline `due` at `at`, replacing the one of that kind it had;
+    /// true when it is now the earliest.
+    fn file(&mut self, umqh: u64, due: Due, lookup: Lookup, at: u64) -> bool {
+        if let Some(old) = self.of.insert((umqh, due), at) {
+            self.by_time.remove(&(old, umqh, due));
+        }
+        self.by_time.insert((at, umqh, due), lookup);
+        self.next() == Some(at)
+    }
+
+    /// Takes the deadlines due by `now`, earliest first.
+    fn take_due(&mut self, now: u64) -> Vec<(u64, Due, Lookup)> {
+        let mut due = Vec::new();
+        while let Some(entry) = self.by_time.first_entry() {
+            let (at, umqh, kind) = *entry.key();
+            if at > now {
+                break;
+            }
+            due.push((umqh, kind, entry.remove()));
+            self.of.remove(&(umqh, kind));
+        }
+        due
+    }
+
+    fn next(&self) -> Option<u64> {
+        self.by_time.keys().next().map(|&(at, _, _)| at)
+    }
+
+    /// Drops queue `umqh`'s deadlines of the kinds given.
+    fn forget(&mut self, umqh: u64, kinds: &[Due]) {
+        for &kind in kinds {
+            if let Some(at) = self.of.remove(&(umqh, kind)) {
+                self.by_time.remove(&(at, umqh, kind));
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_time.is_empty()
+    }
+}
+
+/// Calls queue `umqh`'s `Watched::deadline` with `due` at `at` (clock ns), whether or not its
+/// application calls in; replaces a deadline of that kind it had. The engine is woken only when
+/// the deadline is the earliest it holds.
+pub fn deadline(umqh: u64, due: Due, lookup: Lookup, at: u64) {
     let mut w = state();
-    w.deadlines.retain(|&(h, _, _)| h != umqh);
-    w.deadlines.push((umqh, lookup, at));
+    let earliest = w.deadlines.file(umqh, due, lookup, at);
     start(&mut w);
-    ring(&w);
+    if earliest {
+        ring(&w);
+    }
 }
 
 /// Runs the queues' deadlines that have come; returns the next one.
 fn serve_deadlines() -> Option<u64> {
-    let now = clock_ns();
-    let due: Vec<(u64, Lookup)> = {
-        let mut w = state();
-        let due = w
-            .deadlines
-            .iter()
-            .filter(|d| d.2 <= now)
-            .map(|&(h, lookup, _)| (h, lookup))
-            .collect();
-        w.deadlines.retain(|d| d.2 > now);
-        due
-    };
-    for (umqh, lookup) in due {
+    let due = state().deadlines.take_due(clock_ns());
+    for (umqh, kind, lookup) in due {
         if let Some(q) = lookup(umqh) {
-            q.deadline();
+            q.deadline(kind);
         }
     }
-    state().deadlines.iter().map(|d| d.2).min()
+    state().deadlines.next()
 }
 
 /// Wakes the engine before its time (the pacing machine filed a tick sooner than it sleeps).
@@ -302,8 +379,30 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
     }
 }
 
+/// Stops watching queue `umqh` (unbound): its deadlines for the binding go too.
 pub fn unwatch(umqh: u64) {
-    state().entries.retain(|e| e.umqh != umqh);
+    let mut w = state();
+    w.entries.retain(|e| e.umqh != umqh);
+    w.deadlines.forget(umqh, &[Due::Rnr, Due::Round]);
+    end_if_idle(&mut w);
+}
+
+/// Forgets queue `umqh` (destroyed): its watch and every deadline.
+pub fn forget(umqh: u64) {
+    let mut w = state();
+    w.entries.retain(|e| e.umqh != umqh);
+    w.deadlines
+        .forget(umqh, &[Due::Rnr, Due::Round, Due::PoolRelease]);
+    end_if_idle(&mut w);
+}
+
+/// With no watch left, the engine looks soon: with nothing else to serve, its thread ends (and
+/// closes its fds) then, not at the next sweep or deadline.
+fn end_if_idle(w: &mut State) {
+    if w.entries.is_empty() && w.running {
+        w.relook = true;
+        ring(w);
+    }
 }
 
 fn run() {
@@ -555,16 +654,21 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<u64> {
 }
 
 /// Runs a round for every link whose pause machine is due, through one of its queues the
-/// thread watches; returns when the next link timer is due, in clock ns (None: none runs).
+/// thread watches, and the rounds of the queues of links that emit pause frames whose watch is
+/// due; returns when the next link timer is due, in clock ns (None: none runs).
 fn serve_link_timers() -> Option<u64> {
     let now = clock_ns();
-    let (due, _) = super::pause::timers(now);
+    let (mut due, _) = super::pause::timers(now);
+    let (watched, next_watch) = super::pause::watches(now);
+    due.extend(watched);
+    due.sort_unstable();
+    due.dedup();
     if !due.is_empty() {
         let found: Vec<(u64, Lookup)> = {
             let w = state();
             w.entries
                 .iter()
-                .filter(|e| due.contains(&e.umqh))
+                .filter(|e| due.binary_search(&e.umqh).is_ok())
                 .map(|e| (e.umqh, e.lookup))
                 .collect()
         };
@@ -577,7 +681,8 @@ fn serve_link_timers() -> Option<u64> {
     let now = clock_ns();
     let (_, next) = super::pause::timers(now);
     let min = LINK_TIMER_MIN.as_nanos() as u64;
-    next.map(|t| t.max(now + min))
+    let next = next.map(|t| t.max(now + min));
+    [next, next_watch].into_iter().flatten().min()
 }
 
 /// Sleeps up to `ns` or until a peer process exits, a queue's wake-up fd turns readable, a
@@ -777,6 +882,36 @@ mod tests {
             _sleepers: Vec::new(),
             tick: None,
         }
+    }
+
+    /// Deadlines come out by time, one of each kind a queue; a new one of a kind replaces the
+    /// old, and filing says whether it is now the earliest (the engine is then woken).
+    #[test]
+    fn a_queue_keeps_one_deadline_of_each_kind_served_by_time() {
+        let none: Lookup = |_| None;
+        let mut d = Deadlines::new();
+        assert!(d.file(7, Due::PoolRelease, none, 1_000));
+        assert!(
+            !d.file(7, Due::Round, none, 2_000),
+            "later than the earliest"
+        );
+        assert!(d.file(8, Due::Round, none, 500));
+        assert!(!d.file(7, Due::Round, none, 600), "replaced, not added");
+        assert_eq!(d.next(), Some(500));
+        let kinds = |v: Vec<(u64, Due, Lookup)>| -> Vec<(u64, Due)> {
+            v.into_iter().map(|(h, k, _)| (h, k)).collect()
+        };
+        assert_eq!(kinds(d.take_due(499)), vec![]);
+        assert_eq!(
+            kinds(d.take_due(1_000)),
+            vec![(8, Due::Round), (7, Due::Round), (7, Due::PoolRelease)]
+        );
+        assert!(d.is_empty() && d.next().is_none());
+        assert!(d.file(7, Due::Round, none, 3_000), "its kind is free again");
+        d.file(7, Due::PoolRelease, none, 4_000);
+        d.file(9, Due::Round, none, 5_000);
+        d.forget(7, &[Due::Round, Due::PoolRelease]);
+        assert_eq!(d.next(), Some(5_000), "only the other queue's is left");
     }
 
     /// The wake fd ends a sleep at once, as a wake of its own (not a watched fd's: no look),

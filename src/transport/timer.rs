@@ -11,15 +11,16 @@
 pub enum Timer {
     /// The earliest tick a rate-limited queue waits for (`queue::pacing`).
     Pacing,
-    /// The earliest link-level pause machine due: an XOFF refresh, a pause ending, the storm
-    /// watchdog (`transport::pause`).
+    /// The earliest link-level pause machine due (an XOFF refresh, a pause ending, the storm
+    /// watchdog) or watch of a busy link (`transport::pause`).
     LinkPause,
     /// A call bell's next look at a WR that rang and has not run (`fabric::call_bell`).
     CallBell,
-    /// The earliest deadline of a single queue: a sender's RNR timeout.
+    /// The earliest deadline of a single queue (`progress::Due`): a sender's RNR timeout, a
+    /// round its sends need, its shared pool's idle release.
     Deadline,
     /// The next look at the watched queues: doorbells re-armed, peers' pids probed where no
-    /// pidfd tells, and the rounds of queues that have no fd of their own to wake the engine.
+    /// pidfd tells, and the rounds of queues whose peer cannot call for them.
     Sweep,
 }
 

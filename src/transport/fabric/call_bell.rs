@@ -12,6 +12,10 @@
 //! ring said (the ring may overtake the message on the way, or the first WR to a peer wait for
 //! libfabric's connection), then forgets the ring.
 //!
+//! The node also calls its own thread through the bell when its next ping to a peer falls due
+//! (`plan_ping`): a process whose application stays away still pings its peers, so they do not
+//! take it for gone after the liveness timeout.
+//!
 //! A datagram is a hint, never trusted: anyone who can reach the port can send one, and all it
 //! can do is make the thread serve a queue (a round that finds nothing costs microseconds), at
 //! most `MAX_RINGS` channels at a time and for `GIVE_UP` each.
@@ -56,6 +60,9 @@ pub struct CallBell {
     rings: Mutex<HashMap<ChannelId, Ring>>,
     /// Some ring is outstanding (a round checks this before it takes the lock).
     any: AtomicBool,
+    /// The node's next ping: when, and the channel whose round sends it.
+    ping: Mutex<Option<(Instant, ChannelId)>>,
+    ping_planned: AtomicBool,
 }
 
 impl CallBell {
@@ -67,6 +74,8 @@ impl CallBell {
             sock,
             rings: Mutex::new(HashMap::new()),
             any: AtomicBool::new(false),
+            ping: Mutex::new(None),
+            ping_planned: AtomicBool::new(false),
         })
     }
 
@@ -96,6 +105,42 @@ impl CallBell {
         rings.remove(&ch);
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
         true
+    }
+
+    /// Whether a ping is planned (one load: every round asks).
+    #[inline]
+    pub fn ping_planned(&self) -> bool {
+        self.ping_planned.load(Ordering::Relaxed)
+    }
+
+    /// Has channel `ch` served at `at`, so that its round pings the peers that heard nothing
+    /// from us for a while (None: no peer to ping).
+    pub fn plan_ping(&self, plan: Option<(Instant, ChannelId)>) {
+        *self.ping.lock().unwrap_or_else(|p| p.into_inner()) = plan;
+        self.ping_planned.store(plan.is_some(), Ordering::Relaxed);
+    }
+
+    /// The channel the planned ping is to run on.
+    pub fn ping_channel(&self) -> Option<ChannelId> {
+        let ping = self.ping.lock().unwrap_or_else(|p| p.into_inner());
+        ping.map(|(_, ch)| ch)
+    }
+
+    /// Takes the planned ping if it is due by `now`.
+    fn ping_due(&self, now: Instant) -> Option<ChannelId> {
+        let mut ping = self.ping.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, ch) = (*ping)?;
+        if at > now {
+            return None;
+        }
+        *ping = None;
+        self.ping_planned.store(false, Ordering::Relaxed);
+        Some(ch)
+    }
+
+    fn next_ping(&self) -> Option<Instant> {
+        let ping = self.ping.lock().unwrap_or_else(|p| p.into_inner());
+        ping.map(|(at, _)| at)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, Ring>> {
@@ -141,10 +186,10 @@ impl Bell for CallBell {
     }
 
     fn due(&self, now: Instant) -> Vec<u64> {
+        let mut due = Vec::from_iter(self.ping_due(now));
         let mut rings = self.lock();
         self.take(&mut rings, now);
         rings.retain(|_, r| now.duration_since(r.since) < GIVE_UP);
-        let mut due = Vec::new();
         for (&ch, r) in rings.iter_mut().filter(|(_, r)| r.next <= now) {
             due.push(ch);
             r.next = now + r.every;
@@ -155,10 +200,11 @@ impl Bell for CallBell {
     }
 
     fn next(&self) -> Option<Instant> {
+        let ping = self.next_ping();
         if !self.any.load(Ordering::Relaxed) {
-            return None;
+            return ping;
         }
-        self.lock().values().map(|r| r.next).min()
+        self.lock().values().map(|r| r.next).chain(ping).min()
     }
 }
 
@@ -215,6 +261,25 @@ mod tests {
         assert_eq!(Bell::next(&target), None, "answered: no second look");
         assert_eq!(target.due(Instant::now()), Vec::<u64>::new());
         assert_eq!(Bell::next(&target), None);
+    }
+
+    /// The node's planned ping names its channel once it is due, and the bell's next look is
+    /// no later than it; a ping taken is no longer planned (the round plans the next).
+    #[test]
+    fn a_planned_ping_comes_due_once() {
+        let b = bell();
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(500);
+        b.plan_ping(Some((at, 0x3_0000_0009)));
+        assert!(b.ping_planned());
+        assert_eq!(b.ping_channel(), Some(0x3_0000_0009));
+        assert_eq!(Bell::next(&b), Some(at));
+        assert!(b.due(t0).is_empty(), "not before its time");
+        assert_eq!(b.due(at), vec![0x3_0000_0009]);
+        assert!(!b.ping_planned() && Bell::next(&b).is_none());
+        assert!(b.due(at).is_empty(), "once");
+        b.plan_ping(None);
+        assert!(!b.ping_planned());
     }
 
     /// What is not a ring is dropped; a ring is forgotten after `GIVE_UP`.

@@ -325,6 +325,12 @@ impl Link {
         &self.peer_area
     }
 
+    /// Our flow-control area changed since it last went to the peer (or is on its way): a
+    /// round must ship it, the peer may be waiting for the credit.
+    pub fn area_unshipped(&self) -> bool {
+        self.area_in_flight || self.our_area.get().snapshot() != self.area_sent
+    }
+
     /// A full round: the node's completions, the peer's messages, our completions, our sends.
     /// (Out of line, here and in `post_round`: the other providers' fast paths inline at the
     /// dispatch.)

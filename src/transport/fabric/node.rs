@@ -370,6 +370,15 @@ impl Shared {
             self.peers[p].users -= 1;
         }
         self.free_slots.push_back(slot_of(id));
+        // The planned ping runs on another channel's round now.
+        if let Some(bell) = &self.call_bell
+            && bell.ping_channel() == Some(id)
+        {
+            let other = self.inboxes.iter().flatten().find(|i| i.peer.is_some());
+            self.serving = other.map_or(NODE, |i| i.id);
+            bell.plan_ping(None);
+            self.plan_next_ping();
+        }
     }
 
     pub fn inbox_mut(&mut self, id: ChannelId) -> Option<&mut Inbox> {
@@ -604,6 +613,11 @@ impl Shared {
     /// Pings every peer with channels that we have said nothing to for a while, so that it
     /// keeps hearing from this process (one ping for all its channels).
     fn ping_quiet_peers(&mut self) {
+        self.ping_peers();
+        self.plan_next_ping();
+    }
+
+    fn ping_peers(&mut self) {
         let ep = &self.ep;
         for p in self.peers.iter_mut() {
             if p.users == 0 || (p.greeted && p.said.elapsed() < p.ping_after) {
@@ -620,6 +634,24 @@ impl Shared {
                 p.said = Instant::now();
                 p.greeted = true;
             }
+        }
+    }
+
+    /// Has the progress thread run a round of the serving channel when the next ping falls due
+    /// (see `call_bell`), unless one is planned: a plan sooner than needed (we said something
+    /// since) costs a round that pings nobody and plans again.
+    fn plan_next_ping(&self) {
+        let Some(bell) = self.call_bell.as_ref().filter(|b| !b.ping_planned()) else {
+            return;
+        };
+        let next = self
+            .peers
+            .iter()
+            .filter(|p| p.users > 0)
+            .map(|p| p.said + p.ping_after)
+            .min();
+        if self.serving != NODE {
+            bell.plan_ping(next.map(|at| (at, self.serving)));
         }
     }
 
