@@ -216,7 +216,7 @@ python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-whe
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
 echo "== Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-echo "== with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, PFC frames and timers on links the application does not poll, the shared pool's idle release"
+echo "== with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
 no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep -q 'libfabric\.so\.1 '; then

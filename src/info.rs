@@ -152,7 +152,7 @@ pub fn variables() -> Vec<Variable> {
         var(
             "UMQ_PROGRESS_SWEEP_MS",
             "20".to_string(),
-            "how often the progress thread takes in what arrived at queues whose application does not call in and whose peer cannot call for them (ms)",
+            "how often the progress thread takes in what arrived at queues whose application does not call in, while some peer cannot call it (ms)",
         ),
     ]
 }

@@ -369,3 +369,50 @@ def test_an_idle_peer_process_still_pings_and_is_not_taken_for_gone():
         idle.kill()
         idle.join()
         busy.kill()
+
+
+def away_receiver(conn):
+    """Posts receive buffers, then stays away from the library until told to come back."""
+    with umq.Umq() as ctx:
+        q = queue_bound_through(ctx, "away", conn, depth=16)
+        q.post_recv(8, size=64 << 10)
+        conn.send("posted")
+        conn.recv()  # away: only the progress thread runs the library meanwhile
+        got = []
+        end = time.monotonic() + 10
+        while len(got) < 4 and time.monotonic() < end:
+            got += [c.data for c in q.poll(umq.UMQ_IO_RX) if c.data]
+        conn.send(got)
+        conn.recv()
+
+
+def test_an_idle_application_s_queue_still_takes_in_what_arrives_so_sends_complete():
+    """Messages that complete only once the receiver has taken them in (over shared memory
+    large ones from the sender's shared pool, whose rest the receiver copies; over the network
+    every one) complete while the receiving application is away: the sender's queue, seeing its
+    WRs not move, calls the receiver's progress thread through its call bell, as a NIC would
+    land them without the host. The test command also runs this with the sweep at an hour."""
+    spawn = mp.get_context("spawn")
+    parent_end, child_end = mp.Pipe()
+    child = spawn.Process(target=away_receiver, args=(child_end,))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = ctx.queue("sender", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            parent_end.send(q.bind_info())
+            q.bind(parent_end.recv())
+            assert parent_end.recv() == "posted"
+            payloads = [bytes([i + 1]) * (48 << 10) for i in range(4)]
+            assert q.send(payloads) == 4
+            done = []
+            end = time.monotonic() + 10
+            while len(done) < 4 and time.monotonic() < end:
+                done += q.poll(umq.UMQ_IO_TX)
+            assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 4, "completed while away"
+            parent_end.send("back")
+            assert parent_end.recv() == payloads
+            parent_end.send("done")
+        child.join(30)
+        assert child.exitcode == 0
+    finally:
+        child.kill()

@@ -64,7 +64,7 @@ pub struct umq_ext_transport_stats_t {
     pub one_sided_kernel_wr: u64,
     /// Network only: rings of the peer's call bell for WRs its library must carry out
     /// (WRITE, READ, WRITE_IMM; one a round trip at most), and rings of ours from the peer
-    /// answered here (the WRs they called for ran: see `fabric::call_bell`).
+    /// answered here (the WRs they called for ran: see `transport::call_bell`).
     pub calls_sent: u64,
     pub calls_answered: u64,
 }

@@ -81,6 +81,8 @@ pub struct Queue {
     /// completed when it was filed or last ran.
     round_filed: AtomicBool,
     round_seen: AtomicU64,
+    /// How long after its filing the engine's round looks (µs): it doubles while nothing moves.
+    round_after_us: AtomicU32,
     pub irq: Option<Interrupts>,
     pub stats: QueueStats,
     /// Our peer-readable flow-control area (initial window and cumulative grants) while the
@@ -227,6 +229,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             rnr_armed: AtomicBool::new(false),
             round_filed: AtomicBool::new(false),
             round_seen: AtomicU64::new(0),
+            round_after_us: AtomicU32::new(0),
             irq,
             stats: QueueStats::default(),
             local_area: Area::default(),

@@ -51,11 +51,18 @@ impl Queue {
             w.sq.uncompleted() + w.held() > 0,
         );
         if let Some(link) = w.link.as_mut() {
+            let mut sent = false;
             while let Some(frame) = g.link.take_frame() {
                 if !link.send_control(&frame) {
                     g.link.put_back(frame);
                     break;
                 }
+                sent = true;
+            }
+            // The peer's application may poll only its other queues, or none: its progress
+            // thread takes the frame in.
+            if sent {
+                link.call_peer_now();
             }
         }
         while let Some(event) = g.link.take_event() {

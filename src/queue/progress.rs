@@ -8,6 +8,8 @@ use std::time::Duration;
 /// How long after a round that left work needing this process the engine looks whether
 /// anyone moved the queue on since, and runs a round itself if not.
 const ROUND_AFTER: Duration = Duration::from_millis(1);
+/// The longest wait between two such looks while nothing moves.
+const ROUND_MOST: Duration = Duration::from_millis(100);
 
 impl Queue {
     /// One full round of the queue's link under our wire lock (nothing when the queue is bound
@@ -296,40 +298,61 @@ impl Queue {
     }
 
     /// Files a round of ours with the progress engine when the round just run left work that
-    /// needs this process (see `Link::needs_us`) and none is filed: so a sender that posts and
-    /// then blocks elsewhere still sees its WRs go and complete. One load while one is filed.
+    /// needs a process to run again (see `Link::needs_us`) and none is filed: so a sender that
+    /// posts and then blocks elsewhere still sees its WRs go and complete, and a receiver whose
+    /// application is away is called to take them in. One load while one is filed.
     #[inline(always)]
     pub(super) fn file_round_if_needed(&self, w: &Wired) {
         if !self.round_filed.load(Ordering::Relaxed)
             && w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire))
         {
-            self.file_round(w.wire.sq.completed_seq());
+            self.file_round(w.wire.sq.completed_seq(), ROUND_AFTER);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn file_round(&self, completed: u64) {
+    fn file_round(&self, completed: u64, after: Duration) {
         if self.round_filed.swap(true, Ordering::AcqRel) {
             return;
         }
         self.round_seen.store(completed, Ordering::Relaxed);
-        let at = crate::os::clock_ns() + ROUND_AFTER.as_nanos() as u64;
+        self.round_after_us
+            .store(after.as_micros() as u32, Ordering::Relaxed);
+        let at = crate::os::clock_ns() + after.as_nanos() as u64;
         crate::transport::progress::deadline(self.handle, Due::Round, watched, at);
     }
 
-    /// The engine's round: runs one when the send queue has not moved since the last look (no
-    /// one drives it: its application blocks elsewhere), and files the next while work that
-    /// needs us remains.
+    /// The engine's round: when the send queue has not moved since the last look (no one
+    /// drives it: its application blocks elsewhere, or the peer's does), runs one, and if that
+    /// moves nothing either, calls the peer's progress thread to our WRs; files the next while
+    /// WRs remain.
     pub(super) fn background_deadline_passed(&self) {
         self.round_filed.store(false, Ordering::Release);
-        let completed = lock(&self.wire).wire.sq.completed_seq();
-        if completed == self.round_seen.load(Ordering::Relaxed) {
+        let seen = self.round_seen.load(Ordering::Relaxed);
+        let stuck = lock(&self.wire).wire.sq.completed_seq() == seen;
+        if stuck {
             self.background_round();
+            let mut w = lock(&self.wire);
+            let Wired { wire, link } = &mut *w;
+            if wire.sq.completed_seq() == seen
+                && !wire.sq.all_completed()
+                && let Some(link) = link.as_deref_mut()
+            {
+                link.call_peer(wire);
+            }
         }
+        // While nothing moves (a receiver away for long, no credit), the looks thin out, so
+        // ten thousand stuck queues do not cost ten million rounds a second.
+        let last = Duration::from_micros(self.round_after_us.load(Ordering::Relaxed) as u64);
+        let after = if stuck {
+            (last * 2).min(ROUND_MOST)
+        } else {
+            ROUND_AFTER
+        };
         let w = lock(&self.wire);
         if w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire)) {
-            self.file_round(w.wire.sq.completed_seq());
+            self.file_round(w.wire.sq.completed_seq(), after);
         }
     }
 

@@ -218,8 +218,17 @@ impl Link {
     /// The call bell a peer rings to have this queue served, and the queue's tag there.
     pub fn call_bell(&self) -> Option<super::progress::RungBy> {
         match self {
-            Link::Shm(_) => None,
+            Link::Shm(l) => l.call_bell(),
             Link::Fabric(l) => l.call_bell(),
+        }
+    }
+
+    /// Calls the peer's progress thread to our WRs that wait for it (its application may not
+    /// be calling in): see `transport::call_bell`.
+    pub fn call_peer(&mut self, w: &mut Wire) {
+        match self {
+            Link::Shm(l) => l.call_peer(),
+            Link::Fabric(l) => l.call_peer(w),
         }
     }
 
@@ -232,13 +241,24 @@ impl Link {
         }
     }
 
-    /// Whether work of ours needs this process to run again (not only the peer): over shared
-    /// memory, WRs not yet in the peer's ring (ring room, credit); over the network, any WR not
-    /// completed (libfabric moves bytes only when called), and credit not yet shipped.
+    /// Calls the peer's progress thread to what we just sent, however it was called before: a
+    /// control frame, which the peer must see whichever of its queues it polls.
+    pub fn call_peer_now(&mut self) {
+        match self {
+            Link::Shm(l) => l.call_peer_now(),
+            Link::Fabric(l) => l.call_peer_now(),
+        }
+    }
+
+    /// Whether work of ours needs a process to run again, ours or the peer's (which we then
+    /// call): WRs waiting for ring room or credit, or for the peer to execute them (over shared
+    /// memory a copied SEND has left with its bytes: our next poll completes it); over the
+    /// network any WR not completed (libfabric moves bytes only when called) and credit not yet
+    /// shipped.
     #[inline(always)]
     pub fn needs_us(&self, w: &Wire) -> bool {
         match self {
-            Link::Shm(_) => w.sq.unsent_len() > 0,
+            Link::Shm(_) => w.sq.unsent_len() > 0 || w.sq.awaiting_peer() > 0,
             Link::Fabric(l) => !w.sq.all_completed() || l.area_unshipped(),
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod arrivals;
 pub mod binding;
+pub mod call_bell;
 pub mod fabric;
 pub mod fifo;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -1,54 +1,50 @@
 //! The progress engine: one thread per process that moves every queue bound through a link
 //! (`transport::link`) along when its application does not call in, notices a peer process
-//! that died, and runs the process's timed work: the pacing machine's ticks, the links' pause
-//! timers and the call bells' retries. It sleeps on fds and on the earliest deadline of one
-//! timer table (`transport::timer`) on the process clock, and never runs a second thread.
+//! that died, and runs the process's timed work. It sleeps on fds and on the earliest deadline
+//! of one timer table (`transport::timer`) on the process clock, never on a fixed tick while
+//! every peer can call it, and never runs a second thread.
 //!
 //! It is alive while something is watched, some queue is rate limited or a queue's deadline
-//! is set. Each provider hands it the fds to
-//! poll: for a peer in another process of this host, a pidfd (readable when that process exits,
-//! however it exits); for one on another host, a socket its kernel resets when it exits (see
-//! `fabric::watch`). So a dead peer is noticed at once: the queue goes to the error state, its
-//! sends in flight complete with `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and
-//! interrupt waiters wake. A watch that brings an fd the thread does not poll yet (a new peer's
-//! pidfd, an interrupt-mode queue's wake-up, a call bell) has it looked at within a
-//! millisecond, not at the next sweep. Without pidfd (Linux < 5.3) it probes the pid every
-//! tick instead. A peer that goes silent without dying (a host gone, a link down) is the
-//! provider's to notice: its round reports the broken binding.
+//! is set. What wakes it:
 //!
-//! Work of a queue that needs this process while its application may not call in files a
-//! deadline of its own (`deadline`, by kind: `Due`), so it runs when it is due, not at a tick:
-//! a sender's RNR timeout; a round of a queue whose WRs need us to go on (a sender that enqueued
-//! and blocks elsewhere: libfabric moves bytes only when called, a WR waits for ring room or
-//! credit, our credit waits to be shipped), filed by the round that left it so and run only if
-//! nobody moved the queue meanwhile; the release of a shared pool's idle memory, filed when a
-//! chunk goes idle. A link with pause work going (a priority paused, emission on, a storm) is
-//! watched every millisecond (`pause::watches`); a raw frame goes out when it is given.
+//! - **A peer gone.** For a peer in another process of this host, a pidfd (readable when that
+//!   process exits, however it exits); for one on another host, a socket its kernel resets when
+//!   it exits (see `fabric::watch`). The queue goes to the error state, its sends in flight
+//!   complete with `UMQ_BUF_WR_FLUSH_ERR`, `UMQ_EVENT_QH_ERR` is raised and interrupt waiters
+//!   wake. A peer that goes silent without dying (a host gone, a link down) is the provider's
+//!   to notice: its round reports the broken binding.
+//! - **A call.** A peer whose WRs wait for our library rings our call bell
+//!   (`transport::call_bell`: one per network node, one on 127.0.0.1 for shared memory) with a
+//!   tag naming the queue; the thread serves it at once, and again at growing intervals until
+//!   it has run as far as the ring said. So a polling-mode queue whose application is away
+//!   still takes in what arrives (its peer's sends complete), and a one-sided WR runs. A
+//!   network node also plans its own pings to its peers on its bell, so an idle process keeps
+//!   telling its peers it lives.
+//! - **An interrupt-mode queue's wake-up fd** (for shared memory, a doorbell eventfd the peer
+//!   rings after a change, see `shm::ring_if_changed`): such a queue has no caller polling it,
+//!   and is serviced at once.
+//! - **A queue's own deadline** (`deadline`, by kind: `Due`): a sender's RNR timeout; a round
+//!   while WRs of ours wait (filed by the round that left them so, run only if nobody moved the
+//!   queue meanwhile, and then calling the peer if that round moved nothing either: a sender
+//!   that enqueued and blocks elsewhere, libfabric moving bytes only when called, credit to
+//!   ship); the release of a shared pool's idle memory, filed when a chunk goes idle.
+//! - **The links' pause timers and watches** (`transport::pause`): a refresh of the XOFF that
+//!   holds the peer while our application is not taking its messages, a pause ending, the storm
+//!   watchdog; and while a link has pause work going, a watch of its queues every millisecond
+//!   (a frame is seen only in the rounds of the pair it came over). Real NICs do this in
+//!   hardware; an application that sleeps with a backlog must not let its peer's pause lapse.
+//! - **The pacing machine's ticks** (`queue::pacing`).
 //!
-//! What is left to the sweep, every tick, is the queues of a peer's that the peer cannot call
-//! for: it runs the rounds of watched queues (every interrupt-mode one whose peer cannot ring,
-//! polling-mode ones by turns, at most `POLLED_PER_TICK` a tick), so a polling-mode queue whose
-//! application is away still takes in what was sent to it (its peer's TX completions come
-//! then) and a one-sided WR queued behind such messages runs. Interrupt-mode queues have no
-//! caller polling them: the thread also sleeps on the fd their endpoint is woken through (for
-//! shared memory, a doorbell eventfd the peer rings after a change, see `shm::ring_if_changed`),
-//! and services them at once when one is. A queue whose peer cannot wake it is serviced every
-//! millisecond. `UMQ_PROGRESS_SWEEP_MS` sets the sweep's period; the test command runs the
-//! tests of everything above with it at an hour.
+//! A watch that brings an fd the thread does not poll yet (a new peer's pidfd, an
+//! interrupt-mode queue's wake-up, a call bell) has it looked at within a millisecond.
 //!
-//! A queue's peer can also call for it to be served: a network node has a call bell (see
-//! `fabric::call_bell`), and a peer that sends a WRITE or READ rings it, so the WR runs a moment
-//! after it arrives, not at the next tick, while the application does not call in. The node
-//! also plans its own pings to its peers there, so an idle process keeps telling its peers it
-//! lives. The thread
-//! sleeps on every call bell and serves the queues named by what rang, again at growing
-//! intervals while the WR that rang has not run (it may arrive a little after the ring).
-//!
-//! And it keeps the links' pause timers (`transport::pause`): when a link's machine is due (a
-//! refresh of the XOFF that holds the peer while our application is not taking its messages, a
-//! pause ending, the storm watchdog), the thread wakes then, not at its next tick, and runs a
-//! round of one of the link's queues. Real NICs refresh a pause in hardware; an application
-//! that sleeps with a backlog must not let its peer's pause lapse between two ticks.
+//! What is left to a periodic sweep is what no fd tells. It runs the rounds of the
+//! polling-mode queues by turns (`POLLED_PER_TICK` a sweep) every `UMQ_PROGRESS_SWEEP_MS`
+//! (20 ms) while some queue's peer cannot call for it (no call bell could be made) or a peer's
+//! exit no pidfd tells (Linux < 5.3: its pid is probed), and otherwise once a second, for a
+//! call lost on the way (`BACKSTOP`); interrupt-mode queues whose peer cannot ring their
+//! doorbell are serviced every millisecond. The test command runs the tests of everything above
+//! with the sweep at an hour.
 
 use super::timer::{Timer, TimerTable};
 use crate::os::{alive, clock_ns, pidfd_open};
@@ -140,6 +136,17 @@ struct Entry {
 }
 
 impl Entry {
+    /// A polling-mode queue whose peer cannot call for it: only the sweep takes in what
+    /// arrived at it while its application is away.
+    fn swept(&self) -> bool {
+        !self.interrupt && self.call_bell.is_none()
+    }
+
+    /// A peer whose exit no fd tells: the sweep probes its pid.
+    fn probed(&self) -> bool {
+        self.gone.is_none() && self.pid.is_some()
+    }
+
     fn why_lost(&self) -> String {
         match self.pid {
             Some(pid) => format!("peer process {pid} exited"),
@@ -198,6 +205,10 @@ fn tick() -> Duration {
     })
 }
 const INTERRUPT_TICK: Duration = Duration::from_millis(1);
+/// The sweep's period while every watched queue's peer can call for it: a call is a datagram,
+/// and one lost (a firewall between two hosts dropping the call bell's port) is made good this
+/// late. (With `UMQ_PROGRESS_SWEEP_MS` above it, that instead.)
+const BACKSTOP: Duration = Duration::from_secs(1);
 /// How soon after a watch that brings a new fd the engine looks again (and no sooner after
 /// its last look).
 const RELOOK_AFTER: Duration = Duration::from_millis(1);
@@ -443,7 +454,7 @@ fn run() {
             Some(l)
                 if woke != Woke::Fd
                     && !timers.is_due(Timer::Sweep, now)
-                    && (l.tick.is_some() || paced.is_some() || deadlines) =>
+                    && (l.watching || paced.is_some() || deadlines) =>
             {
                 l
             }
@@ -542,6 +553,8 @@ struct Look {
     call_bells: Vec<Arc<dyn CallBell>>,
     wake: Option<Arc<OwnedFd>>,
     _sleepers: Vec<Arc<dyn Watched>>,
+    /// Some queue is watched.
+    watching: bool,
     /// Until the next look (None: no queue is watched).
     tick: Option<Duration>,
 }
@@ -559,13 +572,18 @@ fn look(exited: &[Arc<OwnedFd>]) -> Option<Look> {
     sweep(exited);
     // Without a doorbell the peer rings, an interrupt-mode queue is serviced every tick.
     let all_rung = bells.len() == snap.sleepers.len() && bells.iter().all(|b| b.rung_by_peer);
-    let tick = if all_rung { tick() } else { INTERRUPT_TICK };
+    let tick = match (all_rung, snap.needs_sweep) {
+        (false, _) => INTERRUPT_TICK,
+        (true, true) => tick(),
+        (true, false) => tick().max(BACKSTOP),
+    };
     Some(Look {
         pidfds: snap.pidfds,
         bells,
         call_bells: snap.call_bells,
         wake: snap.wake,
         _sleepers: snap.sleepers,
+        watching: snap.watching,
         tick: snap.watching.then_some(tick),
     })
 }
@@ -578,6 +596,8 @@ struct Snapshot {
     call_bells: Vec<Arc<dyn CallBell>>,
     wake: Option<Arc<OwnedFd>>,
     watching: bool,
+    /// Some watched queue's peer cannot call for it, or its exit no fd tells.
+    needs_sweep: bool,
 }
 
 /// What the engine serves now, or None (the thread ends, its wake fd closed) when nothing is
@@ -613,6 +633,7 @@ fn snapshot() -> Option<Snapshot> {
         call_bells,
         wake: w.wake.clone(),
         watching: !w.entries.is_empty(),
+        needs_sweep: w.entries.iter().any(|e| e.swept() || e.probed()),
     })
 }
 
@@ -880,6 +901,7 @@ mod tests {
             call_bells: Vec::new(),
             wake,
             _sleepers: Vec::new(),
+            watching: false,
             tick: None,
         }
     }

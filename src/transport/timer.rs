@@ -14,7 +14,7 @@ pub enum Timer {
     /// The earliest link-level pause machine due (an XOFF refresh, a pause ending, the storm
     /// watchdog) or watch of a busy link (`transport::pause`).
     LinkPause,
-    /// A call bell's next look at a WR that rang and has not run (`fabric::call_bell`).
+    /// A call bell's next look at a WR that rang and has not run (`transport::call_bell`).
     CallBell,
     /// The earliest deadline of a single queue (`progress::Due`): a sender's RNR timeout, a
     /// round its sends need, its shared pool's idle release.

@@ -294,7 +294,7 @@ pub struct ZeroCopy {
     pub one_sided_mapped_wr: u64,
     pub one_sided_kernel_wr: u64,
     /// Network: rings of the peer's call bell, and the peer's rings answered here
-    /// (`fabric::call_bell`).
+    /// (`transport::call_bell`).
     pub calls_sent: u64,
     pub calls_answered: u64,
 }

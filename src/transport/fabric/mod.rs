@@ -13,7 +13,6 @@
 //! flow-control area into the landing words the peer's node keeps for the channel (RMA,
 //! `ship_area`) whenever it changed, and the peer reads credit from there.
 
-pub mod call_bell;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
 mod msg;

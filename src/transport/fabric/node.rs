@@ -14,10 +14,10 @@
 //! Everything here runs under the node's lock, which a binding takes inside its queue's wire
 //! lock (never the other way round).
 
-use super::call_bell::CallBell;
 use super::msg::*;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
+use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -92,6 +92,23 @@ impl Link {
     /// they are all handed to libfabric (the ring should not overtake them by much), or for a
     /// WR libfabric cannot take yet (only the peer's progress may free the way), and once the
     /// WRs of our last ring completed: at most one ring a round trip, however many WRs.
+    /// Calls the peer to every WR of ours in flight (see `Link::call_peer`).
+    pub fn call_peer(&mut self, w: &mut Wire) {
+        let node = self.ch.node.clone();
+        let n = node.lock();
+        self.tx.call_upto = self.tx.call_upto.max(w.sq.next_seq());
+        self.call_if_needed(&n, w);
+    }
+
+    /// Calls the peer to what we just sent, whatever we called before (a control frame: a NIC
+    /// sees one at once). The ring asks for nothing to have run: one round answers it.
+    pub fn call_peer_now(&mut self) {
+        let bell = self.ch.node.lock().call_bell.clone();
+        if let (Some(bell), Some(at)) = (bell, self.peer_bell) {
+            bell.ring(at, self.peer_chan, 0);
+        }
+    }
+
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
         if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {

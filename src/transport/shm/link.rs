@@ -2,7 +2,10 @@
 //! peer's inbox mapped here, our own inbox, and what the engine keeps per binding.
 
 use super::*;
+use crate::transport::call_bell::CallBell;
+use crate::transport::progress::{self, RungBy};
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 /// What the engine keeps per binding beside the queue's wire.
@@ -36,6 +39,11 @@ pub struct Link {
     mine: Arc<Segment>,
     pid: u32,
     pair: Pair,
+    /// This process's call bell (`transport::call_bell`), which the peer rings with our inbox's
+    /// secret; None when it could not be made (the progress engine then sweeps the queue).
+    bell: Option<Arc<CallBell>>,
+    /// How far into its ring we last called the peer to (bytes we had written).
+    called_upto: u64,
 }
 
 impl Link {
@@ -44,6 +52,10 @@ impl Link {
     pub fn open(mine: Arc<Segment>, pid: u32, fd: u32, secret: u64) -> Result<Link, String> {
         let peer = Segment::open_peer(pid, fd, secret)?;
         direct::let_peer_attach(pid);
+        let bell = CallBell::local();
+        if let Some(b) = &bell {
+            mine.publish_call_port(b.port());
+        }
         Ok(Link {
             peer,
             mine,
@@ -52,7 +64,41 @@ impl Link {
                 pid,
                 ..Pair::default()
             },
+            bell,
+            called_upto: 0,
         })
+    }
+
+    /// The call bell the peer rings to have this queue served, and its tag there.
+    pub fn call_bell(&self) -> Option<RungBy> {
+        let bell: Arc<dyn progress::CallBell> = self.bell.clone()?;
+        Some((bell, self.mine.secret()))
+    }
+
+    /// Calls the peer's progress thread to take in what we wrote into its ring, unless it took
+    /// it all or we called it that far already (a ring that is not answered is repeated by the
+    /// peer's bell, not by us).
+    pub fn call_peer(&mut self) {
+        let (written, released) = self.peer.produced_and_released();
+        if written <= released || written <= self.called_upto {
+            return;
+        }
+        self.ring_peer(written);
+    }
+
+    /// Calls the peer's progress thread to what we just wrote, whatever we called before (a
+    /// control frame: a NIC sees one at once).
+    pub fn call_peer_now(&mut self) {
+        let (written, _) = self.peer.produced_and_released();
+        self.ring_peer(written);
+    }
+
+    fn ring_peer(&mut self, upto: u64) {
+        if let (Some(bell), Some(port)) = (&self.bell, self.peer.call_port()) {
+            let at = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+            bell.ring(at, self.peer.secret(), upto);
+            self.called_upto = upto;
+        }
     }
 
     /// The peer's process, whose exit ends the binding.
@@ -73,7 +119,12 @@ impl Link {
 
     /// A full round: the peer's entries, our completions, our waiting WRs.
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
-        progress(w, &mut self.pair, &self.mine, &self.peer, at)
+        let out = progress(w, &mut self.pair, &self.mine, &self.peer, at);
+        if let Some(bell) = self.bell.as_ref().filter(|b| b.rung()) {
+            // A ring for this queue is answered once we released what the peer had written.
+            bell.served(self.mine.secret(), self.mine.released());
+        }
+        out
     }
 
     /// The full round's work when it is one SEND or SEND_IMM at the head of our ring that

@@ -118,7 +118,7 @@ impl Hot {
 /// Statuses of executed WRs, indexed by sequence number: at least the deepest send queue.
 const STATUS_SLOTS: usize = crate::limits::MAX_DEPTH as usize;
 const MAGIC: u64 = u64::from_le_bytes(*b"UMQSHM01");
-const LAYOUT_VERSION: u32 = 11;
+const LAYOUT_VERSION: u32 = 12;
 /// Entries start on cache lines; a header is one line.
 const LINE: usize = 64;
 
@@ -196,6 +196,10 @@ pub struct Inbox {
     /// and READs against it and carries them out itself (`direct`).
     access_fd: AtomicU32,
     access_secret: AtomicU64,
+    /// The port of the owner process's call bell on 127.0.0.1 (`transport::call_bell`), 0 for
+    /// none: the peer rings it, with this inbox's secret as the tag, when its WRs wait for the
+    /// owner and the owner's application may not be calling in.
+    call_port: AtomicU32,
     area: Line<Area>,
     /// Bytes the producer (the peer) has written (its own record: the consumer follows stamps),
     /// and the consumer (the owner) has released.

@@ -313,6 +313,33 @@ impl Segment {
         i.pool_fd.store(fd as u32, Ordering::Release);
     }
 
+    /// Ours: tells the peer where our process's call bell listens (`call_port`).
+    pub fn publish_call_port(&self, port: u16) {
+        self.inbox().call_port.store(port as u32, Ordering::Release);
+    }
+
+    /// The peer's: where its process's call bell listens, if it has one (a port, nothing more:
+    /// the worst a lying peer gets is a 16-byte datagram of ours to a port of its choice on
+    /// 127.0.0.1).
+    pub(super) fn call_port(&self) -> Option<u16> {
+        let port = self.inbox().call_port.load(Ordering::Acquire);
+        u16::try_from(port).ok().filter(|&p| p != 0)
+    }
+
+    /// Bytes we have written into the peer's ring, and bytes it has released.
+    pub(super) fn produced_and_released(&self) -> (u64, u64) {
+        let i = self.inbox();
+        (
+            i.prod.0.load(Ordering::Relaxed),
+            i.cons.0.load(Ordering::Acquire),
+        )
+    }
+
+    /// Ours: bytes of our ring we have released.
+    pub(super) fn released(&self) -> u64 {
+        self.inbox().cons.0.load(Ordering::Relaxed)
+    }
+
     /// Ours: tells the peer where our process's access table is (`buf::access`).
     pub fn publish_access(&self, fd: i32, secret: u64) {
         let i = self.inbox();

@@ -1,16 +1,20 @@
-//! Calling the peer's progress thread to a WR only the peer's library can carry out.
+//! Calling the peer's progress thread to work only the peer's library can carry out.
 //!
-//! Over `tcp` a WRITE, READ or WRITE_IMM is executed by the target's library (see
-//! docs/TRANSPORTS.md, "One-sided operations"). When the target's application does not call in,
-//! only its progress thread runs that library, and a polling-mode queue's thread does not sleep
-//! on the network (a completion queue with a wait fd costs every message system calls). So each
-//! node has a call bell: a UDP socket on the node's address, which the progress thread sleeps
-//! on. The initiator rings it with the channel and how many of its WRs must have run once it
-//! handed such a WR to libfabric, at most once a round trip (while a ring is unanswered, the
-//! next waits: `Link::call_if_needed`). The target's thread serves that channel's queue at
-//! once, and again at growing intervals (up to a millisecond) until its WRs ran as far as the
-//! ring said (the ring may overtake the message on the way, or the first WR to a peer wait for
-//! libfabric's connection), then forgets the ring.
+//! A WR sent to a queue of another process needs that process's library to run: over `tcp` a
+//! WRITE, READ or WRITE_IMM is executed by the target's library (see docs/TRANSPORTS.md,
+//! "One-sided operations"), and over either provider a message lands in a receive buffer in the
+//! receiver's round. When the receiver's application does not call in, only its progress thread
+//! runs that library, and it does not poll a polling-mode queue's ring or completion queue (a
+//! completion queue with a wait fd costs every message system calls). So a process has call
+//! bells: UDP sockets the progress thread sleeps on (a network node's on the node's address;
+//! one on 127.0.0.1 for shared memory). A sender whose WRs wait for the peer rings the peer's
+//! bell with a tag naming the queue there and how far the peer must have run its WRs: over the
+//! network once it handed a WR to libfabric that the peer must execute (`Link::call_if_needed`),
+//! and over either when its WRs have not moved for a while (the queue's `Due::Round`), at most
+//! once a round trip (while a ring is unanswered, the next waits). The target's thread serves
+//! the tagged queue at once, and again at growing intervals (up to a millisecond) until its
+//! WRs ran as far as the ring said (the ring may overtake the message on the way, or the first
+//! WR to a peer wait for libfabric's connection), then forgets the ring.
 //!
 //! The node also calls its own thread through the bell when its next ping to a peer falls due
 //! (`plan_ping`): a process whose application stays away still pings its peers, so they do not
@@ -20,14 +24,17 @@
 //! can do is make the thread serve a queue (a round that finds nothing costs microseconds), at
 //! most `MAX_RINGS` channels at a time and for `GIVE_UP` each.
 
-use super::node::ChannelId;
-use crate::transport::progress::CallBell as Bell;
+use super::progress::CallBell as Bell;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+/// What a ring names: a queue at the bell's process (a network channel's id, an inbox's
+/// secret).
+pub type ChannelId = u64;
 
 /// A ring: the channel, and how many of the peer's WRs must have run there.
 const RING_BYTES: usize = 16;
@@ -79,6 +86,20 @@ impl CallBell {
         })
     }
 
+    /// This process's call bell on 127.0.0.1, for bindings over shared memory: made on first
+    /// use, closed when the last binding that holds it goes (so a process with none holds no
+    /// fd of ours). None when the socket cannot be made.
+    pub fn local() -> Option<Arc<CallBell>> {
+        static LOCAL: Mutex<Weak<CallBell>> = Mutex::new(Weak::new());
+        let mut local = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bell) = local.upgrade() {
+            return Some(bell);
+        }
+        let bell = Arc::new(CallBell::open(IpAddr::V4(Ipv4Addr::LOCALHOST))?);
+        *local = Arc::downgrade(&bell);
+        Some(bell)
+    }
+
     pub fn port(&self) -> u16 {
         self.sock.local_addr().map_or(0, |a| a.port())
     }
@@ -90,6 +111,12 @@ impl CallBell {
         d[..8].copy_from_slice(&ch.to_le_bytes());
         d[8..].copy_from_slice(&upto.to_le_bytes());
         let _ = self.sock.send_to(&d, at);
+    }
+
+    /// Whether some ring is outstanding (one load: a round asks before it says what it ran).
+    #[inline(always)]
+    pub fn rung(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
     }
 
     /// Channel `ch` has run `executed` of its peer's WRs: a ring they answer is done (true).
