@@ -333,14 +333,6 @@ impl Queue {
         let stuck = lock(&self.wire).wire.sq.completed_seq() == seen;
         if stuck {
             self.background_round();
-            let mut w = lock(&self.wire);
-            let Wired { wire, link } = &mut *w;
-            if wire.sq.completed_seq() == seen
-                && !wire.sq.all_completed()
-                && let Some(link) = link.as_deref_mut()
-            {
-                link.call_peer(wire);
-            }
         }
         // While nothing moves (a receiver away for long, no credit), the looks thin out, so
         // ten thousand stuck queues do not cost ten million rounds a second.
@@ -350,9 +342,16 @@ impl Queue {
         } else {
             ROUND_AFTER
         };
-        let w = lock(&self.wire);
-        if w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire)) {
-            self.file_round(w.wire.sq.completed_seq(), after);
+        let mut w = lock(&self.wire);
+        let Wired { wire, link } = &mut *w;
+        let Some(link) = link.as_deref_mut() else {
+            return;
+        };
+        if stuck && wire.sq.completed_seq() == seen && !wire.sq.all_completed() {
+            link.call_peer(wire);
+        }
+        if link.needs_us(wire) {
+            self.file_round(wire.sq.completed_seq(), after);
         }
     }
 

@@ -44,8 +44,8 @@ const RING_BYTES: usize = 16;
 const FIRST_AGAIN: Duration = Duration::from_micros(20);
 const GROWTH: u32 = 4;
 const MOST_AGAIN: Duration = Duration::from_millis(1);
-/// A ring is forgotten after this long (the progress thread's tick covers the rest: the WR may
-/// wait for a receive buffer, or the channel be gone).
+/// A ring is forgotten after this long (the WR may wait for a receive buffer, or the channel be
+/// gone: the initiator's queue calls again while its WRs do not move).
 const GIVE_UP: Duration = Duration::from_millis(50);
 /// Channels with a ring outstanding at most; datagrams beyond are dropped.
 const MAX_RINGS: usize = 4096;
@@ -60,7 +60,7 @@ struct Ring {
     since: Instant,
 }
 
-/// A node's call bell.
+/// A call bell: a network node's, or the process's for shared memory (`local`).
 #[derive(Debug)]
 pub struct CallBell {
     sock: UdpSocket,
@@ -105,7 +105,8 @@ impl CallBell {
     }
 
     /// Calls the node at `at` to channel `ch`, until `upto` of our WRs ran there. Best effort:
-    /// a ring that does not get through leaves the WR to the peer's application or tick.
+    /// a ring that does not get through leaves the WR to the peer's application, the next call
+    /// or the progress thread's backstop.
     pub fn ring(&self, at: SocketAddr, ch: ChannelId, upto: u64) {
         let mut d = [0u8; RING_BYTES];
         d[..8].copy_from_slice(&ch.to_le_bytes());
