@@ -63,7 +63,7 @@ pair() {
     echo "ok    $prog $*  ${result}"
   else
     echo "FAIL  $prog $*  (client $crc, server $src)"
-    tail -5 "$out/client.log" "$out/server.log" | sed 's/^/      /'
+    tail -n 5 "$out/client.log" "$out/server.log" | sed 's/^/      /'
     failed=$((failed + 1))
   fi
 }
@@ -95,6 +95,9 @@ for mode in 0 1 5 6; do
 done
 pair umq_example - -f 0 -e 1
 pair umq_example - -f 16
-pair umq_example - -f 17 -e 1
+# Not `-f 17 -e 1` (flow control): the example sends once and takes the first buffer its
+# receive poll returns for the reply. With this revision's credit requests the reference
+# refuses that send (no credit until asked), and here the reply can come after an update
+# buffer, which the example does not expect (docs/COMPAT.md).
 echo "$failed failed"
 [ $failed = 0 ]

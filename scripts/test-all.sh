@@ -235,4 +235,9 @@ else
 fi
 echo "== Python tests again against the July 2026 build (the package speaks the revision the library reports)"
 UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+echo "== the July 2026 credit requests between processes: over shm, and over the network provider"
+UMQ_PROVIDER=shm UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_credit.py
+if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep -q 'libfabric\.so\.1 '; then
+  UMQ_PROVIDER=fabric UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_credit.py
+fi
 echo "== all tests passed"

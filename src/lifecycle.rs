@@ -8,11 +8,18 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
+use crate::flow::credit::Knobs;
 use crate::runtime::{
     self, CREDIT_STALL_DEFAULT_MS, FlowControlConfig, RNR_TIMEOUT_DEFAULT_MS, Runtime,
 };
 
 pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
+    init_with_credit(cfg, None)
+}
+
+/// `init` for a front-end whose flow control is the July 2026 credit requests (`credit`
+/// knobs) rather than the receive window.
+pub fn init_with_credit(cfg: &umq_init_cfg_t, credit: Option<Knobs>) -> UmqResult<()> {
     const F: &str = "umq_init";
     let known = UMQ_FEATURE_API_PRO
         | UMQ_FEATURE_ENABLE_TOKEN_POLICY
@@ -78,6 +85,7 @@ pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
             use_atomic_window: unsafe {
                 *(&cfg.flow_control.use_atomic_window as *const bool as *const u8)
             } != 0,
+            credit,
         },
         instance: crate::os::random_u64(),
         rnr_timeout: runtime::millis_from_env("UMQ_RNR_TIMEOUT_MS", RNR_TIMEOUT_DEFAULT_MS),

@@ -15,6 +15,21 @@ pub struct FlowControlConfig {
     pub initial_window: u16,
     pub notify_interval: u16,
     pub use_atomic_window: bool,
+    /// The July 2026 revision's credit requests instead of the receive window (its knobs).
+    pub credit: Option<crate::flow::credit::Knobs>,
+}
+
+impl FlowControlConfig {
+    /// The flow-control protocol this process speaks, carried in bind info: two processes
+    /// bind only if they speak the same (a December window and a July credit request would
+    /// take each other's messages for corruption).
+    pub fn protocol_version(&self) -> u8 {
+        match (self.enabled, self.credit.is_some()) {
+            (false, _) => 0,
+            (true, false) => crate::flow::PROTOCOL_VERSION,
+            (true, true) => crate::flow::credit::PROTOCOL_VERSION,
+        }
+    }
 }
 
 pub struct Runtime {

@@ -9,6 +9,9 @@ import pytest
 import umq
 from conftest import drain, eventually
 
+# The window protocol of the December revision; the July credit requests are test_credit.py's.
+pytestmark = pytest.mark.december
+
 RX, TX = umq.UMQ_IO_RX, umq.UMQ_IO_TX
 WINDOW = 4
 

@@ -2,11 +2,15 @@
 posts, batched sends and polls in any direction on both peers, every accepted message arrives
 once and in order, the pair can always finish, and the spec's identities hold when it is quiet."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import umq
 from conftest import eventually
+
+# The window protocol's invariants; the July credit requests have theirs in test_credit.py.
+pytestmark = pytest.mark.december
 
 RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
 DEPTH = 8

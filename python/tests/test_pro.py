@@ -118,6 +118,7 @@ def test_after_empty_polls_the_next_poll_sees_each_new_event(pair):
         a.post_recv(1)
 
 
+@pytest.mark.december
 def test_empty_polls_between_messages_leave_flow_control_its_announcements(fc):
     """With flow control on, empty polls between messages still let every announcement out: a
     one-way stream that needs the receiver's credit over and over completes, in order."""

@@ -53,7 +53,7 @@ def receive_stream(q, each=lambda got: None):
 
 
 @pytest.mark.libumq_behaviour
-@pytest.mark.parametrize("flow_control", [None, umq.FlowControl(initial_window=8)], ids=["fc-off", "fc-on"])
+@pytest.mark.parametrize("flow_control", [None, umq.FlowControl(initial_window=8, is_limited=True)], ids=["fc-off", "fc-on"])
 def test_stream_between_processes_arrives_in_order(flow_control):
     parent_end, child_end = mp.Pipe()
     child = mp.get_context("spawn").Process(target=sender, args=(child_end, flow_control))

@@ -33,6 +33,14 @@ class FlowControl:
     initial_window: int = 0
     notify_interval: int = 0
     use_atomic_window: bool = False
+    # The July 2026 revision's credit requests (ignored by a December library): whether grants
+    # are bounded by posted buffers, when unused credit goes back, when an unanswered request
+    # fails the sender's posts (-1: never), the largest request and the threshold to ask at.
+    is_limited: bool = False
+    timeout_ms: int = 0
+    fc_req_timeout_ms: int = 0
+    max_credits_request: int = 0
+    min_reserved_credit: int = 0
 
 
 def _fill_ipv4(dev_info, ip):
@@ -73,6 +81,11 @@ class Umq:
             if self.abi == 2026:
                 # The July revision has no notify interval: the library's default applies.
                 cfg.flow_control.initial_credit = fc.initial_window
+                cfg.flow_control.is_limited = fc.is_limited
+                cfg.flow_control.timeout_ms = fc.timeout_ms
+                cfg.flow_control.fc_req_timeout_ms = fc.fc_req_timeout_ms
+                cfg.flow_control.max_credits_request = fc.max_credits_request
+                cfg.flow_control.min_reserved_credit = fc.min_reserved_credit
             else:
                 cfg.flow_control.initial_window = fc.initial_window
                 cfg.flow_control.notify_interval = fc.notify_interval

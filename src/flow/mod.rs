@@ -18,6 +18,7 @@
 //! one of those buffers; refilling it is announced silently (area only, batched at half the
 //! budget), so an announcement never causes another one.
 
+pub mod credit;
 pub mod pacing;
 pub mod pfc;
 pub mod word;
@@ -502,6 +503,17 @@ impl<W: Word> Flow<W> {
         }
     }
 
+    /// Credit granted by a message of the July 2026 protocol (`credit`): it adds to the window.
+    pub fn grant(&mut self, n: u64) {
+        self.peer_initial = true;
+        self.accept_grant(self.data_seen + n);
+    }
+
+    /// Gives `n` credits of the window back to the peer unused (not counted as consumed).
+    pub fn return_unused(&mut self, n: u64) {
+        self.c.remote_rx_window.take_upto(n);
+    }
+
     /// Applies an in-band announcement (its cumulative total; a repeat adds nothing).
     pub fn on_announcement(&mut self, a: Announcement) {
         self.peer_initial = true;
@@ -739,15 +751,21 @@ mod tests {
     }
 }
 
-/// The flow state of a bound queue, in the flavour `use_atomic_window` chose.
+/// The flow state of a bound queue: the December window protocol in the flavour
+/// `use_atomic_window` chose, or the July 2026 credit requests (`credit`), whose counters live
+/// under the queue's lock.
 #[derive(Debug)]
 pub enum FlowState {
     Plain(Flow<word::Plain>),
     Atomic(Flow<AtomicU64>),
+    Credit(Box<credit::Credit>),
 }
 
 macro_rules! dispatch {
-    ($( $(#[$m:meta])* fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+    (
+        window: { $( $(#[$m:meta])* fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )* }
+        credit: { $( $(#[$cm:meta])* fn $cname:ident(&mut self $(, $carg:ident: $cty:ty)*) -> $cret:ty = $c:ident => $body:expr; )* }
+    ) => {
         impl FlowState {
             pub fn new(p: Params, atomic: bool) -> Self {
                 if atomic { FlowState::Atomic(Flow::new(p)) } else { FlowState::Plain(Flow::new(p)) }
@@ -756,40 +774,94 @@ macro_rules! dispatch {
                 match self {
                     FlowState::Plain(f) => f.$name($($arg),*),
                     FlowState::Atomic(f) => f.$name($($arg),*),
+                    FlowState::Credit(c) => off_the_window_path(move || c.win.$name($($arg),*)),
+                }
+            } )*
+            $( $(#[$cm])* #[allow(unused_variables)]
+            pub fn $cname(&mut self $(, $carg: $cty)*) -> $cret {
+                match self {
+                    FlowState::Plain(f) => f.$cname($($carg),*),
+                    FlowState::Atomic(f) => f.$cname($($carg),*),
+                    FlowState::Credit($c) => off_the_window_path(move || $body),
                 }
             } )*
         }
     };
 }
 
+// The credit protocol's window counters are a `Flow`'s (`Credit::win`): the calls on them are
+// shared. The announcement machinery of the window protocol does nothing there: credit comes
+// by request, in messages (`Credit::on_msg`), and the receive side counts into the pool.
 dispatch! {
-    fn rx_posted(&mut self, n: u64) -> bool;
-    fn rx_refused(&mut self, n: u64) -> ();
-    fn data_arrived(&mut self, n: u64) -> ();
-    fn peer_used_all_known(&mut self, shipped: u64) -> bool;
-    fn ctrl_arrived(&mut self) -> ();
-    fn publish(&mut self, mine: &Area) -> bool;
-    #[inline]
-    fn piggyback(&mut self) -> Option<(u64, u64)>;
-    fn commit(&mut self, mine: &Area) -> ();
-    fn undo(&mut self, k: u64) -> ();
-    fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64>;
-    fn refresh(&mut self, peer: &Area) -> ();
-    fn on_announcement(&mut self, a: Announcement) -> ();
-    fn take_credit(&mut self, want: u64) -> u64;
-    fn return_credit(&mut self, n: u64) -> ();
-    fn count_refused(&mut self, n: u64) -> ();
-    fn wants_standalone(&mut self) -> bool;
-    #[inline]
-    fn wants_progress(&mut self, waiting: bool) -> bool;
-    fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool;
-    fn peer_ready(&mut self) -> bool;
-    fn window(&mut self) -> u64;
-    fn ctrl_credit(&mut self) -> u64;
-    fn stats(&mut self) -> umq_flowcontrol_stats_t;
-    fn credit_received(&mut self) -> u64;
-    fn peer_credit(&mut self) -> u64;
-    fn ctrl_received(&mut self) -> u64;
-    fn extra(&mut self) -> Extra;
-    fn params(&mut self) -> Params;
+    window: {
+        fn return_credit(&mut self, n: u64) -> ();
+        fn count_refused(&mut self, n: u64) -> ();
+        fn window(&mut self) -> u64;
+        fn credit_received(&mut self) -> u64;
+        fn params(&mut self) -> Params;
+    }
+    credit: {
+        // Requests, answers and returns sent count where the window protocol counts its
+        // standalone updates.
+        fn extra(&mut self) -> Extra = c => Extra {
+            standalone: c.packets.sent,
+            ..Extra::default()
+        };
+        fn rx_posted(&mut self, n: u64) -> bool = c => true;
+        fn rx_refused(&mut self, n: u64) -> () = c => ();
+        fn data_arrived(&mut self, n: u64) -> () = c => c.data_arrived(n);
+        fn peer_used_all_known(&mut self, shipped: u64) -> bool = c => false;
+        fn ctrl_arrived(&mut self) -> () = c => ();
+        fn publish(&mut self, mine: &Area) -> bool = c => false;
+        #[inline]
+        fn piggyback(&mut self) -> Option<(u64, u64)> = c => None;
+        fn commit(&mut self, mine: &Area) -> () = c => ();
+        fn undo(&mut self, k: u64) -> () = c => ();
+        fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64> = c => None;
+        fn refresh(&mut self, peer: &Area) -> () = c => ();
+        fn on_announcement(&mut self, a: Announcement) -> () = c => ();
+        fn take_credit(&mut self, want: u64) -> u64 = c => c.take_credit(want, credit_clock_us());
+        fn wants_standalone(&mut self) -> bool = c => false;
+        #[inline]
+        fn wants_progress(&mut self, waiting: bool) -> bool = c => waiting || c.has_outgoing();
+        // The pool has the buffers as credit; true: the queue's progress step answers parked
+        // requests and offers a first credit (`Queue::credit_after_rx_post`).
+        fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool = c => {
+            c.pool.recharge(accepted);
+            true
+        };
+        fn peer_ready(&mut self) -> bool = c => true;
+        fn ctrl_credit(&mut self) -> u64 = c => 0;
+        fn stats(&mut self) -> umq_flowcontrol_stats_t = c => c.window_stats();
+        fn peer_credit(&mut self) -> u64 = c => {
+            let g = c.granting();
+            g.allocated - g.consumed
+        };
+        fn ctrl_received(&mut self) -> u64 = c => c.packets.received;
+    }
+}
+
+/// The credit protocol's arm of a `FlowState` call, kept out of line: the window protocol's
+/// arms inline into the data path as they did before there was a third.
+#[cold]
+#[inline(never)]
+fn off_the_window_path<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+impl FlowState {
+    /// The credit protocol's machine, when the queue runs it.
+    #[inline(always)]
+    pub fn credit(&mut self) -> Option<&mut credit::Credit> {
+        match self {
+            FlowState::Credit(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// The credit protocol's clock: microseconds on the process's monotonic clock (the progress
+/// engine's deadlines are on the same clock, in nanoseconds).
+pub fn credit_clock_us() -> u64 {
+    crate::os::clock_ns() / 1000
 }

@@ -62,6 +62,9 @@ impl Queue {
         }
         self.flow_progress();
         self.kick_blocked_sender();
+        if self.credit_pool.is_some() {
+            self.credit_offer_initial();
+        }
         Ok(())
     }
 
@@ -133,10 +136,25 @@ impl Queue {
             remote.rx_depth,
         );
         let mut w = lock(&self.wire);
-        let mut f = FlowState::new(p, fc.use_atomic_window);
-        f.rx_posted(w.rq.posted_len() as u64);
-        f.publish(self.area());
-        w.flow = Some(f);
+        w.flow = Some(match (fc.credit, &self.credit_pool) {
+            (Some(knobs), Some(pool)) => {
+                let p =
+                    crate::flow::credit::Params::new(&knobs, self.cfg.rx_depth, remote.rx_depth);
+                let now = crate::flow::credit_clock_us();
+                FlowState::Credit(Box::new(crate::flow::credit::Credit::new(
+                    p,
+                    pool.clone(),
+                    self.handle,
+                    now,
+                )))
+            }
+            _ => {
+                let mut f = FlowState::new(p, fc.use_atomic_window);
+                f.rx_posted(w.rq.posted_len() as u64);
+                f.publish(self.area());
+                f
+            }
+        });
         w.clear_credit();
         w.starved_since = None;
         w.stall_reported = false;
@@ -170,6 +188,7 @@ impl Queue {
         };
         let peer_bound_to_us = peer.local_peer().is_some_and(|p| p.handle == self.handle);
         let flushed = Binding::unbind_here(self, peer, peer_bound_to_us);
+        self.credit_unbind(&mut lock(&self.wire), flushed.rx);
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
         self.area().reset();
         self.notify(flushed.tx > 0, flushed.rx > 0);
@@ -195,7 +214,9 @@ impl Queue {
         crate::transport::progress::unwatch(self.handle);
         let (tx, rx) = {
             let mut w = lock(&self.wire);
-            (w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR), w.rq.flush())
+            let flushed = (w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR), w.rq.flush());
+            self.credit_unbind(&mut w, flushed.1);
+            flushed
         };
         if rebind && !link.ready_for_next() {
             crate::log_warn!(

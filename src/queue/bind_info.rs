@@ -143,11 +143,7 @@ pub fn of_queue(q: &Queue) -> BindInfo {
             },
         pro_api: q.rt.pro_api,
         flow_control: q.rt.flow_control.enabled,
-        flow_version: if q.rt.flow_control.enabled {
-            crate::flow::PROTOCOL_VERSION
-        } else {
-            0
-        },
+        flow_version: q.rt.flow_control.protocol_version(),
         pid: std::process::id(),
         instance: q.rt.instance,
         umqh: q.handle,
@@ -301,13 +297,16 @@ pub fn check_compatible(func: &str, rt: &Runtime, remote: &BindInfo) -> UmqResul
             ),
         ));
     }
-    if remote.flow_control && remote.flow_version != crate::flow::PROTOCOL_VERSION {
+    let ours = rt.flow_control.protocol_version();
+    if remote.flow_control && remote.flow_version != ours {
         return Err(einval(
             func,
             format_args!(
-                "peer speaks flow-control protocol version {}, this library speaks {}",
+                "peer speaks flow-control protocol version {}, this process speaks {ours} \
+                 (the December window is {}, the July 2026 credit requests {})",
                 remote.flow_version,
-                crate::flow::PROTOCOL_VERSION
+                crate::flow::PROTOCOL_VERSION,
+                crate::flow::credit::PROTOCOL_VERSION
             ),
         ));
     }

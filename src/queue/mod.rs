@@ -8,6 +8,7 @@ pub mod base;
 mod bind;
 pub mod bind_info;
 pub mod config;
+mod credit;
 pub mod ctl;
 mod hazard;
 pub mod interrupt;
@@ -103,6 +104,11 @@ pub struct Queue {
     share: Option<share::Share>,
     /// A pro-API queue with a receive queue of its own: `poll`'s common case.
     plain_polls: bool,
+    /// With the July 2026 credit flow control: the credit of the receive queue the queue
+    /// receives into (a shared receive queue's members share the main queue's).
+    credit_pool: Option<Arc<crate::flow::credit::Pool>>,
+    /// The progress engine holds the deadline at which unused credit goes back.
+    credit_return_filed: AtomicBool,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -120,6 +126,7 @@ impl crate::transport::progress::Watched for Queue {
             Due::Rnr => self.rnr_deadline_passed(),
             Due::Round => self.background_deadline_passed(),
             Due::PoolRelease => self.pool_release_deadline_passed(),
+            Due::CreditReturn => self.credit_return_deadline_passed(),
         }
     }
 
@@ -210,7 +217,9 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
     };
     let share = share::for_create(&rt, &mut cfg)?;
     let irq = share::interrupts(&cfg, share.as_ref())?;
-    let plain_polls = rt.pro_api && share.is_none();
+    let credit_pool = credit_pool_for(&rt, &cfg, share.as_ref());
+    // The July 2026 credit requests add update buffers to receive polls: not the common case.
+    let plain_polls = rt.pro_api && share.is_none() && credit_pool.is_none();
     let stall_ms = rt.credit_stall.as_millis() as u64;
     let q = table::insert(|handle, index| {
         Ok(Queue {
@@ -240,6 +249,8 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             pfc_priority: std::sync::atomic::AtomicU8::new(0),
             plain_polls,
             share,
+            credit_pool,
+            credit_return_filed: AtomicBool::new(false),
         })
     })
     .inspect_err(|_| {
@@ -254,6 +265,23 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
         q.cfg
     );
     Ok(q.handle)
+}
+
+/// The credit pool of a new queue with the July 2026 flow control: its own receive queue's,
+/// or its main queue's for a sub-queue.
+fn credit_pool_for(
+    rt: &Runtime,
+    cfg: &QueueConfig,
+    share: Option<&share::Share>,
+) -> Option<Arc<crate::flow::credit::Pool>> {
+    let knobs = rt.flow_control.credit.filter(|_| rt.flow_control.enabled)?;
+    match share.and_then(|s| s.main.as_ref()) {
+        Some(main) => main.credit_pool.clone(),
+        None => Some(Arc::new(crate::flow::credit::Pool::new(
+            cfg.rx_depth,
+            knobs.is_limited,
+        ))),
+    }
 }
 
 /// Destroys a queue; a bound queue is unbound first. Buffers it still held are returned to the

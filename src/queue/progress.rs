@@ -75,10 +75,12 @@ impl Queue {
             self.pause_round_if_busy(w);
         }
         let Wired { wire, link } = w;
-        match link.as_deref_mut() {
+        let out = match link.as_deref_mut() {
             Some(link) => self.run_round(wire, link),
             None => Outcome::default(),
-        }
+        };
+        self.credit_after_round(w);
+        out
     }
 
     fn run_round(&self, w: &mut Wire, link: &mut Link) -> Outcome {
@@ -164,6 +166,9 @@ impl Queue {
     /// Moves flow control along outside the send path: reads the peer's area, announces our
     /// receive buffers (standalone or through the area), and sends WRs waiting for credit.
     pub(crate) fn flow_progress(&self) {
+        if let Some(pool) = &self.credit_pool {
+            self.credit_after_rx_post(pool);
+        }
         let guard = self.peer.read().unwrap_or_else(|p| p.into_inner());
         let Some(peer) = guard.as_ref() else {
             return;
@@ -183,6 +188,7 @@ impl Queue {
         f.publish(self.area());
         let update = f.standalone(self.area(), peer_area, can_send);
         let update_landed_here = update.is_some_and(|imm| held.send_update(imm));
+        held.exchange_credit();
         let out = self.send_round(&mut held, Queue::link_round);
         self.note_starvation(&mut held.mine, out.credit_wait);
         let here = held.release();

@@ -72,7 +72,11 @@ impl Queue {
                 let refused = bufs.len() - accepted;
                 f.rx_batch_posted(accepted as u64, refused as u64, self.area())
             }
-            None => false,
+            // Not bound yet: the July 2026 credit pool has the buffers all the same.
+            None => self.credit_pool.as_ref().is_some_and(|p| {
+                p.recharge(accepted as u64);
+                true
+            }),
         };
         if accepted > 0 && w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer()) {
             let out = self.link_round(&mut w);
@@ -109,6 +113,9 @@ impl Queue {
         if !self.plain_polls {
             return Ok(match &self.share {
                 Some(s) if self.rt.pro_api => self.poll_shared(s, dir, out),
+                None if self.credit_pool.is_some() && self.rt.pro_api => {
+                    self.poll_with_credit_updates(dir, out)
+                }
                 _ => 0,
             });
         }
@@ -121,6 +128,7 @@ impl Queue {
     }
 
     /// Whether flow control has an announcement due or WRs waiting for credit.
+    #[inline(always)]
     fn flow_wants_progress(w: &mut Wire) -> bool {
         let waiting = w.sq.uncompleted() > 0;
         w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
@@ -218,10 +226,10 @@ impl Queue {
 
     /// Whether completions are waiting in a direction (for interrupt re-arming).
     pub fn has_completions(&self, dir: umq_io_direction_t) -> bool {
-        let w = lock(&self.wire);
+        let mut w = lock(&self.wire);
         match dir {
             UMQ_IO_TX => w.sq.completed() > 0,
-            _ => w.rq.has_completions(),
+            _ => w.rq.has_completions() || Self::credit_updates_waiting(&mut w),
         }
     }
 

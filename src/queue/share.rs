@@ -31,12 +31,12 @@ pub(super) fn for_create(rt: &Runtime, cfg: &mut QueueConfig) -> UmqResult<Optio
     const F: &str = "umq_create";
     let main_handle = match cfg.extras.share {
         RqShare::Own => return Ok(None),
-        _ if rt.flow_control.enabled => {
+        _ if rt.flow_control.enabled && rt.flow_control.credit.is_none() => {
             return Err(einval(
                 F,
                 format_args!(
-                    "shared receive queues with flow control are not offered: the window's \
-                     credits are a receive queue's own"
+                    "shared receive queues with the window's flow control are not offered: its \
+                     credits are a receive queue's own (the July 2026 credit requests share one)"
                 ),
             ));
         }
@@ -176,6 +176,10 @@ impl Queue {
             }
         }
         let (accepted, waiting) = s.line.post(bufs);
+        if let Some(pool) = &self.credit_pool {
+            pool.recharge(accepted as u64);
+            self.credit_after_rx_post(pool);
+        }
         for h in waiting {
             if let Some(q) = table::get(h) {
                 // Through the member's wire lock first: a sender whose message found the line

@@ -71,6 +71,9 @@ impl Queue {
         }
         if accepted < batch.n {
             *bad = batch.head(accepted);
+            if window_limited && self.credit_pool.is_some() {
+                self.credit_check_post()?;
+            }
             crate::log_at!(
                 UMQ_LOG_LEVEL_DEBUG,
                 "umq_post",
@@ -104,6 +107,7 @@ impl Queue {
             && let Some(out) = self.send_one_now(wire, link, batch.head(0))
         {
             self.note_starvation(wire, false);
+            self.credit_after_round(&mut mine);
             drop(mine);
             self.after_round(&out);
             return Some((1, false));
@@ -170,7 +174,8 @@ impl Queue {
                 |wire, peer_area| self.queue_tx(wire, peer_area, batch),
                 |mine| self.link_post_round(mine),
                 |mine, admitted: &(usize, bool), out| {
-                    self.note_starvation(mine, admitted.1 || out.credit_wait)
+                    self.note_starvation(mine, admitted.1 || out.credit_wait);
+                    self.credit_after_round(mine);
                 },
             )
             .ok_or_else(|| self.not_bound("umq_post"))?;
@@ -190,6 +195,7 @@ impl Queue {
     ) -> (usize, bool) {
         let out = self.link_post_round(&mut mine);
         self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
+        self.credit_after_round(&mut mine);
         drop(mine);
         self.after_round(&out);
         admitted
@@ -278,6 +284,7 @@ impl Queue {
 
     /// Reports a queue that has had work waiting and no credit for longer than its stall
     /// timeout: once per stall, as a log line, a `UMQ_EVENT_QH_LIMIT` event and a counter.
+    #[inline(always)]
     pub(super) fn note_starvation(&self, w: &mut Wire, starved: bool) {
         let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
         if !no_credit {
@@ -512,6 +519,7 @@ fn invalid_wr(e: i32) -> i32 {
 /// Turns the plain SEND `head` into the carrier of a due window announcement (a SEND_IMM with
 /// the library's immediate); returns the announcement's count and the immediate it replaced.
 /// None, with nothing changed, when no announcement is due.
+#[inline(always)]
 fn make_carrier(f: &mut FlowState, head: *mut umq_buf_t) -> Option<(u64, u64)> {
     let (count, imm) = f.piggyback()?;
     let pro = unsafe { (*head).pro_mut() };

@@ -11,7 +11,7 @@ use super::spin::{SpinGuard, SpinMutex};
 use super::wire::{Outcome, Side, Wire};
 use super::wired::Wired;
 use crate::buf::pool::Pool;
-use crate::flow::Area;
+use crate::flow::{Area, FlowState};
 use std::sync::Arc;
 
 /// A queue end as the bindings see it (the queue layer implements it for its queues).
@@ -112,8 +112,15 @@ impl<S: Station> Binding<S> {
         match self {
             Binding::Here(peer) => {
                 let (mut mine, mut theirs) = lock_pair(me, &**peer);
+                let credit = matches!(mine.flow, Some(FlowState::Credit(_)));
+                if credit {
+                    loopback::exchange_credit(&mut mine, &mut theirs);
+                }
                 let admitted = admit(&mut mine, peer.area());
                 let out = loopback::deliver_to(&mut mine, &mut theirs, &**peer, pool);
+                if credit {
+                    loopback::exchange_credit(&mut mine, &mut theirs);
+                }
                 settle(&mut mine, &admitted, &out);
                 Some((admitted, out, Some(&**peer)))
             }
@@ -143,6 +150,10 @@ impl<S: Station> Binding<S> {
 
     /// Whether the peer's initial window can be read yet (`w` is our locked wire).
     pub fn window_known(&self, w: &Wired) -> bool {
+        // Credit requests start from nothing: there is no initial window to wait for.
+        if matches!(w.flow, Some(FlowState::Credit(_))) {
+            return true;
+        }
         match self {
             Binding::Here(peer) => peer.area().initial_window() > 0,
             Binding::Linked(_) => w
@@ -190,6 +201,16 @@ impl<'a, S: Station> Held<'a, S> {
                 false
             }
             (None, None) => false,
+        }
+    }
+
+    /// Carries the credit protocol's messages (July 2026 flow control): with a peer here, both
+    /// ways under the two locks until neither side has one left; through a link, ours as
+    /// control frames. Returns whether any moved.
+    pub fn exchange_credit(&mut self) -> bool {
+        match &mut self.here {
+            Some((theirs, _)) => loopback::exchange_credit(&mut self.mine, theirs),
+            None => self.mine.send_credit(),
         }
     }
 

@@ -363,6 +363,14 @@ impl Link {
         }
     }
 
+    /// Puts the control frames sent since the last round on their way (a provider that queues
+    /// them: the network's).
+    pub fn flush_control(&mut self, w: &mut Wire) {
+        if let Link::Fabric(l) = self {
+            l.flush_control(w);
+        }
+    }
+
     /// Sends a standalone window update (immediate `imm`); false when there is no room.
     pub fn send_update(&mut self, imm: u64) -> bool {
         match self {

@@ -79,6 +79,8 @@ pub enum Due {
     Round,
     /// Idle memory of its shared pool may go back to the system.
     PoolRelease,
+    /// Credit it holds unused goes back to the peer (the July 2026 flow control).
+    CreditReturn,
 }
 
 /// An fd that turns readable when an interrupt-mode queue has something to do.
@@ -394,7 +396,8 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
 pub fn unwatch(umqh: u64) {
     let mut w = state();
     w.entries.retain(|e| e.umqh != umqh);
-    w.deadlines.forget(umqh, &[Due::Rnr, Due::Round]);
+    w.deadlines
+        .forget(umqh, &[Due::Rnr, Due::Round, Due::CreditReturn]);
     end_if_idle(&mut w);
 }
 
@@ -402,8 +405,10 @@ pub fn unwatch(umqh: u64) {
 pub fn forget(umqh: u64) {
     let mut w = state();
     w.entries.retain(|e| e.umqh != umqh);
-    w.deadlines
-        .forget(umqh, &[Due::Rnr, Due::Round, Due::PoolRelease]);
+    w.deadlines.forget(
+        umqh,
+        &[Due::Rnr, Due::Round, Due::PoolRelease, Due::CreditReturn],
+    );
     end_if_idle(&mut w);
 }
 

@@ -246,6 +246,25 @@ pub(crate) fn receive_standalone(
     Ok(true)
 }
 
+/// A control frame of the peer's link channel: a credit message of the July 2026 flow control
+/// goes to the queue's credit machine, anything else to the link's pause machine. Err for a
+/// credit frame no peer of ours sends, or one for a queue that does not run the protocol.
+pub(crate) fn receive_control(w: &mut Wire, frame: &[u8]) -> Result<(), LinkError> {
+    match crate::flow::credit::Msg::from_frame(frame) {
+        None => crate::transport::pause::receive_frame(w.pause.as_ref(), frame),
+        Some(Err(why)) => Err(LinkError::Corrupt(why)),
+        Some(Ok(m)) => match w.flow.as_mut().and_then(|f| f.credit()) {
+            Some(c) => {
+                c.on_msg(m);
+                Ok(())
+            }
+            None => Err(LinkError::Corrupt(
+                "a credit message to a queue without credit flow control",
+            )),
+        },
+    }
+}
+
 /// Lands the data of a READ response in our READ WR with sequence number `seq` (how many of
 /// our WRs completed before it), which must be in flight; Err for anything else a peer says.
 pub(crate) fn land_read_response(w: &mut Wire, seq: u64, data: &[u8]) -> Result<(), LinkError> {

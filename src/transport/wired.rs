@@ -33,6 +33,34 @@ impl Wired {
     }
 }
 
+impl Wired {
+    /// Sends the credit protocol's waiting messages (July 2026 flow control) as control frames
+    /// on the link, and calls the peer's progress thread for them: its application may be
+    /// away. A full link keeps the rest for the next round. Returns whether any went.
+    pub fn send_credit(&mut self) -> bool {
+        let Wired { wire, link } = self;
+        let (Some(c), Some(link)) = (
+            wire.flow.as_mut().and_then(|f| f.credit()),
+            link.as_deref_mut(),
+        ) else {
+            return false;
+        };
+        let mut sent = false;
+        while let Some(m) = c.take_outgoing() {
+            if !link.send_control(&m.frame()) {
+                c.put_back(m);
+                break;
+            }
+            sent = true;
+        }
+        if sent {
+            link.flush_control(wire);
+            link.call_peer_now();
+        }
+        sent
+    }
+}
+
 // The link's raw buffer pointers, like the wire's, are the library's while posted, and used only
 // under the queue's lock.
 unsafe impl Send for Wired {}

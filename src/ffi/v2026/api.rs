@@ -33,7 +33,10 @@ fn enable_mode(mode: umq_trans_mode_t) {
 pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
     ffi_guard!("umq_init", {
         code(need("umq_init", "cfg", cfg).and_then(|c| {
-            crate::lifecycle::init(&*convert::init_cfg(c)?)?;
+            crate::lifecycle::init_with_credit(
+                &*convert::init_cfg(c)?,
+                Some(convert::credit_knobs(c)),
+            )?;
             let on = c.feature & UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS != 0;
             REMOTE_MEM_ACCESS.store(on, Ordering::Relaxed);
             let n = (c.trans_info_num as usize).min(c.trans_info.len());

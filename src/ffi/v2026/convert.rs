@@ -37,6 +37,23 @@ pub fn dev_assign(func: &str, d: &umq_dev_assign_t) -> UmqResult<Option<dec::umq
     Ok(Some(out))
 }
 
+/// The knobs of the July 2026 credit flow control (`bool` fields read as bytes: a C caller may
+/// store any value there).
+pub fn credit_knobs(c: &umq_init_cfg_t) -> crate::flow::credit::Knobs {
+    let f = &c.flow_control;
+    let limited = unsafe { *(&f.is_limited as *const bool as *const u8) };
+    crate::flow::credit::Knobs {
+        initial_credit: f.initial_credit,
+        max_credits_request: f.max_credits_request,
+        credit_multiple: f.credit_multiple,
+        return_ratio: f.return_ratio,
+        min_reserved_credit: f.min_reserved_credit,
+        timeout_ms: f.timeout_ms,
+        is_limited: limited != 0,
+        fc_req_timeout_ms: f.fc_req_timeout_ms,
+    }
+}
+
 /// A device name: text that ends inside its 64 bytes.
 pub fn c_name<'a>(func: &str, name: &'a [core::ffi::c_char]) -> UmqResult<&'a str> {
     let raw = unsafe { std::slice::from_raw_parts(name.as_ptr() as *const u8, name.len()) };

@@ -186,6 +186,17 @@ pub extern "C" fn umq_stats_flow_control_get(
                 v.queue_credit.total_queue_post_tx_err = s.total_flow_controlled_wr;
                 v.queue_credit.total_queue_acquired_err = s.total_remote_rx_received_error;
                 v.packet_stats = packet_stats(e.standalone, e.area_only, ctrl_received, [0; 3]);
+                // The credit requests: the pool is the receive queue's, shared by a shared
+                // receive queue's members; duplicates are counted where they were dropped.
+                if let Some((pool, dup_req, dup_rsp)) = q.credit_stats() {
+                    v.pool_credit.pool_idle = pool.idle;
+                    v.pool_credit.pool_be_allocated = pool.allocated;
+                    v.pool_credit.total_pool_idle = pool.total_idle;
+                    v.pool_credit.total_pool_be_allocated = pool.total_allocated;
+                    v.pool_credit.total_pool_post_rx_err = pool.total_post_rx_err;
+                    v.packet_stats.recv_duplicate_req_cnt = dup_req;
+                    v.packet_stats.recv_duplicate_rsp_cnt = dup_rsp;
+                }
                 *out = v;
                 Ok(())
             },

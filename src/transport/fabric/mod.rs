@@ -372,6 +372,18 @@ impl Link {
         Ok(out)
     }
 
+    /// Hands what is queued to go (control frames first) to libfabric now, outside a round:
+    /// a frame queued after a round's flush would otherwise wait for the next round. An error
+    /// is left for that round to find.
+    pub fn flush_control(&mut self, w: &mut Wire) {
+        if self.left {
+            return;
+        }
+        let node = self.ch.node.clone();
+        let n = &mut *node.lock();
+        let _ = self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets);
+    }
+
     /// A post's round: our sends (and the completions that free send buffers).
     #[inline(never)]
     pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {

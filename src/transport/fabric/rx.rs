@@ -91,7 +91,7 @@ pub(super) fn receive_messages(
         let payload = &bytes[HEADER..];
         if h.kind == KIND_CONTROL {
             // Anywhere, also between a message's fragments: the link's frames overtake.
-            crate::transport::pause::receive_frame(w.pause.as_ref(), payload)?;
+            target::receive_control(w, payload)?;
         } else if let Some((first, data)) = rx.assembling.as_mut() {
             if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
                 return Err(LinkError::Corrupt("fabric fragments do not make a message"));
@@ -195,9 +195,7 @@ impl Run<'_> {
                 Ok(true)
             }
             KIND_PING => Ok(true),
-            KIND_CONTROL => {
-                crate::transport::pause::receive_frame(w.pause.as_ref(), payload).map(|()| true)
-            }
+            KIND_CONTROL => target::receive_control(w, payload).map(|()| true),
             KIND_BYE => {
                 *self.left = true;
                 Ok(true)

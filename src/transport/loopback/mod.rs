@@ -119,6 +119,34 @@ pub fn deliver_update<S: Station>(theirs: &mut Wire, peer: &S, imm: u64) -> bool
     true
 }
 
+/// Carries the credit protocol's messages between two wires of this process, both locked,
+/// until neither has one left (an answer may call for another: a return's acknowledgement, a
+/// request at the threshold). Returns whether any moved.
+#[cold]
+#[inline(never)]
+pub fn exchange_credit(a: &mut Wire, b: &mut Wire) -> bool {
+    let mut any = false;
+    while carry_credit(a, b) | carry_credit(b, a) {
+        any = true;
+    }
+    any
+}
+
+fn carry_credit(from: &mut Wire, to: &mut Wire) -> bool {
+    let Some(src) = from.flow.as_mut().and_then(|f| f.credit()) else {
+        return false;
+    };
+    let mut moved = false;
+    while let Some(m) = src.take_outgoing() {
+        moved = true;
+        // A peer without the protocol (it unbound meanwhile) takes nothing.
+        if let Some(dst) = to.flow.as_mut().and_then(|f| f.credit()) {
+            dst.on_msg(m);
+        }
+    }
+    moved
+}
+
 /// What unbinding a pair in this process flushed: our sends failed, our receive buffers
 /// flushed, and the peer's sends failed.
 pub struct Flushed {

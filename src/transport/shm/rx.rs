@@ -42,7 +42,7 @@ pub(super) fn receive(
             KIND_CONTROL => {
                 // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
                 let frame = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
-                crate::transport::pause::receive_frame(w.pause.as_ref(), frame)?
+                target::receive_control(w, frame)?
             }
             KIND_MORE_PACKET => {
                 if !packet(w, pair, mine, peer, &e, payload, at, out)? {
