@@ -28,6 +28,10 @@ static void init(void)
     cfg->flow_control.initial_credit = 4;
     cfg->flow_control.is_limited = true;
     cfg->flow_control.timeout_ms = 60000; /* no idle return during the test */
+    /* A parked request waits as long as the test keeps the pool empty (seconds under
+     * AddressSanitizer over the network): no request timeout (python/tests/test_credit.py
+     * tests it). */
+    cfg->flow_control.fc_req_timeout_ms = -1;
     cfg->trans_info_num = 1;
     cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
     name_lo(&cfg->trans_info[0].dev_info);

@@ -833,10 +833,7 @@ dispatch! {
         fn peer_ready(&mut self) -> bool = c => true;
         fn ctrl_credit(&mut self) -> u64 = c => 0;
         fn stats(&mut self) -> umq_flowcontrol_stats_t = c => c.window_stats();
-        fn peer_credit(&mut self) -> u64 = c => {
-            let g = c.granting();
-            g.allocated - g.consumed
-        };
+        fn peer_credit(&mut self) -> u64 = c => c.granting().unused();
         fn ctrl_received(&mut self) -> u64 = c => c.packets.received;
     }
 }

@@ -234,7 +234,12 @@ impl Queue {
         // What the peer published before it died is whole (entries count only once stamped)
         // and its sends already completed there: deliver it first, as a NIC would have.
         self.service_link();
-        lock(&self.wire).fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
+        let mut w = lock(&self.wire);
+        w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
+        // Credit the dead peer held goes back to a shared pool's other members now, not at
+        // the application's unbind.
+        self.credit_unbind(&mut w, 0);
+        drop(w);
         self.set_error(why);
         self.notify(true, true);
     }

@@ -429,6 +429,14 @@ pub struct Granting {
     pub consumed: u64,
 }
 
+impl Granting {
+    /// Credit the peer holds or has in flight: granted and not used. A peer that sent more
+    /// than it was granted (a message that found a posted buffer all the same) holds none.
+    pub fn unused(&self) -> u64 {
+        self.allocated.saturating_sub(self.consumed)
+    }
+}
+
 /// One bound queue's half of the protocol on each side: the credit it holds toward its peer
 /// (in `win`, whose counters are the statistics the December revision also reports), its
 /// request, and what it granted its peer from `pool`.
@@ -613,7 +621,7 @@ impl Credit {
             }
             Kind::Return => {
                 self.expect_seq = next_seq(self.expect_seq);
-                let unused = self.granting.allocated - self.granting.consumed;
+                let unused = self.granting.unused();
                 let back = (m.count as u64).min(unused);
                 self.granting.allocated -= back;
                 self.pool.give_back(back);
@@ -656,14 +664,7 @@ impl Credit {
             return;
         };
         self.offered = true;
-        self.granting.allocated += count as u64;
-        self.granting.total_allocated += count as u64;
-        self.send(Msg {
-            kind: Kind::Offer,
-            count,
-            ratio,
-            seq: 0,
-        });
+        self.hand_over(Kind::Offer, count, ratio, 0);
     }
 
     fn answered(&mut self) {
@@ -674,10 +675,15 @@ impl Credit {
     /// Answers a request of the peer with `count` credits taken from the pool (also a parked
     /// request the pool answered later, `Pool::serve_parked`).
     pub fn grant(&mut self, count: u16, seq: u8, ratio: u8) {
+        self.hand_over(Kind::Rep, count, ratio, seq);
+    }
+
+    /// Credit taken from the pool goes to the peer: counted as granted, and on its way.
+    fn hand_over(&mut self, kind: Kind, count: u16, ratio: u8, seq: u8) {
         self.granting.allocated += count as u64;
         self.granting.total_allocated += count as u64;
         self.send(Msg {
-            kind: Kind::Rep,
+            kind,
             count,
             ratio,
             seq,
@@ -693,7 +699,7 @@ impl Credit {
 
     /// Credit granted to the peer and not used: the pool takes it back (the binding ends).
     pub fn release_granted(&mut self) {
-        let unused = self.granting.allocated - self.granting.consumed;
+        let unused = self.granting.unused();
         self.granting.allocated -= unused;
         self.pool.give_back(unused);
         self.pool.unpark(self.umqh);

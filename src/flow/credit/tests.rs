@@ -327,3 +327,28 @@ fn the_first_credit_is_offered_once_buffers_are_posted() {
         "an offer has no sequence number"
     );
 }
+
+/// A peer that sends more than it was granted (hostile, or a message that found a buffer all
+/// the same) leaves nothing negative: it holds no credit, and a return or an unbind gives
+/// back nothing.
+#[test]
+fn messages_beyond_the_grants_leave_no_negative_credit() {
+    let pool = Arc::new(Pool::new(64, true));
+    let mut b = credit(&pool, 2);
+    pool.recharge(4);
+    b.data_arrived(5);
+    assert_eq!(b.granting().unused(), 0);
+    b.on_msg(Msg {
+        kind: Kind::Return,
+        count: 3,
+        ratio: 0,
+        seq: 1,
+    });
+    assert_eq!(
+        b.take_outgoing().map(|m| (m.kind, m.count)),
+        Some((Kind::ReturnAck, 0))
+    );
+    b.release_granted();
+    let s = pool.stats();
+    assert_eq!((s.idle, s.allocated), (4, 0));
+}
