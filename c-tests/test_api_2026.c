@@ -716,8 +716,9 @@ static void provider_timing(uint64_t a, uint64_t b)
     }
 }
 
-/* No queue shares a pooled transport (the flag is not offered): every pool call says so, its
- * statistics are those of an empty pool. */
+/* On a queue that is not a main queue sharing its transport the pool's calls are refused, but
+ * for its eventfd and statistics (the process's pool's, empty here: test_tp_pool_2026.c uses
+ * one). */
 static void transport_pool(uint64_t a)
 {
     umq_tp_resource_create_option_t o;
@@ -726,7 +727,7 @@ static void transport_pool(uint64_t a)
     CHECK_EQ(umq_transport_pool_resource_create(a, &o), UINT32_MAX);
     CHECK_EQ(umq_transport_pool_resource_modify(a, 0), -UMQ_ERR_EINVAL);
     CHECK_EQ(umq_transport_pool_resource_destroy(a, 0), -UMQ_ERR_EINVAL);
-    CHECK_EQ(umq_transport_pool_eventfd_get(a), -UMQ_ERR_EINVAL);
+    CHECK(umq_transport_pool_eventfd_get(a) >= 0);
     CHECK_EQ(umq_transport_pool_eventfd_get(12345), -UMQ_ERR_EINVAL);
     umq_transport_pool_stats_t s;
     memset(&s, 0xee, sizeof(s));

@@ -42,6 +42,11 @@ impl EventFd {
         unsafe { libc::write(self.fd, &one as *const u64 as *const _, 8) };
     }
 
+    /// Adds `n` to the counter.
+    pub fn signal_by(&self, n: u64) {
+        unsafe { libc::write(self.fd, &n as *const u64 as *const _, 8) };
+    }
+
     /// Reads the counter (or one unit in semaphore mode); 0 when nothing is pending.
     pub fn take(&self) -> u64 {
         let mut v: u64 = 0;
@@ -63,6 +68,66 @@ impl EventFd {
             }
             if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return false;
+            }
+        }
+    }
+}
+
+/// What a forwarding channel runs in place of signalling its own fd.
+pub type Forward = Box<dyn Fn() + Send + Sync>;
+
+/// An interrupt channel: an eventfd armed by a rearm and signalled by the next completion
+/// after it (the `ibv_req_notify_cq` contract), with the count of events acknowledged. A
+/// forwarding channel stays armed and hands each completion on (a logic queue's sends wake
+/// its transport resource's channel): the check costs the usual channels nothing on the path
+/// where nothing is armed.
+pub struct Channel {
+    fd: EventFd,
+    armed: std::sync::atomic::AtomicBool,
+    pub acked: std::sync::atomic::AtomicU64,
+    forward: Option<Forward>,
+}
+
+impl Channel {
+    pub fn new() -> Result<Channel, i32> {
+        Ok(Channel {
+            fd: EventFd::new(false)?,
+            armed: std::sync::atomic::AtomicBool::new(false),
+            acked: std::sync::atomic::AtomicU64::new(0),
+            forward: None,
+        })
+    }
+
+    pub fn forwarding(forward: Forward) -> Result<Channel, i32> {
+        Ok(Channel {
+            armed: std::sync::atomic::AtomicBool::new(true),
+            forward: Some(forward),
+            ..Channel::new()?
+        })
+    }
+
+    pub fn fd(&self) -> &EventFd {
+        &self.fd
+    }
+
+    pub fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    #[inline(always)]
+    pub fn fire_if_armed(&self) {
+        if self.armed.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            self.fire();
+        }
+    }
+
+    #[inline(never)]
+    fn fire(&self) {
+        match &self.forward {
+            None => self.fd.signal(),
+            Some(f) => {
+                self.arm();
+                f();
             }
         }
     }

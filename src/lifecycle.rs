@@ -14,12 +14,17 @@ use crate::runtime::{
 };
 
 pub fn init(cfg: &umq_init_cfg_t) -> UmqResult<()> {
-    init_with_credit(cfg, None)
+    init_with_credit(cfg, None, 0)
 }
 
 /// `init` for a front-end whose flow control is the July 2026 credit requests (`credit`
-/// knobs) rather than the receive window.
-pub fn init_with_credit(cfg: &umq_init_cfg_t, credit: Option<Knobs>) -> UmqResult<()> {
+/// knobs) rather than the receive window, and whose transport pool notifies every
+/// `tp_notify_threshold` idle resources (0: the default).
+pub fn init_with_credit(
+    cfg: &umq_init_cfg_t,
+    credit: Option<Knobs>,
+    tp_notify_threshold: u32,
+) -> UmqResult<()> {
     const F: &str = "umq_init";
     let known = UMQ_FEATURE_API_PRO
         | UMQ_FEATURE_ENABLE_TOKEN_POLICY
@@ -94,6 +99,8 @@ pub fn init_with_credit(cfg: &umq_init_cfg_t, credit: Option<Knobs>) -> UmqResul
         fabric_provider: runtime::fabric_provider_from_env(),
         events: AsyncEvents::new()?,
         trans_info,
+        tp_pool: Default::default(),
+        tp_notify_threshold,
     };
     // (A second init racing this one is refused here, its pool dropped unused.)
     runtime::install(rt)?;

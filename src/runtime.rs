@@ -6,6 +6,7 @@ use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
 use crate::transport::link::Provider;
+use crate::transport::tp_pool::TransportPool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -49,6 +50,31 @@ pub struct Runtime {
     pub fabric_provider: String,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
+    /// The process's transport pool (`UMQ_CREATE_FLAG_SHARE_TRANSPORT`), made when a main
+    /// queue first shares its transport, and its eventfd's notify threshold.
+    pub(crate) tp_pool: std::sync::OnceLock<TransportPool>,
+    pub tp_notify_threshold: u32,
+}
+
+impl Runtime {
+    /// The transport pool, made on first use (its eventfd is the one resource it needs).
+    pub fn transport_pool(&self) -> UmqResult<&TransportPool> {
+        if let Some(p) = self.tp_pool.get() {
+            return Ok(p);
+        }
+        let made = TransportPool::new(self.tp_notify_threshold).inspect_err(|_| {
+            crate::log_err!(
+                "umq_create",
+                "the transport pool's eventfd could not be made"
+            );
+        })?;
+        Ok(self.tp_pool.get_or_init(|| made))
+    }
+
+    /// The transport pool if a main queue made it.
+    pub fn transport_pool_made(&self) -> Option<&TransportPool> {
+        self.tp_pool.get()
+    }
 }
 
 static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);

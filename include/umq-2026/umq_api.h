@@ -148,23 +148,27 @@ int umq_external_rwlock_ops_register(umq_external_rwlock_ops_t *ops);
 int umq_external_thread_key_ops_register(umq_external_thread_key_ops_t *ops);
 
 /**
- * The eventfd of the process's transport pool: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ * The eventfd of the process's transport pool, written with the count of idle resources as
+ * resources become idle (at multiples of `tp_pool_cfg.notify_threshold`); any live queue may
+ * ask. The fd is the library's: do not close it.
  */
 int umq_transport_pool_eventfd_get(uint64_t umqh);
 
 /**
- * Moves a pooled transport to the error state: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ * Moves the transport resource `tp_handle_idx` to the error state: posts on it fail from then
+ * on, and once given back it is not lent again. Only on a main queue that shares its transport.
  */
 int umq_transport_pool_resource_modify(uint64_t umqh, uint32_t tp_handle_idx);
 
 /**
- * Makes a pooled transport: `UINT32_MAX`, the documented failure (see `no_transport_pool`;
- * a NULL `option` is refused first).
+ * Makes a transport resource for the process's pool through a main queue that shares its
+ * transport; returns its index, or `UINT32_MAX` with errno set.
  */
 uint32_t umq_transport_pool_resource_create(uint64_t umqh, umq_tp_resource_create_option_t *option);
 
 /**
- * Destroys a pooled transport: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+ * Destroys the idle transport resource `tp_handle_idx` (`-UMQ_ERR_EBUSY` while a logic queue
+ * holds it).
  */
 int umq_transport_pool_resource_destroy(uint64_t umqh, uint32_t tp_handle_idx);
 

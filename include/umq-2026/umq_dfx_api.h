@@ -151,8 +151,9 @@ int umq_stats_tp_perf_stop(umq_trans_mode_t trans_mode);
 int umq_stats_tp_perf_info_get(umq_trans_mode_t trans_mode, char *perf_buf, uint32_t *length);
 
 /**
- * The transport pool's counts for a live queue: all zero, since no queue of this library
- * shares a pooled transport (`umq_create` does not offer `UMQ_CREATE_FLAG_SHARE_TRANSPORT`).
+ * The process's transport pool's counts (any live queue may ask, as in the reference): all
+ * zero until a main queue shares its transport. `cache_num` is always 0: no resource waits in
+ * a per-thread cache (the reference's default cache size is 0 too).
  */
 int umq_stats_transport_pool_get(uint64_t umqh,
                                  umq_transport_pool_stats_t *umq_transport_pool_stats);

@@ -25,10 +25,14 @@ int umq_post(uint64_t umqh, umq_buf_t *qbuf, umq_io_option_t *option, umq_buf_t 
 
 /**
  * Polls completions (`option->io_direction`; `UMQ_IO_ALL` needs room for at least two, as in
- * the reference). A buffer that tells of a credit update has status `UMQ_FAKE_BUF_FC_UPDATE`
+ * the reference). With `UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX`, a main queue that shares its
+ * transport polls the send completions of the transport resource `option->tp_handle_idx`. A buffer that tells of a credit update has status `UMQ_FAKE_BUF_FC_UPDATE`
  * in this revision; the application frees it.
  */
-int umq_poll(uint64_t umqh, umq_io_option_t *option, umq_buf_t **buf, uint32_t max_buf_count);
+int umq_poll(uint64_t umqh,
+             umq_io_option_t *option,
+             umq_buf_t **buf,
+             uint32_t max_buf_count);
 
 /**
  * The fds of a queue's completion channels: for `UMQ_IO_ALL` the TX and the RX channel, else

@@ -3,7 +3,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 #[cfg_attr(feature = "abi-2026", allow(unused_imports))]
-use super::{checked, code, fd_or_errno, ffi_guard, need, need_mut, or_errno, set_bad};
+use super::{checked, code, fd_or_errno, ffi_guard, need, need_mut, or_errno, set_bad, tp_handle};
 use crate::abi::errno::*;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
@@ -293,7 +293,7 @@ pub extern "C" fn umq_rearm_interrupt(
     let _ = solicated;
     ffi_guard!("umq_rearm_interrupt", {
         code(with_queue("umq_rearm_interrupt", umqh, |q| {
-            q.rearm(checked(option))
+            q.rearm(checked(option), tp_handle(option))
         }))
     })
 }
@@ -314,7 +314,7 @@ pub extern "C" fn umq_wait_interrupt(
                 format_args!("bad or stale queue handle {wait_umqh:#x}"),
             );
         };
-        q.wait_interrupt(time_out, checked(option))
+        q.wait_interrupt(time_out, checked(option), tp_handle(option))
             .unwrap_or_else(|e| e)
     })
 }
@@ -324,7 +324,7 @@ pub extern "C" fn umq_wait_interrupt(
 pub extern "C" fn umq_ack_interrupt(umqh: u64, nevents: u32, option: *mut umq_interrupt_option_t) {
     ffi_guard!("umq_ack_interrupt", {
         let _ = with_queue("umq_ack_interrupt", umqh, |q| {
-            q.ack_interrupt(nevents, checked(option))
+            q.ack_interrupt(nevents, checked(option), tp_handle(option))
         });
     })
 }

@@ -82,6 +82,17 @@ pub fn checked<'a, T>(p: *const T) -> Option<&'a T> {
     Some(unsafe { &*p })
 }
 
+/// The transport resource an interrupt option names (`UMQ_INTERRUPT_FLAG_TP_HANDLE_IDX`):
+/// the July 2026 option carries its index after the direction; December's names none.
+pub fn tp_handle(option: *const crate::abi::types::umq_interrupt_option_t) -> Option<u32> {
+    if !cfg!(feature = "abi-2026") {
+        return None;
+    }
+    use crate::abi::v2026::types as v;
+    let o = checked(option as *const v::umq_interrupt_option_t)?;
+    (o.flag & v::UMQ_INTERRUPT_FLAG_TP_HANDLE_IDX != 0).then_some(o.tp_handle_idx)
+}
+
 pub fn checked_mut<'a, T>(p: *mut T) -> Option<&'a mut T> {
     if p.is_null() || !(p as usize).is_multiple_of(align_of::<T>()) {
         return None;

@@ -1,7 +1,7 @@
 //! Exports of `umq_pro_api.h`: posting work requests and polling their completions.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::{checked, fd_or_errno, ffi_guard, set_bad};
+use super::{checked, fd_or_errno, ffi_guard, set_bad, tp_handle};
 use crate::abi::errno::*;
 use crate::abi::types::*;
 use crate::error::einval;
@@ -168,13 +168,38 @@ pub(crate) fn poll(
     r.unwrap_or_else(|e| e)
 }
 
+/// `poll` naming a transport resource (`Queue::poll_pooled`; the July 2026 revision's).
+#[cfg(feature = "abi-2026")]
+pub(crate) fn poll_pooled(
+    umqh: u64,
+    io_direction: umq_io_direction_t,
+    tp_handle_idx: u32,
+    buf: *mut *mut umq_buf_t,
+    max_buf_count: u32,
+) -> c_int {
+    with_queue("umq_poll", umqh, |q| {
+        if buf.is_null() || max_buf_count == 0 {
+            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
+            return Err(einval(
+                "umq_poll",
+                format_args!("buf is NULL or max_buf_count is 0"),
+            ));
+        }
+        let out = unsafe {
+            std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
+        };
+        Ok(q.poll_pooled(io_direction, tp_handle_idx, out)? as i32)
+    })
+    .unwrap_or_else(|e| e)
+}
+
 /// The fd of the TX or RX completion channel (`option->direction`) of an interrupt-mode queue,
 /// for poll/epoll; `UMQ_INVALID_FD` with errno set on error. The fd belongs to the queue: do not close it.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_interrupt_fd_get(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
     ffi_guard!("umq_interrupt_fd_get", {
         fd_or_errno(with_queue("umq_interrupt_fd_get", umqh, |q| {
-            q.interrupt_fd(checked(option))
+            q.interrupt_fd(checked(option), tp_handle(option))
         }))
     })
 }
@@ -185,7 +210,7 @@ pub extern "C" fn umq_interrupt_fd_get(umqh: u64, option: *mut umq_interrupt_opt
 pub extern "C" fn umq_get_cq_event(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
     ffi_guard!("umq_get_cq_event", {
         with_queue("umq_get_cq_event", umqh, |q| {
-            q.get_cq_event(checked(option))
+            q.get_cq_event(checked(option), tp_handle(option))
         })
         .unwrap_or_else(|e| e)
     })

@@ -2,32 +2,12 @@
 //! signalled by the next completion in that direction (the `ibv_req_notify_cq` contract).
 
 use super::Queue;
+use super::pooled::TpChannel;
 use crate::abi::types::*;
 use crate::error::{UmqResult, einval};
-use crate::event::EventFd;
+use crate::event::Channel;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-pub struct Channel {
-    fd: EventFd,
-    armed: AtomicBool,
-    pub acked: AtomicU64,
-}
-
-impl Channel {
-    fn new() -> Result<Channel, i32> {
-        Ok(Channel {
-            fd: EventFd::new(false)?,
-            armed: AtomicBool::new(false),
-            acked: AtomicU64::new(0),
-        })
-    }
-    fn fire_if_armed(&self) {
-        if self.armed.swap(false, Ordering::AcqRel) {
-            self.fd.signal();
-        }
-    }
-}
+use std::sync::atomic::Ordering;
 
 pub struct Interrupts {
     tx: Channel,
@@ -43,10 +23,17 @@ impl Interrupts {
         })
     }
 
-    /// A sub-queue's: its own send channel, its main queue's receive channel.
-    pub fn sharing_rx(main: &Interrupts) -> Result<Interrupts, i32> {
+    /// A sub-queue's or logic queue's: its own send channel, its main queue's receive channel.
+    /// A logic queue's send channel forwards to its transport resource's (`forward`).
+    pub fn sharing_rx(
+        main: &Interrupts,
+        forward: Option<crate::event::Forward>,
+    ) -> Result<Interrupts, i32> {
         Ok(Interrupts {
-            tx: Channel::new()?,
+            tx: match forward {
+                Some(f) => Channel::forwarding(f)?,
+                None => Channel::new()?,
+            },
             rx: main.rx.clone(),
         })
     }
@@ -93,12 +80,20 @@ impl Queue {
             })
     }
 
+    /// The channel an interrupt call names: the queue's own for the direction, or with `tp`
+    /// (`UMQ_INTERRUPT_FLAG_TP_HANDLE_IDX`) a transport resource's (`pooled`).
     fn channel(
         &self,
         func: &str,
         option: Option<&umq_interrupt_option_t>,
-    ) -> UmqResult<(&Channel, umq_io_direction_t)> {
+        tp: Option<u32>,
+    ) -> UmqResult<(TpChannel<'_>, umq_io_direction_t)> {
         let dir = direction(func, option)?;
+        let ch = self.tp_channel(func, dir, tp, || self.own_channel(func, dir))?;
+        Ok((ch, dir))
+    }
+
+    fn own_channel(&self, func: &str, dir: umq_io_direction_t) -> UmqResult<&Channel> {
         if dir == UMQ_IO_RX && self.is_sub() {
             return Err(einval(
                 func,
@@ -121,22 +116,34 @@ impl Queue {
                     ),
                 )
             })?;
-        Ok((if dir == UMQ_IO_TX { &irq.tx } else { &irq.rx }, dir))
+        Ok(if dir == UMQ_IO_TX { &irq.tx } else { &irq.rx })
     }
 
-    pub fn interrupt_fd(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<i32> {
-        Ok(self.channel("umq_interrupt_fd_get", option)?.0.fd.fd())
+    pub fn interrupt_fd(
+        &self,
+        option: Option<&umq_interrupt_option_t>,
+        tp: Option<u32>,
+    ) -> UmqResult<i32> {
+        Ok(self
+            .channel("umq_interrupt_fd_get", option, tp)?
+            .0
+            .fd()
+            .fd())
     }
 
     /// Arms the channel. Completions already waiting signal at once, so the usual
     /// rearm-then-wait sequence can never miss one (a wake-up may be spurious, never lost).
-    pub fn rearm(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<()> {
+    pub fn rearm(&self, option: Option<&umq_interrupt_option_t>, tp: Option<u32>) -> UmqResult<()> {
         if self.sub_rx_noop(option) {
             return Ok(());
         }
-        let (ch, dir) = self.channel("umq_rearm_interrupt", option)?;
-        ch.armed.store(true, Ordering::Release);
-        if self.has_completions(dir) {
+        let (ch, dir) = self.channel("umq_rearm_interrupt", option, tp)?;
+        ch.arm();
+        let waiting = match (&ch, tp) {
+            (TpChannel::Pooled(_), Some(idx)) => self.tp_has_completions(idx),
+            _ => self.has_completions(dir),
+        };
+        if waiting {
             ch.fire_if_armed();
         }
         Ok(())
@@ -148,35 +155,41 @@ impl Queue {
         &self,
         timeout_ms: i32,
         option: Option<&umq_interrupt_option_t>,
+        tp: Option<u32>,
     ) -> UmqResult<i32> {
-        let (ch, _) = self.channel("umq_wait_interrupt", option)?;
+        let (ch, _) = self.channel("umq_wait_interrupt", option, tp)?;
         if timeout_ms < -1 {
             return Err(einval(
                 "umq_wait_interrupt",
                 format_args!("time_out {timeout_ms} < -1"),
             ));
         }
-        if !ch.fd.wait(timeout_ms) {
+        if !ch.fd().wait(timeout_ms) {
             return Ok(0);
         }
-        Ok(ch.fd.take().min(i32::MAX as u64) as i32)
+        Ok(ch.fd().take().min(i32::MAX as u64) as i32)
     }
 
     /// Consumes pending events without waiting (for callers that watch the fd themselves).
-    pub fn get_cq_event(&self, option: Option<&umq_interrupt_option_t>) -> UmqResult<i32> {
-        let (ch, _) = self.channel("umq_get_cq_event", option)?;
-        Ok(ch.fd.take().min(i32::MAX as u64) as i32)
+    pub fn get_cq_event(
+        &self,
+        option: Option<&umq_interrupt_option_t>,
+        tp: Option<u32>,
+    ) -> UmqResult<i32> {
+        let (ch, _) = self.channel("umq_get_cq_event", option, tp)?;
+        Ok(ch.fd().take().min(i32::MAX as u64) as i32)
     }
 
     pub fn ack_interrupt(
         &self,
         nevents: u32,
         option: Option<&umq_interrupt_option_t>,
+        tp: Option<u32>,
     ) -> UmqResult<()> {
         if self.sub_rx_noop(option) {
             return Ok(());
         }
-        let (ch, _) = self.channel("umq_ack_interrupt", option)?;
+        let (ch, _) = self.channel("umq_ack_interrupt", option, tp)?;
         ch.acked.fetch_add(nevents as u64, Ordering::Relaxed);
         Ok(())
     }

@@ -14,6 +14,7 @@ mod hazard;
 pub mod interrupt;
 pub mod pacing;
 pub mod pfc;
+mod pooled;
 mod progress;
 mod rx;
 mod share;
@@ -109,6 +110,8 @@ pub struct Queue {
     credit_pool: Option<Arc<crate::flow::credit::Pool>>,
     /// The progress engine holds the deadline at which unused credit goes back.
     credit_return_filed: AtomicBool,
+    /// The queue's part in the process's transport pool (`pooled`).
+    tp: pooled::TpRole,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -216,7 +219,8 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
         ..config::from_option(option)?
     };
     let share = share::for_create(&rt, &mut cfg)?;
-    let irq = share::interrupts(&cfg, share.as_ref())?;
+    let tp = pooled::role_for_create(&rt, &cfg, share.as_ref())?;
+    let irq = share::interrupts(&cfg, share.as_ref(), tp.forward_sends(&rt))?;
     let credit_pool = credit_pool_for(&rt, &cfg, share.as_ref());
     // The July 2026 credit requests add update buffers to receive polls: not the common case.
     let plain_polls = rt.pro_api && share.is_none() && credit_pool.is_none();
@@ -251,6 +255,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             share,
             credit_pool,
             credit_return_filed: AtomicBool::new(false),
+            tp,
         })
     })
     .inspect_err(|_| {
@@ -307,6 +312,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
     }
     pacing::forget(&q);
     let held = q.release_all_buffers() + q.leave_line();
+    q.give_back_on_destroy();
     if let Some(Some(lists)) = q.shared_pool.get() {
         q.rt.pool.retire(lists);
     }

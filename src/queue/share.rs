@@ -95,15 +95,17 @@ pub(super) fn for_create(rt: &Runtime, cfg: &mut QueueConfig) -> UmqResult<Optio
 /// A new queue's interrupt channels: its own in interrupt mode; a sub-queue's receive channel
 /// is its main queue's, so a sub-queue whose main queue is in interrupt mode has channels
 /// whatever its own mode (its sends' channel then unused).
+/// A logic queue's sends wake its transport resource's channel (`forward`, from `pooled`).
 pub(super) fn interrupts(
     cfg: &QueueConfig,
     share: Option<&Share>,
+    forward: Option<crate::event::Forward>,
 ) -> UmqResult<Option<Interrupts>> {
     let main_irq = share
         .and_then(|s| s.main.as_ref())
         .and_then(|m| m.irq.as_ref());
     Ok(match main_irq {
-        Some(main) => Some(Interrupts::sharing_rx(main)?),
+        Some(main) => Some(Interrupts::sharing_rx(main, forward)?),
         None if cfg.interrupt => Some(Interrupts::new()?),
         None => None,
     })
@@ -204,12 +206,18 @@ impl Queue {
         dir: umq_io_direction_t,
         out: &mut [*mut umq_buf_t],
     ) -> usize {
+        // A main queue that shares its transport polls sends by resource (`poll_pooled`).
         let sends = |out: &mut [*mut umq_buf_t]| match dir {
             UMQ_IO_RX => 0,
+            _ if self.is_tp_main() => 0,
             _ => self.poll_locked(UMQ_IO_TX, out, false, |_, room| room).0,
         };
         if s.main.is_some() {
-            return sends(out);
+            let n = sends(out);
+            if self.is_logic() {
+                self.give_back_when_drained();
+            }
+            return n;
         }
         if dir != UMQ_IO_TX {
             for _ in 0..s.line.linked().min(LINKED_A_POLL) {

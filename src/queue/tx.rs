@@ -62,17 +62,49 @@ impl Queue {
     ) -> UmqResult<()> {
         let mut batch = TxBatch::new(whole);
         parse_tx(head, &mut batch).inspect_err(|_| *bad = head)?;
-        let (accepted, window_limited) = match self.post_tx_link(&batch) {
+        if self.is_logic() {
+            return self.post_tx_logic(&batch, bad);
+        }
+        self.post_parsed(&batch, bad).1
+    }
+
+    /// A logic queue's post, on the transport resource it borrows (`pooled`).
+    #[cold]
+    #[inline(never)]
+    fn post_tx_logic(&self, batch: &TxBatch, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
+        self.post_pooled(
+            batch.n,
+            bad,
+            batch.head(0),
+            |may, bad| self.post_parsed(&batch.first(may), bad),
+            |i| batch.head(i),
+        )
+    }
+
+    /// Posts parsed WRs; returns how many were accepted, and the post's result.
+    #[inline(always)]
+    fn post_parsed(&self, batch: &TxBatch, bad: &mut *mut umq_buf_t) -> (usize, UmqResult<()>) {
+        let head = batch.head(0);
+        let (accepted, window_limited) = match self.post_tx_link(batch) {
             Some(admitted) => admitted,
-            None => self.post_tx_to_peer(&batch).inspect_err(|_| *bad = head)?,
+            None => match self.post_tx_to_peer(batch) {
+                Ok(admitted) => admitted,
+                Err(e) => {
+                    *bad = head;
+                    return (0, Err(e));
+                }
+            },
         };
         if batch.held.get() {
             self.pace_wake();
         }
         if accepted < batch.n {
             *bad = batch.head(accepted);
-            if window_limited && self.credit_pool.is_some() {
-                self.credit_check_post()?;
+            if window_limited
+                && self.credit_pool.is_some()
+                && let Err(e) = self.credit_check_post()
+            {
+                return (accepted, Err(e));
             }
             crate::log_at!(
                 UMQ_LOG_LEVEL_DEBUG,
@@ -86,9 +118,9 @@ impl Queue {
                 },
                 batch.n
             );
-            return Err(-UMQ_ERR_EAGAIN);
+            return (accepted, Err(-UMQ_ERR_EAGAIN));
         }
-        Ok(())
+        (accepted, Ok(()))
     }
 
     /// A post through a link, which lives under our wire lock: no peer lock. None when the
@@ -365,6 +397,15 @@ impl TxBatch {
         }
         self.wrs[self.n].write(head);
         self.n += 1;
+    }
+
+    /// The batch of the first `k` WRs.
+    fn first(&self, k: usize) -> TxBatch {
+        let mut b = TxBatch::new(self.whole);
+        for &h in &self.heads()[..k] {
+            b.push(h);
+        }
+        b
     }
 
     /// The parsed WRs' first buffers.

@@ -31,6 +31,7 @@ mod spin_sync {
 }
 pub mod target;
 pub mod timer;
+pub mod tp_pool;
 pub mod transmit;
 pub mod wire;
 pub mod wired;

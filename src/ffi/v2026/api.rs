@@ -36,6 +36,7 @@ pub extern "C" fn umq_init(cfg: *mut umq_init_cfg_t) -> c_int {
             crate::lifecycle::init_with_credit(
                 &*convert::init_cfg(c)?,
                 Some(convert::credit_knobs(c)),
+                c.tp_pool_cfg.notify_threshold,
             )?;
             let on = c.feature & UMQ_FEATURE_ENABLE_REMOTE_MEM_ACCESS != 0;
             REMOTE_MEM_ACCESS.store(on, Ordering::Relaxed);
@@ -568,41 +569,29 @@ pub extern "C" fn umq_external_thread_key_ops_register(
     })
 }
 
-/// Transport pools belong to a main queue created with `UMQ_CREATE_FLAG_SHARE_TRANSPORT`, which
-/// `umq_create` does not offer (it refuses the flag): so for every live queue the pool calls
-/// say so, as the reference does for a queue that is not such a main queue.
-fn no_transport_pool(func: &str, umqh: u64) -> c_int {
-    with_queue(func, umqh, |q| -> UmqResult<c_int> {
-        Err(einval(
-            func,
-            format_args!(
-                "queue {:#x} is not a main queue sharing its transport (UMQ_CREATE_FLAG_SHARE_TRANSPORT is not offered)",
-                q.handle
-            ),
-        ))
-    })
-    .unwrap_or_else(|e| e)
-}
-
-/// The eventfd of the process's transport pool: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+/// The eventfd of the process's transport pool, written with the count of idle resources as
+/// resources become idle (at multiples of `tp_pool_cfg.notify_threshold`); any live queue may
+/// ask. The fd is the library's: do not close it.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_transport_pool_eventfd_get(umqh: u64) -> c_int {
+    const F: &str = "umq_transport_pool_eventfd_get";
     ffi_guard!("umq_transport_pool_eventfd_get", {
-        no_transport_pool("umq_transport_pool_eventfd_get", umqh)
+        with_queue(F, umqh, |q| q.tp_event_fd()).unwrap_or_else(|e| e)
     })
 }
 
-/// Moves a pooled transport to the error state: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+/// Moves the transport resource `tp_handle_idx` to the error state: posts on it fail from then
+/// on, and once given back it is not lent again. Only on a main queue that shares its transport.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_transport_pool_resource_modify(umqh: u64, tp_handle_idx: u32) -> c_int {
+    const F: &str = "umq_transport_pool_resource_modify";
     ffi_guard!("umq_transport_pool_resource_modify", {
-        let _ = tp_handle_idx;
-        no_transport_pool("umq_transport_pool_resource_modify", umqh)
+        code(with_queue(F, umqh, |q| q.tp_mark_err(tp_handle_idx)))
     })
 }
 
-/// Makes a pooled transport: `UINT32_MAX`, the documented failure (see `no_transport_pool`;
-/// a NULL `option` is refused first).
+/// Makes a transport resource for the process's pool through a main queue that shares its
+/// transport; returns its index, or `UINT32_MAX` with errno set.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_transport_pool_resource_create(
     umqh: u64,
@@ -610,20 +599,33 @@ pub extern "C" fn umq_transport_pool_resource_create(
 ) -> u32 {
     const F: &str = "umq_transport_pool_resource_create";
     ffi_guard!("umq_transport_pool_resource_create", {
-        if option.is_null() {
-            einval(F, format_args!("option is NULL"));
+        let Some(o) = crate::ffi::checked(option) else {
+            crate::error::set_errno(einval(F, format_args!("option is NULL")));
             return u32::MAX;
-        }
-        no_transport_pool(F, umqh);
-        u32::MAX
+        };
+        let r = if o.create_flag & !UMQ_TP_CREATE_FLAG_USED_PORTS != 0 {
+            Err(einval(
+                F,
+                format_args!("unknown create_flag bits {:#x}", o.create_flag),
+            ))
+        } else {
+            with_queue(F, umqh, |q| {
+                q.tp_create(o.create_flag & UMQ_TP_CREATE_FLAG_USED_PORTS != 0)
+            })
+        };
+        r.unwrap_or_else(|e| {
+            crate::error::set_errno(e);
+            u32::MAX
+        })
     })
 }
 
-/// Destroys a pooled transport: `-UMQ_ERR_EINVAL` (see `no_transport_pool`).
+/// Destroys the idle transport resource `tp_handle_idx` (`-UMQ_ERR_EBUSY` while a logic queue
+/// holds it).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_transport_pool_resource_destroy(umqh: u64, tp_handle_idx: u32) -> c_int {
+    const F: &str = "umq_transport_pool_resource_destroy";
     ffi_guard!("umq_transport_pool_resource_destroy", {
-        let _ = tp_handle_idx;
-        no_transport_pool("umq_transport_pool_resource_destroy", umqh)
+        code(with_queue(F, umqh, |q| q.tp_destroy(tp_handle_idx)))
     })
 }

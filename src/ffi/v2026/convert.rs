@@ -115,10 +115,13 @@ pub fn init_cfg(c: &umq_init_cfg_t) -> UmqResult<Box<dec::umq_init_cfg_t>> {
 fn share_of(o: &umq_create_option_t) -> UmqResult<crate::queue::config::RqShare> {
     use crate::queue::config::RqShare;
     let flag = |f: u32| o.create_flag & f != 0;
+    // A logic queue shares the main queue's receive queue (and transport) without the
+    // sub-queue flag.
+    let logic = flag(UMQ_CREATE_FLAG_SHARE_TRANSPORT) && !flag(UMQ_CREATE_FLAG_MAIN_UMQ);
     match (
         flag(UMQ_CREATE_FLAG_MAIN_UMQ),
         flag(UMQ_CREATE_FLAG_SHARE_RQ),
-        flag(UMQ_CREATE_FLAG_SUB_UMQ),
+        flag(UMQ_CREATE_FLAG_SUB_UMQ) || logic,
     ) {
         (false, false, false) => Ok(RqShare::Own),
         (true, false, false) => Ok(RqShare::Main),
@@ -141,21 +144,41 @@ fn share_of(o: &umq_create_option_t) -> UmqResult<crate::queue::config::RqShare>
     }
 }
 
-/// The December create option of a July 2026 one, and what the queue keeps to report back.
-/// Transport pools are not offered: their flag is refused.
-pub fn create_option(
-    o: &umq_create_option_t,
-) -> UmqResult<(dec::umq_create_option_t, crate::queue::config::CreateExtras)> {
-    const F: &str = "umq_create";
-    if o.create_flag & UMQ_CREATE_FLAG_SHARE_TRANSPORT != 0 {
+/// `UMQ_CREATE_FLAG_SHARE_TRANSPORT` as the reference allows it: on a main queue (which makes
+/// the resources) or on a queue that shares a receive queue (a logic queue, or a sub-queue),
+/// and only in RM mode, the default.
+fn check_share_transport(o: &umq_create_option_t) -> UmqResult<()> {
+    let flag = |f: u32| o.create_flag & f != 0;
+    if !flag(UMQ_CREATE_FLAG_SHARE_TRANSPORT) {
+        return Ok(());
+    }
+    if !flag(UMQ_CREATE_FLAG_MAIN_UMQ) && !flag(UMQ_CREATE_FLAG_SHARE_RQ) {
         return Err(einval(
-            F,
+            "umq_create",
             format_args!(
-                "create_flag {:#x}: transport pools are not offered",
+                "create_flag {:#x}: UMQ_CREATE_FLAG_SHARE_TRANSPORT needs UMQ_CREATE_FLAG_MAIN_UMQ or UMQ_CREATE_FLAG_SHARE_RQ",
                 o.create_flag
             ),
         ));
     }
+    if flag(UMQ_CREATE_FLAG_TP_MODE) && o.tp_mode != UMQ_TM_RM {
+        return Err(einval(
+            "umq_create",
+            format_args!(
+                "tp_mode {}: UMQ_CREATE_FLAG_SHARE_TRANSPORT needs UMQ_TM_RM",
+                o.tp_mode
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The December create option of a July 2026 one, and what the queue keeps to report back.
+pub fn create_option(
+    o: &umq_create_option_t,
+) -> UmqResult<(dec::umq_create_option_t, crate::queue::config::CreateExtras)> {
+    const F: &str = "umq_create";
+    check_share_transport(o)?;
     let share = share_of(o)?;
     if o.create_flag >= UMQ_CREATE_FLAG_SHARE_TRANSPORT << 1 {
         return Err(einval(
@@ -209,7 +232,7 @@ pub fn create_option(
         tp_mode: if flag(UMQ_CREATE_FLAG_TP_MODE) {
             o.tp_mode
         } else {
-            UMQ_TM_RC
+            UMQ_TM_RM // the reference's default
         },
         tp_type: if flag(UMQ_CREATE_FLAG_TP_TYPE) {
             o.tp_type

@@ -690,8 +690,9 @@ fn tp_perf_table() -> String {
     text + rule
 }
 
-/// The transport pool's counts for a live queue: all zero, since no queue of this library
-/// shares a pooled transport (`umq_create` does not offer `UMQ_CREATE_FLAG_SHARE_TRANSPORT`).
+/// The process's transport pool's counts (any live queue may ask, as in the reference): all
+/// zero until a main queue shares its transport. `cache_num` is always 0: no resource waits in
+/// a per-thread cache (the reference's default cache size is 0 too).
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_stats_transport_pool_get(
     umqh: u64,
@@ -701,8 +702,21 @@ pub extern "C" fn umq_stats_transport_pool_get(
     ffi_guard!("umq_stats_transport_pool_get", {
         crate::ffi::code(
             need_mut(F, "umq_transport_pool_stats", umq_transport_pool_stats).and_then(|out| {
-                crate::queue::with_queue(F, umqh, |_| {
-                    *out = umq_transport_pool_stats_t::default();
+                crate::queue::with_queue(F, umqh, |q| {
+                    let s =
+                        q.rt.transport_pool_made()
+                            .map(|p| p.stats())
+                            .unwrap_or_default();
+                    *out = umq_transport_pool_stats_t {
+                        total_num: s.total,
+                        global_num: s.idle,
+                        cache_num: 0,
+                        in_use_num: s.in_use,
+                        error_num: s.err,
+                        acc_alloc_num: s.lent,
+                        acc_free_num: s.given_back,
+                        acc_miss_num: s.missed,
+                    };
                     Ok(())
                 })
             }),

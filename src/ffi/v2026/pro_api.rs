@@ -37,7 +37,8 @@ pub extern "C" fn umq_post(
 }
 
 /// Polls completions (`option->io_direction`; `UMQ_IO_ALL` needs room for at least two, as in
-/// the reference). A buffer that tells of a credit update has status `UMQ_FAKE_BUF_FC_UPDATE`
+/// the reference). With `UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX`, a main queue that shares its
+/// transport polls the send completions of the transport resource `option->tp_handle_idx`. A buffer that tells of a credit update has status `UMQ_FAKE_BUF_FC_UPDATE`
 /// in this revision; the application frees it.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_poll(
@@ -56,7 +57,17 @@ pub extern "C" fn umq_poll(
                 format_args!("polling TX and RX needs room for two buffers"),
             );
         }
-        let n = crate::ffi::pro_api::poll(umqh, o.io_direction, buf.cast(), max_buf_count);
+        let n = if o.flag & UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX != 0 {
+            crate::ffi::pro_api::poll_pooled(
+                umqh,
+                o.io_direction,
+                o.tp_handle_idx,
+                buf.cast(),
+                max_buf_count,
+            )
+        } else {
+            crate::ffi::pro_api::poll(umqh, o.io_direction, buf.cast(), max_buf_count)
+        };
         let traced = super::dfx_api::io_perf_registered();
         for i in 0..n.max(0) as usize {
             let b = unsafe { &mut **(buf as *mut *mut crate::abi::types::umq_buf_t).add(i) };
@@ -135,7 +146,9 @@ pub extern "C" fn umq_interrupt_fd_list_get(
                     flag: crate::abi::types::UMQ_INTERRUPT_FLAG_IO_DIRECTION,
                     direction: d,
                 };
-                fds.fd[fds.fd_num as usize] = q.interrupt_fd(Some(&option))?;
+                let tp =
+                    (o.flag & UMQ_INTERRUPT_FLAG_TP_HANDLE_IDX != 0).then_some(o.tp_handle_idx);
+                fds.fd[fds.fd_num as usize] = q.interrupt_fd(Some(&option), tp)?;
                 fds.fd_num += 1;
             }
             *list = fds;
