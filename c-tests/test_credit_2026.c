@@ -9,6 +9,7 @@
  *   stats   - umq_stats_flow_control_get on the main queue reports the shared pool, and each
  *             sender the credit it acquired and used
  * Run as is (loopback), and with every bind forced onto shm and onto the network provider. */
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +218,85 @@ static void stats(uint64_t main, uint64_t a, uint64_t b)
     CHECK_EQ(sa.packet_stats.recv_duplicate_rsp_cnt, 0);
 }
 
+/* Flow control's fds beside the completion channels: a shared receive queue member's event
+ * fd (readable once its idle credit went back), another queue's retry fd (never readable:
+ * control messages here never wait for room), neither the other way round. */
+static void fc_fds(void)
+{
+    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
+    cfg->feature = UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    cfg->flow_control.initial_credit = 4;
+    cfg->flow_control.timeout_ms = 20;
+    cfg->trans_info_num = 1;
+    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&cfg->trans_info[0].dev_info);
+    CHECK_EQ(umq_init(cfg), 0);
+    free(cfg);
+    uint64_t main_q = create("main", UMQ_CREATE_FLAG_MAIN_UMQ, 0, 0);
+    uint64_t s = create("s", UMQ_CREATE_FLAG_SHARE_RQ | UMQ_CREATE_FLAG_SUB_UMQ | UMQ_CREATE_FLAG_UMQ_CTX,
+                        main_q, 7);
+    uint64_t a = create("a", 0, 0, 0);
+    umq_interrupt_option_t event = {.flag = UMQ_INTERRUPT_FLAG_IO_DIRECTION, .direction = UMQ_IO_TX,
+                                    .fd_type = UMQ_FD_EVENT};
+    umq_interrupt_option_t retry = event;
+    retry.fd_type = UMQ_FD_RETRY;
+    int efd = umq_interrupt_fd_get(s, &event);
+    CHECK(efd >= 0);
+    CHECK_EQ(umq_interrupt_fd_get(s, &event), efd);
+    CHECK_EQ(umq_interrupt_fd_get(s, &retry), UMQ_INVALID_FD);
+    CHECK_EQ(umq_interrupt_fd_get(a, &event), UMQ_INVALID_FD);
+    CHECK(umq_interrupt_fd_get(a, &retry) >= 0);
+    CHECK(umq_interrupt_fd_get(main_q, &retry) >= 0);
+    /* a's posted buffers offer s a first credit; s sends nothing, so after timeout_ms it goes
+     * back, and s's event fd says so. */
+    bind_pair(s, a);
+    post_rx(a, DEPTH);
+    post_rx(main_q, DEPTH);
+    /* s sends past the offered credit: its request's answer shows as an update buffer of s's
+     * (its ctx) through the main queue's receive poll, as in the reference. */
+    int sent = 0, updates = 0;
+    for (long i = 0; i < 2000000 && (sent < 2 * DEPTH || updates == 0); i++) {
+        if (sent < 2 * DEPTH) {
+            sent += try_send(s, 's', sent);
+        }
+        reap(s);
+        umq_buf_t *out[DEPTH];
+        int n = umq_poll(main_q, &rx, out, DEPTH);
+        for (int k = 0; k < n; k++) {
+            updates += out[k]->status == UMQ_FAKE_BUF_FC_UPDATE &&
+                       ((umq_buf_pro_t *)out[k]->qbuf_ext)->umq_ctx == 7;
+            umq_buf_free(out[k]);
+        }
+        n = umq_poll(a, &rx, out, DEPTH);
+        for (int k = 0; k < n; k++) {
+            umq_buf_free(out[k]);
+        }
+        if (n > 0) {
+            post_rx(a, (uint32_t)n);
+        }
+    }
+    CHECK_EQ(sent, 2 * DEPTH);
+    CHECK(updates >= 1);
+    struct pollfd p = {.fd = efd, .events = POLLIN};
+    int ready = 0;
+    for (int i = 0; i < 500 && !ready; i++) {
+        reap(s);
+        ready = poll(&p, 1, 10);
+    }
+    CHECK_EQ(ready, 1);
+    umq_flow_control_stats_t st;
+    CHECK_EQ(umq_stats_flow_control_get(s, &st), 0);
+    /* All but min_reserved_credit (default 2) went back. */
+    CHECK(st.queue_credit.total_queue_acquired > 2);
+    CHECK(st.queue_credit.queue_acquired <= 2);
+    CHECK_EQ(umq_unbind(a), 0);
+    uint64_t all[] = {a, s, main_q};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(umq_destroy(all[i]), 0);
+    }
+    umq_uninit();
+}
+
 int main(void)
 {
     init();
@@ -237,6 +317,7 @@ int main(void)
         CHECK_EQ(umq_destroy(all[i]), 0);
     }
     umq_uninit();
+    fc_fds();
     printf("credit_2026: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -93,6 +93,16 @@ pub fn tp_handle(option: *const crate::abi::types::umq_interrupt_option_t) -> Op
     (o.flag & v::UMQ_INTERRUPT_FLAG_TP_HANDLE_IDX != 0).then_some(o.tp_handle_idx)
 }
 
+/// The fd an interrupt option asks for: the July 2026 option's `fd_type` (`UMQ_FD_IO`, the
+/// completion channel, unless it names flow control's event or retry fd); December's has none.
+pub fn fd_type(option: *const crate::abi::types::umq_interrupt_option_t) -> u32 {
+    if !cfg!(feature = "abi-2026") {
+        return 0;
+    }
+    checked(option as *const crate::abi::v2026::types::umq_interrupt_option_t)
+        .map_or(0, |o| o.fd_type)
+}
+
 pub fn checked_mut<'a, T>(p: *mut T) -> Option<&'a mut T> {
     if p.is_null() || !(p as usize).is_multiple_of(align_of::<T>()) {
         return None;

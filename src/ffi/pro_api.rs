@@ -198,9 +198,14 @@ pub(crate) fn poll_pooled(
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_interrupt_fd_get(umqh: u64, option: *mut umq_interrupt_option_t) -> c_int {
     ffi_guard!("umq_interrupt_fd_get", {
-        fd_or_errno(with_queue("umq_interrupt_fd_get", umqh, |q| {
-            q.interrupt_fd(checked(option), tp_handle(option))
-        }))
+        fd_or_errno(with_queue(
+            "umq_interrupt_fd_get",
+            umqh,
+            |q| match super::fd_type(option) {
+                0 => q.interrupt_fd(checked(option), tp_handle(option)),
+                t => q.flow_control_fd(t),
+            },
+        ))
     })
 }
 

@@ -98,11 +98,40 @@ impl Queue {
     fn credit_after_round_cold(&self, w: &mut Wired) {
         w.send_credit();
         self.file_credit_return(w);
-        // An answer's update is a receive completion to an interrupt-mode application waiting
-        // for credit (the reference's perftest waits so after EAGAIN).
-        if Self::credit_updates_waiting(w) {
-            self.notify(false, true);
+        self.credit_updates_arrived(w);
+    }
+
+    /// An answer's update is a receive completion to an interrupt-mode application waiting for
+    /// credit (the reference's perftest waits so after EAGAIN). A shared receive queue's
+    /// members' (the main queue's own too) show through the main queue's receive polls.
+    fn credit_updates_arrived(&self, w: &mut Wire) {
+        if !Self::credit_updates_waiting(w) {
+            return;
         }
+        if let Some(s) = &self.share {
+            s.line.note_updates(self.handle);
+        }
+        self.notify(false, true);
+    }
+
+    /// The main queue's receive poll: update buffers of the members noted with some, each
+    /// tagged with its member's context, as far as `out` has room; returns how many.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn members_credit_updates_into(
+        &self,
+        line: &crate::transport::shared_rq::SharedRq,
+        out: &mut [*mut umq_buf_t],
+    ) -> usize {
+        let mut n = 0;
+        for h in line.take_noted() {
+            match table::get(h) {
+                Some(q) if n < out.len() => n += q.credit_updates_into(&mut out[n..]),
+                Some(_) => line.note_updates(h),
+                None => {}
+            }
+        }
+        n
     }
 
     fn request_timed_out(&self) -> bool {
@@ -123,6 +152,11 @@ impl Queue {
         let mut held = peer.lock(self);
         let moved = held.exchange_credit();
         self.file_credit_return(&mut held.mine);
+        // A peer here that took credit from us (an offer, a grant) gives it back when idle too.
+        if let Some((theirs, peer)) = held.theirs() {
+            peer.file_credit_return(theirs);
+            peer.credit_updates_arrived(theirs);
+        }
         if let Some(peer) = held.release().filter(|_| moved) {
             peer.notify(false, true);
         }
@@ -176,6 +210,47 @@ impl Queue {
         }
         drop(w);
         self.credit_flush();
+        if let Some(fd) = self.fc_event_fd.get() {
+            fd.signal();
+        }
+    }
+
+    /// `umq_interrupt_fd_get` with the July 2026 fd types beside `UMQ_FD_IO`, as the reference
+    /// hands them out:
+    /// - `UMQ_FD_EVENT`, a queue on a shared receive queue with flow control: readable after
+    ///   idle credit went back. The reference's application returns that credit on its next
+    ///   send poll; here the progress engine has returned it already, so the fd only tells.
+    /// - `UMQ_FD_RETRY`, a queue with a receive queue of its own and flow control: the
+    ///   reference's control messages that found no room wait there for a retry. Ours travel
+    ///   on the link's control channel and never wait, so it never becomes readable.
+    ///
+    /// Other queues have neither: `UMQ_INVALID_FD`, as in the reference.
+    pub fn flow_control_fd(&self, fd_type: u32) -> UmqResult<i32> {
+        use crate::abi::v2026::types::{UMQ_FD_EVENT, UMQ_FD_RETRY};
+        const F: &str = "umq_interrupt_fd_get";
+        let shared = self.share.as_ref().is_some_and(|s| s.main.is_some());
+        let has = self.credit_pool.is_some()
+            && match fd_type {
+                UMQ_FD_EVENT => shared,
+                UMQ_FD_RETRY => !shared,
+                _ => {
+                    return Err(einval(F, format_args!("fd_type {fd_type} out of range")));
+                }
+            };
+        if !has {
+            return Err(einval(
+                F,
+                format_args!(
+                    "queue {:#x} has no fd of type {fd_type} (flow control's event fd is a shared receive queue member's, its retry fd another queue's)",
+                    self.handle
+                ),
+            ));
+        }
+        if let Some(fd) = self.fc_event_fd.get() {
+            return Ok(fd.fd());
+        }
+        let made = crate::event::EventFd::new(false)?;
+        Ok(self.fc_event_fd.get_or_init(|| made).fd())
     }
 
     /// Puts one `UMQ_BUF_FLOW_CONTROL_UPDATE` buffer per credit answer not yet shown into

@@ -112,6 +112,8 @@ pub struct Queue {
     credit_return_filed: AtomicBool,
     /// The queue's part in the process's transport pool (`pooled`).
     tp: pooled::TpRole,
+    /// Flow control's event or retry fd, made when asked for (`flow_control_fd`).
+    fc_event_fd: OnceLock<crate::event::EventFd>,
 }
 
 /// The progress thread's view of a queue bound through a link.
@@ -256,6 +258,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             credit_pool,
             credit_return_filed: AtomicBool::new(false),
             tp,
+            fc_event_fd: OnceLock::new(),
         })
     })
     .inspect_err(|_| {

@@ -226,11 +226,14 @@ impl Queue {
                 }
             }
         }
-        let n = sends(out);
-        n + match dir {
-            UMQ_IO_TX => 0,
-            _ => s.line.take_completions(&mut out[n..]),
+        let mut n = sends(out);
+        if dir != UMQ_IO_TX {
+            n += s.line.take_completions(&mut out[n..]);
+            if self.credit_pool.is_some() && n < out.len() {
+                n += self.members_credit_updates_into(&s.line, &mut out[n..]);
+            }
         }
+        n
     }
 
     /// Tells the line whether this member is now bound through a link (its messages then land

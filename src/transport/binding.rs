@@ -224,6 +224,13 @@ impl<'a, S: Station> Held<'a, S> {
 
     /// Releases the locks; returns the peer here, whom the round may have given work.
     #[inline(always)]
+    /// The peer here and its locked wire (None through a link).
+    pub fn theirs(&mut self) -> Option<(&mut Wired, &'a S)> {
+        self.here
+            .as_mut()
+            .map(|(theirs, peer)| (&mut **theirs, *peer))
+    }
+
     pub fn release(self) -> Option<&'a S> {
         self.here.map(|(_, peer)| peer)
     }

@@ -46,6 +46,8 @@ struct Inner {
     linked: Vec<u64>,
     /// Where the main queue's next look at the linked members starts (`next_linked`).
     cursor: usize,
+    /// Members with credit updates for the main queue's receive polls to show, by handle.
+    updates: Vec<u64>,
 }
 
 impl SharedRq {
@@ -59,6 +61,7 @@ impl SharedRq {
                 subs: Vec::new(),
                 linked: Vec::new(),
                 cursor: 0,
+                updates: Vec::new(),
             }),
             depth: depth as usize,
         }
@@ -151,7 +154,26 @@ impl SharedRq {
         let mut s = self.lock();
         s.subs.retain(|&h| h != umqh);
         s.linked.retain(|&h| h != umqh);
+        s.updates.retain(|&h| h != umqh);
         s.waiting.remove(&umqh);
+    }
+
+    /// A member has credit updates to show (the reference shows a member's through its main
+    /// queue's receive polls, tagged with the member's context).
+    pub fn note_updates(&self, umqh: u64) {
+        let mut s = self.lock();
+        if !s.updates.contains(&umqh) {
+            s.updates.push(umqh);
+        }
+    }
+
+    /// The members noted with updates since the last call, oldest first.
+    pub fn take_noted(&self) -> Vec<u64> {
+        let mut s = self.lock();
+        if s.updates.is_empty() {
+            return Vec::new();
+        }
+        std::mem::take(&mut s.updates)
     }
 
     pub fn subs(&self) -> usize {
