@@ -286,9 +286,9 @@ static void fc_fds(void)
     CHECK_EQ(ready, 1);
     umq_flow_control_stats_t st;
     CHECK_EQ(umq_stats_flow_control_get(s, &st), 0);
-    /* All but min_reserved_credit (default 2) went back. */
-    CHECK(st.queue_credit.total_queue_acquired > 2);
-    CHECK(st.queue_credit.queue_acquired <= 2);
+    /* Some went back: s holds less than it acquired and did not use. */
+    CHECK(st.queue_credit.queue_acquired <
+          st.queue_credit.total_queue_acquired - st.queue_credit.total_queue_post_tx_success);
     CHECK_EQ(umq_unbind(a), 0);
     uint64_t all[] = {a, s, main_q};
     for (int i = 0; i < 3; i++) {

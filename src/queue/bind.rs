@@ -141,6 +141,7 @@ impl Queue {
                 let p =
                     crate::flow::credit::Params::new(&knobs, self.cfg.rx_depth, remote.rx_depth);
                 let now = crate::flow::credit_clock_us();
+                self.credit_offer_settled.store(false, Ordering::Release);
                 FlowState::Credit(Box::new(crate::flow::credit::Credit::new(
                     p,
                     pool.clone(),

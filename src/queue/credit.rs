@@ -48,14 +48,18 @@ impl Queue {
 
     /// Offers a bound peer of a receive queue of our own its first credit unasked, once the
     /// pool has some (`Credit::offer_initial`).
+    /// Once the offer is settled for the binding, the queue's flag skips the lock.
     pub(super) fn credit_offer_initial(&self) {
-        if self.share.is_some() {
+        if self.share.is_some() || self.credit_offer_settled.load(Ordering::Acquire) {
             return;
         }
         let offered = {
             let mut w = lock(&self.wire);
             w.flow.as_mut().and_then(|f| f.credit()).is_some_and(|c| {
                 c.offer_initial();
+                if c.offer_settled() {
+                    self.credit_offer_settled.store(true, Ordering::Release);
+                }
                 c.has_outgoing()
             })
         };
@@ -185,7 +189,10 @@ impl Queue {
         else {
             return;
         };
-        if !self.credit_return_filed.swap(true, Ordering::AcqRel) {
+        // A plain load first: a round of a queue holding credit finds it filed all but once.
+        if !self.credit_return_filed.load(Ordering::Relaxed)
+            && !self.credit_return_filed.swap(true, Ordering::AcqRel)
+        {
             crate::transport::progress::deadline(
                 self.handle,
                 Due::CreditReturn,

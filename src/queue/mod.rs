@@ -110,6 +110,8 @@ pub struct Queue {
     credit_pool: Option<Arc<crate::flow::credit::Pool>>,
     /// The progress engine holds the deadline at which unused credit goes back.
     credit_return_filed: AtomicBool,
+    /// The binding's first credit offer went, or needs none (`credit_offer_initial`).
+    credit_offer_settled: AtomicBool,
     /// The queue's part in the process's transport pool (`pooled`).
     tp: pooled::TpRole,
     /// Flow control's event or retry fd, made when asked for (`flow_control_fd`).
@@ -257,6 +259,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             share,
             credit_pool,
             credit_return_filed: AtomicBool::new(false),
+            credit_offer_settled: AtomicBool::new(false),
             tp,
             fc_event_fd: OnceLock::new(),
         })

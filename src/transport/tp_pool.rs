@@ -25,7 +25,8 @@
 
 use crate::abi::errno::*;
 use crate::event::{Channel, EventFd};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Indices a process's resources can have, as in the reference.
@@ -66,6 +67,8 @@ pub struct Stats {
 #[derive(Default)]
 struct Inner {
     slots: Vec<Option<Resource>>,
+    /// Indices below `slots.len()` whose resource was destroyed, lowest first out.
+    vacant: BinaryHeap<Reverse<u32>>,
     /// Idle resources not in error, lent oldest first.
     idle: VecDeque<u32>,
     live: u32,
@@ -125,8 +128,8 @@ impl TransportPool {
     pub fn create(&self, interrupt: bool) -> Result<u32, i32> {
         let channel = interrupt.then(Channel::new).transpose()?.map(Arc::new);
         let mut g = self.lock();
-        let idx = match g.slots.iter().position(Option::is_none) {
-            Some(i) => i,
+        let idx = match g.vacant.pop() {
+            Some(Reverse(i)) => i as usize,
             None if g.slots.len() < MAX_RESOURCES as usize => {
                 g.slots.push(None);
                 g.slots.len() - 1
@@ -154,6 +157,7 @@ impl TransportPool {
         }
         let err = r.err;
         g.slots[idx as usize] = None;
+        g.vacant.push(Reverse(idx));
         g.live -= 1;
         g.err -= err as u32;
         g.idle.retain(|&i| i != idx);
@@ -359,6 +363,14 @@ mod tests {
         let s = p.stats();
         assert_eq!((s.total, s.idle, s.in_use, s.err), (0, 0, 0, 0));
         assert_eq!(p.create(false), Ok(0), "the lowest free index again");
+        for _ in 0..4 {
+            p.create(false).unwrap();
+        }
+        for i in [3, 1, 4] {
+            p.destroy(i).unwrap();
+        }
+        let again: Vec<_> = (0..4).map(|_| p.create(false).unwrap()).collect();
+        assert_eq!(again, [1, 3, 4, 5]);
     }
 
     #[test]

@@ -657,7 +657,7 @@ impl Credit {
     /// receive queue of one's own: offers to every member of a shared one would hand its
     /// buffers to peers that may never send, which is why the reference offers none.
     pub fn offer_initial(&mut self) {
-        if self.offered || self.granting.total_allocated > 0 {
+        if self.offer_settled() {
             return;
         }
         let Some((count, ratio)) = self.pool.offer(self.p.initial_credit) else {
@@ -665,6 +665,12 @@ impl Credit {
         };
         self.offered = true;
         self.hand_over(Kind::Offer, count, ratio, 0);
+    }
+
+    /// Whether `offer_initial` has nothing left to do in this binding: the offer went, or the
+    /// peer was granted credit first.
+    pub fn offer_settled(&self) -> bool {
+        self.offered || self.granting.total_allocated > 0
     }
 
     fn answered(&mut self) {
