@@ -4,7 +4,7 @@
 use super::{checked, fd_or_errno, ffi_guard, set_bad, tp_handle};
 use crate::abi::errno::*;
 use crate::abi::types::*;
-use crate::error::einval;
+use crate::error::{UmqResult, einval};
 use crate::queue::with_queue;
 use crate::trace::Call;
 use std::ffi::c_int;
@@ -130,6 +130,23 @@ pub extern "C" fn umq_poll(
     ffi_guard!("umq_poll", { poll(umqh, io_direction, buf, max_buf_count) })
 }
 
+/// The application's array for a poll's buffers: EINVAL for none.
+#[inline(always)]
+fn poll_out<'a>(
+    buf: *mut *mut umq_buf_t,
+    max_buf_count: u32,
+) -> UmqResult<&'a mut [*mut umq_buf_t]> {
+    if buf.is_null() || max_buf_count == 0 {
+        crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
+        return Err(einval(
+            "umq_poll",
+            format_args!("buf is NULL or max_buf_count is 0"),
+        ));
+    }
+    // SAFETY: the caller gave room for max_buf_count buffers.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize) })
+}
+
 /// `umq_poll` of either revision, once its direction is known.
 pub(crate) fn poll(
     umqh: u64,
@@ -138,16 +155,7 @@ pub(crate) fn poll(
     max_buf_count: u32,
 ) -> c_int {
     let r = with_queue("umq_poll", umqh, |q| {
-        if buf.is_null() || max_buf_count == 0 {
-            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
-            return Err(einval(
-                "umq_poll",
-                format_args!("buf is NULL or max_buf_count is 0"),
-            ));
-        }
-        let out = unsafe {
-            std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
-        };
+        let out = poll_out(buf, max_buf_count)?;
         let t = crate::dfx::perf_start();
         let traced = crate::trace::on().then(std::time::Instant::now);
         let n = q.poll(io_direction, out)?;
@@ -178,16 +186,7 @@ pub(crate) fn poll_pooled(
     max_buf_count: u32,
 ) -> c_int {
     with_queue("umq_poll", umqh, |q| {
-        if buf.is_null() || max_buf_count == 0 {
-            crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_PARM_INVALID);
-            return Err(einval(
-                "umq_poll",
-                format_args!("buf is NULL or max_buf_count is 0"),
-            ));
-        }
-        let out = unsafe {
-            std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize)
-        };
+        let out = poll_out(buf, max_buf_count)?;
         Ok(q.poll_pooled(io_direction, tp_handle_idx, out)? as i32)
     })
     .unwrap_or_else(|e| e)
