@@ -229,7 +229,11 @@ impl Queue {
         let mut w = lock(&self.wire);
         match dir {
             UMQ_IO_TX => w.sq.completed() > 0,
-            _ => w.rq.has_completions() || Self::credit_updates_waiting(&mut w),
+            _ => {
+                w.rq.has_completions()
+                    || Self::credit_updates_waiting(&mut w)
+                    || self.share.as_ref().is_some_and(|s| s.main.is_none() && s.line.has_noted())
+            }
         }
     }
 

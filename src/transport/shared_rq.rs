@@ -167,6 +167,11 @@ impl SharedRq {
         }
     }
 
+    /// Whether some member waits for its updates to be shown.
+    pub fn has_noted(&self) -> bool {
+        !self.lock().updates.is_empty()
+    }
+
     /// The members noted with updates since the last call, oldest first.
     pub fn take_noted(&self) -> Vec<u64> {
         let mut s = self.lock();
