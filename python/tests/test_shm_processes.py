@@ -204,13 +204,15 @@ def test_a_stream_of_large_messages_is_split_between_the_two_copies_and_arrives_
             total = sum(len(split_payload(i)) for i in range(SPLIT_COUNT))
             mine = q.transport_stats()
             if shared_pool:
-                # Most go split (a message that finds the pair lagging may go whole, placed);
-                # each byte that crossed with one copy is counted once, by how it went.
+                # Most go split, a head placed and a tail by reference. A message that finds
+                # the pair lagging may go whole, placed or (no buffer offered yet, as on a
+                # loaded machine) by reference; each byte that crossed with one copy is
+                # counted once, by how it went.
                 assert sent.by_ref_wr >= SPLIT_COUNT // 2, sent
-                assert sent.placed_wr >= sent.by_ref_wr, sent
+                assert sent.placed_wr >= SPLIT_COUNT // 2, sent
                 assert sent.placed_bytes + sent.by_ref_bytes <= total, sent
                 assert sent.by_ref_bytes < sent.placed_bytes + sent.by_ref_bytes, sent
-                assert mine.placed_rx >= sent.by_ref_wr, mine
+                assert mine.placed_rx >= SPLIT_COUNT // 2, mine
             else:
                 # Nothing of the process pool is the receiver's to read: placed whole, or
                 # through the ring when no posting was published in time.
