@@ -235,11 +235,12 @@ else
 fi
 echo "== Python tests again against the July 2026 build (the package speaks the revision the library reports)"
 UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-echo "== the July 2026 credit requests between processes: over shm, and over the network provider"
-UMQ_PROVIDER=shm UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_credit.py
+echo "== the July 2026 credit requests and transport pools across links: over shm, and over the network provider"
+july_links=(python/tests/test_credit.py python/tests/test_transport_pool.py)
+UMQ_PROVIDER=shm UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly "${july_links[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
-  UMQ_PROVIDER=fabric UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_credit.py
+  UMQ_PROVIDER=fabric UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly "${july_links[@]}"
 else
-  echo "SKIPPED: the July 2026 credit requests over the network provider: libfabric-dev is not installed"
+  echo "SKIPPED: the July 2026 credit requests and transport pools over the network provider: libfabric-dev is not installed"
 fi
 echo "== all tests passed"

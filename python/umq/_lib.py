@@ -74,6 +74,14 @@ API_2026 = {
     "umq_interrupt_fd_get": (C.c_int, [u64, OPT26]),
     "umq_get_cq_event": (C.c_int, [u64, OPT26]),
 }
+# Functions only the July 2026 revision has, that this package speaks (None on December's).
+ONLY_2026 = {
+    "umq_transport_pool_resource_create": (u32, [u64, P(T26.umq_tp_resource_create_option_t)]),
+    "umq_transport_pool_resource_destroy": (C.c_int, [u64, u32]),
+    "umq_transport_pool_resource_modify": (C.c_int, [u64, u32]),
+    "umq_transport_pool_eventfd_get": (C.c_int, [u64]),
+    "umq_stats_transport_pool_get": (C.c_int, [u64, P(T26.umq_transport_pool_stats_t)]),
+}
 NOT_IN_2026 = {
     "umq_dfx_cmd_process",  # replaced by the statistics API of umq_dfx_api.h
     "umq_get_route_list",  # takes a umq_route_key_t
@@ -163,6 +171,11 @@ class Library:
                 restype, argtypes = API_2026.get(name, (restype, argtypes))
             fn = getattr(self.cdll, name)
             fn.restype, fn.argtypes = restype, argtypes
+            setattr(self, name, fn)
+        for name, (restype, argtypes) in ONLY_2026.items():
+            fn = getattr(self.cdll, name) if self.abi == 2026 else None
+            if fn is not None:
+                fn.restype, fn.argtypes = restype, argtypes
             setattr(self, name, fn)
         self.extensions = set()
         for name, (restype, argtypes) in EXTENSIONS.items():

@@ -108,19 +108,30 @@ class Umq:
         return self
 
     def __exit__(self, *exc):
-        for queue in list(self._live):
-            if isinstance(queue, Queue):
-                queue.destroy()
+        # Members of a shared receive queue first: a main queue outlives them.
+        queues = [q for q in list(self._live) if isinstance(q, Queue)]
+        for queue in sorted(queues, key=lambda q: q.share_rq is None):
+            queue.destroy()
         for bufs in list(self._live):
             bufs.free()
         self.lib.umq_uninit()
         self.active = False
 
     def queue(self, name="q", *, depth=64, rx_depth=None, tx_depth=None, mode=K.UMQ_MODE_POLLING,
-              rx_buf_size=None, tx_buf_size=None, trans_mode=None):
-        """Creates a queue (`umq_create`)."""
+              rx_buf_size=None, tx_buf_size=None, trans_mode=None, flags=0, share_rq=None, umq_ctx=None):
+        """Creates a queue (`umq_create`). July 2026 only: `flags` adds create flags (for example
+        `types2026.UMQ_CREATE_FLAG_MAIN_UMQ`), `share_rq` the main Queue whose receive queue this
+        one shares (a sub-queue with `UMQ_CREATE_FLAG_SUB_UMQ`, a logic queue with
+        `UMQ_CREATE_FLAG_SHARE_TRANSPORT`), `umq_ctx` the context its messages are tagged with."""
+        extra = (flags, share_rq, umq_ctx)
         return Queue(self, name, rx_depth or depth, tx_depth or depth, mode, rx_buf_size, tx_buf_size,
-                     self.trans_mode if trans_mode is None else trans_mode)
+                     self.trans_mode if trans_mode is None else trans_mode, extra)
+
+    def transport_pool_stats(self, queue):
+        """`umq_stats_transport_pool_get` (July 2026): the process's transport pool."""
+        s = T26.umq_transport_pool_stats_t()
+        self.lib.check(self.lib.umq_stats_transport_pool_get(queue.handle, C.byref(s)), "umq_stats_transport_pool_get")
+        return {name: getattr(s, name) for name, _ in s._fields_}
 
     def pair(self, depth=64, mode=K.UMQ_MODE_POLLING, **kw):
         """Two queues bound to each other through their bind info."""
@@ -317,6 +328,7 @@ class Completion:
     user_ctx: int
     imm: int
     data: bytes
+    umq_ctx: int = 0  # July 2026: the queue a shared receive queue's message or update is for
 
     @property
     def is_update(self):
@@ -428,13 +440,26 @@ class RemoteBuffer:
 class Queue:
     """A UMQ queue handle with helpers; `destroy()` (or the Umq context's exit) releases it."""
 
-    def __init__(self, umq, name, rx_depth, tx_depth, mode, rx_buf_size, tx_buf_size, trans_mode):
+    def __init__(self, umq, name, rx_depth, tx_depth, mode, rx_buf_size, tx_buf_size, trans_mode,
+                 extra=(0, None, None)):
         self.umq, self.lib, self.name, self.mode = umq, umq.lib, name, mode
         self._dequeued = deque()  # messages a dequeue returned beyond the first
         o = umq.types.umq_create_option_t(trans_mode=trans_mode, rx_depth=rx_depth, tx_depth=tx_depth, mode=mode)
         _fill_ipv4(o.dev_info, umq.ip)
         o.name = name.encode()
         o.create_flag = K.UMQ_CREATE_FLAG_RX_DEPTH | K.UMQ_CREATE_FLAG_TX_DEPTH | K.UMQ_CREATE_FLAG_QUEUE_MODE
+        flags, share_rq, umq_ctx = extra
+        self.share_rq = share_rq
+        if flags or share_rq is not None or umq_ctx is not None:
+            if umq.abi != 2026:
+                raise ValueError("shared receive queues and transport pools are the July 2026 revision's")
+            o.create_flag |= flags
+            if share_rq is not None:
+                o.create_flag |= T26.UMQ_CREATE_FLAG_SHARE_RQ
+                o.share_rq_umqh = share_rq.handle
+            if umq_ctx is not None:
+                o.create_flag |= T26.UMQ_CREATE_FLAG_UMQ_CTX
+                o.umq_ctx = umq_ctx
         if rx_buf_size is not None:
             o.create_flag |= K.UMQ_CREATE_FLAG_RX_BUF_SIZE
             o.rx_buf_size = rx_buf_size
@@ -545,19 +570,23 @@ class Queue:
             done += n
         return done
 
-    def poll_raw(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE):
-        """`umq_poll`: the polled buffer pointers, now the caller's (free them)."""
+    def poll_raw(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE, tp=None):
+        """`umq_poll`: the polled buffer pointers, now the caller's (free them). July 2026: `tp`
+        names a transport resource whose send completions a main queue sharing its transport
+        polls (`UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX`)."""
         out = (BUF * max(max_count, 1))()
-        n = self.lib.check(self.lib.umq_poll(self.handle, self.io(direction), out, max_count), "umq_poll")
+        n = self.lib.check(self.lib.umq_poll(self.handle, self.io(direction, tp), out, max_count), "umq_poll")
         return [out[i] for i in range(n)]
 
-    def poll(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE):
+    def poll(self, direction=_ALL, max_count=K.UMQ_BATCH_SIZE, tp=None):
         """Polls and returns Completions, copying the data out and freeing the buffers."""
         done = []
-        for ptr in self.poll_raw(direction, max_count):
+        for ptr in self.poll_raw(direction, max_count, tp):
             b, p = ptr.contents, T.pro(ptr.contents)
+            # The July revision's umq_ctx sits where December's pro header has rsvd1[0].
+            ctx = p.rsvd1[0] if self.umq.abi == 2026 else 0
             done.append(Completion(b.io_direction, b.status, p.opcode, p.user_ctx, p.imm_data,
-                                   read_message(_addr(ptr))))
+                                   read_message(_addr(ptr)), ctx))
             self.lib.umq_buf_break_and_free(ptr)
         return done
 
@@ -609,12 +638,35 @@ class Queue:
         opt = self.umq.types.umq_interrupt_option_t
         return C.byref(opt(flag=K.UMQ_INTERRUPT_FLAG_IO_DIRECTION, direction=direction))
 
-    def io(self, direction):
+    def io(self, direction, tp=None):
         """The direction argument of `umq_post` and `umq_poll` as the loaded revision takes it:
-        the value in December's, a `umq_io_option_t` in July's."""
+        the value in December's, a `umq_io_option_t` in July's (naming transport resource `tp`)."""
         if self.umq.abi != 2026:
             return direction
-        return C.byref(T26.umq_io_option_t(flag=K.UMQ_IO_OPTION_FLAG_DIRECTION, io_direction=direction))
+        o = T26.umq_io_option_t(flag=K.UMQ_IO_OPTION_FLAG_DIRECTION, io_direction=direction)
+        if tp is not None:
+            o.flag |= T26.UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX
+            o.tp_handle_idx = tp
+        return C.byref(o)
+
+    # transport pools (July 2026)
+
+    def tp_create(self):
+        """`umq_transport_pool_resource_create` through this main queue: the resource's index."""
+        C.set_errno(0)
+        idx = self.lib.umq_transport_pool_resource_create(self.handle, C.byref(T26.umq_tp_resource_create_option_t()))
+        if idx == 0xFFFF_FFFF:
+            raise self.lib.errno_error("umq_transport_pool_resource_create")
+        return idx
+
+    def tp_destroy(self, idx):
+        self.lib.check(self.lib.umq_transport_pool_resource_destroy(self.handle, idx), "umq_transport_pool_resource_destroy")
+
+    def tp_mark_err(self, idx):
+        self.lib.check(self.lib.umq_transport_pool_resource_modify(self.handle, idx), "umq_transport_pool_resource_modify")
+
+    def tp_event_fd(self):
+        return self.lib.check(self.lib.umq_transport_pool_eventfd_get(self.handle), "umq_transport_pool_eventfd_get")
 
     def interrupt_fd(self, direction=_RX):
         C.set_errno(0)

@@ -88,6 +88,31 @@ class umq_create_option_t(_Struct):
     ]
 
 
+class umq_tp_resource_create_option_t(_Struct):
+    _fields_ = [("create_flag", u32), ("used_ports", umq_used_ports_t)]
+
+
+class umq_transport_pool_stats_t(_Struct):
+    _fields_ = [
+        (name, u64)
+        for name in (
+            "total_num", "global_num", "cache_num", "in_use_num",
+            "error_num", "acc_alloc_num", "acc_free_num", "acc_miss_num",
+        )
+    ]
+
+
+# Create flags, option flags and errors of this revision that December's has not.
+UMQ_CREATE_FLAG_SHARE_RQ = 1 << 5
+UMQ_CREATE_FLAG_UMQ_CTX = 1 << 6
+UMQ_CREATE_FLAG_MAIN_UMQ = 1 << 11
+UMQ_CREATE_FLAG_SUB_UMQ = 1 << 12
+UMQ_CREATE_FLAG_SHARE_TRANSPORT = 1 << 13
+UMQ_IO_OPTION_FLAG_TP_HANDLE_IDX = 1 << 1
+UMQ_ERR_EMLINK = 31
+UMQ_ERR_ENOBUFS = 105
+
+
 class umq_io_option_t(_Struct):
     _fields_ = [
         ("flag", u32),
