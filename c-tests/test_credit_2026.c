@@ -24,8 +24,7 @@
 
 static void init(void)
 {
-    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
-    cfg->feature = UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    umq_init_cfg_t *cfg = init_cfg_lo(UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL);
     cfg->flow_control.initial_credit = 4;
     cfg->flow_control.is_limited = true;
     cfg->flow_control.timeout_ms = 60000; /* no idle return during the test */
@@ -33,21 +32,13 @@ static void init(void)
      * AddressSanitizer over the network): no request timeout (python/tests/test_credit.py
      * tests it). */
     cfg->flow_control.fc_req_timeout_ms = -1;
-    cfg->trans_info_num = 1;
-    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&cfg->trans_info[0].dev_info);
     CHECK_EQ(umq_init(cfg), 0);
     free(cfg);
 }
 
 static uint64_t create(const char *name, uint32_t flags, uint64_t main, uint64_t ctx)
 {
-    umq_create_option_t o;
-    memset(&o, 0, sizeof(o));
-    o.trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&o.dev_info);
-    snprintf(o.name, sizeof(o.name), "%s", name);
-    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH | flags;
+    umq_create_option_t o = option_lo(name, UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH | flags);
     o.rx_depth = DEPTH;
     o.tx_depth = 64;
     o.share_rq_umqh = main;
@@ -223,13 +214,9 @@ static void stats(uint64_t main, uint64_t a, uint64_t b)
  * control messages here never wait for room), neither the other way round. */
 static void fc_fds(void)
 {
-    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
-    cfg->feature = UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL;
+    umq_init_cfg_t *cfg = init_cfg_lo(UMQ_FEATURE_API_PRO | UMQ_FEATURE_ENABLE_FLOW_CONTROL);
     cfg->flow_control.initial_credit = 4;
     cfg->flow_control.timeout_ms = 20;
-    cfg->trans_info_num = 1;
-    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&cfg->trans_info[0].dev_info);
     CHECK_EQ(umq_init(cfg), 0);
     free(cfg);
     uint64_t main_q = create("main", UMQ_CREATE_FLAG_MAIN_UMQ, 0, 0);

@@ -29,11 +29,7 @@
 
 static void init(void)
 {
-    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
-    cfg->feature = UMQ_FEATURE_API_PRO;
-    cfg->trans_info_num = 1;
-    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&cfg->trans_info[0].dev_info);
+    umq_init_cfg_t *cfg = init_cfg_lo(UMQ_FEATURE_API_PRO);
     if (umq_init(cfg) != 0) {
         fprintf(stderr, "umq_init failed\n");
         exit(2);
@@ -43,12 +39,8 @@ static void init(void)
 
 static umq_create_option_t option(const char *name, umq_queue_mode_t mode)
 {
-    umq_create_option_t o;
-    memset(&o, 0, sizeof(o));
-    o.trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&o.dev_info);
-    snprintf(o.name, sizeof(o.name), "%s", name);
-    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_QUEUE_MODE | UMQ_CREATE_FLAG_RX_BUF_SIZE;
+    umq_create_option_t o =
+        option_lo(name, UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_QUEUE_MODE | UMQ_CREATE_FLAG_RX_BUF_SIZE);
     o.rx_depth = 8;
     o.rx_buf_size = 4096;
     o.mode = mode;

@@ -28,24 +28,15 @@
 
 static void init(void)
 {
-    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
-    cfg->feature = UMQ_FEATURE_API_PRO;
-    cfg->trans_info_num = 1;
-    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&cfg->trans_info[0].dev_info);
+    umq_init_cfg_t *cfg = init_cfg_lo(UMQ_FEATURE_API_PRO);
     CHECK_EQ(umq_init(cfg), 0);
     free(cfg);
 }
 
 static umq_create_option_t option(const char *name, uint32_t flags, uint64_t main, uint64_t ctx)
 {
-    umq_create_option_t o;
-    memset(&o, 0, sizeof(o));
-    o.trans_mode = UMQ_TRANS_MODE_UB;
-    name_lo(&o.dev_info);
-    snprintf(o.name, sizeof(o.name), "%s", name);
-    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH | UMQ_CREATE_FLAG_QUEUE_MODE |
-                    flags;
+    umq_create_option_t o = option_lo(name, UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH |
+                                                UMQ_CREATE_FLAG_QUEUE_MODE | flags);
     o.rx_depth = DEPTH;
     o.tx_depth = DEPTH;
     o.mode = UMQ_MODE_INTERRUPT;

@@ -2,6 +2,7 @@
 #ifndef UMQ_TEST_UTIL_2026_H
 #define UMQ_TEST_UTIL_2026_H
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "umq_api.h"
 #include "umq_pro_api.h"
@@ -21,6 +22,31 @@ static inline void name_lo(umq_dev_assign_t *d)
     d->assign_mode = UMQ_DEV_ASSIGN_MODE_DEV;
     strcpy(d->dev.dev_name, "lo");
     d->dev.eid_idx = 0;
+}
+
+/* A zeroed init configuration with one UB entry on the loopback interface and `feature` set;
+ * the caller adds its knobs, calls umq_init and frees it. */
+static inline umq_init_cfg_t *init_cfg_lo(uint32_t feature)
+{
+    umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
+    cfg->feature = feature;
+    cfg->trans_info_num = 1;
+    cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&cfg->trans_info[0].dev_info);
+    return cfg;
+}
+
+/* A zeroed UB create option on the loopback interface with `name` and `create_flag`; the
+ * caller sets the fields the flags enable. */
+static inline umq_create_option_t option_lo(const char *name, uint32_t create_flag)
+{
+    umq_create_option_t o;
+    memset(&o, 0, sizeof(o));
+    o.trans_mode = UMQ_TRANS_MODE_UB;
+    name_lo(&o.dev_info);
+    snprintf(o.name, sizeof(o.name), "%s", name);
+    o.create_flag = create_flag;
+    return o;
 }
 
 /* Binds two queues of this process to each other. */

@@ -147,10 +147,10 @@ impl Queue {
         &self,
         n: usize,
         bad: &mut *mut umq_buf_t,
-        first: *mut umq_buf_t,
         post: impl FnOnce(usize, &mut *mut umq_buf_t) -> (usize, UmqResult<()>),
         nth: impl Fn(usize) -> *mut umq_buf_t,
     ) -> UmqResult<()> {
+        let first = nth(0);
         let b = self.borrower().expect("a logic queue");
         let pool = self.tp_pool()?;
         let _turn = b.turn.lock().unwrap_or_else(|p| p.into_inner());

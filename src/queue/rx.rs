@@ -232,7 +232,10 @@ impl Queue {
             _ => {
                 w.rq.has_completions()
                     || Self::credit_updates_waiting(&mut w)
-                    || self.share.as_ref().is_some_and(|s| s.main.is_none() && s.line.has_noted())
+                    || self
+                        .share
+                        .as_ref()
+                        .is_some_and(|s| s.main.is_none() && s.line.has_noted())
             }
         }
     }

@@ -75,7 +75,6 @@ impl Queue {
         self.post_pooled(
             batch.n,
             bad,
-            batch.head(0),
             |may, bad| self.post_parsed(&batch.first(may), bad),
             |i| batch.head(i),
         )
