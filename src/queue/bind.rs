@@ -205,7 +205,11 @@ impl Queue {
     fn leave_link(&self, rebind: bool) {
         self.over_link.store(false, Ordering::Release);
         self.linked_on_line(false);
-        let Some(mut link) = lock(&self.wire).link.take() else {
+        let Some(mut link) = ({
+            let mut w = lock(&self.wire);
+            w.lost = None;
+            w.link.take()
+        }) else {
             return;
         };
         link.leave();
@@ -230,11 +234,57 @@ impl Queue {
         self.notify(tx > 0, rx > 0);
     }
 
-    /// The peer process died or left: error state, every send in flight flushed, waiters woken.
+    /// The peer process died: what it sent before is delivered first, as a NIC would have (its
+    /// sends completed on its side), then the loss is reported (`report_loss`). Over shared
+    /// memory that is at once: what the peer published is whole in our ring (entries count only
+    /// once stamped). Over the network its last bytes may still be arriving, so the report waits
+    /// for a grace without arrivals (`Due::LastWords`).
     pub(crate) fn peer_lost(&self, why: &str) {
-        // What the peer published before it died is whole (entries count only once stamped)
-        // and its sends already completed there: deliver it first, as a NIC would have.
-        self.service_link();
+        if !self.service_link() {
+            return self.report_loss(why);
+        }
+        let grace = {
+            let mut w = lock(&self.wire);
+            let grace = w.link.as_deref().map(|l| l.last_words_grace());
+            if grace.is_some_and(|g| !g.is_zero()) {
+                w.lost = Some(why.to_owned());
+            }
+            grace.unwrap_or_default()
+        };
+        match grace.is_zero() {
+            true => self.report_loss(why),
+            false => self.await_last_words(grace),
+        }
+    }
+
+    fn await_last_words(&self, grace: std::time::Duration) {
+        let at = crate::os::clock_ns().saturating_add(grace.as_nanos() as u64);
+        crate::transport::progress::deadline(self.handle, Due::LastWords, watched, at);
+    }
+
+    /// The grace after the peer's exit has passed: a round takes what arrived meanwhile; the
+    /// loss is reported once a round finds nothing more (a round that found some waits again).
+    pub(crate) fn last_words_deadline_passed(&self) {
+        if lock(&self.wire).lost.is_none() {
+            return; // unbound meanwhile
+        }
+        let out = self.service_link_now();
+        let mut w = lock(&self.wire);
+        if out.rx_done > 0 && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR {
+            let grace = w.link.as_deref().map(|l| l.last_words_grace());
+            drop(w);
+            return self.await_last_words(grace.unwrap_or_default());
+        }
+        let Some(why) = w.lost.take() else {
+            return;
+        };
+        drop(w);
+        self.report_loss(&why);
+    }
+
+    /// The peer process is gone or left: error state, every send in flight flushed, waiters
+    /// woken.
+    fn report_loss(&self, why: &str) {
         let mut w = lock(&self.wire);
         w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
         // Credit the dead peer held goes back to a shared pool's other members now, not at

@@ -134,6 +134,7 @@ impl crate::transport::progress::Watched for Queue {
             Due::Round => self.background_deadline_passed(),
             Due::PoolRelease => self.pool_release_deadline_passed(),
             Due::CreditReturn => self.credit_return_deadline_passed(),
+            Due::LastWords => self.last_words_deadline_passed(),
         }
     }
 

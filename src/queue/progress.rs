@@ -29,7 +29,7 @@ impl Queue {
     /// that has arrived, as the reference does; a ping-pong's poll pays one stamp load for it.
     #[inline(always)]
     pub(super) fn link_receive_round(&self, w: &mut Wired, several: bool) -> Outcome {
-        let Wired { wire, link } = w;
+        let Wired { wire, link, .. } = w;
         if !crate::transport::pause::in_use()
             && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR
             && let Some(link) = link.as_deref_mut()
@@ -53,7 +53,7 @@ impl Queue {
     /// peer has left or the queue is in error.
     #[inline]
     pub(super) fn link_post_round(&self, w: &mut Wired) -> Outcome {
-        let Wired { wire, link } = w;
+        let Wired { wire, link, .. } = w;
         if let Some(link) = link.as_deref_mut() {
             let out = match self.state.load(Ordering::Acquire) {
                 QUEUE_STATE_ERR => None,
@@ -74,7 +74,7 @@ impl Queue {
         if crate::transport::pause::in_use() {
             self.pause_round_if_busy(w);
         }
-        let Wired { wire, link } = w;
+        let Wired { wire, link, .. } = w;
         let out = match link.as_deref_mut() {
             Some(link) => self.run_round(wire, link),
             None => Outcome::default(),
@@ -95,6 +95,7 @@ impl Queue {
         match link.round(w, &at) {
             Ok(out) => out,
             Err(why) => {
+                eprintln!("dbg round err: {why}");
                 w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
                 link.forget_in_flight();
                 self.set_error_at(why.log_level(), &why.to_string());
@@ -134,12 +135,13 @@ impl Queue {
     }
 
     #[inline(never)]
-    fn service_link_now(&self) {
+    pub(super) fn service_link_now(&self) -> Outcome {
         let mut w = lock(&self.wire);
         let out = self.link_round(&mut w);
         self.file_round_if_needed(&w);
         drop(w);
         self.after_round(&out);
+        out
     }
 
     /// The progress thread's round for a queue bound through a link: the round, and with flow
@@ -349,7 +351,7 @@ impl Queue {
             ROUND_AFTER
         };
         let mut w = lock(&self.wire);
-        let Wired { wire, link } = &mut *w;
+        let Wired { wire, link, .. } = &mut *w;
         let Some(link) = link.as_deref_mut() else {
             return;
         };

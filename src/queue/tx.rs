@@ -132,7 +132,7 @@ impl Queue {
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return None;
         }
-        let Wired { wire, link } = &mut *mine;
+        let Wired { wire, link, .. } = &mut *mine;
         let link = link.as_deref_mut()?;
         if batch.n == 1
             && let Some(out) = self.send_one_now(wire, link, batch.head(0))

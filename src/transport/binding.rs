@@ -126,7 +126,7 @@ impl<S: Station> Binding<S> {
             }
             Binding::Linked(_) => {
                 let mut mine = me.wired().lock();
-                let Wired { wire, link } = &mut *mine;
+                let Wired { wire, link, .. } = &mut *mine;
                 let admitted = admit(wire, link.as_deref()?.peer_area());
                 let out = link_round(&mut mine);
                 settle(&mut mine, &admitted, &out);
@@ -137,7 +137,7 @@ impl<S: Station> Binding<S> {
 
     /// Reads the peer's flow-control area into the send-side view of `w`, our locked wire.
     pub fn refresh_window(&self, w: &mut Wired) {
-        let Wired { wire, link } = w;
+        let Wired { wire, link, .. } = w;
         let Some(f) = wire.flow.as_mut() else {
             return;
         };
@@ -174,7 +174,7 @@ impl<'a, S: Station> Held<'a, S> {
     /// Our wire, and the peer's flow-control area (None: a link not in place yet).
     #[inline(always)]
     pub fn wire_and_peer_area(&mut self) -> (&mut Wire, Option<&Area>) {
-        let Wired { wire, link } = &mut *self.mine;
+        let Wired { wire, link, .. } = &mut *self.mine;
         match &self.here {
             Some((_, peer)) => (wire, Some(peer.area())),
             None => (wire, link.as_deref().map(|l| l.peer_area())),

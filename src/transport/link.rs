@@ -206,6 +206,16 @@ impl Link {
         }
     }
 
+    /// How long after the peer's process exits what it sent may still be arriving: zero over
+    /// shared memory (a published entry is whole in our ring); over the network its last
+    /// bytes may still be in the kernel's hands (see `fabric::LAST_WORDS`).
+    pub fn last_words_grace(&self) -> std::time::Duration {
+        match self {
+            Link::Shm(_) => std::time::Duration::ZERO,
+            Link::Fabric(_) => fabric::LAST_WORDS,
+        }
+    }
+
     /// A socket that turns readable when the peer's process, on another host, is gone (the
     /// progress thread takes it and sleeps on it); None when there is none.
     pub fn take_peer_socket(&mut self) -> Option<Arc<OwnedFd>> {

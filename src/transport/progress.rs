@@ -81,6 +81,9 @@ pub enum Due {
     PoolRelease,
     /// Credit it holds unused goes back to the peer (the July 2026 flow control).
     CreditReturn,
+    /// Its peer's process exited and the last of what it sent may still be on its way
+    /// (`Link::last_words_grace`): the loss is reported once nothing more arrives.
+    LastWords,
 }
 
 /// An fd that turns readable when an interrupt-mode queue has something to do.
@@ -396,8 +399,10 @@ pub fn watch(umqh: u64, lookup: Lookup, what: Watch) {
 pub fn unwatch(umqh: u64) {
     let mut w = state();
     w.entries.retain(|e| e.umqh != umqh);
-    w.deadlines
-        .forget(umqh, &[Due::Rnr, Due::Round, Due::CreditReturn]);
+    w.deadlines.forget(
+        umqh,
+        &[Due::Rnr, Due::Round, Due::CreditReturn, Due::LastWords],
+    );
     end_if_idle(&mut w);
 }
 
@@ -407,7 +412,13 @@ pub fn forget(umqh: u64) {
     w.entries.retain(|e| e.umqh != umqh);
     w.deadlines.forget(
         umqh,
-        &[Due::Rnr, Due::Round, Due::PoolRelease, Due::CreditReturn],
+        &[
+            Due::Rnr,
+            Due::Round,
+            Due::PoolRelease,
+            Due::CreditReturn,
+            Due::LastWords,
+        ],
     );
     end_if_idle(&mut w);
 }

@@ -1,6 +1,6 @@
 //! What a queue's wire lock guards: the state every provider works on (`Wire`) and, beside it,
 //! the link of the binding to another process. Beside, not inside: a round borrows the two
-//! apart (`let Wired { wire, link } = &mut *guard`), where a link kept inside the wire had to be
+//! apart (`let Wired { wire, link, .. } = &mut *guard`), where a link kept inside the wire had to be
 //! moved out and put back around every call that lends the provider both.
 
 use crate::abi::errno::umq_buf_status_t;
@@ -12,6 +12,9 @@ pub struct Wired {
     pub wire: Wire,
     /// The binding to a queue in another process, while there is one.
     pub link: Option<Box<Link>>,
+    /// Why the link's peer is gone, while its last words may still be arriving
+    /// (`Link::last_words_grace`); the loss is reported when they are in.
+    pub lost: Option<String>,
 }
 
 impl Wired {
@@ -19,6 +22,7 @@ impl Wired {
         Wired {
             wire: Wire::new(rx_depth, tx_depth),
             link: None,
+            lost: None,
         }
     }
 
@@ -38,7 +42,7 @@ impl Wired {
     /// on the link, and calls the peer's progress thread for them: its application may be
     /// away. A full link keeps the rest for the next round. Returns whether any went.
     pub fn send_credit(&mut self) -> bool {
-        let Wired { wire, link } = self;
+        let Wired { wire, link, .. } = self;
         let (Some(c), Some(link)) = (
             wire.flow.as_mut().and_then(|f| f.credit()),
             link.as_deref_mut(),

@@ -237,6 +237,14 @@ fn watch_or_log(node: &Node, at: SocketAddr) -> Option<Arc<OwnedFd>> {
     Some(fd)
 }
 
+/// How long a binding goes on receiving after its peer's process exited. The exit is seen
+/// through a pidfd or the death watch, not through the connection the bytes came on, so it
+/// can be seen first: a loopback segment the peer sent just before dying may still wait in the
+/// kernel's backlog (on a loaded machine, for a millisecond or more), and one from another
+/// host may still be on the wire. A round at the end of the grace that still finds messages
+/// extends it.
+pub const LAST_WORDS: Duration = Duration::from_millis(20);
+
 fn lost(why: &'static str) -> LinkError {
     LinkError::Lost(why)
 }
