@@ -74,6 +74,9 @@ typedef struct umq_ext_transport_stats {
     uint64_t calls_answered;    /* network: such rings from the peer answered here (its WRs
                                    ran), by the progress thread when the application did not
                                    call in */
+    uint64_t one_sided_rma_wr;  /* network: WRITEs and READs that went by libfabric RMA, the
+                                   target's library taking no part (added last: a caller
+                                   passing the earlier 96-byte struct gets the fields above) */
 } umq_ext_transport_stats_t;
 
 /* Pacing (rate limits). in->addr = the queue's limit in bit/s; 0 (the default) is unlimited. A

@@ -45,6 +45,24 @@ def test_write_and_read_run_in_the_sleeping_targets_library_when_called():
         assert conn.recv() == payload
 
 
+def test_writes_and_reads_into_the_process_pool_go_by_rma_once_a_message_taught_the_chunk():
+    """A buffer of the target's process pool: the first WRITE goes as a message, which the
+    target's library checks, and its completion tells where the buffer's chunk keeps its data
+    areas; the next WRITE and READ go by libfabric RMA, which the target's provider serves while
+    its application runs nothing of ours. A forged token, or an address outside the buffer,
+    still goes as a message and is refused (docs/TRANSPORTS.md, "One-sided operations")."""
+    with bound_to_target(shared_pool=False) as (q, remote, conn, _):
+        assert q.write(BEFORE, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        assert q.transport_stats().one_sided_rma_wr == 0
+        payload = write_and_read_back(q, remote)
+        assert q.transport_stats().one_sided_rma_wr == 2
+        bad_references_are_refused(q, remote)
+        assert q.transport_stats().one_sided_rma_wr == 2
+        conn.send("look")
+        assert conn.recv() == payload
+
+
 def test_a_freed_buffer_is_out_of_reach_over_the_network():
     with bound_to_target(shared_pool=True) as (q, remote, conn, _):
         conn.send("free")

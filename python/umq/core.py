@@ -395,6 +395,7 @@ class TransportStats:
     one_sided_kernel_wr: int
     calls_sent: int
     calls_answered: int
+    one_sided_rma_wr: int
 
 
 @dataclass(frozen=True)

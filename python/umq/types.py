@@ -349,6 +349,7 @@ class umq_ext_transport_stats_t(_Struct):
             "one_sided_kernel_wr",
             "calls_sent",
             "calls_answered",
+            "one_sided_rma_wr",
         )
     ]
 

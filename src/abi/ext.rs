@@ -67,10 +67,16 @@ pub struct umq_ext_transport_stats_t {
     /// answered here (the WRs they called for ran: see `transport::call_bell`).
     pub calls_sent: u64,
     pub calls_answered: u64,
+    /// Network only: one-sided WRITEs and READs that went by libfabric RMA, the target's
+    /// library taking no part. (Added last: a caller that passes the earlier 96-byte struct
+    /// gets everything before it.)
+    pub one_sided_rma_wr: u64,
 }
 
 // The hand-written umq_ext.h declares the same layout.
-const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 96);
+const _: () = assert!(size_of::<umq_ext_transport_stats_t>() == 104);
+/// The struct's size before `one_sided_rma_wr`, which `umq_user_ctl` still fills.
+pub const TRANSPORT_STATS_V1_LEN: usize = 96;
 
 /// `umq_user_ctl` opcode: `in->addr` = the queue's rate limit in bit/s, 0 for unlimited (the
 /// default). A limited queue's messages are released in packets of at most its PMTU, at that

@@ -105,6 +105,10 @@ impl Chunk {
             token_id: self.token_id,
             token_value: self.token_value,
             shared: self.heap.is_none(),
+            data_base: self.data_base,
+            data_stride: self.data_stride,
+            data_cap: self.data_cap,
+            count: self.count,
         }
     }
 
@@ -242,6 +246,19 @@ pub struct ChunkSpan {
     pub token_value: u32,
     /// Carved from a queue's shared pool (its arena), not from the process pool.
     pub shared: bool,
+    /// Its `count` slots' data areas: `data_cap` bytes every `data_stride` from `data_base`
+    /// (the headers between them, or apart, are the library's own).
+    pub data_base: usize,
+    pub data_stride: usize,
+    pub data_cap: usize,
+    pub count: usize,
+}
+
+impl ChunkSpan {
+    /// Slot `i`'s data area: its start and length.
+    pub fn slot_data(&self, i: usize) -> (usize, usize) {
+        (self.data_base + i * self.data_stride, self.data_cap)
+    }
 }
 
 /// Told of every chunk of a pool: `added` for each that exists when the hook is added and for
@@ -250,6 +267,11 @@ pub struct ChunkSpan {
 pub trait ChunkHook: Send + Sync {
     fn added(&self, chunk: &ChunkSpan);
     fn removed(&self, chunk: &ChunkSpan);
+    /// Whether it may pin shared-pool chunks' pages (a device registration), so idle ones must
+    /// keep them.
+    fn pins_shared_pages(&self) -> bool {
+        true
+    }
 }
 
 fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>> {
@@ -397,6 +419,11 @@ impl Pool {
             .collect()
     }
 
+    /// Tells this pool apart from others.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Whether headers and data are apart (`UMQ_BUF_SPLIT`).
     pub fn is_split(&self) -> bool {
         self.split
@@ -412,14 +439,16 @@ impl Pool {
         // Under the hooks' write lock: a chunk that grows meanwhile waits for it, and is then
         // told to the hook once, by `grow`.
         let mut hooks = self.hooks.write();
-        let existing: Vec<ChunkSpan> = {
-            let reg = self.registry.read().unwrap_or_else(|p| p.into_inner());
-            reg.headers.iter().map(|(_, _, c)| c.span()).collect()
-        };
-        for span in &existing {
+        for span in &self.spans() {
             hook.added(span);
         }
         hooks.push(hook);
+    }
+
+    /// Every chunk there is now.
+    fn spans(&self) -> Vec<ChunkSpan> {
+        let reg = self.registry.read().unwrap_or_else(|p| p.into_inner());
+        reg.headers.iter().map(|(_, _, c)| c.span()).collect()
     }
 
     fn tell_hooks(&self, spans: &[ChunkSpan], added: bool) {
@@ -776,7 +805,7 @@ impl Pool {
         if lists.arena.is_none() || !lists.idle_hint.swap(false, Ordering::Acquire) {
             return 0;
         }
-        if !self.hooks.read().is_empty() {
+        if self.hooks.read().iter().any(|h| h.pins_shared_pages()) {
             return 0;
         }
         let mut released = 0;
@@ -843,6 +872,16 @@ impl Pool {
             && addr
                 .checked_add(len as u64)
                 .is_some_and(|end| end <= start + slot.data_cap() as u64)
+    }
+}
+
+/// A pool that goes tells its hooks that every chunk leaves with it: a provider that exposed
+/// them to peers must take them back before the memory is freed.
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if !self.hooks.read().is_empty() {
+            self.tell_hooks(&self.spans(), false);
+        }
     }
 }
 

@@ -28,6 +28,29 @@ pub(super) fn write_out<T>(out: &umq_user_ctl_out_t, what: &str, value: T) -> Um
     Ok(())
 }
 
+/// The transport statistics into `out`: the whole struct, or the first 96 bytes a caller
+/// built against the header before `one_sided_rma_wr` passes.
+fn write_transport_stats(
+    out: &umq_user_ctl_out_t,
+    stats: umq_ext_transport_stats_t,
+) -> UmqResult<()> {
+    if out.len as usize != TRANSPORT_STATS_V1_LEN {
+        return write_out(out, "umq_ext_transport_stats_t", stats);
+    }
+    if out.addr == 0 || !(out.addr as usize).is_multiple_of(align_of::<u64>()) {
+        return Err(einval(F, format_args!("out.addr NULL or misaligned")));
+    }
+    // SAFETY: the caller gave `out.len` writable bytes at `out.addr`; the struct is plain data.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            &stats as *const umq_ext_transport_stats_t as *const u8,
+            out.addr as *mut u8,
+            TRANSPORT_STATS_V1_LEN,
+        )
+    };
+    Ok(())
+}
+
 /// Reads a `T` the caller gave at `in.addr` (`in.len` its size).
 pub(super) fn read_in<T: Copy>(input: &umq_user_ctl_in_t, what: &str) -> UmqResult<T> {
     if input.addr == 0
@@ -84,9 +107,7 @@ pub fn user_ctl(q: &Queue, input: &umq_user_ctl_in_t, out: &umq_user_ctl_out_t) 
             q.stall_timeout_ms.store(input.addr, Ordering::Relaxed);
             Ok(())
         }
-        UMQ_EXT_OPCODE_TRANSPORT_STATS => {
-            write_out(out, "umq_ext_transport_stats_t", q.transport_stats())
-        }
+        UMQ_EXT_OPCODE_TRANSPORT_STATS => write_transport_stats(out, q.transport_stats()),
         UMQ_EXT_OPCODE_PACING_RATE => super::pacing::set_rate(q, input.addr),
         UMQ_EXT_OPCODE_PACING_PMTU => super::pacing::set_pmtu(q, input.addr),
         UMQ_EXT_OPCODE_PACING_TICK_RATE => super::pacing::set_tick_rate(input.addr),

@@ -406,6 +406,7 @@ impl Queue {
             shm,
             fabric: fabric.then_some((self.rt.fabric_provider.as_str(), addr)),
             interrupt: self.irq.is_some(),
+            pool: &self.rt.pool,
             rx_depth: self.cfg.rx_depth,
             umqh: self.handle,
         };

@@ -95,7 +95,6 @@ impl Queue {
         match link.round(w, &at) {
             Ok(out) => out,
             Err(why) => {
-                eprintln!("dbg round err: {why}");
                 w.fail_uncompleted(UMQ_BUF_WR_FLUSH_ERR);
                 link.forget_in_flight();
                 self.set_error_at(why.log_level(), &why.to_string());

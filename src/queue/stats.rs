@@ -109,6 +109,7 @@ impl Queue {
             one_sided_kernel_wr: w.zero_copy.one_sided_kernel_wr,
             calls_sent: w.zero_copy.calls_sent,
             calls_answered: w.zero_copy.calls_answered,
+            one_sided_rma_wr: w.zero_copy.one_sided_rma_wr,
         }
     }
 }

@@ -293,6 +293,8 @@ pub struct ZeroCopy {
     /// shared pool mapped here, or by the kernel.
     pub one_sided_mapped_wr: u64,
     pub one_sided_kernel_wr: u64,
+    /// Network: one-sided WRs that went by libfabric RMA (`fabric::rma`).
+    pub one_sided_rma_wr: u64,
     /// Network: rings of the peer's call bell, and the peer's rings answered here
     /// (`transport::call_bell`).
     pub calls_sent: u64,

@@ -40,6 +40,8 @@ pub fn case(d: &mut impl Draw) -> Case {
         pool: &pool,
     };
     let (mut left, mut out) = (false, Outcome::default());
+    // What a node that exposes nothing yet knows: completions may still teach chunks.
+    let exposed = super::rma::Exposure::new(super::sys::Addressing::Offset);
     let mut arrived = Arrived {
         queue: &mut queue,
         bounces: &bounces,
@@ -50,6 +52,7 @@ pub fn case(d: &mut impl Draw) -> Case {
         &mut arrived,
         &mut tx,
         &mut left,
+        Some(&exposed),
         &mut w,
         &at,
         &mut out,
@@ -201,6 +204,10 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         flight_base: 0,
         call_upto: 0,
         called_upto: 0,
+        chunks: Default::default(),
+        rma_in_flight: 0,
+        rma_call: false,
+        msg_upto: 0,
     }
 }
 

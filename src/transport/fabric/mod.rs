@@ -17,6 +17,7 @@
 pub mod hostile;
 mod msg;
 pub mod node;
+mod rma;
 mod rx;
 pub mod sys;
 mod tx;
@@ -141,6 +142,11 @@ impl Channel {
         Ok(Channel { node, id })
     }
 
+    /// Exposes `pool`'s chunks for the peers' RMA through this channel's node (`rma`).
+    pub fn expose_pool(&self, pool: &crate::buf::pool::Pool) {
+        self.node.expose_pool(pool);
+    }
+
     /// How a peer reaches this channel.
     pub fn contact(&self) -> Contact {
         let n = self.node.lock();
@@ -210,6 +216,16 @@ struct Tx {
     /// as we called the peer to them.
     call_upto: u64,
     called_upto: u64,
+    /// The peer's chunks our WRs learned, which later WRs reach by RMA (`rma`), and how many
+    /// of our WRs in flight went that way.
+    chunks: rma::RemoteChunks,
+    rma_in_flight: u32,
+    /// An RMA of ours started that the peer's provider must serve (over tcp, in its progress):
+    /// the round's end rings the peer's bell once.
+    rma_call: bool,
+    /// One past our last WR that went as a message: as far as the peer's library can run our
+    /// WRs (the others went by RMA).
+    msg_upto: u64,
 }
 
 fn quick(opcode: umq_opcode_t) -> bool {
@@ -300,6 +316,10 @@ impl Link {
                 flight_base: 0,
                 call_upto: 0,
                 called_upto: 0,
+                chunks: rma::RemoteChunks::default(),
+                rma_in_flight: 0,
+                rma_call: false,
+                msg_upto: 0,
             },
             peer_area: Area::default(),
             peer_landing,
@@ -372,7 +392,7 @@ impl Link {
             return Err(LinkError::PeerLeft);
         }
         self.ship_area(n, w)?;
-        self.transmit(w, &mut out);
+        self.transmit(n, w, &mut out);
         self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
         self.complete(w, &mut out);
         self.call_if_needed(n, w);
@@ -410,7 +430,7 @@ impl Link {
             return None;
         }
         self.take_landed(n);
-        self.transmit(w, &mut out);
+        self.transmit(n, w, &mut out);
         if self
             .flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)
             .is_err()
@@ -487,6 +507,7 @@ impl Link {
     pub fn forget_in_flight(&mut self) {
         self.tx.flight_base += self.tx.flight.len() as u64;
         self.tx.flight.clear();
+        self.tx.rma_in_flight = 0;
         self.tx.outgoing.retain(|o| o.wr_seq.is_none());
     }
 
@@ -497,17 +518,46 @@ impl Link {
             kind: KIND_BYE,
             ..Default::default()
         }));
+        // RMA of ours in flight reads from or writes into our buffers: the binding ends once
+        // libfabric is done with them, which a live peer's provider answers within a round
+        // trip and a dead one's connection within its reset.
         let node = self.ch.node.clone();
-        for _ in 0..100 {
+        let rma_deadline = Instant::now() + Duration::from_secs(1);
+        for round in 0.. {
             let mut n = node.lock();
-            if n.progress(self.ch.id).is_err()
-                || self.flush(&mut n, None, false, &mut 0).is_err()
-                || self.tx.outgoing.is_empty()
-            {
+            if n.progress(self.ch.id).is_err() || self.flush(&mut n, None, false, &mut 0).is_err() {
+                break;
+            }
+            self.take_rma_done(&mut n);
+            let sending = !self.tx.outgoing.is_empty() && round < 100;
+            let reading = self.tx.rma_in_flight > 0 && Instant::now() < rma_deadline;
+            if !sending && !reading {
                 break;
             }
             drop(n);
             std::thread::yield_now();
+        }
+    }
+
+    /// Completes our WRs that went by RMA as libfabric finished them; one refused drops what
+    /// we learned of the peer's chunks (it may have taken one back).
+    fn take_rma_done(&mut self, n: &mut Shared) {
+        let Some(inbox) = n.inbox_mut(self.ch.id) else {
+            return;
+        };
+        for (seq, ok) in inbox.rma_done.drain(..) {
+            let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) else {
+                continue; // flushed since
+            };
+            f.status = Some(if ok {
+                UMQ_BUF_SUCCESS
+            } else {
+                UMQ_BUF_REM_ACCESS_ABORT_ERR
+            });
+            self.tx.rma_in_flight = self.tx.rma_in_flight.saturating_sub(1);
+            if !ok {
+                self.tx.chunks.forget_all();
+            }
         }
     }
 
@@ -528,6 +578,7 @@ impl Link {
         if std::mem::take(&mut inbox.area_written) {
             self.area_in_flight = false;
         }
+        self.take_rma_done(n);
         Ok(())
     }
 
@@ -965,6 +1016,123 @@ mod tests {
         write(&mut p, current, [1, 2, 3]);
         p.rounds_until(|_, b| landed(b) == Some([1, 2, 3]));
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
+    }
+
+    /// One WR of a's, `op` into `remote` (a WRITE of `len` bytes, or a READ of `len` into a
+    /// buffer of its own), run to completion with both sides' rounds (b's running only
+    /// while `b_runs`); its status, and the WR (the caller frees it).
+    fn one_wr(
+        p: &mut Pair,
+        op: umq_opcode_t,
+        len: u32,
+        remote: umq_ref_sge_t,
+        b_runs: bool,
+    ) -> (umq_buf_status_t, *mut umq_buf_t) {
+        let wr = crate::transport::test_wr(&p.pool, len.max(1), op, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.wa.sq.completed() == 0 {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_a().unwrap();
+            if b_runs {
+                p.round_b().unwrap();
+            } else {
+                // b's provider alone (libfabric tcp serves RMA in the target's progress, which
+                // its progress thread drives): no round of b's binding runs.
+                let _ = p.b.ch.node.lock().ep.poll(
+                    &mut [sys::Cqe {
+                        ctx: std::ptr::null_mut(),
+                        len: 0,
+                        err: 0,
+                        prov_errno: 0,
+                    }; 16],
+                );
+            }
+        }
+        let mut done = [std::ptr::null_mut(); 1];
+        assert_eq!(p.wa.sq.take_completed(&mut done), 1);
+        (unsafe { (*done[0]).status() }, done[0])
+    }
+
+    /// WRITE and READ by RMA. The first WRITE into a buffer of b's pool goes as a message: b's
+    /// library checks it, and its completion tells a where that chunk's data areas are. The
+    /// next WRITE and READ there go by libfabric RMA while no round of b's binding runs (b's
+    /// provider moves the bytes). A forged token value, or bytes outside the buffer's data
+    /// area, go as a message again and are refused, changing no byte of b's.
+    #[test]
+    fn writes_and_reads_go_by_rma_once_a_message_taught_the_chunk() {
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.b.ch.expose_pool(&p.pool);
+        p.connect();
+        let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
+        let t = unsafe { &*target };
+        let bytes =
+            |at: u64, len: usize| unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+        let remote = umq_ref_sge_t {
+            addr: t.buf_data as u64,
+            length: 4096,
+            token_id: t.token_id(),
+            token_value: t.token_value,
+            rsvd0: 0,
+        };
+        let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
+        // Taught by a message, which b's rounds run.
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
+        assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 0));
+        assert!(crate::transport::test_bytes_intact(target, 64));
+        p.pool.free_one(wr).unwrap();
+        // By RMA, b's binding running nothing: 4 KiB into the buffer's second half...
+        let half = umq_ref_sge_t {
+            addr: remote.addr + 2048,
+            length: 2048,
+            ..remote
+        };
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 2048, half, false);
+        assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 1));
+        assert!(crate::transport::test_bytes_intact(wr, 2048));
+        assert_eq!(
+            bytes(remote.addr + 2048, 2048),
+            bytes(unsafe { (*wr).buf_data } as u64, 2048)
+        );
+        p.pool.free_one(wr).unwrap();
+        // ... and read back.
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_READ, 4096, remote, false);
+        assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 2));
+        assert_eq!(unsafe { (*wr).total_data_size }, 4096);
+        assert_eq!(
+            bytes(unsafe { (*wr).buf_data } as u64, 4096),
+            bytes(remote.addr, 4096)
+        );
+        p.pool.free_one(wr).unwrap();
+        // Refused as messages: no RMA tried, no byte changed.
+        let before = bytes(remote.addr, 4096).to_vec();
+        let forged = umq_ref_sge_t {
+            token_value: remote.token_value ^ 1,
+            ..remote
+        };
+        let before_it = umq_ref_sge_t {
+            addr: remote.addr - 64,
+            length: 64,
+            ..remote
+        };
+        for (op, bad) in [
+            (UMQ_OPC_WRITE, forged),
+            (UMQ_OPC_READ, forged),
+            (UMQ_OPC_WRITE, before_it),
+            (UMQ_OPC_READ, before_it),
+        ] {
+            let (status, wr) = one_wr(&mut p, op, bad.length.min(200), bad, true);
+            assert_eq!(status, UMQ_BUF_REM_ACCESS_ABORT_ERR);
+            p.pool.free_one(wr).unwrap();
+        }
+        assert_eq!(rma_wrs(&p), 2);
+        assert_eq!(bytes(remote.addr, 4096), &before[..]);
+        // The binding still carries messages both ways after all of it.
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        p.pool.free_one(target).unwrap();
     }
 
     /// Two bindings that keep running rounds hear each other (pings) for several liveness

@@ -15,8 +15,10 @@
 //! lock (never the other way round).
 
 use super::msg::*;
+use super::rma;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
+use crate::buf::pool::{ChunkHook, ChunkSpan};
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -48,6 +50,7 @@ pub const NODE: u64 = 0;
 const RECV_TAG: usize = 1 << 32;
 const SEND_TAG: usize = 2 << 32;
 const AREA_TAG: usize = 3 << 32;
+const RMA_TAG: usize = 4 << 32;
 const INDEX: usize = RECV_TAG - 1;
 
 /// A channel: its slot in the node and, above, the generation that slot is in, drawn at random
@@ -79,6 +82,8 @@ pub struct Inbox {
     pub area_written: bool,
     /// An error completion of one of its operations: the peer cannot be reached.
     pub broken: Option<&'static str>,
+    /// Its WRs that went by RMA and completed: sequence number, and whether it succeeded.
+    pub rma_done: Vec<(u64, bool)>,
     /// Its peer process (`Shared::peers`), once bound.
     pub peer: Option<usize>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
@@ -128,6 +133,20 @@ pub struct Shared {
     /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
     /// the bell is not rung for it.
     serving: ChannelId,
+    /// The process pool's chunks exposed for the peers' RMA (None: the provider cannot).
+    pub rma: Option<rma::Exposure>,
+    /// Our RMA operations in flight: the channel and WR each is for; and the free entries.
+    rma_ops: Vec<Option<(ChannelId, u64)>>,
+    rma_free: Vec<usize>,
+}
+
+/// Registrations close before the endpoint (and its domain) does.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(x) = self.rma.as_mut() {
+            x.withdraw_all(&self.ep);
+        }
+    }
 }
 
 pub struct RxPool {
@@ -148,6 +167,36 @@ pub struct TxPool {
     /// The channel and WR a busy buffer carries a fragment of.
     pub owner: Vec<Option<(ChannelId, u64)>>,
     pub scratch: Vec<u8>,
+}
+
+/// The pool's hook: new chunks wait for the node's next progress; a chunk that leaves is
+/// withdrawn at once, under the node's lock (never held by whoever frees or retires one).
+struct Exposer {
+    node: Weak<Node>,
+    pending: Arc<rma::Pending>,
+}
+
+impl ChunkHook for Exposer {
+    fn added(&self, chunk: &ChunkSpan) {
+        self.pending.add(chunk);
+    }
+
+    fn removed(&self, chunk: &ChunkSpan) {
+        self.pending.drop_chunk(chunk);
+        if chunk.shared {
+            return;
+        }
+        if let Some(node) = self.node.upgrade() {
+            let n = &mut *node.lock();
+            if let Some(x) = n.rma.as_mut() {
+                x.withdraw(&n.ep, chunk);
+            }
+        }
+    }
+
+    fn pins_shared_pages(&self) -> bool {
+        false
+    }
 }
 
 /// What wakes a sleeping interrupt-mode queue: an epoll set of the completion queue's wait fd
@@ -214,6 +263,8 @@ pub struct Node {
     inject: usize,
     /// Our death-watch beacon, open while the node lives.
     beacon: Option<watch::Beacon>,
+    /// The pools whose chunks it exposes (`expose_pool`), by id.
+    exposed_pools: Mutex<Vec<u64>>,
     shared: Mutex<Shared>,
 }
 
@@ -277,6 +328,9 @@ impl Node {
             watches: HashMap::new(),
             failed: None,
             serving: NODE,
+            rma: ep.rma_keyed().map(rma::Exposure::new),
+            rma_ops: Vec::new(),
+            rma_free: Vec::new(),
             ep,
         };
         let node = Node {
@@ -285,6 +339,7 @@ impl Node {
             provider: shared.ep.provider().to_string(),
             inject: shared.ep.inject_size(),
             beacon: watch::Beacon::open(shared.ep.name()),
+            exposed_pools: Mutex::new(Vec::new()),
             shared: Mutex::new(shared),
         };
         crate::log_info!(
@@ -304,6 +359,25 @@ impl Node {
     /// Our address, for peers (`fi_getname`).
     pub fn name(&self) -> &[u8] {
         &self.name
+    }
+
+    /// Exposes `pool`'s chunks for the peers' RMA (`rma`), once per pool, when the provider
+    /// can.
+    pub fn expose_pool(self: &Arc<Node>, pool: &crate::buf::pool::Pool) {
+        let Some(pending) = self.lock().rma.as_ref().map(rma::Exposure::pending) else {
+            return;
+        };
+        {
+            let mut pools = self.exposed_pools.lock().unwrap_or_else(|p| p.into_inner());
+            if pools.contains(&pool.id()) {
+                return;
+            }
+            pools.push(pool.id());
+        }
+        pool.add_chunk_hook(Arc::new(Exposer {
+            node: Arc::downgrade(self),
+            pending,
+        }));
     }
 
     pub fn provider(&self) -> &str {
@@ -342,6 +416,7 @@ impl Shared {
             sent: Vec::new(),
             area_written: false,
             broken: None,
+            rma_done: Vec::new(),
             peer: None,
             interrupt,
         });
@@ -456,9 +531,12 @@ impl Shared {
     }
 
     /// Channel `id`'s inbox and the bounce buffers its arrivals may be in.
-    pub fn inbox_and_bounces(&mut self, id: ChannelId) -> Option<(&mut Inbox, &Buffers)> {
+    pub fn inbox_and_bounces(
+        &mut self,
+        id: ChannelId,
+    ) -> Option<(&mut Inbox, &Buffers, Option<&rma::Exposure>)> {
         let inbox = self.inboxes.get_mut(slot_of(id))?.as_mut()?;
-        (inbox.id == id).then_some((inbox, &self.rx.bufs))
+        (inbox.id == id).then_some((inbox, &self.rx.bufs, self.rma.as_ref()))
     }
 
     /// The node's part of channel `by`'s round: completions taken, arrived messages handed to
@@ -468,6 +546,9 @@ impl Shared {
         self.serving = by;
         if let Some(why) = self.failed {
             return Err(LinkError::Lost(why));
+        }
+        if let Some(x) = self.rma.as_mut() {
+            x.register_pending(&self.ep);
         }
         if let Err(why) = self.reap() {
             self.failed = Some(why);
@@ -541,6 +622,13 @@ impl Shared {
                         true => i.broken = Some("peer unreachable over the network"),
                         false => i.area_written = true,
                     });
+                }
+            }
+            RMA_TAG if idx < self.rma_ops.len() => {
+                if let Some((id, seq)) = self.rma_ops[idx].take() {
+                    self.rma_free.push(idx);
+                    // A refused RMA breaks nothing: the WR completes with an error.
+                    self.tell(id, |i| i.rma_done.push((seq, !failed)));
                 }
             }
             _ => crate::log_warn!("umq_fabric", "a completion for no buffer of ours: {ctx:#x}"),
@@ -730,6 +818,30 @@ impl Shared {
             Err(_) => self.tx.free.push(slot),
         }
         sent
+    }
+
+    /// Starts channel `id`'s WR `seq` as RMA: `op` posts it with the completion context it is
+    /// given. Err(code) when libfabric refused it (`FI_EAGAIN`: no room now).
+    pub fn rma(
+        &mut self,
+        id: ChannelId,
+        seq: u64,
+        op: impl FnOnce(&Endpoint, usize) -> Result<(), i32>,
+    ) -> Result<(), i32> {
+        let idx = self.rma_free.pop().unwrap_or_else(|| {
+            self.rma_ops.push(None);
+            self.rma_ops.len() - 1
+        });
+        match op(&self.ep, RMA_TAG | idx) {
+            Ok(()) => {
+                self.rma_ops[idx] = Some((id, seq));
+                Ok(())
+            }
+            Err(code) => {
+                self.rma_free.push(idx);
+                Err(code)
+            }
+        }
     }
 
     /// Bounce buffers channels are done with.

@@ -12,7 +12,7 @@ impl Link {
         at: &Receiver,
         out: &mut Outcome,
     ) -> Result<(), LinkError> {
-        let (inbox, bounces) = n
+        let (inbox, bounces, exposed) = n
             .inbox_and_bounces(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
         let mut arrived = Arrived {
@@ -25,6 +25,7 @@ impl Link {
             &mut arrived,
             &mut self.tx,
             &mut self.left,
+            exposed,
             w,
             at,
             out,
@@ -59,12 +60,14 @@ impl Arrived<'_> {
 }
 
 /// `Link::receive` on the parts of a link it touches, which need no endpoint (the fuzz target
-/// runs it on buffers of its own).
+/// runs it on buffers of its own). `exposed`: what our node exposes for RMA, if it can.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn receive_messages(
     rx: &mut Rx,
     arrived: &mut Arrived,
     tx: &mut Tx,
     left: &mut bool,
+    exposed: Option<&rma::Exposure>,
     w: &mut Wire,
     at: &Receiver,
     out: &mut Outcome,
@@ -75,6 +78,7 @@ pub(super) fn receive_messages(
                 tx,
                 left,
                 executed: &mut rx.executed,
+                exposed,
             };
             if !run.message(w, at, &h, &data, out)? {
                 rx.held = Some((h, data));
@@ -113,6 +117,7 @@ pub(super) fn receive_messages(
                 tx,
                 left,
                 executed: &mut rx.executed,
+                exposed,
             };
             if !run.message(w, at, &h, payload, out)? {
                 out.blocked |= !std::mem::replace(&mut rx.blocked, true);
@@ -129,6 +134,7 @@ struct Run<'a> {
     tx: &'a mut Tx,
     left: &'a mut bool,
     executed: &'a mut u64,
+    exposed: Option<&'a rma::Exposure>,
 }
 
 /// The peer as the initiator of its WR: a READ's data goes back as a message.
@@ -192,6 +198,9 @@ impl Run<'_> {
                     return Err(LinkError::Corrupt("a completion for a WR that has one"));
                 }
                 f.status = Some(target::peer_status(h.status));
+                if h.status == UMQ_BUF_SUCCESS {
+                    self.learn_chunk(w, h);
+                }
                 Ok(true)
             }
             KIND_PING => Ok(true),
@@ -201,6 +210,18 @@ impl Run<'_> {
                 Ok(true)
             }
             _ => Err(LinkError::Corrupt("a fabric message of an unexpected kind")),
+        }
+    }
+
+    /// Remembers the chunk the peer attached to its completion of our WR `h.seq`, under the
+    /// token that WR presented.
+    fn learn_chunk(&mut self, w: &Wire, h: &Header) {
+        let (Some(x), Some(wr)) = (self.exposed, w.sq.in_flight_wr(h.seq)) else {
+            return;
+        };
+        let sge = unsafe { (*wr).pro().remote_sge };
+        if let Some(c) = rma::RemoteChunk::from_done(h, sge.token_value, x.addressing()) {
+            self.tx.chunks.learn(sge.token_id, c);
         }
     }
 
@@ -227,9 +248,11 @@ impl Run<'_> {
                 rsvd0: 0,
             },
         };
+        // Our answers name the WR by the number the initiator gave it: WRs of its that went
+        // by RMA took numbers too, and never came here.
         let mut reply = Reply {
             outgoing: &mut self.tx.outgoing,
-            seq: *self.executed,
+            seq: h.seq,
         };
         let mut dst = Side {
             umqh: at.umqh,
@@ -242,14 +265,25 @@ impl Run<'_> {
             target::Executed::InitiatorLeft => return Err(LinkError::PeerLeft),
         };
         if !quick(opcode) {
-            self.tx.outgoing.push_back(Outgoing::control(Header {
+            let mut done = Header {
                 kind: KIND_DONE,
-                seq: *self.executed,
+                seq: h.seq,
                 status,
                 ..Default::default()
-            }));
+            };
+            // A WRITE or READ that reached a buffer: where its chunk's data areas are, so
+            // that the initiator's next ones there go by RMA (`rma`).
+            if status == UMQ_BUF_SUCCESS
+                && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ)
+                && let Some(c) = self
+                    .exposed
+                    .and_then(|x| x.chunk(h.token_id, h.token_value))
+            {
+                c.attach(&mut done);
+            }
+            self.tx.outgoing.push_back(Outgoing::control(done));
         }
-        *self.executed += 1;
+        *self.executed = (*self.executed).max(h.seq.saturating_add(1));
         Ok(true)
     }
 }

@@ -322,6 +322,57 @@ int umqf_write(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint6
     return (int)fi_write(e->ep, buf, len, desc, peer, addr, key, ctx);
 }
 
+/* Whether one-sided WRITE and READ can go by RMA into chunks registered under keys of our
+ * choosing (derived from their tokens): the provider takes the caller's keys (no
+ * FI_MR_PROV_KEY), of 8 bytes, and needs no descriptor for our own buffers (no FI_MR_LOCAL).
+ * Bit 1 of the answer: peers name registered memory by its virtual address (FI_MR_VIRT_ADDR),
+ * else by the offset into the region. */
+int umqf_rma_keyed(const struct umqf_ep *e)
+{
+    const struct fi_domain_attr *d = e->info->domain_attr;
+    if ((d->mr_mode & (FI_MR_PROV_KEY | FI_MR_LOCAL)) || d->mr_key_size < 8)
+        return 0;
+    return 1 | ((d->mr_mode & FI_MR_VIRT_ADDR) ? 2 : 0);
+}
+
+/* Registers `len` bytes at `buf` for the peers' RMA reads and writes under `key`; *mr is the
+ * registration, for umqf_unexpose. 0, or a negative FI_E* code (-FI_ENOKEY: the key is taken). */
+int umqf_expose_keyed(struct umqf_ep *e, void *buf, size_t len, uint64_t key, void **mr)
+{
+    struct fid_mr *m;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, key, 0, &m, NULL);
+    if (rc)
+        return rc;
+    *mr = m;
+    return 0;
+}
+
+/* Ends a registration of umqf_expose_keyed: a peer's operation under its key fails from now. */
+int umqf_unexpose(void *mr)
+{
+    return fi_close(&((struct fid_mr *)mr)->fid);
+}
+
+/* Writes `len` bytes at `buf` into the peer's memory at `addr` under `key`, completing once
+ * they are placed there (FI_DELIVERY_COMPLETE), with `ctx`. 0, -FI_EAGAIN or another code. */
+int umqf_write_placed(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer,
+                      uint64_t addr, uint64_t key, void *ctx)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
+    struct fi_msg_rma msg = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .rma_iov = &rma,
+                             .rma_iov_count = 1, .context = ctx};
+    return (int)fi_writemsg(e->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
+/* Reads `len` bytes of the peer's memory at `addr` under `key` into `buf`, with `ctx`. 0,
+ * -FI_EAGAIN or another code. */
+int umqf_read(struct umqf_ep *e, void *buf, size_t len, uint64_t peer, uint64_t addr,
+              uint64_t key, void *ctx)
+{
+    return (int)fi_read(e->ep, buf, len, NULL, peer, addr, key, ctx);
+}
+
 /* The completion queue's wait fd, or -1 (opened without one). */
 int umqf_wait_fd(const struct umqf_ep *e)
 {
@@ -438,6 +489,11 @@ int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
 int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
 int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
+int umqf_rma_keyed(const struct umqf_ep *e) { (void)e; return 0; }
+int umqf_expose_keyed(struct umqf_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -38; }
+int umqf_unexpose(void *m) { (void)m; return -38; }
+int umqf_write_placed(struct umqf_ep *e, const void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
+int umqf_read(struct umqf_ep *e, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
 int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }

@@ -55,6 +55,33 @@ unsafe extern "C" {
         ctx: *mut c_void,
     ) -> c_int;
     fn umqf_trywait(e: *mut RawEp) -> c_int;
+    fn umqf_rma_keyed(e: *const RawEp) -> c_int;
+    fn umqf_expose_keyed(
+        e: *mut RawEp,
+        buf: *mut c_void,
+        len: usize,
+        key: u64,
+        mr: *mut *mut c_void,
+    ) -> c_int;
+    fn umqf_unexpose(mr: *mut c_void) -> c_int;
+    fn umqf_write_placed(
+        e: *mut RawEp,
+        buf: *const c_void,
+        len: usize,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        ctx: *mut c_void,
+    ) -> c_int;
+    fn umqf_read(
+        e: *mut RawEp,
+        buf: *mut c_void,
+        len: usize,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        ctx: *mut c_void,
+    ) -> c_int;
     fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
     fn umqf_register(e: *mut RawEp, buf: *mut c_void, len: usize, desc: *mut *mut c_void) -> c_int;
@@ -178,6 +205,22 @@ pub struct RemoteKey {
     pub addr: u64,
     pub key: u64,
 }
+
+/// How a peer names memory of ours in its RMA: by virtual address, or by offset into the
+/// registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addressing {
+    Virtual,
+    Offset,
+}
+
+/// A region registered for the peers' RMA (`Endpoint::expose_keyed`); closed with
+/// `Endpoint::unexpose`, before its endpoint closes.
+#[derive(Debug)]
+pub struct Registration(NonNull<c_void>);
+
+// SAFETY: a provider handle, used only under the node's lock like the endpoint.
+unsafe impl Send for Registration {}
 
 /// A reliable-datagram endpoint. Every call on it is made under the lock of the node that owns
 /// it (`node::Node`; libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a
@@ -323,6 +366,95 @@ impl Endpoint {
             0 => Ok(()),
             rc => Err(-rc),
         }
+    }
+
+    /// How peers reach memory we register under keys of our choosing (`expose_keyed`), or
+    /// None when this provider cannot (it picks its own keys, or needs our buffers registered
+    /// for RMA too: verbs).
+    pub fn rma_keyed(&self) -> Option<Addressing> {
+        match unsafe { umqf_rma_keyed(self.raw.as_ptr()) } {
+            0 => None,
+            r if r & 2 != 0 => Some(Addressing::Virtual),
+            _ => Some(Addressing::Offset),
+        }
+    }
+
+    /// Registers `len` bytes at `at` for the peers' RMA reads and writes under `key`.
+    ///
+    /// # Safety
+    /// The memory must stay allocated until the registration is closed (`unexpose`).
+    pub unsafe fn expose_keyed(
+        &self,
+        at: *mut u8,
+        len: usize,
+        key: u64,
+    ) -> Result<Registration, c_int> {
+        let mut mr = std::ptr::null_mut();
+        let rc =
+            unsafe { umqf_expose_keyed(self.raw.as_ptr(), at as *mut c_void, len, key, &mut mr) };
+        match NonNull::new(mr) {
+            Some(mr) if rc == 0 => Ok(Registration(mr)),
+            _ => Err(-rc),
+        }
+    }
+
+    /// Ends a registration: a peer's operation under its key fails from now on.
+    pub fn unexpose(&self, r: Registration) {
+        unsafe { umqf_unexpose(r.0.as_ptr()) };
+    }
+
+    /// Writes `len` bytes at `from` into the peer's memory at `to`, completing (with `ctx`)
+    /// once they are placed there. Err(code), where `FI_EAGAIN` means no room now.
+    ///
+    /// # Safety
+    /// `from` must stay readable until the completion.
+    pub unsafe fn write_placed(
+        &self,
+        from: *const u8,
+        len: usize,
+        peer: u64,
+        to: RemoteKey,
+        ctx: usize,
+    ) -> Result<(), c_int> {
+        let rc = unsafe {
+            umqf_write_placed(
+                self.raw.as_ptr(),
+                from as *const c_void,
+                len,
+                peer,
+                to.addr,
+                to.key,
+                ctx as *mut c_void,
+            )
+        };
+        if rc == 0 { Ok(()) } else { Err(-rc) }
+    }
+
+    /// Reads `len` bytes of the peer's memory at `from` into `into`, completing with `ctx`.
+    /// Err(code), where `FI_EAGAIN` means no room now.
+    ///
+    /// # Safety
+    /// `into` must stay writable, and untouched by us, until the completion.
+    pub unsafe fn read(
+        &self,
+        into: *mut u8,
+        len: usize,
+        peer: u64,
+        from: RemoteKey,
+        ctx: usize,
+    ) -> Result<(), c_int> {
+        let rc = unsafe {
+            umqf_read(
+                self.raw.as_ptr(),
+                into as *mut c_void,
+                len,
+                peer,
+                from.addr,
+                from.key,
+                ctx as *mut c_void,
+            )
+        };
+        if rc == 0 { Ok(()) } else { Err(-rc) }
     }
 
     /// Our address, for the peer (`fi_getname`).

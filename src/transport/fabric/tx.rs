@@ -96,7 +96,8 @@ impl Link {
     pub fn call_peer(&mut self, w: &mut Wire) {
         let node = self.ch.node.clone();
         let n = node.lock();
-        self.tx.call_upto = self.tx.call_upto.max(w.sq.next_seq());
+        self.tx.call_upto = self.tx.call_upto.max(self.tx.msg_upto);
+        self.tx.rma_call |= self.tx.rma_in_flight > 0;
         self.call_if_needed(&n, w);
     }
 
@@ -111,6 +112,13 @@ impl Link {
 
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
+        // RMA runs in no WR count of the peer's: one serve of the channel answers it.
+        if std::mem::take(&mut t.rma_call)
+            && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell)
+        {
+            bell.ring(at, self.peer_chan, 0);
+            w.zero_copy.calls_sent += 1;
+        }
         if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {
             return;
         }
@@ -166,10 +174,11 @@ impl Link {
     }
 
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
-    pub(super) fn transmit(&mut self, w: &mut Wire, out: &mut Outcome) {
+    pub(super) fn transmit(&mut self, n: &mut Shared, w: &mut Wire, out: &mut Outcome) {
         let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
         let mut carrier = Queuer {
             link: self,
+            node: n,
             fragment,
         };
         crate::transport::transmit::transmit(w, &mut carrier, out);
@@ -254,13 +263,18 @@ impl Link {
 /// went).
 struct Queuer<'a> {
     link: &'a mut Link,
+    node: &'a mut Shared,
     fragment: usize,
 }
 
 impl Carrier for Queuer<'_> {
     fn carry(&mut self, w: &mut Wire, wr: *mut umq_buf_t, _out: &mut Outcome) -> Handed {
+        if let Some(handed) = self.link.by_rma(self.node, w, wr) {
+            return handed;
+        }
         let tx = &mut self.link.tx;
-        if tx.outgoing.len() >= MAX_OUTGOING {
+        // A message must not overtake our RMA in flight (libfabric orders neither way).
+        if tx.outgoing.len() >= MAX_OUTGOING || tx.rma_in_flight > 0 {
             return Handed::NoResource;
         }
         let pro = unsafe { *(*wr).pro() };
@@ -270,6 +284,7 @@ impl Carrier for Queuer<'_> {
             _ => (unsafe { (*wr).total_data_size }) as u64,
         };
         let sge = pro.remote_sge;
+        tx.msg_upto = seq + 1;
         tx.outgoing.push_back(Outgoing {
             header: Header {
                 kind: KIND_WR,
@@ -297,6 +312,63 @@ impl Carrier for Queuer<'_> {
         });
         self.link.wr_sent_at = Instant::now();
         Handed::AtPeer
+    }
+}
+
+impl Link {
+    /// Starts `wr` by RMA when it is a WRITE or READ of one buffer into a data area of a chunk
+    /// of the peer's that our WRs learned, under the token learned with it, and nothing of
+    /// ours but RMA is in flight (so it overtakes no message, as a message never overtakes
+    /// it); None when it goes as a message (`rma`).
+    fn by_rma(&mut self, n: &mut Shared, w: &mut Wire, wr: *mut umq_buf_t) -> Option<Handed> {
+        let h = unsafe { &*wr };
+        let (opcode, sge) = (h.pro().opcode, h.pro().remote_sge);
+        let len = match opcode {
+            UMQ_OPC_WRITE if h.data_size == h.total_data_size => h.total_data_size as u64,
+            UMQ_OPC_READ if h.buf_size >= sge.length => sge.length as u64,
+            _ => return None,
+        };
+        let alone = w.sq.in_flight() == self.tx.rma_in_flight as usize;
+        let held = w.packet_gate().is_some() || w.paused();
+        if !alone || held || len > sge.length as u64 || n.rma.is_none() {
+            return None;
+        }
+        if crate::buf::wr_bufs(wr).count() != 1 {
+            return None;
+        }
+        let to = self
+            .tx
+            .chunks
+            .reach(sge.addr, len, sge.token_id, sge.token_value)?;
+        let (seq, peer, at) = (w.sq.next_seq(), self.peer_addr, h.buf_data as *mut u8);
+        if opcode == UMQ_OPC_READ {
+            target::set_read_sizes(wr, 1, len as usize);
+        }
+        // SAFETY: the WR's buffer is the send queue's until its completion, which comes only
+        // after libfabric's.
+        let started = n.rma(self.ch.id, seq, |ep, ctx| unsafe {
+            match opcode {
+                UMQ_OPC_WRITE => ep.write_placed(at, len as usize, peer, to, ctx),
+                _ => ep.read(at, len as usize, peer, to, ctx),
+            }
+        });
+        match started {
+            Ok(()) => {}
+            Err(sys::FI_EAGAIN) => return Some(Handed::NoResource),
+            Err(_) => return None, // the message path reports what is wrong
+        }
+        self.tx.flight.push_back(Flight {
+            quick: false,
+            sent: true,
+            unfinished: 0,
+            status: None,
+        });
+        // The first of a batch calls the peer's provider; the ones behind it ride on that
+        // serve, or on the queue's call when its WRs stop moving.
+        self.tx.rma_call |= self.tx.rma_in_flight == 0;
+        self.tx.rma_in_flight += 1;
+        w.zero_copy.one_sided_rma_wr += 1;
+        Some(Handed::AtPeer)
     }
 }
 

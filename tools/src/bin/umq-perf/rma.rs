@@ -253,10 +253,12 @@ pub fn measure(run: &Run, provider: &'static str) -> Vec<Row> {
     }
     api::teardown(q);
     umq::ffi::api::umq_uninit();
-    // Over shared memory, how the WRs ran without the target; over the network, how often we
-    // called the target's progress thread to them.
+    // Over shared memory, how the WRs ran without the target; over the network, how many went
+    // by libfabric RMA and how often we called the target's progress thread to them.
     let paths = |r: Row| match provider {
-        "fabric" => r.num("calls_sent", how.calls_sent as f64),
+        "fabric" => r
+            .num("one_sided_rma_wr", how.one_sided_rma_wr as f64)
+            .num("calls_sent", how.calls_sent as f64),
         _ => r
             .num("one_sided_mapped_wr", how.one_sided_mapped_wr as f64)
             .num("one_sided_kernel_wr", how.one_sided_kernel_wr as f64),

@@ -1,0 +1,388 @@
+//! One-sided WRITE and READ by libfabric RMA: the initiator's provider moves the bytes into or
+//! out of the target's pool buffer, and the target's library takes no part (over `tcp` its
+//! provider's progress does, which its progress thread drives on the completion queue's fd).
+//!
+//! **What the target exposes.** Every slot of the process pool's chunks is registered for the
+//! peers' reads and writes (`Exposure`), its data area alone, under a key derived from the
+//! chunk's token and the slot (`slot_key`): the token value is the secret, so only a peer that
+//! holds the token can name the key, and a registration per data area keeps the buffers'
+//! headers, which the library trusts, out of every peer's reach. This needs a provider that
+//! takes keys of our choosing and no registration of our own buffers (`tcp`; verbs picks its
+//! own keys, and its WRITEs and READs keep going as messages). Chunks of a queue's shared pool
+//! are not exposed: they leave with their queue, and a key that no longer exists, once named,
+//! makes libfabric's tcp close the connection, which every binding between the two processes
+//! shares.
+//!
+//! **What the initiator learns.** A WR's first WRITE or READ into a chunk goes as a message,
+//! which the target's library checks against the buffer (as before: a forged token, an address
+//! outside a live buffer, a freed buffer are refused). Its completion then tells where the
+//! chunk's data areas are (`RemoteChunk`); later WRs with the same token into a data area of
+//! that chunk go by RMA. A WR whose token value differs from the one learned, or that reaches
+//! past a data area, goes as a message again and is refused there: RMA is only ever tried
+//! under a key that exists, for bytes inside one data area.
+//!
+//! **Semantics.** Like an RDMA memory region, and like the reference on its hardware, a chunk's
+//! exposure lasts as long as the chunk: a buffer freed inside it is still reachable by RMA to
+//! a peer that learned the chunk, where the message path refuses it. Shared-pool buffers keep
+//! the per-buffer check on every provider.
+
+use super::msg::Header;
+use super::sys::{Addressing, Endpoint, Registration, RemoteKey};
+use crate::buf::pool::ChunkSpan;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Slots a chunk has at most (`buf::access::SLOTS`): the slot index fits a key's low byte.
+const MAX_SLOTS: usize = 256;
+/// Chunks an initiator remembers per binding; past it, it starts over (each is relearned by
+/// one WR as a message).
+const REMEMBERED: usize = 4096;
+/// Marks a chunk key apart from the node's other registrations (small counters).
+const CHUNK_KEY: u64 = 1 << 31;
+/// In a `KIND_DONE`'s opcode: the chunk the WR reached is attached.
+pub const DONE_WITH_CHUNK: u8 = 1;
+
+/// The key slot `slot` of the chunk with this token is registered under.
+pub fn slot_key(token_id: u32, token_value: u32, slot: usize) -> u64 {
+    (token_value as u64) << 32 | CHUNK_KEY | ((token_id as u64) & 0xf_ffff) << 8 | slot as u64
+}
+
+/// Chunks the pool made since the node last looked: registered at its next progress, under its
+/// lock (a chunk is carved while that lock may be held, by a receive that allocates).
+#[derive(Default)]
+pub struct Pending(Mutex<Vec<ChunkSpan>>);
+
+impl Pending {
+    fn lock(&self) -> MutexGuard<'_, Vec<ChunkSpan>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A chunk the pool made (a shared pool's are never exposed).
+    pub fn add(&self, chunk: &ChunkSpan) {
+        if !chunk.shared {
+            self.lock().push(*chunk);
+        }
+    }
+
+    /// A chunk that left before it was registered.
+    pub fn drop_chunk(&self, chunk: &ChunkSpan) {
+        self.lock().retain(|p| p.token_id != chunk.token_id);
+    }
+}
+
+/// What the node exposes: each chunk's slots registered, by token id.
+pub struct Exposure {
+    addressing: Addressing,
+    pending: Arc<Pending>,
+    chunks: HashMap<u32, Exposed>,
+}
+
+struct Exposed {
+    span: ChunkSpan,
+    slots: Vec<Registration>,
+}
+
+impl Exposure {
+    pub fn new(addressing: Addressing) -> Exposure {
+        Exposure {
+            addressing,
+            pending: Arc::default(),
+            chunks: HashMap::new(),
+        }
+    }
+
+    /// How peers name the memory we expose (and so we theirs: the provider is the same).
+    pub fn addressing(&self) -> Addressing {
+        self.addressing
+    }
+
+    pub fn pending(&self) -> Arc<Pending> {
+        self.pending.clone()
+    }
+
+    /// Registers the chunks the pool made since the last call.
+    pub fn register_pending(&mut self, ep: &Endpoint) {
+        let new = std::mem::take(&mut *self.pending.lock());
+        for span in new {
+            if let Some(e) = register(ep, &span) {
+                self.chunks.insert(span.token_id, e);
+            }
+        }
+    }
+
+    /// Takes a chunk back: its keys fail from now on (before its memory goes).
+    pub fn withdraw(&mut self, ep: &Endpoint, span: &ChunkSpan) {
+        self.pending.lock().retain(|p| p.token_id != span.token_id);
+        if let Some(e) = self
+            .chunks
+            .remove(&span.token_id)
+            .filter(|e| e.span.base == span.base)
+        {
+            e.slots.into_iter().for_each(|r| ep.unexpose(r));
+        }
+    }
+
+    /// Takes every chunk back (the node closes).
+    pub fn withdraw_all(&mut self, ep: &Endpoint) {
+        for (_, e) in self.chunks.drain() {
+            e.slots.into_iter().for_each(|r| ep.unexpose(r));
+        }
+    }
+
+    /// The chunk with this token, as a WR that reached it learns it (None: not exposed).
+    pub fn chunk(&self, token_id: u32, token_value: u32) -> Option<RemoteChunk> {
+        let s = &self.chunks.get(&token_id)?.span;
+        (s.token_value == token_value).then_some(RemoteChunk {
+            token_value,
+            data_base: s.data_base as u64,
+            data_stride: s.data_stride as u64,
+            data_cap: s.data_cap as u64,
+            count: s.count as u64,
+            addressing: self.addressing,
+        })
+    }
+}
+
+fn register(ep: &Endpoint, span: &ChunkSpan) -> Option<Exposed> {
+    if span.shared || span.count > MAX_SLOTS {
+        return None;
+    }
+    let mut slots = Vec::with_capacity(span.count);
+    for i in 0..span.count {
+        let (at, len) = span.slot_data(i);
+        let key = slot_key(span.token_id, span.token_value, i);
+        // SAFETY: process-pool memory, freed only after the pool's hooks heard it leave.
+        match unsafe { ep.expose_keyed(at as *mut u8, len, key) } {
+            Ok(r) => slots.push(r),
+            Err(code) => {
+                crate::log_info!(
+                    "umq_fabric",
+                    "chunk {} not exposed for RMA: {}",
+                    span.token_id,
+                    super::sys::strerror(code)
+                );
+                slots.into_iter().for_each(|r| ep.unexpose(r));
+                return None;
+            }
+        }
+    }
+    Some(Exposed { span: *span, slots })
+}
+
+/// Where a peer's chunk keeps its data areas, as the peer told a WR of ours that reached it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteChunk {
+    token_value: u32,
+    data_base: u64,
+    data_stride: u64,
+    data_cap: u64,
+    count: u64,
+    addressing: Addressing,
+}
+
+impl RemoteChunk {
+    /// Attaches the chunk to a `KIND_DONE` header.
+    pub fn attach(&self, h: &mut Header) {
+        h.opcode = DONE_WITH_CHUNK;
+        h.addr = self.data_base;
+        h.total = self.data_stride;
+        h.rlen = self.data_cap as u32;
+        h.imm = self.count;
+    }
+
+    /// The chunk a peer's `KIND_DONE` carries for our WR with token value `token_value`,
+    /// checked: what does not describe data areas a pool could have is dropped (it could only
+    /// make our own RMA fail).
+    pub fn from_done(h: &Header, token_value: u32, addressing: Addressing) -> Option<RemoteChunk> {
+        let c = RemoteChunk {
+            token_value,
+            data_base: h.addr,
+            data_stride: h.total,
+            data_cap: h.rlen as u64,
+            count: h.imm,
+            addressing,
+        };
+        let fits = (1..=MAX_SLOTS as u64).contains(&c.count)
+            && c.data_cap > 0
+            && c.data_cap <= c.data_stride
+            && c.data_stride
+                .checked_mul(c.count)
+                .and_then(|span| c.data_base.checked_add(span))
+                .is_some();
+        (h.opcode == DONE_WITH_CHUNK && fits).then_some(c)
+    }
+
+    /// The key and remote address of `len` bytes at `addr`, when they lie inside one data
+    /// area of the chunk and `token_value` is the chunk's.
+    fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<RemoteKey> {
+        if token_value != self.token_value || len == 0 {
+            return None;
+        }
+        let off = addr.checked_sub(self.data_base)?;
+        let slot = off / self.data_stride;
+        let within = off % self.data_stride;
+        if slot >= self.count || within.checked_add(len)? > self.data_cap {
+            return None;
+        }
+        Some(RemoteKey {
+            addr: match self.addressing {
+                Addressing::Virtual => addr,
+                Addressing::Offset => within,
+            },
+            key: slot_key(token_id, token_value, slot as usize),
+        })
+    }
+}
+
+/// The peer's chunks this binding learned, by token id.
+#[derive(Default)]
+pub struct RemoteChunks(HashMap<u32, RemoteChunk>);
+
+impl RemoteChunks {
+    pub fn learn(&mut self, token_id: u32, c: RemoteChunk) {
+        if self.0.len() >= REMEMBERED {
+            self.0.clear();
+        }
+        self.0.insert(token_id, c);
+    }
+
+    pub fn forget_all(&mut self) {
+        self.0.clear();
+    }
+
+    /// Where RMA reaches `len` bytes at `addr` under this token, if a chunk learned says.
+    pub fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<RemoteKey> {
+        self.0
+            .get(&token_id)?
+            .reach(addr, len, token_id, token_value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk() -> RemoteChunk {
+        RemoteChunk {
+            token_value: 0xabcd_1234,
+            data_base: 0x10_0080,
+            data_stride: 4096 + 128,
+            data_cap: 4096,
+            count: 4,
+            addressing: Addressing::Offset,
+        }
+    }
+
+    #[test]
+    fn a_key_names_its_token_and_slot_and_never_a_small_counter() {
+        let k = slot_key(5, 0xabcd_1234, 3);
+        assert_eq!(k >> 32, 0xabcd_1234);
+        assert_eq!(k & 0xff, 3);
+        assert_ne!(k, slot_key(5, 0xabcd_1235, 3), "the value is in the key");
+        assert_ne!(k, slot_key(5, 0xabcd_1234, 2));
+        assert_ne!(k, slot_key(6, 0xabcd_1234, 3));
+        assert!(
+            slot_key(0, 0, 0) > 1 << 30,
+            "apart from the node's own keys"
+        );
+    }
+
+    #[test]
+    fn rma_reaches_only_inside_one_data_area_under_the_learned_value() {
+        let c = chunk();
+        let slot1 = c.data_base + c.data_stride;
+        let at = c.reach(slot1 + 100, 64, 5, 0xabcd_1234).unwrap();
+        assert_eq!(
+            at,
+            RemoteKey {
+                addr: 100,
+                key: slot_key(5, 0xabcd_1234, 1)
+            }
+        );
+        assert_eq!(
+            c.reach(slot1, 4096, 5, 0xabcd_1234).unwrap().addr,
+            0,
+            "a whole area"
+        );
+        assert!(
+            c.reach(slot1, 4097, 5, 0xabcd_1234).is_none(),
+            "past the area"
+        );
+        assert!(
+            c.reach(slot1 + 4096, 1, 5, 0xabcd_1234).is_none(),
+            "the next header"
+        );
+        assert!(
+            c.reach(c.data_base - 1, 1, 5, 0xabcd_1234).is_none(),
+            "before the chunk"
+        );
+        assert!(
+            c.reach(c.data_base + 4 * c.data_stride, 1, 5, 0xabcd_1234)
+                .is_none()
+        );
+        assert!(
+            c.reach(slot1, 64, 5, 0xabcd_1235).is_none(),
+            "another value"
+        );
+        assert!(
+            c.reach(slot1, 0, 5, 0xabcd_1234).is_none(),
+            "nothing to move"
+        );
+        assert!(c.reach(u64::MAX - 8, 64, 5, 0xabcd_1234).is_none());
+        let virt = RemoteChunk {
+            addressing: Addressing::Virtual,
+            ..c
+        };
+        assert_eq!(
+            virt.reach(slot1 + 100, 64, 5, 0xabcd_1234).unwrap().addr,
+            slot1 + 100
+        );
+    }
+
+    #[test]
+    fn a_chunk_crosses_in_a_done_header_and_nonsense_is_dropped() {
+        let c = chunk();
+        let mut h = Header::default();
+        c.attach(&mut h);
+        assert_eq!(
+            RemoteChunk::from_done(&h, 0xabcd_1234, Addressing::Offset),
+            Some(c)
+        );
+        let plain = Header { opcode: 0, ..h };
+        assert_eq!(
+            RemoteChunk::from_done(&plain, 0xabcd_1234, Addressing::Offset),
+            None
+        );
+        for bad in [
+            Header { imm: 0, ..h },
+            Header { imm: 257, ..h },
+            Header { rlen: 0, ..h },
+            Header { total: 100, ..h },
+            Header {
+                addr: u64::MAX - 10,
+                ..h
+            },
+        ] {
+            assert_eq!(
+                RemoteChunk::from_done(&bad, 0xabcd_1234, Addressing::Offset),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn the_binding_remembers_a_bounded_number_of_chunks() {
+        let mut known = RemoteChunks::default();
+        for id in 0..REMEMBERED as u32 {
+            known.learn(id, chunk());
+        }
+        assert!(known.reach(chunk().data_base, 8, 7, 0xabcd_1234).is_some());
+        known.learn(99_999, chunk());
+        assert_eq!(known.0.len(), 1, "started over");
+        assert!(
+            known
+                .reach(chunk().data_base, 8, 99_999, 0xabcd_1234)
+                .is_some()
+        );
+    }
+}
