@@ -267,6 +267,27 @@ def test_user_ctl_rejects_wrong_length_null_and_unknown_opcode(pair):
     assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(right)) == 0
 
 
+def test_transport_stats_fill_the_struct_before_its_last_field_too(pair):
+    """`umq_ext_transport_stats_t` grew `one_sided_rma_wr` at its end: a caller built against
+    the earlier 96-byte struct still gets its fields, and nothing past them; any other length
+    is refused."""
+    a, _ = pair
+    lib = umq.lib()
+    cin = umq.types.umq_user_ctl_in_t(opcode=umq.UMQ_EXT_OPCODE_TRANSPORT_STATS)
+    whole = umq.types.umq_ext_transport_stats_t()
+    assert C.sizeof(whole) == 104
+    out = umq.types.umq_user_ctl_out_t(addr=C.addressof(whole), len=104)
+    assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(out)) == 0
+    older = (C.c_uint8 * 112)(*([0xEE] * 112))
+    out = umq.types.umq_user_ctl_out_t(addr=C.addressof(older), len=96)
+    assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(out)) == 0
+    assert bytes(older)[:96] == bytes(whole)[:96]
+    assert bytes(older)[96:] == b"\xee" * 16
+    for wrong in (88, 100, 112):
+        out = umq.types.umq_user_ctl_out_t(addr=C.addressof(older), len=wrong)
+        assert lib.umq_user_ctl(a.handle, C.byref(cin), C.byref(out)) == -umq.UMQ_ERR_EINVAL
+
+
 def test_the_same_list_posts_again_unchanged(ctx, pair):
     """As the reference's qps tool does: one list head posted round after round. umq_post must
     not rewrite the list's qbuf_next links, and a TX completion's qbuf_next is what was posted."""

@@ -507,7 +507,6 @@ impl Link {
     pub fn forget_in_flight(&mut self) {
         self.tx.flight_base += self.tx.flight.len() as u64;
         self.tx.flight.clear();
-        self.tx.rma_in_flight = 0;
         self.tx.outgoing.retain(|o| o.wr_seq.is_none());
     }
 
@@ -546,17 +545,17 @@ impl Link {
             return;
         };
         for (seq, ok) in inbox.rma_done.drain(..) {
-            let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) else {
-                continue; // flushed since
-            };
-            f.status = Some(if ok {
-                UMQ_BUF_SUCCESS
-            } else {
-                UMQ_BUF_REM_ACCESS_ABORT_ERR
-            });
             self.tx.rma_in_flight = self.tx.rma_in_flight.saturating_sub(1);
             if !ok {
                 self.tx.chunks.forget_all();
+            }
+            // (A WR flushed since has no flight left: libfabric is done with its buffer now.)
+            if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
+                f.status = Some(if ok {
+                    UMQ_BUF_SUCCESS
+                } else {
+                    UMQ_BUF_REM_ACCESS_ABORT_ERR
+                });
             }
         }
     }

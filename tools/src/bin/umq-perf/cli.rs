@@ -63,9 +63,11 @@ pub struct Cli {
     /// rma, one-sided operations against a target that runs nothing of ours meanwhile (a
     /// second process blocked on its pipe, or on loopback a queue never polled): WRITE and
     /// READ latency (post to TX completion, one at a time) and a WRITE stream, rows per
-    /// operation with how many WRs the initiator carried out itself (through the target's
-    /// mapped shared pool, or by the kernel); with --compare ucx, ucx_perftest's ucp_put_lat,
-    /// ucp_get and ucp_put_bw with the responder not progressed (-o).
+    /// operation with how many WRs the initiator carried out itself (over shm through the
+    /// target's mapped shared pool, or by the kernel; over the network by libfabric RMA, for a
+    /// process-pool target: --shared-pool off); with --compare ucx, ucx_perftest's
+    /// ucp_put_lat, ucp_get and ucp_put_bw with the responder not progressed (-o; over the
+    /// network, progressed).
     #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "all"])]
     pub test: String,
     /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB) [default: 64; pacing --wire: 65536,1048576]
