@@ -274,6 +274,21 @@ def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts):
     assert rows[0]["calls_sent"] >= 400, rows[0]
 
 
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+@pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
+def test_writes_and_reads_into_the_process_pool_of_another_host_go_by_rma(hosts):
+    """The same against a buffer of the target's process pool: after the first WR taught the
+    initiator the buffer's chunk, the WRs go by libfabric RMA (TRANSPORTS.md, "WRITE and READ
+    by RMA"), and umq-perf still checks every status and the target's bytes."""
+    rows = perf_between_hosts(hosts, 7436, "--test", "rma", "--size", "4096", "--iters", "200",
+                              "--depth", "64", "--shared-pool", "off")
+    assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"], rows
+    # The counter is the run's, on every row: the 200 one-at-a-time WRITEs and READs and the
+    # streams' WRs, all but the first by RMA.
+    assert rows[0]["one_sided_rma_wr"] >= 400, rows[0]
+
+
 def tcp_payloads(pcap):
     """(seconds, TCP payload bytes) of each IPv4 frame of an Ethernet pcap (tcpdump -w)."""
     import struct
