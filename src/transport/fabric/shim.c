@@ -353,24 +353,20 @@ int umqf_unexpose(void *mr)
     return fi_close(&((struct fid_mr *)mr)->fid);
 }
 
-/* Writes `len` bytes at `buf` into the peer's memory at `addr` under `key`, completing once
- * they are placed there (FI_DELIVERY_COMPLETE), with `ctx`. 0, -FI_EAGAIN or another code. */
-int umqf_write_placed(struct umqf_ep *e, const void *buf, size_t len, uint64_t peer,
-                      uint64_t addr, uint64_t key, void *ctx)
+/* One-sided, into or out of the peer's memory at `addr` under `key`: with `read` set, reads
+ * `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it, completing once they
+ * are placed there (FI_DELIVERY_COMPLETE). Its completion carries `ctx`. 0, -FI_EAGAIN or
+ * another negative code. */
+int umqf_rma(struct umqf_ep *e, int read, void *buf, size_t len, uint64_t peer, uint64_t addr,
+             uint64_t key, void *ctx)
 {
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    if (read)
+        return (int)fi_read(e->ep, buf, len, NULL, peer, addr, key, ctx);
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
     struct fi_msg_rma msg = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .rma_iov = &rma,
                              .rma_iov_count = 1, .context = ctx};
     return (int)fi_writemsg(e->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-}
-
-/* Reads `len` bytes of the peer's memory at `addr` under `key` into `buf`, with `ctx`. 0,
- * -FI_EAGAIN or another code. */
-int umqf_read(struct umqf_ep *e, void *buf, size_t len, uint64_t peer, uint64_t addr,
-              uint64_t key, void *ctx)
-{
-    return (int)fi_read(e->ep, buf, len, NULL, peer, addr, key, ctx);
 }
 
 /* The completion queue's wait fd, or -1 (opened without one). */
@@ -492,8 +488,7 @@ int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_rma_keyed(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_expose_keyed(struct umqf_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -38; }
 int umqf_unexpose(void *m) { (void)m; return -38; }
-int umqf_write_placed(struct umqf_ep *e, const void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
-int umqf_read(struct umqf_ep *e, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
+int umqf_rma(struct umqf_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
 int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }

@@ -64,17 +64,9 @@ unsafe extern "C" {
         mr: *mut *mut c_void,
     ) -> c_int;
     fn umqf_unexpose(mr: *mut c_void) -> c_int;
-    fn umqf_write_placed(
+    fn umqf_rma(
         e: *mut RawEp,
-        buf: *const c_void,
-        len: usize,
-        peer: u64,
-        addr: u64,
-        key: u64,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_read(
-        e: *mut RawEp,
+        read: c_int,
         buf: *mut c_void,
         len: usize,
         peer: u64,
@@ -212,6 +204,13 @@ pub struct RemoteKey {
 pub enum Addressing {
     Virtual,
     Offset,
+}
+
+/// Which way a one-sided operation moves bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rma {
+    Write,
+    Read,
 }
 
 /// A region registered for the peers' RMA (`Endpoint::expose_keyed`); closed with
@@ -403,54 +402,30 @@ impl Endpoint {
         unsafe { umqf_unexpose(r.0.as_ptr()) };
     }
 
-    /// Writes `len` bytes at `from` into the peer's memory at `to`, completing (with `ctx`)
-    /// once they are placed there. Err(code), where `FI_EAGAIN` means no room now.
+    /// One-sided: `Rma::Write` writes `len` bytes at `at` into the peer's memory at `remote`,
+    /// completing once they are placed there; `Rma::Read` reads that many of it into `at`. The
+    /// completion carries `ctx`. Err(code), where `FI_EAGAIN` means no room now.
     ///
     /// # Safety
-    /// `from` must stay readable until the completion.
-    pub unsafe fn write_placed(
+    /// `at` must stay valid (and, for a read, untouched by us) until the completion.
+    pub unsafe fn rma(
         &self,
-        from: *const u8,
+        op: Rma,
+        at: *mut u8,
         len: usize,
         peer: u64,
-        to: RemoteKey,
+        remote: RemoteKey,
         ctx: usize,
     ) -> Result<(), c_int> {
         let rc = unsafe {
-            umqf_write_placed(
+            umqf_rma(
                 self.raw.as_ptr(),
-                from as *const c_void,
+                (op == Rma::Read) as c_int,
+                at as *mut c_void,
                 len,
                 peer,
-                to.addr,
-                to.key,
-                ctx as *mut c_void,
-            )
-        };
-        if rc == 0 { Ok(()) } else { Err(-rc) }
-    }
-
-    /// Reads `len` bytes of the peer's memory at `from` into `into`, completing with `ctx`.
-    /// Err(code), where `FI_EAGAIN` means no room now.
-    ///
-    /// # Safety
-    /// `into` must stay writable, and untouched by us, until the completion.
-    pub unsafe fn read(
-        &self,
-        into: *mut u8,
-        len: usize,
-        peer: u64,
-        from: RemoteKey,
-        ctx: usize,
-    ) -> Result<(), c_int> {
-        let rc = unsafe {
-            umqf_read(
-                self.raw.as_ptr(),
-                into as *mut c_void,
-                len,
-                peer,
-                from.addr,
-                from.key,
+                remote.addr,
+                remote.key,
                 ctx as *mut c_void,
             )
         };

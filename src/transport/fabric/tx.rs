@@ -346,11 +346,12 @@ impl Link {
         }
         // SAFETY: the WR's buffer is the send queue's until its completion, which comes only
         // after libfabric's.
+        let op = match opcode {
+            UMQ_OPC_WRITE => sys::Rma::Write,
+            _ => sys::Rma::Read,
+        };
         let started = n.rma(self.ch.id, seq, |ep, ctx| unsafe {
-            match opcode {
-                UMQ_OPC_WRITE => ep.write_placed(at, len as usize, peer, to, ctx),
-                _ => ep.read(at, len as usize, peer, to, ctx),
-            }
+            ep.rma(op, at, len as usize, peer, to, ctx)
         });
         match started {
             Ok(()) => {}
