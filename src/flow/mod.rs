@@ -773,7 +773,7 @@ macro_rules! dispatch {
             $( $(#[$m])* pub fn $name(&mut self $(, $arg: $ty)*) -> $ret {
                 match self {
                     FlowState::Plain(f) => f.$name($($arg),*),
-                    FlowState::Atomic(f) => off_the_window_path(move || f.$name($($arg),*)),
+                    FlowState::Atomic(f) => f.$name($($arg),*),
                     FlowState::Credit(c) => off_the_window_path(move || c.win.$name($($arg),*)),
                 }
             } )*
@@ -781,7 +781,7 @@ macro_rules! dispatch {
             pub fn $cname(&mut self $(, $carg: $cty)*) -> $cret {
                 match self {
                     FlowState::Plain(f) => f.$cname($($carg),*),
-                    FlowState::Atomic(f) => off_the_window_path(move || f.$cname($($carg),*)),
+                    FlowState::Atomic(f) => f.$cname($($carg),*),
                     FlowState::Credit($c) => off_the_window_path(move || $body),
                 }
             } )*
