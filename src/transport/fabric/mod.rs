@@ -1134,6 +1134,68 @@ mod tests {
         p.pool.free_one(target).unwrap();
     }
 
+    /// A SEND posted behind a WRITE that went by RMA waits for it: it leaves only once the
+    /// WRITE completed (libfabric orders neither way), so b finds the WRITE's bytes in place
+    /// when the SEND arrives, and a's completions come in the order posted.
+    #[test]
+    fn a_send_behind_an_rma_write_waits_for_it() {
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.b.ch.expose_pool(&p.pool);
+        p.connect();
+        let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
+        let t = unsafe { &*target };
+        let remote = umq_ref_sge_t {
+            addr: t.buf_data as u64,
+            length: 4096,
+            token_id: t.token_id(),
+            token_value: t.token_value,
+            rsvd0: 0,
+        };
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        unsafe { std::ptr::write_bytes(t.buf_data as *mut u8, 0, 4096) };
+        let write = crate::transport::test_wr(&p.pool, 4096, UMQ_OPC_WRITE, 0);
+        unsafe { (*write).pro_mut().remote_sge = remote };
+        let send = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0);
+        let rx = p.pool.alloc(8192, 1, 0, 0).unwrap();
+        p.wb.rq.post(rx);
+        p.wa.sq.push(write);
+        p.wa.sq.push(send);
+        // a's first round starts the WRITE by RMA and holds the SEND back (b's provider has
+        // not run, so the WRITE cannot have completed).
+        p.round_a().unwrap();
+        assert_eq!(p.wa.zero_copy.one_sided_rma_wr, 1);
+        assert_eq!((p.a.tx.rma_in_flight, p.wa.sq.unsent_len()), (1, 1));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !p.wb.rq.has_completions() {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            if p.a.tx.rma_in_flight > 0 {
+                assert_eq!(
+                    p.wa.sq.unsent_len(),
+                    1,
+                    "the SEND left before the WRITE completed"
+                );
+            }
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert!(
+            crate::transport::test_bytes_intact(target, 4096),
+            "the WRITE landed first"
+        );
+        while p.wa.sq.completed() < 2 {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_a().unwrap();
+        }
+        let mut done = [std::ptr::null_mut(); 2];
+        assert_eq!(p.wa.sq.take_completed(&mut done), 2);
+        assert_eq!(done, [write, send]);
+        for b in [write, send, rx, target] {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// Two bindings that keep running rounds hear each other (pings) for several liveness
     /// periods; once one side goes silent, as a host that is gone or cut off does, the other's
     /// round fails within about one period.
