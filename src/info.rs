@@ -150,6 +150,11 @@ pub fn variables() -> Vec<Variable> {
             "how long a silent network peer is given before its binding fails (ms)",
         ),
         var(
+            "UMQ_FABRIC_RMA",
+            "on".into(),
+            "off: network WRITEs and READs always go as messages the target's library checks buffer by buffer (a freed buffer refused), never by libfabric RMA",
+        ),
+        var(
             "UMQ_PROGRESS_SWEEP_MS",
             "20".to_string(),
             "how often the progress thread takes in what arrived at queues whose application does not call in, while some peer cannot call it (ms)",

@@ -14,11 +14,14 @@ SIZE = 4096
 BEFORE = b"\xaa" * SIZE
 
 
-def target(conn, shared_pool):
+def target(conn, shared_pool, rma=True):
     """Exposes a 4 KiB buffer, then blocks on its pipe, running nothing of ours, and answers:
     "calls" with how many call-bell rings it answered; anything else with its buffer's bytes,
     after freeing the buffer for "free", and for ("race", delay) after freeing it once that
-    delay passed and being told "stopped"."""
+    delay passed and being told "stopped". Without `rma`, its network node exposes nothing
+    for RMA (UMQ_FABRIC_RMA=off)."""
+    if not rma:
+        os.environ["UMQ_FABRIC_RMA"] = "off"
     with umq.Umq() as ctx:
         q = ctx.queue("target", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
         conn.send(q.bind_info())
@@ -41,12 +44,12 @@ def target(conn, shared_pool):
 
 
 @contextlib.contextmanager
-def bound_to_target(shared_pool=False):
+def bound_to_target(shared_pool=False, rma=True):
     """Starts the target process and binds a queue of ours to it; yields the queue, the
     target's exposed buffer, our end of its pipe and a context manager that keeps the target
     stopped (SIGSTOP). The target must exit 0 once the block is done."""
     conn, child_end = mp.Pipe()
-    child = mp.get_context("spawn").Process(target=target, args=(child_end, shared_pool))
+    child = mp.get_context("spawn").Process(target=target, args=(child_end, shared_pool, rma))
     child.start()
 
     @contextlib.contextmanager

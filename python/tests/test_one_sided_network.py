@@ -63,6 +63,20 @@ def test_writes_and_reads_into_the_process_pool_go_by_rma_once_a_message_taught_
         assert conn.recv() == payload
 
 
+def test_a_target_that_turns_rma_off_keeps_a_freed_process_pool_buffer_out_of_reach():
+    """UMQ_FABRIC_RMA=off in the target: nothing goes by RMA, so a freed buffer of its process
+    pool is refused (by RMA it would still be reachable while its chunk lives)."""
+    with bound_to_target(shared_pool=False, rma=False) as (q, remote, conn, _):
+        payload = write_and_read_back(q, remote)
+        assert write_and_read_back(q, remote) == payload
+        assert q.transport_stats().one_sided_rma_wr == 0
+        conn.send("free")
+        assert conn.recv() == payload
+        both_refused(q, remote)
+        conn.send("look")
+        assert conn.recv() == payload
+
+
 def test_a_freed_buffer_is_out_of_reach_over_the_network():
     with bound_to_target(shared_pool=True) as (q, remote, conn, _):
         conn.send("free")

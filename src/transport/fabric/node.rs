@@ -328,7 +328,10 @@ impl Node {
             watches: HashMap::new(),
             failed: None,
             serving: NODE,
-            rma: ep.rma_keyed().map(rma::Exposure::new),
+            rma: ep
+                .rma_keyed()
+                .filter(|_| rma::wanted())
+                .map(rma::Exposure::new),
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
             ep,

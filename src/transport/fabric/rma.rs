@@ -42,6 +42,18 @@ const CHUNK_KEY: u64 = 1 << 31;
 /// In a `KIND_DONE`'s opcode: the chunk the WR reached is attached.
 pub const DONE_WITH_CHUNK: u8 = 1;
 
+/// `UMQ_FABRIC_RMA`: `off` keeps every WRITE and READ a message the target's library checks,
+/// buffer by buffer (a freed process-pool buffer refused, as over shared memory); anything else
+/// (the default, `on`) lets them go by RMA.
+pub fn wanted() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("UMQ_FABRIC_RMA")
+            .map(|v| !matches!(v.trim(), "off" | "0" | "no"))
+            .unwrap_or(true)
+    })
+}
+
 /// The key slot `slot` of the chunk with this token is registered under.
 pub fn slot_key(token_id: u32, token_value: u32, slot: usize) -> u64 {
     (token_value as u64) << 32 | CHUNK_KEY | ((token_id as u64) & 0xf_ffff) << 8 | slot as u64
