@@ -41,7 +41,7 @@ pub fn case(d: &mut impl Draw) -> Case {
     };
     let (mut left, mut out) = (false, Outcome::default());
     // What a node that exposes nothing yet knows: completions may still teach chunks.
-    let exposed = super::rma::Exposure::new(super::sys::Addressing::Offset);
+    let mut exposed = super::rma::Exposure::new(super::sys::Addressing::Offset);
     let mut arrived = Arrived {
         queue: &mut queue,
         bounces: &bounces,
@@ -52,7 +52,8 @@ pub fn case(d: &mut impl Draw) -> Case {
         &mut arrived,
         &mut tx,
         &mut left,
-        Some(&exposed),
+        Some(&mut exposed),
+        None,
         &mut w,
         &at,
         &mut out,

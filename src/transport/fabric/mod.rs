@@ -1076,9 +1076,14 @@ mod tests {
             rsvd0: 0,
         };
         let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
-        // Taught by a message, which b's rounds run.
+        let registered = |p: &Pair| p.b.ch.node.lock().rma.as_ref().unwrap().registered();
+        // Other chunks of the pool, which no WR reaches, are never registered.
+        let elsewhere = p.pool.alloc(64, 1, 0, 0).unwrap();
+        assert_eq!(registered(&p), 0);
+        // Taught by a message, which b's rounds run: the target's chunk is registered then.
         let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
         assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 0));
+        assert_eq!(registered(&p), 1);
         assert!(crate::transport::test_bytes_intact(target, 64));
         p.pool.free_one(wr).unwrap();
         // By RMA, b's binding running nothing: 4 KiB into the buffer's second half...
@@ -1132,6 +1137,8 @@ mod tests {
         assert_eq!(status, UMQ_BUF_SUCCESS);
         p.pool.free_one(wr).unwrap();
         p.pool.free_one(target).unwrap();
+        p.pool.free_one(elsewhere).unwrap();
+        assert_eq!(registered(&p), 1);
     }
 
     /// A SEND posted behind a WRITE that went by RMA waits for it: it leaves only once the

@@ -537,9 +537,9 @@ impl Shared {
     pub fn inbox_and_bounces(
         &mut self,
         id: ChannelId,
-    ) -> Option<(&mut Inbox, &Buffers, Option<&rma::Exposure>)> {
+    ) -> Option<(&mut Inbox, &Buffers, Option<&mut rma::Exposure>, &Endpoint)> {
         let inbox = self.inboxes.get_mut(slot_of(id))?.as_mut()?;
-        (inbox.id == id).then_some((inbox, &self.rx.bufs, self.rma.as_ref()))
+        (inbox.id == id).then_some((inbox, &self.rx.bufs, self.rma.as_mut(), &self.ep))
     }
 
     /// The node's part of channel `by`'s round: completions taken, arrived messages handed to
@@ -551,7 +551,7 @@ impl Shared {
             return Err(LinkError::Lost(why));
         }
         if let Some(x) = self.rma.as_mut() {
-            x.register_pending(&self.ep);
+            x.take_pending();
         }
         if let Err(why) = self.reap() {
             self.failed = Some(why);

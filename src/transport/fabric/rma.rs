@@ -2,11 +2,13 @@
 //! out of the target's pool buffer, and the target's library takes no part (over `tcp` its
 //! provider's progress does, which its progress thread drives on the completion queue's fd).
 //!
-//! **What the target exposes.** Every slot of the process pool's chunks is registered for the
-//! peers' reads and writes (`Exposure`), its data area alone, under a key derived from the
-//! chunk's token and the slot (`slot_key`): the token value is the secret, so only a peer that
-//! holds the token can name the key, and a registration per data area keeps the buffers'
-//! headers, which the library trusts, out of every peer's reach. This needs a provider that
+//! **What the target exposes.** A chunk of the process pool that a peer's WRITE or READ reached
+//! has each slot registered for the peers' reads and writes (`Exposure`), its data area alone,
+//! under a key derived from the chunk's token and the slot (`slot_key`): the token value is the
+//! secret, so only a peer that holds the token can name the key, and a registration per data
+//! area keeps the buffers' headers, which the library trusts, out of every peer's reach. Chunks
+//! no peer reaches are never registered: the cost (a few hundred bytes a slot in the provider)
+//! follows what peers use, not the pool. This needs a provider that
 //! takes keys of our choosing and no registration of our own buffers (`tcp`; verbs picks its
 //! own keys, and its WRITEs and READs keep going as messages). Chunks of a queue's shared pool
 //! are not exposed: they leave with their queue, and a key that no longer exists, once named,
@@ -82,10 +84,12 @@ impl Pending {
     }
 }
 
-/// What the node exposes: each chunk's slots registered, by token id.
+/// What the node may expose: the process pool's chunks by token id, and those a peer reached,
+/// their slots registered.
 pub struct Exposure {
     addressing: Addressing,
     pending: Arc<Pending>,
+    known: HashMap<u32, ChunkSpan>,
     chunks: HashMap<u32, Exposed>,
 }
 
@@ -99,6 +103,7 @@ impl Exposure {
         Exposure {
             addressing,
             pending: Arc::default(),
+            known: HashMap::new(),
             chunks: HashMap::new(),
         }
     }
@@ -112,19 +117,22 @@ impl Exposure {
         self.pending.clone()
     }
 
-    /// Registers the chunks the pool made since the last call.
-    pub fn register_pending(&mut self, ep: &Endpoint) {
-        let new = std::mem::take(&mut *self.pending.lock());
-        for span in new {
-            if let Some(e) = register(ep, &span) {
-                self.chunks.insert(span.token_id, e);
-            }
+    /// Takes in the chunks the pool made since the last call.
+    pub fn take_pending(&mut self) {
+        for span in std::mem::take(&mut *self.pending.lock()) {
+            self.known.insert(span.token_id, span);
         }
+    }
+
+    /// How many chunks have their slots registered.
+    pub fn registered(&self) -> usize {
+        self.chunks.len()
     }
 
     /// Takes a chunk back: its keys fail from now on (before its memory goes).
     pub fn withdraw(&mut self, ep: &Endpoint, span: &ChunkSpan) {
         self.pending.lock().retain(|p| p.token_id != span.token_id);
+        self.known.remove(&span.token_id);
         if let Some(e) = self
             .chunks
             .remove(&span.token_id)
@@ -141,8 +149,21 @@ impl Exposure {
         }
     }
 
-    /// The chunk with this token, as a WR that reached it learns it (None: not exposed).
-    pub fn chunk(&self, token_id: u32, token_value: u32) -> Option<RemoteChunk> {
+    /// The chunk with this token, as a WR that reached it learns it: registered now if it was
+    /// not yet (with `ep`; without, only one registered already). None: not exposed.
+    pub fn chunk(
+        &mut self,
+        ep: Option<&Endpoint>,
+        token_id: u32,
+        token_value: u32,
+    ) -> Option<RemoteChunk> {
+        if !self.chunks.contains_key(&token_id) {
+            let span = *self
+                .known
+                .get(&token_id)
+                .filter(|s| s.token_value == token_value)?;
+            self.chunks.insert(token_id, register(ep?, &span)?);
+        }
         let s = &self.chunks.get(&token_id)?.span;
         (s.token_value == token_value).then_some(RemoteChunk {
             token_value,

@@ -12,7 +12,7 @@ impl Link {
         at: &Receiver,
         out: &mut Outcome,
     ) -> Result<(), LinkError> {
-        let (inbox, bounces, exposed) = n
+        let (inbox, bounces, exposed, ep) = n
             .inbox_and_bounces(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
         let mut arrived = Arrived {
@@ -26,6 +26,7 @@ impl Link {
             &mut self.tx,
             &mut self.left,
             exposed,
+            Some(ep),
             w,
             at,
             out,
@@ -60,14 +61,16 @@ impl Arrived<'_> {
 }
 
 /// `Link::receive` on the parts of a link it touches, which need no endpoint (the fuzz target
-/// runs it on buffers of its own). `exposed`: what our node exposes for RMA, if it can.
+/// runs it on buffers of its own). `exposed`: what our node may expose for RMA, if it can, and
+/// `ep` the endpoint that registers it.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn receive_messages(
     rx: &mut Rx,
     arrived: &mut Arrived,
     tx: &mut Tx,
     left: &mut bool,
-    exposed: Option<&rma::Exposure>,
+    mut exposed: Option<&mut rma::Exposure>,
+    ep: Option<&sys::Endpoint>,
     w: &mut Wire,
     at: &Receiver,
     out: &mut Outcome,
@@ -78,7 +81,8 @@ pub(super) fn receive_messages(
                 tx,
                 left,
                 executed: &mut rx.executed,
-                exposed,
+                exposed: exposed.as_deref_mut(),
+                ep,
             };
             if !run.message(w, at, &h, &data, out)? {
                 rx.held = Some((h, data));
@@ -117,7 +121,8 @@ pub(super) fn receive_messages(
                 tx,
                 left,
                 executed: &mut rx.executed,
-                exposed,
+                exposed: exposed.as_deref_mut(),
+                ep,
             };
             if !run.message(w, at, &h, payload, out)? {
                 out.blocked |= !std::mem::replace(&mut rx.blocked, true);
@@ -134,7 +139,8 @@ struct Run<'a> {
     tx: &'a mut Tx,
     left: &'a mut bool,
     executed: &'a mut u64,
-    exposed: Option<&'a rma::Exposure>,
+    exposed: Option<&'a mut rma::Exposure>,
+    ep: Option<&'a sys::Endpoint>,
 }
 
 /// The peer as the initiator of its WR: a READ's data goes back as a message.
@@ -216,7 +222,7 @@ impl Run<'_> {
     /// Remembers the chunk the peer attached to its completion of our WR `h.seq`, under the
     /// token that WR presented.
     fn learn_chunk(&mut self, w: &Wire, h: &Header) {
-        let (Some(x), Some(wr)) = (self.exposed, w.sq.in_flight_wr(h.seq)) else {
+        let (Some(x), Some(wr)) = (self.exposed.as_deref(), w.sq.in_flight_wr(h.seq)) else {
             return;
         };
         let sge = unsafe { (*wr).pro().remote_sge };
@@ -277,7 +283,8 @@ impl Run<'_> {
                 && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ)
                 && let Some(c) = self
                     .exposed
-                    .and_then(|x| x.chunk(h.token_id, h.token_value))
+                    .as_deref_mut()
+                    .and_then(|x| x.chunk(self.ep, h.token_id, h.token_value))
             {
                 c.attach(&mut done);
             }
