@@ -1,6 +1,7 @@
 //! One-sided WRITE and READ by libfabric RMA: the initiator's provider moves the bytes into or
-//! out of the target's pool buffer, and the target's library takes no part (over `tcp` its
-//! provider's progress does, which its progress thread drives on the completion queue's fd).
+//! out of the target's pool buffer, and the target's library takes no part (over `tcp` the
+//! target's provider must run, which its progress thread does when the initiator rings its
+//! call bell).
 //!
 //! **What the target exposes.** A chunk of the process pool that a peer's WRITE or READ reached
 //! has each slot registered for the peers' reads and writes (`Exposure`), its data area alone,
@@ -8,12 +9,11 @@
 //! secret, so only a peer that holds the token can name the key, and a registration per data
 //! area keeps the buffers' headers, which the library trusts, out of every peer's reach. Chunks
 //! no peer reaches are never registered: the cost (a few hundred bytes a slot in the provider)
-//! follows what peers use, not the pool. This needs a provider that
-//! takes keys of our choosing and no registration of our own buffers (`tcp`; verbs picks its
-//! own keys, and its WRITEs and READs keep going as messages). Chunks of a queue's shared pool
-//! are not exposed: they leave with their queue, and a key that no longer exists, once named,
-//! makes libfabric's tcp close the connection, which every binding between the two processes
-//! shares.
+//! follows what peers use, not the pool. This needs a provider that takes keys of our choosing
+//! and no registration of our own buffers (`tcp`; verbs picks its own keys, and its WRITEs and
+//! READs keep going as messages). Chunks of a queue's shared pool are not exposed: they leave
+//! with their queue, and a key that no longer exists, once named, makes libfabric's tcp close
+//! the connection, which every binding between the two processes shares.
 //!
 //! **What the initiator learns.** A WR's first WRITE or READ into a chunk goes as a message,
 //! which the target's library checks against the buffer (as before: a forged token, an address
@@ -26,7 +26,8 @@
 //! **Semantics.** Like an RDMA memory region, and like the reference on its hardware, a chunk's
 //! exposure lasts as long as the chunk: a buffer freed inside it is still reachable by RMA to
 //! a peer that learned the chunk, where the message path refuses it. Shared-pool buffers keep
-//! the per-buffer check on every provider.
+//! the per-buffer check on every provider, and so does every buffer of a process that sets
+//! `UMQ_FABRIC_RMA=off` (`wanted`).
 
 use super::msg::Header;
 use super::sys::{Addressing, Endpoint, Registration, RemoteKey};
