@@ -1,9 +1,11 @@
 """One-sided WRITE and READ over the network provider while the target's application runs
-nothing of ours: the target process blocks on its pipe. Over `tcp` the target's library carries
-the WR out (libfabric's tcp RMA would too, in the target's progress), so the initiator rings the
-target node's call bell and the target's progress thread serves the queue at once instead of at
-its next tick. The transport counters show that the rings went and were answered
-(docs/TRANSPORTS.md, "The call bell")."""
+nothing of ours: the target process blocks on its pipe. Into a shared-pool buffer the target's
+library carries the WR out; into a process-pool buffer, once a first WR taught the initiator its
+chunk, libfabric RMA moves the bytes and the target's provider serves it. Either way, over `tcp`
+the target must run, so the initiator rings the target node's call bell and the target's
+progress thread serves the queue at once instead of at its next tick. The transport counters
+show the rings and the WRs that went by RMA (docs/TRANSPORTS.md, "WRITE and READ by RMA" and
+"The call bell")."""
 
 import os
 import random
