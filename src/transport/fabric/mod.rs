@@ -1054,20 +1054,14 @@ mod tests {
         (unsafe { (*done[0]).status() }, done[0])
     }
 
-    /// WRITE and READ by RMA. The first WRITE into a buffer of b's pool goes as a message: b's
-    /// library checks it, and its completion tells a where that chunk's data areas are. The
-    /// next WRITE and READ there go by libfabric RMA while no round of b's binding runs (b's
-    /// provider moves the bytes). A forged token value, or bytes outside the buffer's data
-    /// area, go as a message again and are refused, changing no byte of b's.
-    #[test]
-    fn writes_and_reads_go_by_rma_once_a_message_taught_the_chunk() {
+    /// A connected pair whose b exposes the pool for RMA, and a 4 KiB buffer of b's with the
+    /// reference a WRITE or READ names it by.
+    fn pair_with_exposed_target() -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.b.ch.expose_pool(&p.pool);
         p.connect();
         let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
         let t = unsafe { &*target };
-        let bytes =
-            |at: u64, len: usize| unsafe { std::slice::from_raw_parts(at as *const u8, len) };
         let remote = umq_ref_sge_t {
             addr: t.buf_data as u64,
             length: 4096,
@@ -1075,6 +1069,19 @@ mod tests {
             token_value: t.token_value,
             rsvd0: 0,
         };
+        (p, target, remote)
+    }
+
+    /// WRITE and READ by RMA. The first WRITE into a buffer of b's pool goes as a message: b's
+    /// library checks it, and its completion tells a where that chunk's data areas are. The
+    /// next WRITE and READ there go by libfabric RMA while no round of b's binding runs (b's
+    /// provider moves the bytes). A forged token value, or bytes outside the buffer's data
+    /// area, go as a message again and are refused, changing no byte of b's.
+    #[test]
+    fn writes_and_reads_go_by_rma_once_a_message_taught_the_chunk() {
+        let (mut p, target, remote) = pair_with_exposed_target();
+        let bytes =
+            |at: u64, len: usize| unsafe { std::slice::from_raw_parts(at as *const u8, len) };
         let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
         let registered = |p: &Pair| p.b.ch.node.lock().rma.as_ref().unwrap().registered();
         // Other chunks of the pool, which no WR reaches, are never registered.
@@ -1146,18 +1153,8 @@ mod tests {
     /// when the SEND arrives, and a's completions come in the order posted.
     #[test]
     fn a_send_behind_an_rma_write_waits_for_it() {
-        let mut p = Pair::new(false, Duration::from_secs(60));
-        p.b.ch.expose_pool(&p.pool);
-        p.connect();
-        let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
+        let (mut p, target, remote) = pair_with_exposed_target();
         let t = unsafe { &*target };
-        let remote = umq_ref_sge_t {
-            addr: t.buf_data as u64,
-            length: 4096,
-            token_id: t.token_id(),
-            token_value: t.token_value,
-            rsvd0: 0,
-        };
         let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
         assert_eq!(status, UMQ_BUF_SUCCESS);
         p.pool.free_one(wr).unwrap();
