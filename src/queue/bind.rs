@@ -1,6 +1,7 @@
 //! Binding a queue to its peer (in this process, or through a provider's link) and undoing it.
 
 use super::*;
+use std::time::Duration;
 
 impl Queue {
     pub fn bind(&self, info: &[u8]) -> UmqResult<()> {
@@ -240,16 +241,17 @@ impl Queue {
     /// once stamped). Over the network its last bytes may still be arriving, so the report waits
     /// for a grace without arrivals (`Due::LastWords`).
     pub(crate) fn peer_lost(&self, why: &str) {
-        if !self.service_link() {
-            return self.report_loss(why);
-        }
+        self.service_link();
         let grace = {
             let mut w = lock(&self.wire);
-            let grace = w.link.as_deref().map(|l| l.last_words_grace());
-            if grace.is_some_and(|g| !g.is_zero()) {
+            let grace = w
+                .link
+                .as_deref()
+                .map_or(Duration::ZERO, Link::last_words_grace);
+            if !grace.is_zero() {
                 w.lost = Some(why.to_owned());
             }
-            grace.unwrap_or_default()
+            grace
         };
         match grace.is_zero() {
             true => self.report_loss(why),
@@ -257,7 +259,7 @@ impl Queue {
         }
     }
 
-    fn await_last_words(&self, grace: std::time::Duration) {
+    fn await_last_words(&self, grace: Duration) {
         let at = crate::os::clock_ns().saturating_add(grace.as_nanos() as u64);
         crate::transport::progress::deadline(self.handle, Due::LastWords, watched, at);
     }
@@ -271,9 +273,12 @@ impl Queue {
         let out = self.service_link_now();
         let mut w = lock(&self.wire);
         if out.rx_done > 0 && self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR {
-            let grace = w.link.as_deref().map(|l| l.last_words_grace());
+            let grace = w
+                .link
+                .as_deref()
+                .map_or(Duration::ZERO, Link::last_words_grace);
             drop(w);
-            return self.await_last_words(grace.unwrap_or_default());
+            return self.await_last_words(grace);
         }
         let Some(why) = w.lost.take() else {
             return;

@@ -228,6 +228,26 @@ struct Tx {
     msg_upto: u64,
 }
 
+impl Tx {
+    /// Completes our WRs that went by RMA as libfabric finished them (sequence number, and
+    /// whether it succeeded); one refused drops what we learned of the peer's chunks.
+    fn rma_finished(&mut self, done: impl Iterator<Item = (u64, bool)>) {
+        for (seq, ok) in done {
+            self.rma_in_flight = self.rma_in_flight.saturating_sub(1);
+            if !ok {
+                self.chunks.forget_all();
+            }
+            // (A WR flushed since has no flight left: libfabric is done with its buffer now.)
+            if let Some(f) = flight_of(&mut self.flight, self.flight_base, Some(seq)) {
+                f.status = Some(match ok {
+                    true => UMQ_BUF_SUCCESS,
+                    false => UMQ_BUF_REM_ACCESS_ABORT_ERR,
+                });
+            }
+        }
+    }
+}
+
 fn quick(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP)
 }
@@ -527,7 +547,7 @@ impl Link {
             if n.progress(self.ch.id).is_err() || self.flush(&mut n, None, false, &mut 0).is_err() {
                 break;
             }
-            self.take_rma_done(&mut n);
+            let _ = self.take_news(&mut n);
             let sending = !self.tx.outgoing.is_empty() && round < 100;
             let reading = self.tx.rma_in_flight > 0 && Instant::now() < rma_deadline;
             if !sending && !reading {
@@ -538,37 +558,13 @@ impl Link {
         }
     }
 
-    /// Completes our WRs that went by RMA as libfabric finished them; one refused drops what
-    /// we learned of the peer's chunks (it may have taken one back).
-    fn take_rma_done(&mut self, n: &mut Shared) {
-        let Some(inbox) = n.inbox_mut(self.ch.id) else {
-            return;
-        };
-        for (seq, ok) in inbox.rma_done.drain(..) {
-            self.tx.rma_in_flight = self.tx.rma_in_flight.saturating_sub(1);
-            if !ok {
-                self.tx.chunks.forget_all();
-            }
-            // (A WR flushed since has no flight left: libfabric is done with its buffer now.)
-            if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
-                f.status = Some(if ok {
-                    UMQ_BUF_SUCCESS
-                } else {
-                    UMQ_BUF_REM_ACCESS_ABORT_ERR
-                });
-            }
-        }
-    }
-
     /// What the node has for this binding besides messages: fragments sent, our area write
-    /// done, or an operation that failed (the binding is broken).
+    /// done, RMA of ours finished, or an operation that failed (the binding is broken; what
+    /// came before it is taken first).
     fn take_news(&mut self, n: &mut Shared) -> Result<(), LinkError> {
         let inbox = n
             .inbox_mut(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
-        if let Some(why) = inbox.broken {
-            return Err(lost(why));
-        }
         for seq in inbox.sent.drain(..) {
             if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
                 f.unfinished -= 1;
@@ -577,8 +573,11 @@ impl Link {
         if std::mem::take(&mut inbox.area_written) {
             self.area_in_flight = false;
         }
-        self.take_rma_done(n);
-        Ok(())
+        self.tx.rma_finished(inbox.rma_done.drain(..));
+        match inbox.broken {
+            Some(why) => Err(lost(why)),
+            None => Ok(()),
+        }
     }
 
     /// Takes what the peer last wrote into our landing words (its flow-control area) as its
