@@ -77,11 +77,11 @@ pub fn init_with_credit(
     let rt = Runtime {
         feature: cfg.feature,
         pro_api: cfg.feature & UMQ_FEATURE_API_PRO != 0,
-        pool: Pool::new(
+        pool: std::sync::Arc::new(Pool::new(
             cfg.buf_mode == UMQ_BUF_SPLIT,
             cfg.block_cfg.small_block_size,
             cfg.headroom_size,
-        ),
+        )),
         flow_control: FlowControlConfig {
             enabled: cfg.feature & UMQ_FEATURE_ENABLE_FLOW_CONTROL != 0,
             initial_window: cfg.flow_control.initial_window,

@@ -36,7 +36,9 @@ impl FlowControlConfig {
 pub struct Runtime {
     pub feature: u32,
     pub pro_api: bool,
-    pub pool: Pool,
+    /// The process pool; shared with the network provider, which holds the chunks its sends
+    /// read from (`Pool::lease`).
+    pub pool: Arc<Pool>,
     pub flow_control: FlowControlConfig,
     /// Random per-`umq_init` value carried in bind info, so a queue of another process (or of an
     /// earlier init) is never mistaken for one of ours.

@@ -52,8 +52,9 @@ typedef struct umq_ext_transport_stats {
     uint32_t transport;
     uint32_t shared_pool;       /* 1 once umq_buf_alloc with this queue's handle made its pool */
     uint64_t shared_pool_bytes; /* memory the shared pool occupies */
-    uint64_t by_ref_wr;         /* WRs sent by reference out of the shared pool (one copy, by
-                                   the receiver) since the queue was created */
+    uint64_t by_ref_wr;         /* WRs sent by reference (one copy, by the receiver) since the
+                                   queue was created: shm, out of the shared pool; network,
+                                   read in place by libfabric (some of their bytes) */
     uint64_t by_ref_bytes;
     uint64_t placed_wr;         /* SENDs written straight into the peer's receive buffers (one
                                    copy, by the sender) since the queue was created */

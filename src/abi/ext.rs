@@ -45,6 +45,9 @@ pub struct umq_ext_transport_stats_t {
     pub transport: u32,
     pub shared_pool: u32,
     pub shared_pool_bytes: u64,
+    /// WRs sent by reference (the one copy is the receiver's) and their bytes: over shared
+    /// memory out of the queue's shared pool, over the network read in place by libfabric
+    /// (a WR counts once some of its bytes were).
     pub by_ref_wr: u64,
     pub by_ref_bytes: u64,
     /// Shared memory only: SENDs written straight into the peer's receive buffers (one copy),

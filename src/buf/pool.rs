@@ -332,6 +332,13 @@ pub struct Pool {
     access: Option<AccessTable>,
 }
 
+/// A hold on the memory of a buffer's chunk: while it lives, that memory stays mapped, whatever
+/// becomes of the buffer, its queue or its pool. A provider that reads a WR's bytes in place
+/// holds one until it is done with them, which may be after the WR was flushed.
+pub struct Lease {
+    _chunk: Arc<Chunk>,
+}
+
 /// A buffer slot found from a pointer.
 pub struct SlotRef {
     pub chunk: Arc<Chunk>,
@@ -742,6 +749,13 @@ impl Pool {
             })
             .ok()
             .flatten()
+    }
+
+    /// A hold on the chunk of the buffer whose header is at `buf` (None: not a buffer of this
+    /// pool's).
+    pub fn lease(&self, buf: *const umq_buf_t) -> Option<Lease> {
+        let slot = self.slot_of_header(buf as usize)?;
+        Some(Lease { _chunk: slot.chunk })
     }
 
     pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef> {
@@ -1234,6 +1248,29 @@ mod tests {
                 .is_none(),
             "the process pool never hands out arena memory"
         );
+    }
+
+    #[test]
+    fn a_lease_keeps_a_buffers_memory_after_its_shared_pool_and_the_pool_are_gone() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(3).unwrap();
+        let a = pool.alloc_in(&shared, 4096, 1, 0, 7).unwrap();
+        let data = unsafe { (*a).buf_data as *mut u8 };
+        unsafe { std::ptr::write_bytes(data, 0x5a, 4096) };
+        let lease = pool.lease(a).expect("a buffer of this pool");
+        assert!(
+            pool.lease(data as *const umq_buf_t).is_none(),
+            "a data pointer is no buffer"
+        );
+        pool.retire(&shared);
+        drop(shared);
+        pool.free_one(a).unwrap();
+        assert!(pool.slot_of_header(a as usize).is_none(), "unregistered");
+        drop(pool);
+        // The arena is unmapped once nothing holds its chunks: without the lease this faults.
+        let bytes = unsafe { std::slice::from_raw_parts(data, 4096) };
+        assert!(bytes.iter().all(|&b| b == 0x5a));
+        drop(lease);
     }
 
     #[test]

@@ -19,7 +19,10 @@ use crate::transport::link::{PeerFacts, Provider};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
-pub const VERSION: u16 = 6;
+/// Raised whenever peers of two versions could not work together: 7 when the network's messages
+/// grew to 64 KiB of payload behind their header, which libfabric's rxm sends eagerly (its
+/// connections refuse a peer whose eager limit differs).
+pub const VERSION: u16 = 7;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.

@@ -506,8 +506,9 @@ pub struct Wants<'a> {
     /// The libfabric provider and the local address to listen on, when the network is offered.
     pub fabric: Option<(&'a str, Option<&'a str>)>,
     pub interrupt: bool,
-    /// The process pool, whose chunks a network node exposes for the peers' RMA.
-    pub pool: &'a crate::buf::pool::Pool,
+    /// The process pool, whose chunks a network node exposes for the peers' RMA and sends
+    /// from.
+    pub pool: &'a std::sync::Arc<crate::buf::pool::Pool>,
     /// The queue's receive depth, which sizes what an inbox keeps ready (`shm::Hot`).
     pub rx_depth: u32,
     pub umqh: u64,
@@ -560,7 +561,7 @@ impl Endpoints {
                 })
                 .ok();
             if let Some(ch) = &end.unbound {
-                ch.expose_pool(want.pool);
+                ch.use_pool(want.pool);
             }
             end.contact = end.unbound.as_ref().map(fabric::Channel::contact);
         }

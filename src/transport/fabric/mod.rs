@@ -142,9 +142,10 @@ impl Channel {
         Ok(Channel { node, id })
     }
 
-    /// Exposes `pool`'s chunks for the peers' RMA through this channel's node (`rma`).
-    pub fn expose_pool(&self, pool: &crate::buf::pool::Pool) {
-        self.node.expose_pool(pool);
+    /// Lets this channel's node send from `pool`'s buffers in place and expose its chunks for
+    /// the peers' RMA (`Node::use_pool`).
+    pub fn use_pool(&self, pool: &Arc<crate::buf::pool::Pool>) {
+        self.node.use_pool(pool);
     }
 
     /// How a peer reaches this channel.
@@ -394,7 +395,7 @@ impl Link {
             .front()
             .is_some_and(|o| o.header.kind == KIND_CONTROL)
         {
-            self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
+            self.flush(n, Some(w))?;
         }
         n.progress(self.ch.id)?;
         self.take_news(n)?;
@@ -413,7 +414,7 @@ impl Link {
         }
         self.ship_area(n, w)?;
         self.transmit(n, w, &mut out);
-        self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)?;
+        self.flush(n, Some(w))?;
         self.complete(w, &mut out);
         self.call_if_needed(n, w);
         n.repost();
@@ -429,7 +430,7 @@ impl Link {
         }
         let node = self.ch.node.clone();
         let n = &mut *node.lock();
-        let _ = self.flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets);
+        let _ = self.flush(n, Some(w));
     }
 
     /// A post's round: our sends (and the completions that free send buffers).
@@ -451,10 +452,7 @@ impl Link {
         }
         self.take_landed(n);
         self.transmit(n, w, &mut out);
-        if self
-            .flush(n, w.packet_gate(), w.paused(), &mut w.paced_packets)
-            .is_err()
-        {
+        if self.flush(n, Some(w)).is_err() {
             return None;
         }
         self.complete(w, &mut out);
@@ -474,18 +472,14 @@ impl Link {
             .count();
         self.tx.outgoing.insert(
             behind_frames,
-            Outgoing {
-                header: Header {
+            Outgoing::new(
+                Header {
                     kind: KIND_CONTROL,
                     total: frame.len() as u64,
                     ..Default::default()
                 },
-                body: Body::Owned(frame.to_vec()),
-                done: 0,
-                started: false,
-                wr_seq: None,
-                fragment: FRAGMENT,
-            },
+                Body::Owned(frame.to_vec()),
+            ),
         );
         true
     }
@@ -544,7 +538,7 @@ impl Link {
         let rma_deadline = Instant::now() + Duration::from_secs(1);
         for round in 0.. {
             let mut n = node.lock();
-            if n.progress(self.ch.id).is_err() || self.flush(&mut n, None, false, &mut 0).is_err() {
+            if n.progress(self.ch.id).is_err() || self.flush(&mut n, None).is_err() {
                 break;
             }
             let _ = self.take_news(&mut n);
@@ -614,7 +608,7 @@ mod tests {
         b: Link,
         wa: Wire,
         wb: Wire,
-        pool: Pool,
+        pool: Arc<Pool>,
         /// a's flow-control area (b's is never changed).
         area_a: &'static Area,
     }
@@ -641,7 +635,7 @@ mod tests {
                 b: link(cb, &na, area_b),
                 wa: Wire::new(8, 8),
                 wb: Wire::new(8, 8),
-                pool: Pool::new(false, 0, 0),
+                pool: Arc::new(Pool::new(false, 0, 0)),
                 area_a,
             }
         }
@@ -889,6 +883,72 @@ mod tests {
         );
     }
 
+    /// A WR of `sizes` buffers of a's (the test pattern running on across them), SENT to a
+    /// receive buffer of b's; both rounds until it completed on both sides. The receive buffer.
+    fn send_across(p: &mut Pair, sizes: &[u32]) -> *mut umq_buf_t {
+        let total: u32 = sizes.iter().sum();
+        let wr = p.pool.alloc(sizes[0], sizes.len() as u32, 0, 0).unwrap();
+        let mut at = 0;
+        for (b, &size) in crate::buf::iter(wr).zip(sizes) {
+            let b = unsafe { &mut *b };
+            assert!(b.buf_size >= size);
+            let data =
+                unsafe { std::slice::from_raw_parts_mut(b.buf_data as *mut u8, size as usize) };
+            data.iter_mut().for_each(|x| {
+                *x = (at % 251) as u8;
+                at += 1;
+            });
+            (b.data_size, b.total_data_size) = (size, total);
+        }
+        unsafe { (*wr).pro_mut().opcode = UMQ_OPC_SEND };
+        let rx = p.pool.alloc(total, 1, 0, 0).unwrap();
+        p.wb.rq.post(rx);
+        p.wa.sq.push(wr);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !p.wb.rq.has_completions() || p.wa.sq.completed() == 0 {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        let mut done = [std::ptr::null_mut(); 1];
+        assert_eq!(p.wa.sq.take_completed(&mut done), 1);
+        crate::buf::ops::free_list(&p.pool, wr);
+        assert_eq!(p.wb.rq.take_completions(&mut done), 1);
+        let head = done[0];
+        assert_eq!(unsafe { (*head).total_data_size }, total);
+        assert!(crate::transport::test_bytes_intact(head, total as usize));
+        head
+    }
+
+    /// A SEND's payload above the inject size is read in place from the sender's buffer (no
+    /// copy on the sending side: counted as by reference) once the node knows the pool, a
+    /// fragment that spans two buffers is copied, and the bytes arrive right either way. The
+    /// WR completes only after libfabric reported its fragments sent.
+    #[test]
+    fn a_send_is_read_in_place_from_the_senders_buffers_where_a_fragment_lies_in_one() {
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let in_place = |p: &Pair| (p.wa.zero_copy.by_ref_wr, p.wa.zero_copy.by_ref_bytes);
+        // The node knows no pool yet: copied.
+        let rx = send_across(&mut p, &[100_000]);
+        assert_eq!(in_place(&p), (0, 0));
+        p.pool.free_one(rx).unwrap();
+        p.a.ch.use_pool(&p.pool);
+        // Two fragments (64 KiB, the rest), each inside the one buffer.
+        let rx = send_across(&mut p, &[100_000]);
+        assert_eq!(in_place(&p), (1, 100_000));
+        p.pool.free_one(rx).unwrap();
+        // The first fragment spans the two buffers (copied), the second lies in the second.
+        let rx = send_across(&mut p, &[40_000, 40_000]);
+        assert_eq!(in_place(&p), (2, 100_000 + 80_000 - FRAGMENT as u64));
+        p.pool.free_one(rx).unwrap();
+        // Small ones go whole through libfabric's inject.
+        let rx = send_across(&mut p, &[64]);
+        assert_eq!(in_place(&p).0, 2);
+        p.pool.free_one(rx).unwrap();
+        assert_eq!(p.a.tx.flight.len(), 0);
+    }
+
     /// A rate-limited queue's WR goes in fragments of at most its PMTU, each only once the
     /// pacer granted it (`PacketGate`); the peer completes the WR once, whole.
     #[test]
@@ -1057,7 +1117,7 @@ mod tests {
     /// reference a WRITE or READ names it by.
     fn pair_with_exposed_target() -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         let mut p = Pair::new(false, Duration::from_secs(60));
-        p.b.ch.expose_pool(&p.pool);
+        p.b.ch.use_pool(&p.pool);
         p.connect();
         let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
         let t = unsafe { &*target };

@@ -7,7 +7,7 @@ use crate::transport::LinkError;
 
 pub const HEADER: usize = 64;
 /// A receive bounce buffer, and so the largest message on the wire.
-pub const BOUNCE: usize = 64 << 10;
+pub const BOUNCE: usize = (64 << 10) + HEADER;
 /// The payload a fragment carries at most.
 pub const FRAGMENT: usize = BOUNCE - HEADER;
 

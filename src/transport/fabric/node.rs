@@ -18,7 +18,7 @@ use super::msg::*;
 use super::rma;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
-use crate::buf::pool::{ChunkHook, ChunkSpan};
+use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -166,6 +166,11 @@ pub struct TxPool {
     pub free: Vec<usize>,
     /// The channel and WR a busy buffer carries a fragment of.
     pub owner: Vec<Option<(ChannelId, u64)>>,
+    /// The chunk a busy buffer's payload is read from in place, held until libfabric is done.
+    leases: Vec<Option<Lease>>,
+    /// The pool whose buffers WRs are sent from in place (the process's; its shared pools'
+    /// chunks are in its registry too).
+    pub lender: Weak<Pool>,
     pub scratch: Vec<u8>,
 }
 
@@ -263,7 +268,7 @@ pub struct Node {
     inject: usize,
     /// Our death-watch beacon, open while the node lives.
     beacon: Option<watch::Beacon>,
-    /// The pools whose chunks it exposes (`expose_pool`), by id.
+    /// The pools whose chunks it exposes (`use_pool`), by id.
     exposed_pools: Mutex<Vec<u64>>,
     shared: Mutex<Shared>,
 }
@@ -292,7 +297,7 @@ impl Node {
 
     /// A node of its own, outside the registry (tests: two "processes" in one).
     pub fn open(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
-        let ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable)?;
+        let ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable, BOUNCE)?;
         let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
         let bell = match ep.wait_fd() {
             Some(fd) => Some(Bell::new(fd)?),
@@ -313,6 +318,8 @@ impl Node {
                 bufs: ep.buffers(TX_SLOTS * BOUNCE)?,
                 free: (0..TX_SLOTS).rev().collect(),
                 owner: vec![None; TX_SLOTS],
+                leases: (0..TX_SLOTS).map(|_| None).collect(),
+                lender: Weak::new(),
                 scratch: Vec::with_capacity(BOUNCE),
             },
             area_out: ep.buffers(MAX_CHANNELS * SLOT_BYTES)?,
@@ -364,10 +371,15 @@ impl Node {
         &self.name
     }
 
-    /// Exposes `pool`'s chunks for the peers' RMA (`rma`), once per pool, when the provider
-    /// can.
-    pub fn expose_pool(self: &Arc<Node>, pool: &crate::buf::pool::Pool) {
-        let Some(pending) = self.lock().rma.as_ref().map(rma::Exposure::pending) else {
+    /// Sends WRs from `pool`'s buffers in place where the provider can, and exposes its chunks
+    /// for the peers' RMA (`rma`), once per pool, where the provider can.
+    pub fn use_pool(self: &Arc<Node>, pool: &Arc<Pool>) {
+        let pending = {
+            let mut n = self.lock();
+            n.tx.lender = Arc::downgrade(pool);
+            n.rma.as_ref().map(rma::Exposure::pending)
+        };
+        let Some(pending) = pending else {
             return;
         };
         {
@@ -611,6 +623,7 @@ impl Shared {
             }
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
+                self.tx.leases[idx] = None;
                 if let Some((id, seq)) = self.tx.owner[idx].take() {
                     self.tell(id, |i| match failed {
                         true => i.broken = Some("peer unreachable over the network"),
@@ -816,8 +829,45 @@ impl Shared {
         let sent = self
             .ep
             .send(&self.tx.bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
+        self.slot_sent(slot, sent, wr, None)
+    }
+
+    /// As `send_slot` for a fragment whose `head` bytes are in send buffer `slot` and whose
+    /// payload is read in place at `body`, in the chunk `lease` holds until libfabric is done.
+    pub fn send_slot_in_place(
+        &mut self,
+        slot: usize,
+        head: usize,
+        body: (*const u8, usize),
+        lease: Lease,
+        peer: u64,
+        wr: Option<(ChannelId, u64)>,
+    ) -> Result<(), i32> {
+        // SAFETY: `sends_in_place` said so (the caller asked), and the lease keeps `body`
+        // mapped until the completion drops it, or until the endpoint closes (declared first
+        // in `Shared`, it goes before the leases).
+        let sent = unsafe {
+            self.ep.send_gathered(
+                &self.tx.bufs,
+                slot * BOUNCE,
+                head,
+                body,
+                peer,
+                SEND_TAG | slot,
+            )
+        };
+        self.slot_sent(slot, sent, wr, Some(lease))
+    }
+
+    fn slot_sent(
+        &mut self,
+        slot: usize,
+        sent: Result<(), i32>,
+        wr: Option<(ChannelId, u64)>,
+        lease: Option<Lease>,
+    ) -> Result<(), i32> {
         match sent {
-            Ok(()) => self.tx.owner[slot] = wr,
+            Ok(()) => (self.tx.owner[slot], self.tx.leases[slot]) = (wr, lease),
             Err(_) => self.tx.free.push(slot),
         }
         sent

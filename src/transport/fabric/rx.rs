@@ -153,19 +153,14 @@ impl target::Initiator for Reply<'_> {
     fn read_back(&mut self, from: *const u8, len: usize) -> Option<umq_buf_status_t> {
         // The bytes as they are now, as an RDMA READ would read them.
         let data = unsafe { std::slice::from_raw_parts(from, len) }.to_vec();
-        self.outgoing.push_back(Outgoing {
-            header: Header {
-                kind: KIND_READ_RESP,
-                seq: self.seq,
-                total: len as u64,
-                ..Default::default()
-            },
-            body: Body::Owned(data),
-            done: 0,
-            started: false,
-            wr_seq: None,
-            fragment: FRAGMENT,
-        });
+        let header = Header {
+            kind: KIND_READ_RESP,
+            seq: self.seq,
+            total: len as u64,
+            ..Default::default()
+        };
+        self.outgoing
+            .push_back(Outgoing::new(header, Body::Owned(data)));
         Some(UMQ_BUF_SUCCESS)
     }
 }

@@ -121,11 +121,6 @@ void umqf_close(struct umqf_ep *e)
     free(e);
 }
 
-/* A reliable-datagram endpoint of provider `prov` ("tcp", "verbs") listening on `node` (an
- * address of this host; NULL for the provider's choice), its completion queue of `cq_size`
- * entries, with a wait fd when `wakeable` (for interrupt mode: a provider signals the fd as it
- * completes, a cost a polled queue does not pay). 0 and *out, or a negative FI_E* code and
- * `why`. */
 /* What the provider asks of libfabric, for provider `prov` (NULL: any); NULL when out of memory. */
 static struct fi_info *our_hints(const char *prov)
 {
@@ -187,7 +182,42 @@ int umqf_probe(uint32_t *version, char *names, size_t names_len, char *why, size
     return offers;
 }
 
-int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
+#define EAGER_LIMIT_VAR "FI_OFI_RXM_EAGER_LIMIT"
+
+/* Opens e's endpoint; over tcp, rxm then sends a message of up to `eager` bytes eagerly: from
+ * our buffer straight into the buffer the peer posted (its "direct send" and "dynamic receive
+ * buffers", on by default in 1.17). rxm's own limit is 16 KiB; above it a message goes by
+ * rendezvous, a round trip and an RMA read more, which halved the 64 KiB stream. The limit is
+ * a parameter rxm reads from the environment as the endpoint opens and nowhere else, so it is
+ * set for that call only (unless the user set it), not for endpoints the application opens
+ * itself: rxm refuses a connection between endpoints whose limits differ. Every process of
+ * this library opens its endpoints with the same limit, one at a time (two threads of ours
+ * opening endpoints at once could otherwise see each other's setting come and go). verbs
+ * ignores it (no dynamic receive buffers). */
+static int open_endpoint(struct umqf_ep *e, size_t eager)
+{
+    static pthread_mutex_t opening = PTHREAD_MUTEX_INITIALIZER;
+    char limit[32];
+    pthread_mutex_lock(&opening);
+    int ours = eager && !getenv(EAGER_LIMIT_VAR);
+    if (ours) {
+        snprintf(limit, sizeof(limit), "%zu", eager);
+        ours = setenv(EAGER_LIMIT_VAR, limit, 0) == 0;
+    }
+    int rc = fi_endpoint(e->domain, e->info, &e->ep, NULL);
+    if (ours)
+        unsetenv(EAGER_LIMIT_VAR);
+    pthread_mutex_unlock(&opening);
+    return rc;
+}
+
+/* A reliable-datagram endpoint of provider `prov` ("tcp", "verbs") listening on `node` (an
+ * address of this host; NULL for the provider's choice), its completion queue of `cq_size`
+ * entries, with a wait fd when `wakeable` (for interrupt mode: a provider signals the fd as it
+ * completes, a cost a polled queue does not pay), sending messages of up to `eager` bytes
+ * eagerly where the provider lets us choose (`open_endpoint`). 0 and *out, or a negative FI_E*
+ * code and `why`. */
+int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable, size_t eager,
               struct umqf_ep **out, char *why, size_t n)
 {
     if (umqf_load(why, n))
@@ -235,7 +265,7 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
         fail(why, n, "fi_av_open", rc);
         goto out;
     }
-    rc = fi_endpoint(e->domain, e->info, &e->ep, NULL);
+    rc = open_endpoint(e, eager);
     if (rc) {
         fail(why, n, "fi_endpoint", rc);
         goto out;
@@ -267,6 +297,13 @@ const char *umqf_provider(const struct umqf_ep *e)
 size_t umqf_inject_size(const struct umqf_ep *e)
 {
     return e->inject_size;
+}
+
+/* Whether a message may be sent from memory we did not register (a WR's buffer, in place):
+ * the provider needs no local registration and takes two pieces in one send. */
+int umqf_sends_in_place(const struct umqf_ep *e)
+{
+    return !(e->info->domain_attr->mr_mode & FI_MR_LOCAL) && e->info->tx_attr->iov_limit >= 2;
 }
 
 /* A key for the next registration: unique in the domain (one per endpoint), for providers that
@@ -411,6 +448,18 @@ int umqf_recv(struct umqf_ep *e, void *buf, size_t len, void *desc, void *ctx)
 /* Sends `len` bytes at `buf` (`desc` from umqf_register) to `peer`; its completion carries
  * `ctx`. With `ctx` NULL and `len` at most the inject size, the bytes are copied out now and no
  * completion comes. */
+/* Sends `head_len` bytes at `head` (registered: `desc`) followed by `body_len` bytes at
+ * `body`, as one message; both stay put until the completion that carries `ctx`. Two pieces:
+ * rxm then sends them straight from here (with its own header, three, within tcp's four), and
+ * does not copy them into a buffer of its own, which holds only its 16 KiB. */
+int umqf_send2(struct umqf_ep *e, const void *head, size_t head_len, void *desc, const void *body,
+               size_t body_len, uint64_t peer, void *ctx)
+{
+    struct iovec iov[2] = {{(void *)head, head_len}, {(void *)body, body_len}};
+    void *descs[2] = {desc, NULL};
+    return (int)fi_sendv(e->ep, iov, descs, 2, peer, ctx);
+}
+
 int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
               void *ctx)
 {
@@ -461,10 +510,10 @@ static int umqf_load(char *why, size_t n)
     return -1;
 }
 
-int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable,
+int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable, size_t eager,
               struct umqf_ep **out, char *why, size_t n)
 {
-    (void)prov, (void)node, (void)cq_size, (void)wakeable, (void)out;
+    (void)prov, (void)node, (void)cq_size, (void)wakeable, (void)eager, (void)out;
     umqf_load(why, n);
     return -38; /* ENOSYS */
 }
@@ -481,6 +530,8 @@ int umqf_probe(uint32_t *version, char *names, size_t names_len, char *why, size
 void umqf_close(struct umqf_ep *e) { (void)e; }
 const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
 size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
+int umqf_sends_in_place(const struct umqf_ep *e) { (void)e; return 0; }
+int umqf_send2(struct umqf_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)p, (void)c; return -38; }
 int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
 int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
 int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }

@@ -29,6 +29,7 @@ unsafe extern "C" {
         node: *const c_char,
         cq_size: usize,
         wakeable: c_int,
+        eager: usize,
         out: *mut *mut RawEp,
         why: *mut c_char,
         n: usize,
@@ -36,6 +37,7 @@ unsafe extern "C" {
     fn umqf_close(e: *mut RawEp);
     fn umqf_provider(e: *const RawEp) -> *const c_char;
     fn umqf_inject_size(e: *const RawEp) -> usize;
+    fn umqf_sends_in_place(e: *const RawEp) -> c_int;
     fn umqf_wait_fd(e: *const RawEp) -> c_int;
     fn umqf_expose(
         e: *mut RawEp,
@@ -82,6 +84,16 @@ unsafe extern "C" {
         buf: *mut c_void,
         len: usize,
         desc: *mut c_void,
+        ctx: *mut c_void,
+    ) -> c_int;
+    fn umqf_send2(
+        e: *mut RawEp,
+        head: *const c_void,
+        head_len: usize,
+        desc: *mut c_void,
+        body: *const c_void,
+        body_len: usize,
+        peer: u64,
         ctx: *mut c_void,
     ) -> c_int;
     fn umqf_send(
@@ -229,6 +241,7 @@ pub struct Endpoint {
     raw: NonNull<RawEp>,
     name: Vec<u8>,
     inject: usize,
+    in_place: bool,
     provider: String,
 }
 
@@ -245,12 +258,15 @@ impl Drop for Endpoint {
 impl Endpoint {
     /// Opens an endpoint of libfabric provider `prov` listening on `node` (an address of this
     /// host; None for the provider's choice), with a completion queue of `cq_size` entries and,
-    /// when `wakeable`, a wait fd (`wait_fd`).
+    /// when `wakeable`, a wait fd (`wait_fd`). Messages of up to `eager` bytes go eagerly where
+    /// the provider lets us choose (rxm over tcp: from our buffer into the peer's posted one,
+    /// with no rendezvous).
     pub fn open(
         prov: &str,
         node: Option<&str>,
         cq_size: usize,
         wakeable: bool,
+        eager: usize,
     ) -> Result<Endpoint, String> {
         let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
         let node_c = node
@@ -265,6 +281,7 @@ impl Endpoint {
                 node_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                 cq_size,
                 wakeable as c_int,
+                eager,
                 &mut raw,
                 why.as_mut_ptr() as *mut c_char,
                 why.len(),
@@ -289,6 +306,7 @@ impl Endpoint {
             raw,
             name,
             inject: unsafe { umqf_inject_size(raw.as_ptr()) },
+            in_place: unsafe { umqf_sends_in_place(raw.as_ptr()) } != 0,
             provider,
         })
     }
@@ -447,6 +465,11 @@ impl Endpoint {
         self.inject
     }
 
+    /// Whether `send_gathered` may read a payload from memory we did not register.
+    pub fn sends_in_place(&self) -> bool {
+        self.in_place
+    }
+
     /// The fd that turns readable when the completion queue has something (after `arm_wait`
     /// said so); None for an endpoint opened without one.
     pub fn wait_fd(&self) -> Option<i32> {
@@ -511,6 +534,40 @@ impl Endpoint {
         ctx: usize,
     ) -> Result<(), c_int> {
         self.send_raw(&bufs.mem[at..at + len], bufs.desc, peer, ctx as *mut c_void)
+    }
+
+    /// Sends `head` bytes of `bufs` at `at` and then `body.1` bytes at `body.0` to `peer` as
+    /// one message. Err(code), where `FI_EAGAIN` means no room now.
+    ///
+    /// # Safety
+    /// `sends_in_place()`, and `body` stays readable until the completion that carries `ctx`
+    /// (or until this endpoint closes).
+    pub unsafe fn send_gathered(
+        &self,
+        bufs: &Buffers,
+        at: usize,
+        head: usize,
+        body: (*const u8, usize),
+        peer: u64,
+        ctx: usize,
+    ) -> Result<(), c_int> {
+        let head = &bufs.mem[at..at + head];
+        let rc = unsafe {
+            umqf_send2(
+                self.raw.as_ptr(),
+                head.as_ptr() as *const c_void,
+                head.len(),
+                bufs.desc,
+                body.0 as *const c_void,
+                body.1,
+                peer,
+                ctx as *mut c_void,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(-rc),
+        }
     }
 
     fn send_raw(

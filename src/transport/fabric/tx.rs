@@ -2,6 +2,7 @@
 //! fragment, and our WRs' completions in order.
 
 use super::*;
+use crate::buf::pool::Lease;
 use crate::transport::transmit::{Carrier, Handed};
 
 /// One of our WRs between the sending step and its completion.
@@ -10,9 +11,10 @@ pub(super) struct Flight {
     pub(super) quick: bool,
     /// Every fragment handed to libfabric.
     pub(super) sent: bool,
-    /// Fragments sent from our buffers that libfabric has not yet reported sent: a SEND
-    /// completes only once none is left, so that what it carried no longer depends on this
-    /// process (a fragment still queued inside libfabric dies with it).
+    /// Fragments sent from our send buffers (a payload copied there, or read in place from
+    /// the WR's buffer) that libfabric has not yet reported sent: a WR completes only once
+    /// none is left, so that libfabric no longer reads its buffer, and a SEND no longer
+    /// depends on this process (a fragment still queued inside libfabric dies with it).
     pub(super) unfinished: u32,
     pub(super) status: Option<umq_buf_status_t>,
 }
@@ -23,6 +25,8 @@ pub(super) struct Outgoing {
     /// Payload bytes handed to libfabric so far, and whether a first fragment went.
     pub(super) done: u64,
     pub(super) started: bool,
+    /// Of those, the bytes libfabric read in place from the WR's buffers.
+    pub(super) in_place: u64,
     /// Our WR this message carries (its sequence number).
     pub(super) wr_seq: Option<u64>,
     /// Payload bytes a fragment carries at most: `FRAGMENT`, or a rate-limited queue's PMTU
@@ -38,15 +42,21 @@ pub(super) enum Body {
 }
 
 impl Outgoing {
-    pub(super) fn control(header: Header) -> Outgoing {
+    /// A message of ours not carrying a WR (a response, a frame), in fragments of `FRAGMENT`.
+    pub(super) fn new(header: Header, body: Body) -> Outgoing {
         Outgoing {
             header,
-            body: Body::None,
+            body,
             done: 0,
             started: false,
+            in_place: 0,
             wr_seq: None,
             fragment: FRAGMENT,
         }
+    }
+
+    pub(super) fn control(header: Header) -> Outgoing {
+        Outgoing::new(header, Body::None)
     }
 
     pub(super) fn total(&self) -> u64 {
@@ -77,9 +87,11 @@ impl Link {
     /// Completes our WRs in order, as far as they are done.
     pub(super) fn complete(&mut self, w: &mut Wire, out: &mut Outcome) {
         while let Some(f) = self.tx.flight.front() {
+            // libfabric may still read a fragment's payload in place from the WR's buffer.
             let status = match (f.quick, f.sent, f.status) {
+                _ if f.unfinished > 0 => break,
                 (_, _, Some(s)) => s,
-                (true, true, None) if f.unfinished == 0 => UMQ_BUF_SUCCESS,
+                (true, true, None) => UMQ_BUF_SUCCESS,
                 _ => break,
             };
             self.tx.flight.pop_front();
@@ -184,15 +196,30 @@ impl Link {
         crate::transport::transmit::transmit(w, &mut carrier, out);
     }
     /// Sends queued messages in order, fragment by fragment, while libfabric takes them and, for
-    /// a rate-limited queue (`gate`), while the pacer's grants last and its priority is not
-    /// `paused`, counting its `packets`. (Fragments are this
-    /// provider's packets: the first carries the header of the WR, `KIND_MORE` the others.)
-    pub(super) fn flush(
+    /// a rate-limited queue, while the pacer's grants last and its priority is not paused.
+    /// (Fragments are this provider's packets: the first carries the header of the WR,
+    /// `KIND_MORE` the others.) `w`, the queue's wire (None once it is leaving), gives the
+    /// gates and counts the packets and what went in place.
+    pub(super) fn flush(&mut self, n: &mut Shared, w: Option<&mut Wire>) -> Result<(), LinkError> {
+        let (gate, paused) = w
+            .as_ref()
+            .map_or((None, false), |w| (w.packet_gate(), w.paused()));
+        let mut tally = Tally::default();
+        let flushed = self.flush_gated(n, gate, paused, &mut tally);
+        if let Some(w) = w {
+            w.paced_packets += tally.packets;
+            w.zero_copy.by_ref_wr += tally.in_place_wr;
+            w.zero_copy.by_ref_bytes += tally.in_place_bytes;
+        }
+        flushed
+    }
+
+    fn flush_gated(
         &mut self,
         n: &mut Shared,
         gate: Option<PacketGate>,
         paused: bool,
-        packets: &mut u64,
+        tally: &mut Tally,
     ) -> Result<(), LinkError> {
         let (id, peer, dst) = (self.ch.id, self.peer_addr, self.peer_chan);
         let Tx {
@@ -219,8 +246,8 @@ impl Link {
                 Some(sent) => sent,
                 None => return Ok(()), // no send buffer free
             };
-            let from_buffer = match sent {
-                Ok(from_buffer) => from_buffer,
+            let sent = match sent {
+                Ok(sent) => sent,
                 Err(sys::FI_EAGAIN) => {
                     // libfabric cannot take it yet: the connection may wait for the peer's
                     // progress to accept it (rxm connects on the first send), or its socket
@@ -235,16 +262,23 @@ impl Link {
                     return Err(lost("peer unreachable over the network"));
                 }
             };
-            if from_buffer && let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
+            if sent != Sent::Injected
+                && let Some(f) = flight_of(flight, *flight_base, o.wr_seq)
+            {
                 f.unfinished += 1;
             }
             n.peers[self.peer].said = Instant::now();
             if o.fragment < FRAGMENT {
-                *packets += 1;
+                tally.packets += 1;
+            }
+            if sent == Sent::InPlace {
+                o.in_place += len as u64;
+                tally.in_place_bytes += len as u64;
             }
             o.started = true;
             o.done += len as u64;
             if o.done == o.total() {
+                tally.in_place_wr += (o.in_place > 0) as u64;
                 if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                     f.sent = true;
                     if !f.quick {
@@ -285,24 +319,22 @@ impl Carrier for Queuer<'_> {
         };
         let sge = pro.remote_sge;
         tx.msg_upto = seq + 1;
+        let header = Header {
+            kind: KIND_WR,
+            opcode: pro.opcode as u8,
+            imm: pro.imm_data,
+            addr: sge.addr,
+            token_id: sge.token_id,
+            token_value: sge.token_value,
+            rlen: sge.length,
+            seq,
+            total,
+            ..Default::default()
+        };
         tx.outgoing.push_back(Outgoing {
-            header: Header {
-                kind: KIND_WR,
-                opcode: pro.opcode as u8,
-                imm: pro.imm_data,
-                addr: sge.addr,
-                token_id: sge.token_id,
-                token_value: sge.token_value,
-                rlen: sge.length,
-                seq,
-                total,
-                ..Default::default()
-            },
-            body: Body::Wr(wr),
-            done: 0,
-            started: false,
             wr_seq: Some(seq),
             fragment: self.fragment,
+            ..Outgoing::new(header, Body::Wr(wr))
         });
         tx.flight.push_back(Flight {
             quick: quick(pro.opcode),
@@ -373,17 +405,38 @@ impl Link {
     }
 }
 
+/// What a flush sent: packets of a rate-limited queue, and WRs (and their bytes) whose payload
+/// libfabric read in place.
+#[derive(Default)]
+struct Tally {
+    packets: u64,
+    in_place_wr: u64,
+    in_place_bytes: u64,
+}
+
+/// How a fragment went.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sent {
+    /// Copied out by libfabric at once (inject): no completion.
+    Injected,
+    /// From a send buffer, the payload copied there.
+    Copied,
+    /// Its header from a send buffer, its payload read in place from the WR's buffer.
+    InPlace,
+}
+
 /// Hands the next fragment of `o` (its header `h`) to libfabric for `peer`: copied out at once
-/// when it fits the inject size, else from one of the node's send buffers, whose completion
-/// tells channel `id` that a fragment of its WR went. Ok(true) when it went from a send
-/// buffer; None when no send buffer is free.
+/// when it fits the inject size, else with its header in one of the node's send buffers, whose
+/// completion tells channel `id` that a fragment of its WR went, and its payload read in place
+/// from the WR's buffer (`in_place`) or copied behind the header. None when no send buffer is
+/// free.
 fn send_fragment(
     n: &mut Shared,
     o: &Outgoing,
     h: &Header,
     peer: u64,
     id: ChannelId,
-) -> Option<Result<bool, i32>> {
+) -> Option<Result<Sent, i32>> {
     let len = HEADER + h.len as usize;
     if len <= n.ep.inject_size() {
         let scratch = &mut n.tx.scratch;
@@ -391,14 +444,46 @@ fn send_fragment(
         scratch.extend_from_slice(&h.to_bytes());
         scratch.resize(len, 0);
         o.copy_out(&mut scratch[HEADER..]);
-        return Some(n.ep.inject(&n.tx.scratch, peer).map(|()| false));
+        return Some(n.ep.inject(&n.tx.scratch, peer).map(|()| Sent::Injected));
     }
     let slot = n.tx.free.pop()?;
+    let wr = o.wr_seq.map(|seq| (id, seq));
+    let payload = in_place(n, o, h.len as usize);
     let buf = n.tx.bufs.get_mut(slot * BOUNCE, len);
     buf[..HEADER].copy_from_slice(&h.to_bytes());
-    o.copy_out(&mut buf[HEADER..]);
-    Some(
-        n.send_slot(slot, len, peer, o.wr_seq.map(|seq| (id, seq)))
-            .map(|()| true),
-    )
+    Some(match payload {
+        Some((body, lease)) => n
+            .send_slot_in_place(slot, HEADER, body, lease, peer, wr)
+            .map(|()| Sent::InPlace),
+        None => {
+            o.copy_out(&mut buf[HEADER..]);
+            n.send_slot(slot, len, peer, wr).map(|()| Sent::Copied)
+        }
+    })
+}
+
+/// Where the next `len` payload bytes of `o` lie in one of its WR's buffers, with a hold on
+/// that buffer's chunk, when the provider can send them from there: then no byte of the
+/// payload is copied on this side. None: they are copied into the send buffer.
+fn in_place(n: &Shared, o: &Outgoing, len: usize) -> Option<((*const u8, usize), Lease)> {
+    let Body::Wr(wr) = o.body else {
+        return None;
+    };
+    if !n.ep.sends_in_place() {
+        return None;
+    }
+    let mut skip = o.done as usize;
+    for b in crate::buf::wr_bufs(wr) {
+        let (data, size) = unsafe { ((*b).buf_data as *const u8, (*b).data_size as usize) };
+        if skip >= size {
+            skip -= size;
+            continue;
+        }
+        if size - skip < len {
+            return None; // the fragment spans two buffers
+        }
+        let lease = n.tx.lender.upgrade()?.lease(b)?;
+        return Some(((unsafe { data.add(skip) }, len), lease));
+    }
+    None
 }

@@ -113,8 +113,8 @@ pub struct Cli {
     /// libfabric: per size, its shm provider
     /// against shm, the same provider as ours against fabric; fi_pingpong for latency (Debian
     /// libfabric-bin), a windowed stream for bw and qps (built here from fi_stream.c; needs
-    /// libfabric-dev and a C compiler). ucx: ucx_perftest tag_lat for latency (Debian
-    /// ucx-utils), over UCX's posix shared memory (shm) or its tcp transport (fabric).
+    /// libfabric-dev and a C compiler). ucx: ucx_perftest tag_lat for latency and tag_bw
+    /// for bw (Debian ucx-utils), over UCX's posix shared memory (shm) or its tcp transport (fabric).
     #[arg(long, value_name = "libfabric,ucx", value_delimiter = ',', value_parser = ["libfabric", "ucx"])]
     pub compare: Vec<String>,
     /// shm latency: the benchmark's loop (bench) or the one applications write (app)

@@ -231,6 +231,19 @@ fn compare_latency_ucx(row: Row, run: &Run, rounds: u32) -> Row {
         .num("mean_vs_ucx", ours / ucx)
 }
 
+/// Adds ucx_perftest tag_bw's message rate (median of `rounds`) and our ratio to a stream row.
+fn compare_bandwidth_ucx(row: Row, run: &Run, rounds: u32) -> Row {
+    match median_of(rounds, || ucx::tag_bw(run.size, run.iters)) {
+        Ok(ucx) => {
+            let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
+            row.text("ucx_tls", ucx::transports())
+                .num("ucx_tag_bw_msgs_per_s", ucx.round())
+                .num("msgs_vs_ucx", ours / ucx)
+        }
+        Err(e) => row.text("ucx_perftest", e),
+    }
+}
+
 /// The median of `rounds` runs of a baseline, or its first error.
 fn median_of(
     rounds: u32,
@@ -503,8 +516,12 @@ fn main() {
                     Kind::Bw | Kind::Qps => compare_bandwidth(row, &run, args.rounds),
                 };
             }
-            if args.compare_ucx && kind == Kind::Lat {
-                row = compare_latency_ucx(row, &run, args.rounds);
+            if args.compare_ucx {
+                row = match kind {
+                    Kind::Lat => compare_latency_ucx(row, &run, args.rounds),
+                    Kind::Bw => compare_bandwidth_ucx(row, &run, args.rounds),
+                    Kind::Qps => row,
+                };
             }
             emit(&row, args.json);
             rows.push(row);

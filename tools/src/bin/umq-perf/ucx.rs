@@ -30,28 +30,45 @@ pub fn available() -> bool {
     crate::pair::installed("ucx_perftest")
 }
 
-fn perftest() -> Command {
-    let mut c = Command::new("ucx_perftest");
-    c.env("UCX_TLS", transports());
-    c
-}
-
 /// Runs `ucx_perftest -t tag_lat` server and client for one size.
 pub fn tag_lat(size: u32, iters: u64) -> Result<TagLat, String> {
-    let port = crate::pair::free_port().to_string();
-    let mut server = perftest();
-    server.args(["-p", &port]);
-    let text = crate::pair::run("ucx_perftest", server, || {
-        let mut c = perftest();
-        c.args(["127.0.0.1", "-p", &port, "-t", "tag_lat"]).args([
-            "-s",
-            &size.to_string(),
-            "-n",
-            &iters.to_string(),
-        ]);
-        c
-    })?;
+    let text = perftest_pair("tag_lat", transports(), &[], size, iters)?;
     parse(&text).ok_or(format!("cannot read ucx_perftest's output: {text}"))
+}
+
+/// Runs `ucx_perftest -t tag_bw` (a stream of tag-matched sends) for one size: messages a
+/// second, the Final row's overall message rate.
+pub fn tag_bw(size: u32, iters: u64) -> Result<f64, String> {
+    let text = perftest_pair("tag_bw", transports(), &[], size, iters)?;
+    final_row(&text)
+        .and_then(|c| c.get(7).copied())
+        .ok_or(format!("cannot read ucx_perftest's output: {text}"))
+}
+
+/// Runs a `ucx_perftest` server and a client of `test` with `extra` arguments over `tls` on
+/// 127.0.0.1; the client's output.
+fn perftest_pair(
+    test: &str,
+    tls: &str,
+    extra: &[&str],
+    size: u32,
+    iters: u64,
+) -> Result<String, String> {
+    let port = crate::pair::free_port().to_string();
+    let cmd = || {
+        let mut c = Command::new("ucx_perftest");
+        c.env("UCX_TLS", tls);
+        c
+    };
+    let mut server = cmd();
+    server.args(["-p", &port]);
+    crate::pair::run("ucx_perftest", server, || {
+        let mut c = cmd();
+        c.args(["127.0.0.1", "-p", &port, "-t", test])
+            .args(extra)
+            .args(["-s", &size.to_string(), "-n", &iters.to_string()]);
+        c
+    })
 }
 
 /// Reads the "Final:" row's latencies: iterations, then latency p50, average and overall in µs.
@@ -94,21 +111,7 @@ fn one_sided(test: &str, size: u32, iters: u64) -> Result<Vec<f64>, String> {
     } else {
         &["-o"]
     };
-    let port = crate::pair::free_port().to_string();
-    let cmd = || {
-        let mut c = Command::new("ucx_perftest");
-        c.env("UCX_TLS", one_sided_transports());
-        c
-    };
-    let mut server = cmd();
-    server.args(["-p", &port]);
-    let text = crate::pair::run("ucx_perftest", server, || {
-        let mut c = cmd();
-        c.args(["127.0.0.1", "-p", &port, "-t", test])
-            .args(unprogressed)
-            .args(["-s", &size.to_string(), "-n", &iters.to_string()]);
-        c
-    })?;
+    let text = perftest_pair(test, one_sided_transports(), unprogressed, size, iters)?;
     final_row(&text)
         .filter(|c| c.len() >= 8)
         .ok_or(format!("cannot read ucx_perftest's output: {text}"))
