@@ -144,8 +144,11 @@ if [ -e /usr/include/rdma/fabric.h ]; then
   # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
   timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.01, r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time, rate error", r["rate_error"])'
   timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'
+  # One-sided WRITE and READ by RMA against a target that polls (as UCX's responder does).
+  timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target poll --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and rows[-1]["one_sided_rma_wr"] > 4 * 500, rows; print("rma over the network, target polling:", rows[-1]["one_sided_rma_wr"], "WRs by libfabric RMA")'
   if command -v ucx_perftest >/dev/null; then
     timeout 300 "$lib/umq-perf" --provider fabric --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tls"] == "tcp" and rows[0]["ucx_tag_lat_mean_ns"] > 0, rows; print("ucx tcp baseline over the network provider: ok")'
+    timeout 300 "$lib/umq-perf" --provider fabric --test bw --size 4096 --iters 2000 --compare ucx --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["ucx_tls"] == "tcp" and r["ucx_tag_bw_msgs_per_s"] > 0 and r["msgs_vs_ucx"] > 0, r; print("ucx tcp stream baseline (tag_bw) over the network provider: ok")'
   fi
 else
   echo "SKIPPED: umq-perf --provider fabric smoke runs: libfabric-dev is not installed"

@@ -141,6 +141,13 @@ pub struct Cli {
     /// pfc: the peer keeps priority 3 paused instead; our watchdog trips.
     #[arg(long)]
     pub storm: bool,
+    /// rma over shm or fabric: what the target process does while the WRs go
+    ///
+    /// sleep: blocked on its pipe, running nothing of ours; poll: umq_poll on its queue in a
+    /// loop, as ucx_perftest's responder progresses over tcp (like for like with --compare ucx
+    /// there).
+    #[arg(long, value_name = "TARGET", default_value = "sleep", value_parser = ["sleep", "poll"])]
+    pub target: String,
     /// scale: how many pairs, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "10000", value_parser = clap::value_parser!(u32).range(1..))]
     pub pairs: Vec<u32>,
@@ -313,6 +320,7 @@ impl From<Cli> for Args {
                 shared_rx,
                 app_loop: c.loop_kind == "app",
                 base_api: c.api == "base",
+                target_polls: c.target == "poll",
                 quiet: c.quiet || c.json,
                 server: None,
             },
@@ -382,6 +390,9 @@ fn check(a: &Args) -> Result<(), String> {
     {
         return Err("--api base measures lat and qps, in the benchmark's loop".into());
     }
+    if r.target_polls && (a.test != "rma" || a.provider == "loopback") && !a.rma_peer {
+        return Err("--target poll is for --test rma over shm or fabric".into());
+    }
     let qps = a.test == "qps" || a.peer == Some(Kind::Qps);
     if qps && r.rx_bufs != 0 && r.rx_bufs < QPS_LIST {
         return Err(format!("--rx-bufs must be at least {QPS_LIST} for qps"));
@@ -450,6 +461,19 @@ mod tests {
             "the app loop is an shm latency loop"
         );
         assert!(parse("--provider shm --test bw --loop app").is_err());
+        let polls = parse("--provider fabric --test rma --target poll").unwrap();
+        assert!(polls.run.target_polls);
+        assert!(
+            !parse("--provider fabric --test rma")
+                .unwrap()
+                .run
+                .target_polls
+        );
+        assert!(parse("--provider fabric --test lat --target poll").is_err());
+        assert!(
+            parse("--test rma --target poll").is_err(),
+            "a loopback target is a queue of this process, never polled"
+        );
         let client = parse("--client 10.0.0.1 --port 9000 --test lat").unwrap();
         assert_eq!(client.provider, "fabric");
         assert_eq!(

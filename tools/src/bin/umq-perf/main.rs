@@ -103,6 +103,8 @@ pub struct Run {
     pub app_loop: bool,
     /// `--api base`: umq_enqueue / umq_dequeue instead of umq_post / umq_poll (lat and qps).
     pub base_api: bool,
+    /// `--test rma --target poll`: the target polls its queue in a loop instead of sleeping.
+    pub target_polls: bool,
     pub quiet: bool,
     /// `--client HOST`: the `umq-perf --server` that serves the peer's side, on another host.
     pub server: Option<std::net::SocketAddr>,

@@ -85,6 +85,8 @@ impl Target {
             &run.depth.to_string(),
             "--shared-pool",
             if run.shared_rx { "on" } else { "off" },
+            "--target",
+            if run.target_polls { "poll" } else { "sleep" },
         ];
         let mut peer = crate::shm::start_peer(args.map(String::from).to_vec(), run);
         // Our queue offers the address the peer reaches us at (another host's, over --client).
@@ -119,7 +121,8 @@ impl Target {
 }
 
 /// The target process (`--rma-peer`): binds, exposes its buffer, sleeps on its pipe (running
-/// nothing of ours) until asked for the buffer's first bytes, then exits.
+/// nothing of ours), or with `--target poll` polls its queue, until asked for the buffer's first
+/// bytes, then exits.
 pub fn serve_target(run: &Run, ip: std::net::IpAddr) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
@@ -129,12 +132,38 @@ pub fn serve_target(run: &Run, ip: std::net::IpAddr) {
     api::bind(q, recv_frame(&mut inp));
     let (buf, sge) = exposed(q, run);
     send_frame(&mut out, &pack(&sge));
+    if run.target_polls {
+        poll_until_asked(q);
+    }
     recv_frame(&mut inp);
     let first = unsafe { ((*buf).buf_data as *const u64).read_unaligned() };
     send_frame(&mut out, &first.to_le_bytes());
     umq::ffi::api::umq_buf_free(buf);
     api::teardown(q);
     umq::ffi::api::umq_uninit();
+}
+
+/// Polls `q` both ways (nothing arrives: WRITE and READ take no receive buffer, and the
+/// target sends nothing) until the initiator's next frame is on our stdin.
+fn poll_until_asked(q: u64) {
+    let mut out = [ptr::null_mut(); 16];
+    let asked = || {
+        let mut fd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut fd, 1, 0) == 1 }
+    };
+    loop {
+        for _ in 0..1024 {
+            let got = api::poll(q, UMQ_IO_RX, &mut out) + api::poll(q, UMQ_IO_TX, &mut out);
+            assert_eq!(got, 0, "the target received or sent something");
+        }
+        if asked() {
+            return;
+        }
+    }
 }
 
 /// Waits for one TX completion on `q`, which must be a success; returns its buffer.
