@@ -69,7 +69,9 @@ def test_logic_queues_take_turns_on_one_resource_and_the_main_queue_sees_everyth
         done = until(lambda: main.poll(TX, tp=0))
         assert [(c.status, c.data) for c in done] == [(umq.UMQ_BUF_SUCCESS, b"one")]
         s = ctx.transport_pool_stats(main)
-        assert (s["in_use_num"], s["acc_alloc_num"], s["acc_free_num"]) == (0, 1, 1)
+        # Each try borrows the resource, and a try refused for credit gives it back at once:
+        # over a link the peer's first credit offer may still be on its way when l1 first sends.
+        assert s["in_use_num"] == 0 and s["acc_alloc_num"] == s["acc_free_num"] >= 1, s
 
         send_one(l2, b"two")  # resource 0 again, now l2's
         assert until(lambda: [c.data for c in peers[1].poll(RX) if c.data]) == [b"two"]
