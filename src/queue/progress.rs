@@ -334,10 +334,21 @@ impl Queue {
     /// drives it: its application blocks elsewhere, or the peer's does), runs one, and if that
     /// moves nothing either, calls the peer's progress thread to our WRs; files the next while
     /// WRs remain.
+    ///
+    /// A queue whose lock is held is being driven right now (a call of its application's, or
+    /// of another thread's, is in it): the engine looks again later instead of waiting for the
+    /// lock. Waiting would tax every call of a busy queue, not just the look: a waiter that
+    /// has waited a while is served first (`SpinMutex`), and between its looks it naps, so the
+    /// application's next lock would spin until the engine woke and took it.
     pub(super) fn background_deadline_passed(&self) {
         self.round_filed.store(false, Ordering::Release);
         let seen = self.round_seen.load(Ordering::Relaxed);
-        let stuck = lock(&self.wire).wire.sq.completed_seq() == seen;
+        let Some(w) = self.wire.try_lock() else {
+            self.file_round(seen, ROUND_AFTER);
+            return;
+        };
+        let stuck = w.wire.sq.completed_seq() == seen;
+        drop(w);
         if stuck {
             self.background_round();
         }
@@ -349,7 +360,10 @@ impl Queue {
         } else {
             ROUND_AFTER
         };
-        let mut w = lock(&self.wire);
+        let Some(mut w) = self.wire.try_lock() else {
+            self.file_round(seen, after);
+            return;
+        };
         let Wired { wire, link, .. } = &mut *w;
         let Some(link) = link.as_deref_mut() else {
             return;

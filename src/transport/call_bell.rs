@@ -47,12 +47,18 @@ const MOST_AGAIN: Duration = Duration::from_millis(1);
 /// A ring is forgotten after this long (the WR may wait for a receive buffer, or the channel be
 /// gone: the initiator's queue calls again while its WRs do not move).
 const GIVE_UP: Duration = Duration::from_millis(50);
+/// An RMA ring (one that asks for nothing to have run) is served at once, then again after
+/// this, growing as above, until `RMA_GIVE_UP`: an RMA that reached the peer after the first
+/// serve, the last of a stream, is served then. Later than a message ring's first look again:
+/// one serve nearly always finds the RMA there, and each look is a round of the target's.
+const RMA_FIRST_AGAIN: Duration = Duration::from_micros(250);
+const RMA_GIVE_UP: Duration = Duration::from_millis(5);
 /// Channels with a ring outstanding at most; datagrams beyond are dropped.
 const MAX_RINGS: usize = 4096;
 /// Datagrams taken per look, so that a flood cannot hold the thread.
 const TAKE_AT_MOST: usize = 256;
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct Ring {
     upto: u64,
     next: Instant,
@@ -127,7 +133,13 @@ impl CallBell {
             return false;
         }
         let mut rings = self.lock();
-        if rings.get(&ch).is_none_or(|r| executed < r.upto) {
+        // A ring that asks for nothing to have run (RMA: the provider's progress serves it,
+        // and its requests may arrive after the ring) is served on its schedule until it
+        // gives up, not once.
+        if rings
+            .get(&ch)
+            .is_none_or(|r| r.upto == 0 || executed < r.upto)
+        {
             return false;
         }
         rings.remove(&ch);
@@ -190,19 +202,20 @@ impl CallBell {
             if rings.len() >= MAX_RINGS && !rings.contains_key(&ch) {
                 continue;
             }
-            let r = rings.entry(ch).or_insert(Ring {
+            let fresh = Ring {
                 upto,
                 next: now,
-                every: FIRST_AGAIN,
+                every: if upto == 0 {
+                    RMA_FIRST_AGAIN
+                } else {
+                    FIRST_AGAIN
+                },
                 since: now,
-            });
-            if upto > r.upto {
-                *r = Ring {
-                    upto,
-                    next: now,
-                    every: FIRST_AGAIN,
-                    since: now,
-                };
+            };
+            let r = rings.entry(ch).or_insert(fresh);
+            // A new RMA ring (upto 0) is served at once, whatever the last one's schedule.
+            if upto > r.upto || (upto == 0 && r.upto == 0) {
+                *r = fresh;
             }
         }
     }
@@ -217,7 +230,10 @@ impl Bell for CallBell {
         let mut due = Vec::from_iter(self.ping_due(now));
         let mut rings = self.lock();
         self.take(&mut rings, now);
-        rings.retain(|_, r| now.duration_since(r.since) < GIVE_UP);
+        rings.retain(|_, r| {
+            let give_up = if r.upto == 0 { RMA_GIVE_UP } else { GIVE_UP };
+            now.duration_since(r.since) < give_up
+        });
         for (&ch, r) in rings.iter_mut().filter(|(_, r)| r.next <= now) {
             due.push(ch);
             r.next = now + r.every;
@@ -288,6 +304,30 @@ mod tests {
         target.served(0x7_0000_0003, 2);
         assert_eq!(Bell::next(&target), None, "answered: no second look");
         assert_eq!(target.due(Instant::now()), Vec::<u64>::new());
+        assert_eq!(Bell::next(&target), None);
+    }
+
+    /// An RMA ring (nothing to have run) is served at once and again after
+    /// `RMA_FIRST_AGAIN`, whatever the channel's rounds ran, until `RMA_GIVE_UP`; a new one
+    /// starts its schedule over, so the next RMA is served at once.
+    #[test]
+    fn an_rma_ring_is_served_a_few_times_and_a_new_one_at_once() {
+        let (target, initiator) = (bell(), bell());
+        let ch = 0x9_0000_0001;
+        initiator.ring(at(&target), ch, 0);
+        readable(&target);
+        let t0 = Instant::now();
+        assert_eq!(target.due(t0), vec![ch]);
+        assert!(!target.served(ch, 5), "a round does not end it");
+        let next = Bell::next(&target).expect("served again");
+        assert_eq!(next - t0, RMA_FIRST_AGAIN);
+        assert_eq!(target.due(next), vec![ch]);
+        initiator.ring(at(&target), ch, 0);
+        readable(&target);
+        let t1 = next + Duration::from_micros(1);
+        assert_eq!(target.due(t1), vec![ch], "a new ring is served at once");
+        assert_eq!(Bell::next(&target).unwrap() - t1, RMA_FIRST_AGAIN);
+        assert!(target.due(t1 + RMA_GIVE_UP).is_empty(), "given up");
         assert_eq!(Bell::next(&target), None);
     }
 

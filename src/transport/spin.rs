@@ -55,6 +55,13 @@ impl<T> SpinMutex<T> {
         SpinGuard { mutex: self }
     }
 
+    /// The lock if it is free now and no waiter wants it; None otherwise, without waiting.
+    #[inline]
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // `then`, not `then_some`: a guard made and dropped would release a lock held by another.
+        self.try_acquire().then(|| SpinGuard { mutex: self })
+    }
+
     /// No waiter has marked the lock as wanted (for the model checks).
     pub fn no_one_wants(&self) -> bool {
         self.wanted.load(Ordering::Relaxed) == 0

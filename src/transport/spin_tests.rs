@@ -42,3 +42,32 @@ fn a_waiter_outlasts_a_slow_holder() {
     waiter.join().unwrap();
     assert_eq!(*m.lock(), vec![1, 2]);
 }
+
+/// `try_lock` never waits: None while the lock is held, and None while a waiter that has
+/// waited a while wants it (it is theirs next), even once it is free; the lock otherwise.
+#[test]
+fn try_lock_takes_only_a_free_lock_no_one_waits_for() {
+    let m = Arc::new(SpinMutex::new(0u32));
+    let held = m.lock();
+    assert!(m.try_lock().is_none(), "taken while held");
+    let waiter = {
+        let m = m.clone();
+        std::thread::spawn(move || *m.lock() += 1)
+    };
+    while m.no_one_wants() {
+        assert!(
+            !waiter.is_finished(),
+            "the waiter got in while the lock was held"
+        );
+        std::thread::yield_now();
+    }
+    drop(held);
+    // The waiter wants it: whatever a try gets, it gets after the waiter had it.
+    while !waiter.is_finished() {
+        if let Some(g) = m.try_lock() {
+            assert_eq!(*g, 1, "taken before the waiter that wanted it");
+        }
+    }
+    waiter.join().unwrap();
+    assert_eq!(m.try_lock().map(|g| *g), Some(1));
+}

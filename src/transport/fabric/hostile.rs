@@ -208,6 +208,8 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         chunks: Default::default(),
         rma_in_flight: 0,
         rma_call: false,
+        rma_upto: 0,
+        rma_rung: 0,
         msg_upto: 0,
     }
 }

@@ -224,6 +224,10 @@ struct Tx {
     /// An RMA of ours started that the peer's provider must serve (over tcp, in its progress):
     /// the round's end rings the peer's bell once.
     rma_call: bool,
+    /// One past our newest RMA, and what that was at our last RMA ring: a round rings again
+    /// once the RMAs of the last ring completed and newer ones are in flight.
+    rma_upto: u64,
+    rma_rung: u64,
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
@@ -340,6 +344,8 @@ impl Link {
                 chunks: rma::RemoteChunks::default(),
                 rma_in_flight: 0,
                 rma_call: false,
+                rma_upto: 0,
+                rma_rung: 0,
                 msg_upto: 0,
             },
             peer_area: Area::default(),

@@ -124,12 +124,18 @@ impl Link {
 
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
-        // RMA runs in no WR count of the peer's: one serve of the channel answers it.
-        if std::mem::take(&mut t.rma_call)
+        // RMA runs in no WR count of the peer's: its ring asks for nothing to have run, and the
+        // peer serves it a few times (`call_bell`). While RMA streams, a round rings again once
+        // the RMAs of the last ring completed, as for messages: one ring a round trip, from the
+        // rounds of our own application, not from the progress thread's looks.
+        let next_round =
+            t.rma_in_flight > 0 && t.rma_upto > t.rma_rung && w.sq.completed_seq() >= t.rma_rung;
+        if (std::mem::take(&mut t.rma_call) || next_round)
             && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell)
         {
             bell.ring(at, self.peer_chan, 0);
             w.zero_copy.calls_sent += 1;
+            t.rma_rung = t.rma_upto;
         }
         if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {
             return;
@@ -400,6 +406,7 @@ impl Link {
         // serve, or on the queue's call when its WRs stop moving.
         self.tx.rma_call |= self.tx.rma_in_flight == 0;
         self.tx.rma_in_flight += 1;
+        self.tx.rma_upto = seq + 1;
         w.zero_copy.one_sided_rma_wr += 1;
         Some(Handed::AtPeer)
     }
