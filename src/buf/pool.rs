@@ -751,11 +751,13 @@ impl Pool {
             .flatten()
     }
 
-    /// A hold on the chunk of the buffer whose header is at `buf` (None: not a buffer of this
-    /// pool's).
-    pub fn lease(&self, buf: *const umq_buf_t) -> Option<Lease> {
-        let slot = self.slot_of_header(buf as usize)?;
-        Some(Lease { _chunk: slot.chunk })
+    /// A hold on the chunk whose buffer holds the `len` bytes at `data` in its data area (None:
+    /// they are not all in one buffer's data area of this pool's).
+    pub fn lease(&self, data: *const u8, len: usize) -> Option<Lease> {
+        let slot = self.slot_of_data(data as usize)?;
+        let chunk = &slot.chunk;
+        let in_area = (data as usize - chunk.data_base) % chunk.data_stride;
+        (in_area + len <= chunk.data_cap).then(|| Lease { _chunk: slot.chunk })
     }
 
     pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef> {
@@ -1257,10 +1259,16 @@ mod tests {
         let a = pool.alloc_in(&shared, 4096, 1, 0, 7).unwrap();
         let data = unsafe { (*a).buf_data as *mut u8 };
         unsafe { std::ptr::write_bytes(data, 0x5a, 4096) };
-        let lease = pool.lease(a).expect("a buffer of this pool");
+        let cap = unsafe { (*a).buf_size } as usize;
+        let lease = pool.lease(data, 4096).expect("a buffer of this pool");
         assert!(
-            pool.lease(data as *const umq_buf_t).is_none(),
-            "a data pointer is no buffer"
+            pool.lease(a as *const u8, 1).is_none(),
+            "a header is no data"
+        );
+        assert!(pool.lease(data, cap + 1).is_none(), "past the buffer");
+        assert!(
+            pool.lease(data.wrapping_add(1), cap).is_none(),
+            "past it by one"
         );
         pool.retire(&shared);
         drop(shared);

@@ -20,23 +20,28 @@ pub(crate) fn room(head: *mut umq_buf_t) -> impl Iterator<Item = (*mut u8, usize
     crate::buf::iter(head).map(|b| unsafe { ((*b).buf_data as *mut u8, (*b).buf_size as usize) })
 }
 
-/// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
-pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
-    let mut skip = from;
-    let mut at = 0;
-    for (p, n) in pieces(wr) {
-        if at == dst.len() {
-            break;
-        }
+/// `pieces` from `offset` bytes in: the pieces that end before it left out, the one it falls in
+/// trimmed to start there.
+pub(crate) fn pieces_from(
+    pieces: impl Iterator<Item = (*mut u8, usize)>,
+    offset: usize,
+) -> impl Iterator<Item = (*mut u8, usize)> {
+    let mut skip = offset;
+    pieces.filter_map(move |(p, n)| {
         if skip >= n {
             skip -= n;
-            continue;
+            return None;
         }
-        let take = (n - skip).min(dst.len() - at);
-        unsafe { std::ptr::copy_nonoverlapping(p.add(skip), dst[at..].as_mut_ptr(), take) };
-        at += take;
+        let rest = (p.wrapping_add(skip), n - skip);
         skip = 0;
-    }
+        Some(rest)
+    })
+}
+
+/// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
+pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
+    let whole = std::iter::once((dst.as_mut_ptr(), dst.len()));
+    copy_pieces(pieces_from(pieces(wr), from), whole);
 }
 
 /// Lands the `len` bytes a READ fetched from `src` in the READ WR `wr`: its buffers (the ones
@@ -517,5 +522,38 @@ where
             Executed::Done(tx)
         }
         _ => Executed::Done(UMQ_BUF_UNSUPPORTED_OPCODE_ERR),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_from_an_offset_leave_out_what_ends_before_it_and_trim_the_piece_it_falls_in() {
+        let mut bytes: Vec<u8> = (0..10).collect();
+        let p = bytes.as_mut_ptr();
+        let three = [(p, 3), (p.wrapping_add(3), 0), (p.wrapping_add(3), 7)];
+        let from = |offset| -> Vec<(usize, usize)> {
+            pieces_from(three.into_iter(), offset)
+                .map(|(at, n)| (at as usize - p as usize, n))
+                .collect()
+        };
+        assert_eq!(from(0), [(0, 3), (3, 7)], "an empty piece is left out");
+        assert_eq!(from(2), [(2, 1), (3, 7)]);
+        assert_eq!(
+            from(3),
+            [(3, 7)],
+            "a piece that ends at the offset is left out"
+        );
+        assert_eq!(from(9), [(9, 1)]);
+        assert_eq!(from(10), []);
+        assert_eq!(from(11), []);
+        let mut dst = [0u8; 4];
+        let copied = copy_pieces(
+            pieces_from(three.into_iter(), 1),
+            std::iter::once((dst.as_mut_ptr(), dst.len())),
+        );
+        assert_eq!((copied, dst), (4, [1, 2, 3, 4]), "across the pieces");
     }
 }

@@ -161,13 +161,20 @@ pub struct RxPool {
     lent: usize,
 }
 
+/// A send buffer in libfabric's hands.
+#[derive(Default)]
+struct Busy {
+    /// The channel and WR it carries a fragment of.
+    wr: Option<(ChannelId, u64)>,
+    /// The chunk its payload is read from in place, held until libfabric is done.
+    lease: Option<Lease>,
+}
+
 pub struct TxPool {
     pub bufs: Buffers,
     pub free: Vec<usize>,
-    /// The channel and WR a busy buffer carries a fragment of.
-    pub owner: Vec<Option<(ChannelId, u64)>>,
-    /// The chunk a busy buffer's payload is read from in place, held until libfabric is done.
-    leases: Vec<Option<Lease>>,
+    /// What each buffer libfabric has not finished sending carries.
+    busy: Vec<Busy>,
     /// The pool whose buffers WRs are sent from in place (the process's; its shared pools'
     /// chunks are in its registry too).
     pub lender: Weak<Pool>,
@@ -317,8 +324,7 @@ impl Node {
             tx: TxPool {
                 bufs: ep.buffers(TX_SLOTS * BOUNCE)?,
                 free: (0..TX_SLOTS).rev().collect(),
-                owner: vec![None; TX_SLOTS],
-                leases: (0..TX_SLOTS).map(|_| None).collect(),
+                busy: (0..TX_SLOTS).map(|_| Busy::default()).collect(),
                 lender: Weak::new(),
                 scratch: Vec::with_capacity(BOUNCE),
             },
@@ -623,8 +629,9 @@ impl Shared {
             }
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
-                self.tx.leases[idx] = None;
-                if let Some((id, seq)) = self.tx.owner[idx].take() {
+                let Busy { wr, lease } = std::mem::take(&mut self.tx.busy[idx]);
+                drop(lease);
+                if let Some((id, seq)) = wr {
                     self.tell(id, |i| match failed {
                         true => i.broken = Some("peer unreachable over the network"),
                         false => i.sent.push(seq),
@@ -867,7 +874,7 @@ impl Shared {
         lease: Option<Lease>,
     ) -> Result<(), i32> {
         match sent {
-            Ok(()) => (self.tx.owner[slot], self.tx.leases[slot]) = (wr, lease),
+            Ok(()) => self.tx.busy[slot] = Busy { wr, lease },
             Err(_) => self.tx.free.push(slot),
         }
         sent

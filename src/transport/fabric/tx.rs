@@ -479,18 +479,10 @@ fn in_place(n: &Shared, o: &Outgoing, len: usize) -> Option<((*const u8, usize),
     if !n.ep.sends_in_place() {
         return None;
     }
-    let mut skip = o.done as usize;
-    for b in crate::buf::wr_bufs(wr) {
-        let (data, size) = unsafe { ((*b).buf_data as *const u8, (*b).data_size as usize) };
-        if skip >= size {
-            skip -= size;
-            continue;
-        }
-        if size - skip < len {
-            return None; // the fragment spans two buffers
-        }
-        let lease = n.tx.lender.upgrade()?.lease(b)?;
-        return Some(((unsafe { data.add(skip) }, len), lease));
+    let (at, size) = target::pieces_from(target::pieces(wr), o.done as usize).next()?;
+    if size < len {
+        return None; // the fragment spans two buffers
     }
-    None
+    let lease = n.tx.lender.upgrade()?.lease(at, len)?;
+    Some(((at as *const u8, len), lease))
 }

@@ -304,21 +304,15 @@ fn land_packets(src: &mut Wire, dst: &mut Wire, wr: *mut umq_buf_t, allowed: u64
 
 /// Appends bytes `at..at + n` of `wr`'s message (across its buffers) to `data`.
 fn append_range(data: &mut Vec<u8>, wr: *mut umq_buf_t, at: usize, n: usize) {
-    let mut skip = at;
     let mut want = n;
-    for (p, len) in pieces(wr) {
+    for (p, len) in pieces_from(pieces(wr), at) {
+        let take = len.min(want);
+        // SAFETY: a posted WR's buffers hold `data_size` bytes each (checked at post).
+        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p, take) });
+        want -= take;
         if want == 0 {
             break;
         }
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let take = (len - skip).min(want);
-        // SAFETY: a posted WR's buffers hold `data_size` bytes each (checked at post).
-        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p.add(skip), take) });
-        want -= take;
-        skip = 0;
     }
 }
 

@@ -442,20 +442,13 @@ fn split(peer: &Segment, wr: *mut umq_buf_t, arena: &Arena) -> Option<usize> {
     let head = (len / 2).next_multiple_of(LINE);
     let mut tail = [RefPiece { offset: 0, len: 0 }; crate::limits::MAX_SGE];
     let mut n = 0;
-    let mut skip = head;
-    for (p, piece) in message_pieces(wr) {
-        if skip >= piece {
-            skip -= piece;
-            continue;
-        }
-        let (at, left) = (p.wrapping_add(skip), piece - skip);
+    for (at, left) in target::pieces_from(message_pieces(wr), head) {
         let offset = arena.offset_of(at, left)?;
         *tail.get_mut(n)? = RefPiece {
             offset,
             len: left as u64,
         };
         n += 1;
-        skip = 0;
     }
     let refs = n * std::mem::size_of::<RefPiece>();
     if n == 0 || !peer.has_room(refs) {
