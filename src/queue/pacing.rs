@@ -53,6 +53,8 @@ struct Engine {
     machine: Pacer,
     /// The queue each machine slot stands for (its handle), by queue index.
     handles: Vec<u64>,
+    /// The tick each queue's last packet left in, by queue index.
+    departed: Vec<u64>,
     /// Queues limited now; the engine serves the machine while there are any.
     limited: usize,
     /// The last tick whose grants were handed out.
@@ -71,6 +73,7 @@ fn engine_cell() -> &'static Mutex<Engine> {
         Mutex::new(Engine {
             machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
             handles: Vec::new(),
+            departed: Vec::new(),
             limited: 0,
             served: 0,
             sleeping_until: None,
@@ -100,6 +103,21 @@ impl Engine {
         now
     }
 
+    /// Tells the machine what queue `index` did with its grant, and when the packet before
+    /// this grant's left: its packets have just left (over loopback, landed), at the clock's
+    /// tick now. However long a packet took to leave after its grant (the engine kept off the
+    /// CPU in between), no three leave within a packet time.
+    fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left) {
+        let now = self.machine.tick_at(clock_ns());
+        let before = match self.departed.get_mut(index as usize) {
+            Some(t) if packets > 0 => Some(std::mem::replace(t, now)),
+            _ => None,
+        };
+        self.machine
+            .complete_after(index, packets, bytes, left, before);
+        self.nudge();
+    }
+
     /// Wakes the engine if a queue is now due before it planned to wake (once: it clears the
     /// mark, and the engine sets it again before it next sleeps).
     fn nudge(&mut self) {
@@ -123,6 +141,7 @@ impl Engine {
     fn note_limited(&mut self, index: u32, handle: u64, was: bool, is: bool) {
         if self.handles.len() <= index as usize {
             self.handles.resize(index as usize + 1, 0);
+            self.departed.resize(index as usize + 1, 0);
         }
         self.handles[index as usize] = handle;
         match (was, is) {
@@ -346,9 +365,7 @@ fn serve(grants: &mut Vec<(Grant, u64)>) {
             continue;
         };
         let (used, bytes, left) = q.use_grant(g.packets);
-        let mut e = engine();
-        e.machine.complete(g.queue, used, bytes, left);
-        e.nudge();
+        engine().complete(g.queue, used, bytes, left);
     }
 }
 
@@ -372,9 +389,7 @@ impl Queue {
             return;
         }
         let (used, bytes, left) = self.use_grant(packets);
-        let mut e = engine();
-        e.machine.complete(self.index, used, bytes, left);
-        e.nudge();
+        engine().complete(self.index, used, bytes, left);
     }
 
     /// Releases the held WRs a grant of `packets` covers into the send queue and sends them;

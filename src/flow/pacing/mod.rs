@@ -337,6 +337,23 @@ impl<S: Schedule> Pacer<S> {
 
     /// What queue `q` did with its grant: it sent `packets` packets, `bytes` bytes in all.
     pub fn complete(&mut self, q: u32, packets: u32, bytes: u64, left: Left) {
+        self.complete_after(q, packets, bytes, left, None)
+    }
+
+    /// `complete`, from a driver that knows the tick in which the queue's packet before this
+    /// grant's left (`previous_left`): a slow queue is then granted its next packet no sooner
+    /// than a packet time after that one left, so any three of its packets in a row leave more
+    /// than a packet time apart however late each one left after its grant. A queue whose
+    /// packets always take a while to leave (a network send) loses no rate by it while they
+    /// take less than a packet time.
+    pub fn complete_after(
+        &mut self,
+        q: u32,
+        packets: u32,
+        bytes: u64,
+        left: Left,
+        previous_left: Option<u64>,
+    ) {
         let Some(lim) = self.queues.get_mut(q as usize) else {
             return;
         };
@@ -355,8 +372,8 @@ impl<S: Schedule> Pacer<S> {
         lim.bytes += bytes;
         lim.bytes_since += bytes;
         match left {
-            Left::More => self.file(q),
-            _ if woken => self.file(q),
+            Left::More => self.file_after(q, previous_left),
+            _ if woken => self.file_after(q, previous_left),
             Left::Nothing => lim.state = State::Idle,
             Left::Blocked => lim.state = State::Blocked,
         }
@@ -426,6 +443,11 @@ impl<S: Schedule> Pacer<S> {
 
     /// Files queue `q` under the tick of its next send time.
     fn file(&mut self, q: u32) {
+        self.file_after(q, None)
+    }
+
+    /// `file`, no sooner than a packet time after `previous_left` (see `complete_after`).
+    fn file_after(&mut self, q: u32, previous_left: Option<u64>) {
         let now = self.now;
         let lim = &mut self.queues[q as usize];
         let pt = lim.packet_time as u128;
@@ -438,6 +460,13 @@ impl<S: Schedule> Pacer<S> {
             if lim.next() < soonest {
                 tick = soonest.div_ceil(ONE_TICK) as u64;
             }
+        }
+        if let Some(left_in) = previous_left
+            && pt > ONE_TICK
+        {
+            // It left before the end of its tick.
+            let after = ((left_in as u128 + 1) << FRAC_BITS) + pt;
+            tick = tick.max(after.div_ceil(ONE_TICK) as u64);
         }
         let parked = tick.saturating_sub(now).min(u32::MAX as u64) as u32;
         lim.ticks_parked = lim.ticks_parked.saturating_add(parked);
@@ -453,7 +482,7 @@ const CATCH_UP: u128 = 4;
 /// The least gap between two packets of such a queue while it makes up time, as a fraction of
 /// its packet time: three packets in a row then span at least 4/3 of one, so a window of one
 /// packet time never holds more than two, with a third of one to spare for the jitter between
-/// a grant and the packet's arrival.
+/// a grant and the packet's departure (`complete_after` takes any more into account).
 const CATCH_UP_GAP: (u64, u64) = (2, 3);
 
 /// What a grant of packets covers of the messages a queue has waiting.
