@@ -424,25 +424,36 @@ fn a_grant_covers_messages_in_order_and_writes_progress_back() {
     assert_eq!((c.messages, c.packets, c.progress), (2, 1, 0));
 }
 
+/// A queue limited at `rate` on a microsecond tick, its first packet sent, and its packet
+/// time in ticks.
+fn sending_slowly(rate: u64, pmtu: u32) -> (Pacer, f64) {
+    let tps = 1_000_000;
+    let pt = 8.0 * pmtu as f64 * tps as f64 / rate as f64;
+    let mut p = Pacer::new(tps).unwrap();
+    p.set_rate(0, rate, pmtu).unwrap();
+    assert_eq!(p.wake(0), 1);
+    p.complete(0, 1, pmtu as u64, Left::More);
+    (p, pt)
+}
+
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 /// A queue slower than a packet a tick (100 Mbit/s at PMTU 4096 and a microsecond tick: a
 /// packet every 327.68 ticks), served late by up to two packet times now and then, loses none
 /// of its rate (it makes the time up), is granted one packet at a time, and any three packets
 /// in a row span at least 4/3 of a packet time. Without the catch-up it would lose every delay.
 #[test]
 fn a_slow_queue_served_late_keeps_its_rate_and_never_bursts() {
-    let tps = 1_000_000;
-    let (rate, pmtu) = (100_000_000u64, 4096u32);
-    let pt = 8.0 * pmtu as f64 * tps as f64 / rate as f64;
-    let mut p = Pacer::new(tps).unwrap();
-    p.set_rate(0, rate, pmtu).unwrap();
-    assert_eq!(p.wake(0), 1);
-    p.complete(0, 1, pmtu as u64, Left::More);
+    let pmtu = 4096;
+    let (mut p, pt) = sending_slowly(100_000_000, pmtu);
     let mut sent = vec![0u64];
     let (mut x, mut now, mut grants) = (0x9e37_79b9_7f4a_7c15u64, 0u64, Vec::new());
     while sent.len() < 3000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         // One serve in eight comes up to two packet times late, the rest up to a tenth.
         let late = if x % 8 == 0 {
             x % (2 * pt as u64)
@@ -477,19 +488,12 @@ fn a_slow_queue_served_late_keeps_its_rate_and_never_bursts() {
 /// while after their grants, and the driver tells `complete_after` when the packet before left.
 /// Returns the ticks its packets left in.
 fn departures(late_every: u64, late_pts: f64, sending: impl Fn(u64) -> u64) -> (Vec<u64>, f64) {
-    let tps = 1_000_000;
-    let (rate, pmtu) = (1_000_000_000u64, 4096u32);
-    let pt = 8.0 * pmtu as f64 * tps as f64 / rate as f64;
-    let mut p = Pacer::new(tps).unwrap();
-    p.set_rate(0, rate, pmtu).unwrap();
-    assert_eq!(p.wake(0), 1);
-    p.complete(0, 1, pmtu as u64, Left::More);
+    let pmtu = 4096;
+    let (mut p, pt) = sending_slowly(1_000_000_000, pmtu);
     let mut left = vec![0u64];
     let (mut x, mut now, mut grants) = (0x2545_f491_4f6c_dd1du64, 0u64, Vec::new());
     while left.len() < 5000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let late = match x % late_every {
             0 => x % ((late_pts * pt) as u64).max(1),
             _ => 0,
