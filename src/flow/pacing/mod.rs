@@ -15,7 +15,8 @@
 //! to four packet times or four ticks of its schedule, whichever is longer (`CATCH_UP`): a
 //! queue of a packet a tick or more gets the missed packets with the tick's, a slower one is
 //! granted a packet at a time and makes the time up with packets two thirds of a packet time
-//! apart (`CATCH_UP_GAP`), so a window of one packet time never holds more than two. A rate
+//! apart (`CATCH_UP_GAP`), so a window of one packet time never holds more than two (and a
+//! driver that says when each packet left keeps that true of departures: `complete_after`). A rate
 //! change moves the next send time to `last packet + new packet time`, not earlier than the
 //! next tick.
 //!
