@@ -16,9 +16,9 @@
 //! queue of a packet a tick or more gets the missed packets with the tick's, a slower one is
 //! granted a packet at a time and makes the time up with packets two thirds of a packet time
 //! apart (`CATCH_UP_GAP`), so a window of one packet time never holds more than two (and a
-//! driver that says when each packet left keeps that true of departures: `complete_after`). A rate
-//! change moves the next send time to `last packet + new packet time`, not earlier than the
-//! next tick.
+//! driver that says when each packet left keeps that true of departures: `complete_after`).
+//! A rate change moves the next send time to `last packet + new packet time`, not earlier than
+//! the next tick.
 //!
 //! Queues wait in a [`Schedule`]: a timing wheel ([`wheel::Wheel`], O(1) a queue) or, as the
 //! baseline it is measured against, a binary heap. The per-queue record is one cache line
