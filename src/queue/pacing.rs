@@ -49,12 +49,19 @@ impl Default for QueuePacing {
     }
 }
 
+/// A machine slot as the engine knows it.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The queue it stands for (its handle).
+    handle: u64,
+    /// The tick the queue's last packet left in.
+    departed: u64,
+}
+
 struct Engine {
     machine: Pacer,
-    /// The queue each machine slot stands for (its handle), by queue index.
-    handles: Vec<u64>,
-    /// The tick each queue's last packet left in, by queue index.
-    departed: Vec<u64>,
+    /// Each machine slot's queue, by queue index.
+    slots: Vec<Slot>,
     /// Queues limited now; the engine serves the machine while there are any.
     limited: usize,
     /// The last tick whose grants were handed out.
@@ -72,8 +79,7 @@ fn engine_cell() -> &'static Mutex<Engine> {
     ENGINE.get_or_init(|| {
         Mutex::new(Engine {
             machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
-            handles: Vec::new(),
-            departed: Vec::new(),
+            slots: Vec::new(),
             limited: 0,
             served: 0,
             sleeping_until: None,
@@ -109,8 +115,8 @@ impl Engine {
     /// CPU in between), no three leave within a packet time.
     fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left) {
         let now = self.machine.tick_at(clock_ns());
-        let before = match self.departed.get_mut(index as usize) {
-            Some(t) if packets > 0 => Some(std::mem::replace(t, now)),
+        let before = match self.slots.get_mut(index as usize) {
+            Some(s) if packets > 0 => Some(std::mem::replace(&mut s.departed, now)),
             _ => None,
         };
         self.machine
@@ -139,11 +145,10 @@ impl Engine {
     }
 
     fn note_limited(&mut self, index: u32, handle: u64, was: bool, is: bool) {
-        if self.handles.len() <= index as usize {
-            self.handles.resize(index as usize + 1, 0);
-            self.departed.resize(index as usize + 1, 0);
+        if self.slots.len() <= index as usize {
+            self.slots.resize(index as usize + 1, Slot::default());
         }
-        self.handles[index as usize] = handle;
+        self.slots[index as usize].handle = handle;
         match (was, is) {
             (false, true) => self.limited += 1,
             (true, false) => self.limited -= 1,
@@ -350,7 +355,7 @@ impl Engine {
         self.machine.tick(now);
         self.served = now;
         while let Some(g) = self.machine.next_grant() {
-            grants.push((g, self.handles.get(g.queue as usize).copied().unwrap_or(0)));
+            grants.push((g, self.slots.get(g.queue as usize).map_or(0, |s| s.handle)));
         }
         now
     }

@@ -166,8 +166,8 @@ pub struct RxPool {
 struct Busy {
     /// The channel and WR it carries a fragment of.
     wr: Option<(ChannelId, u64)>,
-    /// The chunk its payload is read from in place, held until libfabric is done.
-    lease: Option<Lease>,
+    /// The chunk its payload is read from in place, held (never read) until libfabric is done.
+    _lease: Option<Lease>,
 }
 
 pub struct TxPool {
@@ -629,9 +629,8 @@ impl Shared {
             }
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
-                let Busy { wr, lease } = std::mem::take(&mut self.tx.busy[idx]);
-                drop(lease);
-                if let Some((id, seq)) = wr {
+                // Taking the slot's lease lets its chunk go.
+                if let Some((id, seq)) = std::mem::take(&mut self.tx.busy[idx]).wr {
                     self.tell(id, |i| match failed {
                         true => i.broken = Some("peer unreachable over the network"),
                         false => i.sent.push(seq),
@@ -874,7 +873,7 @@ impl Shared {
         lease: Option<Lease>,
     ) -> Result<(), i32> {
         match sent {
-            Ok(()) => self.tx.busy[slot] = Busy { wr, lease },
+            Ok(()) => self.tx.busy[slot] = Busy { wr, _lease: lease },
             Err(_) => self.tx.free.push(slot),
         }
         sent
