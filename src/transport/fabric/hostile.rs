@@ -79,6 +79,7 @@ fn idle_rx(d: &mut impl Draw) -> Rx {
         blocked: false,
         held: None,
         executed: d.below(3),
+        bundle_at: 0,
     }
 }
 
@@ -94,6 +95,7 @@ fn filled_bounces(
     let mut more = 0;
     for idx in 0..1 + d.below(MESSAGES as u64) as usize {
         let (h, payload) = match more {
+            0 if d.below(4) == 0 => bundle(d, ours, pool),
             0 => message(d, ours, pool),
             _ => fragment(d, &mut more),
         };
@@ -162,7 +164,7 @@ fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, 
     };
     if d.below(4) == 0 {
         match d.below(6) {
-            0 => h.kind = d.edgy(&[0, 8, 9]) as u8,
+            0 => h.kind = d.edgy(&[0, KIND_BUNDLE as u64, 10]) as u8,
             1 => h.opcode = d.next() as u8,
             2 => h.len = d.edgy(&[n, n + 1]) as u32,
             3 => (h.token_id, h.token_value) = (d.next() as u32, d.next() as u32),
@@ -170,6 +172,30 @@ fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, 
             _ => h.addr = d.edgy(&[addr, addr + cap]),
         }
     }
+    (h, payload)
+}
+
+/// A bundle of up to four messages as `message` makes them (so sometimes one that does not
+/// belong in a bundle), its length sometimes off.
+fn bundle(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, Vec<u8>) {
+    let mut payload = Vec::new();
+    for _ in 0..1 + d.below(4) {
+        let (h, p) = message(d, ours, pool);
+        if payload.len() + HEADER + p.len() > FRAGMENT {
+            break;
+        }
+        payload.extend_from_slice(&h.to_bytes());
+        payload.extend_from_slice(&p);
+    }
+    if d.below(8) == 0 {
+        payload.truncate(d.below(payload.len() as u64 + 1) as usize);
+    }
+    let h = Header {
+        kind: KIND_BUNDLE,
+        len: payload.len() as u32,
+        total: payload.len() as u64,
+        ..Default::default()
+    };
     (h, payload)
 }
 

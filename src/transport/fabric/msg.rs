@@ -27,6 +27,9 @@ pub const KIND_BYE: u8 = 6;
 pub const KIND_PING: u8 = 7;
 /// A MAC control frame of the link (`transport::pause`), the payload.
 pub const KIND_CONTROL: u8 = 8;
+/// Several whole messages for one channel, their headers and payloads back to back as the
+/// payload: a stream of small WRs costs libfabric one message for many (`tx::bundle_of`).
+pub const KIND_BUNDLE: u8 = 9;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -73,7 +76,7 @@ impl Header {
         }
         // SAFETY: at least HEADER bytes; read_unaligned makes no alignment claim.
         let h: Header = unsafe { std::ptr::read_unaligned(at.as_ptr() as *const Header) };
-        if h.kind == 0 || h.kind > KIND_CONTROL {
+        if h.kind == 0 || h.kind > KIND_BUNDLE {
             return Err(LinkError::Corrupt("unknown fabric message kind"));
         }
         if h.len as usize != at.len() - HEADER {
@@ -85,6 +88,26 @@ impl Header {
         }
         Ok(h)
     }
+}
+
+/// The message at byte `at` of a bundle's `payload`, its payload, and where the next one
+/// starts (None after the last). Each must be whole (no fragment, no bundle) and lie inside.
+pub fn bundled(payload: &[u8], at: usize) -> Result<(Header, &[u8], Option<usize>), LinkError> {
+    const NOT_WHOLE: LinkError = LinkError::Corrupt("a fabric bundle of other than whole messages");
+    let head = payload.get(at..at + HEADER).ok_or(NOT_WHOLE)?;
+    let len = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    let end = at + HEADER + len;
+    let bytes = payload.get(at..end).ok_or(NOT_WHOLE)?;
+    let h = Header::read(bytes)?;
+    let whole = match h.kind {
+        KIND_MORE | KIND_BUNDLE => false,
+        KIND_WR | KIND_READ_RESP => h.total == h.len as u64,
+        _ => true,
+    };
+    if !whole {
+        return Err(NOT_WHOLE);
+    }
+    Ok((h, &bytes[HEADER..], (end < payload.len()).then_some(end)))
 }
 
 #[cfg(test)]
@@ -123,5 +146,74 @@ mod tests {
             Header::read(&message(&small, b"hello")).is_err(),
             "total below len"
         );
+    }
+
+    #[test]
+    fn a_bundle_gives_its_messages_in_order_and_refuses_all_but_whole_ones() {
+        let send = |payload: &[u8]| {
+            let n = payload.len() as u32;
+            let h = Header {
+                kind: KIND_WR,
+                len: n,
+                total: n as u64,
+                ..Default::default()
+            };
+            message(&h, payload)
+        };
+        let ping = Header {
+            kind: KIND_PING,
+            ..Default::default()
+        };
+        let mut bundle = send(b"first");
+        bundle.extend(message(&ping, b""));
+        bundle.extend(send(b"third one"));
+        let (h, p, next) = bundled(&bundle, 0).unwrap();
+        assert_eq!(
+            (h.kind, p, next),
+            (KIND_WR, &b"first"[..], Some(HEADER + 5))
+        );
+        let (h, p, next) = bundled(&bundle, next.unwrap()).unwrap();
+        assert_eq!(
+            (h.kind, p.len(), next),
+            (KIND_PING, 0, Some(2 * HEADER + 5))
+        );
+        let (h, p, next) = bundled(&bundle, next.unwrap()).unwrap();
+        assert_eq!((h.kind, p, next), (KIND_WR, &b"third one"[..], None));
+
+        assert!(bundled(&[], 0).is_err(), "empty");
+        assert!(
+            bundled(&bundle[..bundle.len() - 1], 2 * HEADER + 5).is_err(),
+            "cut short"
+        );
+        assert!(bundled(&bundle, 3).is_err(), "not at a message");
+        let longer = Header {
+            kind: KIND_WR,
+            len: 6,
+            total: 6,
+            ..Default::default()
+        };
+        assert!(
+            bundled(&message(&longer, b"first"), 0).is_err(),
+            "past the end"
+        );
+        let part = Header {
+            kind: KIND_WR,
+            len: 5,
+            total: 9,
+            ..Default::default()
+        };
+        assert!(bundled(&message(&part, b"first"), 0).is_err(), "a fragment");
+        for kind in [KIND_MORE, KIND_BUNDLE] {
+            let inner = Header {
+                kind,
+                len: 5,
+                total: 5,
+                ..Default::default()
+            };
+            assert!(
+                bundled(&message(&inner, b"first"), 0).is_err(),
+                "kind {kind}"
+            );
+        }
     }
 }

@@ -22,6 +22,7 @@ use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -164,8 +165,8 @@ pub struct RxPool {
 /// A send buffer in libfabric's hands.
 #[derive(Default)]
 struct Busy {
-    /// The channel and WR it carries a fragment of.
-    wr: Option<(ChannelId, u64)>,
+    /// The channel and the WRs it carries (a fragment of one, or several whole in a bundle).
+    wr: Option<(ChannelId, Range<u64>)>,
     /// The chunk its payload is read from in place, held (never read) until libfabric is done.
     _lease: Option<Lease>,
 }
@@ -630,10 +631,10 @@ impl Shared {
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
                 // Taking the slot's lease lets its chunk go.
-                if let Some((id, seq)) = std::mem::take(&mut self.tx.busy[idx]).wr {
+                if let Some((id, wrs)) = std::mem::take(&mut self.tx.busy[idx]).wr {
                     self.tell(id, |i| match failed {
                         true => i.broken = Some("peer unreachable over the network"),
-                        false => i.sent.push(seq),
+                        false => i.sent.extend(wrs),
                     });
                 }
             }
@@ -830,7 +831,7 @@ impl Shared {
         slot: usize,
         len: usize,
         peer: u64,
-        wr: Option<(ChannelId, u64)>,
+        wr: Option<(ChannelId, Range<u64>)>,
     ) -> Result<(), i32> {
         let sent = self
             .ep
@@ -847,7 +848,7 @@ impl Shared {
         body: (*const u8, usize),
         lease: Lease,
         peer: u64,
-        wr: Option<(ChannelId, u64)>,
+        wr: Option<(ChannelId, Range<u64>)>,
     ) -> Result<(), i32> {
         // SAFETY: `sends_in_place` said so (the caller asked), and the lease keeps `body`
         // mapped until the completion drops it, or until the endpoint closes (declared first
@@ -869,7 +870,7 @@ impl Shared {
         &mut self,
         slot: usize,
         sent: Result<(), i32>,
-        wr: Option<(ChannelId, u64)>,
+        wr: Option<(ChannelId, Range<u64>)>,
         lease: Option<Lease>,
     ) -> Result<(), i32> {
         match sent {

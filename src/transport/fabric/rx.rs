@@ -95,8 +95,11 @@ pub(super) fn receive_messages(
         let Some(bytes) = arrived.front() else {
             return Ok(());
         };
-        let h = Header::read(bytes)?;
-        let payload = &bytes[HEADER..];
+        let outer = Header::read(bytes)?;
+        let (h, payload, next) = match outer.kind {
+            KIND_BUNDLE => msg::bundled(&bytes[HEADER..], rx.bundle_at)?,
+            _ => (outer, &bytes[HEADER..], None),
+        };
         if h.kind == KIND_CONTROL {
             // Anywhere, also between a message's fragments: the link's frames overtake.
             target::receive_control(w, payload)?;
@@ -130,7 +133,13 @@ pub(super) fn receive_messages(
             }
             rx.blocked = false;
         }
-        arrived.pop();
+        match next {
+            Some(at) => rx.bundle_at = at,
+            None => {
+                rx.bundle_at = 0;
+                arrived.pop();
+            }
+        }
     }
 }
 

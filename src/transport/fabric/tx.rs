@@ -235,7 +235,29 @@ impl Link {
             call_upto,
             ..
         } = &mut self.tx;
-        while let Some(o) = outgoing.front_mut() {
+        loop {
+            let (count, bytes) = match gate {
+                None => bundle_of(outgoing),
+                Some(_) => (0, 0), // a paced queue's fragments are its packets
+            };
+            if count > 0 {
+                match send_bundle(n, outgoing, count, bytes, (peer, id, dst)) {
+                    None => return Ok(()), // no send buffer free
+                    Some(Ok(())) => {}
+                    Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
+                }
+                n.peers[self.peer].said = Instant::now();
+                for o in outgoing.drain(..count) {
+                    if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
+                        f.unfinished += 1;
+                    }
+                    all_sent(&o, flight, *flight_base, call_upto);
+                }
+                continue;
+            }
+            let Some(o) = outgoing.front_mut() else {
+                return Ok(());
+            };
             let len = (o.total() - o.done).min(o.fragment as u64) as usize;
             if let (Some(g), Body::Wr(wr)) = (gate, &o.body)
                 && (paused || o.done + len as u64 > g.allowed(*wr, o.total()))
@@ -254,19 +276,7 @@ impl Link {
             };
             let sent = match sent {
                 Ok(sent) => sent,
-                Err(sys::FI_EAGAIN) => {
-                    // libfabric cannot take it yet: the connection may wait for the peer's
-                    // progress to accept it (rxm connects on the first send), or its socket
-                    // for the peer to read. Call the peer to this WR as well.
-                    if let Some(seq) = o.wr_seq {
-                        *call_upto = (*call_upto).max(seq + 1);
-                    }
-                    return Ok(());
-                }
-                Err(code) => {
-                    crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
-                    return Err(lost("peer unreachable over the network"));
-                }
+                Err(code) => return sending_failed(code, o, call_upto),
             };
             if sent != Sent::Injected
                 && let Some(f) = flight_of(flight, *flight_base, o.wr_seq)
@@ -285,17 +295,99 @@ impl Link {
             o.done += len as u64;
             if o.done == o.total() {
                 tally.in_place_wr += (o.in_place > 0) as u64;
-                if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
-                    f.sent = true;
-                    if !f.quick {
-                        *call_upto = o.wr_seq.map_or(0, |s| s + 1);
-                    }
-                }
+                all_sent(o, flight, *flight_base, call_upto);
                 outgoing.pop_front();
             }
         }
-        Ok(())
     }
+}
+
+/// All of `o` went to libfabric: the WR it carries is sent, and one the peer's library runs
+/// is called for.
+fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &mut u64) {
+    if let Some(f) = flight_of(flight, base, o.wr_seq) {
+        f.sent = true;
+        if !f.quick {
+            *call_upto = o.wr_seq.map_or(0, |s| s + 1);
+        }
+    }
+}
+
+/// libfabric did not take `o`: with `FI_EAGAIN` it cannot yet (the connection may wait for the
+/// peer's progress to accept it, as rxm connects on the first send, or its socket for the peer
+/// to read), so the peer is called to this WR as well; anything else breaks the link.
+fn sending_failed(code: i32, o: &Outgoing, call_upto: &mut u64) -> Result<(), LinkError> {
+    if code != sys::FI_EAGAIN {
+        crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
+        return Err(lost("peer unreachable over the network"));
+    }
+    if let Some(seq) = o.wr_seq {
+        *call_upto = (*call_upto).max(seq + 1);
+    }
+    Ok(())
+}
+
+/// Payload bytes a message has at most to go in a bundle. Above it, a message goes alone and
+/// libfabric reads its payload in place (`in_place`); below it, copying the payload into the
+/// bundle costs less than the message libfabric would send for it.
+const BUNDLED_AT_MOST: u64 = 16384;
+
+/// How many of the messages at the front of `outgoing` go as one bundle, and the bundle's
+/// bytes: whole ones, none started, none larger than `BUNDLED_AT_MOST`, up to one bounce
+/// buffer, and the WRs among them numbered one after another (a send buffer's completion
+/// names them as a range). (0, 0) when fewer than two would.
+fn bundle_of(outgoing: &VecDeque<Outgoing>) -> (usize, usize) {
+    let (mut count, mut bytes, mut last_wr) = (0, HEADER, None);
+    for o in outgoing {
+        let size = HEADER + o.total() as usize;
+        let follows = match (last_wr, o.wr_seq) {
+            (Some(p), Some(s)) => s == p + 1,
+            _ => true,
+        };
+        let whole = !o.started && o.fragment == FRAGMENT;
+        if !whole || !follows || o.total() > BUNDLED_AT_MOST || bytes + size > BOUNCE {
+            break;
+        }
+        (count, bytes, last_wr) = (count + 1, bytes + size, o.wr_seq.or(last_wr));
+    }
+    if count < 2 { (0, 0) } else { (count, bytes) }
+}
+
+/// Sends the first `count` messages of `outgoing` as one bundle of `bytes` from a send buffer
+/// to `peer` (`to`: the peer, our channel, the peer's channel), each copied behind its header.
+/// None when no send buffer is free.
+fn send_bundle(
+    n: &mut Shared,
+    outgoing: &VecDeque<Outgoing>,
+    count: usize,
+    bytes: usize,
+    (peer, id, dst): (u64, ChannelId, u64),
+) -> Option<Result<(), i32>> {
+    let slot = n.tx.free.pop()?;
+    let buf = n.tx.bufs.get_mut(slot * BOUNCE, bytes);
+    let outer = Header {
+        kind: KIND_BUNDLE,
+        len: (bytes - HEADER) as u32,
+        dst,
+        ..Default::default()
+    };
+    buf[..HEADER].copy_from_slice(&outer.to_bytes());
+    let (mut at, mut wrs) = (HEADER, None::<std::ops::Range<u64>>);
+    for o in outgoing.iter().take(count) {
+        let len = o.total() as usize;
+        let h = Header {
+            len: len as u32,
+            dst,
+            ..o.header
+        };
+        buf[at..at + HEADER].copy_from_slice(&h.to_bytes());
+        o.copy_out(&mut buf[at + HEADER..at + HEADER + len]);
+        at += HEADER + len;
+        if let Some(s) = o.wr_seq {
+            wrs = Some(wrs.map_or(s..s + 1, |r| r.start..s + 1));
+        }
+    }
+    Some(n.send_slot(slot, bytes, peer, wrs.map(|r| (id, r))))
 }
 
 /// The network's carrier: a WR joins the messages the sending step hands to libfabric, fragment
@@ -454,7 +546,7 @@ fn send_fragment(
         return Some(n.ep.inject(&n.tx.scratch, peer).map(|()| Sent::Injected));
     }
     let slot = n.tx.free.pop()?;
-    let wr = o.wr_seq.map(|seq| (id, seq));
+    let wr = o.wr_seq.map(|seq| (id, seq..seq + 1));
     let payload = in_place(n, o, h.len as usize);
     let buf = n.tx.bufs.get_mut(slot * BOUNCE, len);
     buf[..HEADER].copy_from_slice(&h.to_bytes());
