@@ -12,7 +12,8 @@
 //!
 //! Nothing is banked from idleness: a queue woken after an idle or blocked spell starts from
 //! `max(next send time, now)`. A queue served late (its driver was kept off the CPU) keeps up
-//! to four packet times or four ticks of its schedule, whichever is longer (`CATCH_UP`): a
+//! to four packet times or four ticks of its schedule, whichever is longer (`CATCH_UP`), and a
+//! queue slower than a packet a tick at least 4 ms (`CATCH_UP_MS`): a
 //! queue of a packet a tick or more gets the missed packets with the tick's, a slower one is
 //! granted a packet at a time and makes the time up with packets two thirds of a packet time
 //! apart (`CATCH_UP_GAP`), so a window of one packet time never holds more than two (and a
@@ -416,18 +417,22 @@ impl<S: Schedule> Pacer<S> {
 
     /// Grants queue `q` (due in the tick being served) the packets whose send times fall in
     /// it. A queue served late keeps up to `CATCH_UP` packet times or ticks of its schedule,
-    /// whichever is longer, so a late driver costs it no rate. A queue of a packet a tick or
+    /// whichever is longer (a slower queue at least `CATCH_UP_MS`), so a late driver costs it
+    /// no rate. A queue of a packet a tick or
     /// more gets those packets at once (its packets go a tick's at a time anyway); a slower
     /// queue is granted one packet, and its next ones make up the time by going closer together
     /// (`file`), never closer than `CATCH_UP_GAP`.
     fn grant(&mut self, q: u32) -> u32 {
         let now = (self.now as u128) << FRAC_BITS;
+        let floor = (self.ticks_per_s as u128 * CATCH_UP_MS / 1000) << FRAC_BITS;
         let lim = &mut self.queues[q as usize];
         let pt = lim.packet_time as u128;
         lim.state = State::Granted;
-        let start = lim
-            .next()
-            .max(now.saturating_sub(CATCH_UP * pt.max(ONE_TICK)));
+        let reach = match pt > ONE_TICK {
+            true => (CATCH_UP * pt).max(floor),
+            false => CATCH_UP * ONE_TICK,
+        };
+        let start = lim.next().max(now.saturating_sub(reach));
         lim.set_next(start);
         if pt > ONE_TICK {
             return 1;
@@ -480,6 +485,11 @@ impl<S: Schedule> Pacer<S> {
 /// How far behind its schedule a queue may be and still make the time up, in its packet times
 /// or in ticks, whichever is longer: a serve that late costs it no rate.
 const CATCH_UP: u128 = 4;
+/// A slower queue (packets further apart than a tick) makes up at least this many
+/// milliseconds: its packets go closer together while it does (`CATCH_UP_GAP`), so the time
+/// it makes up costs no burst, and a driver's thread kept off the CPU for a few milliseconds
+/// (as on a busy host) costs it no rate.
+const CATCH_UP_MS: u128 = 4;
 /// The least gap between two packets of such a queue while it makes up time, as a fraction of
 /// its packet time: three packets in a row then span at least 4/3 of one, so a window of one
 /// packet time never holds more than two, with a third of one to spare for the jitter between

@@ -547,3 +547,22 @@ fn packets_that_always_take_a_while_to_leave_cost_no_rate() {
         assert_rate_kept(&left, pt);
     }
 }
+
+/// A slow queue whose driver is kept off the CPU now and then for up to 3 ms (90 packet times
+/// at 1 Gbit/s and PMTU 4096 on a microsecond tick, as on a busy host) makes the time up
+/// (`CATCH_UP_MS`): it loses at most what the last stall cost, not the sum of them, and no
+/// three packets in a row leave within a packet time while it catches up. With four packet
+/// times of catch-up and no more it lost about 700 packet times here.
+#[test]
+fn a_slow_queue_kept_off_the_cpu_for_milliseconds_makes_the_time_up() {
+    let (left, pt) = departures(500, 90.0, |_| 0);
+    let span = (left[left.len() - 1] - left[0]) as f64;
+    let lost = span / pt - (left.len() - 1) as f64;
+    assert!(lost > -1.0 && lost < 92.0, "{lost} packet times lost");
+    for w in left.windows(3) {
+        assert!(
+            (w[2] - w[0]) as f64 > pt,
+            "three packets within a packet time: {w:?}"
+        );
+    }
+}

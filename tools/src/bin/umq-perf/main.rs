@@ -399,7 +399,7 @@ fn main() {
         return scale::serve_peer(&scale_run(&args), args.pairs[0], args.peer_ip);
     }
     if args.wire_peer {
-        return wire::serve_peer(&args.run, args.peer_ip);
+        return wire::serve_peer(&args.run, args.rates[0], args.peer_ip);
     }
     if args.test == "pacing" && !args.wire {
         return pacing_runs(&args);

@@ -32,10 +32,16 @@ pub const PMTU: u32 = 4096;
 const TICKS_PER_S: u64 = 1_000_000;
 /// About how long each row sends for.
 const SECONDS: f64 = 0.5;
-/// Receive buffers the peer keeps posted, and sends this side keeps posted: enough that the
-/// pacer always has the next message (a queue that runs dry starts again from `now`).
-const RX_BUFS: u32 = 8;
-const TX_WINDOW: u32 = 8;
+/// The receive buffers the peer keeps posted, and the sends this side keeps posted, cover this
+/// long at the row's rate (and are at least 8): enough that the pacer always has the next
+/// message while the receiver is kept off a CPU for a few milliseconds, as on a busy two-vCPU
+/// host (a queue that runs dry starts again from `now`, and the time is lost to the rate).
+const WINDOW_MS: f64 = 16.0;
+
+/// Messages of `size` bytes kept posted on each side at `rate`.
+fn window(size: u32, rate: u64) -> u32 {
+    ((rate as f64 * WINDOW_MS / 1e3 / 8.0 / size as f64).ceil() as u32).max(8)
+}
 /// How long the sender naps when a poll found no completion.
 const NAP: Duration = Duration::from_micros(200);
 /// Arrivals the peer keeps at most (a row has under 16,000).
@@ -125,14 +131,15 @@ fn windows_over(arrivals: &[Arrival], window_ns: u64, limit: u64) -> usize {
 
 /// Loopback: the receiving queue is ours, polled by a second thread.
 fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
-    api::init(flow(run));
+    let posted = window(size, rate);
+    api::init(flow(run, posted));
     let a = api::create(run.depth);
     let b = api::create(run.depth);
     api::bind(a, api::bind_info(b));
     api::bind(b, api::bind_info(a));
-    let bufs = start_receiving(b, size);
+    let bufs = start_receiving(b, size, posted);
     let receiver = std::thread::spawn(move || receive(b, bufs, count, size));
-    send(a, size, count, rate);
+    send(a, size, count, rate, posted);
     let arrivals = receiver.join().expect("the receiving thread failed");
     api::teardown(a);
     api::teardown(b);
@@ -150,29 +157,34 @@ fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
         count.to_string(),
         "--depth".into(),
         run.depth.to_string(),
+        "--rates".into(),
+        rate.to_string(),
     ];
     let mut peer = crate::shm::start_peer(args.to_vec(), run);
-    api::init(flow(run));
+    let posted = window(size, rate);
+    api::init(flow(run, posted));
     let q = api::create_at(run.depth, UMQ_TRANS_MODE_UB, peer.ip);
     api::bind(q, recv_frame(&mut peer.from));
     send_frame(&mut peer.to, &api::bind_info(q));
     recv_frame(&mut peer.from); // bound, receive buffers posted, recording
-    send(q, size, count, rate);
+    send(q, size, count, rate, posted);
     let arrivals = decode(&recv_frame(&mut peer.from));
     crate::shm::end_with_peer(q, peer);
     arrivals
 }
 
 /// The peer process (`--wire-peer`): binds, receives `run.iters` messages of `run.size`
-/// bytes, sends back their packets' arrivals, and waits for the sender to be done.
-pub fn serve_peer(run: &Run, ip: std::net::IpAddr) {
+/// bytes sent at `rate`, sends back their packets' arrivals, and waits for the sender to be
+/// done.
+pub fn serve_peer(run: &Run, rate: u64, ip: std::net::IpAddr) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
-    api::init(flow(run));
+    let posted = window(run.size, rate);
+    api::init(flow(run, posted));
     let q = api::create_at(run.depth, UMQ_TRANS_MODE_UB, ip);
     send_frame(&mut out, &api::bind_info(q));
     api::bind(q, recv_frame(&mut inp));
-    let bufs = start_receiving(q, run.size);
+    let bufs = start_receiving(q, run.size, posted);
     send_frame(&mut out, b"ready");
     let arrivals = receive(q, bufs, run.iters as u32, run.size);
     send_frame(&mut out, &encode(&arrivals));
@@ -181,20 +193,20 @@ pub fn serve_peer(run: &Run, ip: std::net::IpAddr) {
     umq::ffi::api::umq_uninit();
 }
 
-/// Flow control as the run asks, its window what the receiver keeps posted.
-fn flow(run: &Run) -> api::Flow {
+/// Flow control as the run asks, its window the `posted` receive buffers.
+fn flow(run: &Run, posted: u32) -> api::Flow {
     api::Flow {
-        initial_window: RX_BUFS as u16,
-        notify_interval: run.flow.notify_interval.min(RX_BUFS as u16 / 4),
+        initial_window: posted as u16,
+        notify_interval: run.flow.notify_interval.min(posted as u16 / 4),
         ..run.flow
     }
 }
 
-/// Starts the arrival log of `q` and posts its receive buffers (returned as addresses, so the
-/// receiving thread can take them).
-fn start_receiving(q: u64, size: u32) -> Vec<usize> {
+/// Starts the arrival log of `q` and posts `posted` receive buffers (returned as addresses, so
+/// the receiving thread can take them).
+fn start_receiving(q: u64, size: u32, posted: u32) -> Vec<usize> {
     umq::queue::stats::record_arrivals(q, LOG_LIMIT).expect("recording arrivals");
-    let bufs = api::alloc(size, RX_BUFS, UMQ_OPC_SEND);
+    let bufs = api::alloc(size, posted, UMQ_OPC_SEND);
     api::post_rx_all(q, &bufs);
     bufs.into_iter().map(|b| b as usize).collect()
 }
@@ -244,12 +256,13 @@ fn set(q: u64, opcode: u32, value: u64) {
     assert_eq!(r, 0, "umq_user_ctl {opcode:#x} = {value}: {r}");
 }
 
-/// Sends `count` messages of `size` bytes at `rate` from `q` and waits for their completions.
-fn send(q: u64, size: u32, count: u32, rate: u64) {
+/// Sends `count` messages of `size` bytes at `rate` from `q`, `posted` at a time, and waits
+/// for their completions.
+fn send(q: u64, size: u32, count: u32, rate: u64, posted: u32) {
     set(q, UMQ_EXT_OPCODE_PACING_TICK_RATE, TICKS_PER_S);
     set(q, UMQ_EXT_OPCODE_PACING_PMTU, PMTU as u64);
     set(q, UMQ_EXT_OPCODE_PACING_RATE, rate);
-    let mut free = api::alloc(size, TX_WINDOW, UMQ_OPC_SEND);
+    let mut free = api::alloc(size, posted, UMQ_OPC_SEND);
     let (mut posted, mut done) = (0u64, 0u64);
     let mut got = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     while done < count as u64 {
