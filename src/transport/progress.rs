@@ -48,6 +48,7 @@
 
 use super::timer::{Timer, TimerTable};
 use crate::os::{alive, clock_ns, pidfd_open};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -317,14 +318,51 @@ impl Deadlines {
 
 /// Calls queue `umqh`'s `Watched::deadline` with `due` at `at` (clock ns), whether or not its
 /// application calls in; replaces a deadline of that kind it had. The engine is woken only when
-/// the deadline is the earliest it holds.
+/// the deadline is the earliest it holds and was filed by another thread: one the engine files
+/// itself (a deadline that files the queue's next) it takes into account before it sleeps.
 pub fn deadline(umqh: u64, due: Due, lookup: Lookup, at: u64) {
     let mut w = state();
     let earliest = w.deadlines.file(umqh, due, lookup, at);
     start(&mut w);
-    if earliest {
+    if earliest && !filed_by_engine() {
         ring(&w);
     }
+}
+
+/// What the engine's own thread knows of itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// Not the engine's thread.
+    Elsewhere,
+    Here,
+    /// The engine's thread filed the earliest deadline since it last looked at them.
+    FiledHere,
+}
+
+thread_local! {
+    static ENGINE: Cell<Engine> = const { Cell::new(Engine::Elsewhere) };
+}
+
+/// On the engine's thread, notes that it filed the earliest deadline (true).
+fn filed_by_engine() -> bool {
+    ENGINE.with(|e| {
+        let here = e.get() != Engine::Elsewhere;
+        if here {
+            e.set(Engine::FiledHere);
+        }
+        here
+    })
+}
+
+/// Whether the engine filed the earliest deadline since it last asked.
+fn take_filed_by_engine() -> bool {
+    ENGINE.with(|e| {
+        let filed = e.get() == Engine::FiledHere;
+        if filed {
+            e.set(Engine::Here);
+        }
+        filed
+    })
 }
 
 /// Runs the queues' deadlines that have come; returns the next one.
@@ -433,6 +471,7 @@ fn end_if_idle(w: &mut State) {
 }
 
 fn run() {
+    ENGINE.with(|e| e.set(Engine::Here));
     // Its rounds do not show that an application calls in.
     super::pause::serve_timers_on_this_thread();
     // A pacing tick can be a few microseconds away, a link timer 168 µs (an XOFF refresh at
@@ -515,9 +554,11 @@ fn serve_timers(timers: &mut TimerTable, look: &Look, paced: Option<&dyn Paced>,
     }
     timers.set(Timer::LinkPause, serve_link_timers());
     timers.set(Timer::CallBell, serve_call_bells(&look.call_bells));
-    // A new deadline rings the wake fd.
-    if woke || timers.is_due(Timer::Deadline, now) {
+    // A new deadline rings the wake fd, or was filed on this thread.
+    let filed_here = take_filed_by_engine();
+    if woke || filed_here || timers.is_due(Timer::Deadline, now) {
         timers.set(Timer::Deadline, serve_deadlines());
+        take_filed_by_engine(); // in that return value
     }
 }
 
@@ -950,6 +991,25 @@ mod tests {
         d.file(9, Due::Round, none, 5_000);
         d.forget(7, &[Due::Round, Due::PoolRelease]);
         assert_eq!(d.next(), Some(5_000), "only the other queue's is left");
+    }
+
+    /// A deadline the engine files on its own thread (a queue's deadline filing its next) is
+    /// noted for the engine to take up before it sleeps, not rung on its own wake fd; one
+    /// filed on any other thread rings.
+    #[test]
+    fn the_engine_takes_up_its_own_deadlines_without_waking_itself() {
+        assert!(!take_filed_by_engine());
+        assert!(!filed_by_engine(), "another thread rings");
+        assert!(!take_filed_by_engine(), "and is no engine");
+        std::thread::spawn(|| {
+            ENGINE.with(|e| e.set(Engine::Here));
+            assert!(!take_filed_by_engine(), "nothing filed yet");
+            assert!(filed_by_engine(), "noted, not rung");
+            assert!(take_filed_by_engine(), "taken up before the sleep");
+            assert!(!take_filed_by_engine(), "once");
+        })
+        .join()
+        .unwrap();
     }
 
     /// The wake fd ends a sleep at once, as a wake of its own (not a watched fd's: no look),
