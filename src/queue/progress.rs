@@ -10,6 +10,11 @@ use std::time::Duration;
 const ROUND_AFTER: Duration = Duration::from_millis(1);
 /// The longest wait between two such looks while nothing moves.
 const ROUND_MOST: Duration = Duration::from_millis(100);
+/// The longest wait between two looks while the application moves the queue itself: the looks
+/// thin out to this, since each wakes the engine, which takes a CPU from the busy-polling
+/// application on a small host (`docs/TRANSPORTS.md`, "Any WR that does not move"). An
+/// application that then stops is stood in for within this.
+const ROUND_ACTIVE_MOST: Duration = Duration::from_millis(8);
 
 impl Queue {
     /// One full round of the queue's link under our wire lock (nothing when the queue is bound
@@ -313,8 +318,19 @@ impl Queue {
         if !self.round_filed.load(Ordering::Relaxed)
             && w.link.as_deref().is_some_and(|l| l.needs_us(&w.wire))
         {
-            self.file_round(w.wire.sq.completed_seq(), ROUND_AFTER);
+            let after = self.round_after().clamp(ROUND_AFTER, ROUND_ACTIVE_MOST);
+            self.file_round(w.wire.sq.completed_seq(), after);
         }
+    }
+
+    /// How long after its filing the last round look was due.
+    fn round_after(&self) -> Duration {
+        Duration::from_micros(self.round_after_us.load(Ordering::Relaxed) as u64)
+    }
+
+    /// When to look next after a look that found the queue driven by someone else.
+    fn next_while_active(&self) -> Duration {
+        (self.round_after() * 2).clamp(ROUND_AFTER, ROUND_ACTIVE_MOST)
     }
 
     #[cold]
@@ -344,7 +360,7 @@ impl Queue {
         self.round_filed.store(false, Ordering::Release);
         let seen = self.round_seen.load(Ordering::Relaxed);
         let Some(w) = self.wire.try_lock() else {
-            self.file_round(seen, ROUND_AFTER);
+            self.file_round(seen, self.next_while_active());
             return;
         };
         let stuck = w.wire.sq.completed_seq() == seen;
@@ -353,12 +369,13 @@ impl Queue {
             self.background_round();
         }
         // While nothing moves (a receiver away for long, no credit), the looks thin out, so
-        // ten thousand stuck queues do not cost ten million rounds a second.
-        let last = Duration::from_micros(self.round_after_us.load(Ordering::Relaxed) as u64);
+        // ten thousand stuck queues do not cost ten million rounds a second; while the
+        // application moves the queue, they thin out too, less far.
+        let last = self.round_after();
         let after = if stuck {
             (last * 2).min(ROUND_MOST)
         } else {
-            ROUND_AFTER
+            self.next_while_active()
         };
         let Some(mut w) = self.wire.try_lock() else {
             self.file_round(seen, after);
