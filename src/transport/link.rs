@@ -336,8 +336,9 @@ impl Link {
 
     /// The one-pass post of a single WR: when the provider can send `wr` at once, `admit`
     /// (given the peer's area) takes its credit and queues it, and the provider sends and
-    /// completes it. None, with nothing changed, when it cannot go this way. One dispatch for
-    /// the whole fast path.
+    /// completes it; a WRITE or READ the provider carries out itself needs no credit and runs
+    /// to its completion. None, with nothing changed, when it cannot go this way. One dispatch
+    /// for the whole fast path.
     #[inline(always)]
     pub fn send_one_if(
         &mut self,

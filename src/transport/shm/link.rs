@@ -167,7 +167,8 @@ impl Link {
     }
 
     /// Sends `wr`, a post's only WR, in one pass when it can go that way
-    /// (`can_transmit_one`) and `admit` takes its credit and queues it.
+    /// (`can_transmit_one`) and `admit` takes its credit and queues it; or carries it out when
+    /// it is a WRITE or READ that can run here (`run_one_sided_alone`).
     #[inline(always)]
     pub fn send_one_if(
         &mut self,
@@ -175,7 +176,10 @@ impl Link {
         wr: *mut umq_buf_t,
         admit: impl FnOnce(&mut Wire, &Area) -> bool,
     ) -> Option<Outcome> {
-        if !can_transmit_one(w, &self.peer, wr) || !admit(w, self.peer.area()) {
+        if !can_transmit_one(w, &self.peer, wr) {
+            return run_one_sided_alone(w, &mut self.pair, &self.peer, wr);
+        }
+        if !admit(w, self.peer.area()) {
             return None;
         }
         Some(transmit_one(w, &self.mine, &self.peer, wr))

@@ -161,6 +161,36 @@ impl Carrier for Pusher<'_> {
     }
 }
 
+/// `wr`, a lone WRITE or READ posted while nothing of ours is outstanding, carried out and
+/// completed here, as `transmit_one` sends a lone SEND: the same steps the send loop takes
+/// for it (`one_sided`, then the completion and the count), without a round. A WRITE or READ
+/// needs no credit, so flow control has nothing to admit. None, with nothing changed, when it
+/// must go the usual way (another opcode, WRs ahead of it, a pause, a target that must
+/// execute it, a queue whose pacer or peer has gone).
+#[inline]
+pub(super) fn run_one_sided_alone(
+    w: &mut Wire,
+    pair: &mut Pair,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+) -> Option<Outcome> {
+    if !w.sq.all_completed() || w.paused() || peer.is_closed() {
+        return None;
+    }
+    let opcode = unsafe { (*wr).pro().opcode };
+    let status = one_sided(w, pair, peer, wr)?;
+    unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+    w.sq.push(wr);
+    let mut out = Outcome::default();
+    w.finish_unsent(wr, status, &mut out);
+    if opcode == UMQ_OPC_READ {
+        out.reads = 1;
+    } else {
+        out.sends = 1;
+    }
+    Some(out)
+}
+
 /// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through
 /// (or refuses), and completes it; false when the target must execute it from the ring.
 fn one_sided(
