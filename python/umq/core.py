@@ -521,7 +521,8 @@ class Queue:
 
     def send(self, payloads, *, opcode=K.UMQ_OPC_SEND, imm=0, user_ctx=0, remote=None, shared_pool=True):
         """Posts one WR per payload; returns how many were accepted (fewer on -UMQ_ERR_EAGAIN,
-        whose refused buffers are freed here). `imm`/`user_ctx` may be per-payload lists.
+        whose refused buffers are freed here). `opcode`/`imm`/`user_ctx` (and `remote`) may be
+        per-payload lists.
         The payloads are copied into buffers of the queue's shared pool, or with
         `shared_pool=False` of the process pool: between processes the sender then writes
         large messages whole into the receiver's buffers instead of sharing the copy with it,
@@ -531,7 +532,7 @@ class Queue:
         with Buffers.for_payloads(self.umq, payloads, owner) as bufs:
             for i in range(len(bufs)):
                 p = bufs.pro(i)
-                p.opcode = opcode
+                p.opcode = opcode[i] if isinstance(opcode, (list, tuple)) else opcode
                 p.imm_data = imm[i] if isinstance(imm, (list, tuple)) else imm
                 p.user_ctx = user_ctx[i] if isinstance(user_ctx, (list, tuple)) else user_ctx
                 if remote is not None:

@@ -143,8 +143,46 @@ impl Queue {
             self.after_round(&out);
             return Some((1, false));
         }
-        let admitted = self.queue_tx(wire, link.peer_area(), batch);
-        Some(self.transmit_admitted(mine, admitted))
+        let mut out = Outcome::default();
+        let ran = self.run_one_sided_now(wire, link, batch, &mut out);
+        if ran == batch.n {
+            self.note_starvation(wire, false);
+            self.credit_after_round(&mut mine);
+            drop(mine);
+            self.after_round(&out);
+            return Some((ran, false));
+        }
+        let Wired { wire, link, .. } = &mut *mine;
+        let link = link.as_deref_mut()?;
+        let (accepted, limited) = match ran {
+            0 => self.queue_tx(wire, link.peer_area(), batch),
+            _ => self.queue_tx(wire, link.peer_area(), &batch.after(ran)),
+        };
+        Some(self.transmit_admitted(mine, (ran + accepted, limited), out))
+    }
+
+    /// The WRITEs and READs at the front of a batch of several that the provider carries out
+    /// here and now (`Link::run_one_sided`), each to its completion, when nothing waits for
+    /// credit and no pacer holds the queue's WRs (a post of one goes by `send_one_now`); how
+    /// many ran.
+    #[inline]
+    fn run_one_sided_now(
+        &self,
+        w: &mut Wire,
+        link: &mut Link,
+        batch: &TxBatch,
+        out: &mut Outcome,
+    ) -> usize {
+        let first = unsafe { (*batch.head(0)).pro().opcode };
+        if batch.n < 2
+            || !matches!(first, UMQ_OPC_WRITE | UMQ_OPC_READ)
+            || batch.whole
+            || w.uncovered != 0
+            || w.paced.is_some()
+        {
+            return 0;
+        }
+        link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
     }
 
     /// The usual post through a link in one pass: a single WR the provider can send at once
@@ -219,12 +257,15 @@ impl Queue {
     }
 
     /// Sends what `queue_tx` admitted through the link and reports a stall; returns `admitted`.
+    /// `before`: what the post completed before it queued them.
     fn transmit_admitted(
         &self,
         mut mine: SpinGuard<'_, Wired>,
         admitted: (usize, bool),
+        before: Outcome,
     ) -> (usize, bool) {
-        let out = self.link_post_round(&mut mine);
+        let mut out = before;
+        out.absorb(self.link_post_round(&mut mine));
         self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
         self.credit_after_round(&mut mine);
         drop(mine);
@@ -400,8 +441,17 @@ impl TxBatch {
 
     /// The batch of the first `k` WRs.
     fn first(&self, k: usize) -> TxBatch {
+        self.of(&self.heads()[..k])
+    }
+
+    /// The batch of the WRs after the first `k`.
+    fn after(&self, k: usize) -> TxBatch {
+        self.of(&self.heads()[k..])
+    }
+
+    fn of(&self, heads: &[*mut umq_buf_t]) -> TxBatch {
         let mut b = TxBatch::new(self.whole);
-        for &h in &self.heads()[..k] {
+        for &h in heads {
             b.push(h);
         }
         b

@@ -357,6 +357,28 @@ impl Link {
         out
     }
 
+    /// Carries out the one-sided WRs at the front of `wrs` that the provider can run here
+    /// and now, each to its completion, while the send queue holds fewer than `room` WRs; how
+    /// many ran. The rest are posted the usual way.
+    #[inline(always)]
+    pub fn run_one_sided(
+        &mut self,
+        w: &mut Wire,
+        wrs: &[*mut umq_buf_t],
+        room: usize,
+        out: &mut Outcome,
+    ) -> usize {
+        let t = tp_perf_start();
+        let ran = match self {
+            Link::Shm(l) => l.run_one_sided(w, wrs, room, out),
+            Link::Fabric(_) => 0,
+        };
+        if ran > 0 {
+            tp_perf_record(TransportOp::Send, t);
+        }
+        ran
+    }
+
     /// Whether a standalone window update can go now.
     pub fn can_send_update(&self) -> bool {
         match self {

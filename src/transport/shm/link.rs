@@ -168,7 +168,7 @@ impl Link {
 
     /// Sends `wr`, a post's only WR, in one pass when it can go that way
     /// (`can_transmit_one`) and `admit` takes its credit and queues it; or carries it out when
-    /// it is a WRITE or READ that can run here (`run_one_sided_alone`).
+    /// it is a WRITE or READ that can run here (`run_one_sided`).
     #[inline(always)]
     pub fn send_one_if(
         &mut self,
@@ -177,12 +177,28 @@ impl Link {
         admit: impl FnOnce(&mut Wire, &Area) -> bool,
     ) -> Option<Outcome> {
         if !can_transmit_one(w, &self.peer, wr) {
-            return run_one_sided_alone(w, &mut self.pair, &self.peer, wr);
+            let mut out = Outcome::default();
+            let room = w.sq.len() + 1;
+            let ran = run_one_sided(w, &mut self.pair, &self.peer, &[wr], room, &mut out);
+            return (ran == 1).then_some(out);
         }
         if !admit(w, self.peer.area()) {
             return None;
         }
         Some(transmit_one(w, &self.mine, &self.peer, wr))
+    }
+
+    /// Carries out the WRITEs and READs at the front of `wrs` that can run here now, while the
+    /// send queue holds fewer than `room` WRs (`run_one_sided`); how many ran.
+    #[inline]
+    pub fn run_one_sided(
+        &mut self,
+        w: &mut Wire,
+        wrs: &[*mut umq_buf_t],
+        room: usize,
+        out: &mut Outcome,
+    ) -> usize {
+        run_one_sided(w, &mut self.pair, &self.peer, wrs, room, out)
     }
 
     /// Whether a standalone window update can go now.

@@ -161,34 +161,42 @@ impl Carrier for Pusher<'_> {
     }
 }
 
-/// `wr`, a lone WRITE or READ posted while nothing of ours is outstanding, carried out and
-/// completed here, as `transmit_one` sends a lone SEND: the same steps the send loop takes
-/// for it (`one_sided`, then the completion and the count), without a round. A WRITE or READ
-/// needs no credit, so flow control has nothing to admit. None, with nothing changed, when it
-/// must go the usual way (another opcode, WRs ahead of it, a pause, a target that must
-/// execute it, a queue whose pacer or peer has gone).
+/// `wrs`, WRs of one post, carried out and completed here from the first while each is a
+/// WRITE or READ that can run now, as `transmit_one` sends a lone SEND: the steps the send
+/// loop takes for them (`one_sided`, then the completion and the count), without a round. A
+/// WRITE or READ needs no credit, so flow control has nothing to admit. How many ran (a WR that
+/// ran and was refused by the target's table counts, with its error status); the rest go the
+/// usual way (another opcode, WRs of ours ahead, a pause, a closed peer, a target that must
+/// execute it, a full send queue at `room`).
 #[inline]
-pub(super) fn run_one_sided_alone(
+pub(super) fn run_one_sided(
     w: &mut Wire,
     pair: &mut Pair,
     peer: &Segment,
-    wr: *mut umq_buf_t,
-) -> Option<Outcome> {
+    wrs: &[*mut umq_buf_t],
+    room: usize,
+    out: &mut Outcome,
+) -> usize {
     if !w.sq.all_completed() || w.paused() || peer.is_closed() {
-        return None;
+        return 0;
     }
-    let opcode = unsafe { (*wr).pro().opcode };
-    let status = one_sided(w, pair, peer, wr)?;
-    unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-    w.sq.push(wr);
-    let mut out = Outcome::default();
-    w.finish_unsent(wr, status, &mut out);
-    if opcode == UMQ_OPC_READ {
-        out.reads = 1;
-    } else {
-        out.sends = 1;
+    let mut ran = 0;
+    for &wr in wrs.iter().take(room.saturating_sub(w.sq.len())) {
+        let opcode = unsafe { (*wr).pro().opcode };
+        let Some(status) = one_sided(w, pair, peer, wr) else {
+            break;
+        };
+        unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+        w.sq.push(wr);
+        w.finish_unsent(wr, status, out);
+        if opcode == UMQ_OPC_READ {
+            out.reads += 1;
+        } else {
+            out.sends += 1;
+        }
+        ran += 1;
     }
-    Some(out)
+    ran
 }
 
 /// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through
