@@ -168,7 +168,7 @@ impl Link {
 
     /// Sends `wr`, a post's only WR, in one pass when it can go that way
     /// (`can_transmit_one`) and `admit` takes its credit and queues it; or carries it out when
-    /// it is a WRITE or READ that can run here (`run_one_sided`).
+    /// it is a WRITE or READ that can run here (`run_one_sided_alone`).
     #[inline(always)]
     pub fn send_one_if(
         &mut self,
@@ -177,10 +177,7 @@ impl Link {
         admit: impl FnOnce(&mut Wire, &Area) -> bool,
     ) -> Option<Outcome> {
         if !can_transmit_one(w, &self.peer, wr) {
-            let mut out = Outcome::default();
-            let room = w.sq.len() + 1;
-            let ran = run_one_sided(w, &mut self.pair, &self.peer, &[wr], room, &mut out);
-            return (ran == 1).then_some(out);
+            return run_one_sided_alone(w, &mut self.pair, &self.peer, wr);
         }
         if !admit(w, self.peer.area()) {
             return None;

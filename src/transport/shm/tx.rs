@@ -168,7 +168,6 @@ impl Carrier for Pusher<'_> {
 /// ran and was refused by the target's table counts, with its error status); the rest go the
 /// usual way (another opcode, WRs of ours ahead, a pause, a closed peer, a target that must
 /// execute it, a full send queue at `room`).
-#[inline]
 pub(super) fn run_one_sided(
     w: &mut Wire,
     pair: &mut Pair,
@@ -177,26 +176,55 @@ pub(super) fn run_one_sided(
     room: usize,
     out: &mut Outcome,
 ) -> usize {
-    if !w.sq.all_completed() || w.paused() || peer.is_closed() {
+    if !may_run_one_sided(w, peer) {
         return 0;
     }
     let mut ran = 0;
-    for &wr in wrs.iter().take(room.saturating_sub(w.sq.len())) {
-        let opcode = unsafe { (*wr).pro().opcode };
-        let Some(status) = one_sided(w, pair, peer, wr) else {
-            break;
-        };
-        unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-        w.sq.push(wr);
-        w.finish_unsent(wr, status, out);
-        if opcode == UMQ_OPC_READ {
-            out.reads += 1;
-        } else {
-            out.sends += 1;
-        }
+    while ran < wrs.len() && w.sq.len() < room && run_one(w, pair, peer, wrs[ran], out) {
         ran += 1;
     }
     ran
+}
+
+/// `run_one_sided` for a post's only WR, whose send queue has room: its outcome if it ran.
+#[inline(always)]
+pub(super) fn run_one_sided_alone(
+    w: &mut Wire,
+    pair: &mut Pair,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+) -> Option<Outcome> {
+    let mut out = Outcome::default();
+    (may_run_one_sided(w, peer) && run_one(w, pair, peer, wr, &mut out)).then_some(out)
+}
+
+/// Nothing of ours is outstanding, the peer has not paused us and is there.
+#[inline(always)]
+fn may_run_one_sided(w: &Wire, peer: &Segment) -> bool {
+    w.sq.all_completed() && !w.paused() && !peer.is_closed()
+}
+
+#[inline(always)]
+fn run_one(
+    w: &mut Wire,
+    pair: &mut Pair,
+    peer: &Segment,
+    wr: *mut umq_buf_t,
+    out: &mut Outcome,
+) -> bool {
+    let opcode = unsafe { (*wr).pro().opcode };
+    let Some(status) = one_sided(w, pair, peer, wr) else {
+        return false;
+    };
+    unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+    w.sq.push(wr);
+    w.finish_unsent(wr, status, out);
+    if opcode == UMQ_OPC_READ {
+        out.reads += 1;
+    } else {
+        out.sends += 1;
+    }
+    true
 }
 
 /// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through

@@ -185,7 +185,9 @@ fn wr(opcode: umq_opcode_t, size: u32, sge: umq_ref_sge_t) -> *mut umq_buf_t {
     b
 }
 
-/// Latencies (ns) of `opcode` WRs posted one at a time; each WRITE carries its number.
+/// Latencies (ns) of `opcode` WRs posted one at a time; each WRITE carries its number. (Out
+/// of line, as `stream`: callgrind counts each alone with `--toggle-collect`.)
+#[inline(never)]
 fn one_at_a_time(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> Vec<f64> {
     let b = wr(opcode, run.size, sge);
     let samples = time_round_trips(
@@ -206,6 +208,7 @@ fn one_at_a_time(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) ->
 }
 
 /// A stream of `opcode` WRs: up to `batch` a post, `depth` in flight; WRs a second.
+#[inline(never)]
 fn stream(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> f64 {
     let window = run.depth.min(1024);
     let mut free: Vec<_> = (0..window).map(|_| wr(opcode, run.size, sge)).collect();
