@@ -185,6 +185,43 @@ def test_write_with_a_wrong_token_fails_remotely(ctx, pair):
         assert C.string_at(good.addr, 8) == b"\0" * 8
 
 
+def test_a_post_of_writes_reads_and_a_send_completes_in_order(ctx, pair):
+    """The WRITEs and READs at the front of a post may run inside it: a forged one among them
+    fails alone, a SEND and what follows it go the usual way, and the completions keep the
+    post's order. A post of more WRs than the send queue holds takes as many as it holds."""
+    a, b = pair
+    with ctx.alloc(256, 1, umqh=b.handle) as target:
+        target.write(0, bytes(256))
+        r = b.expose(target)
+
+        def at(offset, length, token=r.token_value):
+            return umq.RemoteBuffer(r.addr + offset, length, r.token_id, token)
+
+        b.post_recv(1)
+        wrs = [
+            (umq.UMQ_OPC_WRITE, b"A" * 16, at(0, 16)),
+            (umq.UMQ_OPC_WRITE, b"X" * 16, at(64, 16, r.token_value ^ 1)),
+            (umq.UMQ_OPC_READ, bytes(16), at(0, 16)),
+            (umq.UMQ_OPC_SEND, b"hello", at(0, 16)),
+            (umq.UMQ_OPC_WRITE, b"B" * 16, at(16, 16)),
+            (umq.UMQ_OPC_READ, bytes(32), at(0, 32)),
+        ]
+        opcodes, payloads, remotes = (list(column) for column in zip(*wrs))
+        assert a.send(payloads, opcode=opcodes, remote=remotes, user_ctx=list(range(6))) == 6
+        done = a.poll_until(6, TX)
+        assert [(c.user_ctx, c.status) for c in done] == [
+            (i, umq.UMQ_BUF_REM_ACCESS_ABORT_ERR if i == 1 else umq.UMQ_BUF_SUCCESS) for i in range(6)
+        ]
+        assert (done[2].data, done[5].data) == (b"A" * 16, b"A" * 16 + b"B" * 16)
+        assert [m.data for m in b.poll_until(1, RX)] == [b"hello"]
+        assert C.string_at(r.addr + 64, 16) == bytes(16)
+        writes = dict(opcode=umq.UMQ_OPC_WRITE, remote=at(128, 8))
+        assert a.send([b"C" * 8] * 40, **writes) == 40
+        assert a.send([b"C" * 8] * 40, **writes) == 24  # their completions are not polled yet
+        assert len(a.poll_until(64, TX)) == 64
+        assert C.string_at(r.addr + 128, 8) == b"C" * 8
+
+
 def test_nop_completes(pair):
     a, _ = pair
     assert a.send([b""], opcode=umq.UMQ_OPC_NOP, user_ctx=77) == 1

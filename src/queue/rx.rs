@@ -196,12 +196,14 @@ impl Queue {
             let take = rx_take(&w.rq, out.len() - n);
             n += w.rq.take_completions(&mut out[n..n + take]);
         }
-        // A send poll that skipped the round over a link landed nothing and posted nothing: of
-        // what flow control's step looks at, only WRs waiting for credit can be new to it. An
-        // announcement that a landing made due is seen by the receive polls that take it in.
+        // A send poll that skipped the round over a link, or any send poll of a loopback
+        // queue (whose peer delivers on post), landed nothing and posted nothing: of what flow
+        // control's step looks at, only WRs waiting for credit can be new to it. An
+        // announcement that a landing made due is seen by the receive polls that take it in,
+        // and a peer's first window by the next post that needs credit.
         let progress = w.flow.is_some()
             && match round {
-                None if w.link.is_some() => w.sq.uncompleted() > 0,
+                None if w.link.is_some() || dir == UMQ_IO_TX => w.sq.uncompleted() > 0,
                 _ => Self::flow_wants_progress(&mut w),
             };
         drop(w);

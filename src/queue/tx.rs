@@ -173,13 +173,7 @@ impl Queue {
         batch: &TxBatch,
         out: &mut Outcome,
     ) -> usize {
-        let first = unsafe { (*batch.head(0)).pro().opcode };
-        if batch.n < 2
-            || !matches!(first, UMQ_OPC_WRITE | UMQ_OPC_READ)
-            || batch.whole
-            || w.uncovered != 0
-            || w.paced.is_some()
-        {
+        if batch.n < 2 || !batch.front_is_one_sided() || w.uncovered != 0 || w.paced.is_some() {
             return 0;
         }
         link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
@@ -236,6 +230,39 @@ impl Queue {
                 format_args!("queue {:#x} is in the error state", self.handle),
             ));
         }
+        if batch.front_is_one_sided() {
+            return self.post_one_sided_to_peer(peer, batch);
+        }
+        self.send_to_peer(peer, batch)
+    }
+
+    /// `post_tx_to_peer` for a batch that begins with a WRITE or READ: those at its front that
+    /// the binding carries out here and now (`Binding::run_one_sided`), then the rest as any
+    /// post. (Out of line: the SEND path stays as it was.)
+    #[cold]
+    #[inline(never)]
+    fn post_one_sided_to_peer(
+        &self,
+        peer: &Binding<Queue>,
+        batch: &TxBatch,
+    ) -> UmqResult<(usize, bool)> {
+        let mut out = Outcome::default();
+        let depth = self.cfg.tx_depth as usize;
+        let ran = peer.run_one_sided(self, batch.heads(), depth, &self.rt.pool, &mut out);
+        if ran > 0 {
+            self.after_send(None, &out);
+        }
+        let (admitted, limited) = match ran {
+            0 => self.send_to_peer(peer, batch)?,
+            _ if ran == batch.n => (0, false),
+            _ => self.send_to_peer(peer, &batch.after(ran))?,
+        };
+        Ok((ran + admitted, limited))
+    }
+
+    /// Admits `batch` into our send queue and sends it to `peer` in the binding's one pass.
+    #[inline(always)]
+    fn send_to_peer(&self, peer: &Binding<Queue>, batch: &TxBatch) -> UmqResult<(usize, bool)> {
         let (admitted, out, here) = peer
             .send(
                 self,
@@ -437,6 +464,14 @@ impl TxBatch {
         }
         self.wrs[self.n].write(head);
         self.n += 1;
+    }
+
+    /// Whether the batch begins with a WRITE or READ, which the provider may carry out in the
+    /// post (not in an all-or-nothing batch, `umq_enqueue`'s).
+    #[inline(always)]
+    fn front_is_one_sided(&self) -> bool {
+        let first = unsafe { (*self.head(0)).pro().opcode };
+        !self.whole && matches!(first, UMQ_OPC_WRITE | UMQ_OPC_READ)
     }
 
     /// The batch of the first `k` WRs.

@@ -10,6 +10,7 @@ use super::loopback;
 use super::spin::{SpinGuard, SpinMutex};
 use super::wire::{Outcome, Side, Wire};
 use super::wired::Wired;
+use crate::abi::types::umq_buf_t;
 use crate::buf::pool::Pool;
 use crate::flow::{Area, FlowState};
 use std::sync::Arc;
@@ -132,6 +133,28 @@ impl<S: Station> Binding<S> {
                 settle(&mut mine, &admitted, &out);
                 Some((admitted, out, None))
             }
+        }
+    }
+
+    /// Carries out the WRITEs and READs at the front of `wrs`, `me`'s WRs, against a peer in
+    /// this process and completes them, under both wire locks (`loopback::run_one_sided`); how
+    /// many ran. A peer through a link: none (the post's link path has its own,
+    /// `Link::run_one_sided`).
+    #[inline]
+    pub fn run_one_sided(
+        &self,
+        me: &S,
+        wrs: &[*mut umq_buf_t],
+        room: usize,
+        pool: &Pool,
+        out: &mut Outcome,
+    ) -> usize {
+        match self {
+            Binding::Here(peer) => {
+                let (mut mine, mut theirs) = lock_pair(me, &**peer);
+                loopback::run_one_sided(&mut mine, &mut theirs, &**peer, wrs, room, pool, out)
+            }
+            Binding::Linked(_) => 0,
         }
     }
 

@@ -7,7 +7,6 @@
 
 use super::wire::{CreditGate, Outcome, Wire};
 use crate::abi::errno::*;
-use crate::abi::pro_types::*;
 use crate::abi::types::*;
 
 /// What a provider did with the WR it was handed.
@@ -79,17 +78,7 @@ pub fn transmit<C: Carrier>(w: &mut Wire, carrier: &mut C, out: &mut Outcome) {
             Handed::Left => w.sq.hand_over(false),
             Handed::AtPeer => w.sq.hand_over(true),
         }
-        count_sent(opcode, out);
+        out.count_sent(opcode);
     }
     credit.close(w);
-}
-
-/// Counts a WR that went (or ran) for the queue's statistics.
-#[inline(always)]
-fn count_sent(opcode: umq_opcode_t, out: &mut Outcome) {
-    match opcode {
-        UMQ_OPC_READ => out.reads += 1,
-        UMQ_OPC_NOP => {}
-        _ => out.sends += 1,
-    }
 }

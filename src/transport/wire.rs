@@ -192,6 +192,18 @@ impl Wire {
         out.tx_done += 1;
     }
 
+    /// `wr`, which a provider ran to its end inside the post that made it (a one-sided WR the
+    /// initiator carried out), takes its place in the send queue already complete with
+    /// `status`, and is counted as the send loop counts what it sends.
+    #[inline(always)]
+    pub fn ran_in_post(&mut self, wr: *mut umq_buf_t, status: umq_buf_status_t, out: &mut Outcome) {
+        let opcode = unsafe { (*wr).pro().opcode };
+        unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
+        self.sq.push(wr);
+        self.finish_unsent(wr, status, out);
+        out.count_sent(opcode);
+    }
+
     /// WRs the pacer holds back.
     pub fn held(&self) -> usize {
         self.paced.as_ref().map_or(0, |p| p.held.len())
@@ -342,6 +354,16 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Counts a WR that went (or ran) for the queue's statistics.
+    #[inline(always)]
+    pub fn count_sent(&mut self, opcode: umq_opcode_t) {
+        match opcode {
+            UMQ_OPC_READ => self.reads += 1,
+            UMQ_OPC_NOP => {}
+            _ => self.sends += 1,
+        }
+    }
+
     /// Adds what a later round of the same call completed.
     pub fn absorb(&mut self, later: Outcome) {
         self.tx_done += later.tx_done;

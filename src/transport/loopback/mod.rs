@@ -102,6 +102,44 @@ pub fn deliver_to<S: Station>(
     out
 }
 
+/// The WRITEs and READs at the front of `wrs`, run against the peer here (its wire `dst`, both
+/// locked) and completed at once, as `deliver` would run them, while nothing of `src` waits
+/// before them and no pacer holds its WRs: the post that made them skips its send queue's
+/// admission and the send loop. How many ran, while the send queue holds fewer than `room`;
+/// the rest are posted the usual way.
+pub fn run_one_sided<S: Station>(
+    src: &mut Wire,
+    dst: &mut Wire,
+    receiver: &S,
+    wrs: &[*mut umq_buf_t],
+    room: usize,
+    pool: &Pool,
+    out: &mut Outcome,
+) -> usize {
+    if !src.sq.all_completed()
+        || src.paused()
+        || src.paced.is_some()
+        || src.local_packets.is_some()
+        || src.uncovered != 0
+    {
+        return 0;
+    }
+    let dst = &mut side(dst, receiver);
+    let mut ran = 0;
+    while ran < wrs.len() && src.sq.len() < room {
+        let wr = wrs[ran];
+        let opcode = unsafe { (*wr).pro().opcode };
+        if opcode != UMQ_OPC_WRITE && opcode != UMQ_OPC_READ {
+            break;
+        }
+        // A WRITE or READ never waits for a receive buffer: it always has a status.
+        let status = unsafe { execute(wr, dst, pool, out) }.unwrap_or(UMQ_BUF_SUCCESS);
+        src.ran_in_post(wr, status, out);
+        ran += 1;
+    }
+    ran
+}
+
 /// `deliver_to` under both wire locks, taken here: the sender's WRs that were waiting for the
 /// receiver (its buffers, its credit, or packets granted since).
 pub fn deliver_pair<S: Station>(sender: &S, receiver: &S, pool: &Pool) -> Outcome {

@@ -212,18 +212,10 @@ fn run_one(
     wr: *mut umq_buf_t,
     out: &mut Outcome,
 ) -> bool {
-    let opcode = unsafe { (*wr).pro().opcode };
     let Some(status) = one_sided(w, pair, peer, wr) else {
         return false;
     };
-    unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-    w.sq.push(wr);
-    w.finish_unsent(wr, status, out);
-    if opcode == UMQ_OPC_READ {
-        out.reads += 1;
-    } else {
-        out.sends += 1;
-    }
+    w.ran_in_post(wr, status, out);
     true
 }
 
