@@ -124,6 +124,7 @@ pub fn run_one_sided<S: Station>(
     {
         return 0;
     }
+    let t = crate::dfx::tp_perf_start();
     let dst = &mut side(dst, receiver);
     let mut ran = 0;
     while ran < wrs.len() && src.sq.len() < room {
@@ -136,6 +137,9 @@ pub fn run_one_sided<S: Station>(
         let status = unsafe { execute(wr, dst, pool, out) }.unwrap_or(UMQ_BUF_SUCCESS);
         src.ran_in_post(wr, status, out);
         ran += 1;
+    }
+    if ran > 0 {
+        crate::dfx::tp_perf_record(crate::dfx::TransportOp::Send, t);
     }
     ran
 }
