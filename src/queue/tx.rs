@@ -137,28 +137,30 @@ impl Queue {
         if batch.n == 1
             && let Some(out) = self.send_one_now(wire, link, batch.head(0))
         {
-            self.note_starvation(wire, false);
-            self.credit_after_round(&mut mine);
-            drop(mine);
-            self.after_round(&out);
+            self.done_in_one_pass(mine, &out);
             return Some((1, false));
         }
         let mut out = Outcome::default();
         let ran = self.run_one_sided_now(wire, link, batch, &mut out);
         if ran == batch.n {
-            self.note_starvation(wire, false);
-            self.credit_after_round(&mut mine);
-            drop(mine);
-            self.after_round(&out);
+            self.done_in_one_pass(mine, &out);
             return Some((ran, false));
         }
-        let Wired { wire, link, .. } = &mut *mine;
-        let link = link.as_deref_mut()?;
         let (accepted, limited) = match ran {
             0 => self.queue_tx(wire, link.peer_area(), batch),
             _ => self.queue_tx(wire, link.peer_area(), &batch.after(ran)),
         };
         Some(self.transmit_admitted(mine, (ran + accepted, limited), out))
+    }
+
+    /// After a post that went whole in one pass (nothing left waiting): no stall, credit's
+    /// step, the wire lock released, then wake-ups and counters.
+    #[inline(always)]
+    fn done_in_one_pass(&self, mut mine: SpinGuard<'_, Wired>, out: &Outcome) {
+        self.note_starvation(&mut mine, false);
+        self.credit_after_round(&mut mine);
+        drop(mine);
+        self.after_round(out);
     }
 
     /// The WRITEs and READs at the front of a batch of several that the provider carries out
