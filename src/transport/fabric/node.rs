@@ -305,15 +305,13 @@ impl Node {
 
     /// A node of its own, outside the registry (tests: two "processes" in one).
     pub fn open(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
-        let ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable, BOUNCE)?;
+        let mut ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable, BOUNCE)?;
         let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
         let bell = match ep.wait_fd() {
             Some(fd) => Some(Bell::new(fd)?),
             None => None,
         };
-        let call_bell = watch::ip_of(ep.name())
-            .and_then(CallBell::open)
-            .map(Arc::new);
+        let call_bell = ep.host().and_then(CallBell::open).map(Arc::new);
         let shared = Shared {
             rx: RxPool {
                 bufs: ep.buffers(RX_BOUNCES * BOUNCE)?,
@@ -355,7 +353,7 @@ impl Node {
             name: shared.ep.name().to_vec(),
             provider: shared.ep.provider().to_string(),
             inject: shared.ep.inject_size(),
-            beacon: watch::Beacon::open(shared.ep.name()),
+            beacon: shared.ep.host().and_then(watch::Beacon::open),
             exposed_pools: Mutex::new(Vec::new()),
             shared: Mutex::new(shared),
         };

@@ -15,13 +15,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-/* What a completion says, flattened: the Rust side never sees a libfabric struct. */
-struct umqf_cqe {
-    void *ctx; /* which buffer: the context its operation was posted with */
-    uint64_t len;
-    int32_t err;    /* 0, or a positive FI_E* code */
-    int32_t prov_errno;
-};
+#include "shim.h"
 
 #ifdef UMQ_HAVE_LIBFABRIC
 #include <dlfcn.h>
@@ -428,8 +422,9 @@ int umqf_name(struct umqf_ep *e, void *addr, size_t *len)
 }
 
 /* Makes the peer at `addr` reachable as *peer. 0, or a negative FI_E* code. */
-int umqf_connect(struct umqf_ep *e, const void *addr, uint64_t *peer)
+int umqf_connect(struct umqf_ep *e, const void *addr, size_t len, uint64_t *peer)
 {
+    (void)len; /* the provider knows its address format's length */
     fi_addr_t a = FI_ADDR_NOTAVAIL;
     int rc = fi_av_insert(e->av, addr, 1, &a, 0, NULL);
     if (rc != 1)
@@ -541,7 +536,7 @@ int umqf_expose_keyed(struct umqf_ep *e, void *b, size_t l, uint64_t k, void **m
 int umqf_unexpose(void *m) { (void)m; return -38; }
 int umqf_rma(struct umqf_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
-int umqf_connect(struct umqf_ep *e, const void *a, uint64_t *p) { (void)e, (void)a, (void)p; return -38; }
+int umqf_connect(struct umqf_ep *e, const void *a, size_t l, uint64_t *p) { (void)e, (void)a, (void)l, (void)p; return -38; }
 int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }
 int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -38; }
 int umqf_send(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -38; }

@@ -2,7 +2,10 @@
 //! with its completion queue and address vector, closed on drop.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::net::IpAddr;
 use std::ptr::NonNull;
+
+use super::watch::ip_of;
 
 /// One completion, as the shim flattens it.
 #[repr(C)]
@@ -23,88 +26,62 @@ pub struct RawEp {
     _opaque: [u8; 0],
 }
 
+/// The calls every engine answers, with one signature each: libfabric's in `shim.c` (`umqf_`),
+/// UCX's in `ucx.c` (`umqu_`). An `Endpoint` calls its engine's through `Ops`.
+macro_rules! engine_calls {
+    ($($field:ident: $f:ident, $u:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
+        unsafe extern "C" {
+            $(fn $f($($arg: $ty),*) $(-> $ret)?;)*
+            $(fn $u($($arg: $ty),*) $(-> $ret)?;)*
+        }
+
+        /// One engine's calls.
+        struct Ops {
+            $($field: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        /// libfabric (`shim.c`).
+        static FABRIC: Ops = Ops { $($field: $f,)* };
+        /// UCX's UCP (`ucx.c`).
+        static UCX: Ops = Ops { $($field: $u,)* };
+    };
+}
+
+engine_calls! {
+    open: umqf_open, umqu_open(prov: *const c_char, node: *const c_char, cq_size: usize,
+        wakeable: c_int, eager: usize, out: *mut *mut RawEp, why: *mut c_char, n: usize) -> c_int;
+    close: umqf_close, umqu_close(e: *mut RawEp);
+    provider: umqf_provider, umqu_provider(e: *const RawEp) -> *const c_char;
+    inject_size: umqf_inject_size, umqu_inject_size(e: *const RawEp) -> usize;
+    sends_in_place: umqf_sends_in_place, umqu_sends_in_place(e: *const RawEp) -> c_int;
+    wait_fd: umqf_wait_fd, umqu_wait_fd(e: *const RawEp) -> c_int;
+    expose: umqf_expose, umqu_expose(e: *mut RawEp, buf: *mut c_void, len: usize,
+        addr: *mut u64, key: *mut u64) -> c_int;
+    write: umqf_write, umqu_write(e: *mut RawEp, buf: *const c_void, len: usize,
+        desc: *mut c_void, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
+    trywait: umqf_trywait, umqu_trywait(e: *mut RawEp) -> c_int;
+    rma_keyed: umqf_rma_keyed, umqu_rma_keyed(e: *const RawEp) -> c_int;
+    expose_keyed: umqf_expose_keyed, umqu_expose_keyed(e: *mut RawEp, buf: *mut c_void,
+        len: usize, key: u64, mr: *mut *mut c_void) -> c_int;
+    unexpose: umqf_unexpose, umqu_unexpose(mr: *mut c_void) -> c_int;
+    rma: umqf_rma, umqu_rma(e: *mut RawEp, read: c_int, buf: *mut c_void, len: usize,
+        peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
+    name: umqf_name, umqu_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
+    connect: umqf_connect, umqu_connect(e: *mut RawEp, addr: *const c_void, len: usize,
+        peer: *mut u64) -> c_int;
+    register: umqf_register, umqu_register(e: *mut RawEp, buf: *mut c_void, len: usize,
+        desc: *mut *mut c_void) -> c_int;
+    recv: umqf_recv, umqu_recv(e: *mut RawEp, buf: *mut c_void, len: usize,
+        desc: *mut c_void, ctx: *mut c_void) -> c_int;
+    send2: umqf_send2, umqu_send2(e: *mut RawEp, head: *const c_void, head_len: usize,
+        desc: *mut c_void, body: *const c_void, body_len: usize, peer: u64,
+        ctx: *mut c_void) -> c_int;
+    send: umqf_send, umqu_send(e: *mut RawEp, buf: *const c_void, len: usize,
+        desc: *mut c_void, peer: u64, ctx: *mut c_void) -> c_int;
+    poll: umqf_poll, umqu_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
+}
+
 unsafe extern "C" {
-    fn umqf_open(
-        prov: *const c_char,
-        node: *const c_char,
-        cq_size: usize,
-        wakeable: c_int,
-        eager: usize,
-        out: *mut *mut RawEp,
-        why: *mut c_char,
-        n: usize,
-    ) -> c_int;
-    fn umqf_close(e: *mut RawEp);
-    fn umqf_provider(e: *const RawEp) -> *const c_char;
-    fn umqf_inject_size(e: *const RawEp) -> usize;
-    fn umqf_sends_in_place(e: *const RawEp) -> c_int;
-    fn umqf_wait_fd(e: *const RawEp) -> c_int;
-    fn umqf_expose(
-        e: *mut RawEp,
-        buf: *mut c_void,
-        len: usize,
-        addr: *mut u64,
-        key: *mut u64,
-    ) -> c_int;
-    fn umqf_write(
-        e: *mut RawEp,
-        buf: *const c_void,
-        len: usize,
-        desc: *mut c_void,
-        peer: u64,
-        addr: u64,
-        key: u64,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_trywait(e: *mut RawEp) -> c_int;
-    fn umqf_rma_keyed(e: *const RawEp) -> c_int;
-    fn umqf_expose_keyed(
-        e: *mut RawEp,
-        buf: *mut c_void,
-        len: usize,
-        key: u64,
-        mr: *mut *mut c_void,
-    ) -> c_int;
-    fn umqf_unexpose(mr: *mut c_void) -> c_int;
-    fn umqf_rma(
-        e: *mut RawEp,
-        read: c_int,
-        buf: *mut c_void,
-        len: usize,
-        peer: u64,
-        addr: u64,
-        key: u64,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
-    fn umqf_connect(e: *mut RawEp, addr: *const c_void, peer: *mut u64) -> c_int;
-    fn umqf_register(e: *mut RawEp, buf: *mut c_void, len: usize, desc: *mut *mut c_void) -> c_int;
-    fn umqf_recv(
-        e: *mut RawEp,
-        buf: *mut c_void,
-        len: usize,
-        desc: *mut c_void,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_send2(
-        e: *mut RawEp,
-        head: *const c_void,
-        head_len: usize,
-        desc: *mut c_void,
-        body: *const c_void,
-        body_len: usize,
-        peer: u64,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_send(
-        e: *mut RawEp,
-        buf: *const c_void,
-        len: usize,
-        desc: *mut c_void,
-        peer: u64,
-        ctx: *mut c_void,
-    ) -> c_int;
-    fn umqf_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
     fn umqf_strerror(code: c_int) -> *const c_char;
     fn umqf_probe(
         version: *mut u32,
@@ -113,7 +90,15 @@ unsafe extern "C" {
         why: *mut c_char,
         n: usize,
     ) -> c_int;
+    fn umqu_probe(version: *mut c_char, version_len: usize, why: *mut c_char, n: usize) -> c_int;
+    fn umqu_host(e: *const RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
 }
+
+/// `UMQ_FABRIC_PROVIDER` naming UCX rather than a libfabric provider.
+pub const UCX_ENGINE: &str = "ucx";
+
+/// The first bytes of a UCX engine's address (`ucx.c`): a libfabric endpoint refuses it.
+const UCX_MAGIC: &[u8] = b"UCX1";
 
 /// What libfabric offers this host for what the provider asks (`umq-info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,10 +140,34 @@ fn text(why: &[u8]) -> String {
         .unwrap_or_default()
 }
 
+/// What an engine's code means: an errno value (UCX's, and libfabric's own below 256), else
+/// libfabric's `FI_E*` text.
 pub fn strerror(code: c_int) -> String {
+    let code = code.abs();
+    if code < 256 {
+        return std::io::Error::from_raw_os_error(code).to_string();
+    }
     unsafe { CStr::from_ptr(umqf_strerror(code)) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// UCX's version when its engine can be used here; Err says why not.
+pub fn probe_ucx() -> Result<String, String> {
+    let (mut version, mut why) = ([0u8; 32], [0u8; 256]);
+    let rc = unsafe {
+        umqu_probe(
+            version.as_mut_ptr() as *mut c_char,
+            version.len(),
+            why.as_mut_ptr() as *mut c_char,
+            why.len(),
+        )
+    };
+    if rc < 0 {
+        Err(text(&why))
+    } else {
+        Ok(text(&version))
+    }
 }
 
 /// Send or receive buffers in one allocation, registered with the endpoint that uses them (a
@@ -233,13 +242,15 @@ pub struct Registration(NonNull<c_void>);
 // SAFETY: a provider handle, used only under the node's lock like the endpoint.
 unsafe impl Send for Registration {}
 
-/// A reliable-datagram endpoint. Every call on it is made under the lock of the node that owns
-/// it (`node::Node`; libfabric's `FI_THREAD_DOMAIN`: one domain per endpoint, one thread at a
-/// time). Memory registered with it must outlive it: the shim closes the registrations in
-/// `umqf_close`, which `drop` calls.
+/// A reliable-datagram endpoint of one engine (libfabric's, or UCX's worker). Every call on it
+/// is made under the lock of the node that owns it (`node::Node`; libfabric's
+/// `FI_THREAD_DOMAIN`, UCX's serialized worker: one thread at a time). Memory registered with
+/// it must outlive it: the shim closes the registrations as it closes, which `drop` calls.
 pub struct Endpoint {
     raw: NonNull<RawEp>,
+    ops: &'static Ops,
     name: Vec<u8>,
+    host: Option<IpAddr>,
     inject: usize,
     in_place: bool,
     provider: String,
@@ -251,16 +262,16 @@ unsafe impl Sync for Endpoint {}
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        unsafe { umqf_close(self.raw.as_ptr()) };
+        unsafe { (self.ops.close)(self.raw.as_ptr()) };
     }
 }
 
 impl Endpoint {
-    /// Opens an endpoint of libfabric provider `prov` listening on `node` (an address of this
-    /// host; None for the provider's choice), with a completion queue of `cq_size` entries and,
-    /// when `wakeable`, a wait fd (`wait_fd`). Messages of up to `eager` bytes go eagerly where
-    /// the provider lets us choose (rxm over tcp: from our buffer into the peer's posted one,
-    /// with no rendezvous).
+    /// Opens an endpoint of libfabric provider `prov` (or of UCX, when `prov` is `UCX_ENGINE`)
+    /// listening on `node` (an address of this host; None for the provider's choice), with a
+    /// completion queue of `cq_size` entries and, when `wakeable`, a wait fd (`wait_fd`).
+    /// Messages of up to `eager` bytes go eagerly where the provider lets us choose (rxm over
+    /// tcp: from our buffer into the peer's posted one, with no rendezvous).
     pub fn open(
         prov: &str,
         node: Option<&str>,
@@ -268,6 +279,7 @@ impl Endpoint {
         wakeable: bool,
         eager: usize,
     ) -> Result<Endpoint, String> {
+        let ops = if prov == UCX_ENGINE { &UCX } else { &FABRIC };
         let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
         let node_c = node
             .map(CString::new)
@@ -276,7 +288,7 @@ impl Endpoint {
         let mut raw = std::ptr::null_mut();
         let mut why = [0u8; 256];
         let rc = unsafe {
-            umqf_open(
+            (ops.open)(
                 prov_c.as_ptr(),
                 node_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                 cq_size,
@@ -291,24 +303,53 @@ impl Endpoint {
             Some(raw) if rc == 0 => raw,
             _ => return Err(text(&why)),
         };
+        let provider = unsafe { CStr::from_ptr((ops.provider)(raw.as_ptr())) }
+            .to_string_lossy()
+            .into_owned();
+        let mut ep = Endpoint {
+            raw,
+            ops,
+            name: Vec::new(),
+            host: None,
+            inject: unsafe { (ops.inject_size)(raw.as_ptr()) },
+            in_place: unsafe { (ops.sends_in_place)(raw.as_ptr()) } != 0,
+            provider,
+        };
+        ep.read_name()?;
+        ep.host = if std::ptr::eq(ops, &UCX) {
+            let mut at = [0u8; 28];
+            let mut len = at.len();
+            let rc = unsafe { umqu_host(raw.as_ptr(), at.as_mut_ptr() as *mut c_void, &mut len) };
+            (rc == 0).then(|| ip_of(&at[..len])).flatten()
+        } else {
+            ip_of(&ep.name)
+        };
+        Ok(ep)
+    }
+
+    /// Reads our address again (a UCX endpoint's names the regions it exposed).
+    fn read_name(&mut self) -> Result<(), String> {
         let mut name = vec![0u8; 256];
         let mut len = name.len();
-        let rc = unsafe { umqf_name(raw.as_ptr(), name.as_mut_ptr() as *mut c_void, &mut len) };
+        let rc = unsafe {
+            (self.ops.name)(
+                self.raw.as_ptr(),
+                name.as_mut_ptr() as *mut c_void,
+                &mut len,
+            )
+        };
         if rc != 0 || len > name.len() {
-            unsafe { umqf_close(raw.as_ptr()) };
             return Err(format!("fi_getname: {}", strerror(rc)));
         }
         name.truncate(len);
-        let provider = unsafe { CStr::from_ptr(umqf_provider(raw.as_ptr())) }
-            .to_string_lossy()
-            .into_owned();
-        Ok(Endpoint {
-            raw,
-            name,
-            inject: unsafe { umqf_inject_size(raw.as_ptr()) },
-            in_place: unsafe { umqf_sends_in_place(raw.as_ptr()) } != 0,
-            provider,
-        })
+        self.name = name;
+        Ok(())
+    }
+
+    /// The IP address this endpoint listens on, where it has one (the death watch's beacon
+    /// listens there too).
+    pub fn host(&self) -> Option<IpAddr> {
+        self.host
     }
 
     /// `len` bytes of buffers for our sends or receives, registered with this endpoint.
@@ -316,7 +357,7 @@ impl Endpoint {
         let mut mem = vec![0u8; len].into_boxed_slice();
         let mut desc = std::ptr::null_mut();
         let rc = unsafe {
-            umqf_register(
+            (self.ops.register)(
                 self.raw.as_ptr(),
                 mem.as_mut_ptr() as *mut c_void,
                 len,
@@ -332,11 +373,11 @@ impl Endpoint {
     /// `len` bytes of zeroed memory the peers write into (RMA), registered with this endpoint,
     /// and where they name it in their writes. Untouched pages stay unallocated (zeroed
     /// allocations of this size are fresh mappings), so a large region costs what is used.
-    pub fn exposed(&self, len: usize) -> Result<(Buffers, RemoteKey), String> {
+    pub fn exposed(&mut self, len: usize) -> Result<(Buffers, RemoteKey), String> {
         let mut mem = vec![0u8; len].into_boxed_slice();
         let mut key = RemoteKey { addr: 0, key: 0 };
         let rc = unsafe {
-            umqf_expose(
+            (self.ops.expose)(
                 self.raw.as_ptr(),
                 mem.as_mut_ptr() as *mut c_void,
                 len,
@@ -344,16 +385,12 @@ impl Endpoint {
                 &mut key.key,
             )
         };
-        match rc {
-            0 => Ok((
-                Buffers {
-                    mem,
-                    desc: std::ptr::null_mut(),
-                },
-                key,
-            )),
-            rc => Err(format!("fi_mr_reg: {}", strerror(rc))),
+        if rc != 0 {
+            return Err(format!("fi_mr_reg: {}", strerror(rc)));
         }
+        self.read_name()?;
+        let desc = std::ptr::null_mut();
+        Ok((Buffers { mem, desc }, key))
     }
 
     /// Writes `len` bytes of `bufs` at `at` into the peer's memory at `to`; they must stay put
@@ -368,7 +405,7 @@ impl Endpoint {
         ctx: usize,
     ) -> Result<(), c_int> {
         let rc = unsafe {
-            umqf_write(
+            (self.ops.write)(
                 self.raw.as_ptr(),
                 bufs.mem[at..at + len].as_ptr() as *const c_void,
                 len,
@@ -389,7 +426,7 @@ impl Endpoint {
     /// None when this provider cannot (it picks its own keys, or needs our buffers registered
     /// for RMA too: verbs).
     pub fn rma_keyed(&self) -> Option<Addressing> {
-        match unsafe { umqf_rma_keyed(self.raw.as_ptr()) } {
+        match unsafe { (self.ops.rma_keyed)(self.raw.as_ptr()) } {
             0 => None,
             r if r & 2 != 0 => Some(Addressing::Virtual),
             _ => Some(Addressing::Offset),
@@ -407,8 +444,9 @@ impl Endpoint {
         key: u64,
     ) -> Result<Registration, c_int> {
         let mut mr = std::ptr::null_mut();
-        let rc =
-            unsafe { umqf_expose_keyed(self.raw.as_ptr(), at as *mut c_void, len, key, &mut mr) };
+        let rc = unsafe {
+            (self.ops.expose_keyed)(self.raw.as_ptr(), at as *mut c_void, len, key, &mut mr)
+        };
         match NonNull::new(mr) {
             Some(mr) if rc == 0 => Ok(Registration(mr)),
             _ => Err(-rc),
@@ -417,7 +455,7 @@ impl Endpoint {
 
     /// Ends a registration: a peer's operation under its key fails from now on.
     pub fn unexpose(&self, r: Registration) {
-        unsafe { umqf_unexpose(r.0.as_ptr()) };
+        unsafe { (self.ops.unexpose)(r.0.as_ptr()) };
     }
 
     /// One-sided: `Rma::Write` writes `len` bytes at `at` into the peer's memory at `remote`,
@@ -436,7 +474,7 @@ impl Endpoint {
         ctx: usize,
     ) -> Result<(), c_int> {
         let rc = unsafe {
-            umqf_rma(
+            (self.ops.rma)(
                 self.raw.as_ptr(),
                 (op == Rma::Read) as c_int,
                 at as *mut c_void,
@@ -473,20 +511,26 @@ impl Endpoint {
     /// The fd that turns readable when the completion queue has something (after `arm_wait`
     /// said so); None for an endpoint opened without one.
     pub fn wait_fd(&self) -> Option<i32> {
-        Some(unsafe { umqf_wait_fd(self.raw.as_ptr()) }).filter(|&fd| fd >= 0)
+        Some(unsafe { (self.ops.wait_fd)(self.raw.as_ptr()) }).filter(|&fd| fd >= 0)
     }
 
     /// Before sleeping on `wait_fd`: true when that is safe, false when completions or progress
     /// are pending (read the queue first, `fi_trywait`).
     pub fn arm_wait(&self) -> bool {
-        unsafe { umqf_trywait(self.raw.as_ptr()) == 0 }
+        unsafe { (self.ops.trywait)(self.raw.as_ptr()) == 0 }
     }
 
     /// Makes the endpoint at `addr` (its `name`) reachable; returns its address handle.
     pub fn connect(&self, addr: &[u8]) -> Result<u64, String> {
+        if addr.starts_with(UCX_MAGIC) != std::ptr::eq(self.ops, &UCX) {
+            return Err(format!(
+                "the peer's network engine is not ours ({}): set UMQ_FABRIC_PROVIDER alike on both sides",
+                self.provider
+            ));
+        }
         let mut peer = 0u64;
-        let rc =
-            unsafe { umqf_connect(self.raw.as_ptr(), addr.as_ptr() as *const c_void, &mut peer) };
+        let (at, len) = (addr.as_ptr() as *const c_void, addr.len());
+        let rc = unsafe { (self.ops.connect)(self.raw.as_ptr(), at, len, &mut peer) };
         match rc {
             0 => Ok(peer),
             _ => Err(format!("fi_av_insert: {}", strerror(rc))),
@@ -504,7 +548,7 @@ impl Endpoint {
     ) -> Result<(), c_int> {
         let buf = bufs.mem[at..at + len].as_mut_ptr();
         match unsafe {
-            umqf_recv(
+            (self.ops.recv)(
                 self.raw.as_ptr(),
                 buf as *mut c_void,
                 len,
@@ -553,7 +597,7 @@ impl Endpoint {
     ) -> Result<(), c_int> {
         let head = &bufs.mem[at..at + head];
         let rc = unsafe {
-            umqf_send2(
+            (self.ops.send2)(
                 self.raw.as_ptr(),
                 head.as_ptr() as *const c_void,
                 head.len(),
@@ -578,7 +622,7 @@ impl Endpoint {
         ctx: *mut c_void,
     ) -> Result<(), c_int> {
         let rc = unsafe {
-            umqf_send(
+            (self.ops.send)(
                 self.raw.as_ptr(),
                 bytes.as_ptr() as *const c_void,
                 bytes.len(),
@@ -596,7 +640,7 @@ impl Endpoint {
     /// Takes up to `out.len()` completions (at most 16); Err(code) when the queue failed.
     pub fn poll(&self, out: &mut [Cqe]) -> Result<usize, c_int> {
         let max = out.len().min(16) as c_int;
-        match unsafe { umqf_poll(self.raw.as_ptr(), out.as_mut_ptr(), max) } {
+        match unsafe { (self.ops.poll)(self.raw.as_ptr(), out.as_mut_ptr(), max) } {
             n if n >= 0 => Ok(n as usize),
             rc => Err(-rc),
         }

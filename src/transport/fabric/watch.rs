@@ -22,11 +22,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Beacon(TcpListener);
 
 impl Beacon {
-    /// A beacon on the address our endpoint listens on, as its name (`fi_getname`, a
-    /// `sockaddr_in` or `sockaddr_in6` for the tcp provider) says; None when the name is no IP
-    /// socket address or the socket cannot be made.
-    pub fn open(endpoint_name: &[u8]) -> Option<Beacon> {
-        let ip = ip_of(endpoint_name)?;
+    /// A beacon on the address our endpoint listens on (`Endpoint::host`); None when the
+    /// socket cannot be made.
+    pub fn open(ip: IpAddr) -> Option<Beacon> {
         TcpListener::bind(SocketAddr::new(ip, 0)).ok().map(Beacon)
     }
 
@@ -44,7 +42,7 @@ pub fn watch(at: SocketAddr) -> Result<OwnedFd, String> {
 }
 
 /// The IP address of a `struct sockaddr_in` / `sockaddr_in6` as bytes (host-order family,
-/// network-order port and address).
+/// network-order port and address): a tcp endpoint's name (`fi_getname`).
 pub(super) fn ip_of(name: &[u8]) -> Option<IpAddr> {
     let family = i32::from(u16::from_ne_bytes([*name.first()?, *name.get(1)?]));
     match (family, name.len()) {
@@ -95,10 +93,7 @@ mod tests {
     /// is killed (a child process here holds the beacon: a shell that inherited it).
     #[test]
     fn a_watch_turns_readable_when_the_beacons_process_is_killed() {
-        let mut name = vec![0u8; 16];
-        name[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
-        name[4..8].copy_from_slice(&[127, 0, 0, 1]);
-        let beacon = Beacon::open(&name).expect("a beacon on 127.0.0.1");
+        let beacon = Beacon::open(Ipv4Addr::LOCALHOST.into()).expect("a beacon on 127.0.0.1");
         let at = beacon.addr().unwrap();
         // Hand the listening socket to a child as its stdin, then close ours.
         let mut child = Command::new("sleep")

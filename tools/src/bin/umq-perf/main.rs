@@ -427,11 +427,19 @@ fn main() {
     if args.provider == "fabric" {
         // Before umq_init and any thread: the library and the peer process read it there.
         unsafe { std::env::set_var("UMQ_PROVIDER", "fabric") };
-        libfabric::use_provider(
-            std::env::var("UMQ_FABRIC_PROVIDER").unwrap_or_else(|_| "tcp".into()),
-        );
-        if std::env::var("UMQ_FABRIC_PROVIDER").is_ok_and(|p| p != "tcp") && args.compare_ucx {
-            eprintln!("--compare ucx: against UCX's tcp transport, so with the tcp provider only");
+        // Over UCX's engine the libfabric baseline is still libfabric's tcp.
+        let engine = std::env::var("UMQ_FABRIC_PROVIDER").unwrap_or_else(|_| "tcp".into());
+        libfabric::use_provider(if engine == "ucx" {
+            "tcp".into()
+        } else {
+            engine
+        });
+        let over_tcp = |p: &str| p == "tcp" || (p == "ucx" && std::env::var("UCX_TLS").is_err());
+        if std::env::var("UMQ_FABRIC_PROVIDER").is_ok_and(|p| !over_tcp(&p)) && args.compare_ucx {
+            eprintln!(
+                "--compare ucx: against UCX's tcp transport, so with the tcp provider (or UCX's \
+                 engine on its default tcp) only"
+            );
             std::process::exit(2);
         }
         ucx::use_tcp();

@@ -1,0 +1,822 @@
+/* The network provider's second engine: UCX's UCP, behind the same narrow interface as
+ * libfabric's (shim.c), so the node above runs unchanged on either (UMQ_FABRIC_PROVIDER=ucx).
+ *
+ * What libfabric gives as objects, UCP gives as a worker: one worker is the node's endpoint,
+ * its completion queue and its address vector. Messages are UCP tagged messages under one tag,
+ * received in the order their buffers were posted (a wildcard mask matches in posting order, as
+ * fi_recv does); a message that arrives before a buffer waits in UCP's unexpected queue. UCP
+ * completes by callback, from inside ucp_worker_progress; the callbacks append to a completion
+ * list that umqu_poll hands out as libfabric's completion queue would.
+ *
+ * UCP names a peer's memory by a packed remote key rather than a 64-bit one, so a region we
+ * expose is named in our address: the address is our worker's, after the packed keys of the
+ * regions exposed so far, and the "key" a peer writes under is the region's index there.
+ *
+ * Like shim.c it references no UCX symbol by name: the calls are looked up with dlopen
+ * ("libucp.so.0") when a queue first asks for this engine, so libumq.so loads without UCX.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+struct umqu_ep;
+
+#ifdef UMQ_HAVE_UCX
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+static struct {
+    void *lib;
+    ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
+    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
+    void (*config_release)(ucp_config_t *);
+    ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *,
+                                 ucp_context_h *);
+    void (*cleanup)(ucp_context_h);
+    void (*get_version)(unsigned *, unsigned *, unsigned *);
+    ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
+    void (*worker_destroy)(ucp_worker_h);
+    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
+    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
+    unsigned (*worker_progress)(ucp_worker_h);
+    ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
+    ucs_status_t (*worker_arm)(ucp_worker_h);
+    ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
+    ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
+    void (*request_free)(void *);
+    void (*request_cancel)(ucp_worker_h, void *);
+    ucs_status_t (*request_check_status)(void *);
+    ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t,
+                                     const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_t, ucp_tag_t,
+                                     const ucp_request_param_t *);
+    ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
+                                const ucp_request_param_t *);
+    ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
+    ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
+    ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
+    void (*rkey_buffer_release)(void *);
+    ucs_status_t (*ep_rkey_unpack)(ucp_ep_h, const void *, ucp_rkey_h *);
+    void (*rkey_destroy)(ucp_rkey_h);
+    const char *(*status_string)(ucs_status_t); /* libucs's, found through libucp's needs */
+    char why[256];
+} U;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+#define FIND(field, name) (*(void **)&U.field = dlsym(U.lib, name)) != NULL
+
+static void load(void)
+{
+    U.lib = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!U.lib) {
+        snprintf(U.why, sizeof(U.why),
+                 "libucp.so.0 cannot be loaded (%s): install UCX (Debian: apt-get install libucx0)",
+                 dlerror());
+        return;
+    }
+    int found = FIND(config_read, "ucp_config_read") && FIND(config_modify, "ucp_config_modify") &&
+                FIND(config_release, "ucp_config_release") &&
+                FIND(init_version, "ucp_init_version") && FIND(cleanup, "ucp_cleanup") &&
+                FIND(get_version, "ucp_get_version") &&
+                FIND(worker_create, "ucp_worker_create") &&
+                FIND(worker_destroy, "ucp_worker_destroy") &&
+                FIND(worker_get_address, "ucp_worker_get_address") &&
+                FIND(worker_release_address, "ucp_worker_release_address") &&
+                FIND(worker_progress, "ucp_worker_progress") &&
+                FIND(worker_get_efd, "ucp_worker_get_efd") &&
+                FIND(worker_arm, "ucp_worker_arm") && FIND(ep_create, "ucp_ep_create") &&
+                FIND(ep_close_nbx, "ucp_ep_close_nbx") && FIND(request_free, "ucp_request_free") &&
+                FIND(request_cancel, "ucp_request_cancel") &&
+                FIND(request_check_status, "ucp_request_check_status") &&
+                FIND(tag_send_nbx, "ucp_tag_send_nbx") && FIND(tag_recv_nbx, "ucp_tag_recv_nbx") &&
+                FIND(put_nbx, "ucp_put_nbx") && FIND(mem_map, "ucp_mem_map") &&
+                FIND(mem_unmap, "ucp_mem_unmap") && FIND(rkey_pack, "ucp_rkey_pack") &&
+                FIND(rkey_buffer_release, "ucp_rkey_buffer_release") &&
+                FIND(ep_rkey_unpack, "ucp_ep_rkey_unpack") &&
+                FIND(rkey_destroy, "ucp_rkey_destroy") &&
+                FIND(status_string, "ucs_status_string");
+    if (!found) {
+        snprintf(U.why, sizeof(U.why), "libucp.so.0 lacks ucp_tag_send_nbx or its kin: UCX before 1.10?");
+        dlclose(U.lib);
+        U.lib = NULL;
+    }
+}
+
+static int umqu_load(char *why, size_t n)
+{
+    pthread_once(&load_once, load);
+    if (!U.lib) {
+        snprintf(why, n, "%s", U.why);
+        return -1;
+    }
+    return 0;
+}
+
+/* A UCS status as the positive errno-style code a libfabric completion carries. */
+static int code_of(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK: return 0;
+    case UCS_ERR_NO_RESOURCE: return EAGAIN;
+    case UCS_ERR_NO_MEMORY: return ENOMEM;
+    case UCS_ERR_INVALID_PARAM: return EINVAL;
+    case UCS_ERR_UNSUPPORTED: return ENOSYS;
+    case UCS_ERR_CANCELED: return ECANCELED;
+    case UCS_ERR_MESSAGE_TRUNCATED: return EMSGSIZE;
+    case UCS_ERR_CONNECTION_RESET: return ECONNRESET;
+    case UCS_ERR_ENDPOINT_TIMEOUT: return ETIMEDOUT;
+    case UCS_ERR_UNREACHABLE: return EHOSTUNREACH;
+    default: return EIO;
+    }
+}
+
+/* Our address starts with these four bytes, so neither engine takes the other's for its own. */
+static const char MAGIC[4] = {'U', 'C', 'X', '1'};
+#define MAX_REGIONS 8
+#define MAX_RKEY 255
+
+struct peer {
+    ucp_ep_h ep;
+    ucp_rkey_h rkeys[MAX_REGIONS];
+    int n_rkeys;
+    ucs_status_t failed; /* UCS_OK while the connection lives */
+};
+
+struct umqu_ep {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    int wait_fd;
+    struct sockaddr_storage host; /* the address queues were asked on; family 0 if none */
+    socklen_t host_len;
+    ucp_mem_h regions[MAX_REGIONS];
+    void *rkeys[MAX_REGIONS]; /* packed, for our address */
+    size_t rkey_lens[MAX_REGIONS];
+    int n_regions;
+    struct peer *peers;
+    size_t n_peers, cap_peers;
+    struct op *receiving; /* the receives posted and not complete, cancelled as we close */
+    struct umqf_cqe *done; /* completions the callbacks appended, a ring */
+    size_t done_head, done_len, done_cap;
+    char provider[64];
+};
+
+/* Appends a completion; growing the ring keeps every one (a callback cannot refuse). */
+static void complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
+{
+    if (e->done_len == e->done_cap) {
+        size_t cap = e->done_cap ? e->done_cap * 2 : 256;
+        struct umqf_cqe *q = malloc(cap * sizeof(*q));
+        if (!q)
+            abort(); /* a lost completion would leak a buffer for good; nothing can be done */
+        for (size_t i = 0; i < e->done_len; i++)
+            q[i] = e->done[(e->done_head + i) % e->done_cap];
+        free(e->done);
+        e->done = q;
+        e->done_head = 0;
+        e->done_cap = cap;
+    }
+    e->done[(e->done_head + e->done_len++) % e->done_cap] =
+        (struct umqf_cqe){.ctx = ctx, .len = len, .err = code_of(s), .prov_errno = (int32_t)s};
+}
+
+/* An operation's context and length, kept until its callback: the request carries a pointer. */
+struct op {
+    struct umqu_ep *e;
+    void *ctx;
+    uint64_t len;
+    ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
+    void *req;                /* a receive's request, once UCP gave one */
+    int posting;              /* 1 while umqu_recv waits for UCP; 2: completed meanwhile */
+    struct op **prev, *next; /* a receive's place among the endpoint's `receiving` */
+};
+
+static void receiving(struct op *o)
+{
+    o->prev = &o->e->receiving;
+    o->next = o->e->receiving;
+    if (o->next)
+        o->next->prev = &o->next;
+    o->e->receiving = o;
+}
+
+static void received_or_failed(struct op *o)
+{
+    *o->prev = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+}
+
+static void sent(void *request, ucs_status_t status, void *user_data)
+{
+    struct op *o = user_data;
+    complete(o->e, o->ctx, o->len, status);
+    free(o);
+    U.request_free(request);
+}
+
+static void received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                     void *user_data)
+{
+    struct op *o = user_data;
+    received_or_failed(o);
+    complete(o->e, o->ctx, status == UCS_OK ? info->length : 0, status);
+    U.request_free(request);
+    if (o->posting)
+        o->posting = 2; /* completed inside ucp_tag_recv_nbx, which frees it as it returns */
+    else
+        free(o);
+}
+
+static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct peer *p = NULL;
+    struct umqu_ep *e = arg;
+    for (size_t i = 0; i < e->n_peers && !p; i++)
+        if (e->peers[i].ep == ep)
+            p = &e->peers[i];
+    if (p)
+        p->failed = status;
+}
+
+/* Where an operation stands as it returns: done now (its completion appended unless `quiet`),
+ * handed to UCP (its callback appends it and frees `o`), or failed (a negative code). */
+static int settle(struct umqu_ep *e, ucs_status_ptr_t r, struct op *o, int quiet)
+{
+    if (r == NULL) {
+        if (!quiet)
+            complete(e, o->ctx, o->len, UCS_OK);
+        free(o);
+        return 0;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        free(o);
+        return -code_of(UCS_PTR_STATUS(r));
+    }
+    return 0;
+}
+
+static struct op *op_new(struct umqu_ep *e, void *ctx, uint64_t len)
+{
+    struct op *o = malloc(sizeof(*o));
+    if (o)
+        *o = (struct op){.e = e, .ctx = ctx, .len = len};
+    return o;
+}
+
+/* The interface whose address is `node`, for UCX's NET_DEVICES; 0 when none has it. */
+static int device_of(const struct sockaddr *a, char *name, size_t n)
+{
+    struct ifaddrs *all, *i;
+    int found = 0;
+    if (getifaddrs(&all))
+        return 0;
+    for (i = all; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != a->sa_family)
+            continue;
+        if (a->sa_family == AF_INET)
+            found = ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+                    ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+        else
+            found = !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                            &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
+        if (found)
+            snprintf(name, n, "%s", i->ifa_name);
+    }
+    freeifaddrs(all);
+    return found;
+}
+
+/* The first IPv4 address of an interface that is up, not the loopback unless `loopback`. */
+static int default_host(struct sockaddr_in *out, int loopback)
+{
+    struct ifaddrs *all, *i;
+    int found = 0;
+    if (getifaddrs(&all))
+        return 0;
+    for (i = all; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+            !!(i->ifa_flags & IFF_LOOPBACK) != loopback)
+            continue;
+        *out = *(const struct sockaddr_in *)i->ifa_addr;
+        out->sin_port = 0;
+        found = 1;
+    }
+    freeifaddrs(all);
+    return found;
+}
+
+/* The address the node serves on: `node`, else (as libfabric's tcp picks one) the first
+ * interface's that is up, the loopback last. */
+static void choose_host(struct umqu_ep *e, const char *node)
+{
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&e->host;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&e->host;
+    if (node && inet_pton(AF_INET, node, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        e->host_len = sizeof(*v4);
+    } else if (node && inet_pton(AF_INET6, node, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        e->host_len = sizeof(*v6);
+    } else if (!node && (default_host(v4, 0) || default_host(v4, 1))) {
+        e->host_len = sizeof(*v4);
+    }
+}
+
+/* The transports and device UCX may use: UCX_TLS and UCX_NET_DEVICES when the user set them,
+ * else tcp on the interface that carries the node's address (`choose_host`). */
+static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
+{
+    ucs_status_t s = UCS_OK;
+    char dev[IF_NAMESIZE + 1];
+    if (!getenv("UCX_TLS"))
+        s = U.config_modify(cfg, "TLS", "tcp");
+    if (s == UCS_OK && !getenv("UCX_NET_DEVICES") && e->host_len &&
+        device_of((struct sockaddr *)&e->host, dev, sizeof(dev)))
+        s = U.config_modify(cfg, "NET_DEVICES", dev);
+    return s;
+}
+
+void umqu_close(struct umqu_ep *e);
+
+static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_status_t s)
+{
+    snprintf(why, n, "%s: %s (%d)", what, U.status_string(s), (int)s);
+    umqu_close(e);
+    return -code_of(s);
+}
+
+/* A UCP worker for the node on `node` (an address of this host, or NULL), with a wait fd when
+ * `wakeable`. `prov` and `eager` are libfabric's (UCX picks its own protocols); `cq_size` is
+ * not a bound here, the completion list grows. 0 and *out, or a negative code and `why`. */
+int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, size_t eager,
+              struct umqu_ep **out, char *why, size_t n)
+{
+    (void)prov, (void)cq_size, (void)eager;
+    if (umqu_load(why, n))
+        return -ENOSYS;
+    struct umqu_ep *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->wait_fd = -1;
+    choose_host(e, node);
+    ucp_config_t *cfg;
+    ucs_status_t s = U.config_read(NULL, NULL, &cfg);
+    if (s != UCS_OK)
+        return fail(e, why, n, "ucp_config_read", s);
+    s = configure(e, cfg);
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES,
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | (wakeable ? UCP_FEATURE_WAKEUP : 0)};
+    if (s == UCS_OK)
+        s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
+    U.config_release(cfg);
+    if (s != UCS_OK)
+        return fail(e, why, n, "ucp_init", s);
+    /* Every call is made under the node's lock, from whichever thread holds it. */
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+    s = U.worker_create(e->ctx, &wp, &e->worker);
+    if (s != UCS_OK)
+        return fail(e, why, n, "ucp_worker_create", s);
+    if (wakeable && (s = U.worker_get_efd(e->worker, &e->wait_fd)) != UCS_OK)
+        return fail(e, why, n, "ucp_worker_get_efd", s);
+    unsigned major, minor, release;
+    U.get_version(&major, &minor, &release);
+    const char *tls = getenv("UCX_TLS");
+    snprintf(e->provider, sizeof(e->provider), "ucx %u.%u.%u (%s)", major, minor, release,
+             tls ? tls : "tcp");
+    *out = e;
+    return 0;
+}
+
+void umqu_close(struct umqu_ep *e)
+{
+    if (!e)
+        return;
+    /* Receives still posted complete as cancelled (their callbacks free them) before the
+     * worker goes: UCP would otherwise warn of each request never returned. */
+    for (struct op *o = e->receiving, *next; o; o = next) {
+        next = o->next; /* the cancel may run the callback, which frees o, at once */
+        U.request_cancel(e->worker, o->req);
+    }
+    for (int spins = 0; e->receiving && spins < 100000; spins++)
+        U.worker_progress(e->worker);
+    for (size_t i = 0; i < e->n_peers; i++) {
+        struct peer *p = &e->peers[i];
+        for (int k = 0; k < p->n_rkeys; k++)
+            U.rkey_destroy(p->rkeys[k]);
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        ucs_status_ptr_t r = U.ep_close_nbx(p->ep, &param);
+        for (int spins = 0; r && !UCS_PTR_IS_ERR(r) && spins < 100000; spins++) {
+            U.worker_progress(e->worker);
+            if (U.request_check_status(r) != UCS_INPROGRESS)
+                break;
+        }
+        if (r && !UCS_PTR_IS_ERR(r))
+            U.request_free(r);
+    }
+    for (int i = 0; i < e->n_regions; i++) {
+        U.rkey_buffer_release(e->rkeys[i]);
+        U.mem_unmap(e->ctx, e->regions[i]);
+    }
+    if (e->worker)
+        U.worker_destroy(e->worker);
+    if (e->ctx)
+        U.cleanup(e->ctx);
+    free(e->peers);
+    free(e->done);
+    free(e);
+}
+
+const char *umqu_provider(const struct umqu_ep *e)
+{
+    return e->provider;
+}
+
+/* Small messages go with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: sent now, or "no room" at once. */
+size_t umqu_inject_size(const struct umqu_ep *e)
+{
+    (void)e;
+    return 512;
+}
+
+int umqu_sends_in_place(const struct umqu_ep *e)
+{
+    (void)e;
+    return 1;
+}
+
+/* UCP needs no registration for messages (it registers what it sends from as it needs). */
+int umqu_register(struct umqu_ep *e, void *buf, size_t len, void **desc)
+{
+    (void)e, (void)buf, (void)len;
+    *desc = NULL;
+    return 0;
+}
+
+/* Maps `len` bytes at `buf` for the peers' writes; *key is its index in our address, which
+ * grows by its packed key (read the address again after this). */
+int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64_t *key)
+{
+    if (e->n_regions == MAX_REGIONS)
+        return -ENOSPC;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = buf,
+        .length = len};
+    ucp_mem_h m;
+    ucs_status_t s = U.mem_map(e->ctx, &mp, &m);
+    if (s != UCS_OK)
+        return -code_of(s);
+    void *packed;
+    size_t packed_len;
+    s = U.rkey_pack(e->ctx, m, &packed, &packed_len);
+    if (s == UCS_OK && packed_len > MAX_RKEY) {
+        U.rkey_buffer_release(packed);
+        s = UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (s != UCS_OK) {
+        U.mem_unmap(e->ctx, m);
+        return -code_of(s);
+    }
+    e->regions[e->n_regions] = m;
+    e->rkeys[e->n_regions] = packed;
+    e->rkey_lens[e->n_regions] = packed_len;
+    *addr = (uint64_t)(uintptr_t)buf;
+    *key = (uint64_t)e->n_regions++;
+    return 0;
+}
+
+static struct peer *peer_of(struct umqu_ep *e, uint64_t peer)
+{
+    return peer < e->n_peers ? &e->peers[peer] : NULL;
+}
+
+/* The peer's usable endpoint, or NULL (and *rc) when it is unknown or its connection failed. */
+static ucp_ep_h reach(struct umqu_ep *e, uint64_t peer, int *rc)
+{
+    struct peer *p = peer_of(e, peer);
+    if (!p) {
+        *rc = -EINVAL;
+        return NULL;
+    }
+    if (p->failed != UCS_OK) {
+        *rc = -code_of(p->failed);
+        return NULL;
+    }
+    return p->ep;
+}
+
+int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
+               uint64_t addr, uint64_t key, void *ctx)
+{
+    (void)desc;
+    int rc = 0;
+    ucp_ep_h ep = reach(e, peer, &rc);
+    if (!ep)
+        return rc;
+    struct peer *p = peer_of(e, peer);
+    if (key >= (uint64_t)p->n_rkeys)
+        return -EINVAL;
+    struct op *o = op_new(e, ctx, len);
+    if (!o)
+        return -ENOMEM;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = sent,
+        .user_data = o};
+    return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o, 0);
+}
+
+/* Peers' RMA under keys of our choosing: not over UCP (its keys are its own); WRITE and READ
+ * then go as messages the target's node carries out. */
+int umqu_rma_keyed(const struct umqu_ep *e)
+{
+    (void)e;
+    return 0;
+}
+
+int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, void **mr)
+{
+    (void)e, (void)buf, (void)len, (void)key, (void)mr;
+    return -ENOSYS;
+}
+
+int umqu_unexpose(void *mr)
+{
+    (void)mr;
+    return -ENOSYS;
+}
+
+int umqu_rma(struct umqu_ep *e, int read, void *buf, size_t len, uint64_t peer, uint64_t addr,
+             uint64_t key, void *ctx)
+{
+    (void)e, (void)read, (void)buf, (void)len, (void)peer, (void)addr, (void)key, (void)ctx;
+    return -ENOSYS;
+}
+
+int umqu_wait_fd(const struct umqu_ep *e)
+{
+    return e->wait_fd;
+}
+
+/* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait (poll first). */
+int umqu_trywait(struct umqu_ep *e)
+{
+    if (e->done_len)
+        return -EAGAIN;
+    ucs_status_t s = U.worker_arm(e->worker);
+    return s == UCS_OK ? 0 : s == UCS_ERR_BUSY ? -EAGAIN : -code_of(s);
+}
+
+/* Our address: MAGIC, the packed keys of our exposed regions (a count, then each with a length
+ * byte), then the worker's address. */
+int umqu_name(struct umqu_ep *e, void *addr, size_t *len)
+{
+    ucp_address_t *w;
+    size_t w_len, need = sizeof(MAGIC) + 1;
+    ucs_status_t s = U.worker_get_address(e->worker, &w, &w_len);
+    if (s != UCS_OK)
+        return -code_of(s);
+    for (int i = 0; i < e->n_regions; i++)
+        need += 1 + e->rkey_lens[i];
+    need += w_len;
+    if (need > *len) {
+        U.worker_release_address(e->worker, w);
+        *len = need;
+        return -ENOSPC;
+    }
+    uint8_t *out = addr;
+    memcpy(out, MAGIC, sizeof(MAGIC));
+    out += sizeof(MAGIC);
+    *out++ = (uint8_t)e->n_regions;
+    for (int i = 0; i < e->n_regions; i++) {
+        *out++ = (uint8_t)e->rkey_lens[i];
+        memcpy(out, e->rkeys[i], e->rkey_lens[i]);
+        out += e->rkey_lens[i];
+    }
+    memcpy(out, w, w_len);
+    U.worker_release_address(e->worker, w);
+    *len = need;
+    return 0;
+}
+
+/* The IP socket address queues asked this node on (port 0), for the death watch: 0 and *len,
+ * or -ENOENT when they named none. */
+int umqu_host(const struct umqu_ep *e, void *addr, size_t *len)
+{
+    if (!e->host_len)
+        return -ENOENT;
+    if (*len < e->host_len)
+        return -ENOSPC;
+    memcpy(addr, &e->host, e->host_len);
+    *len = e->host_len;
+    return 0;
+}
+
+/* Makes the peer whose address (umqu_name) is the `len` bytes at `addr` reachable as *peer.
+ * The address is a peer's, so hostile: every length in it is checked against `len`. */
+int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer)
+{
+    const uint8_t *in = addr, *end = in + len;
+    if (len < sizeof(MAGIC) + 1 || memcmp(in, MAGIC, sizeof(MAGIC)))
+        return -EINVAL;
+    in += sizeof(MAGIC);
+    int n_rkeys = *in++;
+    const uint8_t *rkey_at[MAX_REGIONS];
+    if (n_rkeys > MAX_REGIONS)
+        return -EINVAL;
+    for (int i = 0; i < n_rkeys; i++) {
+        if (in >= end || *in == 0 || (size_t)(end - in) < 1u + *in)
+            return -EINVAL;
+        rkey_at[i] = in + 1;
+        in += 1 + *in;
+    }
+    if (in == end)
+        return -EINVAL;
+    if (e->n_peers == e->cap_peers) {
+        size_t cap = e->cap_peers ? e->cap_peers * 2 : 16;
+        struct peer *p = realloc(e->peers, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        e->peers = p;
+        e->cap_peers = cap;
+    }
+    struct peer *p = &e->peers[e->n_peers];
+    *p = (struct peer){.failed = UCS_OK};
+    /* UCP reads the worker address as it creates the endpoint and keeps no pointer to it. */
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)in,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = peer_failed, .arg = e}};
+    ucs_status_t s = U.ep_create(e->worker, &ep, &p->ep);
+    if (s != UCS_OK)
+        return -code_of(s);
+    for (; p->n_rkeys < n_rkeys; p->n_rkeys++) {
+        s = U.ep_rkey_unpack(p->ep, rkey_at[p->n_rkeys], &p->rkeys[p->n_rkeys]);
+        if (s != UCS_OK)
+            break;
+    }
+    *peer = e->n_peers++;
+    return s == UCS_OK ? 0 : -code_of(s);
+}
+
+int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
+{
+    (void)desc;
+    struct op *o = op_new(e, ctx, 0);
+    if (!o)
+        return -ENOMEM;
+    /* Always by callback: the length an immediate completion reports (recv_info) reads 0 in
+     * UCX 1.13, which would lose the message. The callback may run before the call returns. */
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .cb.recv = received,
+        .user_data = o,
+    };
+    o->posting = 1;
+    receiving(o);
+    ucs_status_ptr_t r = U.tag_recv_nbx(e->worker, buf, len, 0, 0, &param);
+    if (UCS_PTR_IS_ERR(r)) {
+        received_or_failed(o);
+        free(o);
+        return -code_of(UCS_PTR_STATUS(r));
+    }
+    if (o->posting == 2) {
+        free(o);
+        return 0;
+    }
+    o->posting = 0;
+    o->req = r;
+    return 0;
+}
+
+/* Sends `count` pieces (`iov`) to `peer` as one message; with `ctx` NULL the message goes now
+ * or not at all (-EAGAIN) and makes no completion, as fi_inject. */
+static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count, uint64_t peer,
+                       void *ctx)
+{
+    int rc = 0;
+    ucp_ep_h ep = reach(e, peer, &rc);
+    if (!ep)
+        return rc;
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += iov[i].length;
+    struct op *o = op_new(e, ctx, total);
+    if (!o)
+        return -ENOMEM;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = sent,
+        .user_data = o};
+    if (!ctx)
+        param.op_attr_mask |= UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    const void *buf = iov[0].buffer;
+    size_t n = iov[0].length;
+    if (count > 1) {
+        memcpy(o->iov, iov, count * sizeof(*iov));
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = ucp_dt_make_iov();
+        buf = o->iov;
+        n = count;
+    }
+    return settle(e, U.tag_send_nbx(ep, buf, n, 0, &param), o, ctx == NULL);
+}
+
+int umqu_send2(struct umqu_ep *e, const void *head, size_t head_len, void *desc, const void *body,
+               size_t body_len, uint64_t peer, void *ctx)
+{
+    (void)desc;
+    ucp_dt_iov_t iov[2] = {{(void *)head, head_len}, {(void *)body, body_len}};
+    return send_pieces(e, iov, 2, peer, ctx);
+}
+
+int umqu_send(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
+              void *ctx)
+{
+    (void)desc;
+    ucp_dt_iov_t iov[1] = {{(void *)buf, len}};
+    return send_pieces(e, iov, 1, peer, ctx);
+}
+
+/* Runs UCP's progress (its callbacks append completions), then hands out up to `max`. */
+int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
+{
+    if (!e->done_len)
+        U.worker_progress(e->worker);
+    int got = 0;
+    for (; got < max && e->done_len; got++, e->done_len--) {
+        out[got] = e->done[e->done_head];
+        e->done_head = (e->done_head + 1) % e->done_cap;
+    }
+    return got;
+}
+
+/* UCX's version ("1.13.1"), or a negative code and `why`. */
+int umqu_probe(char *version, size_t version_len, char *why, size_t n)
+{
+    if (umqu_load(why, n))
+        return -ENOSYS;
+    unsigned major, minor, release;
+    U.get_version(&major, &minor, &release);
+    snprintf(version, version_len, "%u.%u.%u", major, minor, release);
+    return 0;
+}
+
+#else /* built without UCX's headers: every call says so */
+
+#define NO_UCX "libumq was built without UCX's headers (install libucx-dev and rebuild)"
+
+int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, size_t eager,
+              struct umqu_ep **out, char *why, size_t n)
+{
+    (void)prov, (void)node, (void)cq_size, (void)wakeable, (void)eager, (void)out;
+    snprintf(why, n, "%s", NO_UCX);
+    return -ENOSYS;
+}
+int umqu_probe(char *version, size_t version_len, char *why, size_t n)
+{
+    (void)version, (void)version_len;
+    snprintf(why, n, "%s", NO_UCX);
+    return -ENOSYS;
+}
+/* Never reached without an endpoint, which umqu_open never gives here. */
+void umqu_close(struct umqu_ep *e) { (void)e; }
+const char *umqu_provider(const struct umqu_ep *e) { (void)e; return ""; }
+size_t umqu_inject_size(const struct umqu_ep *e) { (void)e; return 0; }
+int umqu_sends_in_place(const struct umqu_ep *e) { (void)e; return 0; }
+int umqu_register(struct umqu_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -ENOSYS; }
+int umqu_expose(struct umqu_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -ENOSYS; }
+int umqu_write(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
+int umqu_rma_keyed(const struct umqu_ep *e) { (void)e; return 0; }
+int umqu_expose_keyed(struct umqu_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -ENOSYS; }
+int umqu_unexpose(void *m) { (void)m; return -ENOSYS; }
+int umqu_rma(struct umqu_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
+int umqu_wait_fd(const struct umqu_ep *e) { (void)e; return -1; }
+int umqu_trywait(struct umqu_ep *e) { (void)e; return -ENOSYS; }
+int umqu_name(struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -ENOSYS; }
+int umqu_host(const struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -ENOSYS; }
+int umqu_connect(struct umqu_ep *e, const void *a, size_t l, uint64_t *p) { (void)e, (void)a, (void)l, (void)p; return -ENOSYS; }
+int umqu_recv(struct umqu_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -ENOSYS; }
+int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)p, (void)c; return -ENOSYS; }
+int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -ENOSYS; }
+int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
+
+#endif
