@@ -15,6 +15,14 @@ if [ ! -e /usr/include/rdma/fi_endpoint.h ] && [ "$(id -u)" = 0 ] && command -v 
     echo "libfabric-dev could not be installed: the network provider and libfabric's inline size_left test will be skipped"
 fi
 
+# UCX's headers likewise, for the network provider's second engine (UMQ_FABRIC_PROVIDER=ucx,
+# src/transport/fabric/ucx.c); without them that engine reports what to install.
+if [ ! -e /usr/include/ucp/api/ucp.h ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q libucx-dev >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libucx-dev >/dev/null 2>&1; } ||
+    echo "libucx-dev could not be installed: the network provider's UCX engine will be skipped"
+fi
+
 echo "== cargo build + test"
 cargo build --release --all-targets
 # 600 kills a provider in tests/fault_kill.rs (its default, 1000, is the campaign that
@@ -226,6 +234,16 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
   echo "== Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
   UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
   UMQ_PROVIDER=fabric UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
+  if [ -e /usr/include/ucp/api/ucp.h ] && ldconfig -p | grep 'libucp\.so\.0 ' >/dev/null; then
+    echo "== the network provider over its UCX engine (UMQ_FABRIC_PROVIDER=ucx): its unit tests, the C network tests, the Python suite"
+    UMQ_FABRIC_PROVIDER=ucx cargo test --release --lib transport::fabric 2>&1 | tail -n 3
+    # shellcheck disable=SC2046 # one name a word
+    UMQ_FABRIC_PROVIDER=ucx meson test -C build-c --print-errorlogs $(meson test -C build-c --list 2>/dev/null | grep -e fabric -e two_hosts | grep -v fi_libfabric_inline)
+    UMQ_FABRIC_PROVIDER=ucx timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the UCX engine")'
+    UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  else
+    echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"
+  fi
   # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
   if command -v fi_info >/dev/null && fi_info -p verbs >/dev/null 2>&1; then
     echo "== Python tests again over libfabric verbs"

@@ -127,7 +127,7 @@ pub fn variables() -> Vec<Variable> {
         var(
             "UMQ_FABRIC_PROVIDER",
             crate::runtime::FABRIC_PROVIDER_DEFAULT.into(),
-            "the libfabric provider of the network transport (tcp, verbs, ...)",
+            "the network transport's engine: a libfabric provider (tcp, verbs, ...) or ucx (UCX's UCP)",
         ),
         var(
             "UMQ_LOG_LEVEL",
@@ -245,6 +245,9 @@ fn shm() -> Provider {
 /// one `UMQ_FABRIC_PROVIDER` names.
 fn network() -> Provider {
     let wanted = crate::runtime::fabric_provider_from_env();
+    if wanted == fabric::UCX_ENGINE {
+        return network_over_ucx();
+    }
     let (usable, why_not, libfabric) = match fabric::probe() {
         Err(why) => (false, Some(why), None),
         Ok(offer) if !offer.providers.iter().any(|p| offers(p, &wanted)) => (
@@ -273,6 +276,27 @@ fn network() -> Provider {
             detail: format!("UMQ_FABRIC_PROVIDER={wanted}"),
         }],
         libfabric,
+    }
+}
+
+/// The network provider on its UCX engine (`UMQ_FABRIC_PROVIDER=ucx`): usable where libucp
+/// loads.
+fn network_over_ucx() -> Provider {
+    let probe = fabric::probe_ucx();
+    Provider {
+        name: "fabric",
+        what: "other hosts, over UCX (UMQ_FABRIC_PROVIDER=ucx; UCX_TLS, default tcp)",
+        usable: probe.is_ok(),
+        why_not: probe.as_ref().err().cloned(),
+        checks: vec![Check {
+            name: "provider",
+            ok: probe.is_ok(),
+            detail: match &probe {
+                Ok(version) => format!("UMQ_FABRIC_PROVIDER=ucx: UCX {version}"),
+                Err(_) => "UMQ_FABRIC_PROVIDER=ucx".to_string(),
+            },
+        }],
+        libfabric: None,
     }
 }
 

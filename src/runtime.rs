@@ -48,7 +48,8 @@ pub struct Runtime {
     pub credit_stall: Duration,
     /// `UMQ_PROVIDER`: a transport forced for every bind (None: chosen per peer).
     pub provider: Option<Provider>,
-    /// `UMQ_FABRIC_PROVIDER`: the libfabric provider of the network transport (default `tcp`).
+    /// `UMQ_FABRIC_PROVIDER`: the network transport's libfabric provider (default `tcp`), or
+    /// `ucx` for its UCX engine.
     pub fabric_provider: String,
     pub events: AsyncEvents,
     pub trans_info: Vec<umq_trans_info_t>,
@@ -93,7 +94,7 @@ pub const RNR_TIMEOUT_DEFAULT_MS: u64 = 1000;
 pub const CREDIT_STALL_DEFAULT_MS: u64 = 1000;
 pub const FABRIC_PROVIDER_DEFAULT: &str = "tcp";
 
-/// `UMQ_FABRIC_PROVIDER`: the libfabric provider of the network transport.
+/// `UMQ_FABRIC_PROVIDER`: the network transport's libfabric provider, or `ucx`.
 pub fn fabric_provider_from_env() -> String {
     std::env::var("UMQ_FABRIC_PROVIDER")
         .ok()

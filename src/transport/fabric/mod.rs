@@ -796,6 +796,43 @@ mod tests {
         p.rounds_until(|_, b| heard(b) > quiet_since);
     }
 
+    /// A binding between the two engines is refused with a message saying so, and a UCX
+    /// endpoint refuses addresses that are not a UCX node's whole one (a peer's bytes, hostile).
+    #[test]
+    fn the_engines_refuse_each_others_addresses_and_ucx_refuses_broken_ones() {
+        if let Err(why) = sys::probe_ucx() {
+            eprintln!("skipped: UCX's engine is not usable here: {why}");
+            return;
+        }
+        let ucx = Node::open(sys::UCX_ENGINE, Some("127.0.0.1"), false).expect("ucx");
+        let fabric = Node::open("tcp", Some("127.0.0.1"), false).expect("libfabric tcp");
+        let (u, f) = (ucx.name().to_vec(), fabric.name().to_vec());
+        // Bind info carries at most 128 bytes of a node's address.
+        assert!(
+            u.starts_with(b"UCX1") && u.len() <= 128,
+            "{} bytes",
+            u.len()
+        );
+        for (node, other) in [(&ucx, &f), (&fabric, &u)] {
+            let err = node.lock().ep.connect(other).unwrap_err();
+            assert!(err.contains("engine is not ours"), "{err}");
+        }
+        let ep = &ucx.lock().ep;
+        // Cut short anywhere inside its keys, a key count past what fits, a key running past
+        // the end: refused before UCX reads a byte of it.
+        let keys_end = 5 + (0..u[4] as usize).fold(0, |at, _| at + 1 + u[5 + at] as usize);
+        for cut in 4..=keys_end {
+            assert!(ep.connect(&u[..cut]).is_err(), "accepted {cut} bytes");
+        }
+        let mut many = u.clone();
+        many[4] = 9;
+        assert!(ep.connect(&many).is_err());
+        let mut long_key = u.clone();
+        long_key[5] = 255;
+        assert!(ep.connect(&long_key[..keys_end + 4]).is_err());
+        assert!(ep.connect(&u).is_ok(), "its whole address");
+    }
+
     /// Bindings `a[i]` <-> `b[i]`, every `a` in one node and every `b` in another (two
     /// processes), `b`'s channels in interrupt mode.
     fn shared_pairs(n: usize) -> (Vec<Link>, Vec<Link>, Arc<Node>) {

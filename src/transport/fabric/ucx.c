@@ -334,14 +334,20 @@ static void choose_host(struct umqu_ep *e, const char *node)
     }
 }
 
-/* The transports and device UCX may use: UCX_TLS and UCX_NET_DEVICES when the user set them,
- * else tcp on the interface that carries the node's address (`choose_host`). */
+/* The transports and device UCX may use, and how it sends: UCX_TLS, UCX_RNDV_THRESH and
+ * UCX_NET_DEVICES when the user set them, else tcp, always eagerly, on the interface that
+ * carries the node's address (`choose_host`). */
 static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
 {
     ucs_status_t s = UCS_OK;
     char dev[IF_NAMESIZE + 1];
     if (!getenv("UCX_TLS"))
         s = U.config_modify(cfg, "TLS", "tcp");
+    /* Every message fits a receive buffer the node keeps posted (at most a bounce buffer):
+     * eagerly is one trip, where a rendezvous (UCX's choice from a few KiB) is three, which
+     * halved a stream of 64 KiB messages. */
+    if (s == UCS_OK && !getenv("UCX_RNDV_THRESH"))
+        s = U.config_modify(cfg, "RNDV_THRESH", "inf");
     if (s == UCS_OK && !getenv("UCX_NET_DEVICES") && e->host_len &&
         device_of((struct sockaddr *)&e->host, dev, sizeof(dev)))
         s = U.config_modify(cfg, "NET_DEVICES", dev);
