@@ -4,63 +4,67 @@
 //! what to install.
 use std::path::Path;
 
-const SHIM: &str = "src/transport/fabric/shim.c";
-const SHIM_H: &str = "src/transport/fabric/shim.h";
-const UCX: &str = "src/transport/fabric/ucx.c";
+/// One engine: its C file, the header that says its library's headers are installed, and
+/// what it is compiled with when they are.
+struct Engine {
+    file: &'static str,
+    /// A header under one of the include directories: "rdma/fabric.h".
+    header: &'static str,
+    define: &'static str,
+    lib: &'static str,
+}
+
+const LIBFABRIC: Engine = Engine {
+    file: "src/transport/fabric/shim.c",
+    header: "rdma/fabric.h",
+    define: "UMQ_HAVE_LIBFABRIC",
+    lib: "umq_fabric_shim",
+};
+
+/// `UMQ_FABRIC_PROVIDER=ucx`.
+const UCX: Engine = Engine {
+    file: "src/transport/fabric/ucx.c",
+    header: "ucp/api/ucp.h",
+    define: "UMQ_HAVE_UCX",
+    lib: "umq_ucx_engine",
+};
 
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libumq.so.0");
-    println!("cargo:rerun-if-changed={SHIM}");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/transport/fabric/shim.h");
     println!("cargo:rustc-check-cfg=cfg(umq_fabric_headers)");
-    let headers = ["/usr/include", "/usr/local/include"]
-        .into_iter()
-        .find(|dir| Path::new(dir).join("rdma/fabric.h").exists());
-    // Installing libfabric-dev adds files under rdma/ (or creates it): rebuild then.
-    for dir in ["/usr/include/rdma", "/usr/local/include/rdma"] {
-        let watched = if Path::new(dir).exists() {
-            dir
-        } else {
-            "/usr/include"
-        };
-        println!("cargo:rerun-if-changed={watched}");
-    }
-    let mut build = cc::Build::new();
-    build
-        .file(SHIM)
-        .warnings(true)
-        .flag_if_supported("-Wno-unused-parameter");
-    if let Some(dir) = headers {
-        build.define("UMQ_HAVE_LIBFABRIC", None).include(dir);
+    if compile(&LIBFABRIC) {
         println!("cargo:rustc-cfg=umq_fabric_headers");
     }
-    build.compile("umq_fabric_shim");
-    compile_ucx_engine();
+    compile(&UCX);
 }
 
-/// The network provider's UCX engine (`UMQ_FABRIC_PROVIDER=ucx`): against UCX's headers when
-/// they are installed (it then works wherever libucp.so.0 can be loaded), else as a stub.
-fn compile_ucx_engine() {
-    println!("cargo:rerun-if-changed={UCX}");
-    println!("cargo:rerun-if-changed={SHIM_H}");
+/// Compiles `e`; true when against its library's headers.
+fn compile(e: &Engine) -> bool {
+    println!("cargo:rerun-if-changed={}", e.file);
     let headers = ["/usr/include", "/usr/local/include"]
         .into_iter()
-        .find(|dir| Path::new(dir).join("ucp/api/ucp.h").exists());
-    for dir in ["/usr/include/ucp", "/usr/local/include/ucp"] {
-        let watched = if Path::new(dir).exists() {
-            dir
+        .find(|dir| Path::new(dir).join(e.header).exists());
+    // Installing the headers adds files under their folder (or creates it): rebuild then.
+    let folder = e.header.split('/').next().unwrap_or(e.header);
+    for dir in ["/usr/include", "/usr/local/include"] {
+        let inside = format!("{dir}/{folder}");
+        let watched = if Path::new(&inside).exists() {
+            inside
         } else {
-            "/usr/include"
+            "/usr/include".to_string()
         };
         println!("cargo:rerun-if-changed={watched}");
     }
     let mut build = cc::Build::new();
     build
-        .file(UCX)
+        .file(e.file)
         .warnings(true)
         .flag_if_supported("-Wno-unused-parameter");
     if let Some(dir) = headers {
-        build.define("UMQ_HAVE_UCX", None).include(dir);
+        build.define(e.define, None).include(dir);
     }
-    build.compile("umq_ucx_engine");
+    build.compile(e.lib);
+    headers.is_some()
 }

@@ -169,23 +169,33 @@ struct umqu_ep {
     struct op *receiving; /* the receives posted and not complete, cancelled as we close */
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
+    int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
     char provider[64];
 };
 
-/* Appends a completion; growing the ring keeps every one (a callback cannot refuse). */
+/* Room for `cap` completions, those waiting kept in order; 0, or -1 out of memory. */
+static int make_room(struct umqu_ep *e, size_t cap)
+{
+    struct umqf_cqe *q = malloc(cap * sizeof(*q));
+    if (!q)
+        return -1;
+    for (size_t i = 0; i < e->done_len; i++)
+        q[i] = e->done[(e->done_head + i) % e->done_cap];
+    free(e->done);
+    e->done = q;
+    e->done_head = 0;
+    e->done_cap = cap;
+    return 0;
+}
+
+/* Appends a completion. The ring holds the node's completion queue size from the start, which
+ * bounds what can be in flight; past it the ring grows, and a completion that still finds no
+ * room fails the queue (umqu_poll), as an overrun libfabric queue does, rather than vanish. */
 static void complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
 {
-    if (e->done_len == e->done_cap) {
-        size_t cap = e->done_cap ? e->done_cap * 2 : 256;
-        struct umqf_cqe *q = malloc(cap * sizeof(*q));
-        if (!q)
-            abort(); /* a lost completion would leak a buffer for good; nothing can be done */
-        for (size_t i = 0; i < e->done_len; i++)
-            q[i] = e->done[(e->done_head + i) % e->done_cap];
-        free(e->done);
-        e->done = q;
-        e->done_head = 0;
-        e->done_cap = cap;
+    if (e->done_len == e->done_cap && make_room(e, e->done_cap * 2)) {
+        e->lost = 1;
+        return;
     }
     e->done[(e->done_head + e->done_len++) % e->done_cap] =
         (struct umqf_cqe){.ctx = ctx, .len = len, .err = code_of(s), .prov_errno = (int32_t)s};
@@ -273,6 +283,15 @@ static struct op *op_new(struct umqu_ep *e, void *ctx, uint64_t len)
     if (o)
         *o = (struct op){.e = e, .ctx = ctx, .len = len};
     return o;
+}
+
+/* A send's or write's parameters: its completion, by callback, carries `o`. */
+static ucp_request_param_t completing(struct op *o)
+{
+    return (ucp_request_param_t){
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = sent,
+        .user_data = o};
 }
 
 /* The interface whose address is `node`, for UCX's NET_DEVICES; 0 when none has it. */
@@ -364,18 +383,22 @@ static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_st
 }
 
 /* A UCP worker for the node on `node` (an address of this host, or NULL), with a wait fd when
- * `wakeable`. `prov` and `eager` are libfabric's (UCX picks its own protocols); `cq_size` is
- * not a bound here, the completion list grows. 0 and *out, or a negative code and `why`. */
+ * `wakeable`, and room for `cq_size` completions. `prov` and `eager` are libfabric's (UCX picks
+ * its own protocols). 0 and *out, or a negative code and `why`. */
 int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, size_t eager,
               struct umqu_ep **out, char *why, size_t n)
 {
-    (void)prov, (void)cq_size, (void)eager;
+    (void)prov, (void)eager;
     if (umqu_load(why, n))
         return -ENOSYS;
     struct umqu_ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
     e->wait_fd = -1;
+    if (make_room(e, cq_size ? cq_size : 1)) {
+        free(e);
+        return -ENOMEM;
+    }
     choose_host(e, node);
     ucp_config_t *cfg;
     ucs_status_t s = U.config_read(NULL, NULL, &cfg);
@@ -540,10 +563,7 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     struct op *o = op_new(e, ctx, len);
     if (!o)
         return -ENOMEM;
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send = sent,
-        .user_data = o};
+    ucp_request_param_t param = completing(o);
     return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o, 0);
 }
 
@@ -728,10 +748,7 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
     struct op *o = op_new(e, ctx, total);
     if (!o)
         return -ENOMEM;
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send = sent,
-        .user_data = o};
+    ucp_request_param_t param = completing(o);
     if (!ctx)
         param.op_attr_mask |= UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     const void *buf = iov[0].buffer;
@@ -765,6 +782,8 @@ int umqu_send(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint64
 /* Runs UCP's progress (its callbacks append completions), then hands out up to `max`. */
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
 {
+    if (e->lost)
+        return -ENOSPC;
     if (!e->done_len)
         U.worker_progress(e->worker);
     int got = 0;
