@@ -1,5 +1,6 @@
-//! The C shim's interface (`shim.c`), and `Endpoint`, a libfabric reliable-datagram endpoint
-//! with its completion queue and address vector, closed on drop.
+//! The network engines' one C interface (libfabric's `shim.c`, UCX's `ucx.c`), and `Endpoint`,
+//! a reliable-datagram endpoint with its completion queue and address vector on either engine,
+//! closed on drop.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::net::IpAddr;
@@ -373,6 +374,7 @@ impl Endpoint {
     /// `len` bytes of zeroed memory the peers write into (RMA), registered with this endpoint,
     /// and where they name it in their writes. Untouched pages stay unallocated (zeroed
     /// allocations of this size are fresh mappings), so a large region costs what is used.
+    /// Our address is read again: UCX's names the regions exposed.
     pub fn exposed(&mut self, len: usize) -> Result<(Buffers, RemoteKey), String> {
         let mut mem = vec![0u8; len].into_boxed_slice();
         let mut key = RemoteKey { addr: 0, key: 0 };
