@@ -610,6 +610,15 @@ mod tests {
     use super::*;
     use crate::buf::pool::Pool;
 
+    /// The engine this test run names (`UMQ_FABRIC_PROVIDER`, as the library reads it):
+    /// libfabric's tcp unless it says `ucx`.
+    fn engine() -> String {
+        std::env::var("UMQ_FABRIC_PROVIDER")
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| "tcp".into())
+    }
+
     /// Two bindings to each other over libfabric tcp on 127.0.0.1, with their wires; b's
     /// endpoint has a wait fd when asked.
     struct Pair {
@@ -626,11 +635,7 @@ mod tests {
         /// Each side in a node of its own, as two processes have, over the engine the test run
         /// names (`UMQ_FABRIC_PROVIDER`: libfabric's tcp unless it says `ucx`).
         fn new(b_wakeable: bool, liveness: Duration) -> Pair {
-            Pair::over(
-                &crate::runtime::fabric_provider_from_env(),
-                b_wakeable,
-                liveness,
-            )
+            Pair::over(&engine(), b_wakeable, liveness)
         }
 
         fn over(engine: &str, b_wakeable: bool, liveness: Duration) -> Pair {
@@ -836,18 +841,8 @@ mod tests {
     /// Bindings `a[i]` <-> `b[i]`, every `a` in one node and every `b` in another (two
     /// processes), `b`'s channels in interrupt mode.
     fn shared_pairs(n: usize) -> (Vec<Link>, Vec<Link>, Arc<Node>) {
-        let node_a = Node::open(
-            &crate::runtime::fabric_provider_from_env(),
-            Some("127.0.0.1"),
-            false,
-        )
-        .expect("a node");
-        let node_b = Node::open(
-            &crate::runtime::fabric_provider_from_env(),
-            Some("127.0.0.1"),
-            true,
-        )
-        .expect("a node");
+        let node_a = Node::open(&engine(), Some("127.0.0.1"), false).expect("a node");
+        let node_b = Node::open(&engine(), Some("127.0.0.1"), true).expect("a node");
         let area: &'static Area = Box::leak(Box::default());
         let link = |ch, to: &Contact| {
             // SAFETY: the area lives as long as the test process.
