@@ -260,13 +260,12 @@ static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
         p->failed = status;
 }
 
-/* Where an operation stands as it returns: done now (its completion appended unless `quiet`),
- * handed to UCP (its callback appends it and frees `o`), or failed (a negative code). */
-static int settle(struct umqu_ep *e, ucs_status_ptr_t r, struct op *o, int quiet)
+/* Where an operation stands as it returns: done now (its completion appended), handed to UCP
+ * (its callback appends it and frees `o`), or failed (a negative code). */
+static int settle(struct umqu_ep *e, ucs_status_ptr_t r, struct op *o)
 {
     if (r == NULL) {
-        if (!quiet)
-            complete(e, o->ctx, o->len, UCS_OK);
+        complete(e, o->ctx, o->len, UCS_OK);
         free(o);
         return 0;
     }
@@ -564,7 +563,7 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     if (!o)
         return -ENOMEM;
     ucp_request_param_t param = completing(o);
-    return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o, 0);
+    return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
 }
 
 /* Peers' RMA under keys of our choosing: not over UCP (its keys are its own); WRITE and READ
@@ -733,8 +732,7 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
     return 0;
 }
 
-/* Sends `count` pieces (`iov`) to `peer` as one message; with `ctx` NULL the message goes now
- * or not at all (-EAGAIN) and makes no completion, as fi_inject. */
+/* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`. */
 static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count, uint64_t peer,
                        void *ctx)
 {
@@ -749,8 +747,6 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
     if (!o)
         return -ENOMEM;
     ucp_request_param_t param = completing(o);
-    if (!ctx)
-        param.op_attr_mask |= UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     const void *buf = iov[0].buffer;
     size_t n = iov[0].length;
     if (count > 1) {
@@ -760,7 +756,24 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
         buf = o->iov;
         n = count;
     }
-    return settle(e, U.tag_send_nbx(ep, buf, n, 0, &param), o, ctx == NULL);
+    return settle(e, U.tag_send_nbx(ep, buf, n, 0, &param), o);
+}
+
+/* Sends `len` bytes at `buf` to `peer` now or not at all (-EAGAIN), with no completion, as
+ * fi_inject: nothing outlives the call, so nothing is allocated for it. */
+static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
+{
+    int rc = 0;
+    ucp_ep_h ep = reach(e, peer, &rc);
+    if (!ep)
+        return rc;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
+    ucs_status_ptr_t r = U.tag_send_nbx(ep, buf, len, 0, &param);
+    if (UCS_PTR_IS_ERR(r))
+        return -code_of(UCS_PTR_STATUS(r));
+    if (r != NULL)
+        U.request_free(r); /* not expected under FORCE_IMM_CMPL; it completes by itself */
+    return 0;
 }
 
 int umqu_send2(struct umqu_ep *e, const void *head, size_t head_len, void *desc, const void *body,
@@ -775,6 +788,8 @@ int umqu_send(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint64
               void *ctx)
 {
     (void)desc;
+    if (!ctx)
+        return inject(e, buf, len, peer);
     ucp_dt_iov_t iov[1] = {{(void *)buf, len}};
     return send_pieces(e, iov, 1, peer, ctx);
 }
