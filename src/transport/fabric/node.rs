@@ -21,6 +21,7 @@ use super::{LinkError, watch};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -131,6 +132,12 @@ pub struct Shared {
     watches: HashMap<SocketAddr, Weak<OwnedFd>>,
     /// The completion queue failed: every channel is broken.
     failed: Option<&'static str>,
+    /// The time as this round began (`tick`): one clock read a round serves every timestamp
+    /// and timeout check in it, where a read each cost a tenth of a busy poll loop.
+    now: Instant,
+    /// When a peer next needs a ping, as last worked out; None: work it out at the next round
+    /// (a peer met or asking for pings sooner). Rounds before it skip the walk over the peers.
+    ping_due: Option<Instant>,
     /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
     /// the bell is not rung for it.
     serving: ChannelId,
@@ -339,6 +346,8 @@ impl Node {
             call_bell,
             watches: HashMap::new(),
             failed: None,
+            now: Instant::now(),
+            ping_due: None,
             serving: NODE,
             rma: ep
                 .rma_keyed()
@@ -472,6 +481,7 @@ impl Shared {
             let other = self.inboxes.iter().flatten().find(|i| i.peer.is_some());
             self.serving = other.map_or(NODE, |i| i.id);
             bell.plan_ping(None);
+            self.ping_due = self.next_ping_due();
             self.plan_next_ping();
         }
     }
@@ -525,6 +535,7 @@ impl Shared {
                 self.peers.len() - 1
             }
         };
+        self.ping_due = None;
         let peer = &mut self.peers[p];
         if peer.users == 0 {
             // A peer met again: its silence while no channel was bound to it says nothing.
@@ -563,6 +574,7 @@ impl Shared {
     /// their channels, receive buffers posted again, quiet peers pinged. Err when the
     /// completion queue itself failed.
     pub fn progress(&mut self, by: ChannelId) -> Result<(), LinkError> {
+        self.tick();
         self.serving = by;
         if let Some(why) = self.failed {
             return Err(LinkError::Lost(why));
@@ -580,19 +592,25 @@ impl Shared {
         Ok(())
     }
 
+    /// Reads the clock for the round that begins.
+    pub fn tick(&mut self) {
+        self.now = Instant::now();
+    }
+
+    /// The time as the round began.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
     fn reap(&mut self) -> Result<(), &'static str> {
-        let mut cqes = [Cqe {
-            ctx: std::ptr::null_mut(),
-            len: 0,
-            err: 0,
-            prov_errno: 0,
-        }; 16];
+        let mut cqes = [const { MaybeUninit::<Cqe>::uninit() }; 16];
         loop {
-            let n = self
+            let done = self
                 .ep
                 .poll(&mut cqes)
                 .map_err(|_| "the fabric completion queue failed")?;
-            for c in &cqes[..n] {
+            let n = done.len();
+            for c in done {
                 self.completed(c);
             }
             if n < cqes.len() {
@@ -697,7 +715,7 @@ impl Shared {
                 Arrival::Owned(copy)
             };
             if let Some(p) = self.inbox_mut(id).and_then(|i| i.peer) {
-                self.peers[p].heard = Instant::now();
+                self.peers[p].heard = self.now;
                 self.peers[p].heard_any = true;
             }
             self.tell(id, |i| i.arrivals.push_back(arrival));
@@ -714,7 +732,7 @@ impl Shared {
         if h.kind == KIND_PING
             && let Some(p) = self.peers.iter_mut().find(|p| p.name == name)
         {
-            p.heard = Instant::now();
+            p.heard = self.now;
             p.heard_any = true;
         }
     }
@@ -722,14 +740,26 @@ impl Shared {
     /// Pings every peer with channels that we have said nothing to for a while, so that it
     /// keeps hearing from this process (one ping for all its channels).
     fn ping_quiet_peers(&mut self) {
-        self.ping_peers();
+        if self.ping_due.is_none_or(|due| self.now >= due) {
+            self.ping_peers();
+            self.ping_due = self.next_ping_due();
+        }
         self.plan_next_ping();
     }
 
+    /// When the peer with channels that we said nothing to for longest needs its ping.
+    fn next_ping_due(&self) -> Option<Instant> {
+        self.peers
+            .iter()
+            .filter(|p| p.users > 0)
+            .map(|p| p.said + p.ping_after)
+            .min()
+    }
+
     fn ping_peers(&mut self) {
-        let ep = &self.ep;
+        let (ep, now) = (&self.ep, self.now);
         for p in self.peers.iter_mut() {
-            if p.users == 0 || (p.greeted && p.said.elapsed() < p.ping_after) {
+            if p.users == 0 || (p.greeted && now.duration_since(p.said) < p.ping_after) {
                 continue;
             }
             let h = Header {
@@ -740,7 +770,7 @@ impl Shared {
             };
             let msg = [&h.to_bytes()[..], ep.name()].concat();
             if ep.inject(&msg, p.addr).is_ok() {
-                p.said = Instant::now();
+                p.said = now;
                 p.greeted = true;
             }
         }
@@ -753,20 +783,15 @@ impl Shared {
         let Some(bell) = self.call_bell.as_ref().filter(|b| !b.ping_planned()) else {
             return;
         };
-        let next = self
-            .peers
-            .iter()
-            .filter(|p| p.users > 0)
-            .map(|p| p.said + p.ping_after)
-            .min();
         if self.serving != NODE {
-            bell.plan_ping(next.map(|at| (at, self.serving)));
+            bell.plan_ping(self.ping_due.map(|at| (at, self.serving)));
         }
     }
 
     /// Greets the peers met since the last round at once (`Peer::greeted`).
     pub fn greet_new_peers(&mut self) {
         if self.peers.iter().any(|p| !p.greeted) {
+            self.ping_due = None;
             self.ping_quiet_peers();
         }
     }

@@ -3,6 +3,7 @@
 //! closed on drop.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::mem::MaybeUninit;
 use std::net::IpAddr;
 use std::ptr::NonNull;
 
@@ -639,11 +640,15 @@ impl Endpoint {
         }
     }
 
-    /// Takes up to `out.len()` completions (at most 16); Err(code) when the queue failed.
-    pub fn poll(&self, out: &mut [Cqe]) -> Result<usize, c_int> {
+    /// Takes up to `out.len()` completions (at most 16) and returns them; Err(code) when the
+    /// queue failed. `out` need not be initialised: zeroing it cost more than the poll.
+    pub fn poll<'a>(&self, out: &'a mut [MaybeUninit<Cqe>]) -> Result<&'a [Cqe], c_int> {
         let max = out.len().min(16) as c_int;
-        match unsafe { (self.ops.poll)(self.raw.as_ptr(), out.as_mut_ptr(), max) } {
-            n if n >= 0 => Ok(n as usize),
+        match unsafe { (self.ops.poll)(self.raw.as_ptr(), out.as_mut_ptr().cast(), max) } {
+            // The engine wrote the first `n` entries.
+            n if n >= 0 => {
+                Ok(unsafe { std::slice::from_raw_parts(out.as_ptr().cast(), n as usize) })
+            }
             rc => Err(-rc),
         }
     }

@@ -171,13 +171,13 @@ impl Link {
             .is_some_and(|f| f.peer_used_all_known(shipped));
         let pause = if starved {
             Duration::ZERO
-        } else if self.wr_sent_at.elapsed() < AREA_WHILE_SENDING {
+        } else if n.now().duration_since(self.wr_sent_at) < AREA_WHILE_SENDING {
             AREA_WHILE_SENDING
         } else {
             AREA_WHILE_RECEIVING
         };
         if now == self.area_sent
-            || (now[0] == self.area_sent[0] && self.area_sent_at.elapsed() < pause)
+            || (now[0] == self.area_sent[0] && n.now().duration_since(self.area_sent_at) < pause)
         {
             return Ok(());
         }
@@ -187,7 +187,7 @@ impl Link {
         }
         self.area_in_flight = true;
         self.area_sent = now;
-        self.area_sent_at = Instant::now();
+        self.area_sent_at = n.now();
         Ok(())
     }
 
@@ -246,7 +246,7 @@ impl Link {
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
-                n.peers[self.peer].said = Instant::now();
+                n.peers[self.peer].said = n.now();
                 for o in outgoing.drain(..count) {
                     if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                         f.unfinished += 1;
@@ -283,7 +283,7 @@ impl Link {
             {
                 f.unfinished += 1;
             }
-            n.peers[self.peer].said = Instant::now();
+            n.peers[self.peer].said = n.now();
             if o.fragment < FRAGMENT {
                 tally.packets += 1;
             }
@@ -440,7 +440,7 @@ impl Carrier for Queuer<'_> {
             unfinished: 0,
             status: None,
         });
-        self.link.wr_sent_at = Instant::now();
+        self.link.wr_sent_at = self.node.now();
         Handed::AtPeer
     }
 }

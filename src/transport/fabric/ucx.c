@@ -2,11 +2,14 @@
  * libfabric's (shim.c), so the node above runs unchanged on either (UMQ_FABRIC_PROVIDER=ucx).
  *
  * What libfabric gives as objects, UCP gives as a worker: one worker is the node's endpoint,
- * its completion queue and its address vector. Messages are UCP tagged messages under one tag,
- * received in the order their buffers were posted (a wildcard mask matches in posting order, as
- * fi_recv does); a message that arrives before a buffer waits in UCP's unexpected queue. UCP
- * completes by callback, from inside ucp_worker_progress; the callbacks append to a completion
- * list that umqu_poll hands out as libfabric's completion queue would.
+ * its completion queue and its address vector. Messages are UCP active messages under one id,
+ * sent eagerly. The node's receive buffers wait in a FIFO of ours, and the handler UCP calls as
+ * a message arrives copies it into the oldest, as fi_recv fills buffers in posting order; a
+ * message that finds none waits in a backlog of ours until one is posted. Tagged messages would
+ * post each buffer to UCP, match every arrival against the posted ones and free a request per
+ * message: matching we do not use, paid on every receive. UCP completes sends by callback,
+ * from inside ucp_worker_progress; the callbacks and the handler append to a completion list
+ * that umqu_poll hands out as libfabric's completion queue would.
  *
  * UCP names a peer's memory by a packed remote key rather than a 64-bit one, so a region we
  * expose is named in our address: the address is our worker's, after the packed keys of the
@@ -55,12 +58,10 @@ static struct {
     ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
     ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
     void (*request_free)(void *);
-    void (*request_cancel)(ucp_worker_h, void *);
     ucs_status_t (*request_check_status)(void *);
-    ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t,
-                                     const ucp_request_param_t *);
-    ucs_status_ptr_t (*tag_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_t, ucp_tag_t,
-                                     const ucp_request_param_t *);
+    ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *,
+                                    size_t, const ucp_request_param_t *);
+    ucs_status_t (*set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);
     ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
@@ -98,9 +99,9 @@ static void load(void)
                 FIND(worker_get_efd, "ucp_worker_get_efd") &&
                 FIND(worker_arm, "ucp_worker_arm") && FIND(ep_create, "ucp_ep_create") &&
                 FIND(ep_close_nbx, "ucp_ep_close_nbx") && FIND(request_free, "ucp_request_free") &&
-                FIND(request_cancel, "ucp_request_cancel") &&
                 FIND(request_check_status, "ucp_request_check_status") &&
-                FIND(tag_send_nbx, "ucp_tag_send_nbx") && FIND(tag_recv_nbx, "ucp_tag_recv_nbx") &&
+                FIND(am_send_nbx, "ucp_am_send_nbx") &&
+                FIND(set_am_recv_handler, "ucp_worker_set_am_recv_handler") &&
                 FIND(put_nbx, "ucp_put_nbx") && FIND(mem_map, "ucp_mem_map") &&
                 FIND(mem_unmap, "ucp_mem_unmap") && FIND(rkey_pack, "ucp_rkey_pack") &&
                 FIND(rkey_buffer_release, "ucp_rkey_buffer_release") &&
@@ -108,7 +109,7 @@ static void load(void)
                 FIND(rkey_destroy, "ucp_rkey_destroy") &&
                 FIND(status_string, "ucs_status_string");
     if (!found) {
-        snprintf(U.why, sizeof(U.why), "libucp.so.0 lacks ucp_tag_send_nbx or its kin: UCX before 1.10?");
+        snprintf(U.why, sizeof(U.why), "libucp.so.0 lacks ucp_am_send_nbx or its kin: UCX before 1.11?");
         dlclose(U.lib);
         U.lib = NULL;
     }
@@ -154,6 +155,23 @@ struct peer {
     ucs_status_t failed; /* UCS_OK while the connection lives */
 };
 
+/* A receive buffer the node posted, waiting for a message. */
+struct posted {
+    void *buf;
+    size_t len;
+    void *ctx;
+};
+
+/* A message that arrived while no buffer was posted: a copy, kept in order. */
+struct held {
+    struct held *next;
+    size_t len;
+    unsigned char bytes[];
+};
+
+/* The id our messages go under: the only active message a node's worker handles. */
+#define MESSAGE_ID 0
+
 struct umqu_ep {
     ucp_context_h ctx;
     ucp_worker_h worker;
@@ -166,7 +184,9 @@ struct umqu_ep {
     int n_regions;
     struct peer *peers;
     size_t n_peers, cap_peers;
-    struct op *receiving; /* the receives posted and not complete, cancelled as we close */
+    struct posted *posted; /* a ring: the buffers waiting, oldest first */
+    size_t posted_head, posted_len, posted_cap;
+    struct held *held, **held_tail; /* messages waiting for a buffer, oldest first */
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
@@ -207,26 +227,7 @@ struct op {
     void *ctx;
     uint64_t len;
     ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
-    void *req;                /* a receive's request, once UCP gave one */
-    int posting;              /* 1 while umqu_recv waits for UCP; 2: completed meanwhile */
-    struct op **prev, *next; /* a receive's place among the endpoint's `receiving` */
 };
-
-static void receiving(struct op *o)
-{
-    o->prev = &o->e->receiving;
-    o->next = o->e->receiving;
-    if (o->next)
-        o->next->prev = &o->next;
-    o->e->receiving = o;
-}
-
-static void received_or_failed(struct op *o)
-{
-    *o->prev = o->next;
-    if (o->next)
-        o->next->prev = o->prev;
-}
 
 static void sent(void *request, ucs_status_t status, void *user_data)
 {
@@ -236,17 +237,58 @@ static void sent(void *request, ucs_status_t status, void *user_data)
     U.request_free(request);
 }
 
-static void received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
-                     void *user_data)
+/* Fills the oldest posted buffer with a message; a message longer than it completes truncated,
+ * as fi_recv's would (the node posts buffers as long as any message it is sent). */
+static void fill(struct umqu_ep *e, const void *data, size_t len)
 {
-    struct op *o = user_data;
-    received_or_failed(o);
-    complete(o->e, o->ctx, status == UCS_OK ? info->length : 0, status);
-    U.request_free(request);
-    if (o->posting)
-        o->posting = 2; /* completed inside ucp_tag_recv_nbx, which frees it as it returns */
-    else
-        free(o);
+    struct posted b = e->posted[e->posted_head];
+    e->posted_head = (e->posted_head + 1) % e->posted_cap;
+    e->posted_len--;
+    if (len > b.len) {
+        complete(e, b.ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
+        return;
+    }
+    memcpy(b.buf, data, len);
+    complete(e, b.ctx, len, UCS_OK);
+}
+
+/* UCP's handler for our messages, inside ucp_worker_progress: into a posted buffer, or behind
+ * the messages already waiting for one (UCP's data lives only as long as the call). */
+static ucs_status_t arrived(void *arg, const void *header, size_t header_len, void *data,
+                            size_t len, const ucp_am_recv_param_t *param)
+{
+    (void)header, (void)header_len;
+    struct umqu_ep *e = arg;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
+        return UCS_OK; /* never sent by us (every send is eager): a stranger's, dropped */
+    if (e->posted_len && !e->held) {
+        fill(e, data, len);
+        return UCS_OK;
+    }
+    struct held *h = malloc(sizeof(*h) + len);
+    if (!h) {
+        e->lost = 1; /* a message we cannot keep fails the queue rather than vanish */
+        return UCS_OK;
+    }
+    h->next = NULL;
+    h->len = len;
+    memcpy(h->bytes, data, len);
+    *e->held_tail = h;
+    e->held_tail = &h->next;
+    return UCS_OK;
+}
+
+/* Messages that waited take the buffers now posted, oldest first. */
+static void take_held(struct umqu_ep *e)
+{
+    while (e->held && e->posted_len) {
+        struct held *h = e->held;
+        e->held = h->next;
+        if (!e->held)
+            e->held_tail = &e->held;
+        fill(e, h->bytes, h->len);
+        free(h);
+    }
 }
 
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -291,6 +333,15 @@ static ucp_request_param_t completing(struct op *o)
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = sent,
         .user_data = o};
+}
+
+/* A message's send: eagerly (every message fits a buffer the peer keeps posted), under our id. */
+static ucs_status_ptr_t send_message(ucp_ep_h ep, const void *buf, size_t count,
+                                     ucp_request_param_t *param)
+{
+    param->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param->flags = UCP_AM_SEND_FLAG_EAGER;
+    return U.am_send_nbx(ep, MESSAGE_ID, NULL, 0, buf, count, param);
 }
 
 /* The interface whose address is `node`, for UCX's NET_DEVICES; 0 when none has it. */
@@ -394,6 +445,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     if (!e)
         return -ENOMEM;
     e->wait_fd = -1;
+    e->held_tail = &e->held;
     if (make_room(e, cq_size ? cq_size : 1)) {
         free(e);
         return -ENOMEM;
@@ -406,7 +458,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     s = configure(e, cfg);
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | (wakeable ? UCP_FEATURE_WAKEUP : 0)};
+        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | (wakeable ? UCP_FEATURE_WAKEUP : 0)};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
     U.config_release(cfg);
@@ -418,6 +470,15 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     s = U.worker_create(e->ctx, &wp, &e->worker);
     if (s != UCS_OK)
         return fail(e, why, n, "ucp_worker_create", s);
+    ucp_am_handler_param_t handler = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = MESSAGE_ID,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = arrived,
+        .arg = e};
+    if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
+        return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
     if (wakeable && (s = U.worker_get_efd(e->worker, &e->wait_fd)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_get_efd", s);
     unsigned major, minor, release;
@@ -433,14 +494,6 @@ void umqu_close(struct umqu_ep *e)
 {
     if (!e)
         return;
-    /* Receives still posted complete as cancelled (their callbacks free them) before the
-     * worker goes: UCP would otherwise warn of each request never returned. */
-    for (struct op *o = e->receiving, *next; o; o = next) {
-        next = o->next; /* the cancel may run the callback, which frees o, at once */
-        U.request_cancel(e->worker, o->req);
-    }
-    for (int spins = 0; e->receiving && spins < 100000; spins++)
-        U.worker_progress(e->worker);
     for (size_t i = 0; i < e->n_peers; i++) {
         struct peer *p = &e->peers[i];
         for (int k = 0; k < p->n_rkeys; k++)
@@ -464,7 +517,13 @@ void umqu_close(struct umqu_ep *e)
         U.worker_destroy(e->worker);
     if (e->ctx)
         U.cleanup(e->ctx);
+    while (e->held) {
+        struct held *h = e->held;
+        e->held = h->next;
+        free(h);
+    }
     free(e->peers);
+    free(e->posted);
     free(e->done);
     free(e);
 }
@@ -701,34 +760,25 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
     return s == UCS_OK ? 0 : -code_of(s);
 }
 
+/* Posts a receive buffer: UCP is not told, our handler fills the buffers in posting order. */
 int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
     (void)desc;
-    struct op *o = op_new(e, ctx, 0);
-    if (!o)
-        return -ENOMEM;
-    /* Always by callback: the length an immediate completion reports (recv_info) reads 0 in
-     * UCX 1.13, which would lose the message. The callback may run before the call returns. */
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-        .cb.recv = received,
-        .user_data = o,
-    };
-    o->posting = 1;
-    receiving(o);
-    ucs_status_ptr_t r = U.tag_recv_nbx(e->worker, buf, len, 0, 0, &param);
-    if (UCS_PTR_IS_ERR(r)) {
-        received_or_failed(o);
-        free(o);
-        return -code_of(UCS_PTR_STATUS(r));
+    if (e->posted_len == e->posted_cap) {
+        size_t cap = e->posted_cap ? 2 * e->posted_cap : 64;
+        struct posted *ring = malloc(cap * sizeof(*ring));
+        if (!ring)
+            return -ENOMEM;
+        for (size_t i = 0; i < e->posted_len; i++)
+            ring[i] = e->posted[(e->posted_head + i) % e->posted_cap];
+        free(e->posted);
+        e->posted = ring;
+        e->posted_head = 0;
+        e->posted_cap = cap;
     }
-    if (o->posting == 2) {
-        free(o);
-        return 0;
-    }
-    o->posting = 0;
-    o->req = r;
+    e->posted[(e->posted_head + e->posted_len++) % e->posted_cap] =
+        (struct posted){.buf = buf, .len = len, .ctx = ctx};
+    take_held(e);
     return 0;
 }
 
@@ -756,7 +806,7 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
         buf = o->iov;
         n = count;
     }
-    return settle(e, U.tag_send_nbx(ep, buf, n, 0, &param), o);
+    return settle(e, send_message(ep, buf, n, &param), o);
 }
 
 /* Sends `len` bytes at `buf` to `peer` now or not at all (-EAGAIN), with no completion, as
@@ -768,7 +818,7 @@ static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
     if (!ep)
         return rc;
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
-    ucs_status_ptr_t r = U.tag_send_nbx(ep, buf, len, 0, &param);
+    ucs_status_ptr_t r = send_message(ep, buf, len, &param);
     if (UCS_PTR_IS_ERR(r))
         return -code_of(UCS_PTR_STATUS(r));
     if (r != NULL)
