@@ -453,8 +453,12 @@ impl Link {
         n.tick();
         let mut out = Outcome::default();
         // Reading the completion queue drives the provider's progress (system calls, for tcp):
-        // a post only does when send buffers run short; polls do the rest.
-        if n.tx.free.len() < node::TX_SLOTS / 2 && n.progress(self.ch.id).is_err() {
+        // a post only does when send buffers run short, or when it has no credit left, which
+        // arrives as the peer's write into our landing words, seen only as the provider
+        // progresses (a sender that only posts would otherwise wait for the progress thread);
+        // polls do the rest.
+        let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
+        if (n.tx.free.len() < node::TX_SLOTS / 2 || no_credit) && n.progress(self.ch.id).is_err() {
             return None;
         }
         if self.take_news(n).is_err() {

@@ -85,7 +85,14 @@ pub(super) fn flight_of(
 
 impl Link {
     /// Completes our WRs in order, as far as they are done.
+    #[inline]
     pub(super) fn complete(&mut self, w: &mut Wire, out: &mut Outcome) {
+        if !self.tx.flight.is_empty() {
+            self.complete_in_order(w, out);
+        }
+    }
+
+    fn complete_in_order(&mut self, w: &mut Wire, out: &mut Outcome) {
         while let Some(f) = self.tx.flight.front() {
             // libfabric may still read a fragment's payload in place from the WR's buffer.
             let status = match (f.quick, f.sent, f.status) {
@@ -193,6 +200,9 @@ impl Link {
 
     /// Hands our waiting WRs to the sending step, in order, while credit lasts.
     pub(super) fn transmit(&mut self, n: &mut Shared, w: &mut Wire, out: &mut Outcome) {
+        if w.sq.next_unsent().is_none() {
+            return; // the usual round: nothing of ours waits to go
+        }
         let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
         let mut carrier = Queuer {
             link: self,
@@ -207,6 +217,9 @@ impl Link {
     /// `KIND_MORE` the others.) `w`, the queue's wire (None once it is leaving), gives the
     /// gates and counts the packets and what went in place.
     pub(super) fn flush(&mut self, n: &mut Shared, w: Option<&mut Wire>) -> Result<(), LinkError> {
+        if self.tx.outgoing.is_empty() {
+            return Ok(()); // the usual round: all went in the post
+        }
         let (gate, paused) = w
             .as_ref()
             .map_or((None, false), |w| (w.packet_gate(), w.paused()));
