@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# Each stage says how long the command has run so far, so a slow stage shows in the log.
+stage() { echo "== $1 [${SECONDS} s in]"; }
 
 # libfabric (headers and library) before the first build: the network provider's C shim is
 # compiled against its headers, and a C test runs libfabric's own inline fi_tx_size_left on our
@@ -23,18 +25,18 @@ if [ ! -e /usr/include/ucp/api/ucp.h ] && [ "$(id -u)" = 0 ] && command -v apt-g
     echo "libucx-dev could not be installed: the network provider's UCX engine will be skipped"
 fi
 
-echo "== cargo build + test"
+stage "cargo build + test"
 cargo build --release --all-targets
 # 600 kills a provider in tests/fault_kill.rs (its default, 1000, is the campaign that
 # docs/RELIABILITY.md reports): the whole command stays within its 40 minutes.
 UMQ_FAULT_RUNS=600 cargo test --release --all-targets 2>&1 | tail -n +1
-echo "== cargo test again with debug assertions and overflow checks (profile release-checked)"
+stage "cargo test again with debug assertions and overflow checks (profile release-checked)"
 # The release tests never run the debug_assert! invariants or catch an integer overflow.
 # (The fault runs, 600 kills a provider in the release run above, are cut to 100 here.) The
 # fuzzing feature adds the replay of every fuzz corpus (tests/fuzz_corpus.rs).
 UMQ_FAULT_RUNS=100 cargo test --profile release-checked --features fuzzing --lib --tests
 
-echo "== fuzz targets: every corpus under valgrind's memcheck, then AFL++ for a fixed number of executions"
+stage "fuzz targets: every corpus under valgrind's memcheck, then AFL++ for a fixed number of executions"
 # AddressSanitizer for Rust needs the nightly toolchain; memcheck sees every memory access of
 # the library, instrumented or not. No leak scan: a queue's shared pool reserves a large
 # address range that it would walk page by page (leaks are LeakSanitizer's, in the C pass).
@@ -55,7 +57,7 @@ else
 fi
 scripts/fuzz.sh --execs 20000
 
-echo "== shared library names"
+stage "shared library names"
 lib="$root/target/release"
 ln -sf libumq.so "$lib/libumq.so.0"
 ln -sf libumq.so "$lib/libumq_buf.so"
@@ -68,7 +70,7 @@ echo "soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols") umq_* symbols exporte
 # umq-info names exactly what the library exports: the 34 UMQ functions and our extensions.
 "$lib/umq-info" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); listed=sorted(r["functions"]+r["extensions"]); exported=sorted(sys.argv[1].split()); assert listed == exported, (set(listed) ^ set(exported)); print("umq-info lists the", len(listed), "exports")' "$symbols"
 
-echo "== the July 2026 ABI: the second build (cargo --features abi-2026) and its core tests"
+stage "the July 2026 ABI: the second build (cargo --features abi-2026) and its core tests"
 # Its own target directory: the same crate with other exports, and libumq.so of the default
 # build stays the December one. Its C tests run with the meson suite below.
 lib2026="$root/target/abi-2026/release"
@@ -86,7 +88,7 @@ done
 if grep -qx umq_dfx_cmd_process <<<"$symbols2026"; then echo "the abi-2026 build exports December's umq_dfx_cmd_process"; exit 1; fi
 echo "abi-2026: soname libumq.so.0, $(grep -c '^umq_' <<<"$symbols2026") umq_* symbols exported"
 
-echo "== umq-perf smoke run (proves it runs; no timing is asserted)"
+stage "umq-perf smoke run (proves it runs; no timing is asserted)"
 "$lib/umq-perf" --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat", "fc"}, rows; print(len(rows), "result lines")'
 "$lib/umq-perf" --provider shm --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"bw", "lat"} and all(r["provider"] == "shm" for r in rows), rows; print(len(rows), "result lines over shm")'
 # The reference qps tool's pattern (the same 64-buffer list posted every round) on both providers.
@@ -162,7 +164,7 @@ else
   echo "SKIPPED: umq-perf --provider fabric smoke runs: libfabric-dev is not installed"
 fi
 
-echo "== C tests (meson)"
+stage "C tests (meson)"
 if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then
   python3 -m pip install --quiet meson ninja
 fi
@@ -172,14 +174,14 @@ fi
 rm -rf build-c
 meson setup build-c -Dlibdir_rust="$lib" -Dlibdir_rust_2026="$lib2026" >/dev/null
 meson test -C build-c --print-errorlogs
-echo "== C tests again under AddressSanitizer and LeakSanitizer"
+stage "C tests again under AddressSanitizer and LeakSanitizer"
 # The tests' own memory errors around our buffers, and at exit every heap block nobody can reach
 # any more, the library's included (LeakSanitizer sees all of malloc, instrumented or not).
 rm -rf build-c-asan
 meson setup build-c-asan -Dlibdir_rust="$lib" -Dlibdir_rust_2026="$lib2026" -Dsanitize_tests=true >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 meson test -C build-c-asan --print-errorlogs
 
-echo "== install: scripts/install.sh into a scratch prefix, a program built with pkg-config, man pages"
+stage "install: scripts/install.sh into a scratch prefix, a program built with pkg-config, man pages"
 # pkg-config and groff: what a user of the installed tree has (installed when missing).
 for tool in pkg-config:pkgconf groff:groff-base; do
   if ! command -v "${tool%%:*}" >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -217,7 +219,7 @@ else
   echo "SKIPPED: the install check: pkg-config or groff not found and could not be installed"
 fi
 
-echo "== Python package and tests"
+stage "Python package and tests"
 python3 -c 'import pytest, hypothesis' 2>/dev/null || python3 -m pip install --quiet pytest hypothesis
 # scapy: the independent check of our MAC control frames (python/tests/test_mac_control.py).
 python3 -c 'import scapy.contrib.mac_control' 2>/dev/null || python3 -m pip install --quiet scapy
@@ -225,9 +227,9 @@ python3 -c 'import scapy.contrib.mac_control' 2>/dev/null || python3 -m pip inst
 python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-wheel ./python >/dev/null 2>&1 ||
   python3 -m pip wheel --quiet --no-deps -w target/python-wheel ./python >/dev/null
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
-echo "== Python tests again, every bind forced onto the shared-memory engine"
+stage "Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-echo "== with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
+stage "with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
 no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
@@ -254,9 +256,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
 else
   echo "SKIPPED: the Python suite over the network provider: libfabric-dev (headers and libfabric.so.1) is not installed"
 fi
-echo "== Python tests again against the July 2026 build (the package speaks the revision the library reports)"
+stage "Python tests again against the July 2026 build (the package speaks the revision the library reports)"
 UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-echo "== the July 2026 credit requests and transport pools across links: over shm, and over the network provider"
+stage "the July 2026 credit requests and transport pools across links: over shm, and over the network provider"
 july_links=(python/tests/test_credit.py python/tests/test_transport_pool.py)
 UMQ_PROVIDER=shm UMQ_LIB="$lib2026/libumq.so" python3 -m pytest -q -p no:randomly "${july_links[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
@@ -264,4 +266,4 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
 else
   echo "SKIPPED: the July 2026 credit requests and transport pools over the network provider: libfabric-dev is not installed"
 fi
-echo "== all tests passed"
+stage "all tests passed"
