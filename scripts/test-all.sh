@@ -233,11 +233,11 @@ stage "with the progress engine's sweep set to an hour: a killed peer is noticed
 no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
-  echo "== Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
+  stage "Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
   UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
   UMQ_PROVIDER=fabric UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
   if [ -e /usr/include/ucp/api/ucp.h ] && ldconfig -p | grep 'libucp\.so\.0 ' >/dev/null; then
-    echo "== the network provider over its UCX engine (UMQ_FABRIC_PROVIDER=ucx): its unit tests, the C network tests, the Python suite"
+    stage "the network provider over its UCX engine (UMQ_FABRIC_PROVIDER=ucx): its unit tests, the C network tests, the Python suite"
     UMQ_FABRIC_PROVIDER=ucx cargo test --release --lib transport::fabric 2>&1 | tail -n 3
     # shellcheck disable=SC2046 # one name a word
     UMQ_FABRIC_PROVIDER=ucx meson test -C build-c --print-errorlogs $(meson test -C build-c --list 2>/dev/null | grep -e fabric -e two_hosts | grep -v fi_libfabric_inline)
@@ -248,7 +248,7 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
   fi
   # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
   if command -v fi_info >/dev/null && fi_info -p verbs >/dev/null 2>&1; then
-    echo "== Python tests again over libfabric verbs"
+    stage "Python tests again over libfabric verbs"
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=verbs UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
   else
     echo "SKIPPED: the Python suite over libfabric verbs: fi_info -p verbs finds no RDMA device here"
