@@ -349,7 +349,7 @@ impl Link {
         let t = tp_perf_start();
         let out = match self {
             Link::Shm(l) => l.send_one_if(w, wr, admit),
-            Link::Fabric(_) => None,
+            Link::Fabric(l) => l.send_one_if(w, wr, admit),
         };
         if out.is_some() {
             tp_perf_record(TransportOp::Send, t);

@@ -34,7 +34,7 @@ use crate::abi::types::*;
 use crate::flow::Area;
 use msg::*;
 pub use node::{ChannelId, Node};
-use node::{NODE, Shared};
+use node::{NODE, Shared, Stamp};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -185,13 +185,15 @@ pub struct Link {
     area_in_flight: bool,
     /// Our area as we last shipped it, and when.
     area_sent: [u64; 3],
-    area_sent_at: Instant,
+    area_sent_at: Stamp,
     /// When we last handed a WR of ours to the sending step.
-    wr_sent_at: Instant,
+    wr_sent_at: Stamp,
     /// The peer said it left.
     left: bool,
     /// How long the peer may stay silent before the binding counts as broken.
     liveness: Duration,
+    /// The largest message the provider takes at once, copied out (`inject_size`).
+    inject_size: usize,
     /// Bounce buffers of the node this round is done with.
     released: Vec<usize>,
 }
@@ -313,12 +315,12 @@ impl Link {
             PeerProcess::Local(pid) => (Some(pid), None),
             PeerProcess::Remote(at) => (None, at.and_then(|at| watch_or_log(&ch.node, at))),
         };
-        let (peer, peer_addr) = {
+        let (peer, peer_addr, opened, inject_size) = {
             let mut n = ch.node.lock();
             let p = n.attach_peer(ch.id, &to.name, PING_AFTER.min(liveness / 4))?;
             n.repost();
             n.greet_new_peers();
-            (p, n.peers[p].addr)
+            (p, n.peers[p].addr, n.now(), n.ep.inject_size())
         };
         Ok(Link {
             ch,
@@ -356,10 +358,11 @@ impl Link {
             our_area,
             area_in_flight: false,
             area_sent: [0; 3],
-            area_sent_at: Instant::now(),
-            wr_sent_at: Instant::now(),
+            area_sent_at: opened,
+            wr_sent_at: opened,
             left: false,
             liveness,
+            inject_size,
             released: Vec::new(),
         })
     }
@@ -603,7 +606,7 @@ impl Link {
 
     /// Fails a peer process silent for too long (its node pings ours while it lives).
     fn check_liveness(&self, n: &Shared) -> Result<(), LinkError> {
-        if n.now().duration_since(n.peers[self.peer].heard) >= self.liveness {
+        if n.now() >= n.peers[self.peer].heard.after(self.liveness) {
             return Err(lost("peer silent for longer than the liveness timeout"));
         }
         Ok(())
@@ -730,7 +733,8 @@ mod tests {
 
     /// When the link's node last heard from the peer's.
     fn heard(l: &Link) -> Instant {
-        l.ch.node.lock().peers[l.peer].heard
+        let n = l.ch.node.lock();
+        n.instant(n.peers[l.peer].heard)
     }
 
     fn readable(fd: i32, timeout_ms: i32) -> bool {

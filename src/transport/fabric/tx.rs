@@ -178,13 +178,13 @@ impl Link {
             .is_some_and(|f| f.peer_used_all_known(shipped));
         let pause = if starved {
             Duration::ZERO
-        } else if n.now().duration_since(self.wr_sent_at) < AREA_WHILE_SENDING {
+        } else if n.now() < self.wr_sent_at.after(AREA_WHILE_SENDING) {
             AREA_WHILE_SENDING
         } else {
             AREA_WHILE_RECEIVING
         };
         if now == self.area_sent
-            || (now[0] == self.area_sent[0] && n.now().duration_since(self.area_sent_at) < pause)
+            || (now[0] == self.area_sent[0] && n.now() < self.area_sent_at.after(pause))
         {
             return Ok(());
         }
@@ -459,6 +459,81 @@ impl Carrier for Queuer<'_> {
 }
 
 impl Link {
+    /// The post of one SEND that fits the provider's inject size while nothing of ours is
+    /// queued or in flight, UCX's `uct_ep_am_short` way: `admit` (flow control) queues it,
+    /// its message (header and payload, copied out at once) goes to the provider here, and it
+    /// completes before the post returns, without the send loop's queues. A provider that
+    /// has no room now leaves it to the send loop (`post_round`). None, with nothing changed,
+    /// when it cannot go so.
+    pub fn send_one_if(
+        &mut self,
+        w: &mut Wire,
+        wr: *mut umq_buf_t,
+        admit: impl FnOnce(&mut Wire, &Area) -> bool,
+    ) -> Option<Outcome> {
+        if !self.can_send_at_once(w, wr) || !admit(w, &self.peer_area) {
+            return None;
+        }
+        // Admitted, it is queued: from here it goes one way or another (a link that fails
+        // meanwhile fails it with the rest at its next round).
+        let out = self.send_admitted(w, wr).or_else(|| self.post_round(w));
+        Some(out.unwrap_or_default())
+    }
+
+    fn can_send_at_once(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
+        let h = unsafe { &*wr };
+        let op = h.pro().opcode;
+        (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+            && h.data_size == h.total_data_size
+            && HEADER + h.total_data_size as usize <= self.inject_size.min(HEADER + FRAGMENT)
+            && w.sq.all_completed()
+            && !w.paused()
+            && !self.left
+            && self.tx.outgoing.is_empty()
+            && self.tx.flight.is_empty()
+            && self.tx.rma_in_flight == 0
+    }
+
+    /// Injects the admitted `wr` (the next unsent WR of `w`, none ahead of it) and completes
+    /// it; None, with `wr` still unsent, when the provider did not take it.
+    fn send_admitted(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Option<Outcome> {
+        let (pro, len) = unsafe { (*(*wr).pro(), (*wr).total_data_size) };
+        let seq = w.sq.next_seq();
+        let sge = pro.remote_sge;
+        let header = Header {
+            kind: KIND_WR,
+            opcode: pro.opcode as u8,
+            imm: pro.imm_data,
+            addr: sge.addr,
+            token_id: sge.token_id,
+            token_value: sge.token_value,
+            rlen: sge.length,
+            seq,
+            total: len as u64,
+            len,
+            dst: self.peer_chan,
+            ..Default::default()
+        };
+        let node = self.ch.node.clone();
+        let n = &mut *node.lock();
+        n.tick();
+        let scratch = &mut n.tx.scratch;
+        scratch.clear();
+        scratch.extend_from_slice(&header.to_bytes());
+        scratch.resize(HEADER + len as usize, 0);
+        target::copy_range(wr, 0, &mut scratch[HEADER..]);
+        n.ep.inject(&n.tx.scratch, self.peer_addr).ok()?;
+        n.peers[self.peer].said = n.now();
+        self.wr_sent_at = n.now();
+        // The WR's sequence number passes as if it had flown: the next one's flight is first.
+        self.tx.msg_upto = seq + 1;
+        self.tx.flight_base += 1;
+        let mut out = Outcome::default();
+        w.finish_unsent(wr, UMQ_BUF_SUCCESS, &mut out);
+        out.count_sent(pro.opcode);
+        Some(out)
+    }
+
     /// Starts `wr` by RMA when it is a WRITE or READ of one buffer into a data area of a chunk
     /// of the peer's that our WRs learned, under the token learned with it, and nothing of
     /// ours but RMA is in flight (so it overtakes no message, as a message never overtakes
