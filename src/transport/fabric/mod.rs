@@ -1152,6 +1152,66 @@ mod tests {
         }
     }
 
+    /// Lone SENDs go to the provider inside their post and complete there while it takes them
+    /// (`send_one_if`); once it has no room (b runs nothing, so its socket fills), the SEND
+    /// admitted last waits in the send loop and the next ones queue behind it. Every one
+    /// arrives once, whole and in order, and completes once.
+    #[test]
+    fn lone_sends_go_in_their_post_until_the_provider_is_full_then_queue_in_order() {
+        const N: usize = 20_000;
+        const SIZE: u32 = 440;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
+        let rxs: Vec<_> = (0..N)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
+        let (mut in_post, mut queued) = (0, 0);
+        let mut wrs = Vec::with_capacity(N);
+        for i in 0..N {
+            let wr = crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64);
+            wrs.push(wr);
+            let admit = |w: &mut Wire, _: &Area| {
+                w.sq.push(wr);
+                true
+            };
+            match p.a.send_one_if(&mut p.wa, wr, admit) {
+                Some(out) if out.tx_done == 1 => in_post += 1,
+                Some(_) => queued += 1, // admitted, then the provider had no room
+                None => {
+                    queued += 1;
+                    p.wa.sq.push(wr);
+                    p.a.post_round(&mut p.wa).expect("the link stands");
+                }
+            }
+        }
+        assert!(in_post > 0, "no SEND went in its post");
+        assert!(
+            queued > 0,
+            "the provider never ran out of room ({in_post} in their posts)"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.wb.rq.completions_len() < N || p.wa.sq.completed() < N {
+            assert!(Instant::now() < deadline, "not within 20 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        let mut done = vec![std::ptr::null_mut(); N];
+        assert_eq!(p.wb.rq.take_completions(&mut done), N);
+        for (i, &head) in done.iter().enumerate() {
+            let h = unsafe { &*head };
+            assert_eq!((head, h.total_data_size), (rxs[i], SIZE));
+            assert_eq!(h.pro().imm_data, i as u64, "in order");
+            assert!(crate::transport::test_bytes_intact(head, SIZE as usize));
+        }
+        assert_eq!(p.wa.sq.take_completed(&mut done), N);
+        assert_eq!(done, wrs, "each completes once, in order");
+        for b in wrs.into_iter().chain(rxs) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// A rate-limited queue's WR goes in fragments of at most its PMTU, each only once the
     /// pacer granted it (`PacketGate`); the peer completes the WR once, whole.
     #[test]
