@@ -468,6 +468,10 @@ impl Link {
             return None;
         }
         self.take_landed(n);
+        // WRs whose news just came complete first: an RMA that finished but is still in flight
+        // in the send queue would make the next WRITE or READ look not alone, and go as a
+        // message (`by_rma`).
+        self.complete(w, &mut out);
         self.transmit(n, w, &mut out);
         if self.flush(n, Some(w)).is_err() {
             return None;
