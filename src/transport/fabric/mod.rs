@@ -74,6 +74,9 @@ const PING_AFTER: Duration = Duration::from_millis(500);
 /// we only receive (`ship_area`).
 const AREA_WHILE_SENDING: Duration = Duration::from_millis(1);
 const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
+/// How long a post refused for credit leaves the provider's progress to the node's other
+/// callers before it runs it itself (`post_round`).
+const STARVED_PROGRESS: Duration = Duration::from_micros(20);
 
 pub const LIVENESS_DEFAULT_MS: u64 = 5000;
 
@@ -456,12 +459,15 @@ impl Link {
         n.tick();
         let mut out = Outcome::default();
         // Reading the completion queue drives the provider's progress (system calls, for tcp):
-        // a post only does when send buffers run short, or when it has no credit left, which
-        // arrives as the peer's write into our landing words, seen only as the provider
-        // progresses (a sender that only posts would otherwise wait for the progress thread);
-        // polls do the rest.
-        let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
-        if (n.tx.free.len() < node::TX_SLOTS / 2 || no_credit) && n.progress(self.ch.id).is_err() {
+        // a post only does when send buffers run short, or when it has no credit left and the
+        // node has not progressed for `STARVED_PROGRESS`: credit arrives as the peer's write
+        // into our landing words, seen only as the provider progresses, so a sender that only
+        // posts would wait for the progress thread, while one that polls between its posts
+        // progresses there (a progress in each of its refused posts halved a 64 B stream).
+        // Polls do the rest.
+        let starved = w.flow.as_mut().is_some_and(|f| f.window() == 0)
+            && n.now() >= n.progressed().after(STARVED_PROGRESS);
+        if (n.tx.free.len() < node::TX_SLOTS / 2 || starved) && n.progress(self.ch.id).is_err() {
             return None;
         }
         if self.take_news(n).is_err() {

@@ -156,6 +156,8 @@ pub struct Shared {
     /// When a peer next needs a ping, as last worked out; None: work it out at the next round
     /// (a peer met or asking for pings sooner). Rounds before it skip the walk over the peers.
     ping_due: Option<Stamp>,
+    /// When the provider last progressed (`progress`).
+    progressed: Stamp,
     /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
     /// the bell is not rung for it.
     serving: ChannelId,
@@ -367,6 +369,7 @@ impl Node {
             epoch: Instant::now(),
             now: Stamp::default(),
             ping_due: None,
+            progressed: Stamp::default(),
             serving: NODE,
             rma: ep
                 .rma_keyed()
@@ -595,6 +598,7 @@ impl Shared {
     /// completion queue itself failed.
     pub fn progress(&mut self, by: ChannelId) -> Result<(), LinkError> {
         self.tick();
+        self.progressed = self.now;
         self.serving = by;
         if let Some(why) = self.failed {
             return Err(LinkError::Lost(why));
@@ -620,6 +624,11 @@ impl Shared {
     /// The time as the round began.
     pub fn now(&self) -> Stamp {
         self.now
+    }
+
+    /// When the provider last progressed.
+    pub fn progressed(&self) -> Stamp {
+        self.progressed
     }
 
     /// `at` on the process's clock.
