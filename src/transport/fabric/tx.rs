@@ -403,6 +403,23 @@ fn send_bundle(
     Some(n.send_slot(slot, bytes, peer, wrs.map(|r| (id, r))))
 }
 
+/// The header of WR `seq`'s message, from its `pro` part: `total` payload bytes in all.
+fn wr_header(pro: &umq_buf_pro_t, seq: u64, total: u64) -> Header {
+    let sge = pro.remote_sge;
+    Header {
+        kind: KIND_WR,
+        opcode: pro.opcode as u8,
+        imm: pro.imm_data,
+        addr: sge.addr,
+        token_id: sge.token_id,
+        token_value: sge.token_value,
+        rlen: sge.length,
+        seq,
+        total,
+        ..Default::default()
+    }
+}
+
 /// The network's carrier: a WR joins the messages the sending step hands to libfabric, fragment
 /// by fragment, and completes when the peer reports it (or, for a quick one, once all of it
 /// went).
@@ -428,20 +445,8 @@ impl Carrier for Queuer<'_> {
             UMQ_OPC_READ | UMQ_OPC_NOP => 0,
             _ => (unsafe { (*wr).total_data_size }) as u64,
         };
-        let sge = pro.remote_sge;
         tx.msg_upto = seq + 1;
-        let header = Header {
-            kind: KIND_WR,
-            opcode: pro.opcode as u8,
-            imm: pro.imm_data,
-            addr: sge.addr,
-            token_id: sge.token_id,
-            token_value: sge.token_value,
-            rlen: sge.length,
-            seq,
-            total,
-            ..Default::default()
-        };
+        let header = wr_header(&pro, seq, total);
         tx.outgoing.push_back(Outgoing {
             wr_seq: Some(seq),
             fragment: self.fragment,
@@ -499,20 +504,10 @@ impl Link {
     fn send_admitted(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Option<Outcome> {
         let (pro, len) = unsafe { (*(*wr).pro(), (*wr).total_data_size) };
         let seq = w.sq.next_seq();
-        let sge = pro.remote_sge;
         let header = Header {
-            kind: KIND_WR,
-            opcode: pro.opcode as u8,
-            imm: pro.imm_data,
-            addr: sge.addr,
-            token_id: sge.token_id,
-            token_value: sge.token_value,
-            rlen: sge.length,
-            seq,
-            total: len as u64,
             len,
             dst: self.peer_chan,
-            ..Default::default()
+            ..wr_header(&pro, seq, len as u64)
         };
         let node = self.ch.node.clone();
         let n = &mut *node.lock();
