@@ -446,7 +446,12 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         return -ENOMEM;
     e->wait_fd = -1;
     e->held_tail = &e->held;
-    if (make_room(e, cq_size ? cq_size : 1)) {
+    /* Every posted receive ends in a completion, so the completion queue's size bounds them
+     * too: both rings are made at that size here. */
+    e->posted_cap = cq_size ? cq_size : 1;
+    e->posted = malloc(e->posted_cap * sizeof(*e->posted));
+    if (!e->posted || make_room(e, e->posted_cap)) {
+        free(e->posted);
         free(e);
         return -ENOMEM;
     }
@@ -760,22 +765,13 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
     return s == UCS_OK ? 0 : -code_of(s);
 }
 
-/* Posts a receive buffer: UCP is not told, our handler fills the buffers in posting order. */
+/* Posts a receive buffer: UCP is not told, our handler fills the buffers in posting order.
+ * -EAGAIN when as many are posted as the completion queue holds, as fi_recv's full queue. */
 int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
     (void)desc;
-    if (e->posted_len == e->posted_cap) {
-        size_t cap = e->posted_cap ? 2 * e->posted_cap : 64;
-        struct posted *ring = malloc(cap * sizeof(*ring));
-        if (!ring)
-            return -ENOMEM;
-        for (size_t i = 0; i < e->posted_len; i++)
-            ring[i] = e->posted[(e->posted_head + i) % e->posted_cap];
-        free(e->posted);
-        e->posted = ring;
-        e->posted_head = 0;
-        e->posted_cap = cap;
-    }
+    if (e->posted_len == e->posted_cap)
+        return -EAGAIN;
     e->posted[(e->posted_head + e->posted_len++) % e->posted_cap] =
         (struct posted){.buf = buf, .len = len, .ctx = ctx};
     take_held(e);
