@@ -27,12 +27,12 @@ fi
 
 stage "cargo build + test"
 cargo build --release --all-targets
-# 300 kills a provider in tests/fault_kill.rs, about 4 minutes here (its default, 1000, is the campaign that
+# 200 kills a provider in tests/fault_kill.rs, about 3 minutes here (its default, 1000, is the campaign that
 # docs/RELIABILITY.md reports): the whole command stays within its 40 minutes.
-UMQ_FAULT_RUNS=300 cargo test --release --all-targets 2>&1 | tail -n +1
+UMQ_FAULT_RUNS=200 cargo test --release --all-targets 2>&1 | tail -n +1
 stage "cargo test again with debug assertions and overflow checks (profile release-checked)"
 # The release tests never run the debug_assert! invariants or catch an integer overflow.
-# (The fault runs, 300 kills a provider in the release run above, are cut to 100 here.) The
+# (The fault runs, 200 kills a provider in the release run above, are cut to 100 here.) The
 # fuzzing feature adds the replay of every fuzz corpus (tests/fuzz_corpus.rs).
 UMQ_FAULT_RUNS=100 cargo test --profile release-checked --features fuzzing --lib --tests
 
