@@ -229,8 +229,8 @@ python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-whe
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
 stage "Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
-stage "with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
-no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py -k "killed or idle or pfc or pause or priority")
+stage "with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives and its credit reaches the sender, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
+no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py python/tests/test_flow.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
   stage "Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"

@@ -389,6 +389,10 @@ impl Queue {
             link.call_peer(wire);
         }
         if link.needs_us(wire) {
+            // A grant the peer waits for goes out and moves only as this process progresses
+            // the provider (libfabric's tcp connects on a peer's first write): no thinning out.
+            let owed = link.area_on_its_way() || link.owes_peer_credit(wire);
+            let after = if owed { ROUND_AFTER } else { after };
             self.file_round(wire.sq.completed_seq(), after);
         }
     }

@@ -78,7 +78,7 @@ impl Queue {
                 true
             }),
         };
-        if accepted > 0 && w.link.as_ref().is_some_and(|l| l.waits_for_rx_buffer()) {
+        if accepted > 0 && w.round_after_rx_post() {
             let out = self.link_round(&mut w);
             drop(w);
             self.after_round(&out);

@@ -422,6 +422,26 @@ impl Link {
         }
     }
 
+    /// Whether a receive post must run a round to get its grant to the peer: over the network
+    /// our area travels by RMA, and a peer that used all its credit waits for it (over shared
+    /// memory the peer reads our area itself).
+    #[inline(always)]
+    pub fn owes_peer_credit(&self, w: &mut Wire) -> bool {
+        match self {
+            Link::Shm(_) => false,
+            Link::Fabric(l) => l.owes_peer_credit(w),
+        }
+    }
+
+    /// Whether a write of our flow-control area to the peer is on its way (over the network).
+    #[inline(always)]
+    pub fn area_on_its_way(&self) -> bool {
+        match self {
+            Link::Shm(_) => false,
+            Link::Fabric(l) => l.area_on_its_way(),
+        }
+    }
+
     /// A pro-API receive buffer from our shared pool, about to be posted behind `posted`
     /// others: the provider may let the peer write the message into it directly.
     #[inline(always)]

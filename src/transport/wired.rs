@@ -35,6 +35,15 @@ impl Wired {
         }
         n
     }
+
+    /// Whether a receive post that took buffers must run the link's round at once: a message
+    /// of the peer waits for a buffer, or the peer waits for the grant (`Link::owes_peer_credit`).
+    #[inline(always)]
+    pub fn round_after_rx_post(&mut self) -> bool {
+        let Wired { wire, link, .. } = self;
+        link.as_deref()
+            .is_some_and(|l| l.waits_for_rx_buffer() || l.owes_peer_credit(wire))
+    }
 }
 
 impl Wired {

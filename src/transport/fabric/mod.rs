@@ -545,6 +545,22 @@ impl Link {
         self.rx.held.is_some() || self.rx.blocked
     }
 
+    pub fn area_on_its_way(&self) -> bool {
+        self.area_in_flight
+    }
+
+    /// Whether our area holds a grant the peer waits for and has no other way to learn of:
+    /// it used all the credit it knows of, and no write of our area is on its way. (A receive
+    /// post then runs a round at once, which ships it: else a receiver that posts and then
+    /// stays away would leave the sender without credit until the progress engine's sweep.)
+    pub fn owes_peer_credit(&self, w: &mut Wire) -> bool {
+        !self.area_in_flight
+            && self.our_area.get().snapshot() != self.area_sent
+            && w.flow
+                .as_mut()
+                .is_some_and(|f| f.peer_used_all_known(self.area_sent[1]))
+    }
+
     pub fn forget_in_flight(&mut self) {
         self.tx.flight_base += self.tx.flight.len() as u64;
         self.tx.flight.clear();

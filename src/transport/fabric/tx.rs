@@ -162,8 +162,9 @@ impl Link {
     /// peer may have no receive buffer for a standalone update, ships it soon
     /// (`AREA_WHILE_RECEIVING`: a stream's credit). A peer that has used all the credit it can
     /// know of (shipped, or piggybacked on our SENDs) gets the new grant at once: it may be
-    /// waiting for it (a window of one), and no reply of ours carries it. It always arrives: the
-    /// progress thread's rounds ship it when the application does not call in.
+    /// waiting for it (a window of one), and no reply of ours carries it: the receive post that
+    /// makes such a grant runs a round for it (`owes_peer_credit`), and the progress engine's
+    /// rounds ship what is left when the application does not call in.
     pub(super) fn ship_area(&mut self, n: &mut Shared, w: &mut Wire) -> Result<(), LinkError> {
         if self.area_in_flight {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
