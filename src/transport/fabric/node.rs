@@ -148,8 +148,9 @@ pub struct Shared {
     watches: HashMap<SocketAddr, Weak<OwnedFd>>,
     /// The completion queue failed: every channel is broken.
     failed: Option<&'static str>,
-    /// When the node opened: its clock's zero.
+    /// When the node opened: its clock's zero, as an `Instant` and on `os::monotonic_ns`.
     epoch: Instant,
+    epoch_ns: u64,
     /// The time as this round began (`tick`): one clock read a round serves every timestamp
     /// and timeout check in it, where a read each cost a tenth of a busy poll loop.
     now: Stamp,
@@ -367,6 +368,7 @@ impl Node {
             watches: HashMap::new(),
             failed: None,
             epoch: Instant::now(),
+            epoch_ns: crate::os::monotonic_ns(),
             now: Stamp::default(),
             ping_due: None,
             progressed: Stamp::default(),
@@ -618,7 +620,7 @@ impl Shared {
 
     /// Reads the clock for the round that begins.
     pub fn tick(&mut self) {
-        self.now = Stamp(self.epoch.elapsed().as_nanos() as u64);
+        self.now = Stamp(crate::os::monotonic_ns().saturating_sub(self.epoch_ns));
     }
 
     /// The time as the round began.
