@@ -373,11 +373,12 @@ def test_an_idle_peer_process_still_pings_and_is_not_taken_for_gone():
         busy.kill()
 
 
-def away_receiver(conn):
-    """Posts receive buffers, then stays away from the library until told to come back."""
-    with umq.Umq() as ctx:
+def away_receiver(conn, flow_control=None, size=64 << 10):
+    """Posts receive buffers once bound, then stays away from the library until told to come
+    back."""
+    with umq.Umq(flow_control=flow_control) as ctx:
         q = queue_bound_through(ctx, "away", conn, depth=16)
-        q.post_recv(8, size=64 << 10)
+        q.post_recv(8, size=size)
         conn.send("posted")
         conn.recv()  # away: only the progress thread runs the library meanwhile
         got = []
@@ -388,49 +389,21 @@ def away_receiver(conn):
         conn.recv()
 
 
-FLOW = umq.FlowControl(initial_window=8, is_limited=True)
-
-
-def away_receiver_with_credit(conn):
-    """Binds with flow control, posts its receive buffers only then, and stays away from the
-    library until told to come back."""
-    with umq.Umq(flow_control=FLOW) as ctx:
-        q = queue_bound_through(ctx, "away-credit", conn, depth=16)
-        q.post_recv(8, size=64)
-        conn.send("posted")
-        conn.recv()  # away
-        got = []
-        end = time.monotonic() + 10
-        while len(got) < 4 and time.monotonic() < end:
-            got += [c.data for c in q.poll(umq.UMQ_IO_RX) if c.data]
-        conn.send(got)
-        conn.recv()
-
-
-def test_an_idle_receiver_s_credit_reaches_the_sender_while_it_is_away():
-    """Credit for receive buffers posted after bind reaches the sender while the receiving
-    application is away: over shared memory the sender reads the receiver's area itself, over
-    the network the receive post writes it to the sender at once when the sender has used all
-    it knew of (else it waited for the progress engine's sweep). The test command also runs
-    this with the sweep at an hour."""
+def while_the_receiver_is_away(send_all, flow_control=None, size=64 << 10):
+    """Binds a queue to an `away_receiver` process; once it has posted and gone away,
+    `send_all(q)` sends, checks the completions and returns the payloads, which the receiver,
+    back, must then have received."""
     spawn = mp.get_context("spawn")
     parent_end, child_end = mp.Pipe()
-    child = spawn.Process(target=away_receiver_with_credit, args=(child_end,))
+    child = spawn.Process(target=away_receiver, args=(child_end, flow_control, size))
     child.start()
     try:
-        with umq.Umq(flow_control=FLOW) as ctx:
-            q = ctx.queue("credit-sender", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        with umq.Umq(flow_control=flow_control) as ctx:
+            q = ctx.queue("sender", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
             parent_end.send(q.bind_info())
             q.bind(parent_end.recv())
             assert parent_end.recv() == "posted"
-            payloads = [bytes([i + 1]) * 64 for i in range(4)]
-            sent, done = 0, []
-            end = time.monotonic() + 10
-            while len(done) < 4 and time.monotonic() < end:
-                sent += q.send(payloads[sent:])
-                done += q.poll(umq.UMQ_IO_TX)
-            assert sent == 4, "no credit reached the sender while the receiver was away"
-            assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 4
+            payloads = send_all(q)
             parent_end.send("back")
             assert parent_end.recv() == payloads
             parent_end.send("done")
@@ -446,27 +419,37 @@ def test_an_idle_application_s_queue_still_takes_in_what_arrives_so_sends_comple
     every one) complete while the receiving application is away: the sender's queue, seeing its
     WRs not move, calls the receiver's progress thread through its call bell, as a NIC would
     land them without the host. The test command also runs this with the sweep at an hour."""
-    spawn = mp.get_context("spawn")
-    parent_end, child_end = mp.Pipe()
-    child = spawn.Process(target=away_receiver, args=(child_end,))
-    child.start()
-    try:
-        with umq.Umq() as ctx:
-            q = ctx.queue("sender", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
-            parent_end.send(q.bind_info())
-            q.bind(parent_end.recv())
-            assert parent_end.recv() == "posted"
-            payloads = [bytes([i + 1]) * (48 << 10) for i in range(4)]
-            assert q.send(payloads) == 4
-            done = []
-            end = time.monotonic() + 10
-            while len(done) < 4 and time.monotonic() < end:
-                done += q.poll(umq.UMQ_IO_TX)
-            assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 4, "completed while away"
-            parent_end.send("back")
-            assert parent_end.recv() == payloads
-            parent_end.send("done")
-        child.join(30)
-        assert child.exitcode == 0
-    finally:
-        child.kill()
+
+    def send_all(q):
+        payloads = [bytes([i + 1]) * (48 << 10) for i in range(4)]
+        assert q.send(payloads) == 4
+        done = []
+        end = time.monotonic() + 10
+        while len(done) < 4 and time.monotonic() < end:
+            done += q.poll(umq.UMQ_IO_TX)
+        assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 4, "completed while away"
+        return payloads
+
+    while_the_receiver_is_away(send_all)
+
+
+def test_an_idle_receiver_s_credit_reaches_the_sender_while_it_is_away():
+    """Credit for receive buffers posted after bind reaches the sender while the receiving
+    application is away: over shared memory the sender reads the receiver's area itself, over
+    the network the receive post writes it to the sender at once when the sender has used all
+    it knew of (else it waited for the progress engine's sweep). The test command also runs
+    this with the sweep at an hour."""
+
+    def send_all(q):
+        payloads = [bytes([i + 1]) * 64 for i in range(4)]
+        sent, done = 0, []
+        end = time.monotonic() + 10
+        while len(done) < 4 and time.monotonic() < end:
+            sent += q.send(payloads[sent:])
+            done += q.poll(umq.UMQ_IO_TX)
+        assert sent == 4, "no credit reached the sender while the receiver was away"
+        assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * 4
+        return payloads
+
+    flow = umq.FlowControl(initial_window=8, is_limited=True)
+    while_the_receiver_is_away(send_all, flow_control=flow, size=64)
