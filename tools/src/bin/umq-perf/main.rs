@@ -347,14 +347,15 @@ fn rma_runs(args: &Args) {
             .map(|_| rma::measure(&run, provider))
             .collect();
         // UCX's test for each of rma::measure's rows (none for READ latency: its get test is
-        // a stream).
+        // a stream); the put ping-pong, when the target polls, is `ucp_put_lat`'s own kind.
         let ucx_tests = [
             Some("ucp_put_lat"),
             None,
             Some("ucp_put_bw"),
             Some("ucp_get"),
+            Some("ucp_put_lat"),
         ];
-        for (i, test) in ucx_tests.into_iter().enumerate() {
+        for (i, test) in ucx_tests.into_iter().enumerate().take(runs[0].len()) {
             let mut row = report::median(runs.iter().map(|r| r[i].clone()).collect());
             if let (true, Some(test), false) = (args.compare_ucx, test, provider == "loopback") {
                 row = ucx::compare_one_sided(row, test, &run, args.rounds);

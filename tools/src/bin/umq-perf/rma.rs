@@ -5,10 +5,14 @@
 //! that is never polled. This process times, one WR at a time from post to TX completion,
 //! WRITE latency and READ latency, then a WRITE stream with up to `--batch` WRs a post and
 //! `--depth` in flight, and a READ stream the same way. At the end the target reports the first
-//! bytes of its buffer, which must be the last WRITE's. With `--compare ucx`, `ucx_perftest`
-//! runs `ucp_put_lat` (against our WRITE latency), `ucp_put_bw` (WRITE stream) and `ucp_get`
-//! (READ stream: UCX's get test keeps gets outstanding) with its responder not progressed
-//! (`-o`), over the same transport, in the same invocation.
+//! bytes of its buffer, which must be the last WRITE's. With `--target poll` the target polls
+//! its queue instead of sleeping, and a last row times a put ping-pong as `ucp_put_lat` does:
+//! each side WRITEs into the other's buffer and waits for the other's WRITE to show in its own
+//! memory, so the time is one way, where a WR's own latency runs to its completion (over the
+//! network the target's delivery acknowledgment: a round trip). With `--compare ucx`,
+//! `ucx_perftest` runs `ucp_put_lat` (against our WRITE latency and the ping-pong), `ucp_put_bw`
+//! (WRITE stream) and `ucp_get` (READ stream: UCX's get test keeps gets outstanding) with its
+//! responder not progressed (`-o`), over the same transport, in the same invocation.
 
 use crate::api;
 use crate::report::Row;
@@ -97,6 +101,39 @@ impl Target {
         (Target::Process(peer), q, sge)
     }
 
+    /// Half round trips (ns) of a put ping-pong with a target that polls (`--target poll`):
+    /// our WRITE into its buffer, its WRITE back into ours, as `ucp_put_lat`. None for a
+    /// sleeping target, a queue of ours, or WRs too short to carry a round's value.
+    fn put_ping_pong(&mut self, q: u64, run: &Run, theirs: umq_ref_sge_t) -> Option<Vec<f64>> {
+        let Target::Process(peer) = self else {
+            return None;
+        };
+        if !run.target_polls || run.size < 8 {
+            return None;
+        }
+        let (mine, sge) = exposed(q, run);
+        unsafe { last_word(mine, run.size).write_volatile(0) };
+        let (warm, iters) = (warmup(run.iters), run.iters);
+        let mut ask = PONG.to_vec();
+        ask.extend((warm + iters).to_le_bytes());
+        ask.extend(pack(&sge));
+        send_frame(&mut peer.to, &ask);
+        let mut pp = PutPingPong::new(q, run.size, mine, theirs);
+        let samples = time_round_trips(
+            warm,
+            iters,
+            |_| {},
+            |i| {
+                pp.put(PING | i);
+                pp.wait_for(PING | i);
+            },
+        );
+        pp.finish();
+        assert_eq!(recv_frame(&mut peer.from), b"done");
+        umq::ffi::api::umq_buf_free(mine);
+        Some(samples)
+    }
+
     /// The first eight bytes of the exposed buffer, as the target sees them; then it goes.
     fn finish(self) -> u64 {
         match self {
@@ -132,10 +169,20 @@ pub fn serve_target(run: &Run, ip: std::net::IpAddr) {
     api::bind(q, recv_frame(&mut inp));
     let (buf, sge) = exposed(q, run);
     send_frame(&mut out, &pack(&sge));
-    if run.target_polls {
-        poll_until_asked(q);
+    loop {
+        if run.target_polls {
+            poll_until_asked(q);
+        }
+        let frame = recv_frame(&mut inp);
+        match frame.strip_prefix(PONG) {
+            Some(ask) => {
+                let rounds = u64::from_le_bytes(ask[..8].try_into().unwrap());
+                reflect(q, run, buf, unpack(&ask[8..]), rounds);
+                send_frame(&mut out, b"done");
+            }
+            None => break,
+        }
     }
-    recv_frame(&mut inp);
     let first = unsafe { ((*buf).buf_data as *const u64).read_unaligned() };
     send_frame(&mut out, &first.to_le_bytes());
     umq::ffi::api::umq_buf_free(buf);
@@ -164,6 +211,90 @@ fn poll_until_asked(q: u64) {
             return;
         }
     }
+}
+
+/// Asks the target to answer WRITEs with WRITEs: then the number of rounds and our buffer.
+const PONG: &[u8] = b"pong";
+/// Marks the value a put ping-pong WRITEs into the last eight bytes of the peer's buffer.
+const PING: u64 = 0x9109_0000_0000_0000;
+
+/// The last eight bytes of `b`, as another process or the provider last wrote them.
+fn last_word(b: *mut umq_buf_t, size: u32) -> *mut u64 {
+    unsafe { (*b).buf_data.add(size as usize - 8) as *mut u64 }
+}
+
+/// One side of a put ping-pong, as UCX's `ucp_put_lat` runs it: each round waits until the
+/// peer's WRITE shows in the last word of our exposed buffer `mine`, polling our queue while it
+/// waits (over tcp the provider places a peer's WRITE in our progress, as UCX's does), then
+/// WRITEs the round's value into the peer's buffer; the first mover WRITEs first. A WR's
+/// buffer is reused once its completion came back.
+struct PutPingPong {
+    q: u64,
+    size: u32,
+    mine: *mut umq_buf_t,
+    free: Vec<*mut umq_buf_t>,
+}
+
+/// WRITEs a side of the ping-pong keeps for its puts.
+const PUTS: usize = 8;
+
+impl PutPingPong {
+    fn new(q: u64, size: u32, mine: *mut umq_buf_t, theirs: umq_ref_sge_t) -> PutPingPong {
+        let free = (0..PUTS).map(|_| wr(UMQ_OPC_WRITE, size, theirs)).collect();
+        PutPingPong {
+            q,
+            size,
+            mine,
+            free,
+        }
+    }
+
+    /// Takes back the buffers of WRITEs that completed.
+    fn take_back(&mut self) {
+        let mut got = [ptr::null_mut(); PUTS];
+        let k = api::poll(self.q, UMQ_IO_TX, &mut got);
+        for &b in &got[..k] {
+            let status = unsafe { (*b).status() };
+            assert_eq!(status, UMQ_BUF_SUCCESS, "a ping-pong WRITE failed");
+            unsafe { (*b).qbuf_next = ptr::null_mut() };
+            self.free.push(b);
+        }
+    }
+
+    fn put(&mut self, value: u64) {
+        while self.free.is_empty() {
+            self.take_back();
+        }
+        let b = self.free.pop().unwrap();
+        unsafe { last_word(b, self.size).write_unaligned(value) };
+        api::post(self.q, &[b], UMQ_IO_TX);
+    }
+
+    fn wait_for(&mut self, value: u64) {
+        let word = last_word(self.mine, self.size);
+        while unsafe { word.read_volatile() } != value {
+            self.take_back();
+        }
+    }
+
+    fn finish(mut self) {
+        while self.free.len() < PUTS {
+            self.take_back();
+        }
+        self.free
+            .into_iter()
+            .for_each(|b| umq::ffi::api::umq_buf_free(b));
+    }
+}
+
+/// The target's side of the put ping-pong: `rounds` rounds, answering each WRITE.
+fn reflect(q: u64, run: &Run, mine: *mut umq_buf_t, theirs: umq_ref_sge_t, rounds: u64) {
+    let mut pp = PutPingPong::new(q, run.size, mine, theirs);
+    for i in 0..rounds {
+        pp.wait_for(PING | i);
+        pp.put(PING | i);
+    }
+    pp.finish();
 }
 
 /// Waits for one TX completion on `q`, which must be a success; returns its buffer.
@@ -256,10 +387,13 @@ fn write_value(q: u64, sge: umq_ref_sge_t, value: u64) {
 
 /// The rows, in this order: WRITE and READ latency, WRITE and READ streams.
 pub fn measure(run: &Run, provider: &'static str) -> Vec<Row> {
-    let (target, q, sge) = Target::start(run, provider);
+    let (mut target, q, sge) = Target::start(run, provider);
     let row = |op: &str| Row::new("rma", provider, run.size, run.flow.on).text("op", op);
     let write = crate::latency_row(row("write"), one_at_a_time(q, run, UMQ_OPC_WRITE, sge));
     let read = crate::latency_row(row("read"), one_at_a_time(q, run, UMQ_OPC_READ, sge));
+    let ping_pong = target
+        .put_ping_pong(q, run, sge)
+        .map(|s| crate::latency_row(row("write_pingpong"), s));
     let streams = [UMQ_OPC_WRITE, UMQ_OPC_READ].map(|op| {
         crate::bandwidth_row(
             row(if op == UMQ_OPC_WRITE {
@@ -296,5 +430,7 @@ pub fn measure(run: &Run, provider: &'static str) -> Vec<Row> {
             .num("one_sided_kernel_wr", how.one_sided_kernel_wr as f64),
     };
     let [ws, rs] = streams;
-    vec![paths(write), paths(read), paths(ws), paths(rs)]
+    let mut rows = vec![paths(write), paths(read), paths(ws), paths(rs)];
+    rows.extend(ping_pong.map(paths));
+    rows
 }
