@@ -236,6 +236,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         rma_call: false,
         rma_upto: 0,
         rma_rung: 0,
+        rma_calls: Default::default(),
         msg_upto: 0,
     }
 }

@@ -13,6 +13,7 @@
 //! flow-control area into the landing words the peer's node keeps for the channel (RMA,
 //! `ship_area`) whenever it changed, and the peer reads credit from there.
 
+mod calls;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
 mod msg;
@@ -235,6 +236,8 @@ struct Tx {
     /// once the RMAs of the last ring completed and newer ones are in flight.
     rma_upto: u64,
     rma_rung: u64,
+    /// Whether an RMA rings at once, or waits for the peer's own progress first.
+    rma_calls: calls::RmaCalls,
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
@@ -243,9 +246,10 @@ struct Tx {
 impl Tx {
     /// Completes our WRs that went by RMA as libfabric finished them (sequence number, and
     /// whether it succeeded); one refused drops what we learned of the peer's chunks.
-    fn rma_finished(&mut self, done: impl Iterator<Item = (u64, bool)>) {
+    fn rma_finished(&mut self, done: impl Iterator<Item = (u64, bool)>, now: node::Stamp) {
         for (seq, ok) in done {
             self.rma_in_flight = self.rma_in_flight.saturating_sub(1);
+            self.rma_calls.completed(seq, now, self.rma_in_flight > 0);
             if !ok {
                 self.chunks.forget_all();
             }
@@ -354,6 +358,7 @@ impl Link {
                 rma_call: false,
                 rma_upto: 0,
                 rma_rung: 0,
+                rma_calls: Default::default(),
                 msg_upto: 0,
             },
             peer_area: Area::default(),
@@ -599,6 +604,7 @@ impl Link {
     /// done, RMA of ours finished, or an operation that failed (the binding is broken; what
     /// came before it is taken first).
     fn take_news(&mut self, n: &mut Shared) -> Result<(), LinkError> {
+        let now = n.now();
         let inbox = n
             .inbox_mut(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
@@ -610,7 +616,7 @@ impl Link {
         if std::mem::take(&mut inbox.area_written) {
             self.area_in_flight = false;
         }
-        self.tx.rma_finished(inbox.rma_done.drain(..));
+        self.tx.rma_finished(inbox.rma_done.drain(..), now);
         match inbox.broken {
             Some(why) => Err(lost(why)),
             None => Ok(()),
@@ -1378,22 +1384,31 @@ mod tests {
         let wr = crate::transport::test_wr(&p.pool, len.max(1), op, 0);
         unsafe { (*wr).pro_mut().remote_sge = remote };
         p.wa.sq.push(wr);
+        if b_runs {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while p.wa.sq.completed() == 0 {
+                assert!(Instant::now() < deadline, "not within 5 s");
+                p.round_a().unwrap();
+                p.round_b().unwrap();
+            }
+        }
+        one_wr_finish(p)
+    }
+
+    /// Runs a's rounds and b's provider alone (libfabric tcp serves RMA in the target's
+    /// progress, which its progress thread drives: no round of b's binding runs) until a's WR
+    /// completes; its status and the WR.
+    fn one_wr_finish(p: &mut Pair) -> (umq_buf_status_t, *mut umq_buf_t) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while p.wa.sq.completed() == 0 {
             assert!(Instant::now() < deadline, "not within 5 s");
             p.round_a().unwrap();
-            if b_runs {
-                p.round_b().unwrap();
-            } else {
-                // b's provider alone (libfabric tcp serves RMA in the target's progress, which
-                // its progress thread drives): no round of b's binding runs.
-                let _ =
-                    p.b.ch
-                        .node
-                        .lock()
-                        .ep
-                        .poll(&mut [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16]);
-            }
+            let _ =
+                p.b.ch
+                    .node
+                    .lock()
+                    .ep
+                    .poll(&mut [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16]);
         }
         let mut done = [std::ptr::null_mut(); 1];
         assert_eq!(p.wa.sq.take_completed(&mut done), 1);
@@ -1417,6 +1432,60 @@ mod tests {
             rsvd0: 0,
         };
         (p, target, remote)
+    }
+
+    /// RMA rings the peer's call bell only when the peer's provider does not serve it unasked
+    /// (`calls`): while b's provider progresses (as when b's application polls), a's WRITEs
+    /// go unrung; one that b leaves unserved for `UNANSWERED` rings, and then the next rings at
+    /// once. (The unrung phase is tried up to three times: a round of ours kept off the CPU
+    /// past `UNANSWERED` rings, as it should, and takes the peer for asleep for a while.)
+    #[test]
+    fn rma_rings_only_a_peer_that_does_not_serve_it() {
+        let (mut p, target, remote) = pair_with_exposed_target();
+        let calls = |p: &Pair| p.wa.zero_copy.calls_sent;
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true); // the teacher
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        let unrung = (0..3).any(|_| {
+            std::thread::sleep(calls::RETRY_UNRUNG + Duration::from_millis(5));
+            let before = calls(&p);
+            for _ in 0..20 {
+                let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, false);
+                assert_eq!(status, UMQ_BUF_SUCCESS);
+                p.pool.free_one(wr).unwrap();
+            }
+            calls(&p) == before
+        });
+        assert!(unrung, "a's RMA rang a peer that served it, in three tries");
+        assert_eq!(p.wa.zero_copy.one_sided_rma_wr % 20, 0);
+        // b serves no more: the next WRITE waits, rings, and completes once b serves again.
+        let before = calls(&p);
+        let wr = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        let started = Instant::now();
+        while calls(&p) == before {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no ring within 5 s"
+            );
+            p.round_a().unwrap();
+        }
+        assert!(started.elapsed() >= calls::UNANSWERED);
+        assert_eq!(p.wa.sq.completed(), 0);
+        let (status, done) = one_wr_finish(&mut p);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(done).unwrap();
+        // Taken for asleep: the next RMA rings in its first round.
+        let wr = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        p.round_a().unwrap();
+        assert_eq!(calls(&p), before + 2);
+        let (status, done) = one_wr_finish(&mut p);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(done).unwrap();
+        p.pool.free_one(target).unwrap();
     }
 
     /// WRITE and READ by RMA. The first WRITE into a buffer of b's pool goes as a message: b's

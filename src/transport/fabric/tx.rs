@@ -116,7 +116,11 @@ impl Link {
         let node = self.ch.node.clone();
         let n = node.lock();
         self.tx.call_upto = self.tx.call_upto.max(self.tx.msg_upto);
-        self.tx.rma_call |= self.tx.rma_in_flight > 0;
+        if self.tx.rma_in_flight > 0 {
+            // Called because our WRs stopped moving: the peer is not serving our RMA.
+            self.tx.rma_calls.asleep(n.now());
+            self.tx.rma_call = true;
+        }
         self.call_if_needed(&n, w);
     }
 
@@ -134,15 +138,19 @@ impl Link {
         // RMA runs in no WR count of the peer's: its ring asks for nothing to have run, and the
         // peer serves it a few times (`call_bell`). While RMA streams, a round rings again once
         // the RMAs of the last ring completed, as for messages: one ring a round trip, from the
-        // rounds of our own application, not from the progress thread's looks.
+        // rounds of our own application, not from the progress thread's looks. A peer that
+        // serves our RMA unrung is not rung until one waits too long (`calls`).
         let next_round =
             t.rma_in_flight > 0 && t.rma_upto > t.rma_rung && w.sq.completed_seq() >= t.rma_rung;
-        if (std::mem::take(&mut t.rma_call) || next_round)
-            && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell)
-        {
+        let mut ring = false;
+        if std::mem::take(&mut t.rma_call) || next_round {
+            ring = t.rma_calls.ring_now(t.rma_rung, n.now());
+            t.rma_rung = t.rma_upto;
+        }
+        ring |= t.rma_calls.overdue(n.now(), t.rma_in_flight > 0);
+        if ring && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
             bell.ring(at, self.peer_chan, 0);
             w.zero_copy.calls_sent += 1;
-            t.rma_rung = t.rma_upto;
         }
         if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {
             return;
