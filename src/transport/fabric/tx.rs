@@ -139,7 +139,8 @@ impl Link {
         // peer serves it a few times (`call_bell`). While RMA streams, a round rings again once
         // the RMAs of the last ring completed, as for messages: one ring a round trip, from the
         // rounds of our own application, not from the progress thread's looks. A peer that
-        // serves our RMA unrung is not rung until one waits too long (`calls`).
+        // serves our RMA unrung is not rung, and RMAs that stop completing ring again
+        // (`calls`).
         let next_round =
             t.rma_in_flight > 0 && t.rma_upto > t.rma_rung && w.sq.completed_seq() >= t.rma_rung;
         let mut ring = false;
@@ -147,7 +148,7 @@ impl Link {
             ring = t.rma_calls.ring_now(t.rma_rung, n.now());
             t.rma_rung = t.rma_upto;
         }
-        ring |= t.rma_calls.overdue(n.now(), t.rma_in_flight > 0);
+        ring |= t.rma_in_flight > 0 && t.rma_calls.overdue(n.now());
         if ring && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
             bell.ring(at, self.peer_chan, 0);
             w.zero_copy.calls_sent += 1;
