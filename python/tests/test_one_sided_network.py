@@ -38,11 +38,13 @@ def test_write_and_read_run_in_the_sleeping_targets_library_when_called():
         payload = write_and_read_back(q, remote)
         # A forged token, and an address outside the buffer, change no byte.
         bad_references_are_refused(q, remote)
-        # Six WRs, one at a time: each rang the target's call bell once, and the target answered
-        # the rings (each, unless one waited past the bell's 50 ms and the tick served it).
-        assert q.transport_stats().calls_sent == 6
+        # Six WRs, one at a time: each rang the target's call bell, once or, when it waited
+        # past 200 us, again at doubling intervals (the first may wait for libfabric to
+        # connect), and the target answered the rings (src/transport/fabric/calls.rs).
+        sent = q.transport_stats().calls_sent
+        assert 6 <= sent <= 6 * 8
         conn.send("calls")
-        assert 1 <= conn.recv() <= 6
+        assert 1 <= conn.recv() <= sent
         conn.send("look")
         assert conn.recv() == payload
 

@@ -1,48 +1,62 @@
-//! When our RMA rings the peer's call bell, and when it leaves the work to the peer's own
+//! When our WRs ring the peer's call bell, and when they leave the work to the peer's own
 //! progress.
 //!
-//! Over `tcp` the peer's provider carries out our RMA only as it progresses: in its
-//! application's polls, or in its progress thread, which sleeps until its bell rings
-//! (`transport::call_bell`) and then serves for a few milliseconds on a thinning schedule.
+//! Over `tcp` the peer's provider carries out our RMA only as it progresses, and only the
+//! peer's library carries out a WR that goes as a message and runs there (a WRITE_IMM, a WRITE
+//! or READ into a shared-pool buffer): in its application's polls, or in its progress thread,
+//! which sleeps until its bell rings (`transport::call_bell`) and then serves on a thinning
+//! schedule. A link keeps one of these machines for its RMA and one for such messages: a peer
+//! process polling any queue serves our RMA (its node's endpoint progresses), only one polling
+//! the bound queue runs our messages.
 //!
 //! - **A peer that serves unasked is not rung.** A ring costs us a system call and wakes a
 //!   thread at the peer: on a host with few cores, one more thread for the CPUs while the
-//!   peer's application is polling anyway. So while the peer serves our RMA unrung, an RMA
-//!   goes without a ring. The peer counts as serving once an RMA that went unrung completed,
-//!   and as asleep once one needed its ring: then every RMA rings at once, and one is tried
-//!   unrung again every `RETRY_UNRUNG`, so that a peer that started polling is noticed.
-//! - **RMA that stops moving rings again.** Whatever went before, our RMAs in flight that have
-//!   seen no completion (and no ring) for `UNANSWERED` ring. A stream of READs can need more
-//!   of the peer's progress than one serve gives (its responses fill the socket), and the
-//!   peer's thread serves a ring only on its own thinning schedule.
+//!   peer's application is polling anyway (about a tenth of a 64 B WRITE's time to a polling
+//!   target). So while the peer serves our WRs unrung, a WR goes without a ring. The peer
+//!   counts as serving once a WR that went unrung completed, and as asleep once one needed its
+//!   ring: then every WR rings at once, and one is tried unrung again every `RETRY_UNRUNG`,
+//!   so that a peer that started polling is noticed.
+//! - **WRs that stop moving ring again.** WRs in flight that have seen no completion for
+//!   `UNANSWERED` ring, whether they went unrung or not, and again after twice as long while
+//!   nothing moves, up to `MOST_QUIET`. A deep stream can need more of a sleeping peer's
+//!   progress than one serve gives, and the peer's thread serves a ring only on its own
+//!   thinning schedule: 4 KiB READs by RMA, their responses filling the socket, fell to 2-10 k
+//!   a second in a quarter of the streams; 1,024 WRITEs of 4 KiB in flight as messages, more
+//!   than the peer keeps buffers for, to about 500 a second. The doubling bounds the rings for
+//!   WRs that wait on the peer's application (a WRITE_IMM for a receive buffer).
 //!
-//! The machine is sans-IO: it is told the time, our RMAs' sequence numbers and completions,
-//! and says when to ring.
+//! The machine is sans-IO: it is told the time, our WRs' sequence numbers and completions, and
+//! says when to ring.
 
 use super::node::Stamp;
 use std::time::Duration;
 
-/// How long our RMAs in flight may see no completion before they ring the peer.
+/// How long our WRs in flight may see no completion before they ring the peer.
 pub const UNANSWERED: Duration = Duration::from_micros(200);
-/// How often an RMA to a peer taken for asleep goes unrung, to see whether it serves again.
+/// The longest WRs in flight wait between rings while nothing moves.
+pub const MOST_QUIET: Duration = Duration::from_millis(10);
+/// How often a WR to a peer taken for asleep goes unrung, to see whether it serves again.
 pub const RETRY_UNRUNG: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Default)]
-pub struct RmaCalls {
-    /// The peer's provider served our last RMA that went unrung.
+pub struct PeerCalls {
+    /// The peer served our last WR that went unrung.
     serving: bool,
-    /// The oldest of our RMAs in flight that went unrung (its sequence number).
+    /// The oldest of our WRs in flight that went unrung (its sequence number).
     unrung_from: Option<u64>,
-    /// Since when our RMAs in flight have seen neither a completion nor a ring; None while
+    /// Since when our WRs in flight have seen neither a completion nor a ring; None while
     /// none is in flight.
     quiet_since: Option<Stamp>,
-    /// When an RMA to a peer taken for asleep next goes unrung.
+    /// How long they may stay so before they ring (`UNANSWERED`, doubled at each ring that
+    /// moved nothing); zero stands for `UNANSWERED`.
+    quiet_for: Duration,
+    /// When a WR to a peer taken for asleep next goes unrung.
     retry_at: Stamp,
 }
 
-impl RmaCalls {
-    /// Our RMAs from sequence number `first` on want the peer's provider: true to ring now,
-    /// false to leave them to the peer's own progress (`overdue` rings if it does not come).
+impl PeerCalls {
+    /// Our WRs from sequence number `first` on want the peer: true to ring now, false to leave
+    /// them to the peer's own progress (`overdue` rings if it does not come).
     pub fn ring_now(&mut self, first: u64, now: Stamp) -> bool {
         self.quiet_since = Some(now);
         if self.unrung_from.is_some() {
@@ -58,22 +72,24 @@ impl RmaCalls {
         false
     }
 
-    /// Whether our RMAs in flight have gone `UNANSWERED` without a completion: then they ring
+    /// Whether our WRs in flight have gone `UNANSWERED` without a completion: then they ring
     /// now, and if some had gone unrung, the peer counts as asleep.
     pub fn overdue(&mut self, now: Stamp) -> bool {
+        let quiet_for = self.quiet_for.max(UNANSWERED);
         match self.quiet_since {
-            Some(since) if now >= since.after(UNANSWERED) => {
+            Some(since) if now >= since.after(quiet_for) => {
                 if self.unrung_from.is_some() {
                     self.asleep(now);
                 }
                 self.quiet_since = Some(now);
+                self.quiet_for = (quiet_for * 2).min(MOST_QUIET);
                 true
             }
             _ => false,
         }
     }
 
-    /// Our RMAs do not move (the progress engine found the queue stuck): the peer is not
+    /// Our WRs do not move (the progress engine found the queue stuck): the peer is not
     /// serving them.
     pub fn asleep(&mut self, now: Stamp) {
         self.serving = false;
@@ -81,8 +97,9 @@ impl RmaCalls {
         self.retry_at = now.after(RETRY_UNRUNG);
     }
 
-    /// Our RMA `seq` completed (or was refused: the peer's provider answered either way), with
-    /// more of them still in flight or not. One that went unrung shows the peer serving.
+    /// Our WR `seq` completed (or was refused: the peer answered either way), with more of
+    /// those that want the peer still in flight or not. One that went unrung shows the peer
+    /// serving.
     pub fn completed(&mut self, seq: u64, now: Stamp, more_in_flight: bool) {
         if self.unrung_from.is_some_and(|first| seq >= first) {
             self.serving = true;
@@ -92,9 +109,10 @@ impl RmaCalls {
             self.unrung_from = None;
         }
         self.quiet_since = more_in_flight.then_some(now);
+        self.quiet_for = UNANSWERED;
     }
 
-    /// Whether the peer counts as serving our RMAs unrung.
+    /// Whether the peer counts as serving our WRs unrung.
     #[cfg(test)]
     pub fn serving(&self) -> bool {
         self.serving
@@ -113,7 +131,7 @@ mod tests {
     /// ones go unrung too.
     #[test]
     fn a_peer_that_serves_is_never_rung() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         assert!(!c.ring_now(1, at(0)));
         assert!(!c.overdue(at(150)));
         c.completed(1, at(150), false);
@@ -132,7 +150,7 @@ mod tests {
     /// every RMA rings at once, until `RETRY_UNRUNG` has passed.
     #[test]
     fn a_sleeping_peer_is_rung_at_once_until_the_retry() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         assert!(!c.ring_now(1, at(0)));
         assert!(!c.overdue(at(199)));
         assert!(c.overdue(at(200)));
@@ -154,7 +172,7 @@ mod tests {
     /// started meanwhile ride on the older ones' wait.
     #[test]
     fn a_stream_waits_from_the_last_completion() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         assert!(!c.ring_now(1, at(0)));
         assert!(!c.ring_now(5, at(10)));
         c.completed(1, at(150), true);
@@ -168,24 +186,36 @@ mod tests {
     /// again once they have been quiet for `UNANSWERED`, and again after as long.
     #[test]
     fn a_rung_stream_that_stops_moving_rings_again() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         c.asleep(at(0));
         assert!(c.ring_now(1, at(0)));
         c.completed(1, at(50), true);
         c.completed(2, at(60), true);
         assert!(!c.overdue(at(259)));
         assert!(c.overdue(at(260)));
-        assert!(!c.overdue(at(459)));
-        assert!(c.overdue(at(460)));
-        c.completed(3, at(470), false);
-        assert!(!c.overdue(at(10_000)), "nothing in flight");
+        // Nothing moved: twice as long before the next ring, and so on up to `MOST_QUIET`.
+        assert!(!c.overdue(at(659)));
+        assert!(c.overdue(at(660)));
+        assert!(!c.overdue(at(1459)));
+        assert!(c.overdue(at(1460)));
+        let mut t = 1460;
+        for _ in 0..10 {
+            t += 10_000;
+            assert!(c.overdue(at(t)));
+        }
+        assert!(!c.overdue(at(t + 9_999)));
+        // A completion: the wait is short again.
+        c.completed(3, at(t + 10), true);
+        assert!(c.overdue(at(t + 210)));
+        c.completed(4, at(t + 220), false);
+        assert!(!c.overdue(at(t + 100_000)), "nothing in flight");
     }
 
     /// A completion of an RMA older than the unrung ones (one that was rung) does not show the
     /// peer serving; the last completion ends the wait.
     #[test]
     fn only_an_unrung_rma_shows_the_peer_serving() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         c.asleep(at(0));
         assert!(c.ring_now(1, at(0))); // rung
         assert!(!c.ring_now(2, at(20_000))); // the retry, unrung
@@ -194,7 +224,7 @@ mod tests {
         c.completed(2, at(20_060), false);
         assert!(c.serving());
         assert!(!c.overdue(at(30_000)));
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         assert!(!c.ring_now(7, at(0)));
         c.completed(3, at(10), false);
         assert!(!c.serving() && !c.overdue(at(1000)));
@@ -203,7 +233,7 @@ mod tests {
     /// The progress engine's finding (our RMAs stuck) makes the next RMA ring at once.
     #[test]
     fn stuck_rmas_ring_at_once() {
-        let mut c = RmaCalls::default();
+        let mut c = PeerCalls::default();
         assert!(!c.ring_now(1, at(0)));
         c.completed(1, at(10), false);
         assert!(c.serving());

@@ -221,10 +221,16 @@ struct Tx {
     flight: VecDeque<Flight>,
     flight_base: u64,
     /// Our WRs the peer's library must carry out (WRITE, READ, WRITE_IMM; any WR libfabric
-    /// could not take yet), as far as the last one sent (its sequence number + 1), and as far
-    /// as we called the peer to them.
+    /// could not take yet), as far as the last one sent (its sequence number + 1), as far as
+    /// we called the peer to them or left them to its own progress (`calls`), and as far as we
+    /// rang for them.
     call_upto: u64,
     called_upto: u64,
+    rung_upto: u64,
+    /// Whether those ring at once, or wait for the peer's own progress first; and how far our
+    /// WRs had completed when that last heard of it.
+    msg_calls: calls::PeerCalls,
+    msg_done_seen: u64,
     /// The peer's chunks our WRs learned, which later WRs reach by RMA (`rma`), and how many
     /// of our WRs in flight went that way.
     chunks: rma::RemoteChunks,
@@ -237,7 +243,7 @@ struct Tx {
     rma_upto: u64,
     rma_rung: u64,
     /// Whether an RMA rings at once, or waits for the peer's own progress first.
-    rma_calls: calls::RmaCalls,
+    rma_calls: calls::PeerCalls,
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
@@ -353,6 +359,9 @@ impl Link {
                 flight_base: 0,
                 call_upto: 0,
                 called_upto: 0,
+                rung_upto: 0,
+                msg_calls: Default::default(),
+                msg_done_seen: 0,
                 chunks: rma::RemoteChunks::default(),
                 rma_in_flight: 0,
                 rma_call: false,

@@ -115,11 +115,15 @@ impl Link {
     pub fn call_peer(&mut self, w: &mut Wire) {
         let node = self.ch.node.clone();
         let n = node.lock();
-        self.tx.call_upto = self.tx.call_upto.max(self.tx.msg_upto);
-        if self.tx.rma_in_flight > 0 {
-            // Called because our WRs stopped moving: the peer is not serving our RMA.
-            self.tx.rma_calls.asleep(n.now());
-            self.tx.rma_call = true;
+        // Called because our WRs stopped moving: the peer is not serving them, and those left
+        // to its own progress are called to now.
+        let t = &mut self.tx;
+        t.call_upto = t.call_upto.max(t.msg_upto);
+        t.msg_calls.asleep(n.now());
+        t.called_upto = t.rung_upto;
+        if t.rma_in_flight > 0 {
+            t.rma_calls.asleep(n.now());
+            t.rma_call = true;
         }
         self.call_if_needed(&n, w);
     }
@@ -153,14 +157,30 @@ impl Link {
             bell.ring(at, self.peer_chan, 0);
             w.zero_copy.calls_sent += 1;
         }
-        if t.call_upto <= t.called_upto || w.sq.completed_seq() < t.called_upto {
-            return;
+        // Messages the peer's library runs: one ring for those sent, again once they ran, or
+        // once they stopped moving; left to a peer that runs them unrung (`calls`).
+        let (now, done) = (n.now(), w.sq.completed_seq());
+        if done > t.msg_done_seen {
+            t.msg_done_seen = done;
+            t.msg_calls.completed(done - 1, now, done < t.called_upto);
         }
-        if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
-            bell.ring(at, self.peer_chan, t.call_upto);
-            w.zero_copy.calls_sent += 1;
+        let mut ring_upto = None;
+        if t.call_upto > t.called_upto && done >= t.called_upto {
+            if t.msg_calls.ring_now(t.call_upto - 1, now) {
+                ring_upto = Some(t.call_upto);
+            }
+            t.called_upto = t.call_upto;
         }
-        t.called_upto = t.call_upto;
+        if done < t.called_upto && t.msg_calls.overdue(now) {
+            ring_upto = Some(t.called_upto);
+        }
+        if let Some(upto) = ring_upto {
+            t.rung_upto = upto;
+            if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
+                bell.ring(at, self.peer_chan, upto);
+                w.zero_copy.calls_sent += 1;
+            }
+        }
     }
 
     /// Writes our flow-control area into the peer's landing words (libfabric RMA: no receive
