@@ -9,7 +9,8 @@
 //! bells: UDP sockets the progress thread sleeps on (a network node's on the node's address;
 //! one on 127.0.0.1 for shared memory). A sender whose WRs wait for the peer rings the peer's
 //! bell with a tag naming the queue there and how far the peer must have run its WRs: over the
-//! network once it handed a WR to libfabric that the peer must execute (`Link::call_if_needed`),
+//! network once it handed a WR to libfabric that the peer must execute (`Link::call_if_needed`;
+//! not while the peer runs such WRs unasked, and again when they stop moving: `fabric::calls`),
 //! and over either when its WRs have not moved for a while (the queue's `Due::Round`), at most
 //! once a round trip (while a ring is unanswered, the next waits). The target's thread serves
 //! the tagged queue at once, and again at growing intervals (up to a millisecond) until its
