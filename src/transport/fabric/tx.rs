@@ -107,10 +107,6 @@ impl Link {
         }
     }
 
-    /// Rings the peer's call bell for the WRs of ours that its library must carry out, once
-    /// they are all handed to libfabric (the ring should not overtake them by much), or for a
-    /// WR libfabric cannot take yet (only the peer's progress may free the way), and once the
-    /// WRs of our last ring completed: at most one ring a round trip, however many WRs.
     /// Calls the peer to every WR of ours in flight (see `Link::call_peer`).
     pub fn call_peer(&mut self, w: &mut Wire) {
         let node = self.ch.node.clone();
@@ -137,6 +133,11 @@ impl Link {
         }
     }
 
+    /// Rings the peer's call bell for the WRs of ours that its library must carry out, once
+    /// they are all handed to libfabric (the ring should not overtake them by much), or for a
+    /// WR libfabric cannot take yet (only the peer's progress may free the way), and once the
+    /// WRs of our last ring completed: at most one ring a round trip, however many WRs. Not
+    /// while the peer runs them unasked, and again when they stop moving (`calls`).
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
         // RMA runs in no WR count of the peer's: its ring asks for nothing to have run, and the
