@@ -145,7 +145,8 @@ pub struct Cli {
     ///
     /// sleep: blocked on its pipe, running nothing of ours; poll: umq_poll on its queue in a
     /// loop, as ucx_perftest's responder progresses over tcp (like for like with --compare ucx
-    /// there).
+    /// there), and a last row, write_pingpong, times a put ping-pong one way as ucp_put_lat
+    /// does (each side waits for the other's WRITE in its own memory).
     #[arg(long, value_name = "TARGET", default_value = "sleep", value_parser = ["sleep", "poll"])]
     pub target: String,
     /// scale: how many pairs, a list.
