@@ -112,6 +112,12 @@ impl PeerCalls {
         self.quiet_for = UNANSWERED;
     }
 
+    /// Nothing of ours waits on the peer, or went unrung: a completion would tell nothing.
+    #[inline]
+    pub fn idle(&self) -> bool {
+        self.unrung_from.is_none() && self.quiet_since.is_none()
+    }
+
     /// Whether the peer counts as serving our WRs unrung.
     #[cfg(test)]
     pub fn serving(&self) -> bool {
@@ -228,6 +234,19 @@ mod tests {
         assert!(!c.ring_now(7, at(0)));
         c.completed(3, at(10), false);
         assert!(!c.serving() && !c.overdue(at(1000)));
+    }
+
+    /// Idle once nothing waits: before any WR, and after the last completion.
+    #[test]
+    fn idle_once_nothing_waits() {
+        let mut c = PeerCalls::default();
+        assert!(c.idle());
+        assert!(!c.ring_now(1, at(0)));
+        assert!(!c.idle());
+        c.completed(1, at(10), true);
+        assert!(!c.idle());
+        c.completed(2, at(20), false);
+        assert!(c.idle());
     }
 
     /// The progress engine's finding (our RMAs stuck) makes the next RMA ring at once.

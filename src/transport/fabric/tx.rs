@@ -154,13 +154,23 @@ impl Link {
             t.rma_rung = t.rma_upto;
         }
         ring |= t.rma_in_flight > 0 && t.rma_calls.overdue(n.now());
-        if ring && let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
-            bell.ring(at, self.peer_chan, 0);
-            w.zero_copy.calls_sent += 1;
+        if ring {
+            self.ring(n, w, 0);
         }
-        // Messages the peer's library runs: one ring for those sent, again once they ran, or
-        // once they stopped moving; left to a peer that runs them unrung (`calls`).
-        let (now, done) = (n.now(), w.sq.completed_seq());
+        self.call_for_messages(n, w);
+    }
+
+    /// Messages the peer's library runs: one ring for those sent, again once they ran, or once
+    /// they stopped moving; left to a peer that runs them unrung (`calls`). Nothing to look at
+    /// while none was sent, waits, or has news for the machine (a ping-pong of SENDs).
+    #[inline]
+    fn call_for_messages(&mut self, n: &Shared, w: &mut Wire) {
+        let t = &mut self.tx;
+        let done = w.sq.completed_seq();
+        if t.call_upto == t.called_upto && done >= t.called_upto && t.msg_calls.idle() {
+            return;
+        }
+        let now = n.now();
         if done > t.msg_done_seen {
             t.msg_done_seen = done;
             t.msg_calls.completed(done - 1, now, done < t.called_upto);
@@ -177,10 +187,15 @@ impl Link {
         }
         if let Some(upto) = ring_upto {
             t.rung_upto = upto;
-            if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
-                bell.ring(at, self.peer_chan, upto);
-                w.zero_copy.calls_sent += 1;
-            }
+            self.ring(n, w, upto);
+        }
+    }
+
+    /// Rings the peer's bell for its channel: until `upto` of our WRs ran there (0: a serve).
+    fn ring(&self, n: &Shared, w: &mut Wire, upto: u64) {
+        if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
+            bell.ring(at, self.peer_chan, upto);
+            w.zero_copy.calls_sent += 1;
         }
     }
 
