@@ -253,6 +253,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # shellcheck disable=SC2046 # one name a word
     UMQ_FABRIC_PROVIDER=ucx meson test -C build-c --print-errorlogs $(meson test -C build-c --list 2>/dev/null | grep -e fabric -e two_hosts | grep -v fi_libfabric_inline)
     UMQ_FABRIC_PROVIDER=ucx timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the UCX engine")'
+    # WRITE and READ by UCX's RMA (the keys cross in the completion that teaches a chunk),
+    # against a target asleep on its pipe that the call bell wakes.
+    UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and rows[-1]["one_sided_rma_wr"] > 4 * 500, rows; print("rma over the UCX engine, target asleep:", rows[-1]["one_sided_rma_wr"], "WRs by UCX RMA; WRITE", rows[0]["mean_ns"], "ns, READ", rows[1]["mean_ns"], "ns")'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
   else
     echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"

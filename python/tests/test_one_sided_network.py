@@ -49,16 +49,13 @@ def test_write_and_read_run_in_the_sleeping_targets_library_when_called():
         assert conn.recv() == payload
 
 
-@pytest.mark.skipif(
-    os.environ.get("UMQ_FABRIC_PROVIDER") == "ucx",
-    reason="RMA under keys of ours is libfabric's: over UCX's engine WRITE and READ go as messages",
-)
 def test_writes_and_reads_into_the_process_pool_go_by_rma_once_a_message_taught_the_chunk():
     """A buffer of the target's process pool: the first WRITE goes as a message, which the
     target's library checks, and its completion tells where the buffer's chunk keeps its data
-    areas; the next WRITE and READ go by libfabric RMA, which the target's provider serves while
-    its application runs nothing of ours. A forged token, or an address outside the buffer,
-    still goes as a message and is refused (docs/TRANSPORTS.md, "One-sided operations")."""
+    areas (and, over UCX's engine, the keys UCX packed for them); the next WRITE and READ go by
+    RMA, which the target's provider serves while its application runs nothing of ours. A
+    forged token, or an address outside the buffer, still goes as a message and is refused
+    (docs/TRANSPORTS.md, "One-sided operations")."""
     with bound_to_target(shared_pool=False) as (q, remote, conn, _):
         assert q.write(BEFORE, remote) == 1
         assert one_completion(q).status == umq.UMQ_BUF_SUCCESS

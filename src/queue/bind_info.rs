@@ -22,8 +22,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 /// Raised whenever peers of two versions could not work together: 7 when the network's messages
 /// grew to 64 KiB of payload behind their header, which libfabric's rxm sends eagerly (its
 /// connections refuse a peer whose eager limit differs); 8 when small network messages began to
-/// travel bundled, a kind of message earlier peers take for corruption.
-pub const VERSION: u16 = 8;
+/// travel bundled, a kind of message earlier peers take for corruption; 9 when a network WR's
+/// completion that teaches a chunk stopped carrying a chunk stride's worth of padding (earlier
+/// peers wait for the rest of it).
+pub const VERSION: u16 = 9;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.

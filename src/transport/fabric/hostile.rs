@@ -40,8 +40,13 @@ pub fn case(d: &mut impl Draw) -> Case {
         pool: &pool,
     };
     let (mut left, mut out) = (false, Outcome::default());
-    // What a node that exposes nothing yet knows: completions may still teach chunks.
-    let mut exposed = super::rma::Exposure::new(super::sys::Addressing::Offset);
+    // What a node that exposes nothing yet knows: completions may still teach chunks, with
+    // keys of ours or with the keys a UCX peer packs behind them.
+    let (addressing, packed) = match d.below(2) {
+        0 => (super::sys::Addressing::Offset, false),
+        _ => (super::sys::Addressing::Virtual, true),
+    };
+    let mut exposed = super::rma::Exposure::new(addressing, packed);
     let mut arrived = Arrived {
         queue: &mut queue,
         bounces: &bounces,
@@ -138,7 +143,9 @@ fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, 
     };
     let n = match kind {
         KIND_CONTROL => d.edgy(&[14, 64, 1518]) % 2000,
-        KIND_DONE | KIND_STANDALONE | KIND_BYE | KIND_PING => 0,
+        // A completion may carry the packed keys of the chunk it teaches (`rma`).
+        KIND_DONE => d.edgy(&[0, 0, 10, 300]) % 400,
+        KIND_STANDALONE | KIND_BYE | KIND_PING => 0,
         _ => d.edgy(&[0, 16, cap, 1500]) % (2 * cap + 2),
     };
     let payload = bytes(d, n);

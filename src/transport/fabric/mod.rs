@@ -888,6 +888,67 @@ mod tests {
         assert!(ep.connect(&u).is_ok(), "its whole address");
     }
 
+    /// A message that carries no WR is as long as its body: a `KIND_DONE` that teaches a chunk
+    /// keeps the chunk's stride in `total`, and went out with that many stale bytes of a send
+    /// buffer behind it (a receiver took them for the rest of a fragmented message).
+    #[test]
+    fn a_message_without_a_wr_carries_its_body_and_nothing_more() {
+        let done = Header {
+            kind: KIND_DONE,
+            total: 4224,
+            ..Default::default()
+        };
+        assert_eq!(Outgoing::control(done).total(), 0);
+        assert_eq!(Outgoing::new(done, Body::Owned(vec![7; 3])).total(), 3);
+    }
+
+    /// UCX's engine packs its own keys for memory peers may reach (`rma`), and unpacks what a
+    /// peer sends: the bytes are a peer's, so an empty key or one longer than a key can be is
+    /// refused before UCX reads it, and nonsense, which UCX parses without a length, is read
+    /// from a zeroed copy long enough for anything it names. libfabric's engine packs none.
+    #[test]
+    fn ucx_packs_keys_for_peers_and_unpacks_only_keys_that_fit() {
+        let fabric = Node::open("tcp", Some("127.0.0.1"), false).expect("libfabric tcp");
+        let mut region = vec![0u8; 4096];
+        let mut packed = Vec::new();
+        {
+            let ep = &fabric.lock().ep;
+            assert!(!ep.packs_keys());
+            let at = region.as_mut_ptr();
+            assert!(unsafe { ep.expose_packed(at, 4096, &mut packed) }.is_err());
+            assert!(ep.unpack_key(0, &[1; 16]).is_err());
+        }
+        if let Err(why) = sys::probe_ucx() {
+            eprintln!("skipped: UCX's engine is not usable here: {why}");
+            return;
+        }
+        let ucx = Node::open(sys::UCX_ENGINE, Some("127.0.0.1"), false).expect("ucx");
+        let n = ucx.lock();
+        let ep = &n.ep;
+        assert!(ep.packs_keys());
+        let reg = unsafe { ep.expose_packed(region.as_mut_ptr(), 4096, &mut packed) }.unwrap();
+        assert!(!packed.is_empty() && packed.len() <= sys::MAX_PACKED);
+        let me = ep.connect(ep.name()).expect("a node reaches itself");
+        let key = ep.unpack_key(me, &packed).expect("its own packed key");
+        ep.drop_key(key);
+        assert!(ep.unpack_key(me, &[]).is_err(), "empty");
+        assert!(
+            ep.unpack_key(me, &[0; sys::MAX_PACKED + 1]).is_err(),
+            "too long"
+        );
+        assert!(ep.unpack_key(me + 1, &packed).is_err(), "no such peer");
+        for nonsense in [
+            vec![0xff; 9],
+            vec![0xff; sys::MAX_PACKED],
+            vec![0x01, 0, 0, 0, 0, 0, 0, 0, 0, 255],
+        ] {
+            if let Ok(k) = ep.unpack_key(me, &nonsense) {
+                ep.drop_key(k);
+            }
+        }
+        ep.unexpose(reg);
+    }
+
     /// The engine's receive contract, fi_recv's: messages that arrive before any buffer is
     /// posted wait and fill the buffers posted later, in order; one longer than its buffer
     /// completes in error and takes nothing of the next. (UCX's engine keeps the waiting
@@ -1428,7 +1489,7 @@ mod tests {
     /// reference a WRITE or READ names it by.
     /// Over libfabric's tcp whatever the run names: RMA under keys of ours is libfabric's.
     fn pair_with_exposed_target() -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
-        let mut p = Pair::over("tcp", false, Duration::from_secs(60));
+        let mut p = Pair::new(false, Duration::from_secs(60));
         p.b.ch.use_pool(&p.pool);
         p.connect();
         let target = p.pool.alloc(4096, 1, 0, 0).unwrap();

@@ -45,6 +45,9 @@ pub const SLOT_BYTES: usize = 32;
 /// and their buffers posted again, so a queue whose application does not call in never holds
 /// up the others.
 const LEND_AT_MOST: usize = RX_BOUNCES / 2;
+/// Unpacked peer keys kept at most while our RMA is in flight (a few hundred bytes each in
+/// UCX); past it, the next unpack with none in flight drops them all.
+const PEER_KEYS_HELD: usize = 4096;
 /// `Header::dst` of a message for the node itself (a ping).
 pub const NODE: u64 = 0;
 
@@ -167,6 +170,10 @@ pub struct Shared {
     /// Our RMA operations in flight: the channel and WR each is for; and the free entries.
     rma_ops: Vec<Option<(ChannelId, u64)>>,
     rma_free: Vec<usize>,
+    /// Keys peers packed for their chunks (`Endpoint::packs_keys`), unpacked for our RMA: by
+    /// peer, then by the packed bytes.
+    peer_keys: HashMap<u64, HashMap<Box<[u8]>, u64>>,
+    peer_keys_held: usize,
 }
 
 /// Registrations close before the endpoint (and its domain) does.
@@ -175,6 +182,7 @@ impl Drop for Shared {
         if let Some(x) = self.rma.as_mut() {
             x.withdraw_all(&self.ep);
         }
+        self.drop_peer_keys();
     }
 }
 
@@ -376,9 +384,11 @@ impl Node {
             rma: ep
                 .rma_keyed()
                 .filter(|_| rma::wanted())
-                .map(rma::Exposure::new),
+                .map(|a| rma::Exposure::new(a, ep.packs_keys())),
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
+            peer_keys: HashMap::new(),
+            peer_keys_held: 0,
             ep,
         };
         let node = Node {
@@ -961,6 +971,30 @@ impl Shared {
                 Err(code)
             }
         }
+    }
+
+    /// The key `packed` by `peer`, unpacked (once; later calls find it); None when the
+    /// provider refuses it (the WR then goes as a message).
+    pub fn peer_key(&mut self, peer: u64, packed: &[u8]) -> Option<u64> {
+        if let Some(&key) = self.peer_keys.get(&peer).and_then(|k| k.get(packed)) {
+            return Some(key);
+        }
+        // Keys of chunks long gone pile up: they go when no RMA of ours needs any.
+        if self.peer_keys_held >= PEER_KEYS_HELD && self.rma_free.len() == self.rma_ops.len() {
+            self.drop_peer_keys();
+        }
+        let key = self.ep.unpack_key(peer, packed).ok()?;
+        let keys = self.peer_keys.entry(peer).or_default();
+        keys.insert(packed.into(), key);
+        self.peer_keys_held += 1;
+        Some(key)
+    }
+
+    fn drop_peer_keys(&mut self) {
+        for (_, keys) in self.peer_keys.drain() {
+            keys.into_values().for_each(|k| self.ep.drop_key(k));
+        }
+        self.peer_keys_held = 0;
     }
 
     /// Bounce buffers channels are done with.

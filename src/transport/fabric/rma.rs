@@ -1,7 +1,7 @@
-//! One-sided WRITE and READ by libfabric RMA: the initiator's provider moves the bytes into or
-//! out of the target's pool buffer, and the target's library takes no part (over `tcp` the
-//! target's provider must run, which its progress thread does when the initiator rings its
-//! call bell).
+//! One-sided WRITE and READ by the engine's RMA (libfabric's or UCX's): the initiator's
+//! provider moves the bytes into or out of the target's pool buffer, and the target's library
+//! takes no part (over `tcp` the target's provider must run, which its progress thread does
+//! when the initiator rings its call bell).
 //!
 //! **What the target exposes.** A chunk of the process pool that a peer's WRITE or READ reached
 //! has each slot registered for the peers' reads and writes (`Exposure`), its data area alone,
@@ -11,7 +11,9 @@
 //! no peer reaches are never registered: the cost (a few hundred bytes a slot in the provider)
 //! follows what peers use, not the pool. This needs a provider that takes keys of our choosing
 //! and no registration of our own buffers (`tcp`; verbs picks its own keys, and its WRITEs and
-//! READs keep going as messages). Chunks of a queue's shared pool are not exposed: they leave
+//! READs keep going as messages), or UCX's engine, whose keys are its own: each slot's is
+//! packed (`PackedKeys`) and crosses behind the completion that teaches the chunk, and the
+//! initiator's node unpacks it. Chunks of a queue's shared pool are not exposed: they leave
 //! with their queue, and a key that no longer exists, once named, makes libfabric's tcp close
 //! the connection, which every binding between the two processes shares.
 //!
@@ -29,8 +31,8 @@
 //! the per-buffer check on every provider, and so does every buffer of a process that sets
 //! `UMQ_FABRIC_RMA=off` (`wanted`).
 
-use super::msg::Header;
-use super::sys::{Addressing, Endpoint, Registration, RemoteKey};
+use super::msg::{FRAGMENT, Header};
+use super::sys::{Addressing, Endpoint, MAX_PACKED, Registration, RemoteKey};
 use crate::buf::pool::ChunkSpan;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -89,6 +91,9 @@ impl Pending {
 /// their slots registered.
 pub struct Exposure {
     addressing: Addressing,
+    /// The provider packs its own keys (UCX), which cross in the completion that teaches a
+    /// chunk; else a key is ours, worked out from the token (`slot_key`).
+    packed: bool,
     pending: Arc<Pending>,
     known: HashMap<u32, ChunkSpan>,
     chunks: HashMap<u32, Exposed>,
@@ -97,12 +102,14 @@ pub struct Exposure {
 struct Exposed {
     span: ChunkSpan,
     slots: Vec<Registration>,
+    keys: Option<Arc<PackedKeys>>,
 }
 
 impl Exposure {
-    pub fn new(addressing: Addressing) -> Exposure {
+    pub fn new(addressing: Addressing, packed: bool) -> Exposure {
         Exposure {
             addressing,
+            packed,
             pending: Arc::default(),
             known: HashMap::new(),
             chunks: HashMap::new(),
@@ -112,6 +119,11 @@ impl Exposure {
     /// How peers name the memory we expose (and so we theirs: the provider is the same).
     pub fn addressing(&self) -> Addressing {
         self.addressing
+    }
+
+    /// Whether keys are the provider's, packed (`Exposure::packed`).
+    pub fn packs_keys(&self) -> bool {
+        self.packed
     }
 
     pub fn pending(&self) -> Arc<Pending> {
@@ -163,30 +175,51 @@ impl Exposure {
                 .known
                 .get(&token_id)
                 .filter(|s| s.token_value == token_value)?;
-            self.chunks.insert(token_id, register(ep?, &span)?);
+            self.chunks
+                .insert(token_id, register(ep?, &span, self.packed)?);
         }
-        let s = &self.chunks.get(&token_id)?.span;
-        (s.token_value == token_value).then_some(RemoteChunk {
+        let e = self.chunks.get(&token_id)?;
+        let s = &e.span;
+        (s.token_value == token_value).then(|| RemoteChunk {
             token_value,
             data_base: s.data_base as u64,
             data_stride: s.data_stride as u64,
             data_cap: s.data_cap as u64,
             count: s.count as u64,
             addressing: self.addressing,
+            keys: e.keys.clone(),
         })
     }
 }
 
-fn register(ep: &Endpoint, span: &ChunkSpan) -> Option<Exposed> {
+/// Registers each slot's data area of `span`, under keys of ours or, `packed`, the provider's,
+/// packed for the peers.
+fn register(ep: &Endpoint, span: &ChunkSpan, packed: bool) -> Option<Exposed> {
     if span.shared || span.count > MAX_SLOTS {
         return None;
     }
     let mut slots = Vec::with_capacity(span.count);
+    let mut keys = packed.then(PackedKeys::default);
+    let mut key_bytes = Vec::new();
     for i in 0..span.count {
         let (at, len) = span.slot_data(i);
-        let key = slot_key(span.token_id, span.token_value, i);
         // SAFETY: process-pool memory, freed only after the pool's hooks heard it leave.
-        match unsafe { ep.expose_keyed(at as *mut u8, len, key) } {
+        let exposed =
+            match keys.as_mut() {
+                Some(keys) => unsafe { ep.expose_packed(at as *mut u8, len, &mut key_bytes) }
+                    .and_then(|r| match keys.push(&key_bytes) {
+                        Some(()) => Ok(r),
+                        None => {
+                            ep.unexpose(r);
+                            Err(libc::ENOSPC)
+                        }
+                    }),
+                None => {
+                    let key = slot_key(span.token_id, span.token_value, i);
+                    unsafe { ep.expose_keyed(at as *mut u8, len, key) }
+                }
+            };
+        match exposed {
             Ok(r) => slots.push(r),
             Err(code) => {
                 crate::log_info!(
@@ -200,11 +233,60 @@ fn register(ep: &Endpoint, span: &ChunkSpan) -> Option<Exposed> {
             }
         }
     }
-    Some(Exposed { span: *span, slots })
+    Some(Exposed {
+        span: *span,
+        slots,
+        keys: keys.map(Arc::new),
+    })
+}
+
+/// The provider's packed keys of a chunk's slots (`Exposure::packed`), as they cross behind a
+/// chunk's `KIND_DONE`: each behind its length byte, slot by slot.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PackedKeys {
+    bytes: Vec<u8>,
+    /// Where each slot's key starts in `bytes` (after its length byte).
+    starts: Vec<u32>,
+}
+
+impl PackedKeys {
+    /// Adds the next slot's key; None when it would not fit a message.
+    fn push(&mut self, key: &[u8]) -> Option<()> {
+        if key.is_empty() || key.len() > MAX_PACKED || self.bytes.len() + 1 + key.len() > FRAGMENT {
+            return None;
+        }
+        self.bytes.push(key.len() as u8);
+        self.starts.push(self.bytes.len() as u32);
+        self.bytes.extend_from_slice(key);
+        Some(())
+    }
+
+    /// The keys as they cross.
+    pub fn wire(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The keys of `count` slots a peer sent, checked: exactly `count` keys, none empty,
+    /// nothing after them.
+    fn parse(bytes: &[u8], count: u64) -> Option<PackedKeys> {
+        let mut keys = PackedKeys::default();
+        let mut at = 0;
+        while at < bytes.len() {
+            let len = bytes[at] as usize;
+            keys.push(bytes.get(at + 1..at + 1 + len)?)?;
+            at += 1 + len;
+        }
+        (keys.starts.len() as u64 == count).then_some(keys)
+    }
+
+    fn slot(&self, i: usize) -> &[u8] {
+        let at = self.starts[i] as usize;
+        &self.bytes[at..at + self.bytes[at - 1] as usize]
+    }
 }
 
 /// Where a peer's chunk keeps its data areas, as the peer told a WR of ours that reached it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteChunk {
     token_value: u32,
     data_base: u64,
@@ -212,22 +294,44 @@ pub struct RemoteChunk {
     data_cap: u64,
     count: u64,
     addressing: Addressing,
+    /// Its slots' keys, where the provider packs its own (they follow the `KIND_DONE`'s header).
+    keys: Option<Arc<PackedKeys>>,
+}
+
+/// Where RMA reaches bytes of a peer's chunk: at `addr` under a key of ours, or under the
+/// provider's key the peer packed, for the node to unpack.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reach<'a> {
+    Key(RemoteKey),
+    Packed { addr: u64, key: &'a [u8] },
 }
 
 impl RemoteChunk {
-    /// Attaches the chunk to a `KIND_DONE` header.
-    pub fn attach(&self, h: &mut Header) {
+    /// Attaches the chunk to a `KIND_DONE` header; the packed keys it must carry behind it,
+    /// if any.
+    pub fn attach(&self, h: &mut Header) -> Option<Vec<u8>> {
         h.opcode = DONE_WITH_CHUNK;
         h.addr = self.data_base;
         h.total = self.data_stride;
         h.rlen = self.data_cap as u32;
         h.imm = self.count;
+        self.keys.as_ref().map(|k| k.wire().to_vec())
     }
 
-    /// The chunk a peer's `KIND_DONE` carries for our WR with token value `token_value`,
-    /// checked: what does not describe data areas a pool could have is dropped (it could only
-    /// make our own RMA fail).
-    pub fn from_done(h: &Header, token_value: u32, addressing: Addressing) -> Option<RemoteChunk> {
+    /// The chunk a peer's `KIND_DONE` (`h`, then `payload`) carries for our WR with token
+    /// value `token_value`, checked: what does not describe data areas a pool could have, or
+    /// lacks a key for each (`packed`), is dropped (it could only make our own RMA fail).
+    pub fn from_done(
+        h: &Header,
+        payload: &[u8],
+        token_value: u32,
+        addressing: Addressing,
+        packed: bool,
+    ) -> Option<RemoteChunk> {
+        let keys = match packed {
+            true => Some(Arc::new(PackedKeys::parse(payload, h.imm)?)),
+            false => None,
+        };
         let c = RemoteChunk {
             token_value,
             data_base: h.addr,
@@ -235,6 +339,7 @@ impl RemoteChunk {
             data_cap: h.rlen as u64,
             count: h.imm,
             addressing,
+            keys,
         };
         let fits = (1..=MAX_SLOTS as u64).contains(&c.count)
             && c.data_cap > 0
@@ -248,7 +353,7 @@ impl RemoteChunk {
 
     /// The key and remote address of `len` bytes at `addr`, when they lie inside one data
     /// area of the chunk and `token_value` is the chunk's.
-    fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<RemoteKey> {
+    fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<Reach<'_>> {
         if token_value != self.token_value || len == 0 {
             return None;
         }
@@ -258,12 +363,19 @@ impl RemoteChunk {
         if slot >= self.count || within.checked_add(len)? > self.data_cap {
             return None;
         }
-        Some(RemoteKey {
-            addr: match self.addressing {
-                Addressing::Virtual => addr,
-                Addressing::Offset => within,
+        let addr = match self.addressing {
+            Addressing::Virtual => addr,
+            Addressing::Offset => within,
+        };
+        Some(match &self.keys {
+            Some(keys) => Reach::Packed {
+                addr,
+                key: keys.slot(slot as usize),
             },
-            key: slot_key(token_id, token_value, slot as usize),
+            None => Reach::Key(RemoteKey {
+                addr,
+                key: slot_key(token_id, token_value, slot as usize),
+            }),
         })
     }
 }
@@ -285,7 +397,7 @@ impl RemoteChunks {
     }
 
     /// Where RMA reaches `len` bytes at `addr` under this token, if a chunk learned says.
-    pub fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<RemoteKey> {
+    pub fn reach(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> Option<Reach<'_>> {
         self.0
             .get(&token_id)?
             .reach(addr, len, token_id, token_value)
@@ -304,6 +416,7 @@ mod tests {
             data_cap: 4096,
             count: 4,
             addressing: Addressing::Offset,
+            keys: None,
         }
     }
 
@@ -328,14 +441,17 @@ mod tests {
         let at = c.reach(slot1 + 100, 64, 5, 0xabcd_1234).unwrap();
         assert_eq!(
             at,
-            RemoteKey {
+            Reach::Key(RemoteKey {
                 addr: 100,
                 key: slot_key(5, 0xabcd_1234, 1)
-            }
+            })
         );
         assert_eq!(
-            c.reach(slot1, 4096, 5, 0xabcd_1234).unwrap().addr,
-            0,
+            c.reach(slot1, 4096, 5, 0xabcd_1234),
+            Some(Reach::Key(RemoteKey {
+                addr: 0,
+                key: slot_key(5, 0xabcd_1234, 1)
+            })),
             "a whole area"
         );
         assert!(
@@ -367,26 +483,23 @@ mod tests {
             addressing: Addressing::Virtual,
             ..c
         };
-        assert_eq!(
-            virt.reach(slot1 + 100, 64, 5, 0xabcd_1234).unwrap().addr,
-            slot1 + 100
-        );
+        assert!(matches!(
+            virt.reach(slot1 + 100, 64, 5, 0xabcd_1234),
+            Some(Reach::Key(RemoteKey { addr, .. })) if addr == slot1 + 100
+        ));
     }
 
     #[test]
     fn a_chunk_crosses_in_a_done_header_and_nonsense_is_dropped() {
         let c = chunk();
         let mut h = Header::default();
-        c.attach(&mut h);
-        assert_eq!(
-            RemoteChunk::from_done(&h, 0xabcd_1234, Addressing::Offset),
-            Some(c)
-        );
+        assert_eq!(c.attach(&mut h), None, "keys of ours travel in no payload");
+        let done =
+            |h: &Header| RemoteChunk::from_done(h, &[], 0xabcd_1234, Addressing::Offset, false);
+        assert_eq!(done(&h), Some(c.clone()));
         let plain = Header { opcode: 0, ..h };
-        assert_eq!(
-            RemoteChunk::from_done(&plain, 0xabcd_1234, Addressing::Offset),
-            None
-        );
+        assert_eq!(done(&plain), None);
+
         for bad in [
             Header { imm: 0, ..h },
             Header { imm: 257, ..h },
@@ -397,11 +510,58 @@ mod tests {
                 ..h
             },
         ] {
+            assert_eq!(done(&bad), None);
+        }
+    }
+
+    /// Keys the provider packs cross behind the header, one a slot, and RMA into a slot names
+    /// that slot's; a table that lacks a key, has one too many, is empty or runs past its
+    /// bytes is dropped.
+    #[test]
+    fn packed_keys_cross_with_the_chunk_and_bad_tables_are_dropped() {
+        let mut keys = PackedKeys::default();
+        for slot in 0..4u8 {
+            keys.push(&[slot; 9][..9 - slot as usize]).unwrap();
+        }
+        let c = RemoteChunk {
+            addressing: Addressing::Virtual,
+            keys: Some(Arc::new(keys)),
+            ..chunk()
+        };
+        let mut h = Header::default();
+        let wire = c.attach(&mut h).expect("the keys go along");
+        assert_eq!(wire.len(), 4 + 9 + 8 + 7 + 6);
+        let learned = RemoteChunk::from_done(&h, &wire, 0xabcd_1234, Addressing::Virtual, true);
+        assert_eq!(learned, Some(c.clone()));
+        let slot2 = c.data_base + 2 * c.data_stride;
+        assert_eq!(
+            c.reach(slot2 + 8, 64, 5, 0xabcd_1234),
+            Some(Reach::Packed {
+                addr: slot2 + 8,
+                key: &[2; 7]
+            })
+        );
+        assert_eq!(
+            c.reach(slot2 + 4090, 64, 5, 0xabcd_1234),
+            None,
+            "past the area"
+        );
+        let mut missing = wire.clone();
+        missing.truncate(wire.len() - 7);
+        let mut extra = wire.clone();
+        extra.extend_from_slice(&[1, 0]);
+        let mut short = wire.clone();
+        short.pop();
+        let mut empty_key = wire.clone();
+        empty_key[0] = 0;
+        for bad in [&missing, &extra, &short, &empty_key, &Vec::new()] {
             assert_eq!(
-                RemoteChunk::from_done(&bad, 0xabcd_1234, Addressing::Offset),
+                RemoteChunk::from_done(&h, bad, 0xabcd_1234, Addressing::Virtual, true),
                 None
             );
         }
+        assert!(PackedKeys::default().push(&[]).is_none(), "an empty key");
+        assert!(PackedKeys::default().push(&[0; MAX_PACKED + 1]).is_none());
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub(super) fn receive_messages(
             }
         } else if h.kind == KIND_MORE {
             return Err(LinkError::Corrupt("a fabric fragment without its message"));
-        } else if h.total > h.len as u64 {
+        } else if matches!(h.kind, KIND_WR | KIND_READ_RESP) && h.total > h.len as u64 {
             let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
             data.extend_from_slice(payload);
             w.note_arrival(payload.len() as u64);
@@ -209,7 +209,7 @@ impl Run<'_> {
                 }
                 f.status = Some(target::peer_status(h.status));
                 if h.status == UMQ_BUF_SUCCESS {
-                    self.learn_chunk(w, h);
+                    self.learn_chunk(w, h, payload);
                 }
                 Ok(true)
             }
@@ -225,12 +225,13 @@ impl Run<'_> {
 
     /// Remembers the chunk the peer attached to its completion of our WR `h.seq`, under the
     /// token that WR presented.
-    fn learn_chunk(&mut self, w: &Wire, h: &Header) {
+    fn learn_chunk(&mut self, w: &Wire, h: &Header, keys: &[u8]) {
         let (Some(x), Some(wr)) = (self.exposed.as_deref(), w.sq.in_flight_wr(h.seq)) else {
             return;
         };
         let sge = unsafe { (*wr).pro().remote_sge };
-        if let Some(c) = rma::RemoteChunk::from_done(h, sge.token_value, x.addressing()) {
+        let (addressing, packed) = (x.addressing(), x.packs_keys());
+        if let Some(c) = rma::RemoteChunk::from_done(h, keys, sge.token_value, addressing, packed) {
             self.tx.chunks.learn(sge.token_id, c);
         }
     }
@@ -281,8 +282,10 @@ impl Run<'_> {
                 status,
                 ..Default::default()
             };
-            // A WRITE or READ that reached a buffer: where its chunk's data areas are, so
-            // that the initiator's next ones there go by RMA (`rma`).
+            // A WRITE or READ that reached a buffer: where its chunk's data areas are (and
+            // their keys, where the provider packs them), so that the initiator's next ones
+            // there go by RMA (`rma`).
+            let mut keys = None;
             if status == UMQ_BUF_SUCCESS
                 && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ)
                 && let Some(c) = self
@@ -290,9 +293,10 @@ impl Run<'_> {
                     .as_deref_mut()
                     .and_then(|x| x.chunk(self.ep, h.token_id, h.token_value))
             {
-                c.attach(&mut done);
+                keys = c.attach(&mut done);
             }
-            self.tx.outgoing.push_back(Outgoing::control(done));
+            let keys = keys.map_or(Body::None, Body::Owned);
+            self.tx.outgoing.push_back(Outgoing::new(done, keys));
         }
         *self.executed = (*self.executed).max(h.seq.saturating_add(1));
         Ok(true)

@@ -378,6 +378,26 @@ int umqf_expose_keyed(struct umqf_ep *e, void *buf, size_t len, uint64_t key, vo
     return 0;
 }
 
+/* Keys libfabric packs for the peer to unpack: none, we choose them (umqf_expose_keyed). */
+int umqf_expose_packed(struct umqf_ep *e, void *buf, size_t len, void **mr, void *packed,
+                       size_t *packed_len)
+{
+    (void)e, (void)buf, (void)len, (void)mr, (void)packed, (void)packed_len;
+    return -FI_ENOSYS;
+}
+
+int umqf_unpack_key(struct umqf_ep *e, uint64_t peer, const void *packed, size_t len,
+                    uint64_t *key)
+{
+    (void)e, (void)peer, (void)packed, (void)len, (void)key;
+    return -FI_ENOSYS;
+}
+
+void umqf_drop_key(uint64_t key)
+{
+    (void)key;
+}
+
 /* Ends a registration of umqf_expose_keyed: a peer's operation under its key fails from now. */
 int umqf_unexpose(void *mr)
 {
@@ -534,6 +554,9 @@ int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_rma_keyed(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_expose_keyed(struct umqf_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -38; }
 int umqf_unexpose(void *m) { (void)m; return -38; }
+int umqf_expose_packed(struct umqf_ep *e, void *b, size_t l, void **m, void *p, size_t *pl) { (void)e, (void)b, (void)l, (void)m, (void)p, (void)pl; return -38; }
+int umqf_unpack_key(struct umqf_ep *e, uint64_t p, const void *k, size_t l, uint64_t *out) { (void)e, (void)p, (void)k, (void)l, (void)out; return -38; }
+void umqf_drop_key(uint64_t k) { (void)k; }
 int umqf_rma(struct umqf_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, size_t l, uint64_t *p) { (void)e, (void)a, (void)l, (void)p; return -38; }

@@ -65,7 +65,12 @@ engine_calls! {
     rma_keyed: umqf_rma_keyed, umqu_rma_keyed(e: *const RawEp) -> c_int;
     expose_keyed: umqf_expose_keyed, umqu_expose_keyed(e: *mut RawEp, buf: *mut c_void,
         len: usize, key: u64, mr: *mut *mut c_void) -> c_int;
+    expose_packed: umqf_expose_packed, umqu_expose_packed(e: *mut RawEp, buf: *mut c_void,
+        len: usize, mr: *mut *mut c_void, packed: *mut c_void, packed_len: *mut usize) -> c_int;
     unexpose: umqf_unexpose, umqu_unexpose(mr: *mut c_void) -> c_int;
+    unpack_key: umqf_unpack_key, umqu_unpack_key(e: *mut RawEp, peer: u64, packed: *const c_void,
+        len: usize, key: *mut u64) -> c_int;
+    drop_key: umqf_drop_key, umqu_drop_key(key: u64);
     rma: umqf_rma, umqu_rma(e: *mut RawEp, read: c_int, buf: *mut c_void, len: usize,
         peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
     name: umqf_name, umqu_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
@@ -228,6 +233,9 @@ pub enum Addressing {
     Virtual,
     Offset,
 }
+
+/// The longest packed key `Endpoint::expose_packed` gives (it travels behind a length byte).
+pub const MAX_PACKED: usize = 255;
 
 /// Which way a one-sided operation moves bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -434,6 +442,67 @@ impl Endpoint {
             r if r & 2 != 0 => Some(Addressing::Virtual),
             _ => Some(Addressing::Offset),
         }
+    }
+
+    /// Whether the keys of memory we expose are the provider's, packed for the peer to unpack
+    /// (UCX: `expose_packed`, `unpack_key`), rather than keys of our choosing (`expose_keyed`).
+    pub fn packs_keys(&self) -> bool {
+        unsafe { (self.ops.rma_keyed)(self.raw.as_ptr()) & 4 != 0 }
+    }
+
+    /// Registers `len` bytes at `at` for the peers' RMA reads and writes under a key of the
+    /// provider's, which it packs into `packed` (emptied first; up to `MAX_PACKED` bytes).
+    ///
+    /// # Safety
+    /// The memory must stay allocated until the registration is closed (`unexpose`).
+    pub unsafe fn expose_packed(
+        &self,
+        at: *mut u8,
+        len: usize,
+        packed: &mut Vec<u8>,
+    ) -> Result<Registration, c_int> {
+        let mut mr = std::ptr::null_mut();
+        let mut bytes = [0u8; MAX_PACKED];
+        let mut n = MAX_PACKED;
+        let rc = unsafe {
+            (self.ops.expose_packed)(
+                self.raw.as_ptr(),
+                at as *mut c_void,
+                len,
+                &mut mr,
+                bytes.as_mut_ptr() as *mut c_void,
+                &mut n,
+            )
+        };
+        match NonNull::new(mr) {
+            Some(mr) if rc == 0 && n <= MAX_PACKED => {
+                packed.clear();
+                packed.extend_from_slice(&bytes[..n]);
+                Ok(Registration(mr))
+            }
+            _ => Err(-rc),
+        }
+    }
+
+    /// A key the peer packed (`expose_packed` at its end), unpacked for our RMA to it: the
+    /// `key` of a `RemoteKey`, until `drop_key`.
+    pub fn unpack_key(&self, peer: u64, packed: &[u8]) -> Result<u64, c_int> {
+        let mut key = 0;
+        let rc = unsafe {
+            (self.ops.unpack_key)(
+                self.raw.as_ptr(),
+                peer,
+                packed.as_ptr() as *const c_void,
+                packed.len(),
+                &mut key,
+            )
+        };
+        if rc == 0 { Ok(key) } else { Err(-rc) }
+    }
+
+    /// Ends an unpacked key; no operation of ours under it may be in flight.
+    pub fn drop_key(&self, key: u64) {
+        unsafe { (self.ops.drop_key)(key) }
     }
 
     /// Registers `len` bytes at `at` for the peers' RMA reads and writes under `key`.

@@ -59,8 +59,15 @@ impl Outgoing {
         Outgoing::new(header, Body::None)
     }
 
+    /// The payload bytes it carries in all: a WR's, as its header says; else its body's. A
+    /// header's `total` may mean something else in a message that is not a WR's (the stride
+    /// a `KIND_DONE` teaches), and a payload it counted would go out as stale buffer bytes.
     pub(super) fn total(&self) -> u64 {
-        self.header.total
+        match &self.body {
+            Body::None => 0,
+            Body::Owned(v) => v.len() as u64,
+            Body::Wr(_) => self.header.total,
+        }
     }
 
     /// Copies payload bytes `[done, done + dst.len())` into `dst`.
@@ -595,11 +602,19 @@ impl Link {
         if crate::buf::wr_bufs(wr).count() != 1 {
             return None;
         }
-        let to = self
+        let peer = self.peer_addr;
+        let to = match self
             .tx
             .chunks
-            .reach(sge.addr, len, sge.token_id, sge.token_value)?;
-        let (seq, peer, at) = (w.sq.next_seq(), self.peer_addr, h.buf_data as *mut u8);
+            .reach(sge.addr, len, sge.token_id, sge.token_value)?
+        {
+            rma::Reach::Key(key) => key,
+            rma::Reach::Packed { addr, key } => RemoteKey {
+                addr,
+                key: n.peer_key(peer, key)?,
+            },
+        };
+        let (seq, at) = (w.sq.next_seq(), h.buf_data as *mut u8);
         if opcode == UMQ_OPC_READ {
             target::set_read_sizes(wr, 1, len as usize);
         }

@@ -64,6 +64,9 @@ static struct {
     ucs_status_t (*set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);
+    ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,
+                                const ucp_request_param_t *);
+    ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
     ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
     ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
     ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
@@ -102,7 +105,8 @@ static void load(void)
                 FIND(request_check_status, "ucp_request_check_status") &&
                 FIND(am_send_nbx, "ucp_am_send_nbx") &&
                 FIND(set_am_recv_handler, "ucp_worker_set_am_recv_handler") &&
-                FIND(put_nbx, "ucp_put_nbx") && FIND(mem_map, "ucp_mem_map") &&
+                FIND(put_nbx, "ucp_put_nbx") && FIND(get_nbx, "ucp_get_nbx") &&
+                FIND(ep_flush_nbx, "ucp_ep_flush_nbx") && FIND(mem_map, "ucp_mem_map") &&
                 FIND(mem_unmap, "ucp_mem_unmap") && FIND(rkey_pack, "ucp_rkey_pack") &&
                 FIND(rkey_buffer_release, "ucp_rkey_buffer_release") &&
                 FIND(ep_rkey_unpack, "ucp_ep_rkey_unpack") &&
@@ -147,12 +151,26 @@ static int code_of(ucs_status_t s)
 static const char MAGIC[4] = {'U', 'C', 'X', '1'};
 #define MAX_REGIONS 8
 #define MAX_RKEY 255
+/* A packed key a peer sends for unpacking is at most UNPACK_ROOM bytes long (rma.rs sends up to
+ * 255), and UCP reads at most UNPACK_SLACK bytes past its start: a 64-bit map, a type byte and,
+ * for each of up to 64 domains, a length byte, its key and a device byte. */
+#define UNPACK_ROOM 255
+#define UNPACK_SLACK (sizeof(uint64_t) + 1 + 64 * (1 + 255 + 1))
+/* UCP progress calls one poll makes at most while they move data but complete nothing. */
+#define MAX_BITES 64
+/* WRITEs to a peer one flush serves at most: the first of a long stream does not wait for the
+ * last to be placed before it completes. */
+#define FLUSH_BATCH 16
+
+struct op;
 
 struct peer {
     ucp_ep_h ep;
     ucp_rkey_h rkeys[MAX_REGIONS];
     int n_rkeys;
     ucs_status_t failed; /* UCS_OK while the connection lives */
+    struct op *unflushed; /* WRITEs put since the last flush, newest first */
+    int n_unflushed;
 };
 
 /* A receive buffer the node posted, waiting for a message. */
@@ -190,6 +208,8 @@ struct umqu_ep {
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
+    uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
+    size_t n_to_flush, cap_to_flush;
     char provider[64];
 };
 
@@ -227,6 +247,9 @@ struct op {
     void *ctx;
     uint64_t len;
     ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
+    int parts;           /* a WRITE's requests still out (its put and its flush) */
+    ucs_status_t status; /* the first failure among them */
+    struct op *next;     /* the next older WRITE waiting for the same flush */
 };
 
 static void sent(void *request, ucs_status_t status, void *user_data)
@@ -424,6 +447,7 @@ static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
 }
 
 void umqu_close(struct umqu_ep *e);
+static void flush_writes(struct umqu_ep *e);
 
 static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_status_t s)
 {
@@ -499,6 +523,7 @@ void umqu_close(struct umqu_ep *e)
 {
     if (!e)
         return;
+    flush_writes(e); /* the closes below end these flushes too, and free their WRITEs */
     for (size_t i = 0; i < e->n_peers; i++) {
         struct peer *p = &e->peers[i];
         for (int k = 0; k < p->n_rkeys; k++)
@@ -527,6 +552,7 @@ void umqu_close(struct umqu_ep *e)
         e->held = h->next;
         free(h);
     }
+    free(e->to_flush);
     free(e->peers);
     free(e->posted);
     free(e->done);
@@ -630,12 +656,13 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
 }
 
-/* Peers' RMA under keys of our choosing: not over UCP (its keys are its own); WRITE and READ
- * then go as messages the target's node carries out. */
+/* Peers' RMA into the process pool (rma.rs): bit 4, keys are UCP's, packed by the target
+ * (umqu_expose_packed) and sent to the initiator, which unpacks them (umqu_unpack_key); bit 2,
+ * a peer names our memory by its virtual address. */
 int umqu_rma_keyed(const struct umqu_ep *e)
 {
     (void)e;
-    return 0;
+    return 4 | 2 | 1;
 }
 
 int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, void **mr)
@@ -644,17 +671,208 @@ int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, vo
     return -ENOSYS;
 }
 
-int umqu_unexpose(void *mr)
+/* A region mapped for the peers' RMA: unmapping needs the context it was mapped in. */
+struct exposed {
+    ucp_context_h ctx;
+    ucp_mem_h mem;
+};
+
+/* Maps `len` bytes at `buf` for the peers' RMA reads and writes; *mr is the mapping, for
+ * umqu_unexpose, and `packed` (room for *packed_len bytes) gets the key a peer unpacks, its
+ * length in *packed_len. -ENOSPC when the key does not fit. */
+int umqu_expose_packed(struct umqu_ep *e, void *buf, size_t len, void **mr, void *packed,
+                       size_t *packed_len)
 {
-    (void)mr;
-    return -ENOSYS;
+    struct exposed *x = malloc(sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = buf,
+        .length = len};
+    ucs_status_t s = U.mem_map(e->ctx, &mp, &x->mem);
+    if (s != UCS_OK) {
+        free(x);
+        return -code_of(s);
+    }
+    void *key;
+    size_t key_len;
+    s = U.rkey_pack(e->ctx, x->mem, &key, &key_len);
+    if (s == UCS_OK && key_len > *packed_len) {
+        U.rkey_buffer_release(key);
+        s = UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (s != UCS_OK) {
+        U.mem_unmap(e->ctx, x->mem);
+        free(x);
+        return s == UCS_ERR_EXCEEDS_LIMIT ? -ENOSPC : -code_of(s);
+    }
+    memcpy(packed, key, key_len);
+    *packed_len = key_len;
+    U.rkey_buffer_release(key);
+    x->ctx = e->ctx;
+    *mr = x;
+    return 0;
 }
 
+/* Ends a mapping of umqu_expose_packed. Over an RDMA NIC a peer's operation under its key fails
+ * from now; UCX's tcp checks no key (docs/TRANSPORTS.md, "Trust"). */
+int umqu_unexpose(void *mr)
+{
+    struct exposed *x = mr;
+    ucs_status_t s = U.mem_unmap(x->ctx, x->mem);
+    free(x);
+    return -code_of(s);
+}
+
+/* A key the peer packed, unpacked for our operations to it: *key, until umqu_drop_key. The
+ * bytes are the peer's, so hostile. */
+int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t len,
+                    uint64_t *key)
+{
+    int rc = 0;
+    ucp_ep_h ep = reach(e, peer, &rc);
+    if (!ep)
+        return rc;
+    /* ucp_ep_rkey_unpack takes no length: it reads a map of memory domains, then a length
+     * byte and a key for each, as the bytes say. So it reads a copy, zeroed past the peer's
+     * bytes as far as any map could make it read. */
+    if (len == 0 || len > UNPACK_ROOM)
+        return -EINVAL;
+    unsigned char *copy = calloc(1, UNPACK_ROOM + UNPACK_SLACK);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, packed, len);
+    ucp_rkey_h k;
+    ucs_status_t s = U.ep_rkey_unpack(ep, copy, &k);
+    free(copy);
+    if (s != UCS_OK)
+        return -code_of(s);
+    *key = (uint64_t)(uintptr_t)k;
+    return 0;
+}
+
+void umqu_drop_key(uint64_t key)
+{
+    U.rkey_destroy((ucp_rkey_h)(uintptr_t)key);
+}
+
+static void flush_peer(struct peer *p);
+
+/* One part of a WRITE (its put, its flush) is over: the last completes it. */
+static void part_done(struct op *o, ucs_status_t status)
+{
+    if (status != UCS_OK && o->status == UCS_OK)
+        o->status = status;
+    if (--o->parts == 0) {
+        complete(o->e, o->ctx, o->len, o->status);
+        free(o);
+    }
+}
+
+static void put_done(void *request, ucs_status_t status, void *user_data)
+{
+    U.request_free(request);
+    part_done(user_data, status);
+}
+
+/* A flush is over: each WRITE that waited for it has its flush part done. */
+static void flushed(struct op *batch, ucs_status_t status)
+{
+    while (batch) {
+        struct op *next = batch->next;
+        part_done(batch, status);
+        batch = next;
+    }
+}
+
+static void flush_done(void *request, ucs_status_t status, void *user_data)
+{
+    U.request_free(request);
+    flushed(user_data, status);
+}
+
+/* A WRITE completes once its bytes are placed at the peer, as libfabric's FI_DELIVERY_COMPLETE:
+ * a put's own completion means only that our buffer is free again, so a flush of the endpoint
+ * follows, and the later of the two completes the WRITE. One flush serves the WRITEs put to the
+ * peer before the next poll (flush_writes), up to FLUSH_BATCH: a stream of WRITEs pays one
+ * flush a batch. */
+static int write_placed(struct umqu_ep *e, uint64_t peer, const void *buf, size_t len,
+                        uint64_t addr, ucp_rkey_h k, struct op *o)
+{
+    struct peer *p = peer_of(e, peer);
+    if (!p->unflushed && e->n_to_flush == e->cap_to_flush) {
+        size_t cap = e->cap_to_flush ? e->cap_to_flush * 2 : 16;
+        uint64_t *q = realloc(e->to_flush, cap * sizeof(*q));
+        if (!q) {
+            free(o);
+            return -ENOMEM;
+        }
+        e->to_flush = q;
+        e->cap_to_flush = cap;
+    }
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .cb.send = put_done,
+                                 .user_data = o};
+    ucs_status_ptr_t put = U.put_nbx(p->ep, buf, len, addr, k, &param);
+    if (UCS_PTR_IS_ERR(put)) {
+        free(o);
+        return -code_of(UCS_PTR_STATUS(put));
+    }
+    o->parts = 1 + (put != NULL);
+    if (!p->unflushed)
+        e->to_flush[e->n_to_flush++] = peer;
+    o->next = p->unflushed;
+    p->unflushed = o;
+    if (++p->n_unflushed >= FLUSH_BATCH)
+        flush_peer(p);
+    return 0;
+}
+
+/* Flushes `p` for the WRITEs put to it since its last flush. */
+static void flush_peer(struct peer *p)
+{
+    struct op *batch = p->unflushed;
+    if (!batch)
+        return;
+    p->unflushed = NULL;
+    p->n_unflushed = 0;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .cb.send = flush_done,
+                                 .user_data = batch};
+    ucs_status_ptr_t r = U.ep_flush_nbx(p->ep, &param);
+    if (r == NULL || UCS_PTR_IS_ERR(r))
+        flushed(batch, UCS_PTR_STATUS(r));
+}
+
+/* Flushes each peer that WRITEs were put to since its last flush, for all of them at once. */
+static void flush_writes(struct umqu_ep *e)
+{
+    for (size_t i = 0; i < e->n_to_flush; i++)
+        flush_peer(&e->peers[e->to_flush[i]]);
+    e->n_to_flush = 0;
+}
+
+/* One-sided, into or out of the peer's memory at `addr` under `key` (umqu_unpack_key): with
+ * `read` set, reads `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it,
+ * completing once they are placed there. Its completion carries `ctx`. */
 int umqu_rma(struct umqu_ep *e, int read, void *buf, size_t len, uint64_t peer, uint64_t addr,
              uint64_t key, void *ctx)
 {
-    (void)e, (void)read, (void)buf, (void)len, (void)peer, (void)addr, (void)key, (void)ctx;
-    return -ENOSYS;
+    int rc = 0;
+    ucp_ep_h ep = reach(e, peer, &rc);
+    if (!ep)
+        return rc;
+    struct op *o = op_new(e, ctx, len);
+    if (!o)
+        return -ENOMEM;
+    ucp_rkey_h k = (ucp_rkey_h)(uintptr_t)key;
+    if (!read)
+        return write_placed(e, peer, buf, len, addr, k, o);
+    ucp_request_param_t param = completing(o);
+    return settle(e, U.get_nbx(ep, buf, len, addr, k, &param), o);
 }
 
 int umqu_wait_fd(const struct umqu_ep *e)
@@ -662,10 +880,11 @@ int umqu_wait_fd(const struct umqu_ep *e)
     return e->wait_fd;
 }
 
-/* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait (poll first). */
+/* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait, or WRITEs wait for the
+ * flush a poll starts (poll first). */
 int umqu_trywait(struct umqu_ep *e)
 {
-    if (e->done_len)
+    if (e->done_len || e->n_to_flush)
         return -EAGAIN;
     ucs_status_t s = U.worker_arm(e->worker);
     return s == UCS_OK ? 0 : s == UCS_ERR_BUSY ? -EAGAIN : -code_of(s);
@@ -845,8 +1064,13 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
 {
     if (e->lost)
         return -ENOSPC;
-    if (!e->done_len)
-        U.worker_progress(e->worker);
+    flush_writes(e);
+    /* UCP's progress takes a bounded bite of each socket; it progresses again while that
+     * moved something but gave no completion, as the peers' RMA does (it completes nothing of
+     * ours): a sleeping target the call bell woke serves a stream of it in one look. */
+    for (int bites = 0; !e->done_len && bites < MAX_BITES; bites++)
+        if (!U.worker_progress(e->worker))
+            break;
     int got = 0;
     for (; got < max && e->done_len; got++, e->done_len--) {
         out[got] = e->done[e->done_head];
@@ -893,7 +1117,10 @@ int umqu_expose(struct umqu_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) 
 int umqu_write(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
 int umqu_rma_keyed(const struct umqu_ep *e) { (void)e; return 0; }
 int umqu_expose_keyed(struct umqu_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -ENOSYS; }
+int umqu_expose_packed(struct umqu_ep *e, void *b, size_t l, void **m, void *p, size_t *pl) { (void)e, (void)b, (void)l, (void)m, (void)p, (void)pl; return -ENOSYS; }
 int umqu_unexpose(void *m) { (void)m; return -ENOSYS; }
+int umqu_unpack_key(struct umqu_ep *e, uint64_t p, const void *k, size_t l, uint64_t *out) { (void)e, (void)p, (void)k, (void)l, (void)out; return -ENOSYS; }
+void umqu_drop_key(uint64_t k) { (void)k; }
 int umqu_rma(struct umqu_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
 int umqu_wait_fd(const struct umqu_ep *e) { (void)e; return -1; }
 int umqu_trywait(struct umqu_ep *e) { (void)e; return -ENOSYS; }
