@@ -1487,7 +1487,7 @@ mod tests {
 
     /// A connected pair whose b exposes the pool for RMA, and a 4 KiB buffer of b's with the
     /// reference a WRITE or READ names it by.
-    /// Over libfabric's tcp whatever the run names: RMA under keys of ours is libfabric's.
+    /// Over the engine the run names.
     fn pair_with_exposed_target() -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.b.ch.use_pool(&p.pool);
@@ -1502,6 +1502,84 @@ mod tests {
             rsvd0: 0,
         };
         (p, target, remote)
+    }
+
+    /// Where the provider carries RMA in software (tcp), small WRITEs and READs queued behind
+    /// each other go as messages, bundled (`streamed_at_most`): a lone WRITE goes by RMA, eight
+    /// 64 B WRITEs and then eight 64 B READs posted at once go as messages, b's rounds running
+    /// them, and eight 300 B WRITEs (past the WRITE limit) by RMA. Every byte lands where it was
+    /// sent, or is read back, and the WRs complete in order.
+    #[test]
+    fn small_rma_wrs_queued_together_go_as_messages() {
+        let (mut p, target, remote) = pair_with_exposed_target();
+        let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true); // the teacher
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, false);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        let lone = rma_wrs(&p);
+        assert_eq!(lone, 1, "a lone WRITE went by RMA");
+        let run_all = |p: &mut Pair, op: umq_opcode_t, len: u32| {
+            let t = unsafe { (*target).buf_data } as u64;
+            let wrs: Vec<_> = (0..8u64)
+                .map(|i| {
+                    let wr = crate::transport::test_wr(&p.pool, len, op, 0);
+                    // A READ's buffer starts as neither side's bytes.
+                    let fill = if op == UMQ_OPC_READ { 0xee } else { i as u8 };
+                    unsafe { std::ptr::write_bytes((*wr).buf_data as *mut u8, fill, len as usize) };
+                    let sge = umq_ref_sge_t {
+                        addr: t + i * len as u64,
+                        length: len,
+                        ..remote
+                    };
+                    unsafe { (*wr).pro_mut().remote_sge = sge };
+                    p.wa.sq.push(wr);
+                    wr
+                })
+                .collect();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while p.wa.sq.completed() < 8 {
+                assert!(Instant::now() < deadline, "not within 5 s");
+                p.round_a().unwrap();
+                p.round_b().unwrap();
+            }
+            let mut done = [std::ptr::null_mut(); 8];
+            assert_eq!(p.wa.sq.take_completed(&mut done), 8);
+            assert_eq!(done.to_vec(), wrs, "in order");
+            for (i, &wr) in wrs.iter().enumerate() {
+                assert_eq!(unsafe { (*wr).status() }, UMQ_BUF_SUCCESS);
+                let at = t + (i as u64) * len as u64;
+                let there = unsafe { std::slice::from_raw_parts(at as *const u8, len as usize) };
+                let ours = unsafe {
+                    std::slice::from_raw_parts((*wr).buf_data as *const u8, len as usize)
+                };
+                assert_eq!(there, ours);
+                p.pool.free_one(wr).unwrap();
+            }
+        };
+        run_all(&mut p, UMQ_OPC_WRITE, 64);
+        assert_eq!(
+            rma_wrs(&p),
+            lone,
+            "64 B WRITEs queued together went as messages"
+        );
+        // READs of what is there now (the WRITEs' bytes, each WR's own index).
+        unsafe { std::ptr::write_bytes((*target).buf_data as *mut u8, 0, 4096) };
+        for i in 0..8u64 {
+            let at = unsafe { (*target).buf_data } as u64 + i * 64;
+            unsafe { std::ptr::write_bytes(at as *mut u8, i as u8, 64) };
+        }
+        run_all(&mut p, UMQ_OPC_READ, 64);
+        assert_eq!(
+            rma_wrs(&p),
+            lone,
+            "64 B READs queued together went as messages"
+        );
+        run_all(&mut p, UMQ_OPC_WRITE, 300);
+        assert_eq!(rma_wrs(&p), lone + 8, "300 B WRITEs went by RMA");
+        p.pool.free_one(target).unwrap();
     }
 
     /// RMA rings the peer's call bell only when the peer's provider does not serve it unasked

@@ -27,6 +27,9 @@ pub const KIND_BYE: u8 = 6;
 pub const KIND_PING: u8 = 7;
 /// A MAC control frame of the link (`transport::pause`), the payload.
 pub const KIND_CONTROL: u8 = 8;
+/// In a WRITE's or READ's `flags`: the initiator knows the chunk its token names, so the
+/// completion need not teach it (`rma`).
+pub const FLAG_KNOWS_CHUNK: u16 = 1;
 /// Several whole messages for one channel, their headers and payloads back to back as the
 /// payload: a stream of small WRs costs libfabric one message for many (`tx::bundle_of`).
 pub const KIND_BUNDLE: u8 = 9;
@@ -36,7 +39,8 @@ pub const KIND_BUNDLE: u8 = 9;
 pub struct Header {
     pub kind: u8,
     pub opcode: u8,
-    pub _r0: u16,
+    /// `FLAG_*`.
+    pub flags: u16,
     /// Payload bytes of this message (after the header).
     pub len: u32,
     pub imm: u64,

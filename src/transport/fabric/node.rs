@@ -167,6 +167,8 @@ pub struct Shared {
     serving: ChannelId,
     /// The process pool's chunks exposed for the peers' RMA (None: the provider cannot).
     pub rma: Option<rma::Exposure>,
+    /// The provider carries RMA in software (`Endpoint::rma_in_software`).
+    pub rma_in_software: bool,
     /// Our RMA operations in flight: the channel and WR each is for; and the free entries.
     rma_ops: Vec<Option<(ChannelId, u64)>>,
     rma_free: Vec<usize>,
@@ -385,6 +387,7 @@ impl Node {
                 .rma_keyed()
                 .filter(|_| rma::wanted())
                 .map(|a| rma::Exposure::new(a, ep.packs_keys())),
+            rma_in_software: ep.rma_in_software(),
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
             peer_keys: HashMap::new(),

@@ -392,6 +392,13 @@ impl RemoteChunks {
         self.0.insert(token_id, c);
     }
 
+    /// Whether a chunk was learned under this token.
+    pub fn knows(&self, token_id: u32, token_value: u32) -> bool {
+        self.0
+            .get(&token_id)
+            .is_some_and(|c| c.token_value == token_value)
+    }
+
     pub fn forget_all(&mut self) {
         self.0.clear();
     }

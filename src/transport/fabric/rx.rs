@@ -288,6 +288,7 @@ impl Run<'_> {
             let mut keys = None;
             if status == UMQ_BUF_SUCCESS
                 && matches!(opcode, UMQ_OPC_WRITE | UMQ_OPC_READ)
+                && h.flags & FLAG_KNOWS_CHUNK == 0
                 && let Some(c) = self
                     .exposed
                     .as_deref_mut()

@@ -357,13 +357,15 @@ int umqf_write(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint6
  * choosing (derived from their tokens): the provider takes the caller's keys (no
  * FI_MR_PROV_KEY), of 8 bytes, and needs no descriptor for our own buffers (no FI_MR_LOCAL).
  * Bit 1 of the answer: peers name registered memory by its virtual address (FI_MR_VIRT_ADDR),
- * else by the offset into the region. */
+ * else by the offset into the region; bit 3: the provider carries RMA in software, as messages
+ * its peer's progress runs (tcp). */
 int umqf_rma_keyed(const struct umqf_ep *e)
 {
     const struct fi_domain_attr *d = e->info->domain_attr;
     if ((d->mr_mode & (FI_MR_PROV_KEY | FI_MR_LOCAL)) || d->mr_key_size < 8)
         return 0;
-    return 1 | ((d->mr_mode & FI_MR_VIRT_ADDR) ? 2 : 0);
+    int in_software = !strncmp(e->info->fabric_attr->prov_name, "tcp", 3);
+    return 1 | ((d->mr_mode & FI_MR_VIRT_ADDR) ? 2 : 0) | (in_software ? 8 : 0);
 }
 
 /* Registers `len` bytes at `buf` for the peers' RMA reads and writes under `key`; *mr is the

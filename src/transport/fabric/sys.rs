@@ -444,6 +444,12 @@ impl Endpoint {
         }
     }
 
+    /// Whether the provider carries RMA in software, as messages of its own the target's
+    /// progress runs (libfabric's tcp, UCX over tcp), rather than on a NIC.
+    pub fn rma_in_software(&self) -> bool {
+        unsafe { (self.ops.rma_keyed)(self.raw.as_ptr()) & 8 != 0 }
+    }
+
     /// Whether the keys of memory we expose are the provider's, packed for the peer to unpack
     /// (UCX: `expose_packed`, `unpack_key`), rather than keys of our choosing (`expose_keyed`).
     pub fn packs_keys(&self) -> bool {

@@ -208,6 +208,7 @@ struct umqu_ep {
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
+    int rma_in_software; /* over tcp alone: UCP carries RMA as active messages */
     uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
     size_t n_to_flush, cap_to_flush;
     char provider[64];
@@ -513,6 +514,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     unsigned major, minor, release;
     U.get_version(&major, &minor, &release);
     const char *tls = getenv("UCX_TLS");
+    e->rma_in_software = !tls || !strcmp(tls, "tcp");
     snprintf(e->provider, sizeof(e->provider), "ucx %u.%u.%u (%s)", major, minor, release,
              tls ? tls : "tcp");
     *out = e;
@@ -658,11 +660,11 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
 
 /* Peers' RMA into the process pool (rma.rs): bit 4, keys are UCP's, packed by the target
  * (umqu_expose_packed) and sent to the initiator, which unpacks them (umqu_unpack_key); bit 2,
- * a peer names our memory by its virtual address. */
+ * a peer names our memory by its virtual address; bit 8, RMA is carried in software, as
+ * messages the target's progress runs (tcp has no RMA lanes: `ucx_info -e -u ra`). */
 int umqu_rma_keyed(const struct umqu_ep *e)
 {
-    (void)e;
-    return 4 | 2 | 1;
+    return (e->rma_in_software ? 8 : 0) | 4 | 2 | 1;
 }
 
 int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, void **mr)
