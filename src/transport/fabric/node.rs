@@ -175,7 +175,6 @@ pub struct Shared {
     /// Keys peers packed for their chunks (`Endpoint::packs_keys`), unpacked for our RMA: by
     /// peer, then by the packed bytes.
     peer_keys: HashMap<u64, HashMap<Box<[u8]>, u64>>,
-    peer_keys_held: usize,
 }
 
 /// Registrations close before the endpoint (and its domain) does.
@@ -391,7 +390,6 @@ impl Node {
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
             peer_keys: HashMap::new(),
-            peer_keys_held: 0,
             ep,
         };
         let node = Node {
@@ -982,14 +980,15 @@ impl Shared {
         if let Some(&key) = self.peer_keys.get(&peer).and_then(|k| k.get(packed)) {
             return Some(key);
         }
-        // Keys of chunks long gone pile up: they go when no RMA of ours needs any.
-        if self.peer_keys_held >= PEER_KEYS_HELD && self.rma_free.len() == self.rma_ops.len() {
+        // Keys of chunks long gone pile up: they go when no RMA of ours needs any. (Counted
+        // only here, before an unpack, which is once a key.)
+        let held: usize = self.peer_keys.values().map(HashMap::len).sum();
+        if held >= PEER_KEYS_HELD && self.rma_free.len() == self.rma_ops.len() {
             self.drop_peer_keys();
         }
         let key = self.ep.unpack_key(peer, packed).ok()?;
         let keys = self.peer_keys.entry(peer).or_default();
         keys.insert(packed.into(), key);
-        self.peer_keys_held += 1;
         Some(key)
     }
 
@@ -997,7 +996,6 @@ impl Shared {
         for (_, keys) in self.peer_keys.drain() {
             keys.into_values().for_each(|k| self.ep.drop_key(k));
         }
-        self.peer_keys_held = 0;
     }
 
     /// Bounce buffers channels are done with.

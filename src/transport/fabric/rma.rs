@@ -35,6 +35,7 @@ use super::msg::{FRAGMENT, Header};
 use super::sys::{Addressing, Endpoint, MAX_PACKED, Registration, RemoteKey};
 use crate::buf::pool::ChunkSpan;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Slots a chunk has at most (`buf::access::SLOTS`): the slot index fits a key's low byte.
@@ -67,18 +68,32 @@ pub fn slot_key(token_id: u32, token_value: u32, slot: usize) -> u64 {
 /// Chunks the pool made since the node last looked: registered at its next progress, under its
 /// lock (a chunk is carved while that lock may be held, by a receive that allocates).
 #[derive(Default)]
-pub struct Pending(Mutex<Vec<ChunkSpan>>);
+pub struct Pending {
+    chunks: Mutex<Vec<ChunkSpan>>,
+    /// Set after a chunk is added: every progress looks, and the lock is taken only then.
+    any: AtomicBool,
+}
 
 impl Pending {
     fn lock(&self) -> MutexGuard<'_, Vec<ChunkSpan>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.chunks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A chunk the pool made (a shared pool's are never exposed).
     pub fn add(&self, chunk: &ChunkSpan) {
         if !chunk.shared {
             self.lock().push(*chunk);
+            self.any.store(true, Ordering::Release);
         }
+    }
+
+    /// The chunks added since the last take (a chunk added meanwhile sets `any` again after
+    /// it is in the list, so the next take finds it).
+    fn take(&self) -> Vec<ChunkSpan> {
+        if !self.any.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.lock())
     }
 
     /// A chunk that left before it was registered.
@@ -132,7 +147,7 @@ impl Exposure {
 
     /// Takes in the chunks the pool made since the last call.
     pub fn take_pending(&mut self) {
-        for span in std::mem::take(&mut *self.pending.lock()) {
+        for span in self.pending.take() {
             self.known.insert(span.token_id, span);
         }
     }

@@ -151,10 +151,9 @@ static int code_of(ucs_status_t s)
 static const char MAGIC[4] = {'U', 'C', 'X', '1'};
 #define MAX_REGIONS 8
 #define MAX_RKEY 255
-/* A packed key a peer sends for unpacking is at most UNPACK_ROOM bytes long (rma.rs sends up to
- * 255), and UCP reads at most UNPACK_SLACK bytes past its start: a 64-bit map, a type byte and,
- * for each of up to 64 domains, a length byte, its key and a device byte. */
-#define UNPACK_ROOM 255
+/* A packed key a peer sends is at most MAX_RKEY bytes long (rma.rs sends up to 255), and UCP
+ * reads at most UNPACK_SLACK bytes past its start: a 64-bit map, a type byte and, for each of up
+ * to 64 domains, a length byte, its key and a device byte. */
 #define UNPACK_SLACK (sizeof(uint64_t) + 1 + 64 * (1 + 255 + 1))
 /* UCP progress calls one poll makes at most while they move data but complete nothing. */
 #define MAX_BITES 64
@@ -739,9 +738,9 @@ int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t
     /* ucp_ep_rkey_unpack takes no length: it reads a map of memory domains, then a length
      * byte and a key for each, as the bytes say. So it reads a copy, zeroed past the peer's
      * bytes as far as any map could make it read. */
-    if (len == 0 || len > UNPACK_ROOM)
+    if (len == 0 || len > MAX_RKEY)
         return -EINVAL;
-    unsigned char *copy = calloc(1, UNPACK_ROOM + UNPACK_SLACK);
+    unsigned char *copy = calloc(1, MAX_RKEY + UNPACK_SLACK);
     if (!copy)
         return -ENOMEM;
     memcpy(copy, packed, len);
@@ -1066,7 +1065,8 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
 {
     if (e->lost)
         return -ENOSPC;
-    flush_writes(e);
+    if (e->n_to_flush)
+        flush_writes(e);
     /* UCP's progress takes a bounded bite of each socket; it progresses again while that
      * moved something but gave no completion, as the peers' RMA does (it completes nothing of
      * ours): a sleeping target the call bell woke serves a stream of it in one look. */
