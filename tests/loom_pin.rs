@@ -68,6 +68,44 @@ fn a_copy_never_reaches_the_next_owner_and_none_starts_after_the_free() {
     });
 }
 
+/// A peer that pinned the slot for one copy makes a second under the same pin once
+/// `still_live` says the slot is still handed out (a post's WRs to one buffer): that copy too
+/// never reaches the next owner, and never starts after the free returned.
+#[test]
+fn a_second_copy_under_a_held_pin_obeys_the_same_rules() {
+    loom::model(|| {
+        let slot = Arc::new(Slot {
+            word: AtomicU32::new(0),
+            bytes: UnsafeCell::new(0),
+            freed: AtomicBool::new(false),
+        });
+        pin::hand_out(&slot.word);
+        let peer = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                if !pin::try_pin(&slot.word) {
+                    return;
+                }
+                slot.bytes.with_mut(|b| unsafe { *b = PEER });
+                let after_free = slot.freed.load(Ordering::SeqCst);
+                if pin::still_live(&slot.word) {
+                    assert!(!after_free, "a second copy after the free returned");
+                    slot.bytes.with_mut(|b| unsafe { *b = PEER + 10 });
+                }
+                pin::unpin(&slot.word);
+            })
+        };
+        pin::revoke(&slot.word);
+        slot.freed.store(true, Ordering::SeqCst);
+        while pin::pinned(&slot.word) {
+            thread::yield_now();
+        }
+        slot.bytes.with_mut(|b| unsafe { *b = NEXT_OWNER });
+        peer.join().unwrap();
+        assert_eq!(slot.bytes.with(|b| unsafe { *b }), NEXT_OWNER);
+    });
+}
+
 /// Two peers copying at once both hold pins; the owner waits for both.
 #[test]
 fn the_owner_waits_for_every_pin() {

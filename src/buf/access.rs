@@ -236,6 +236,23 @@ pub enum Reach<'a> {
 pub struct Pin<'a> {
     word: &'a AtomicU32,
     pub addr: usize,
+    /// The token it was checked under, and the slot's data area `[start, end)`: what a later
+    /// operation may reach under this pin (`covers`).
+    token: (u32, u32),
+    area: (u64, u64),
+}
+
+impl Pin<'_> {
+    /// Whether `[addr, addr + len)` under this token lies in the pinned slot's data area and
+    /// the slot is still handed out, so that another copy may go under this pin (a post's
+    /// WRs to one buffer pin it once). The entry cannot change while a slot of it is pinned
+    /// (`AccessTable::withdraw` waits), so this is the check `PeerAccess::reach` makes.
+    pub fn covers(&self, addr: u64, len: u64, token_id: u32, token_value: u32) -> bool {
+        self.token == (token_id, token_value)
+            && addr >= self.area.0
+            && addr.checked_add(len).is_some_and(|end| end <= self.area.1)
+            && pin::still_live(self.word)
+    }
 }
 
 impl Drop for Pin<'_> {
@@ -279,7 +296,7 @@ impl PeerAccess {
         if e.token_value.load(Ordering::Relaxed) != token_value {
             return Reach::Refused;
         }
-        let Some(slot) = slot_of(e, addr, len) else {
+        let Some((slot, area)) = slot_of(e, addr, len) else {
             return Reach::Refused;
         };
         let word = &e.words[slot];
@@ -289,6 +306,8 @@ impl PeerAccess {
         let pin = Pin {
             word,
             addr: addr as usize,
+            token: (token_id, token_value),
+            area,
         };
         // The chunk may have left (and its entry gone to another) while we read it.
         match e.tag.load(Ordering::Acquire) == tag {
@@ -307,9 +326,9 @@ impl PeerAccess {
     }
 }
 
-/// The slot of entry `e` whose data area holds `[addr, addr + len)`, read from the peer's
-/// values (checked arithmetic: they may be anything).
-fn slot_of(e: &Entry, addr: u64, len: u64) -> Option<usize> {
+/// The slot of entry `e` whose data area holds `[addr, addr + len)`, and that data area, read
+/// from the peer's values (checked arithmetic: they may be anything).
+fn slot_of(e: &Entry, addr: u64, len: u64) -> Option<(usize, (u64, u64))> {
     let base = e.data_base.load(Ordering::Relaxed);
     let stride = e.data_stride.load(Ordering::Relaxed);
     let cap = e.data_cap.load(Ordering::Relaxed);
@@ -317,7 +336,10 @@ fn slot_of(e: &Entry, addr: u64, len: u64) -> Option<usize> {
     let off = addr.checked_sub(base)?;
     let slot = off.checked_div(stride)?;
     let within = off % stride;
-    (slot < count && within.checked_add(len)? <= cap.min(stride)).then_some(slot as usize)
+    let room = cap.min(stride);
+    let start = addr - within;
+    (slot < count && within.checked_add(len)? <= room)
+        .then_some((slot as usize, (start, start.saturating_add(room))))
 }
 
 #[cfg(test)]
@@ -377,6 +399,29 @@ mod tests {
         assert!(p.pin(u64::MAX, 16, 7, 0xfeed).is_none());
         t.clear_live(at, 1);
         assert!(p.pin(slot1, 16, 7, 0xfeed).is_none(), "freed");
+    }
+
+    #[test]
+    fn a_held_pin_covers_its_token_and_its_slot_while_the_slot_is_live() {
+        let (t, p) = both(8);
+        let at = t.publish(&layout(7)).unwrap();
+        t.set_live(at, 1);
+        t.set_live(at, 2);
+        let slot1 = 0x10_1000;
+        let pin = p.pin(slot1 + 8, 16, 7, 0xfeed).unwrap();
+        assert!(pin.covers(slot1, 0x800, 7, 0xfeed), "the whole data area");
+        assert!(pin.covers(slot1 + 0x7ff, 1, 7, 0xfeed), "its last byte");
+        assert!(!pin.covers(slot1 + 0x7ff, 2, 7, 0xfeed), "past its end");
+        assert!(!pin.covers(slot1 - 1, 1, 7, 0xfeed), "before it");
+        assert!(!pin.covers(0x10_2000, 8, 7, 0xfeed), "the next slot");
+        assert!(!pin.covers(slot1, 8, 7, 0xbeef), "another token value");
+        assert!(
+            !pin.covers(slot1, 8, 7 + ENTRIES as u32, 0xfeed),
+            "another id"
+        );
+        assert!(!pin.covers(u64::MAX, 2, 7, 0xfeed));
+        t.clear_live(at, 1);
+        assert!(!pin.covers(slot1, 8, 7, 0xfeed), "freed while held");
     }
 
     #[test]

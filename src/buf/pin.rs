@@ -29,6 +29,14 @@ pub fn unpin(word: &AtomicU32) {
     word.fetch_sub(1, Ordering::Release);
 }
 
+/// A peer that holds a pin on the slot, before another copy under it: whether the slot is
+/// still handed out. One load instead of a second pin: the pin held keeps `LIVE` from coming
+/// back (a slot is handed out again only once unpinned), and a free that returned before this
+/// load is seen by it, as by `try_pin`.
+pub fn still_live(word: &AtomicU32) -> bool {
+    word.load(Ordering::Acquire) & LIVE != 0
+}
+
 /// The owner frees the slot: no pin succeeds from here on.
 pub fn revoke(word: &AtomicU32) {
     word.fetch_and(!LIVE, Ordering::AcqRel);

@@ -48,6 +48,15 @@ pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
 /// its `total_data_size` spanned when posted) fill in order, each `data_size` says what it
 /// holds and `total_data_size` what landed. Bytes beyond the buffers' room are dropped.
 pub(crate) fn land_read(wr: *mut umq_buf_t, src: *const u8, len: usize) {
+    let h = unsafe { &mut *wr };
+    if h.data_size >= h.total_data_size {
+        // A READ into one buffer (the usual one): what `set_read_sizes` and the copy below
+        // do for it, without walking the list.
+        let n = len.min(h.buf_size as usize);
+        (h.data_size, h.total_data_size) = (n as u32, n as u32);
+        unsafe { ptr::copy(src, h.buf_data as *mut u8, n) };
+        return;
+    }
     let nbufs = crate::buf::wr_bufs(wr).count();
     set_read_sizes(wr, nbufs, len);
     let room = crate::buf::iter(wr)

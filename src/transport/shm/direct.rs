@@ -23,61 +23,119 @@ pub(super) enum Direct {
     ViaTarget,
 }
 
-/// Carries out `wr`, a WRITE or READ, against the memory of process `pid`, whose inbox is
-/// `peer`.
-pub(super) fn execute(peer: &Segment, pid: u32, wr: *mut umq_buf_t) -> Direct {
-    let Some(table) = peer.peer_access() else {
-        return Direct::ViaTarget;
-    };
-    let h = unsafe { &*wr };
-    let (opcode, sge) = (h.pro().opcode, h.pro().remote_sge);
-    let len = match opcode {
-        UMQ_OPC_WRITE => h.total_data_size as u64,
-        UMQ_OPC_READ => sge.length as u64,
-        _ => return Direct::ViaTarget,
-    };
-    if len > sge.length as u64 {
-        return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR);
+/// One post's run of WRITEs and READs against one target: its table and mapped pool looked up
+/// once, and the slot the last WR reached kept pinned while the next WRs reach the same
+/// buffer, each checking with one load that it is still handed out (a pin and an unpin are
+/// two locked instructions a WR, most of a 64 B WRITE's time). The pin goes when the run
+/// ends: a post holds a slot no longer than it runs.
+pub(super) struct Run<'a> {
+    peer: &'a Segment,
+    pid: u32,
+    /// The target's table (None: one-sided operations to it go through the ring), and its
+    /// shared pool, looked up on first need (None inside: it has none).
+    table: Option<&'a PeerAccess>,
+    pool: Option<Option<&'a PeerArena>>,
+    held: Option<Pin<'a>>,
+}
+
+impl<'a> Run<'a> {
+    /// A run against `peer`, the inbox of process `pid`.
+    #[inline(always)]
+    pub(super) fn new(peer: &'a Segment, pid: u32) -> Run<'a> {
+        Run {
+            peer,
+            pid,
+            table: peer.peer_access(),
+            pool: None,
+            held: None,
+        }
     }
-    let pin = match table.reach(sge.addr, len, sge.token_id, sge.token_value) {
-        Reach::Pinned(pin) => pin,
-        Reach::Refused => return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
-        Reach::Unknown => return Direct::ViaTarget,
-    };
-    // A buffer of the target queue's shared pool, which we map: a plain copy. Else the kernel's.
-    let mapped = peer
-        .peer_pool()
-        .ok()
-        .and_then(|p| p.local(pin.addr as u64, len));
-    let moved = match (opcode, mapped) {
-        (UMQ_OPC_WRITE, Some(dst)) => {
-            target::copy_pieces(message_pieces(wr), std::iter::once((dst, len as usize)));
-            Ok(())
+
+    /// Carries out `wr`, a WRITE or READ, against the target's memory.
+    pub(super) fn execute(&mut self, wr: *mut umq_buf_t) -> Direct {
+        let Some(table) = self.table else {
+            return Direct::ViaTarget;
+        };
+        let h = unsafe { &*wr };
+        let (opcode, sge) = (h.pro().opcode, h.pro().remote_sge);
+        let len = match opcode {
+            UMQ_OPC_WRITE => h.total_data_size as u64,
+            UMQ_OPC_READ => sge.length as u64,
+            _ => return Direct::ViaTarget,
+        };
+        if len > sge.length as u64 {
+            return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR);
         }
-        (_, Some(src)) => {
-            target::land_read(wr, src, len as usize);
-            Ok(())
+        let (addr, token) = (sge.addr, (sge.token_id, sge.token_value));
+        if !self
+            .held
+            .as_ref()
+            .is_some_and(|p| p.covers(addr, len, token.0, token.1))
+        {
+            self.held = None; // the slot before is let go before another is pinned
+            match table.reach(addr, len, token.0, token.1) {
+                Reach::Pinned(pin) => self.held = Some(pin),
+                Reach::Refused => return Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+                Reach::Unknown => return Direct::ViaTarget,
+            }
         }
-        (UMQ_OPC_WRITE, None) => write(pid, wr, pin.addr, len as usize),
-        (_, None) => read(pid, wr, pin.addr, len as usize),
-    };
-    drop(pin);
-    match moved {
-        Ok(()) => Direct::Ran {
-            mapped: mapped.is_some(),
-        },
-        Err(e) if refused(&e) => {
-            crate::log_info!(
-                "umq_post",
-                "the kernel refuses cross-memory attach to process {pid} ({e}): one-sided \
-                 WRITE and READ to it wait for it to run"
-            );
-            peer.refuse_direct();
-            Direct::ViaTarget
+        self.moved(wr, opcode, addr, len as usize)
+    }
+
+    /// Moves the bytes of `wr`, checked and pinned, to or from `[addr, addr + len)` of the
+    /// target: a plain copy when the buffer is in the target queue's shared pool, which we
+    /// map, else the kernel's.
+    fn moved(&mut self, wr: *mut umq_buf_t, opcode: umq_opcode_t, addr: u64, len: usize) -> Direct {
+        let mapped = self.pool().and_then(|p| p.local(addr, len as u64));
+        let moved = match (opcode, mapped) {
+            (UMQ_OPC_WRITE, Some(dst)) => {
+                copy_message(wr, dst, len);
+                Ok(())
+            }
+            (_, Some(src)) => {
+                target::land_read(wr, src, len);
+                Ok(())
+            }
+            (UMQ_OPC_WRITE, None) => write(self.pid, wr, addr as usize, len),
+            (_, None) => read(self.pid, wr, addr as usize, len),
+        };
+        match moved {
+            Ok(()) => Direct::Ran {
+                mapped: mapped.is_some(),
+            },
+            Err(e) if refused(&e) => {
+                crate::log_info!(
+                    "umq_post",
+                    "the kernel refuses cross-memory attach to process {} ({e}): one-sided \
+                     WRITE and READ to it wait for it to run",
+                    self.pid
+                );
+                self.peer.refuse_direct();
+                (self.table, self.held) = (None, None);
+                Direct::ViaTarget
+            }
+            // The target is gone: the round that finds it closed fails what is in flight.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Direct::ViaTarget,
+            Err(_) => Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
         }
-        // The target is gone: the round that finds it closed fails what is in flight.
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Direct::ViaTarget,
-        Err(_) => Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
+    }
+
+    /// The target queue's shared pool, mapped here, if it has one (looked up on first need).
+    fn pool(&mut self) -> Option<&'a PeerArena> {
+        let peer = self.peer;
+        *self.pool.get_or_insert_with(|| peer.peer_pool().ok())
+    }
+}
+
+/// Copies the WRITE's payload, `len` bytes, to `dst`: one copy when its first buffer holds it
+/// all.
+fn copy_message(wr: *mut umq_buf_t, dst: *mut u8, len: usize) {
+    let h = unsafe { &*wr };
+    if h.data_size as usize >= len {
+        // ptr::copy, not copy_nonoverlapping: a WRITE may target the very buffer it reads from.
+        unsafe { std::ptr::copy(h.buf_data as *const u8, dst, len) };
+    } else {
+        target::copy_pieces(message_pieces(wr), std::iter::once((dst, len)));
     }
 }
 

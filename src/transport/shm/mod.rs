@@ -57,7 +57,7 @@ use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
 use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
-use crate::buf::access::{PeerAccess, Reach};
+use crate::buf::access::{PeerAccess, Pin, Reach};
 use crate::buf::arena::{Arena, PeerArena};
 use crate::buf::pool::Pool;
 use crate::event::EventFd;

@@ -349,6 +349,7 @@ impl Segment {
 
     /// The peer's: its access table, mapped here on first use; None while it has published
     /// none (asked again next time), or when it cannot be mapped (remembered, and logged once).
+    #[inline(always)]
     pub(super) fn peer_access(&self) -> Option<&PeerAccess> {
         if self.direct_refused.load(Ordering::Relaxed) {
             return None;
@@ -356,6 +357,13 @@ impl Segment {
         if let Some(t) = self.peer_access.get() {
             return t.as_ref();
         }
+        self.open_peer_access()
+    }
+
+    /// `peer_access` the first time: maps the table the peer's inbox names.
+    #[cold]
+    #[inline(never)]
+    fn open_peer_access(&self) -> Option<&PeerAccess> {
         let i = self.inbox();
         let fd = i.access_fd.load(Ordering::Acquire);
         if fd == NO_POOL || fd == 0 {

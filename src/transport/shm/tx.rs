@@ -108,7 +108,8 @@ impl Carrier for Pusher<'_> {
         // peer runs or not (a limited queue's go as its pacer grants them).
         if w.sq.in_flight() == 0
             && !self.paced
-            && let Some(status) = one_sided(w, pair, peer, wr)
+            && is_one_sided(wr)
+            && let Some(status) = one_sided(w, pair, &mut direct::Run::new(peer, pair.pid), wr)
         {
             return Handed::ran(status);
         }
@@ -179,8 +180,9 @@ pub(super) fn run_one_sided(
     if !may_run_one_sided(w, peer) {
         return 0;
     }
+    let mut run = direct::Run::new(peer, pair.pid);
     let mut ran = 0;
-    while ran < wrs.len() && w.sq.len() < room && run_one(w, pair, peer, wrs[ran], out) {
+    while ran < wrs.len() && w.sq.len() < room && run_one(w, pair, &mut run, wrs[ran], out) {
         ran += 1;
     }
     ran
@@ -195,7 +197,11 @@ pub(super) fn run_one_sided_alone(
     wr: *mut umq_buf_t,
 ) -> Option<Outcome> {
     let mut out = Outcome::default();
-    (may_run_one_sided(w, peer) && run_one(w, pair, peer, wr, &mut out)).then_some(out)
+    if !may_run_one_sided(w, peer) {
+        return None;
+    }
+    let mut run = direct::Run::new(peer, pair.pid);
+    run_one(w, pair, &mut run, wr, &mut out).then_some(out)
 }
 
 /// Nothing of ours is outstanding, the peer has not paused us and is there.
@@ -208,15 +214,20 @@ fn may_run_one_sided(w: &Wire, peer: &Segment) -> bool {
 fn run_one(
     w: &mut Wire,
     pair: &mut Pair,
-    peer: &Segment,
+    run: &mut direct::Run,
     wr: *mut umq_buf_t,
     out: &mut Outcome,
 ) -> bool {
-    let Some(status) = one_sided(w, pair, peer, wr) else {
+    let Some(status) = one_sided(w, pair, run, wr) else {
         return false;
     };
     w.ran_in_post(wr, status, out);
     true
+}
+
+#[inline(always)]
+fn is_one_sided(wr: *mut umq_buf_t) -> bool {
+    matches!(unsafe { (*wr).pro().opcode }, UMQ_OPC_WRITE | UMQ_OPC_READ)
 }
 
 /// Carries out `wr` itself when it is a WRITE or READ the target's access table lets through
@@ -224,14 +235,13 @@ fn run_one(
 fn one_sided(
     w: &mut Wire,
     pair: &mut Pair,
-    peer: &Segment,
+    run: &mut direct::Run,
     wr: *mut umq_buf_t,
 ) -> Option<umq_buf_status_t> {
-    let opcode = unsafe { (*wr).pro().opcode };
-    if opcode != UMQ_OPC_WRITE && opcode != UMQ_OPC_READ {
+    if !is_one_sided(wr) {
         return None;
     }
-    let status = match direct::execute(peer, pair.pid, wr) {
+    let status = match run.execute(wr) {
         direct::Direct::ViaTarget => return None,
         direct::Direct::Refused(status) => status,
         direct::Direct::Ran { mapped: true } => {
