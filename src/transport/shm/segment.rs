@@ -183,6 +183,9 @@ pub(super) fn map_at(base: *mut u8, len: usize, fd: i32) -> bool {
     p == base as *mut libc::c_void
 }
 
+/// `Segment::peer_pool` when the peer's shared pool could not be mapped.
+const UNMAPPABLE: LinkError = LinkError::Corrupt("cannot map the peer's shared pool");
+
 impl Segment {
     /// A fresh inbox of this process, with mode 0600, marked with `secret`, with a doorbell
     /// when the owning queue is in interrupt mode, and the largest hot part (`create_sized`).
@@ -388,11 +391,19 @@ impl Segment {
     }
 
     /// The peer's: its shared pool, mapped here on first use.
+    #[inline(always)]
     pub(super) fn peer_pool(&self) -> Result<&PeerArena, LinkError> {
-        const UNMAPPABLE: LinkError = LinkError::Corrupt("cannot map the peer's shared pool");
-        if let Some(p) = self.peer_pool.get() {
-            return p.as_ref().ok_or(UNMAPPABLE);
+        match self.peer_pool.get() {
+            Some(Some(p)) => Ok(p),
+            Some(None) => Err(UNMAPPABLE),
+            None => self.open_peer_pool(),
         }
+    }
+
+    /// `peer_pool` until it is mapped (or found unmappable).
+    #[cold]
+    #[inline(never)]
+    fn open_peer_pool(&self) -> Result<&PeerArena, LinkError> {
         let i = self.inbox();
         let fd = i.pool_fd.load(Ordering::Acquire);
         if fd == NO_POOL || fd == 0 {
