@@ -31,40 +31,44 @@ unsafe impl Sync for Slot {}
 const PEER: u32 = 1;
 const NEXT_OWNER: u32 = 2;
 
-#[test]
-fn a_copy_never_reaches_the_next_owner_and_none_starts_after_the_free() {
-    loom::model(|| {
+/// A handed-out slot that `peer` copies into on another thread while the owner frees it,
+/// waits for the pins as an allocation does, and its next owner writes it; checks the next
+/// owner's bytes survive. (The next owner's own hand-out, which lets new copies pin the slot
+/// under the same token, as RDMA lets a WRITE reach a registered region, is left out: what is
+/// checked is that no copy from before the free reaches the next owner.)
+fn race_a_copy_with_the_free(peer: fn(&Slot)) {
+    loom::model(move || {
         let slot = Arc::new(Slot {
             word: AtomicU32::new(0),
             bytes: UnsafeCell::new(0),
             freed: AtomicBool::new(false),
         });
         pin::hand_out(&slot.word);
-        let peer = {
+        let copier = {
             let slot = slot.clone();
-            thread::spawn(move || {
-                let after_free = slot.freed.load(Ordering::SeqCst);
-                if !pin::try_pin(&slot.word) {
-                    return false;
-                }
-                assert!(!after_free, "pinned after the free returned");
-                slot.bytes.with_mut(|b| unsafe { *b = PEER });
-                pin::unpin(&slot.word);
-                true
-            })
+            thread::spawn(move || peer(&slot))
         };
-        // The owner frees the slot, waits for the pins as an allocation does, and its next
-        // owner writes it. (The next owner's own hand-out, which lets new copies pin the slot
-        // under the same token, as RDMA lets a WRITE reach a registered region, is left out:
-        // what is checked is that no copy from before the free reaches the next owner.)
         pin::revoke(&slot.word);
         slot.freed.store(true, Ordering::SeqCst);
         while pin::pinned(&slot.word) {
             thread::yield_now();
         }
         slot.bytes.with_mut(|b| unsafe { *b = NEXT_OWNER });
-        peer.join().unwrap();
+        copier.join().unwrap();
         assert_eq!(slot.bytes.with(|b| unsafe { *b }), NEXT_OWNER);
+    });
+}
+
+#[test]
+fn a_copy_never_reaches_the_next_owner_and_none_starts_after_the_free() {
+    race_a_copy_with_the_free(|slot| {
+        let after_free = slot.freed.load(Ordering::SeqCst);
+        if !pin::try_pin(&slot.word) {
+            return;
+        }
+        assert!(!after_free, "pinned after the free returned");
+        slot.bytes.with_mut(|b| unsafe { *b = PEER });
+        pin::unpin(&slot.word);
     });
 }
 
@@ -73,36 +77,17 @@ fn a_copy_never_reaches_the_next_owner_and_none_starts_after_the_free() {
 /// never reaches the next owner, and never starts after the free returned.
 #[test]
 fn a_second_copy_under_a_held_pin_obeys_the_same_rules() {
-    loom::model(|| {
-        let slot = Arc::new(Slot {
-            word: AtomicU32::new(0),
-            bytes: UnsafeCell::new(0),
-            freed: AtomicBool::new(false),
-        });
-        pin::hand_out(&slot.word);
-        let peer = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                if !pin::try_pin(&slot.word) {
-                    return;
-                }
-                slot.bytes.with_mut(|b| unsafe { *b = PEER });
-                let after_free = slot.freed.load(Ordering::SeqCst);
-                if pin::still_live(&slot.word) {
-                    assert!(!after_free, "a second copy after the free returned");
-                    slot.bytes.with_mut(|b| unsafe { *b = PEER + 10 });
-                }
-                pin::unpin(&slot.word);
-            })
-        };
-        pin::revoke(&slot.word);
-        slot.freed.store(true, Ordering::SeqCst);
-        while pin::pinned(&slot.word) {
-            thread::yield_now();
+    race_a_copy_with_the_free(|slot| {
+        if !pin::try_pin(&slot.word) {
+            return;
         }
-        slot.bytes.with_mut(|b| unsafe { *b = NEXT_OWNER });
-        peer.join().unwrap();
-        assert_eq!(slot.bytes.with(|b| unsafe { *b }), NEXT_OWNER);
+        slot.bytes.with_mut(|b| unsafe { *b = PEER });
+        let after_free = slot.freed.load(Ordering::SeqCst);
+        if pin::still_live(&slot.word) {
+            assert!(!after_free, "a second copy after the free returned");
+            slot.bytes.with_mut(|b| unsafe { *b = PEER + 10 });
+        }
+        pin::unpin(&slot.word);
     });
 }
 
