@@ -127,13 +127,20 @@ def test_a_slow_limited_queue_does_not_hold_up_a_faster_one():
                 fast_b.post_recv(len(rx), size=SIZE)
             slow_b.post_recv(len(slow_b.poll(umq.UMQ_IO_RX)), size=SIZE)
 
-        send_all(fast_a, [patterned(i) for i in range(count)], take)
+        payloads = [patterned(i) for i in range(count)]
+        send_all(fast_a, payloads, take)
         while len(got) < count:
             take()
+        assert got == payloads, "every message once, whole, in order"
         achieved = rate_between(times)
         print(f"beside a backlogged slow queue: {achieved / MIB_PER_S:.4f} MiB/s of 4")
-        assert abs(achieved / (4 * MIB_PER_S) - 1) < RATE_TOLERANCE
-        assert slow_a.pacing_stats().held_wr > 0
+        # Its own rate: never above it, and far above the slow queue's (a sixteenth of it),
+        # which is what it would get if it waited behind it. Below, the bound leaves room for
+        # the scheduler: a stall of the whole machine lowers a rate measured on a real clock
+        # (one CI run saw 3.38 of 4 MiB/s here; a queue's rate to 10 % is the test above).
+        assert achieved < 4 * MIB_PER_S * (1 + RATE_TOLERANCE)
+        assert achieved > 4 * MIB_PER_S / 2
+        assert slow_a.pacing_stats().held_wr > 0, "the slow queue's backlog is still there"
 
 
 def test_a_rate_change_takes_effect_at_once_and_lifting_it_releases_the_backlog():
