@@ -225,6 +225,7 @@ fn run_one(
     true
 }
 
+/// A WRITE or READ: a WR the initiator may carry out itself.
 #[inline(always)]
 fn is_one_sided(wr: *mut umq_buf_t) -> bool {
     matches!(unsafe { (*wr).pro().opcode }, UMQ_OPC_WRITE | UMQ_OPC_READ)
