@@ -38,6 +38,19 @@ pub(crate) fn pieces_from(
     })
 }
 
+/// Copies the first `len` bytes of WR `wr`'s message to `dst`: one copy when its first buffer
+/// holds them (most WRs), else piece by piece.
+#[inline]
+pub(crate) fn copy_message(wr: *mut umq_buf_t, dst: *mut u8, len: usize) {
+    let h = unsafe { &*wr };
+    if h.data_size as usize >= len {
+        // ptr::copy, not copy_nonoverlapping: a WRITE may target the very buffer it reads from.
+        unsafe { ptr::copy(h.buf_data as *const u8, dst, len) };
+    } else {
+        copy_pieces(pieces(wr), std::iter::once((dst, len)));
+    }
+}
+
 /// Copies `dst.len()` bytes of WR `wr`'s message, starting `from` bytes in.
 pub(crate) fn copy_range(wr: *mut umq_buf_t, from: usize, dst: &mut [u8]) {
     let whole = std::iter::once((dst.as_mut_ptr(), dst.len()));

@@ -89,7 +89,7 @@ impl<'a> Run<'a> {
         let mapped = self.pool().and_then(|p| p.local(addr, len as u64));
         let moved = match (opcode, mapped) {
             (UMQ_OPC_WRITE, Some(dst)) => {
-                copy_message(wr, dst, len);
+                target::copy_message(wr, dst, len);
                 Ok(())
             }
             (_, Some(src)) => {
@@ -124,18 +124,6 @@ impl<'a> Run<'a> {
     fn pool(&mut self) -> Option<&'a PeerArena> {
         let peer = self.peer;
         *self.pool.get_or_insert_with(|| peer.peer_pool().ok())
-    }
-}
-
-/// Copies the WRITE's payload, `len` bytes, to `dst`: one copy when its first buffer holds it
-/// all.
-fn copy_message(wr: *mut umq_buf_t, dst: *mut u8, len: usize) {
-    let h = unsafe { &*wr };
-    if h.data_size as usize >= len {
-        // ptr::copy, not copy_nonoverlapping: a WRITE may target the very buffer it reads from.
-        unsafe { std::ptr::copy(h.buf_data as *const u8, dst, len) };
-    } else {
-        target::copy_pieces(message_pieces(wr), std::iter::once((dst, len)));
     }
 }
 

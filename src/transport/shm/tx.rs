@@ -464,7 +464,7 @@ pub(super) fn place(peer: &Segment, wr: *mut umq_buf_t, min: usize) -> Option<()
     }
     let (claim, dst) = claim_posting(peer, len)?;
     let (mut e, _) = wr_entry(wr);
-    target::copy_pieces(target::pieces(wr), std::iter::once((dst, len)));
+    target::copy_message(wr, dst, len);
     e.flags = FLAG_PLACED;
     e.addr = claim.offset;
     e.total = len as u64;
@@ -524,7 +524,7 @@ fn split(peer: &Segment, wr: *mut umq_buf_t, arena: &Arena) -> Option<usize> {
         return None;
     }
     let (claim, dst) = claim_posting(peer, len)?;
-    target::copy_pieces(message_pieces(wr), std::iter::once((dst, head)));
+    target::copy_message(wr, dst, head);
     let (mut e, _) = wr_entry(wr);
     e.flags = FLAG_SPLIT;
     e.addr = claim.offset;
@@ -556,7 +556,7 @@ pub(super) fn push_entry(peer: &Segment, wr: *mut umq_buf_t, by_ref: Option<&Are
         });
     }
     peer.push(e, len, |dst| {
-        target::copy_pieces(target::pieces(wr), std::iter::once((dst, len)));
+        target::copy_message(wr, dst, len);
     })
 }
 
