@@ -23,18 +23,16 @@ pub(super) enum Direct {
     ViaTarget,
 }
 
-/// One post's run of WRITEs and READs against one target: its table and mapped pool looked up
-/// once, and the slot the last WR reached kept pinned while the next WRs reach the same
-/// buffer, each checking with one load that it is still handed out (a pin and an unpin are
-/// two locked instructions a WR, most of a 64 B WRITE's time). The pin goes when the run
-/// ends: a post holds a slot no longer than it runs.
+/// One post's run of WRITEs and READs against one target: its table looked up once, and the
+/// slot the last WR reached kept pinned while the next WRs reach the same buffer, each checking
+/// with one load that it is still handed out (a pin and an unpin are two locked instructions a
+/// WR, most of a 64 B WRITE's time). The pin goes when the run ends: a post holds a slot no
+/// longer than it runs.
 pub(super) struct Run<'a> {
     peer: &'a Segment,
     pid: u32,
-    /// The target's table (None: one-sided operations to it go through the ring), and its
-    /// shared pool, looked up on first need (None inside: it has none).
+    /// The target's table (None: one-sided operations to it go through the ring).
     table: Option<&'a PeerAccess>,
-    pool: Option<Option<&'a PeerArena>>,
     held: Option<Pin<'a>>,
 }
 
@@ -46,7 +44,6 @@ impl<'a> Run<'a> {
             peer,
             pid,
             table: peer.peer_access(),
-            pool: None,
             held: None,
         }
     }
@@ -86,7 +83,11 @@ impl<'a> Run<'a> {
     /// target: a plain copy when the buffer is in the target queue's shared pool, which we
     /// map, else the kernel's.
     fn moved(&mut self, wr: *mut umq_buf_t, opcode: umq_opcode_t, addr: u64, len: usize) -> Direct {
-        let mapped = self.pool().and_then(|p| p.local(addr, len as u64));
+        let mapped = self
+            .peer
+            .peer_pool()
+            .ok()
+            .and_then(|p| p.local(addr, len as u64));
         let moved = match (opcode, mapped) {
             (UMQ_OPC_WRITE, Some(dst)) => {
                 target::copy_message(wr, dst, len);
@@ -118,12 +119,6 @@ impl<'a> Run<'a> {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Direct::ViaTarget,
             Err(_) => Direct::Refused(UMQ_BUF_REM_ACCESS_ABORT_ERR),
         }
-    }
-
-    /// The target queue's shared pool, mapped here, if it has one (looked up on first need).
-    fn pool(&mut self) -> Option<&'a PeerArena> {
-        let peer = self.peer;
-        *self.pool.get_or_insert_with(|| peer.peer_pool().ok())
     }
 }
 
