@@ -1465,6 +1465,14 @@ mod tests {
         one_wr_finish(p)
     }
 
+    /// A 64 B WRITE of a's into `remote`, run with both sides' rounds, succeeded and freed (the
+    /// first to a chunk teaches a the chunk).
+    fn write_run_by_b(p: &mut Pair, remote: umq_ref_sge_t) {
+        let (status, wr) = one_wr(p, UMQ_OPC_WRITE, 64, remote, true);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+    }
+
     /// Runs a's rounds and b's provider alone (libfabric tcp serves RMA in the target's
     /// progress, which its progress thread drives: no round of b's binding runs) until a's WR
     /// completes; its status and the WR.
@@ -1513,9 +1521,7 @@ mod tests {
     fn small_rma_wrs_queued_together_go_as_messages() {
         let (mut p, target, remote) = pair_with_exposed_target();
         let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
-        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true); // the teacher
-        assert_eq!(status, UMQ_BUF_SUCCESS);
-        p.pool.free_one(wr).unwrap();
+        write_run_by_b(&mut p, remote);
         let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, false);
         assert_eq!(status, UMQ_BUF_SUCCESS);
         p.pool.free_one(wr).unwrap();
@@ -1591,9 +1597,7 @@ mod tests {
     fn rma_rings_only_a_peer_that_does_not_serve_it() {
         let (mut p, target, remote) = pair_with_exposed_target();
         let calls = |p: &Pair| p.wa.zero_copy.calls_sent;
-        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true); // the teacher
-        assert_eq!(status, UMQ_BUF_SUCCESS);
-        p.pool.free_one(wr).unwrap();
+        write_run_by_b(&mut p, remote);
         let unrung = (0..3).any(|_| {
             std::thread::sleep(calls::RETRY_UNRUNG + Duration::from_millis(5));
             let before = calls(&p);
@@ -1704,9 +1708,7 @@ mod tests {
         assert_eq!(rma_wrs(&p), 2);
         assert_eq!(bytes(remote.addr, 4096), &before[..]);
         // The binding still carries messages both ways after all of it.
-        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
-        assert_eq!(status, UMQ_BUF_SUCCESS);
-        p.pool.free_one(wr).unwrap();
+        write_run_by_b(&mut p, remote);
         p.pool.free_one(target).unwrap();
         p.pool.free_one(elsewhere).unwrap();
         assert_eq!(registered(&p), 1);
@@ -1719,9 +1721,7 @@ mod tests {
     fn a_send_behind_an_rma_write_waits_for_it() {
         let (mut p, target, remote) = pair_with_exposed_target();
         let t = unsafe { &*target };
-        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 64, remote, true);
-        assert_eq!(status, UMQ_BUF_SUCCESS);
-        p.pool.free_one(wr).unwrap();
+        write_run_by_b(&mut p, remote);
         unsafe { std::ptr::write_bytes(t.buf_data as *mut u8, 0, 4096) };
         let write = crate::transport::test_wr(&p.pool, 4096, UMQ_OPC_WRITE, 0);
         unsafe { (*write).pro_mut().remote_sge = remote };
