@@ -277,9 +277,5 @@ pub fn lock_pair<'a, S: Station>(
 
 /// The receiving side a loopback delivery lands in.
 pub(super) fn side<'w, S: Station>(wire: &'w mut Wire, receiver: &S) -> Side<'w> {
-    Side {
-        umqh: receiver.handle(),
-        wire,
-        fragments: receiver.takes_fragments(),
-    }
+    Side::new(receiver.handle(), wire, receiver.takes_fragments())
 }

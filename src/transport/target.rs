@@ -170,7 +170,7 @@ pub(crate) unsafe fn complete_rx(
     imm: u64,
     status: u32,
 ) {
-    let (opcode, imm, status) = receive_flow_control(dst, opcode, imm, status);
+    let (opcode, imm, status) = receive_flow_control(dst.wire, opcode, imm, status);
     let mut left = len;
     for (i, b) in crate::buf::iter(head).enumerate() {
         let b = unsafe { &mut *b };
@@ -202,7 +202,7 @@ pub(crate) unsafe fn complete_rx(
 /// user a plain SEND marked `UMQ_BUF_FLOW_CONTROL_UPDATE`. (The engines count arrivals per
 /// round, not here.)
 pub(crate) fn receive_flow_control(
-    dst: &mut Side,
+    w: &mut Wire,
     opcode: umq_opcode_t,
     imm: u64,
     status: u32,
@@ -210,7 +210,7 @@ pub(crate) fn receive_flow_control(
     if opcode != UMQ_OPC_SEND_IMM || !flow::is_private(imm) {
         return (opcode, imm, status);
     }
-    let Some(f) = dst.wire.flow.as_mut() else {
+    let Some(f) = w.flow.as_mut() else {
         return (opcode, imm, status);
     };
     if let Some(a) = flow::decode_imm(imm) {
@@ -356,12 +356,11 @@ pub(crate) unsafe fn land_placed(
 }
 
 /// Counts a message that landed in receive buffers (every provider's landings come here): a
-/// receive completion, and one credit's worth of arrival for flow control.
+/// receive completion, and one credit's worth of arrival for flow control (told as the side
+/// goes: `Side`).
 #[inline(always)]
 fn landed(dst: &mut Side, out: &mut Outcome) {
-    if let Some(f) = dst.wire.flow.as_mut() {
-        f.data_arrived(1);
-    }
+    dst.count_landing();
     out.rx_done += 1;
 }
 
@@ -399,7 +398,7 @@ unsafe fn complete_one(
     let (op, imm, status) = if sent_op == UMQ_OPC_SEND {
         (UMQ_OPC_SEND, 0, UMQ_BUF_SUCCESS)
     } else {
-        receive_flow_control(dst, sent_op, imm, UMQ_BUF_SUCCESS)
+        receive_flow_control(dst.wire, sent_op, imm, UMQ_BUF_SUCCESS)
     };
     b.set_status_and_direction(status, UMQ_IO_RX);
     let pro = b.pro_mut();
@@ -550,6 +549,46 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::{FlowState, Params};
+
+    /// Every message that lands through a side counts as an arrival for flow control, told
+    /// once as the side goes: none before, all after, and a side that landed nothing tells
+    /// nothing.
+    #[test]
+    fn a_side_tells_flow_control_its_landings_as_it_goes() {
+        let mut w = Wire::new(4, 4);
+        w.flow = Some(FlowState::new(Params::new(4, 0, 8, 8), false));
+        let mut data = [[0u8; 16]; 3];
+        let mut bufs: Vec<umq_buf_t> = (0..3).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (b, d) in bufs.iter_mut().zip(&mut data) {
+            b.buf_data = d.as_mut_ptr() as *mut _;
+            b.buf_size = d.len() as u32;
+            w.rq.post(b);
+        }
+        let arrived = |w: &mut Wire, n| w.flow.as_mut().unwrap().peer_used_all_known(n);
+        let (payload, mut out) = (*b"landed", Outcome::default());
+        let mut side = Side::new(7, &mut w, false);
+        for _ in 0..2 {
+            let rx = side.wire.rq.next_posted().unwrap();
+            unsafe {
+                land_in(
+                    &mut side,
+                    rx,
+                    payload.as_ptr(),
+                    6,
+                    UMQ_OPC_SEND,
+                    0,
+                    &mut out,
+                )
+            };
+        }
+        assert!(!arrived(side.wire, 1), "told before the side went");
+        drop(side);
+        assert!(arrived(&mut w, 2) && !arrived(&mut w, 3));
+        assert_eq!((out.rx_done, &data[1][..6]), (2, &payload[..]));
+        drop(Side::new(7, &mut w, false));
+        assert!(!arrived(&mut w, 3), "an empty side told something");
+    }
 
     #[test]
     fn pieces_from_an_offset_leave_out_what_ends_before_it_and_trim_the_piece_it_falls_in() {

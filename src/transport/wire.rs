@@ -331,6 +331,40 @@ pub struct Side<'a> {
     pub wire: &'a mut Wire,
     /// Base-API receivers take a long message in several library-posted buffers.
     pub fragments: bool,
+    /// Messages that landed in receive buffers through this side: flow control learns of them
+    /// once, as the side goes (`Drop`), so a delivery of many pays its flow-control match once
+    /// and no landing path can forget it. Nothing of the delivery reads the count meanwhile:
+    /// the side holds the wire.
+    landed: u64,
+}
+
+impl<'a> Side<'a> {
+    #[inline(always)]
+    pub fn new(umqh: u64, wire: &'a mut Wire, fragments: bool) -> Side<'a> {
+        Side {
+            umqh,
+            wire,
+            fragments,
+            landed: 0,
+        }
+    }
+
+    /// A message landed in receive buffers.
+    #[inline(always)]
+    pub(crate) fn count_landing(&mut self) {
+        self.landed += 1;
+    }
+}
+
+impl Drop for Side<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.landed != 0
+            && let Some(f) = self.wire.flow.as_mut()
+        {
+            f.data_arrived(self.landed);
+        }
+    }
 }
 
 /// The receiving queue, as a provider's round needs it.

@@ -187,11 +187,7 @@ impl Run<'_> {
         match h.kind {
             KIND_WR => self.wr(w, at, h, payload, out),
             KIND_STANDALONE => {
-                let mut dst = Side {
-                    umqh: at.umqh,
-                    wire: w,
-                    fragments: at.fragments,
-                };
+                let mut dst = Side::new(at.umqh, w, at.fragments);
                 target::receive_standalone(&mut dst, h.imm, out)
             }
             KIND_READ_RESP => target::land_read_response(w, h.seq, payload).map(|()| true),
@@ -265,11 +261,7 @@ impl Run<'_> {
             outgoing: &mut self.tx.outgoing,
             seq: h.seq,
         };
-        let mut dst = Side {
-            umqh: at.umqh,
-            wire: w,
-            fragments: at.fragments,
-        };
+        let mut dst = Side::new(at.umqh, w, at.fragments);
         let status = match target::execute_wr(&mut dst, &req, at.pool, &mut reply, out) {
             target::Executed::Done(status) => status,
             target::Executed::Wait => return Ok(false),

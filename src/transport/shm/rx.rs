@@ -18,11 +18,7 @@ pub(super) fn receive(
         match e.kind {
             KIND_PAD => {}
             KIND_STANDALONE => {
-                let mut dst = Side {
-                    umqh,
-                    wire: w,
-                    fragments,
-                };
+                let mut dst = Side::new(umqh, w, fragments);
                 if !target::receive_standalone(&mut dst, e.imm, out)? {
                     note_blocked(pair, out);
                     return Ok(());
@@ -227,11 +223,7 @@ pub(super) fn land_inline(
     if e.len > unsafe { (*rx).buf_size } {
         return None;
     }
-    let mut dst = Side {
-        umqh,
-        wire: w,
-        fragments: false,
-    };
+    let mut dst = Side::new(umqh, w, false);
     // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
     unsafe { target::land_in(&mut dst, rx, payload, e.len, op, e.imm, out) };
     Some(UMQ_BUF_SUCCESS)
@@ -271,13 +263,9 @@ fn complete_placed(
     umqh: u64,
     out: &mut Outcome,
 ) -> umq_buf_status_t {
-    let mut dst = Side {
-        umqh,
-        wire: w,
-        fragments: false,
-    };
-    unsafe { target::land_placed(&mut dst, rx, len, e.opcode as u32, e.imm, out) };
     w.zero_copy.placed_rx += 1;
+    let mut dst = Side::new(umqh, w, false);
+    unsafe { target::land_placed(&mut dst, rx, len, e.opcode as u32, e.imm, out) };
     UMQ_BUF_SUCCESS
 }
 
@@ -511,11 +499,7 @@ pub(super) fn execute(
         seq: at.seq,
         by_ref: e.flags & FLAG_BY_REF != 0,
     };
-    let mut dst = Side {
-        umqh: at.umqh,
-        wire: w,
-        fragments: at.fragments,
-    };
+    let mut dst = Side::new(at.umqh, w, at.fragments);
     match target::execute_wr(&mut dst, &req, pool, &mut initiator, out) {
         target::Executed::Done(status) => Ok(Some(status)),
         target::Executed::Wait => Ok(None),
