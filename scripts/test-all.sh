@@ -37,8 +37,8 @@ flow_model=(every_reachable_state_can_finish deeper_queues_with_a_control_budget
   a_sender_that_only_sends_still_gets_everything_out the_checker_catches_the_reference_design)
 UMQ_FAULT_RUNS=150 cargo test --profile release-tests --all-targets -- "${flow_model[@]/#/--skip=}" 2>&1 | tail -n +1
 stage "cargo test again with debug assertions and overflow checks (profile release-checked)"
-# The release tests never run the debug_assert! invariants or catch an integer overflow.
-# (The fault runs, 150 kills a provider in the release run above, are cut to 50 here.) The
+# The release-tests run neither checks the debug_assert! invariants nor catches an integer overflow.
+# (The fault runs, 150 kills a provider in the release-tests run above, are cut to 50 here.) The
 # fuzzing feature adds the replay of every fuzz corpus (tests/fuzz_corpus.rs).
 UMQ_FAULT_RUNS=50 cargo test --profile release-checked --features fuzzing --lib --tests
 
