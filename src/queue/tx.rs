@@ -185,10 +185,34 @@ impl Queue {
     /// (`Link::send_one_if`) that has credit. None, with nothing changed, when it cannot go
     /// this way.
     fn send_one_now(&self, w: &mut Wire, link: &mut Link, wr: *mut umq_buf_t) -> Option<Outcome> {
-        if w.uncovered != 0 || w.sq.len() >= self.cfg.tx_depth as usize || w.paced.is_some() {
+        if !self.may_send_one(w) {
             return None;
         }
         link.send_one_if(w, wr, |w, peer_area| self.admit_one(w, peer_area, wr))
+    }
+
+    /// `send_one_now` for a peer here (`Binding::send_one_if`): accepted WRs and whether the
+    /// window limited them, as `send_to_peer` returns them.
+    #[inline(always)]
+    fn send_one_to_peer(&self, peer: &Binding<Queue>, wr: *mut umq_buf_t) -> Option<(usize, bool)> {
+        let (out, here) = peer.send_one_if(
+            self,
+            wr,
+            |w, peer_area| self.may_send_one(w) && self.admit_one(w, peer_area, wr),
+            |mine| {
+                self.note_starvation(mine, false);
+                self.credit_after_round(mine);
+            },
+        )?;
+        self.after_send(Some(here), &out);
+        Some((1, false))
+    }
+
+    /// Whether a post's only WR may skip the send loop as far as the queue goes: no WR waits
+    /// for credit, the send queue has room and no pacer holds the queue's WRs.
+    #[inline(always)]
+    fn may_send_one(&self, w: &Wire) -> bool {
+        w.uncovered == 0 && w.sq.len() < self.cfg.tx_depth as usize && w.paced.is_none()
     }
 
     /// What `queue_tx` would do for the one WR of `send_one_now`, without its batch
@@ -234,6 +258,11 @@ impl Queue {
         }
         if batch.front_is_one_sided() {
             return self.post_one_sided_to_peer(peer, batch);
+        }
+        if batch.n == 1
+            && let Some(admitted) = self.send_one_to_peer(peer, batch.head(0))
+        {
+            return Ok(admitted);
         }
         self.send_to_peer(peer, batch)
     }

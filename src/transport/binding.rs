@@ -136,6 +136,31 @@ impl<S: Station> Binding<S> {
         }
     }
 
+    /// A post's only WR in one pass to a peer here (`loopback::send_one_if`), under both wire
+    /// locks, with `settle` run before they go; returns the round's outcome and the peer, to
+    /// wake. None, with nothing changed, when the WR cannot go so, or under the credit
+    /// protocol (whose messages the general `send` carries), or through a link (a link's post
+    /// has its own: `Link::send_one_if`).
+    #[inline(always)]
+    pub fn send_one_if<'a>(
+        &'a self,
+        me: &'a S,
+        wr: *mut umq_buf_t,
+        admit: impl FnOnce(&mut Wire, &Area) -> bool,
+        settle: impl FnOnce(&mut Wired),
+    ) -> Option<(Outcome, &'a S)> {
+        let Binding::Here(peer) = self else {
+            return None;
+        };
+        let (mut mine, mut theirs) = lock_pair(me, &**peer);
+        if matches!(mine.flow, Some(FlowState::Credit(_))) {
+            return None;
+        }
+        let out = loopback::send_one_if(&mut mine, &mut theirs, &**peer, wr, admit)?;
+        settle(&mut mine);
+        Some((out, &**peer))
+    }
+
     /// Carries out the WRITEs and READs at the front of `wrs`, `me`'s WRs, against a peer in
     /// this process and completes them, under both wire locks (`loopback::run_one_sided`); how
     /// many ran. A peer through a link: none (the post's link path has its own,
@@ -245,15 +270,15 @@ impl<'a, S: Station> Held<'a, S> {
         Some(loopback::deliver_to(&mut self.mine, theirs, *peer, pool))
     }
 
-    /// Releases the locks; returns the peer here, whom the round may have given work.
-    #[inline(always)]
     /// The peer here and its locked wire (None through a link).
+    #[inline(always)]
     pub fn theirs(&mut self) -> Option<(&mut Wired, &'a S)> {
         self.here
             .as_mut()
             .map(|(theirs, peer)| (&mut **theirs, *peer))
     }
 
+    /// Releases the locks; returns the peer here, whom the round may have given work.
     pub fn release(self) -> Option<&'a S> {
         self.here.map(|(_, peer)| peer)
     }

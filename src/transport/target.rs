@@ -317,7 +317,21 @@ pub(crate) fn peer_status(raw: u32) -> umq_buf_status_t {
     }
 }
 
-/// The second half of both engines' one-pass path: a SEND or SEND_IMM of `len` contiguous
+/// The first half of every provider's one-pass landing: the receive buffer a SEND or SEND_IMM
+/// of `len` bytes lands in whole (`land_in`), the next posted one when it holds the message.
+/// None when the message needs the executor. A receiver that fragments (base API) takes a
+/// message that fits its next buffer the same way: the executor would give it that one buffer
+/// and complete it alike.
+#[inline(always)]
+pub(crate) fn whole_in_next(w: &mut Wire, op: umq_opcode_t, len: u32) -> Option<*mut umq_buf_t> {
+    if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
+        return None;
+    }
+    let rx = w.rq.next_posted()?;
+    (len <= unsafe { (*rx).buf_size }).then_some(rx)
+}
+
+/// The second half of every provider's one-pass landing: a SEND or SEND_IMM of `len` contiguous
 /// bytes at `src` lands whole in `rx`, the next posted receive buffer, which the caller checked
 /// holds it (and that the receiver does not fragment).
 #[inline(always)]

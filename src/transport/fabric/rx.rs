@@ -242,6 +242,16 @@ impl Run<'_> {
         out: &mut Outcome,
     ) -> Result<bool, LinkError> {
         let opcode = h.opcode as umq_opcode_t;
+        if let Ok(len) = u32::try_from(payload.len())
+            && let Some(rx) = target::whole_in_next(w, opcode, len)
+        {
+            // The common case in one pass, as over shared memory: a SEND that lands whole in
+            // the next posted buffer, with no answer to send (`quick`).
+            let mut dst = Side::new(at.umqh, w, at.fragments);
+            unsafe { target::land_in(&mut dst, rx, payload.as_ptr(), len, opcode, h.imm, out) };
+            *self.executed = (*self.executed).max(h.seq.saturating_add(1));
+            return Ok(true);
+        }
         let req = target::Request {
             opcode,
             imm: h.imm,

@@ -64,24 +64,62 @@ impl Initiator for Poster {
 /// buffer, which holds it. False (nothing done) when the WR needs the general path.
 #[inline(always)]
 unsafe fn send_one(wr: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) -> bool {
-    let w = unsafe { &*wr };
-    let pro = w.pro();
-    let op = pro.opcode;
-    if (op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM)
-        || w.data_size != w.total_data_size
-        || dst.fragments
-    {
-        return false;
-    }
-    let Some(rx) = dst.wire.rq.next_posted() else {
+    let Some(rx) = whole_in_one(wr, dst) else {
         return false;
     };
-    let len = w.total_data_size;
-    if len > unsafe { (*rx).buf_size } || w.data_size != len {
-        return false;
-    }
-    unsafe { land_in(dst, rx, w.buf_data as *const u8, len, op, pro.imm_data, out) };
+    unsafe { land_whole(wr, rx, dst, out) };
     true
+}
+
+/// The receive buffer `wr` lands in whole, at once: the receiver's next posted one, when `wr`
+/// is a one-buffer SEND or SEND_IMM that it holds. None when the WR needs the general path.
+#[inline(always)]
+fn whole_in_one(wr: *mut umq_buf_t, dst: &mut Side) -> Option<*mut umq_buf_t> {
+    let w = unsafe { &*wr };
+    if w.data_size != w.total_data_size || dst.fragments {
+        return None;
+    }
+    whole_in_next(dst.wire, w.pro().opcode, w.total_data_size)
+}
+
+/// Lands `wr`'s one buffer in `rx` (`whole_in_one`) and completes the receive.
+#[inline(always)]
+unsafe fn land_whole(wr: *mut umq_buf_t, rx: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) {
+    let w = unsafe { &*wr };
+    let (src, len, pro) = (w.buf_data as *const u8, w.total_data_size, w.pro());
+    unsafe { land_in(dst, rx, src, len, pro.opcode, pro.imm_data, out) };
+}
+
+/// A post's only WR in one pass, as a link's provider sends one (`Link::send_one_if`): a
+/// one-buffer SEND or SEND_IMM that lands whole in the receiver's next posted buffer, while
+/// nothing of the sender's waits before it and the peer has not paused it, goes through no
+/// send loop. `admit` takes its credit and queues it (false: no credit); it lands, and both
+/// completions are made. None, with nothing changed, when it cannot go so: the post then
+/// delivers the usual way. The caller holds both wire locks.
+#[inline(always)]
+pub fn send_one_if<S: Station>(
+    src: &mut Wire,
+    dst: &mut Wire,
+    receiver: &S,
+    wr: *mut umq_buf_t,
+    admit: impl FnOnce(&mut Wire, &crate::flow::Area) -> bool,
+) -> Option<Outcome> {
+    if !src.sq.all_completed() || src.paused() || src.local_packets.is_some() {
+        return None;
+    }
+    let dst = &mut side(dst, receiver);
+    let rx = whole_in_one(wr, dst)?;
+    if !admit(src, receiver.area()) {
+        return None;
+    }
+    let t = crate::dfx::tp_perf_start();
+    let mut out = Outcome::default();
+    unsafe { land_whole(wr, rx, dst, &mut out) };
+    src.finish_unsent(wr, UMQ_BUF_SUCCESS, &mut out);
+    out.sends = 1;
+    src.blocked_since = None;
+    crate::dfx::tp_perf_record(crate::dfx::TransportOp::Send, t);
+    Some(out)
 }
 
 /// Runs `src`'s unsent WRs against `receiver`, whose wire is `dst`; the caller holds both
@@ -378,6 +416,95 @@ unsafe fn execute_arrived(
 mod tests {
     use super::*;
     use crate::flow::{Area, FlowState, Params};
+    use crate::transport::spin::SpinMutex;
+    use crate::transport::wired::Wired;
+    use std::ptr;
+
+    /// A receiving queue for `send_one_if`: its handle, flow-control area and wire.
+    struct Receiver {
+        area: Area,
+        wired: SpinMutex<Wired>,
+    }
+
+    impl Station for Receiver {
+        fn wired(&self) -> &SpinMutex<Wired> {
+            &self.wired
+        }
+        fn lock_order(&self) -> u32 {
+            2
+        }
+        fn area(&self) -> &Area {
+            &self.area
+        }
+        fn handle(&self) -> u64 {
+            2
+        }
+        fn takes_fragments(&self) -> bool {
+            false
+        }
+        fn note_sender_waiting(&self) {}
+    }
+
+    /// The one-pass post of a lone SEND does what the send loop would, or nothing: it goes
+    /// only with a receive buffer that holds it, nothing of the sender's ahead of it and the
+    /// admission's consent; then both completions are made, the bytes and immediate land,
+    /// and the landing reaches the receiver's flow control.
+    #[test]
+    fn a_lone_send_goes_in_one_pass_or_not_at_all() {
+        let pool = Pool::new(false, 0, 0);
+        let rx = Receiver {
+            area: Area::default(),
+            wired: SpinMutex::new(Wired::new(8, 8)),
+        };
+        let mut src = Wire::new(8, 8);
+        // A message one byte longer than the buffer posted first.
+        let short = pool.alloc(64, 1, 0, 0).unwrap();
+        let len = unsafe { (*short).buf_size } + 1;
+        let send = crate::transport::test_wr(&pool, len, UMQ_OPC_SEND_IMM, 0x60);
+        let admit = |w: &mut Wire, _: &Area| {
+            w.sq.push(send);
+            true
+        };
+        let mut dst = rx.wired.lock();
+        dst.flow = Some(FlowState::new(Params::new(4, 0, 8, 8), false));
+        // No receive buffer posted: nothing happens, not even the admission.
+        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        // A buffer too short for the message: the general path says what happens.
+        dst.rq.post(short);
+        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        assert_eq!(dst.rq.posted_len(), 1);
+        dst.rq.take_posted();
+        let big = pool.alloc(len, 1, 0, 0).unwrap();
+        dst.rq.post(big);
+        // An admission that refuses (no credit) leaves everything as it was.
+        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| false).is_none());
+        assert_eq!((src.sq.len(), dst.rq.posted_len()), (0, 1));
+        // A WR of ours waiting ahead of it: it must not overtake.
+        let ahead = crate::transport::test_wr(&pool, 8, UMQ_OPC_SEND, 0);
+        src.sq.push(ahead);
+        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        src.sq.complete_unsent(ahead, UMQ_BUF_SUCCESS);
+        let mut got = [ptr::null_mut(); 2];
+        assert_eq!(src.sq.take_completed(&mut got), 1);
+        // Now it goes: both completions, the bytes and the immediate, one arrival counted.
+        let out = send_one_if(&mut src, &mut dst, &rx, send, admit).expect("one pass");
+        assert_eq!((out.tx_done, out.rx_done, out.sends), (1, 1, 1));
+        assert_eq!(src.sq.take_completed(&mut got), 1);
+        assert_eq!(got[0], send);
+        assert_eq!(dst.rq.take_completions(&mut got), 1);
+        assert_eq!(got[0], big);
+        let landed = unsafe { &*big };
+        assert_eq!(landed.data_size, len);
+        assert_eq!(landed.pro().imm_data, 0x60);
+        assert_eq!(landed.pro().opcode, UMQ_OPC_SEND_IMM);
+        assert!(crate::transport::test_bytes_intact(big, len as usize));
+        let f = dst.flow.as_mut().unwrap();
+        assert!(f.peer_used_all_known(1) && !f.peer_used_all_known(2));
+        drop(dst);
+        for b in [send, ahead, short, big] {
+            pool.free_one(b).unwrap();
+        }
+    }
 
     fn wr(opcode: umq_opcode_t) -> Box<umq_buf_t> {
         let mut b: Box<umq_buf_t> = Box::new(unsafe { std::mem::zeroed() });

@@ -216,13 +216,7 @@ pub(super) fn land_inline(
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
     let op = e.opcode as u32;
-    if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
-        return None;
-    }
-    let rx = w.rq.next_posted()?;
-    if e.len > unsafe { (*rx).buf_size } {
-        return None;
-    }
+    let rx = target::whole_in_next(w, op, e.len)?;
     let mut dst = Side::new(umqh, w, false);
     // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
     unsafe { target::land_in(&mut dst, rx, payload, e.len, op, e.imm, out) };
