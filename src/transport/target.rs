@@ -333,7 +333,7 @@ pub(crate) fn whole_in_next(w: &mut Wire, op: umq_opcode_t, len: u32) -> Option<
 
 /// The second half of every provider's one-pass landing: a SEND or SEND_IMM of `len` contiguous
 /// bytes at `src` lands whole in `rx`, the next posted receive buffer, which the caller checked
-/// holds it (and that the receiver does not fragment).
+/// holds it (`whole_in_next`).
 #[inline(always)]
 pub(crate) unsafe fn land_in(
     dst: &mut Side,

@@ -72,11 +72,12 @@ unsafe fn send_one(wr: *mut umq_buf_t, dst: &mut Side, out: &mut Outcome) -> boo
 }
 
 /// The receive buffer `wr` lands in whole, at once: the receiver's next posted one, when `wr`
-/// is a one-buffer SEND or SEND_IMM that it holds. None when the WR needs the general path.
+/// is a one-buffer SEND or SEND_IMM that it holds (`whole_in_next`). None when the WR needs the
+/// general path.
 #[inline(always)]
 fn whole_in_one(wr: *mut umq_buf_t, dst: &mut Side) -> Option<*mut umq_buf_t> {
     let w = unsafe { &*wr };
-    if w.data_size != w.total_data_size || dst.fragments {
+    if w.data_size != w.total_data_size {
         return None;
     }
     whole_in_next(dst.wire, w.pro().opcode, w.total_data_size)
