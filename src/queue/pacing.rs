@@ -26,7 +26,7 @@ use crate::abi::errno::*;
 use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::abi::types::umq_buf_t;
 use crate::error::{UmqResult, einval};
-use crate::flow::pacing::{self, Grant, Left, Pacer, PacingError};
+use crate::flow::pacing::{self, Departed, Grant, Left, Pacer, PacingError};
 use crate::os::clock_ns;
 use crate::transport::wire::{Paced, Wire};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -115,12 +115,15 @@ impl Engine {
     /// CPU in between), no three leave within a packet time.
     fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left) {
         let now = self.machine.tick_at(clock_ns());
-        let before = match self.slots.get_mut(index as usize) {
-            Some(s) if packets > 0 => Some(std::mem::replace(&mut s.departed, now)),
+        let departed = match self.slots.get_mut(index as usize) {
+            Some(s) if packets > 0 => Some(Departed {
+                before: std::mem::replace(&mut s.departed, now),
+                now,
+            }),
             _ => None,
         };
         self.machine
-            .complete_after(index, packets, bytes, left, before);
+            .complete_after(index, packets, bytes, left, departed);
         self.nudge();
     }
 

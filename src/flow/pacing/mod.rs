@@ -11,7 +11,8 @@
 //! under the tick of its next packet. The machine never holds a packet.
 //!
 //! Nothing is banked from idleness: a queue woken after an idle or blocked spell starts from
-//! `max(next send time, now)`. A queue served late (its driver was kept off the CPU) keeps up
+//! `max(next send time, now)`, or, for a driver that says when packets left, from where its
+//! first packet left (`complete_after`). A queue served late (its driver was kept off the CPU) keeps up
 //! to four packet times or four ticks of its schedule, whichever is longer (`CATCH_UP`), and a
 //! queue slower than a packet a tick at least 4 ms (`CATCH_UP_MS`): a
 //! queue of a packet a tick or more gets the missed packets with the tick's, a slower one is
@@ -75,6 +76,9 @@ struct Limited {
     packet_time: u64,
     pmtu: u16,
     state: State,
+    /// Woken after an idle or blocked spell, and no packet of it has left since: its schedule
+    /// starts where its first packet leaves (`complete_after`).
+    fresh: bool,
     /// Saturates (2^32 ticks are 48 days at the default tick rate).
     ticks_parked: u32,
     packets: u64,
@@ -102,6 +106,15 @@ impl Limited {
 pub struct Grant {
     pub queue: u32,
     pub packets: u32,
+}
+
+/// When a queue's packets left, as a driver that watches them knows it (`complete_after`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Departed {
+    /// The tick in which the packet before this grant's left.
+    pub before: u64,
+    /// The tick in which this grant's packets left.
+    pub now: u64,
 }
 
 /// What a queue has left after it used a grant.
@@ -293,6 +306,7 @@ impl<S: Schedule> Pacer<S> {
         }
         let now = (self.now as u128) << FRAC_BITS;
         lim.set_next(lim.next().max(now));
+        lim.fresh = true;
         if lim.next_tick > self.now {
             self.file(q);
             return 0;
@@ -342,19 +356,24 @@ impl<S: Schedule> Pacer<S> {
         self.complete_after(q, packets, bytes, left, None)
     }
 
-    /// `complete`, from a driver that knows the tick in which the queue's packet before this
-    /// grant's left (`previous_left`): a slow queue is then granted its next packet no sooner
-    /// than a packet time after that one left, so any three of its packets in a row leave more
-    /// than a packet time apart however late each one left after its grant. A queue whose
-    /// packets always take a while to leave (a network send) loses no rate by it while they
-    /// take less than a packet time.
+    /// `complete`, from a driver that knows in which ticks packets left (`departed`):
+    ///
+    /// - A slow queue is granted its next packet no sooner than a packet time after the one
+    ///   before this grant's left, so any three of its packets in a row leave more than a
+    ///   packet time apart however late each one left after its grant. A queue whose packets
+    ///   always take a while to leave (a network send) loses no rate by it while they take less
+    ///   than a packet time.
+    /// - A queue's first packets after an idle or blocked spell start its schedule where they
+    ///   left, not at their grant: until then nothing of it was on the wire, so a wait between
+    ///   the two (a provider setting up its buffers on its first send of a size) is not owed
+    ///   to the queue and made up afterwards, faster than its rate.
     pub fn complete_after(
         &mut self,
         q: u32,
         packets: u32,
         bytes: u64,
         left: Left,
-        previous_left: Option<u64>,
+        departed: Option<Departed>,
     ) {
         let Some(lim) = self.queues.get_mut(q as usize) else {
             return;
@@ -364,6 +383,12 @@ impl<S: Schedule> Pacer<S> {
             State::GrantedWoken => true,
             _ => return,
         };
+        if packets > 0
+            && std::mem::take(&mut lim.fresh)
+            && let Some(d) = departed
+        {
+            lim.set_next(lim.next().max((d.now as u128) << FRAC_BITS));
+        }
         lim.set_next(lim.next() + packets as u128 * lim.packet_time as u128);
         if left == Left::Nothing {
             // It ran out within its grant: the rest of this tick is not made up later.
@@ -373,6 +398,7 @@ impl<S: Schedule> Pacer<S> {
         lim.packets += packets as u64;
         lim.bytes += bytes;
         lim.bytes_since += bytes;
+        let previous_left = departed.map(|d| d.before);
         match left {
             Left::More => self.file_after(q, previous_left),
             _ if woken => self.file_after(q, previous_left),

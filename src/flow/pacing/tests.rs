@@ -505,7 +505,11 @@ fn departures(late_every: u64, late_pts: f64, sending: impl Fn(u64) -> u64) -> (
             assert_eq!(g.packets, 1, "one packet a grant");
             let before = *left.last().unwrap();
             left.push(now + sending(x >> 8));
-            p.complete_after(0, 1, pmtu as u64, Left::More, Some(before));
+            let departed = Departed {
+                before,
+                now: *left.last().unwrap(),
+            };
+            p.complete_after(0, 1, pmtu as u64, Left::More, Some(departed));
         }
     }
     (left, pt)
@@ -565,4 +569,73 @@ fn a_slow_queue_kept_off_the_cpu_for_milliseconds_makes_the_time_up() {
             "three packets within a packet time: {w:?}"
         );
     }
+}
+
+/// A queue's first packet after an idle spell leaves long after its grant (a provider sets up
+/// its buffers on its first send of that size: 7 ms, 21 packet times at 100 Mbit/s): its
+/// schedule starts there, so the packets after it go a packet time apart, not closer to make up
+/// a wait that was never the pacer's. The same wait in the middle of a stream is made up.
+#[test]
+fn a_first_packet_that_leaves_late_starts_the_schedule_where_it_left() {
+    let pmtu = 4096;
+    let tps = 1_000_000;
+    let pt = 8.0 * pmtu as f64 * tps as f64 / 100e6;
+    let gaps = |first_wait: u64, p: &mut Pacer| {
+        let mut left = vec![first_wait];
+        let mut grants = Vec::new();
+        p.complete_after(
+            0,
+            1,
+            0,
+            Left::More,
+            Some(Departed {
+                before: 0,
+                now: first_wait,
+            }),
+        );
+        while left.len() < 40 {
+            let now = p
+                .earliest_due()
+                .expect("filed")
+                .max(left[left.len() - 1] + 1);
+            grants.clear();
+            p.advance(now, &mut grants);
+            for g in &grants {
+                let before = left[left.len() - 1];
+                left.push(now);
+                p.complete_after(
+                    g.queue,
+                    g.packets,
+                    0,
+                    Left::More,
+                    Some(Departed { before, now }),
+                );
+            }
+        }
+        left.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
+    };
+    let started = |p: &mut Pacer| {
+        p.set_rate(0, 100_000_000, pmtu).unwrap();
+        assert_eq!(p.wake(0), 1, "granted at once");
+    };
+    let mut p = Pacer::new(tps).unwrap();
+    started(&mut p);
+    let after_first = gaps(7_000, &mut p);
+    assert!(
+        after_first.iter().all(|&g| g as f64 >= pt - 1.0),
+        "made up the first packet's wait: gaps {after_first:?}, packet time {pt}"
+    );
+    // The same wait for a packet in the middle of a stream is made up (`CATCH_UP_MS`), as a
+    // driver kept off the CPU is.
+    let mut p = Pacer::new(tps).unwrap();
+    started(&mut p);
+    p.complete_after(0, 1, 0, Left::More, Some(Departed { before: 0, now: 0 }));
+    let mut grants = Vec::new();
+    p.advance(p.earliest_due().unwrap(), &mut grants);
+    assert_eq!(grants.len(), 1);
+    let mid = gaps(7_000, &mut p);
+    assert!(
+        mid.iter().any(|&g| (g as f64) < pt - 1.0),
+        "a late packet mid-stream was not made up: gaps {mid:?}"
+    );
 }
