@@ -261,10 +261,22 @@ impl Queue {
         if self.service_link() {
             return;
         }
-        // A plain load first: the swap is a locked instruction, and a sender is rarely waiting.
-        if !self.rnr_waiting.load(Ordering::Acquire)
-            || !self.rnr_waiting.swap(false, Ordering::AcqRel)
-        {
+        self.kick_waiting_sender();
+    }
+
+    /// `kick_blocked_sender` for a queue not bound through a link. Inlined into a receive
+    /// post, where a sender is rarely waiting: the call and its return cost as much as the look.
+    #[inline(always)]
+    pub(crate) fn kick_waiting_sender(&self) {
+        // A plain load first: the swap is a locked instruction.
+        if self.rnr_waiting.load(Ordering::Acquire) {
+            self.move_waiting_sender();
+        }
+    }
+
+    #[inline(never)]
+    fn move_waiting_sender(&self) {
+        if !self.rnr_waiting.swap(false, Ordering::AcqRel) {
             return;
         }
         let Some(sender) = self.local_peer() else {

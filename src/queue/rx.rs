@@ -38,7 +38,7 @@ impl Queue {
             self.flow_progress();
         }
         if !self.over_link.load(Ordering::Relaxed) {
-            self.kick_blocked_sender();
+            self.kick_waiting_sender();
         }
         if accepted < n {
             *bad = bufs[accepted];
