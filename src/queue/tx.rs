@@ -84,7 +84,11 @@ impl Queue {
     #[inline(always)]
     fn post_parsed(&self, batch: &TxBatch, bad: &mut *mut umq_buf_t) -> (usize, UmqResult<()>) {
         let head = batch.head(0);
-        let (accepted, window_limited) = match self.post_tx_link(batch) {
+        // The flag is looked at here, not in `post_tx_link`: a loopback post would pay that
+        // call's entry and exit (about 20 instructions) to learn it has no link.
+        let over_link = self.over_link.load(Ordering::Relaxed);
+        let (accepted, window_limited) = match over_link.then(|| self.post_tx_link(batch)).flatten()
+        {
             Some(admitted) => admitted,
             None => match self.post_tx_to_peer(batch) {
                 Ok(admitted) => admitted,
@@ -123,11 +127,9 @@ impl Queue {
     }
 
     /// A post through a link, which lives under our wire lock: no peer lock. None when the
-    /// queue is not bound that way or is in the error state (the general path then says which).
+    /// queue is not bound that way after all (it left the link since the caller looked) or is
+    /// in the error state (the general path then says which).
     fn post_tx_link(&self, batch: &TxBatch) -> Option<(usize, bool)> {
-        if !self.over_link.load(Ordering::Relaxed) {
-            return None;
-        }
         let mut mine = lock(&self.wire);
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
             return None;
