@@ -36,6 +36,9 @@ cargo build --release
 flow_model=(every_reachable_state_can_finish deeper_queues_with_a_control_budget_can_finish
   a_sender_that_only_sends_still_gets_everything_out the_checker_catches_the_reference_design)
 UMQ_FAULT_RUNS=150 cargo test --profile release-tests --all-targets -- "${flow_model[@]/#/--skip=}" 2>&1 | tail -n +1
+# The examples under their own names (the test build above keeps them only under hashed ones):
+# python/tests/test_mac_control.py drives examples/mac_control.rs. No rebuild, well under a second.
+cargo build --profile release-tests --examples
 stage "cargo test again with debug assertions and overflow checks (profile release-checked)"
 # The release-tests run neither checks the debug_assert! invariants nor catches an integer overflow.
 # (The fault runs, 150 kills a provider in the release-tests run above, are cut to 50 here.) The

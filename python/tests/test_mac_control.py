@@ -1,6 +1,8 @@
 """Our MAC control frame codec against scapy's (`scapy.contrib.mac_control`): frames we encode
 dissect there field by field, frames scapy builds decode in ours, over random vectors and times.
-Our codec is reached through `examples/mac_control.rs` (built by `cargo build --all-targets`).
+Our codec is reached through `examples/mac_control.rs`: `scripts/test-all.sh` builds it in the
+release-tests profile, where the Rust tests are built; a `cargo build --release --examples` serves
+too.
 
 scapy builds the 60 bytes before the FCS; ours are 64, with Ethernet's CRC-32 (checked here
 against zlib's). scapy's `get_pause_time` doubles the quantum at 1 Gbit/s, so durations are
@@ -19,11 +21,14 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACContro
 from scapy.layers.l2 import Ether  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-CODEC = ROOT / "target" / "release" / "examples" / "mac_control"
+BUILT = [ROOT / "target" / profile / "examples" / "mac_control" for profile in ("release-tests", "release")]
+CODEC = next((p for p in BUILT if p.exists()), BUILT[0])
 MULTICAST = "01:80:c2:00:00:01"
 ME = "02:00:5e:10:20:30"
 
-pytestmark = pytest.mark.skipif(not CODEC.exists(), reason="cargo build --release --examples first")
+pytestmark = pytest.mark.skipif(
+    not CODEC.exists(), reason="cargo build --profile release-tests --examples first"
+)
 
 
 class Codec:
