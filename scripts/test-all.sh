@@ -163,9 +163,12 @@ fi
 # The network provider (libfabric tcp on this host), with UCX's tcp transport as the baseline.
 if [ -e /usr/include/rdma/fabric.h ]; then
   timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
+  # A limited queue over the network never runs faster than its limit (docs/PACING.md): the
+  # goal, 0.5 %, on the fast side only (the machine's stalls slow a run down). A queue
+  # that made up its first send's wait, libfabric setting up its buffers, ran 0.75-0.88 % fast.
+  timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.005, r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time, rate error", r["rate_error"])'
   # The short version of the 10,000-pair campaign (docs/TRANSPORTS.md, "At scale"): every queue
   # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
-  timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.01, r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time, rate error", r["rate_error"])'
   timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'
   # One-sided WRITE and READ by RMA against a target that polls (as UCX's responder does), and
   # a put ping-pong with it (as ucp_put_lat): each side waits for the other's WRITE in its memory.
