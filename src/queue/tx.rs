@@ -86,9 +86,11 @@ impl Queue {
         let head = batch.head(0);
         // The flag is looked at here, not in `post_tx_link`: a loopback post would pay that
         // call's entry and exit (about 20 instructions) to learn it has no link.
-        let over_link = self.over_link.load(Ordering::Relaxed);
-        let (accepted, window_limited) = match over_link.then(|| self.post_tx_link(batch)).flatten()
-        {
+        let linked = match self.over_link.load(Ordering::Relaxed) {
+            true => self.post_tx_link(batch),
+            false => None,
+        };
+        let (accepted, window_limited) = match linked {
             Some(admitted) => admitted,
             None => match self.post_tx_to_peer(batch) {
                 Ok(admitted) => admitted,
