@@ -2,6 +2,7 @@
 //! one process, `shm` between processes of one host, `fabric` (libfabric) between hosts.
 
 pub mod arrivals;
+pub(crate) mod assembly;
 pub mod binding;
 pub mod call_bell;
 pub mod fabric;

@@ -204,7 +204,7 @@ pub struct Link {
 
 struct Rx {
     /// A fragmented message being put together, and one put together that waits to run.
-    assembling: Option<(Header, Vec<u8>)>,
+    assembling: Option<(Header, crate::transport::assembly::Assembly)>,
     /// The oldest message waits for a receive buffer (counted once, not once per round).
     blocked: bool,
     held: Option<(Header, Vec<u8>)>,
@@ -1324,15 +1324,24 @@ mod tests {
         p.rounds_until(|_, b| {
             b.rx.assembling
                 .as_ref()
-                .is_some_and(|(_, d)| d.len() == 2048)
+                .is_some_and(|(_, a)| a.received() == 2048)
         });
         for _ in 0..20 {
             p.round_a().unwrap();
             p.round_b().unwrap();
             std::thread::sleep(Duration::from_millis(1));
         }
-        let assembled = p.b.rx.assembling.as_ref().map(|(_, d)| d.len());
-        assert_eq!(assembled, Some(2048), "more than was granted went");
+        let assembled = p.b.rx.assembling.as_ref();
+        let assembled = assembled.map(|(_, a)| (a.received(), a.in_buffer()));
+        assert_eq!(
+            assembled,
+            Some((2048, Some(rx))),
+            "more than was granted went"
+        );
+        assert!(
+            crate::transport::test_bytes_intact(rx, 2048),
+            "the fragments so far are in the receive buffer"
+        );
         assert_eq!(p.wa.paced_packets, 2);
         assert!(!p.wb.rq.has_completions() && p.wa.sq.completed() == 0);
         p.wa.paced.as_mut().unwrap().open = None; // all granted
@@ -1369,7 +1378,7 @@ mod tests {
         p.rounds_until(|_, b| {
             b.rx.assembling
                 .as_ref()
-                .is_some_and(|(_, d)| d.len() == 2048)
+                .is_some_and(|(_, a)| a.received() == 2048)
         });
         let pause = frame::encode(&PauseFrame {
             dst: frame::PAUSE_MULTICAST,

@@ -2,6 +2,7 @@
 //! run in order, each checked before use.
 
 use super::*;
+use crate::transport::assembly::Assembly;
 
 impl Link {
     /// Runs the peer's messages in order until one must wait for a receive buffer.
@@ -103,22 +104,33 @@ pub(super) fn receive_messages(
         if h.kind == KIND_CONTROL {
             // Anywhere, also between a message's fragments: the link's frames overtake.
             target::receive_control(w, payload)?;
-        } else if let Some((first, data)) = rx.assembling.as_mut() {
-            if h.kind != KIND_MORE || data.len() as u64 + payload.len() as u64 > first.total {
+        } else if let Some((_, assembly)) = rx.assembling.as_mut() {
+            if h.kind != KIND_MORE {
                 return Err(LinkError::Corrupt("fabric fragments do not make a message"));
             }
-            data.extend_from_slice(payload);
+            assembly
+                .add(w, payload)
+                .map_err(|_| LinkError::Corrupt("fabric fragments do not make a message"))?;
             w.note_arrival(payload.len() as u64);
-            if data.len() as u64 == first.total {
-                rx.held = rx.assembling.take();
+            if assembly.is_whole() {
+                let (first, assembly) = rx.assembling.take().expect("just looked");
+                match assembly.in_buffer() {
+                    Some(buf) => land_assembled(w, at, &first, buf, &mut rx.executed, out),
+                    None => rx.held = Some((first, assembly.into_aside())),
+                }
             }
         } else if h.kind == KIND_MORE {
             return Err(LinkError::Corrupt("a fabric fragment without its message"));
         } else if matches!(h.kind, KIND_WR | KIND_READ_RESP) && h.total > h.len as u64 {
-            let mut data = Vec::with_capacity((h.total as usize).min(1 << 20));
-            data.extend_from_slice(payload);
+            let op = if h.kind == KIND_WR {
+                h.opcode as u32
+            } else {
+                UMQ_OPC_READ
+            };
+            let assembly = Assembly::begin(w, op, h.total, payload)
+                .map_err(|_| LinkError::Corrupt("a malformed first fabric fragment"))?;
             w.note_arrival(payload.len() as u64);
-            rx.assembling = Some((h, data));
+            rx.assembling = Some((h, assembly));
         } else {
             let mut run = Run {
                 tx,
@@ -141,6 +153,23 @@ pub(super) fn receive_messages(
             }
         }
     }
+}
+
+/// A SEND whose fragments were put together in `buf`, the next posted receive buffer: it
+/// completes there, as one that came whole does (`Run::wr`).
+fn land_assembled(
+    w: &mut Wire,
+    at: &Receiver,
+    h: &Header,
+    buf: *mut umq_buf_t,
+    executed: &mut u64,
+    out: &mut Outcome,
+) {
+    let mut dst = Side::new(at.umqh, w, at.fragments);
+    let (len, op) = (h.total as u32, h.opcode as umq_opcode_t);
+    // SAFETY: every byte of the message is in `buf`, still the next posted buffer.
+    unsafe { target::land_placed(&mut dst, buf, len, op, h.imm, out) };
+    *executed = (*executed).max(h.seq.saturating_add(1));
 }
 
 /// What running one of the peer's messages touches of the link.

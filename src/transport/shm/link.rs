@@ -2,6 +2,7 @@
 //! peer's inbox mapped here, our own inbox, and what the engine keeps per binding.
 
 use super::*;
+use crate::transport::assembly::Assembly;
 use crate::transport::call_bell::CallBell;
 use crate::transport::progress::{self, RungBy};
 use std::collections::VecDeque;
@@ -19,8 +20,9 @@ pub(super) struct Pair {
     pub(super) rx_entries_run: u64,
     /// The oldest entry of our inbox waits for a receive buffer.
     pub(super) rx_blocked: bool,
-    /// The peer's message whose packets are arriving: its First entry and the bytes so far.
-    pub(super) assembly: Option<(Entry, Vec<u8>)>,
+    /// The peer's message whose packets are arriving: its First entry, and the message put
+    /// together so far.
+    pub(super) assembly: Option<(Entry, Assembly)>,
     /// Our WR whose packets are going out (the next to go): the bytes pushed so far, and the
     /// packet size it began with.
     pub(super) packet_sent: u64,

@@ -666,8 +666,20 @@ mod tests {
         );
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
         assert!(!wr_rx.rq.has_completions(), "completed before its Last");
-        assert_eq!(receiver.assembly.as_ref().map(|(_, d)| d.len()), Some(2048));
+        let assembly = receiver
+            .assembly
+            .as_ref()
+            .map(|(_, a)| (a.received(), a.in_buffer()));
+        assert_eq!(
+            assembly,
+            Some((2048, Some(rx))),
+            "landing in the posted buffer"
+        );
         assert_eq!(wr_rx.rq.posted_len(), 1, "no buffer taken yet");
+        assert!(
+            crate::transport::test_bytes_intact(rx, 2048),
+            "the packets so far are in the buffer"
+        );
 
         ws.paced.as_mut().unwrap().open = Some((wr, 4096));
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
@@ -700,6 +712,69 @@ mod tests {
         assert!(receiver.assembly.is_none() && !theirs.has_entry());
         pool.free_one(wr).unwrap();
         pool.free_one(rx).unwrap();
+    }
+
+    /// A window update that comes between a message's packets takes the next posted buffer,
+    /// the one the message was landing in: the message's bytes so far move aside first, and
+    /// the message completes whole in the buffer after it.
+    #[test]
+    fn a_window_update_between_packets_takes_the_buffer_the_message_was_landing_in() {
+        let me = std::process::id();
+        let pool = Pool::new(false, 0, 0);
+        let theirs = Segment::create(53, false).unwrap();
+        let to_theirs = Segment::open_peer(me, theirs.fd() as u32, 53).unwrap();
+        let ours = Segment::create(54, false).unwrap();
+        let to_ours = Segment::open_peer(me, ours.fd() as u32, 54).unwrap();
+        let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
+        let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND, 0);
+        ws.sq.push(wr);
+        ws.paced = Some(crate::transport::wire::Paced {
+            pmtu: 1024,
+            open: Some((wr, 2048)),
+            ..Default::default()
+        });
+        let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
+        let params = crate::flow::Params::new(4, 0, 8, 8);
+        wr_rx.flow = Some(crate::flow::FlowState::new(params, false));
+        let (first, second) = (
+            pool.alloc(8192, 1, 0, 0).unwrap(),
+            pool.alloc(8192, 1, 0, 0).unwrap(),
+        );
+        wr_rx.rq.post(first);
+        wr_rx.rq.post(second);
+        let at = Receiver {
+            umqh: 9,
+            fragments: false,
+            pool: &pool,
+        };
+        let mut out = Outcome::default();
+
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
+        let landing = receiver.assembly.as_ref().and_then(|(_, a)| a.in_buffer());
+        assert_eq!(landing, Some(first), "landing in the first buffer");
+        assert!(push_standalone(&to_theirs, 0));
+        ws.paced.as_mut().unwrap().open = None;
+        transmit(&mut ws, &mut sender, &to_theirs, &mut out);
+        receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
+
+        let (head, _) = wr_rx.rq.completion_at(0).expect("the window update");
+        let h = unsafe { &*head };
+        assert_eq!((head, h.status()), (first, UMQ_BUF_FLOW_CONTROL_UPDATE));
+        let (head, _) = wr_rx.rq.completion_at(1).expect("the message");
+        let h = unsafe { &*head };
+        assert_eq!(
+            (head, h.status(), h.total_data_size),
+            (second, UMQ_BUF_SUCCESS, 5000)
+        );
+        assert!(
+            crate::transport::test_bytes_intact(second, 5000),
+            "bytes intact"
+        );
+        assert!(receiver.assembly.is_none() && !theirs.has_entry());
+        for b in [wr, first, second] {
+            pool.free_one(b).unwrap();
+        }
     }
 
     /// A stream of large SENDs between two shared pools is split: the sender writes the first

@@ -2,6 +2,7 @@
 //! with the checks that bytes from a peer need.
 
 use super::*;
+use crate::transport::assembly::Assembly;
 
 /// Executes the peer's entries against our receive buffers and memory, in order, until the ring
 /// is empty or an entry must wait (no receive buffer, or no room for a READ response).
@@ -18,6 +19,11 @@ pub(super) fn receive(
         match e.kind {
             KIND_PAD => {}
             KIND_STANDALONE => {
+                // It takes the next posted buffer, which a message arriving in packets may be
+                // landing in.
+                if let Some((_, a)) = pair.assembly.as_mut() {
+                    a.set_aside();
+                }
                 let mut dst = Side::new(umqh, w, fragments);
                 if !target::receive_standalone(&mut dst, e.imm, out)? {
                     note_blocked(pair, out);
@@ -108,8 +114,9 @@ pub(super) fn entry_done(
 }
 
 /// An entry of a message cut into packets (or, while one arrives, any entry of a WR): the First
-/// and Middles kept, the message run at its Last. Whether the receive goes on (false: the
-/// message waits for a receive buffer).
+/// and Middles put together (`Assembly`: in the receive buffer it lands in, when the next posted
+/// one holds it), the message run at its Last. Whether the receive goes on (false: the message
+/// waits for a receive buffer).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -128,11 +135,13 @@ fn packet(
             "a message began before the last packet of the one before",
         ));
     }
+    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
+    let piece = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
     let last = if e.kind == KIND_WR {
-        first_packet(pair, e, payload)?;
+        first_packet(w, pair, e, piece)?;
         None
     } else {
-        next_packet(pair, e, payload)?
+        next_packet(w, pair, e, piece)?
     };
     // A Last that waited for a receive buffer (RNR) is looked at again: it arrived once.
     if last.is_none() || !pair.rx_blocked {
@@ -142,13 +151,24 @@ fn packet(
         mine.pop(e);
         return Ok(true);
     };
+    let (first, assembly) = pair.assembly.as_ref().expect("next_packet checked");
+    if let Some(rx) = assembly.in_buffer() {
+        let mut dst = Side::new(at.umqh, w, at.fragments);
+        let (op, len) = (first.opcode as u32, first.total as u32);
+        // SAFETY: every byte of the message is in `rx`, still the next posted buffer.
+        unsafe { target::land_placed(&mut dst, rx, len, op, first.imm, out) };
+        drop(dst);
+        pair.assembly = None;
+        entry_done(pair, mine, e, true, UMQ_BUF_SUCCESS);
+        return Ok(true);
+    }
     let here = Here {
         umqh: at.umqh,
         fragments: at.fragments,
         seq: mine.inbox().done.0.load(Ordering::Relaxed),
     };
-    let (first, data) = pair.assembly.as_ref().expect("next_packet checked");
     let takes_rx = crate::transport::wire::needs_rx_buffer(first.opcode as u32);
+    let data = assembly.aside();
     let src = [(data.as_ptr() as *mut u8, data.len()), last];
     let Some(status) = execute(w, peer, first, &src, &here, at.pool, out)? else {
         if takes_rx {
@@ -161,47 +181,47 @@ fn packet(
     Ok(true)
 }
 
-/// The First packet of a message cut into packets: its bytes are kept until the Last arrives.
-fn first_packet(pair: &mut Pair, e: &Entry, payload: *const u8) -> Result<(), LinkError> {
+/// The First packet of a message cut into packets: its message is put together from here.
+fn first_packet(w: &mut Wire, pair: &mut Pair, e: &Entry, piece: &[u8]) -> Result<(), LinkError> {
     let carries_payload = matches!(
         e.opcode as u32,
         UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
     );
-    if e.kind != KIND_WR
-        || !carries_payload
-        || e.total <= e.len as u64
-        || e.total > crate::limits::MAX_MESSAGE
-    {
+    if e.kind != KIND_WR || !carries_payload || e.total > crate::limits::MAX_MESSAGE {
         return Err(LinkError::Corrupt("malformed first packet"));
     }
-    let mut data = Vec::with_capacity(e.total as usize);
-    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
-    data.extend_from_slice(unsafe { std::slice::from_raw_parts(payload, e.len as usize) });
-    pair.assembly = Some((*e, data));
+    let assembly = Assembly::begin(w, e.opcode as u32, e.total, piece)
+        .map_err(|_| LinkError::Corrupt("malformed first packet"))?;
+    pair.assembly = Some((*e, assembly));
     Ok(())
 }
 
-/// A Middle packet joins its message's bytes (None); the Last is returned as the message's
-/// final piece, left in the ring until the message has run.
+/// A Middle packet joins its message (None). The Last is returned as the message's final
+/// piece (empty when the message landed in place, which the Last joined too), left in the ring
+/// until the message has run.
 fn next_packet(
+    w: &mut Wire,
     pair: &mut Pair,
     e: &Entry,
-    payload: *const u8,
+    piece: &[u8],
 ) -> Result<Option<(*mut u8, usize)>, LinkError> {
-    let (first, data) = pair
+    let (first, assembly) = pair
         .assembly
         .as_mut()
         .ok_or(LinkError::Corrupt("a packet without its message's first"))?;
-    let end = data.len() as u64 + e.len as u64;
-    if e.seq != data.len() as u64 || e.total != first.total || e.len == 0 || end > first.total {
+    let end = assembly.received() + e.len as u64;
+    if e.seq != assembly.received() || e.total != first.total || e.len == 0 || end > first.total {
         return Err(LinkError::Corrupt("packets that do not make their message"));
     }
-    if end == first.total {
-        return Ok(Some((payload as *mut u8, e.len as usize)));
+    if end < first.total {
+        assembly.add(w, piece)?;
+        return Ok(None);
     }
-    // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
-    data.extend_from_slice(unsafe { std::slice::from_raw_parts(payload, e.len as usize) });
-    Ok(None)
+    if assembly.in_buffer().is_some() {
+        assembly.add(w, piece)?;
+        return Ok(Some((std::ptr::null_mut(), 0)));
+    }
+    Ok(Some((piece.as_ptr() as *mut u8, piece.len())))
 }
 
 /// The common case in one pass: a SEND or SEND_IMM whose payload is in the ring lands whole in
