@@ -337,8 +337,9 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path):
                                    "tcp and src host " + CLIENT_IP + " and greater 200"],
                        stderr=subprocess.PIPE, text=True)
     assert "listening" in dump.stderr.readline()
-    (row,) = perf_between_hosts(hosts, 7436, "--test", "pacing", "--wire", "--size", "65536",
-                                "--rates", "100000000")
+    rows = perf_between_hosts(hosts, 7436, "--test", "pacing", "--wire", "--size", "65536",
+                              "--rates", "100000000")
+    (row,) = [r for r in rows if r["test"] == "pacing_wire"]
     time.sleep(1)  # tcpdump drops what it has not read yet when it stops
     dump.send_signal(2)
     print(dump.communicate(timeout=10)[1].strip().replace("\n", "; "))

@@ -258,9 +258,43 @@ fn help_page_and_completions_come_from_one_definition() {
     }
 }
 
+/// The host rows of `--test pacing --wire`: one per rate, its packet time, and the stops of a
+/// CPU counted the longer the fewer.
+fn expect_host_rows(host: &[(Value, Vec<String>)], provider: &str) {
+    let rates: Vec<u64> = host
+        .iter()
+        .map(|(r, _)| r["rate_bps"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rates, [100_000_000, 1_000_000_000]);
+    for (row, keys) in host {
+        let values = [
+            "rate_bps",
+            "cpus",
+            "probe_ms",
+            "packet_time_us",
+            "stops_over_packet_time",
+            "stops_over_1_ms",
+            "stop_max_us",
+        ];
+        expect_keys(keys, &values, &[]);
+        assert_eq!(row["provider"], provider);
+        let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k}: {row}"));
+        assert!(f("cpus") >= 1.0 && f("probe_ms") == 500.0, "{row}");
+        let packet_us = 8.0 * 4096.0 * 1e6 / f("rate_bps");
+        assert!((f("packet_time_us") - packet_us).abs() < 1.0, "{row}");
+        assert!(f("stops_over_packet_time") >= f("stops_over_1_ms"), "{row}");
+        if f("stops_over_1_ms") > 0.0 {
+            assert!(f("stop_max_us") > 1000.0, "{row}");
+        }
+    }
+}
+
 /// `--test pacing --wire`: a row per message size and rate, every packet of every message
 /// counted at the receiver (whole PMTU packets), the burst a whole number of packets, and a
-/// limited queue never faster than its limit (noise only slows it: no timing threshold).
+/// limited queue never faster than its limit (noise only slows it: no timing threshold); the
+/// packets the receiver found after a stop of its own are left out of the timed burst only (a
+/// receiver in this process stops for nothing: the engine times them). Before them, a row per
+/// rate on how long the host's CPUs stopped.
 #[test]
 fn pacing_wire_rows_count_every_packet_where_it_arrives() {
     let dir = std::env::temp_dir().join(format!("umq-perf-arrivals-{}", std::process::id()));
@@ -271,7 +305,10 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
         if provider == "loopback" {
             args.extend(["--arrivals", dir_arg]);
         }
-        let got = rows(&args);
+        let (host, got): (Vec<_>, Vec<_>) = rows(&args)
+            .into_iter()
+            .partition(|(r, _)| r["test"] == "pacing_wire_host");
+        expect_host_rows(&host, provider);
         let shape: Vec<(u64, u64)> = got
             .iter()
             .map(|(r, _)| {
@@ -294,6 +331,10 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
                 "windows_over_2_pmtu",
                 "achieved_bps",
                 "rate_error",
+                "receiver_stops",
+                "receiver_stop_max_us",
+                "found_late",
+                "burst_bytes_max_timed",
             ];
             expect_keys(keys, &values, &[]);
             assert_eq!(
@@ -309,6 +350,12 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
             );
             let burst = n("burst_bytes_max");
             assert!(burst >= 4096 && burst % 4096 == 0, "{row}");
+            let timed = n("burst_bytes_max_timed");
+            assert!(timed <= burst && timed % 4096 == 0, "{row}");
+            assert!(n("found_late") < n("packets"), "{row}");
+            if provider == "loopback" {
+                assert_eq!((n("found_late"), timed), (0, burst), "{row}");
+            }
             assert!(
                 row["rate_error"].as_f64().unwrap() < 0.01,
                 "faster than the limit: {row}"

@@ -14,6 +14,16 @@
 //! many windows held more than two PMTU, and the achieved rate at the receiver against the
 //! limit (`rate_error`, the bytes after the first packet over the time from the first arrival
 //! to the last).
+//!
+//! An arrival is timed when the receiving process takes the packet, so it is only as exact as
+//! that process's polling: a receiver kept off its CPU for a millisecond finds that
+//! millisecond's packets together, however they were paced. So the peer process also records
+//! its own stops (a poll that began more than a packet time after the one before ended) and
+//! the packets it found in the poll after each (`found_late`); `burst_bytes_max_timed` is the
+//! burst over the other packets, those it took while it kept polling. A sender that bursts
+//! still shows there: its packets arrive together at a receiver that is polling. Before the
+//! rows, `host` measures the machine itself the same way: one thread a CPU doing nothing but
+//! reading the clock, and the longest time each went without a reading.
 
 use crate::Run;
 use crate::api;
@@ -26,6 +36,7 @@ use umq::abi::errno::UMQ_BUF_SUCCESS;
 use umq::abi::ext::*;
 use umq::abi::pro_types::*;
 use umq::abi::types::*;
+use umq::os::clock_ns;
 use umq::transport::arrivals::{Arrival, burst_bytes_max};
 
 pub const PMTU: u32 = 4096;
@@ -61,12 +72,12 @@ pub fn measure(
     rates: &[u64],
     save: Option<&Path>,
 ) -> Vec<Row> {
-    let mut rows = Vec::new();
+    let mut rows = host(provider, run.flow.on, rates);
     for &size in sizes {
         for &rate in rates {
             let count = messages(size, rate);
-            let arrivals = match provider {
-                "loopback" => in_process(run, size, count, rate),
+            let (arrivals, stops) = match provider {
+                "loopback" => (in_process(run, size, count, rate), Vec::new()),
                 _ => with_peer(run, size, count, rate),
             };
             let row = Row::new("pacing_wire", provider, size, run.flow.on)
@@ -79,7 +90,8 @@ pub fn measure(
                     &arrivals,
                 );
             }
-            rows.push(figures(row, &arrivals, size, count, rate));
+            let row = figures(row, &arrivals, size, count, rate);
+            rows.push(found_late(row, &arrivals, &stops, rate));
         }
     }
     rows
@@ -97,8 +109,7 @@ fn figures(row: Row, arrivals: &[Arrival], size: u32, count: u32, rate: u64) -> 
         arrivals.iter().all(|a| a.bytes <= PMTU),
         "a packet longer than the PMTU"
     );
-    let packet_ns = 8.0 * PMTU as f64 * 1e9 / rate as f64;
-    let window = packet_ns as u64;
+    let window = packet_ns(rate);
     let (first, last) = (arrivals[0], arrivals[arrivals.len() - 1]);
     let span_s = (last.at_ns - first.at_ns) as f64 / 1e9;
     let achieved = (bytes - first.bytes as u64) as f64 * 8.0 / span_s;
@@ -129,6 +140,93 @@ fn windows_over(arrivals: &[Arrival], window_ns: u64, limit: u64) -> usize {
     over
 }
 
+/// One packet time at `rate`, in nanoseconds.
+fn packet_ns(rate: u64) -> u64 {
+    (8.0 * PMTU as f64 * 1e9 / rate as f64) as u64
+}
+
+/// The receiver's stops beside the row's figures: how many, the longest, the packets it found
+/// in the poll after one, and the burst over the packets it took while it kept polling.
+fn found_late(row: Row, arrivals: &[Arrival], stops: &[Stop], rate: u64) -> Row {
+    let after_stop = |a: &Arrival| stops.iter().any(|s| (s.from..=s.to).contains(&a.at_ns));
+    let timed: Vec<Arrival> = arrivals
+        .iter()
+        .filter(|a| !after_stop(a))
+        .copied()
+        .collect();
+    let longest = stops.iter().map(|s| s.to - s.from).max().unwrap_or(0);
+    row.num("receiver_stops", stops.len() as f64)
+        .num("receiver_stop_max_us", longest as f64 / 1e3)
+        .num("found_late", (arrivals.len() - timed.len()) as f64)
+        .num(
+            "burst_bytes_max_timed",
+            burst_bytes_max(&timed, packet_ns(rate)) as f64,
+        )
+}
+
+/// A time the receiving process may not have been running, and the poll after it: from the end
+/// of one poll to the end of the next, when that took longer than a packet time (the process
+/// stopped between the two polls or inside the second), to the end of the poll after (a stop
+/// late in a poll, after it looked at the ring, leaves what came meanwhile to that one). A poll
+/// that takes the packets that came meanwhile takes well under a microsecond a packet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Stop {
+    from: u64,
+    to: u64,
+}
+
+/// How long the host's CPUs go without running a thread that wants nothing else: one thread a
+/// CPU reads the clock for `HOST_PROBE`. A row per rate: the gaps longer than its packet time
+/// and longer than a millisecond, and the longest.
+fn host(provider: &'static str, flow: bool, rates: &[u64]) -> Vec<Row> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let gaps: Vec<u64> = std::thread::scope(|s| {
+        let probes: Vec<_> = (0..cpus).map(|_| s.spawn(clock_gaps)).collect();
+        probes.into_iter().flat_map(|p| p.join().unwrap()).collect()
+    });
+    let over = |ns: u64| gaps.iter().filter(|&&g| g > ns).count() as f64;
+    let longest = gaps.iter().max().copied().unwrap_or(0);
+    rates
+        .iter()
+        .map(|&rate| {
+            Row::new("pacing_wire_host", provider, 0, flow)
+                .num("rate_bps", rate as f64)
+                .num("cpus", cpus as f64)
+                .num("probe_ms", HOST_PROBE.as_millis() as f64)
+                .num("packet_time_us", packet_ns(rate) as f64 / 1e3)
+                .num("stops_over_packet_time", over(packet_ns(rate)))
+                .num("stops_over_1_ms", over(1_000_000))
+                .num("stop_max_us", longest as f64 / 1e3)
+        })
+        .collect()
+}
+
+/// How exactly the receiver times the packets it counts in `burst_bytes_max_timed`: the poll
+/// that took them ended at most this part of a packet time after the poll before. Under a
+/// third: a queue that makes up time sends its packets two thirds of a packet time apart, and a
+/// clock a third of a packet time coarse could show three of them within one.
+const TIMED_WITHIN: u64 = 4;
+/// How long the host is probed before the rows.
+const HOST_PROBE: Duration = Duration::from_millis(500);
+/// Gaps shorter than this between two clock readings are not kept.
+const GAP_KEPT_NS: u64 = 10_000;
+
+/// Reads the clock for `HOST_PROBE` and returns the gaps between two readings over
+/// `GAP_KEPT_NS`: the times this thread did not run.
+fn clock_gaps() -> Vec<u64> {
+    let mut gaps = Vec::new();
+    let start = clock_ns();
+    let mut last = start;
+    while last - start < HOST_PROBE.as_nanos() as u64 {
+        let now = clock_ns();
+        if now - last > GAP_KEPT_NS {
+            gaps.push(now - last);
+        }
+        last = now;
+    }
+    gaps
+}
+
 /// Loopback: the receiving queue is ours, polled by a second thread.
 fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     let posted = window(size, rate);
@@ -138,7 +236,8 @@ fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     api::bind(a, api::bind_info(b));
     api::bind(b, api::bind_info(a));
     let bufs = start_receiving(b, size, posted);
-    let receiver = std::thread::spawn(move || receive(b, bufs, count, size));
+    let receiver =
+        std::thread::spawn(move || receive(b, bufs, count, size, u64::MAX, &mut Vec::new()));
     send(a, size, count, rate, posted);
     let arrivals = receiver.join().expect("the receiving thread failed");
     api::teardown(a);
@@ -147,8 +246,8 @@ fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     arrivals
 }
 
-/// shm or fabric: the receiving queue is the peer process's.
-fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
+/// shm or fabric: the receiving queue is the peer process's, which also says when it stopped.
+fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> (Vec<Arrival>, Vec<Stop>) {
     let args = [
         "--wire-peer".to_string(),
         "--size".into(),
@@ -169,8 +268,9 @@ fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     recv_frame(&mut peer.from); // bound, receive buffers posted, recording
     send(q, size, count, rate, posted);
     let arrivals = decode(&recv_frame(&mut peer.from));
+    let stops = decode_stops(&recv_frame(&mut peer.from));
     crate::shm::end_with_peer(q, peer);
-    arrivals
+    (arrivals, stops)
 }
 
 /// The peer process (`--wire-peer`): binds, receives `run.iters` messages of `run.size`
@@ -186,8 +286,17 @@ pub fn serve_peer(run: &Run, rate: u64, ip: std::net::IpAddr) {
     api::bind(q, recv_frame(&mut inp));
     let bufs = start_receiving(q, run.size, posted);
     send_frame(&mut out, b"ready");
-    let arrivals = receive(q, bufs, run.iters as u32, run.size);
+    let mut stops = Vec::new();
+    let arrivals = receive(
+        q,
+        bufs,
+        run.iters as u32,
+        run.size,
+        packet_ns(rate) / TIMED_WITHIN,
+        &mut stops,
+    );
     send_frame(&mut out, &encode(&arrivals));
+    send_frame(&mut out, &encode_stops(&stops));
     recv_frame(&mut inp);
     api::teardown(q);
     umq::ffi::api::umq_uninit();
@@ -212,12 +321,34 @@ fn start_receiving(q: u64, size: u32, posted: u32) -> Vec<usize> {
 }
 
 /// Busy-polls `q` until `count` messages arrived, each checked (its number at both ends, in
-/// order), reposting the buffers; returns the packets' arrivals.
-fn receive(q: u64, bufs: Vec<usize>, count: u32, size: u32) -> Vec<Arrival> {
+/// order), reposting the buffers; returns the packets' arrivals, and adds to `stops` each time
+/// it did not poll for longer than `stop_ns`.
+fn receive(
+    q: u64,
+    bufs: Vec<usize>,
+    count: u32,
+    size: u32,
+    stop_ns: u64,
+    stops: &mut Vec<Stop>,
+) -> Vec<Arrival> {
     let mut got = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     let mut next = 0u64;
+    let mut last_end = clock_ns();
+    let mut just_stopped = false;
     while next < count as u64 {
         let n = api::poll(q, UMQ_IO_RX, &mut got);
+        let end = clock_ns();
+        if std::mem::take(&mut just_stopped) {
+            stops.last_mut().expect("just pushed").to = end;
+        }
+        if end - last_end > stop_ns {
+            stops.push(Stop {
+                from: last_end,
+                to: end,
+            });
+            just_stopped = true;
+        }
+        last_end = end;
         for &b in &got[..n] {
             let (status, len) = unsafe { ((*b).status(), (*b).total_data_size) };
             assert_eq!((status, len), (UMQ_BUF_SUCCESS, size), "message {next}");
@@ -316,6 +447,24 @@ fn decode(b: &[u8]) -> Vec<Arrival> {
         .map(|c| Arrival {
             at_ns: u64::from_le_bytes(c[..8].try_into().unwrap()),
             bytes: u32::from_le_bytes(c[8..].try_into().unwrap()),
+        })
+        .collect()
+}
+
+fn encode_stops(stops: &[Stop]) -> Vec<u8> {
+    stops
+        .iter()
+        .flat_map(|s| [s.from, s.to])
+        .flat_map(u64::to_le_bytes)
+        .collect()
+}
+
+fn decode_stops(b: &[u8]) -> Vec<Stop> {
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap());
+    b.chunks_exact(16)
+        .map(|c| Stop {
+            from: word(&c[..8]),
+            to: word(&c[8..]),
         })
         .collect()
 }
