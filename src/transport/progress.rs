@@ -221,7 +221,7 @@ const RELOOK_AFTER: Duration = Duration::from_millis(1);
 /// The shortest sleep for a link timer: a timer that stays due (a round could not send its
 /// frame) is retried this often, not in a busy loop.
 const LINK_TIMER_MIN: Duration = Duration::from_micros(20);
-/// A timed sleep wakes 50-100 us late on a virtual machine (and tens of us on bare metal): when
+/// A timed sleep wakes 20-100 us late on a virtual machine (and tens of us on bare metal): when
 /// the pacing machine's next tick is closer than this, the engine spins until it instead, so a
 /// packet time of a few tens of microseconds (1 Gbit/s at PMTU 4096) holds. A later tick is
 /// slept for: a queue served that late makes the time up (`Pacer::grant`), so only queues
