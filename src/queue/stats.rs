@@ -1,6 +1,8 @@
 //! What a queue reports: flow-control statistics, libfabric-style room queries, transports.
 
 use super::*;
+use crate::transport::arrivals::{Arrival, ArrivalLog};
+use crate::transport::wire::Wire;
 
 impl Queue {
     /// Flow-control statistics, after reading the peer's area (so they are current).
@@ -142,23 +144,40 @@ impl crate::dfx::QueueCounters for AllQueues {
     }
 }
 
-/// Starts recording when the pieces of the peer's messages arrive at queue `umqh` (at most
-/// `limit` of them), dropping what was recorded before. For measurements (`umq-perf --test
-/// pacing --wire`); not part of the C API.
-pub fn record_arrivals(umqh: u64, limit: usize) -> UmqResult<()> {
-    with_queue("record_arrivals", umqh, |q| {
-        let log = crate::transport::arrivals::ArrivalLog::new(limit);
-        lock(&q.wire).arrivals = Some(Box::new(log));
+/// Which pieces of messages a queue records: its peer's as they arrive, or its own as its
+/// provider puts them on the wire (the packets of a limited queue's messages, and the fragments
+/// of long network messages, in both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pieces {
+    Arriving,
+    Leaving,
+}
+
+impl Pieces {
+    fn log(self, w: &mut Wire) -> &mut Option<Box<ArrivalLog>> {
+        match self {
+            Pieces::Arriving => &mut w.arrivals,
+            Pieces::Leaving => &mut w.departures,
+        }
+    }
+}
+
+/// Starts recording when `which` pieces of messages pass queue `umqh` (at most `limit` of
+/// them), dropping what was recorded before. For measurements (`umq-perf --test pacing
+/// --wire`); not part of the C API.
+pub fn record_pieces(umqh: u64, which: Pieces, limit: usize) -> UmqResult<()> {
+    with_queue("record_pieces", umqh, |q| {
+        *which.log(&mut lock(&q.wire)) = Some(Box::new(ArrivalLog::new(limit)));
         Ok(())
     })
 }
 
-/// What queue `umqh` recorded since `record_arrivals` or the last call (in arrival order), and
-/// how many pieces arrived past the limit; recording goes on.
-pub fn take_arrivals(umqh: u64) -> UmqResult<(Vec<crate::transport::arrivals::Arrival>, u64)> {
-    with_queue("take_arrivals", umqh, |q| {
-        Ok(lock(&q.wire)
-            .arrivals
+/// What queue `umqh` recorded of `which` since `record_pieces` or the last call (in order),
+/// and how many more passed past the limit; recording goes on.
+pub fn take_pieces(umqh: u64, which: Pieces) -> UmqResult<(Vec<Arrival>, u64)> {
+    with_queue("take_pieces", umqh, |q| {
+        Ok(which
+            .log(&mut lock(&q.wire))
             .as_mut()
             .map(|log| log.take())
             .unwrap_or_default())

@@ -1,6 +1,7 @@
-//! A receiving queue's record of when the pieces of its peer's messages arrived: each packet of
-//! a rate-limited queue's message (and each fragment of a long network message), its bytes and
-//! the time the library took it from the provider. Off unless asked for (`umq-perf --test
+//! A queue's record of when the pieces of messages passed it: at a receiving queue each packet
+//! of a rate-limited peer's message (and each fragment of a long network message), its bytes
+//! and the time the library took it from the provider; at a sending queue each of its own, and
+//! the time its provider put it on the wire. Off unless asked for (`umq-perf --test
 //! pacing --wire` turns it on at the receiver to measure how a paced message crossed); the data
 //! path then pays one test of an empty option per piece, and only on the packet paths.
 
@@ -30,10 +31,16 @@ impl ArrivalLog {
         }
     }
 
+    /// A piece of `bytes` now.
     pub fn note(&mut self, bytes: u64) {
+        self.note_at(clock_ns(), bytes);
+    }
+
+    /// A piece of `bytes` at `at_ns` (`os::clock_ns`), noted after the fact.
+    pub fn note_at(&mut self, at_ns: u64, bytes: u64) {
         if self.kept.len() < self.limit {
             self.kept.push(Arrival {
-                at_ns: clock_ns(),
+                at_ns,
                 bytes: bytes.min(u32::MAX as u64) as u32,
             });
         } else {

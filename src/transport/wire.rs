@@ -47,6 +47,8 @@ pub struct Wire {
     pub pause: Option<super::pause::PauseGate>,
     /// While asked for: when the pieces of the peer's messages arrived (`arrivals`).
     pub arrivals: Option<Box<super::arrivals::ArrivalLog>>,
+    /// While asked for: when our provider put the packets of our messages on the wire.
+    pub departures: Option<Box<super::arrivals::ArrivalLog>>,
     /// To a queue of this process: the packets of our rate-limited message that have landed
     /// at the peer, until its Last (`loopback`).
     pub local_packets: Option<Box<LocalPackets>>,
@@ -135,6 +137,7 @@ impl Wire {
             paced_packets: 0,
             pause: None,
             arrivals: None,
+            departures: None,
             local_packets: None,
         }
     }
@@ -143,6 +146,15 @@ impl Wire {
     #[inline]
     pub fn note_arrival(&mut self, bytes: u64) {
         if let Some(log) = self.arrivals.as_mut() {
+            log.note(bytes);
+        }
+    }
+
+    /// Records a packet of ours that our provider put on the wire (into the peer's ring, to
+    /// libfabric, or landed at a queue of this process), if asked to.
+    #[inline]
+    pub fn note_departure(&mut self, bytes: u64) {
+        if let Some(log) = self.departures.as_mut() {
             log.note(bytes);
         }
     }

@@ -335,6 +335,7 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
                 "receiver_stop_max_us",
                 "found_late",
                 "burst_bytes_max_timed",
+                "burst_bytes_max_sent",
             ];
             expect_keys(keys, &values, &[]);
             assert_eq!(
@@ -350,6 +351,8 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
             );
             let burst = n("burst_bytes_max");
             assert!(burst >= 4096 && burst % 4096 == 0, "{row}");
+            let sent = n("burst_bytes_max_sent");
+            assert!(sent >= 4096 && sent % 4096 == 0, "{row}");
             let timed = n("burst_bytes_max_timed");
             assert!(timed <= burst && timed % 4096 == 0, "{row}");
             assert!(n("found_late") < n("packets"), "{row}");

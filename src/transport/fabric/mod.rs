@@ -1321,6 +1321,7 @@ mod tests {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.connect();
         let (wr, rx) = p.paced_wr_half_granted(UMQ_OPC_SEND_IMM, 77);
+        p.wa.departures = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
         p.rounds_until(|_, b| {
             b.rx.assembling
                 .as_ref()
@@ -1352,6 +1353,13 @@ mod tests {
             p.round_b().unwrap();
         }
         assert_eq!(p.wa.paced_packets, 5, "5000 bytes in packets of 1024");
+        let (departed, _) = p.wa.departures.as_mut().unwrap().take();
+        let sizes: Vec<u32> = departed.iter().map(|d| d.bytes).collect();
+        assert_eq!(
+            sizes,
+            [1024, 1024, 1024, 1024, 904],
+            "each packet left once"
+        );
         let (head, nbufs) = p.wb.rq.completion_at(0).unwrap();
         let h = unsafe { &*head };
         assert_eq!((head, nbufs, h.total_data_size), (rx, 1, 5000));

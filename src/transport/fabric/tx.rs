@@ -276,10 +276,21 @@ impl Link {
         let (gate, paused) = w
             .as_ref()
             .map_or((None, false), |w| (w.packet_gate(), w.paused()));
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            departed: w
+                .as_ref()
+                .and_then(|w| w.departures.as_ref())
+                .map(|_| Vec::new()),
+            ..Default::default()
+        };
         let flushed = self.flush_gated(n, gate, paused, &mut tally);
         if let Some(w) = w {
             w.paced_packets += tally.packets;
+            if let (Some(log), Some(departed)) = (w.departures.as_mut(), tally.departed) {
+                departed
+                    .into_iter()
+                    .for_each(|(at, bytes)| log.note_at(at, bytes));
+            }
             w.zero_copy.by_ref_wr += tally.in_place_wr;
             w.zero_copy.by_ref_bytes += tally.in_place_bytes;
         }
@@ -352,6 +363,9 @@ impl Link {
             n.peers[self.peer].said = n.now();
             if o.fragment < FRAGMENT {
                 tally.packets += 1;
+                if let Some(d) = tally.departed.as_mut() {
+                    d.push((crate::os::clock_ns(), len as u64));
+                }
             }
             if sent == Sent::InPlace {
                 o.in_place += len as u64;
@@ -683,6 +697,8 @@ struct Tally {
     packets: u64,
     in_place_wr: u64,
     in_place_bytes: u64,
+    /// The packets' sizes and when they went, while the queue records its departures.
+    departed: Option<Vec<(u64, u64)>>,
 }
 
 /// How a fragment went.

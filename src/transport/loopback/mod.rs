@@ -334,8 +334,9 @@ unsafe fn deliver_paced(
 ) -> PacedStep {
     let Some(allowed) = packet_allowance(gate, src, wr) else {
         let done = unsafe { execute(wr, dst, pool, out) };
-        if done.is_some() {
-            src.paced_packets += gate.is_some() as u64; // an Only packet
+        if done.is_some() && gate.is_some() {
+            src.paced_packets += 1; // an Only packet
+            src.note_departure(unsafe { (*wr).total_data_size } as u64);
         }
         return PacedStep::Ran(done);
     };
@@ -377,6 +378,9 @@ fn land_packets(src: &mut Wire, dst: &mut Wire, wr: *mut umq_buf_t, allowed: u64
             return false;
         }
         append_range(&mut arrived.data, wr, at as usize, n as usize);
+        if let Some(log) = src.departures.as_mut() {
+            log.note(n);
+        }
         dst.note_arrival(n);
         src.paced_packets += 1;
     }
@@ -587,6 +591,7 @@ mod tests {
             .collect();
         let (mut src, mut dst) = (Wire::new(8, 8), Wire::new(8, 8));
         dst.arrivals = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
+        src.departures = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
         src.local_packets = Some(Box::new(LocalPackets {
             data: Vec::new(),
             packet: 1024,
@@ -600,6 +605,15 @@ mod tests {
         let sizes: Vec<u32> = arrived.iter().map(|a| a.bytes).collect();
         assert_eq!(sizes, [1024, 1024, 1024, 1024, 1004]);
         assert_eq!(src.paced_packets, 5);
+        let (departed, _) = src.departures.as_mut().unwrap().take();
+        let times: Vec<u64> = departed.iter().map(|d| d.at_ns).collect();
+        assert!(times.is_sorted() && times.iter().zip(&arrived).all(|(d, a)| *d <= a.at_ns));
+        let sizes: Vec<u32> = departed.iter().map(|d| d.bytes).collect();
+        assert_eq!(
+            sizes,
+            [1024, 1024, 1024, 1024, 1004],
+            "each packet left once"
+        );
         for b in bufs {
             unsafe { (*b).qbuf_next = std::ptr::null_mut() };
             pool.free_one(b).unwrap();

@@ -635,6 +635,7 @@ mod tests {
         let ours = Segment::create(52, false).unwrap();
         let to_ours = Segment::open_peer(me, ours.fd() as u32, 52).unwrap();
         let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
+        ws.departures = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
         let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND_IMM, 77);
         ws.sq.push(wr);
         ws.paced = Some(crate::transport::wire::Paced {
@@ -687,6 +688,13 @@ mod tests {
         ws.paced.as_mut().unwrap().open = None; // all granted
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         assert_eq!(ws.paced_packets, 5, "5000 bytes in packets of 1024");
+        let (departed, _) = ws.departures.as_mut().unwrap().take();
+        let sizes: Vec<u32> = departed.iter().map(|d| d.bytes).collect();
+        assert_eq!(
+            sizes,
+            [1024, 1024, 1024, 1024, 904],
+            "each packet left once"
+        );
         assert_eq!(
             ws.sq.completed(),
             1,

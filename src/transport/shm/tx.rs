@@ -119,7 +119,7 @@ impl Carrier for Pusher<'_> {
             None
         };
         let how = if let Some(allowed) = packets {
-            push_packets(peer, wr, pair, allowed, &mut w.paced_packets).then(|| {
+            push_packets(peer, wr, pair, allowed, w).then(|| {
                 peer.note_pushed(unsafe { (*wr).pro().opcode });
                 Sent::Copied
             })
@@ -131,6 +131,7 @@ impl Carrier for Pusher<'_> {
             let how = push_wr(peer, wr, by_ref, self.alone);
             if how.is_some() && gate.is_some() {
                 w.paced_packets += 1; // an Only packet
+                w.note_departure(unsafe { (*wr).total_data_size } as u64);
             }
             how
         };
@@ -279,7 +280,7 @@ fn push_packets(
     wr: *mut umq_buf_t,
     pair: &mut Pair,
     allowed: u64,
-    pushed: &mut u64,
+    w: &mut Wire,
 ) -> bool {
     let (first, total) = wr_entry(wr);
     let total = total as u64;
@@ -311,7 +312,8 @@ fn push_packets(
             return false;
         }
         pair.packet_sent += n;
-        *pushed += 1;
+        w.paced_packets += 1;
+        w.note_departure(n);
     }
     pair.packet_sent = 0;
     true

@@ -2,8 +2,8 @@
 //! arrive. For each message size (`--size`, default 64 KiB and 1 MiB) and rate (`--rates`,
 //! default 100 Mbit/s and 1 Gbit/s) one queue,
 //! limited at PMTU 4096 on a microsecond tick, sends about half a second's worth of messages to
-//! its peer, which records when each packet arrived (the library's arrival log, `umq::queue::
-//! stats::record_arrivals`). On loopback the peer is a queue of this process polled by a second
+//! its peer, which records when each packet arrived (the library's log of pieces, `umq::queue::
+//! stats::record_pieces`). On loopback the peer is a queue of this process polled by a second
 //! thread; over shm and fabric it is a second process (`umq-perf --wire-peer`, hidden) or, with
 //! `--client`, one the `umq-perf --server` on another host starts. The sender polls its
 //! completions with naps in between, as a program that has nothing else to do would, so the
@@ -13,7 +13,9 @@
 //! packet time (`burst_bytes_max`; a queue paced packet by packet keeps it at two PMTU), how
 //! many windows held more than two PMTU, and the achieved rate at the receiver against the
 //! limit (`rate_error`, the bytes after the first packet over the time from the first arrival
-//! to the last).
+//! to the last). `burst_bytes_max_sent` is the same burst where the sender's provider put the
+//! packets on the wire (into the peer's ring, to libfabric, or landing at the queue of this
+//! process), from the sender's own log.
 //!
 //! An arrival is timed when the receiving process takes the packet, so it is only as exact as
 //! that process's polling: a receiver kept off its CPU for a millisecond finds that
@@ -37,6 +39,7 @@ use umq::abi::ext::*;
 use umq::abi::pro_types::*;
 use umq::abi::types::*;
 use umq::os::clock_ns;
+use umq::queue::stats::{Pieces, take_pieces};
 use umq::transport::arrivals::{Arrival, burst_bytes_max};
 
 pub const PMTU: u32 = 4096;
@@ -76,8 +79,8 @@ pub fn measure(
     for &size in sizes {
         for &rate in rates {
             let count = messages(size, rate);
-            let (arrivals, stops) = match provider {
-                "loopback" => (in_process(run, size, count, rate), Vec::new()),
+            let crossed = match provider {
+                "loopback" => in_process(run, size, count, rate),
                 _ => with_peer(run, size, count, rate),
             };
             let row = Row::new("pacing_wire", provider, size, run.flow.on)
@@ -87,11 +90,15 @@ pub fn measure(
             if let Some(dir) = save {
                 write_csv(
                     &dir.join(format!("{provider}-{size}-{rate}.csv")),
-                    &arrivals,
+                    &crossed.arrivals,
                 );
             }
-            let row = figures(row, &arrivals, size, count, rate);
-            rows.push(found_late(row, &arrivals, &stops, rate));
+            let row = figures(row, &crossed.arrivals, size, count, rate);
+            let row = found_late(row, &crossed.arrivals, &crossed.stops, rate);
+            rows.push(row.num(
+                "burst_bytes_max_sent",
+                burst_bytes_max(&crossed.departures, packet_ns(rate)) as f64,
+            ));
         }
     }
     rows
@@ -227,8 +234,17 @@ fn clock_gaps() -> Vec<u64> {
     gaps
 }
 
+/// How a row's packets crossed: when they arrived, when the receiver stopped (none in this
+/// process: the engine times the packets it lands), and when the sender's provider put them
+/// on the wire.
+struct Crossed {
+    arrivals: Vec<Arrival>,
+    stops: Vec<Stop>,
+    departures: Vec<Arrival>,
+}
+
 /// Loopback: the receiving queue is ours, polled by a second thread.
-fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
+fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Crossed {
     let posted = window(size, rate);
     api::init(flow(run, posted));
     let a = api::create(run.depth);
@@ -238,16 +254,20 @@ fn in_process(run: &Run, size: u32, count: u32, rate: u64) -> Vec<Arrival> {
     let bufs = start_receiving(b, size, posted);
     let receiver =
         std::thread::spawn(move || receive(b, bufs, count, size, u64::MAX, &mut Vec::new()));
-    send(a, size, count, rate, posted);
+    let departures = send(a, size, count, rate, posted);
     let arrivals = receiver.join().expect("the receiving thread failed");
     api::teardown(a);
     api::teardown(b);
     umq::ffi::api::umq_uninit();
-    arrivals
+    Crossed {
+        arrivals,
+        stops: Vec::new(),
+        departures,
+    }
 }
 
 /// shm or fabric: the receiving queue is the peer process's, which also says when it stopped.
-fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> (Vec<Arrival>, Vec<Stop>) {
+fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> Crossed {
     let args = [
         "--wire-peer".to_string(),
         "--size".into(),
@@ -266,11 +286,15 @@ fn with_peer(run: &Run, size: u32, count: u32, rate: u64) -> (Vec<Arrival>, Vec<
     api::bind(q, recv_frame(&mut peer.from));
     send_frame(&mut peer.to, &api::bind_info(q));
     recv_frame(&mut peer.from); // bound, receive buffers posted, recording
-    send(q, size, count, rate, posted);
+    let departures = send(q, size, count, rate, posted);
     let arrivals = decode(&recv_frame(&mut peer.from));
     let stops = decode_stops(&recv_frame(&mut peer.from));
     crate::shm::end_with_peer(q, peer);
-    (arrivals, stops)
+    Crossed {
+        arrivals,
+        stops,
+        departures,
+    }
 }
 
 /// The peer process (`--wire-peer`): binds, receives `run.iters` messages of `run.size`
@@ -314,7 +338,7 @@ fn flow(run: &Run, posted: u32) -> api::Flow {
 /// Starts the arrival log of `q` and posts `posted` receive buffers (returned as addresses, so
 /// the receiving thread can take them).
 fn start_receiving(q: u64, size: u32, posted: u32) -> Vec<usize> {
-    umq::queue::stats::record_arrivals(q, LOG_LIMIT).expect("recording arrivals");
+    umq::queue::stats::record_pieces(q, Pieces::Arriving, LOG_LIMIT).expect("recording");
     let bufs = api::alloc(size, posted, UMQ_OPC_SEND);
     api::post_rx_all(q, &bufs);
     bufs.into_iter().map(|b| b as usize).collect()
@@ -362,7 +386,7 @@ fn receive(
             std::thread::yield_now();
         }
     }
-    let (arrivals, dropped) = umq::queue::stats::take_arrivals(q).expect("arrivals");
+    let (arrivals, dropped) = take_pieces(q, Pieces::Arriving).expect("arrivals");
     assert_eq!(dropped, 0, "the arrival log overflowed");
     drop(bufs); // posted: the teardown returns them
     arrivals
@@ -388,8 +412,9 @@ fn set(q: u64, opcode: u32, value: u64) {
 }
 
 /// Sends `count` messages of `size` bytes at `rate` from `q`, `posted` at a time, and waits
-/// for their completions.
-fn send(q: u64, size: u32, count: u32, rate: u64, posted: u32) {
+/// for their completions; returns when its provider put each packet on the wire.
+fn send(q: u64, size: u32, count: u32, rate: u64, posted: u32) -> Vec<Arrival> {
+    umq::queue::stats::record_pieces(q, Pieces::Leaving, LOG_LIMIT).expect("recording");
     set(q, UMQ_EXT_OPCODE_PACING_TICK_RATE, TICKS_PER_S);
     set(q, UMQ_EXT_OPCODE_PACING_PMTU, PMTU as u64);
     set(q, UMQ_EXT_OPCODE_PACING_RATE, rate);
@@ -420,6 +445,9 @@ fn send(q: u64, size: u32, count: u32, rate: u64, posted: u32) {
     set(q, UMQ_EXT_OPCODE_PACING_RATE, 0);
     free.into_iter()
         .for_each(|b| umq::ffi::api::umq_buf_free(b));
+    let (departures, dropped) = take_pieces(q, Pieces::Leaving).expect("departures");
+    assert_eq!(dropped, 0, "the departure log overflowed");
+    departures
 }
 
 /// Writes message `i`'s number at its start and its complement at its end.
