@@ -330,8 +330,8 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path):
     tcpdump captures the client's veth: every message's bytes cross (the capture holds at least
     them all), spread over the time the rate calls for, and no window of one packet time holds
     more than two packets with their headers (a message sent whole would be 16): the pacer
-    grants a packet no sooner than a packet time after the one before the last left, however
-    late that one left. docs/PACING.md gives the measured burst, also at 1 Gbit/s."""
+    grants a packet no sooner than a packet time and a quarter after the one before the last
+    left, however late that one left. docs/PACING.md gives the measured burst, also at 1 Gbit/s."""
     pcap = str(tmp_path / "wire.pcap")
     dump = hosts.spawn(hosts.cli, ["tcpdump", "-i", hosts.vc, "-w", pcap, "-U", "-s", "96", "-n",
                                    "tcp and src host " + CLIENT_IP + " and greater 200"],
