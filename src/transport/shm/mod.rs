@@ -623,36 +623,74 @@ mod tests {
         assert!(outcomes["held"] > 30 && completed > 100, "{outcomes:?}");
     }
 
+    /// Two inboxes of this process (`id` and `id + 1`) and a sender whose 5000-byte WR of
+    /// `op` waits in its send queue, limited at PMTU 1024 with its first 2048 bytes granted.
+    struct PacedPair {
+        theirs: Segment,
+        to_theirs: Segment,
+        _ours: Segment,
+        to_ours: Segment,
+        ws: Wire,
+        sender: Pair,
+        wr: *mut umq_buf_t,
+    }
+
+    /// Queue 9 of this process, receiving as the pro API does.
+    fn receiver_at(pool: &Pool) -> Receiver<'_> {
+        Receiver {
+            umqh: 9,
+            fragments: false,
+            pool,
+        }
+    }
+
+    impl PacedPair {
+        fn new(pool: &Pool, id: u64, op: umq_opcode_t, imm: u64) -> PacedPair {
+            let me = std::process::id();
+            let theirs = Segment::create(id, false).unwrap();
+            let to_theirs = Segment::open_peer(me, theirs.fd() as u32, id).unwrap();
+            let ours = Segment::create(id + 1, false).unwrap();
+            let to_ours = Segment::open_peer(me, ours.fd() as u32, id + 1).unwrap();
+            let mut ws = Wire::new(8, 8);
+            let wr = crate::transport::test_wr(pool, 5000, op, imm);
+            ws.sq.push(wr);
+            ws.paced = Some(crate::transport::wire::Paced {
+                pmtu: 1024,
+                open: Some((wr, 2048)),
+                ..Default::default()
+            });
+            PacedPair {
+                theirs,
+                to_theirs,
+                _ours: ours,
+                to_ours,
+                ws,
+                sender: Pair::default(),
+                wr,
+            }
+        }
+    }
+
     /// A rate-limited sender's message longer than its PMTU goes as packets, one ring entry
     /// each, only as far as the pacer granted it (`PacketGate`); the receiver holds them and
     /// completes the message once, bytes and immediate intact, when the Last arrives.
     #[test]
     fn a_paced_message_crosses_as_packets_as_they_are_granted() {
-        let me = std::process::id();
         let pool = Pool::new(false, 0, 0);
-        let theirs = Segment::create(51, false).unwrap();
-        let to_theirs = Segment::open_peer(me, theirs.fd() as u32, 51).unwrap();
-        let ours = Segment::create(52, false).unwrap();
-        let to_ours = Segment::open_peer(me, ours.fd() as u32, 52).unwrap();
-        let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
+        let PacedPair {
+            theirs,
+            to_theirs,
+            to_ours,
+            mut ws,
+            mut sender,
+            wr,
+            _ours,
+        } = PacedPair::new(&pool, 51, UMQ_OPC_SEND_IMM, 77);
         ws.departures = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
-        let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND_IMM, 77);
-        ws.sq.push(wr);
-        ws.paced = Some(crate::transport::wire::Paced {
-            pmtu: 1024,
-            open: Some((wr, 2048)),
-            ..Default::default()
-        });
         let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
         let rx = pool.alloc(8192, 1, 0, 0).unwrap();
         wr_rx.rq.post(rx);
-        let at = Receiver {
-            umqh: 9,
-            fragments: false,
-            pool: &pool,
-        };
-        let mut out = Outcome::default();
-
+        let (at, mut out) = (receiver_at(&pool), Outcome::default());
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         assert_eq!(ws.paced_packets, 2, "two packets granted, two on the wire");
         assert_eq!(
@@ -727,20 +765,16 @@ mod tests {
     /// the message completes whole in the buffer after it.
     #[test]
     fn a_window_update_between_packets_takes_the_buffer_the_message_was_landing_in() {
-        let me = std::process::id();
         let pool = Pool::new(false, 0, 0);
-        let theirs = Segment::create(53, false).unwrap();
-        let to_theirs = Segment::open_peer(me, theirs.fd() as u32, 53).unwrap();
-        let ours = Segment::create(54, false).unwrap();
-        let to_ours = Segment::open_peer(me, ours.fd() as u32, 54).unwrap();
-        let (mut ws, mut sender) = (Wire::new(8, 8), Pair::default());
-        let wr = crate::transport::test_wr(&pool, 5000, UMQ_OPC_SEND, 0);
-        ws.sq.push(wr);
-        ws.paced = Some(crate::transport::wire::Paced {
-            pmtu: 1024,
-            open: Some((wr, 2048)),
-            ..Default::default()
-        });
+        let PacedPair {
+            theirs,
+            to_theirs,
+            to_ours,
+            mut ws,
+            mut sender,
+            wr,
+            _ours,
+        } = PacedPair::new(&pool, 53, UMQ_OPC_SEND, 0);
         let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
         let params = crate::flow::Params::new(4, 0, 8, 8);
         wr_rx.flow = Some(crate::flow::FlowState::new(params, false));
@@ -750,13 +784,7 @@ mod tests {
         );
         wr_rx.rq.post(first);
         wr_rx.rq.post(second);
-        let at = Receiver {
-            umqh: 9,
-            fragments: false,
-            pool: &pool,
-        };
-        let mut out = Outcome::default();
-
+        let (at, mut out) = (receiver_at(&pool), Outcome::default());
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
         let landing = receiver.assembly.as_ref().and_then(|(_, a)| a.in_buffer());
