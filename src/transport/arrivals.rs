@@ -33,14 +33,9 @@ impl ArrivalLog {
 
     /// A piece of `bytes` now.
     pub fn note(&mut self, bytes: u64) {
-        self.note_at(clock_ns(), bytes);
-    }
-
-    /// A piece of `bytes` at `at_ns` (`os::clock_ns`), noted after the fact.
-    pub fn note_at(&mut self, at_ns: u64, bytes: u64) {
         if self.kept.len() < self.limit {
             self.kept.push(Arrival {
-                at_ns,
+                at_ns: clock_ns(),
                 bytes: bytes.min(u32::MAX as u64) as u32,
             });
         } else {

@@ -150,10 +150,11 @@ impl Wire {
         }
     }
 
-    /// Records a packet of ours that our provider put on the wire (into the peer's ring, to
-    /// libfabric, or landed at a queue of this process), if asked to.
+    /// Counts a packet of ours of `bytes` that our provider put on the wire (into the peer's
+    /// ring, to libfabric, or landed at a queue of this process), and records when, if asked to.
     #[inline]
-    pub fn note_departure(&mut self, bytes: u64) {
+    pub fn packet_left(&mut self, bytes: u64) {
+        self.paced_packets += 1;
         if let Some(log) = self.departures.as_mut() {
             log.note(bytes);
         }

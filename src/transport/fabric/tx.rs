@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::buf::pool::Lease;
+use crate::transport::arrivals::ArrivalLog;
 use crate::transport::transmit::{Carrier, Handed};
 
 /// One of our WRs between the sending step and its completion.
@@ -269,28 +270,26 @@ impl Link {
     /// (Fragments are this provider's packets: the first carries the header of the WR,
     /// `KIND_MORE` the others.) `w`, the queue's wire (None once it is leaving), gives the
     /// gates and counts the packets and what went in place.
-    pub(super) fn flush(&mut self, n: &mut Shared, w: Option<&mut Wire>) -> Result<(), LinkError> {
+    pub(super) fn flush(
+        &mut self,
+        n: &mut Shared,
+        mut w: Option<&mut Wire>,
+    ) -> Result<(), LinkError> {
         if self.tx.outgoing.is_empty() {
             return Ok(()); // the usual round: all went in the post
         }
         let (gate, paused) = w
             .as_ref()
             .map_or((None, false), |w| (w.packet_gate(), w.paused()));
+        // The queue's log of departures, if it keeps one, is lent to the tally.
         let mut tally = Tally {
-            departed: w
-                .as_ref()
-                .and_then(|w| w.departures.as_ref())
-                .map(|_| Vec::new()),
+            departures: w.as_mut().and_then(|w| w.departures.take()),
             ..Default::default()
         };
         let flushed = self.flush_gated(n, gate, paused, &mut tally);
         if let Some(w) = w {
             w.paced_packets += tally.packets;
-            if let (Some(log), Some(departed)) = (w.departures.as_mut(), tally.departed) {
-                departed
-                    .into_iter()
-                    .for_each(|(at, bytes)| log.note_at(at, bytes));
-            }
+            w.departures = tally.departures;
             w.zero_copy.by_ref_wr += tally.in_place_wr;
             w.zero_copy.by_ref_bytes += tally.in_place_bytes;
         }
@@ -362,10 +361,7 @@ impl Link {
             }
             n.peers[self.peer].said = n.now();
             if o.fragment < FRAGMENT {
-                tally.packets += 1;
-                if let Some(d) = tally.departed.as_mut() {
-                    d.push((crate::os::clock_ns(), len as u64));
-                }
+                tally.packet_left(len as u64);
             }
             if sent == Sent::InPlace {
                 o.in_place += len as u64;
@@ -697,8 +693,18 @@ struct Tally {
     packets: u64,
     in_place_wr: u64,
     in_place_bytes: u64,
-    /// The packets' sizes and when they went, while the queue records its departures.
-    departed: Option<Vec<(u64, u64)>>,
+    /// The queue's log of when its packets went, while it keeps one (`Wire::departures`).
+    departures: Option<Box<ArrivalLog>>,
+}
+
+impl Tally {
+    /// A packet of `bytes` went (`Wire::packet_left`, on the tally).
+    fn packet_left(&mut self, bytes: u64) {
+        self.packets += 1;
+        if let Some(log) = self.departures.as_mut() {
+            log.note(bytes);
+        }
+    }
 }
 
 /// How a fragment went.

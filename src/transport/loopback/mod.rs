@@ -335,8 +335,7 @@ unsafe fn deliver_paced(
     let Some(allowed) = packet_allowance(gate, src, wr) else {
         let done = unsafe { execute(wr, dst, pool, out) };
         if done.is_some() && gate.is_some() {
-            src.paced_packets += 1; // an Only packet
-            src.note_departure(unsafe { (*wr).total_data_size } as u64);
+            src.packet_left(unsafe { (*wr).total_data_size } as u64); // an Only packet
         }
         return PacedStep::Ran(done);
     };
@@ -367,24 +366,23 @@ fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t
 /// their arrival there; true once every packet has arrived.
 fn land_packets(src: &mut Wire, dst: &mut Wire, wr: *mut umq_buf_t, allowed: u64) -> bool {
     let total = unsafe { (*wr).total_data_size } as u64;
-    let arrived = src
-        .local_packets
-        .as_mut()
-        .expect("packet_allowance began it");
-    while (arrived.data.len() as u64) < total {
+    loop {
+        let arrived = src
+            .local_packets
+            .as_mut()
+            .expect("packet_allowance began it");
         let at = arrived.data.len() as u64;
+        if at == total {
+            return true;
+        }
         let n = (total - at).min(arrived.packet as u64);
         if at + n > allowed {
             return false;
         }
         append_range(&mut arrived.data, wr, at as usize, n as usize);
-        if let Some(log) = src.departures.as_mut() {
-            log.note(n);
-        }
+        src.packet_left(n);
         dst.note_arrival(n);
-        src.paced_packets += 1;
     }
-    true
 }
 
 /// Appends bytes `at..at + n` of `wr`'s message (across its buffers) to `data`.

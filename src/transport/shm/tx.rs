@@ -130,8 +130,7 @@ impl Carrier for Pusher<'_> {
                 .filter(|&a| may_go_by_ref(wr, a) && by_ref_pays(w, pair, peer));
             let how = push_wr(peer, wr, by_ref, self.alone);
             if how.is_some() && gate.is_some() {
-                w.paced_packets += 1; // an Only packet
-                w.note_departure(unsafe { (*wr).total_data_size } as u64);
+                w.packet_left(unsafe { (*wr).total_data_size } as u64); // an Only packet
             }
             how
         };
@@ -312,8 +311,7 @@ fn push_packets(
             return false;
         }
         pair.packet_sent += n;
-        w.paced_packets += 1;
-        w.note_departure(n);
+        w.packet_left(n);
     }
     pair.packet_sent = 0;
     true
