@@ -109,6 +109,12 @@ impl Assembly {
         }
     }
 
+    /// Whether the receive buffer the message was landing in is no longer the next posted
+    /// one: something else took it between two pieces, and the bytes written so far went with it.
+    pub(crate) fn lost_its_buffer(&self, w: &Wire) -> bool {
+        matches!(self.into, Into::Buffer(rx) if w.rq.posted_at(0) != Some(rx))
+    }
+
     /// The bytes that came so far.
     pub(crate) fn received(&self) -> u64 {
         self.got
@@ -205,7 +211,9 @@ mod tests {
         assert!(Assembly::begin(&mut w, UMQ_OPC_SEND, 3, b"").is_err());
 
         let mut a = Assembly::begin(&mut w, UMQ_OPC_SEND, 8, b"abc").unwrap();
+        assert!(!a.lost_its_buffer(&w));
         w.rq.take_posted();
+        assert!(a.lost_its_buffer(&w));
         assert!(a.add(&w, b"d").is_err(), "the buffer was taken");
     }
 }

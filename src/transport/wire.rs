@@ -54,12 +54,28 @@ pub struct Wire {
     pub local_packets: Option<Box<LocalPackets>>,
 }
 
-/// A rate-limited message on its way to a queue of this process, packet by packet: the bytes
-/// that have arrived so far, and the packet size it started with. Kept with the sender, whose
-/// flushes end it; the receiver runs the message from these bytes when the Last arrives.
+/// A rate-limited message on its way to a queue of this process, packet by packet: what has
+/// arrived of it so far (in the receiver's next posted buffer, or aside), and the packet size
+/// it started with. Kept with the sender, whose flushes end it; the message runs at the
+/// receiver when its Last arrives.
 pub struct LocalPackets {
-    pub data: Vec<u8>,
+    /// None until the first packet arrives.
+    pub(crate) assembly: Option<super::assembly::Assembly>,
     pub packet: usize,
+}
+
+impl LocalPackets {
+    pub fn new(packet: usize) -> Self {
+        LocalPackets {
+            assembly: None,
+            packet,
+        }
+    }
+
+    /// The message's bytes that have arrived.
+    pub fn received(&self) -> u64 {
+        self.assembly.as_ref().map_or(0, |a| a.received())
+    }
 }
 
 /// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They

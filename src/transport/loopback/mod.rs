@@ -5,6 +5,7 @@
 //! wait, in order, for receive buffers at the peer (the RNR wait of RDMA), and completions are
 //! FIFO per queue pair by construction.
 
+use super::assembly::Assembly;
 use super::binding::{Station, lock_pair, side};
 use super::target::*;
 use super::transmit::{Carrier, Handed, transmit};
@@ -355,10 +356,7 @@ fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t
         return Some(packets_allowed(gate, wr));
     }
     let g = gate.filter(|g| g.cuts(wr))?;
-    src.local_packets = Some(Box::new(LocalPackets {
-        data: Vec::with_capacity(unsafe { (*wr).total_data_size } as usize),
-        packet: g.pmtu,
-    }));
+    src.local_packets = Some(Box::new(LocalPackets::new(g.pmtu)));
     Some(packets_allowed(gate, wr))
 }
 
@@ -367,35 +365,54 @@ fn packet_allowance(gate: Option<PacketGate>, src: &mut Wire, wr: *mut umq_buf_t
 fn land_packets(src: &mut Wire, dst: &mut Wire, wr: *mut umq_buf_t, allowed: u64) -> bool {
     let total = unsafe { (*wr).total_data_size } as u64;
     loop {
-        let arrived = src
+        let arriving = src
             .local_packets
             .as_mut()
             .expect("packet_allowance began it");
-        let at = arrived.data.len() as u64;
+        let at = arriving.received();
         if at == total {
             return true;
         }
-        let n = (total - at).min(arrived.packet as u64);
+        let n = (total - at).min(arriving.packet as u64);
         if at + n > allowed {
             return false;
         }
-        append_range(&mut arrived.data, wr, at as usize, n as usize);
+        if arriving
+            .assembly
+            .as_ref()
+            .is_some_and(|a| a.lost_its_buffer(dst))
+        {
+            // A window update took the buffer between two packets. The message's bytes are
+            // still the sender's: it begins again, from its first byte, where it now lands.
+            arriving.assembly = None;
+            assemble(arriving, dst, wr, 0, at);
+        }
+        assemble(arriving, dst, wr, at, n);
         src.packet_left(n);
         dst.note_arrival(n);
     }
 }
 
-/// Appends bytes `at..at + n` of `wr`'s message (across its buffers) to `data`.
-fn append_range(data: &mut Vec<u8>, wr: *mut umq_buf_t, at: usize, n: usize) {
-    let mut want = n;
-    for (p, len) in pieces_from(pieces(wr), at) {
+/// Bytes `at..at + n` of `wr`'s message (across its buffers) join what arrived of it: in the
+/// receiver's next posted buffer when that holds the message (`Assembly`), aside otherwise.
+fn assemble(arriving: &mut LocalPackets, dst: &mut Wire, wr: *mut umq_buf_t, at: u64, n: u64) {
+    let (total, op) = unsafe { ((*wr).total_data_size as u64, (*wr).pro().opcode) };
+    let mut want = n as usize;
+    for (p, len) in pieces_from(pieces(wr), at as usize) {
         let take = len.min(want);
-        // SAFETY: a posted WR's buffers hold `data_size` bytes each (checked at post).
-        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p, take) });
-        want -= take;
-        if want == 0 {
+        if take == 0 {
             break;
         }
+        // SAFETY: a posted WR's buffers hold `data_size` bytes each (checked at post).
+        let piece = unsafe { std::slice::from_raw_parts(p, take) };
+        let joined = match &mut arriving.assembly {
+            Some(a) => a.add(dst, piece),
+            None => Assembly::begin(dst, op, total, piece).map(|a| arriving.assembly = Some(a)),
+        };
+        // A packet is shorter than its message, and the pieces are the message's own, in order
+        // and still in its buffer (`land_packets`).
+        joined.expect("a message's own packets join it");
+        want -= take;
     }
 }
 
@@ -408,9 +425,24 @@ unsafe fn execute_arrived(
     pool: &Pool,
     out: &mut Outcome,
 ) -> Option<umq_buf_status_t> {
-    let arrived = src.local_packets.as_ref().expect("landed");
-    let bytes = std::iter::once((arrived.data.as_ptr() as *mut u8, arrived.data.len()));
-    let status = unsafe { execute_from(wr, bytes, dst, pool, out) }?;
+    let arriving = src.local_packets.as_ref().expect("landed");
+    let assembly = arriving.assembly.as_ref().expect("a message in packets");
+    let status = match assembly.in_buffer() {
+        Some(rx) if !assembly.lost_its_buffer(dst.wire) => {
+            // Every byte is in `rx`, still the next posted buffer.
+            let (len, pro) = unsafe { ((*wr).total_data_size, *(*wr).pro()) };
+            unsafe { land_placed(dst, rx, len, pro.opcode, pro.imm_data, out) };
+            UMQ_BUF_SUCCESS
+        }
+        // Put together aside: the executor takes the bytes the packets brought.
+        None => {
+            let data = assembly.aside();
+            let bytes = std::iter::once((data.as_ptr() as *mut u8, data.len()));
+            unsafe { execute_from(wr, bytes, dst, pool, out) }?
+        }
+        // (Its buffer taken after the Last, before it ran: from the sender's own bytes.)
+        Some(_) => unsafe { execute(wr, dst, pool, out) }?,
+    };
     src.local_packets = None;
     Some(status)
 }
@@ -566,39 +598,83 @@ mod tests {
         assert_eq!(w.flow.as_mut().unwrap().window(), 0);
     }
 
-    /// A paced message of three buffers reaches the peer packet by packet, each packet only
-    /// once allowed, across buffer boundaries, each recorded as an arrival there.
-    #[test]
-    fn packets_of_a_message_in_several_buffers_arrive_as_allowed() {
-        let pool = Pool::new(false, 0, 0);
-        let parts = [1500u32, 700, 2900];
-        let bufs: Vec<_> = parts
-            .iter()
-            .map(|&n| crate::transport::test_wr(&pool, n, UMQ_OPC_SEND, 0))
-            .collect();
-        let total: u32 = parts.iter().sum();
-        for w in bufs.windows(2) {
-            let (this, next) = (w[0], w[1]);
-            unsafe { (*this).qbuf_next = next };
+    /// A paced message of three buffers, its packets at the peer.
+    struct ThreeBuffers {
+        pool: Pool,
+        bufs: Vec<*mut umq_buf_t>,
+        want: Vec<u8>,
+    }
+
+    impl ThreeBuffers {
+        fn new() -> Self {
+            let pool = Pool::new(false, 0, 0);
+            let parts = [1500u32, 700, 2900];
+            let bufs: Vec<_> = parts
+                .iter()
+                .map(|&n| crate::transport::test_wr(&pool, n, UMQ_OPC_SEND, 0))
+                .collect();
+            for w in bufs.windows(2) {
+                unsafe { (*w[0]).qbuf_next = w[1] };
+            }
+            let head = bufs[0];
+            unsafe { (*head).total_data_size = parts.iter().sum() };
+            let want = parts
+                .iter()
+                .flat_map(|&n| (0..n as usize).map(|i| (i % 251) as u8))
+                .collect();
+            ThreeBuffers { pool, bufs, want }
         }
-        let head = bufs[0];
-        unsafe { (*head).total_data_size = total };
-        let want: Vec<u8> = parts
-            .iter()
-            .flat_map(|&n| (0..n as usize).map(|i| (i % 251) as u8))
-            .collect();
+
+        fn head(&self) -> *mut umq_buf_t {
+            self.bufs[0]
+        }
+
+        fn total(&self) -> u64 {
+            self.want.len() as u64
+        }
+    }
+
+    impl Drop for ThreeBuffers {
+        fn drop(&mut self) {
+            for &b in &self.bufs {
+                unsafe { (*b).qbuf_next = std::ptr::null_mut() };
+                self.pool.free_one(b).unwrap();
+            }
+        }
+    }
+
+    fn paced_wires() -> (Wire, Wire) {
         let (mut src, mut dst) = (Wire::new(8, 8), Wire::new(8, 8));
         dst.arrivals = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
         src.departures = Some(Box::new(crate::transport::arrivals::ArrivalLog::new(16)));
-        src.local_packets = Some(Box::new(LocalPackets {
-            data: Vec::new(),
-            packet: 1024,
-        }));
-        assert!(!land_packets(&mut src, &mut dst, head, 2048));
-        assert!(!land_packets(&mut src, &mut dst, head, 4000));
-        assert_eq!(src.local_packets.as_ref().unwrap().data, want[..3072]);
-        assert!(land_packets(&mut src, &mut dst, head, total as u64));
-        assert_eq!(src.local_packets.as_ref().unwrap().data, want);
+        src.local_packets = Some(Box::new(LocalPackets::new(1024)));
+        (src, dst)
+    }
+
+    fn receive_buffer(bytes: usize) -> (Vec<u8>, Box<umq_buf_t>) {
+        let mut data = vec![0u8; bytes];
+        let mut b: Box<umq_buf_t> = Box::new(unsafe { std::mem::zeroed() });
+        b.buf_data = data.as_mut_ptr() as *mut _;
+        b.buf_size = bytes as u32;
+        (data, b)
+    }
+
+    /// A paced message of three buffers reaches the peer packet by packet, each packet only
+    /// once allowed, across buffer boundaries, each recorded as an arrival there; with no
+    /// receive buffer posted its bytes are put together aside.
+    #[test]
+    fn packets_of_a_message_in_several_buffers_arrive_as_allowed() {
+        let m = ThreeBuffers::new();
+        let (mut src, mut dst) = paced_wires();
+        let aside = |src: &Wire| {
+            let a = src.local_packets.as_ref().unwrap().assembly.as_ref();
+            a.unwrap().aside().to_vec()
+        };
+        assert!(!land_packets(&mut src, &mut dst, m.head(), 2048));
+        assert!(!land_packets(&mut src, &mut dst, m.head(), 4000));
+        assert_eq!(aside(&src), m.want[..3072]);
+        assert!(land_packets(&mut src, &mut dst, m.head(), m.total()));
+        assert_eq!(aside(&src), m.want);
         let (arrived, _) = dst.arrivals.as_mut().unwrap().take();
         let sizes: Vec<u32> = arrived.iter().map(|a| a.bytes).collect();
         assert_eq!(sizes, [1024, 1024, 1024, 1024, 1004]);
@@ -612,10 +688,87 @@ mod tests {
             [1024, 1024, 1024, 1024, 1004],
             "each packet left once"
         );
-        for b in bufs {
-            unsafe { (*b).qbuf_next = std::ptr::null_mut() };
-            pool.free_one(b).unwrap();
-        }
+    }
+
+    /// With a receive buffer posted that holds the message, each packet is written into it as
+    /// it arrives, and nothing is kept aside; when a window update takes that buffer between
+    /// two packets, the message lands whole in the next one all the same, and completes there
+    /// with its immediate.
+    #[test]
+    fn packets_land_in_the_next_posted_buffer_as_they_arrive() {
+        let m = ThreeBuffers::new();
+        unsafe { (*m.head()).pro_mut().opcode = UMQ_OPC_SEND_IMM };
+        unsafe { (*m.head()).pro_mut().imm_data = 0x5eed };
+        let (mut src, arrivals) = paced_wires();
+        let receiver = Receiver {
+            area: Area::default(),
+            wired: SpinMutex::new(Wired::new(8, 8)),
+        };
+        let mut dst = receiver.wired.lock();
+        dst.arrivals = arrivals.arrivals;
+        let (first, mut rx1) = receive_buffer(8192);
+        let (second, mut rx2) = receive_buffer(8192);
+        dst.rq.post(&mut *rx1);
+        dst.rq.post(&mut *rx2);
+        let in_buffer = |src: &Wire| {
+            let a = src
+                .local_packets
+                .as_ref()
+                .unwrap()
+                .assembly
+                .as_ref()
+                .unwrap();
+            assert!(a.aside().is_empty(), "nothing kept aside");
+            a.in_buffer()
+        };
+        assert!(!land_packets(&mut src, &mut dst, m.head(), 2048));
+        assert_eq!(in_buffer(&src), Some(&mut *rx1 as *mut _));
+        assert_eq!(first[..2048], m.want[..2048], "in place before the Last");
+        assert!(first[2048..].iter().all(|&b| b == 0));
+
+        // A window update takes the buffer the message was landing in.
+        assert_eq!(dst.rq.take_posted(), Some(&mut *rx1 as *mut _));
+        assert!(land_packets(&mut src, &mut dst, m.head(), m.total()));
+        assert_eq!(in_buffer(&src), Some(&mut *rx2 as *mut _));
+        assert_eq!(
+            second[..m.want.len()],
+            m.want[..],
+            "the whole message, from its start"
+        );
+        assert!(
+            first[2048..].iter().all(|&b| b == 0),
+            "nothing more in the buffer taken"
+        );
+        let (arrived, _) = dst.arrivals.as_mut().unwrap().take();
+        let sizes: Vec<u32> = arrived.iter().map(|a| a.bytes).collect();
+        assert_eq!(
+            sizes,
+            [1024, 1024, 1024, 1024, 1004],
+            "each packet arrived once"
+        );
+        assert_eq!(src.paced_packets, 5);
+
+        let mut out = Outcome::default();
+        let ran = unsafe {
+            execute_arrived(
+                &mut src,
+                m.head(),
+                &mut side(&mut dst, &receiver),
+                &m.pool,
+                &mut out,
+            )
+        };
+        assert_eq!((ran, out.rx_done), (Some(UMQ_BUF_SUCCESS), 1));
+        assert!(src.local_packets.is_none(), "the packets are let go");
+        let mut got = [ptr::null_mut(); 2];
+        assert_eq!(dst.rq.take_completions(&mut got), 1);
+        let h = unsafe { &*got[0] };
+        assert_eq!(got[0], &mut *rx2 as *mut _);
+        assert_eq!(
+            (h.status(), h.total_data_size),
+            (UMQ_BUF_SUCCESS, m.total() as u32)
+        );
+        assert_eq!(h.pro().imm_data, 0x5eed);
     }
 
     #[test]
