@@ -353,9 +353,9 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path):
     assert row["packets"] == row["messages"] * 16, row
     assert payload >= sent, "the capture missed data"
     # A first packet that left late (its serve came late) is made up for, at most the pacer's
-    # 4 ms (CATCH_UP_MS, docs/PACING.md), by the packets behind it: the span from the first
+    # 10 ms (CATCH_UP_MS, docs/PACING.md), by the packets behind it: the span from the first
     # departure may be that much shorter than the schedule's.
-    catch_up_s = 0.004
+    catch_up_s = 0.010
     span = frames[-1][0] - frames[0][0]
     assert span >= (row["packets"] - 2) * packet_s - catch_up_s, "faster than the limit"
     assert burst <= 2 * (4096 + 256), f"{burst} bytes within one packet time"

@@ -553,17 +553,17 @@ fn packets_that_always_take_a_while_to_leave_cost_no_rate() {
     }
 }
 
-/// A slow queue whose driver is kept off the CPU now and then for up to 3 ms (90 packet times
-/// at 1 Gbit/s and PMTU 4096 on a microsecond tick, as on a busy host) makes the time up
-/// (`CATCH_UP_MS`): it loses at most what the last stall cost, not the sum of them, and no
-/// three packets in a row leave within a packet time while it catches up. With four packet
-/// times of catch-up and no more it lost about 700 packet times here.
+/// A slow queue whose driver is kept off the CPU now and then for up to 9 ms (275 packet times
+/// at 1 Gbit/s and PMTU 4096 on a microsecond tick; this host's busy vCPUs stop a thread for up
+/// to 8.8 ms) makes the time up (`CATCH_UP_MS`): it loses at most what the last stall cost,
+/// not the sum of them, and no three packets in a row leave within a packet time while it
+/// catches up. Making up 4 ms and no more, it lost about 390 packet times here.
 #[test]
 fn a_slow_queue_kept_off_the_cpu_for_milliseconds_makes_the_time_up() {
-    let (left, pt) = departures(500, 90.0, |_| 0);
+    let (left, pt) = departures(1500, 275.0, |_| 0);
     let span = (left[left.len() - 1] - left[0]) as f64;
     let lost = span / pt - (left.len() - 1) as f64;
-    assert!(lost > -1.0 && lost < 92.0, "{lost} packet times lost");
+    assert!(lost > -1.0 && lost < 277.0, "{lost} packet times lost");
     for w in left.windows(3) {
         assert!(
             (w[2] - w[0]) as f64 > pt,
