@@ -37,6 +37,11 @@ pub const UNANSWERED: Duration = Duration::from_micros(200);
 pub const MOST_QUIET: Duration = Duration::from_millis(10);
 /// How often a WR to a peer taken for asleep goes unrung, to see whether it serves again.
 pub const RETRY_UNRUNG: Duration = Duration::from_millis(20);
+/// The bytes of ours a serving peer takes in a nanosecond, at the least: the wait for an
+/// answer grows by the time the bytes sent since the last one need to cross (a stream of
+/// 4 KiB WRITEs as messages over the UCX engine had 56 in flight, 224 KiB, and no answer
+/// after 200 us, from a peer polling all along).
+const BYTES_PER_NS: u64 = 1;
 
 #[derive(Debug, Default)]
 pub struct PeerCalls {
@@ -52,6 +57,8 @@ pub struct PeerCalls {
     quiet_for: Duration,
     /// When a WR to a peer taken for asleep next goes unrung.
     retry_at: Stamp,
+    /// Bytes of ours sent since the last answer, which the wait for the next one allows for.
+    unanswered_bytes: u64,
 }
 
 impl PeerCalls {
@@ -75,7 +82,8 @@ impl PeerCalls {
     /// Whether our WRs in flight have gone `UNANSWERED` without a completion: then they ring
     /// now, and if some had gone unrung, the peer counts as asleep.
     pub fn overdue(&mut self, now: Stamp) -> bool {
-        let quiet_for = self.quiet_for.max(UNANSWERED);
+        let crossing = Duration::from_nanos(self.unanswered_bytes / BYTES_PER_NS);
+        let quiet_for = self.quiet_for.max(UNANSWERED) + crossing;
         match self.quiet_since {
             Some(since) if now >= since.after(quiet_for) => {
                 if self.unrung_from.is_some() {
@@ -110,6 +118,19 @@ impl PeerCalls {
         }
         self.quiet_since = more_in_flight.then_some(now);
         self.quiet_for = UNANSWERED;
+        self.unanswered_bytes = 0;
+    }
+
+    /// `bytes` of ours went that the peer's library must take in before it answers them.
+    #[inline]
+    pub fn sent(&mut self, bytes: u64) {
+        self.unanswered_bytes = self.unanswered_bytes.saturating_add(bytes);
+    }
+
+    /// The next WR goes unrung again, to see whether the peer serves (it was serving until
+    /// something of ours went unanswered for a while, which a busy host's stop can do too).
+    pub fn retry_now(&mut self, now: Stamp) {
+        self.retry_at = self.retry_at.min(now);
     }
 
     /// Nothing of ours waits on the peer, or went unrung: a completion would tell nothing.
@@ -119,9 +140,14 @@ impl PeerCalls {
     }
 
     /// Whether the peer counts as serving our WRs unrung.
-    #[cfg(test)]
     pub fn serving(&self) -> bool {
         self.serving
+    }
+
+    /// Whether WRs sent now would be left to the peer's own progress: it serves them unrung,
+    /// or it is time to see again whether it does (none are out unrung meanwhile).
+    pub fn tries_unrung(&self, now: Stamp) -> bool {
+        self.serving || (self.unrung_from.is_none() && now >= self.retry_at)
     }
 }
 
@@ -215,6 +241,25 @@ mod tests {
         assert!(c.overdue(at(t + 210)));
         c.completed(4, at(t + 220), false);
         assert!(!c.overdue(at(t + 100_000)), "nothing in flight");
+    }
+
+    /// The wait for an answer allows for the bytes sent since the last one to cross: 224 KiB
+    /// unanswered after `UNANSWERED` is not overdue yet, and is once their time has passed too;
+    /// an answer starts the count again.
+    #[test]
+    fn a_long_batch_has_the_time_to_cross() {
+        let mut c = PeerCalls::default();
+        assert!(!c.ring_now(1, at(0)));
+        c.sent(224 << 10);
+        assert!(!c.overdue(at(300)), "229 us of bytes on top of 200 us");
+        c.completed(1, at(300), true);
+        assert!(c.serving());
+        c.sent(4096);
+        assert!(!c.overdue(at(503)));
+        assert!(
+            c.overdue(at(505)),
+            "counted again from the answer: 200 us and 4 us"
+        );
     }
 
     /// A completion of an RMA older than the unrung ones (one that was rung) does not show the

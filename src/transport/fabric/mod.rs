@@ -231,6 +231,14 @@ struct Tx {
     /// WRs had completed when that last heard of it.
     msg_calls: calls::PeerCalls,
     msg_done_seen: u64,
+    /// How many of a stream's longer WRITEs may be in flight as messages (`streamed_way`):
+    /// one while the peer is taken for asleep, one more for each WR answered since it serves.
+    streamed_allowed: usize,
+    /// When such a WRITE next goes as a message to look whether a peer taken for asleep serves
+    /// again, and how long after that the next look (doubled by each look that finds it
+    /// still asleep).
+    look_at: Stamp,
+    look_every: Duration,
     /// The peer's chunks our WRs learned, which later WRs reach by RMA (`rma`), and how many
     /// of our WRs in flight went that way.
     chunks: rma::RemoteChunks,
@@ -250,6 +258,21 @@ struct Tx {
 }
 
 impl Tx {
+    /// Tells the call machine for messages that our WRs completed as far as `done` (one past
+    /// the last), once each.
+    fn hear_completions(&mut self, done: u64, now: node::Stamp) {
+        if done > self.msg_done_seen {
+            let answered = (done - self.msg_done_seen) as usize;
+            self.msg_done_seen = done;
+            self.msg_calls
+                .completed(done - 1, now, done < self.called_upto);
+            if self.msg_calls.serving() {
+                self.streamed_allowed =
+                    (self.streamed_allowed + answered).min(STREAMED_WHILE_SERVED);
+            }
+        }
+    }
+
     /// Completes our WRs that went by RMA as libfabric finished them (sequence number, and
     /// whether it succeeded); one refused drops what we learned of the peer's chunks.
     fn rma_finished(&mut self, done: impl Iterator<Item = (u64, bool)>, now: node::Stamp) {
@@ -362,6 +385,9 @@ impl Link {
                 rung_upto: 0,
                 msg_calls: Default::default(),
                 msg_done_seen: 0,
+                streamed_allowed: STREAMED_TO_LOOK,
+                look_at: Stamp::default(),
+                look_every: calls::RETRY_UNRUNG,
                 chunks: rma::RemoteChunks::default(),
                 rma_in_flight: 0,
                 rma_call: false,
@@ -1530,10 +1556,13 @@ mod tests {
     }
 
     /// Where the provider carries RMA in software (tcp), small WRITEs and READs queued behind
-    /// each other go as messages, bundled (`streamed_at_most`): a lone WRITE goes by RMA, eight
-    /// 64 B WRITEs and then eight 64 B READs posted at once go as messages, b's rounds running
-    /// them, and eight 300 B WRITEs (past the WRITE limit) by RMA. Every byte lands where it was
-    /// sent, or is read back, and the WRs complete in order.
+    /// each other go as messages, bundled (`streamed_at_most`), and longer WRITEs too while the
+    /// peer's library runs our messages unasked (`streamed_way`): a lone WRITE goes by RMA;
+    /// eight 64 B WRITEs and then eight 64 B READs posted at once go as messages, b's rounds
+    /// running them; so do eight 300 B WRITEs while b runs them unrung. Once b is taken for
+    /// asleep, 300 B WRITEs go by RMA until it is time to look again: then a few go as
+    /// messages, the rest wait for them, and b running them unrung brings the messages back.
+    /// Every byte lands where it was sent, or is read back, and the WRs complete in order.
     #[test]
     fn small_rma_wrs_queued_together_go_as_messages() {
         let (mut p, target, remote) = pair_with_exposed_target();
@@ -1544,9 +1573,9 @@ mod tests {
         p.pool.free_one(wr).unwrap();
         let lone = rma_wrs(&p);
         assert_eq!(lone, 1, "a lone WRITE went by RMA");
-        let run_all = |p: &mut Pair, op: umq_opcode_t, len: u32| {
+        let post_all = |p: &mut Pair, op: umq_opcode_t, len: u32, count: u64| {
             let t = unsafe { (*target).buf_data } as u64;
-            let wrs: Vec<_> = (0..8u64)
+            (0..count)
                 .map(|i| {
                     let wr = crate::transport::test_wr(&p.pool, len, op, 0);
                     // A READ's buffer starts as neither side's bytes.
@@ -1561,16 +1590,19 @@ mod tests {
                     p.wa.sq.push(wr);
                     wr
                 })
-                .collect();
+                .collect::<Vec<_>>()
+        };
+        let finish_all = |p: &mut Pair, wrs: Vec<*mut umq_buf_t>, len: u32| {
+            let t = unsafe { (*target).buf_data } as u64;
             let deadline = Instant::now() + Duration::from_secs(5);
-            while p.wa.sq.completed() < 8 {
+            while p.wa.sq.completed() < wrs.len() {
                 assert!(Instant::now() < deadline, "not within 5 s");
                 p.round_a().unwrap();
                 p.round_b().unwrap();
             }
-            let mut done = [std::ptr::null_mut(); 8];
-            assert_eq!(p.wa.sq.take_completed(&mut done), 8);
-            assert_eq!(done.to_vec(), wrs, "in order");
+            let mut done = vec![std::ptr::null_mut(); wrs.len()];
+            assert_eq!(p.wa.sq.take_completed(&mut done), wrs.len());
+            assert_eq!(done, wrs, "in order");
             for (i, &wr) in wrs.iter().enumerate() {
                 assert_eq!(unsafe { (*wr).status() }, UMQ_BUF_SUCCESS);
                 let at = t + (i as u64) * len as u64;
@@ -1581,6 +1613,10 @@ mod tests {
                 assert_eq!(there, ours);
                 p.pool.free_one(wr).unwrap();
             }
+        };
+        let run_all = |p: &mut Pair, op: umq_opcode_t, len: u32| {
+            let wrs = post_all(p, op, len, 8);
+            finish_all(p, wrs, len);
         };
         run_all(&mut p, UMQ_OPC_WRITE, 64);
         assert_eq!(
@@ -1601,7 +1637,37 @@ mod tests {
             "64 B READs queued together went as messages"
         );
         run_all(&mut p, UMQ_OPC_WRITE, 300);
-        assert_eq!(rma_wrs(&p), lone + 8, "300 B WRITEs went by RMA");
+        assert_eq!(
+            rma_wrs(&p),
+            lone,
+            "300 B WRITEs to a serving peer went as messages"
+        );
+
+        // Stuck, as the progress engine finds a queue whose WRs do not move: b is asleep.
+        p.a.call_peer(&mut p.wa);
+        run_all(&mut p, UMQ_OPC_WRITE, 300);
+        assert_eq!(
+            rma_wrs(&p),
+            lone + 8,
+            "300 B WRITEs to a peer asleep went by RMA"
+        );
+
+        // Time to look again: a few go as messages, the rest wait for them.
+        std::thread::sleep(calls::RETRY_UNRUNG + Duration::from_millis(5));
+        let wrs = post_all(&mut p, UMQ_OPC_WRITE, 300, 12);
+        p.round_a().unwrap();
+        let in_flight = p.wa.sq.in_flight();
+        assert_eq!(
+            (in_flight, p.a.tx.rma_in_flight, p.wa.sq.unsent_len()),
+            (STREAMED_TO_LOOK, 0, 12 - STREAMED_TO_LOOK),
+            "a look's messages in flight, the rest waiting"
+        );
+        finish_all(&mut p, wrs, 300);
+        assert_eq!(
+            rma_wrs(&p),
+            lone + 8,
+            "b ran the look unrung: messages again"
+        );
         p.pool.free_one(target).unwrap();
     }
 
@@ -1745,10 +1811,11 @@ mod tests {
         let send = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0);
         let rx = p.pool.alloc(8192, 1, 0, 0).unwrap();
         p.wb.rq.post(rx);
+        // a's first round starts the WRITE, alone, by RMA; the next holds the SEND back (b's
+        // provider has not run, so the WRITE cannot have completed).
         p.wa.sq.push(write);
+        p.round_a().unwrap();
         p.wa.sq.push(send);
-        // a's first round starts the WRITE by RMA and holds the SEND back (b's provider has
-        // not run, so the WRITE cannot have completed).
         p.round_a().unwrap();
         assert_eq!(p.wa.zero_copy.one_sided_rma_wr, 1);
         assert_eq!((p.a.tx.rma_in_flight, p.wa.sq.unsent_len()), (1, 1));
