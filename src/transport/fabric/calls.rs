@@ -262,6 +262,27 @@ mod tests {
         );
     }
 
+    /// A serving peer whose answers stopped for a while is taken for asleep and rung; told to
+    /// retry now (a stream's wait, not the engine's verdict), the next WR goes unrung again,
+    /// and one answered so shows the peer serving.
+    #[test]
+    fn a_retry_now_goes_unrung_at_once() {
+        let mut c = PeerCalls::default();
+        assert!(!c.ring_now(1, at(0)));
+        c.completed(1, at(50), false);
+        assert!(c.serving());
+        assert!(!c.ring_now(2, at(100)));
+        assert!(c.overdue(at(300)));
+        assert!(!c.serving());
+        c.completed(2, at(320), false); // after the ring: says nothing
+        assert!(c.ring_now(3, at(400)), "asleep: rung until the retry");
+        c.completed(3, at(450), false);
+        c.retry_now(at(500));
+        assert!(!c.ring_now(4, at(500)));
+        c.completed(4, at(540), false);
+        assert!(c.serving());
+    }
+
     /// A completion of an RMA older than the unrung ones (one that was rung) does not show the
     /// peer serving; the last completion ends the wait.
     #[test]
