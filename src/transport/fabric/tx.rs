@@ -653,10 +653,10 @@ impl Link {
     /// serves our call). Each is the faster way there: 4 KiB WRITE streams to a polling target
     /// ran at 1.04 M/s as messages against 311 k/s by RMA over 50,000 WRs, to a target asleep
     /// at 17 k/s against 300 k/s over 5,000 (`umq-perf --provider fabric --test rma --size
-    /// 4096 --iters N --shared-pool off --target poll|sleep`). Whether the peer serves unasked is what the last messages it
-    /// ran showed (`calls`); one taken for asleep is looked at again with one WRITE as a
-    /// message (`STREAMED_TO_LOOK`). RMA never overtakes a message, so a WRITE waits while our
-    /// messages to a peer taken for asleep finish.
+    /// 4096 --iters N --shared-pool off --target poll|sleep`). Whether the peer serves unasked
+    /// is what the last messages it ran showed (`calls`); one taken for asleep is looked at
+    /// again with one WRITE as a message (`STREAMED_TO_LOOK`). RMA never overtakes a message,
+    /// so a WRITE waits while our messages to a peer taken for asleep finish.
     fn streamed_way(&mut self, n: &Shared, w: &Wire, opcode: umq_opcode_t, len: u64) -> Way {
         let mid = opcode == UMQ_OPC_WRITE
             && n.rma_in_software
