@@ -428,8 +428,10 @@ unsafe fn execute_arrived(
     let arriving = src.local_packets.as_ref().expect("landed");
     let assembly = arriving.assembly.as_ref().expect("a message in packets");
     let status = match assembly.in_buffer() {
-        Some(rx) if !assembly.lost_its_buffer(dst.wire) => {
-            // Every byte is in `rx`, still the next posted buffer.
+        Some(rx) => {
+            // Every byte is in `rx`, still the next posted buffer: the Last joined it under
+            // these locks (`land_packets`), and landing in place never waits.
+            debug_assert!(!assembly.lost_its_buffer(dst.wire));
             let (len, pro) = unsafe { ((*wr).total_data_size, *(*wr).pro()) };
             unsafe { land_placed(dst, rx, len, pro.opcode, pro.imm_data, out) };
             UMQ_BUF_SUCCESS
@@ -440,8 +442,6 @@ unsafe fn execute_arrived(
             let bytes = std::iter::once((data.as_ptr() as *mut u8, data.len()));
             unsafe { execute_from(wr, bytes, dst, pool, out) }?
         }
-        // (Its buffer taken after the Last, before it ran: from the sender's own bytes.)
-        Some(_) => unsafe { execute(wr, dst, pool, out) }?,
     };
     src.local_packets = None;
     Some(status)
