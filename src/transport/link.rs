@@ -263,13 +263,13 @@ impl Link {
     /// Whether work of ours needs a process to run again, ours or the peer's (which we then
     /// call): WRs waiting for ring room or credit, or for the peer to execute them (over shared
     /// memory a copied SEND has left with its bytes: our next poll completes it); over the
-    /// network any WR not completed (libfabric moves bytes only when called) and credit not yet
-    /// shipped.
+    /// network any WR not completed (libfabric moves bytes only when called), credit not yet
+    /// shipped, and a peer that cannot be reached (its last messages are still taken in).
     #[inline(always)]
     pub fn needs_us(&self, w: &Wire) -> bool {
         match self {
             Link::Shm(_) => w.sq.unsent_len() > 0 || w.sq.awaiting_peer() > 0,
-            Link::Fabric(l) => !w.sq.all_completed() || l.area_unshipped(),
+            Link::Fabric(l) => !w.sq.all_completed() || l.area_unshipped() || l.unreachable(),
         }
     }
 

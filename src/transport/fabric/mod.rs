@@ -194,6 +194,9 @@ pub struct Link {
     wr_sent_at: Stamp,
     /// The peer said it left.
     left: bool,
+    /// An operation of ours to the peer failed (its connection is gone): why, and since when
+    /// nothing more of the peer's ran. What it sent before still runs for `LAST_WORDS`.
+    unreachable: Option<(&'static str, Stamp)>,
     /// How long the peer may stay silent before the binding counts as broken.
     liveness: Duration,
     /// The largest message the provider takes at once, copied out (`inject_size`).
@@ -404,6 +407,7 @@ impl Link {
             area_sent_at: opened,
             wr_sent_at: opened,
             left: false,
+            unreachable: None,
             liveness,
             inject_size,
             released: Vec::new(),
@@ -456,7 +460,11 @@ impl Link {
         self.take_news(n)?;
         self.take_landed(n);
         self.check_liveness(n)?;
+        let executed = self.rx.executed;
         self.receive(n, w, at, &mut out)?;
+        if self.unreachable.is_some() {
+            return self.last_words(n, w, out, self.rx.executed != executed);
+        }
         if n.call_bell
             .as_ref()
             .is_some_and(|b| b.served(self.ch.id, self.rx.executed))
@@ -467,11 +475,58 @@ impl Link {
         if self.left {
             return Err(LinkError::PeerLeft);
         }
-        self.ship_area(n, w)?;
-        self.transmit(n, w, &mut out);
-        self.flush(n, Some(w))?;
+        if let Err(why) = self.ship_area(n, w).and_then(|()| {
+            self.transmit(n, w, &mut out);
+            self.flush(n, Some(w))
+        }) {
+            self.unreachable_now(n, why)?;
+            return self.last_words(n, w, out, false);
+        }
         self.complete(w, &mut out);
         self.call_if_needed(n, w);
+        n.repost();
+        Ok(out)
+    }
+
+    /// Whether the binding is failing (an operation of ours to the peer failed) and only
+    /// takes what the peer sent before (`unreachable`).
+    pub fn unreachable(&self) -> bool {
+        self.unreachable.is_some()
+    }
+
+    /// `why` failed an operation of ours: the peer cannot be reached. Its connection can end
+    /// before all it sent is read (a peer killed with our bytes unread resets it), and what
+    /// it sent before still arrives: the binding stops sending and goes on receiving
+    /// (`last_words`). Any other error is the binding's end now.
+    fn unreachable_now(&mut self, n: &Shared, why: LinkError) -> Result<(), LinkError> {
+        match why {
+            LinkError::Lost(why) => {
+                self.unreachable.get_or_insert((why, n.now()));
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+
+    /// A round of a binding whose peer cannot be reached: its messages still run, ours wait,
+    /// and once none has run for `LAST_WORDS` the binding ends.
+    fn last_words(
+        &mut self,
+        n: &mut Shared,
+        w: &mut Wire,
+        mut out: Outcome,
+        ran: bool,
+    ) -> Result<Outcome, LinkError> {
+        let Some((why, quiet_since)) = self.unreachable.as_mut() else {
+            return Ok(out);
+        };
+        if ran {
+            *quiet_since = n.now();
+        }
+        if n.now() >= quiet_since.after(LAST_WORDS) {
+            return Err(lost(why));
+        }
+        self.complete(w, &mut out);
         n.repost();
         Ok(out)
     }
@@ -480,7 +535,7 @@ impl Link {
     /// a frame queued after a round's flush would otherwise wait for the next round. An error
     /// is left for that round to find.
     pub fn flush_control(&mut self, w: &mut Wire) {
-        if self.left {
+        if self.left || self.unreachable.is_some() {
             return;
         }
         let node = self.ch.node.clone();
@@ -491,7 +546,7 @@ impl Link {
     /// A post's round: our sends (and the completions that free send buffers).
     #[inline(never)]
     pub fn post_round(&mut self, w: &mut Wire) -> Option<Outcome> {
-        if self.left {
+        if self.left || self.unreachable.is_some() {
             return None;
         }
         let node = self.ch.node.clone();
@@ -652,10 +707,10 @@ impl Link {
             self.area_in_flight = false;
         }
         self.tx.rma_finished(inbox.rma_done.drain(..), now);
-        match inbox.broken {
-            Some(why) => Err(lost(why)),
-            None => Ok(()),
+        if let Some(why) = inbox.broken {
+            self.unreachable.get_or_insert((why, now));
         }
+        Ok(())
     }
 
     /// Takes what the peer last wrote into our landing words (its flow-control area) as its
@@ -887,16 +942,33 @@ mod tests {
         }
         let ucx = Node::open(sys::UCX_ENGINE, Some("127.0.0.1"), false).expect("ucx");
         let fabric = Node::open("tcp", Some("127.0.0.1"), false).expect("libfabric tcp");
-        let (u, f) = (ucx.name().to_vec(), fabric.name().to_vec());
+        let rxm = Node::open("tcp;ofi_rxm", Some("127.0.0.1"), false).expect("libfabric rxm");
+        let (u, f, r) = (
+            ucx.name().to_vec(),
+            fabric.name().to_vec(),
+            rxm.name().to_vec(),
+        );
         // Bind info carries at most 128 bytes of a node's address.
         assert!(
             u.starts_with(b"UCX1") && u.len() <= 128,
             "{} bytes",
             u.len()
         );
-        for (node, other) in [(&ucx, &f), (&fabric, &u)] {
+        assert!(
+            f.starts_with(b"OFM1") && !r.starts_with(b"OFM1"),
+            "{f:?} {r:?}"
+        );
+        let refusals = [
+            (&ucx, &f),
+            (&ucx, &r),
+            (&fabric, &u),
+            (&fabric, &r),
+            (&rxm, &u),
+            (&rxm, &f),
+        ];
+        for (node, other) in refusals {
             let err = node.lock().ep.connect(other).unwrap_err();
-            assert!(err.contains("engine is not ours"), "{err}");
+            assert!(err.contains("is not of our kind"), "{err}");
         }
         let ep = &ucx.lock().ep;
         // Cut short anywhere inside its keys, a key count past what fits, a key running past
@@ -975,10 +1047,64 @@ mod tests {
         ep.unexpose(reg);
     }
 
+    /// Over tcp's own endpoints (`shim.c`, `struct conns`) two processes that connect to each
+    /// other share one connection, and a send of more than tcp's 128 bytes of inject, up to
+    /// 512, still completes in its post. The connections are counted in /proc/net/tcp: each
+    /// has one socket on a listener's port.
+    #[test]
+    fn endpoints_of_connections_share_one_connection_both_ways() {
+        let open =
+            || sys::Endpoint::open("tcp", Some("127.0.0.1"), 64, false, 4096).expect("endpoint");
+        let (a, b) = (open(), open());
+        assert!(
+            a.of_connections() && a.inject_size() >= 512,
+            "{}",
+            a.inject_size()
+        );
+        let (to_b, to_a) = (a.connect(b.name()).unwrap(), b.connect(a.name()).unwrap());
+        let mut cqes = [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16];
+        let (mut into_a, mut into_b) = (a.buffers(512).unwrap(), b.buffers(512).unwrap());
+        a.post_recv(&mut into_a, 0, 512, 7).unwrap();
+        b.post_recv(&mut into_b, 0, 512, 8).unwrap();
+        let (to_b_bytes, to_a_bytes) = (vec![0xb5u8; 400], vec![0xa5u8; 300]);
+        let mut got: Vec<(usize, u64)> = Vec::new();
+        let (mut sent_a, mut sent_b) = (false, false);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < 2 {
+            assert!(Instant::now() < deadline, "{got:?} arrived within 5 s");
+            sent_a = sent_a || a.inject(&to_b_bytes, to_b).is_ok();
+            sent_b = sent_b || b.inject(&to_a_bytes, to_a).is_ok();
+            for ep in [&a, &b] {
+                got.extend(ep.poll(&mut cqes).unwrap().iter().map(|c| {
+                    assert_eq!(c.err, 0);
+                    (c.ctx as usize, c.len)
+                }));
+            }
+        }
+        got.sort();
+        assert_eq!(got, [(7, 300), (8, 400)]);
+        assert_eq!(into_a.get(0, 300), &to_a_bytes[..]);
+        assert_eq!(into_b.get(0, 400), &to_b_bytes[..]);
+        let port = |name: &[u8]| u16::from_be_bytes([name[6], name[7]]);
+        let listeners = [port(a.name()), port(b.name())];
+        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let accepted = tcp
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let local = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
+                (f[3] == "01" && listeners.contains(&local)).then_some(local)
+            })
+            .count();
+        assert_eq!(accepted, 1, "connections between the two endpoints");
+    }
+
     /// The engine's receive contract, fi_recv's: messages that arrive before any buffer is
     /// posted wait and fill the buffers posted later, in order; one longer than its buffer
-    /// completes in error and takes nothing of the next. (UCX's engine keeps the waiting
-    /// messages itself, libfabric's rxm in its unexpected queue.)
+    /// completes in error and takes nothing of the next, or over connections ends its
+    /// connection. (UCX's engine keeps the waiting messages itself, libfabric's rxm in its
+    /// unexpected queue, tcp's endpoints in the socket.)
     #[test]
     fn messages_wait_for_buffers_in_order_and_a_too_long_one_fails_alone() {
         const BUF: usize = 200;
@@ -1014,12 +1140,18 @@ mod tests {
         for i in 0..messages.len() {
             b.post_recv(&mut bufs, i * BUF, BUF, i).unwrap();
         }
+        // Over connections the one too long is the last: its connection breaks.
+        let arriving = if b.of_connections() {
+            3
+        } else {
+            messages.len()
+        };
         let mut done: Vec<(usize, u64, i32)> = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while done.len() < messages.len() {
+        while done.len() < arriving {
             assert!(
                 Instant::now() < deadline,
-                "{} of 5 arrived within 5 s",
+                "{} of {arriving} arrived within 5 s",
                 done.len()
             );
             a.poll(&mut cqes).unwrap();

@@ -106,6 +106,20 @@ pub const UCX_ENGINE: &str = "ucx";
 
 /// The first bytes of a UCX engine's address (`ucx.c`): a libfabric endpoint refuses it.
 const UCX_MAGIC: &[u8] = b"UCX1";
+/// The first bytes of the address of a libfabric endpoint of connections (`shim.c`, `struct
+/// conns`: tcp's own endpoints), before its listener's socket address.
+const CONNS_MAGIC: &[u8] = b"OFM1";
+
+/// Which kind of endpoint an address names: two endpoints talk only to their own kind.
+fn kind_of(addr: &[u8]) -> &'static str {
+    if addr.starts_with(UCX_MAGIC) {
+        "UCX"
+    } else if addr.starts_with(CONNS_MAGIC) {
+        "libfabric connections"
+    } else {
+        "libfabric reliable datagrams"
+    }
+}
 
 /// What libfabric offers this host for what the provider asks (`umq-info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -332,7 +346,7 @@ impl Endpoint {
             let rc = unsafe { umqu_host(raw.as_ptr(), at.as_mut_ptr() as *mut c_void, &mut len) };
             (rc == 0).then(|| ip_of(&at[..len])).flatten()
         } else {
-            ip_of(&ep.name)
+            ip_of(ep.name.strip_prefix(CONNS_MAGIC).unwrap_or(&ep.name))
         };
         Ok(ep)
     }
@@ -576,6 +590,13 @@ impl Endpoint {
         &self.provider
     }
 
+    /// Whether it is an endpoint of connections (`shim.c`, `struct conns`): a message longer
+    /// than the buffer it lands in breaks the connection it came on (tcp reads the rest of it
+    /// as the next message's header), where the other engines complete it in error alone.
+    pub fn of_connections(&self) -> bool {
+        self.name.starts_with(CONNS_MAGIC)
+    }
+
     /// The largest message `send` copies out at once without a completion.
     pub fn inject_size(&self) -> usize {
         self.inject
@@ -600,9 +621,12 @@ impl Endpoint {
 
     /// Makes the endpoint at `addr` (its `name`) reachable; returns its address handle.
     pub fn connect(&self, addr: &[u8]) -> Result<u64, String> {
-        if addr.starts_with(UCX_MAGIC) != std::ptr::eq(self.ops, &UCX) {
+        if kind_of(addr) != kind_of(&self.name) {
             return Err(format!(
-                "the peer's network engine is not ours ({}): set UMQ_FABRIC_PROVIDER alike on both sides",
+                "the peer's network endpoint ({}) is not of our kind ({}, {}): set \
+                 UMQ_FABRIC_PROVIDER alike on both sides",
+                kind_of(addr),
+                kind_of(&self.name),
                 self.provider
             ));
         }
