@@ -146,19 +146,22 @@ static void fail(char *why, size_t n, const char *what, int rc)
     snprintf(why, n, "%s: %s (%d)", what, F.strerror(rc < 0 ? -rc : rc), rc);
 }
 
+/* Closes a libfabric object, if there is one. */
+#define CLOSE(obj)                    \
+    do {                              \
+        if (obj)                      \
+            fi_close(&(obj)->fid);    \
+    } while (0)
+
 static void conns_close(struct conns *c)
 {
     if (!c)
         return;
     for (size_t i = 0; i < c->n; i++)
-        if (c->all[i].ep)
-            fi_close(&c->all[i].ep->fid);
-    if (c->srx)
-        fi_close(&c->srx->fid);
-    if (c->pep)
-        fi_close(&c->pep->fid);
-    if (c->eq)
-        fi_close(&c->eq->fid);
+        CLOSE(c->all[i].ep);
+    CLOSE(c->srx);
+    CLOSE(c->pep);
+    CLOSE(c->eq);
     if (c->epfd >= 0)
         close(c->epfd);
     free(c->all);
@@ -171,19 +174,14 @@ void umqf_close(struct umqf_ep *e)
     if (!e)
         return;
     /* The endpoint first: it holds the CQ and AV bound; then the memory it exposed. */
-    if (e->ep)
-        fi_close(&e->ep->fid);
+    CLOSE(e->ep);
     conns_close(e->conns);
     for (int i = 0; i < e->n_mrs; i++)
-        fi_close(&e->mrs[i]->fid);
-    if (e->cq)
-        fi_close(&e->cq->fid);
-    if (e->av)
-        fi_close(&e->av->fid);
-    if (e->domain)
-        fi_close(&e->domain->fid);
-    if (e->fabric)
-        fi_close(&e->fabric->fid);
+        CLOSE(e->mrs[i]);
+    CLOSE(e->cq);
+    CLOSE(e->av);
+    CLOSE(e->domain);
+    CLOSE(e->fabric);
     if (e->info)
         F.freeinfo(e->info);
     free(e);
