@@ -511,6 +511,17 @@ static struct fid_ep *conn_ep(struct umqf_ep *e, uint64_t peer, int *rc)
     return NULL;
 }
 
+/* The endpoint an operation to `peer` goes on, and in *peer the address it names there (none
+ * on a connection); NULL with *rc as `conn_ep` says. */
+static struct fid_ep *route(struct umqf_ep *e, uint64_t *peer, int *rc)
+{
+    if (!e->conns)
+        return e->ep;
+    struct fid_ep *ep = conn_ep(e, *peer, rc);
+    *peer = 0;
+    return ep;
+}
+
 /* Adds fd to the epoll set `epfd`. */
 static int watch_fd(int epfd, int fd)
 {
@@ -770,10 +781,10 @@ int umqf_write(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint6
                uint64_t addr, uint64_t key, void *ctx)
 {
     int rc = 0;
-    struct fid_ep *ep = e->conns ? conn_ep(e, peer, &rc) : e->ep;
+    struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    return (int)fi_write(ep, buf, len, desc, e->conns ? 0 : peer, addr, key, ctx);
+    return (int)fi_write(ep, buf, len, desc, peer, addr, key, ctx);
 }
 
 /* Whether one-sided WRITE and READ can go by RMA into chunks registered under keys of our
@@ -837,11 +848,9 @@ int umqf_rma(struct umqf_ep *e, int read, void *buf, size_t len, uint64_t peer, 
              uint64_t key, void *ctx)
 {
     int rc = 0;
-    struct fid_ep *ep = e->conns ? conn_ep(e, peer, &rc) : e->ep;
+    struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    if (e->conns)
-        peer = 0;
     if (read)
         return (int)fi_read(ep, buf, len, NULL, peer, addr, key, ctx);
     struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -918,21 +927,19 @@ int umqf_send2(struct umqf_ep *e, const void *head, size_t head_len, void *desc,
     struct iovec iov[2] = {{(void *)head, head_len}, {(void *)body, body_len}};
     void *descs[2] = {desc, NULL};
     int rc = 0;
-    struct fid_ep *ep = e->conns ? conn_ep(e, peer, &rc) : e->ep;
+    struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    return (int)fi_sendv(ep, iov, descs, 2, e->conns ? 0 : peer, ctx);
+    return (int)fi_sendv(ep, iov, descs, 2, peer, ctx);
 }
 
 int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
               void *ctx)
 {
     int rc = 0;
-    struct fid_ep *ep = e->conns ? conn_ep(e, peer, &rc) : e->ep;
+    struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    if (e->conns)
-        peer = 0;
     if (!ctx && len > e->inject_size)
         return inject_copied(e, ep, buf, len);
     if (!ctx)
