@@ -27,7 +27,9 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -348,6 +350,27 @@ static int conn_ep_open(struct umqf_ep *e, struct fi_info *info, long idx)
     return 0;
 }
 
+/* Whether socket addresses `a` (the address a request claims to come from) and `b` (where it
+ * came from) name one host: same family and IP address, ports aside. A request's address is
+ * the peer's word; taken for another process's without this, it would let a process of
+ * another host receive what we send to that one. */
+static int same_host(const void *a, size_t a_len, const void *b, size_t b_len)
+{
+    const struct sockaddr *x = a, *y = b;
+    if (!b || a_len < sizeof(sa_family_t) || b_len < sizeof(sa_family_t) ||
+        x->sa_family != y->sa_family)
+        return 0;
+    if (x->sa_family == AF_INET && a_len >= sizeof(struct sockaddr_in) &&
+        b_len >= sizeof(struct sockaddr_in))
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (x->sa_family == AF_INET6 && a_len >= sizeof(struct sockaddr_in6) &&
+        b_len >= sizeof(struct sockaddr_in6))
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return 0;
+}
+
 /* A peer asks to connect. Its request carries its address: when we have no connection to it
  * yet, this one becomes it, so that two processes share one connection whichever binds first
  * (two when both ask at once: each then sends on its own, and both receive on both). */
@@ -355,7 +378,9 @@ static void conns_accept(struct umqf_ep *e, struct fi_eq_cm_entry *cm, size_t da
 {
     struct conns *c = e->conns;
     int named = data_len > CONNS_MAGIC_LEN && data_len <= NAME_MAX_LEN &&
-                !memcmp(cm->data, CONNS_MAGIC, CONNS_MAGIC_LEN);
+                !memcmp(cm->data, CONNS_MAGIC, CONNS_MAGIC_LEN) &&
+                same_host(cm->data + CONNS_MAGIC_LEN, data_len - CONNS_MAGIC_LEN,
+                          cm->info->dest_addr, cm->info->dest_addrlen);
     long idx = named ? conn_find(c, cm->data, data_len) : -1;
     if (idx >= 0 && c->all[idx].state != CONN_AWAITING) {
         idx = -1; /* ours to it is open or opening: this one only receives */
