@@ -1100,6 +1100,45 @@ mod tests {
         assert_eq!(accepted, 1, "connections between the two endpoints");
     }
 
+    /// The process whose address sorts last awaits the other's connection, and connects itself
+    /// when none comes (a peer that never binds back): its message still arrives.
+    #[test]
+    fn a_process_no_one_connects_to_connects_itself() {
+        let open =
+            || sys::Endpoint::open("tcp", Some("127.0.0.1"), 64, false, 4096).expect("endpoint");
+        let (a, b) = (open(), open());
+        let (last, first) = if a.name() > b.name() {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
+        let to_first = last.connect(first.name()).unwrap();
+        let mut cqes = [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16];
+        let mut into = first.buffers(64).unwrap();
+        first.post_recv(&mut into, 0, 64, 3).unwrap();
+        let start = Instant::now();
+        let mut sent = false;
+        loop {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "not arrived within 5 s"
+            );
+            sent = sent || last.inject(b"late", to_first).is_ok();
+            last.poll(&mut cqes).unwrap();
+            if let [c] = first.poll(&mut cqes).unwrap() {
+                assert_eq!((c.ctx as usize, c.len, c.err), (3, 4, 0));
+                break;
+            }
+        }
+        assert_eq!(into.get(0, 4), b"late");
+        // Not before its wait for the other's connection was over (2 ms, `AWAIT_PEER_NS`).
+        assert!(
+            start.elapsed() >= Duration::from_millis(2),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
     /// The engine's receive contract, fi_recv's: messages that arrive before any buffer is
     /// posted wait and fill the buffers posted later, in order; one longer than its buffer
     /// completes in error and takes nothing of the next, or over connections ends its

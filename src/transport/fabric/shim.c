@@ -39,6 +39,8 @@
 #define CONNS_MAGIC_LEN 4
 /* The longest address: the magic and a sockaddr_in6 (28 bytes), with room to spare. */
 #define NAME_MAX_LEN 64
+/* The most data a connection request carries (tcp's limit). */
+#define CM_DATA_MAX 256
 /* How long a process that polls may leave a connection request unread: reading the event
  * queue is a system call (tcp polls its listener), too dear for every completion-queue read. */
 #define EVENTS_EVERY_NS 200000
@@ -119,7 +121,7 @@ struct conns {
     struct fid_ep *srx;  /* the receive buffers every connection fills */
     struct conn *all;    /* indexed by the peer handle */
     size_t n, cap;
-    unsigned opening;      /* connections not yet established */
+    unsigned opening;      /* connections awaited or not yet established */
     uint64_t events_at_ns; /* when the event queue was last read */
     int epfd;              /* the completion queue's and the event queue's wait fds, or -1 */
     uint8_t me[NAME_MAX_LEN]; /* our address, which our connection requests carry */
@@ -350,6 +352,19 @@ static int conn_ep_open(struct umqf_ep *e, struct fi_info *info, long idx)
     return 0;
 }
 
+/* Moves connection `k` to `state`, counting the pending ones (awaited or opening): while any
+ * is, every completion-queue read reads the event queue too. */
+static void conn_move(struct conns *c, struct conn *k, enum conn_state state)
+{
+    int was = k->state == CONN_AWAITING || k->state == CONN_OPENING;
+    int is = state == CONN_AWAITING || state == CONN_OPENING;
+    if (is && !was)
+        c->opening++;
+    if (was && !is)
+        c->opening--;
+    k->state = state;
+}
+
 /* Whether socket addresses `a` (the address a request claims to come from) and `b` (where it
  * came from) name one host: same family and IP address, ports aside. A request's address is
  * the peer's word; taken for another process's without this, it would let a process of
@@ -391,15 +406,13 @@ static void conns_accept(struct umqf_ep *e, struct fi_eq_cm_entry *cm, size_t da
     if (idx < 0 || conn_ep_open(e, cm->info, idx)) {
         fi_reject(c->pep, cm->info->handle, NULL, 0);
         if (idx >= 0)
-            c->all[idx].state = CONN_DOWN;
+            conn_move(c, &c->all[idx], CONN_DOWN);
         return;
     }
     struct conn *k = &c->all[idx];
-    k->state = CONN_DOWN;
-    if (fi_accept(k->ep, NULL, 0))
-        return; /* stays down; closed with the endpoint */
-    k->state = CONN_OPENING;
-    c->opening++;
+    conn_move(c, k, fi_accept(k->ep, NULL, 0) ? CONN_DOWN : CONN_OPENING);
+    if (k->state == CONN_DOWN)
+        return; /* closed with the endpoint */
     if (named && !k->name_len) {
         memcpy(k->name, cm->data, data_len);
         k->name_len = data_len;
@@ -409,11 +422,22 @@ static void conns_accept(struct umqf_ep *e, struct fi_eq_cm_entry *cm, size_t da
 static void conn_set(struct conns *c, fid_t fid, enum conn_state state)
 {
     size_t idx = (uintptr_t)fid->context;
-    if (idx >= c->n || c->all[idx].state == state)
-        return;
-    if (c->all[idx].state == CONN_OPENING)
-        c->opening--;
-    c->all[idx].state = state;
+    if (idx < c->n)
+        conn_move(c, &c->all[idx], state);
+}
+
+static int conn_start(struct umqf_ep *e, long idx);
+
+/* Connects to the peers awaited for longer than `AWAIT_PEER_NS`: they may not bind to us. */
+static void connect_late(struct umqf_ep *e, uint64_t now)
+{
+    struct conns *c = e->conns;
+    for (size_t i = 0; i < c->n; i++) {
+        struct conn *k = &c->all[i];
+        if (k->state == CONN_AWAITING && now - k->awaiting_since_ns >= AWAIT_PEER_NS &&
+            conn_start(e, (long)i))
+            conn_move(c, k, CONN_DOWN);
+    }
 }
 
 /* Reads the event queue: requests are accepted, connections come up or go down. */
@@ -421,10 +445,12 @@ static void conns_events(struct umqf_ep *e)
 {
     struct conns *c = e->conns;
     c->events_at_ns = monotonic_ns();
+    if (c->opening)
+        connect_late(e, c->events_at_ns);
     for (;;) {
         struct {
             struct fi_eq_cm_entry cm;
-            uint8_t data[NAME_MAX_LEN];
+            uint8_t data[CM_DATA_MAX]; /* room for any request's, which tcp caps at 256 */
         } entry;
         uint32_t event;
         ssize_t got = fi_eq_read(c->eq, &event, &entry, sizeof(entry), 0);
@@ -470,10 +496,8 @@ static int conn_start(struct umqf_ep *e, long idx)
     rc = conn_ep_open(e, info, idx);
     if (!rc)
         rc = fi_connect(k->ep, info->dest_addr, c->me, c->me_len);
-    if (!rc) {
-        k->state = CONN_OPENING;
-        c->opening++;
-    }
+    if (!rc)
+        conn_move(c, k, CONN_OPENING);
 out:
     F.freeinfo(info);
     return rc;
@@ -504,21 +528,22 @@ static int conns_connect(struct umqf_ep *e, const void *addr, size_t len, uint64
     k->name_len = len;
     size_t shorter = len < c->me_len ? len : c->me_len;
     int cmp = memcmp(c->me, addr, shorter);
-    int we_connect = cmp < 0 || (cmp == 0 && c->me_len < len);
+    /* Equal: our own address, as two queues of this process bind over the network. */
+    int we_connect = cmp < 0 || (cmp == 0 && c->me_len <= len);
     if (we_connect) {
         int rc = conn_start(e, idx);
         if (rc)
             return rc; /* the slot stays down */
     } else {
-        k->state = CONN_AWAITING;
+        conn_move(c, k, CONN_AWAITING);
         k->awaiting_since_ns = monotonic_ns();
     }
     *peer = (uint64_t)idx;
     return 0;
 }
 
-/* The endpoint to send to `peer` on; NULL with *rc -FI_EAGAIN while its connection opens (or
- * is awaited: when the peer has not connected in time, we connect), -FI_ENOTCONN once down. */
+/* The endpoint to send to `peer` on; NULL with *rc -FI_EAGAIN while its connection opens or
+ * is awaited (`connect_late`), -FI_ENOTCONN once down. */
 static struct fid_ep *conn_ep(struct umqf_ep *e, uint64_t peer, int *rc)
 {
     struct conns *c = e->conns;
@@ -529,9 +554,6 @@ static struct fid_ep *conn_ep(struct umqf_ep *e, uint64_t peer, int *rc)
     struct conn *k = &c->all[peer];
     if (k->state == CONN_UP)
         return k->ep;
-    if (k->state == CONN_AWAITING && monotonic_ns() - k->awaiting_since_ns >= AWAIT_PEER_NS &&
-        conn_start(e, (long)peer))
-        k->state = CONN_DOWN;
     *rc = k->state == CONN_DOWN ? -FI_ENOTCONN : -FI_EAGAIN;
     return NULL;
 }
