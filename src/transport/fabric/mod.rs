@@ -627,8 +627,8 @@ impl Link {
             Some(Some(fd)) => Arm::Armed(Wakeup {
                 fd,
                 // Until the peer's first message, libfabric may still be setting up the
-                // connection (rxm connects on the first send), which need not make the fd
-                // readable: tick.
+                // connection (the peer may not have accepted ours yet; rxm connects on the
+                // first send), which need not make the fd readable: tick.
                 rung_by_peer: n.peers[self.peer].heard_any,
                 // An epoll set: readable while a completion or the bell waits.
                 counter: false,

@@ -119,9 +119,9 @@ pub struct Peer {
     pub heard: Stamp,
     pub heard_any: bool,
     pub said: Stamp,
-    /// Our first ping to it went: it sets up libfabric's connection (`ofi_rxm` connects on the
-    /// first send, over several of both sides' progress calls), so a binding's first message
-    /// does not wait for that.
+    /// Our first ping to it went: it sets up libfabric's connection (over tcp the peer may still
+    /// be accepting ours; `ofi_rxm` connects on the first send, over several of both sides'
+    /// progress calls), so a binding's first message does not wait for that.
     greeted: bool,
     /// The shortest ping interval its channels ask for, and how many there are.
     ping_after: Duration,

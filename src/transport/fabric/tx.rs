@@ -390,8 +390,9 @@ fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &
 }
 
 /// libfabric did not take `o`: with `FI_EAGAIN` it cannot yet (the connection may wait for the
-/// peer's progress to accept it, as rxm connects on the first send, or its socket for the peer
-/// to read), so the peer is called to this WR as well; anything else breaks the link.
+/// peer's progress to accept it, or for the peer to connect to us, or its socket for the peer
+/// to read), so the peer is called to this WR as well; anything else ends the link once the
+/// peer's last messages are in (`Link::last_words`).
 fn sending_failed(code: i32, o: &Outgoing, call_upto: &mut u64) -> Result<(), LinkError> {
     if code != sys::FI_EAGAIN {
         crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));

@@ -1,7 +1,7 @@
 //! Noticing at once that the peer's process died on another host.
 //!
-//! libfabric's reliable-datagram endpoints hide their connections, so a killed peer surfaces
-//! only as a failed transmit, and over `tcp;ofi_rxm` not even that (it reconnects and waits).
+//! libfabric's endpoints surface a killed peer only as a failed transmit or a connection event
+//! read later, and over `tcp;ofi_rxm` not even that (it reconnects and waits).
 //! The kernel knows at once, though: when a process dies, its sockets close, and a listening
 //! socket that closes resets every connection still waiting in its backlog. So each network
 //! endpoint comes with a `Beacon`, a listening socket on the same address that never accepts,
