@@ -42,7 +42,8 @@
 /* The most data a connection request carries (tcp's limit). */
 #define CM_DATA_MAX 256
 /* How long a process that polls may leave a connection request unread: reading the event
- * queue is a system call (tcp polls its listener), too dear for every completion-queue read. */
+ * queue is a system call (tcp polls its listener), too dear for every completion-queue read.
+ * Counted on the coarse clock (`coarse_ns`): at most a read a kernel tick. */
 #define EVENTS_EVERY_NS 200000
 /* A send of up to this many bytes completes as it is posted, as rxm's inject over tcp does:
  * tcp's own endpoints copy out at most 128 bytes, so above that the shim copies the message
@@ -122,7 +123,7 @@ struct conns {
     struct conn *all;    /* indexed by the peer handle */
     size_t n, cap;
     unsigned opening;      /* connections awaited or not yet established */
-    uint64_t events_at_ns; /* when the event queue was last read */
+    uint64_t events_at_ns; /* when the event queue was last read (`coarse_ns`) */
     int epfd;              /* the completion queue's and the event queue's wait fds, or -1 */
     uint8_t me[NAME_MAX_LEN]; /* our address, which our connection requests carry */
     size_t me_len;
@@ -294,11 +295,23 @@ static int open_endpoint(struct umqf_ep *e, size_t eager)
     return rc;
 }
 
-static uint64_t monotonic_ns(void)
+static uint64_t ns_of(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t monotonic_ns(void)
+{
+    return ns_of(CLOCK_MONOTONIC);
+}
+
+/* The clock a poll reads: to the kernel's tick (1-4 ms), 4 ns a read here against 16 for
+ * CLOCK_MONOTONIC, on every completion-queue read. */
+static uint64_t coarse_ns(void)
+{
+    return ns_of(CLOCK_MONOTONIC_COARSE);
 }
 
 /* A new peer slot; its index, or -1 when out of memory. */
@@ -444,9 +457,9 @@ static void connect_late(struct umqf_ep *e, uint64_t now)
 static void conns_events(struct umqf_ep *e)
 {
     struct conns *c = e->conns;
-    c->events_at_ns = monotonic_ns();
+    c->events_at_ns = coarse_ns();
     if (c->opening)
-        connect_late(e, c->events_at_ns);
+        connect_late(e, monotonic_ns());
     for (;;) {
         struct {
             struct fi_eq_cm_entry cm;
@@ -1001,7 +1014,7 @@ int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
     struct fi_cq_data_entry c[16];
     if (max > 16)
         max = 16;
-    if (e->conns && (e->conns->opening || monotonic_ns() - e->conns->events_at_ns >= EVENTS_EVERY_NS))
+    if (e->conns && (e->conns->opening || coarse_ns() - e->conns->events_at_ns >= EVENTS_EVERY_NS))
         conns_events(e);
     ssize_t got = fi_cq_read(e->cq, c, (size_t)max);
     if (got == -FI_EAGAIN)
