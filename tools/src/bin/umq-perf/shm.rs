@@ -197,11 +197,29 @@ pub fn run(kind: Kind, run: &Run) -> Row {
     };
     drop(progress);
     let theirs = stats_from(&recv_frame(&mut peer.from));
-    let mine = api::side_stats(q);
+    let mine = settled_stats(q, &theirs);
     end_with_peer(q, peer);
     Row {
         sides: vec![("client", mine), ("server", theirs)],
         ..row
+    }
+}
+
+/// Our statistics once the window the peer last announced has reached us, or after a second of
+/// polling for it. The peer reposts its receive buffers up to its last poll, so its last window
+/// update can still be on its way when its statistics arrive over the side channel; a report
+/// read before it lands shows the two sides' counters apart though nothing was lost.
+fn settled_stats(q: u64, theirs: &SideStats) -> SideStats {
+    let announced = theirs.fc.total_local_rx_notified;
+    let deadline = Instant::now() + std::time::Duration::from_secs(1);
+    let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
+    loop {
+        let mine = api::side_stats(q);
+        if mine.fc.total_remote_rx_received >= announced || Instant::now() > deadline {
+            return mine;
+        }
+        let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+        repost_received(q, &scratch[..n]);
     }
 }
 
