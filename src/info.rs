@@ -155,6 +155,11 @@ pub fn variables() -> Vec<Variable> {
             "off: network WRITEs and READs always go as messages the target's library checks buffer by buffer (a freed buffer refused), never by libfabric RMA",
         ),
         var(
+            "UMQ_FABRIC_NOTSENT_LOWAT",
+            fabric::NOTSENT_LOWAT_DEFAULT.to_string(),
+            "the unsent bytes a network connection's socket holds at most (TCP_NOTSENT_LOWAT; 0 keeps the kernel's): more waits in the library",
+        ),
+        var(
             "UMQ_PROGRESS_SWEEP_MS",
             "20".to_string(),
             "how often the progress thread takes in what arrived at queues whose application does not call in, while some peer cannot call it (ms)",

@@ -1098,6 +1098,45 @@ mod tests {
             })
             .count();
         assert_eq!(accepted, 1, "connections between the two endpoints");
+        // Both ends of it are ours; each keeps at most 64 KiB unsent (shim.c, NOTSENT_LOWAT).
+        let want = sys::NOTSENT_LOWAT_DEFAULT as libc::c_int;
+        let ends = sockets_to(&listeners);
+        assert_eq!(ends.len(), 2, "the connection's two sockets: {ends:?}");
+        for fd in ends {
+            let mut lowat: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let rc = unsafe {
+                libc::getsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NOTSENT_LOWAT,
+                    &mut lowat as *mut libc::c_int as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            assert_eq!((rc, lowat), (0, want), "socket {fd}");
+        }
+    }
+
+    /// This process's connected TCP sockets with either end on one of `ports`.
+    fn sockets_to(ports: &[u16]) -> Vec<i32> {
+        let port_of = |get: unsafe extern "C" fn(i32, *mut libc::sockaddr, *mut u32) -> i32,
+                       fd: i32| {
+            let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let rc = unsafe { get(fd, &mut a as *mut libc::sockaddr_in as *mut _, &mut len) };
+            (rc == 0 && a.sin_family == libc::AF_INET as u16).then(|| u16::from_be(a.sin_port))
+        };
+        let fds = std::fs::read_dir("/proc/self/fd").unwrap();
+        fds.filter_map(|d| d.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&fd| {
+                let (me, peer) = (
+                    port_of(libc::getsockname, fd),
+                    port_of(libc::getpeername, fd),
+                );
+                peer.is_some() && [me, peer].iter().flatten().any(|p| ports.contains(p))
+            })
+            .collect()
     }
 
     /// The process whose address sorts last awaits the other's connection, and connects itself

@@ -27,8 +27,11 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +53,11 @@
  * into one of its `INJECT_SLOTS` buffers and reaps the completion itself. */
 #define INJECT_BYTES 512
 #define INJECT_SLOTS 256
+/* The unsent bytes past which a connection's socket takes no more (TCP_NOTSENT_LOWAT), unless
+ * `UMQ_FABRIC_NOTSENT_LOWAT` says otherwise (0 keeps the kernel's). Without it the kernel lets
+ * a socket hold megabytes nobody has sent yet; under bbr, which paces a connection by the rate
+ * it measured, that backlog halved libfabric tcp's 64 KiB stream on one host (`conn_tune`). */
+#define NOTSENT_LOWAT 65536
 /* How long the process whose address sorts last waits for the other's connection before it
  * connects itself (`conns_connect`): the peer may not be binding to us at all. */
 #define AWAIT_PEER_NS 2000000
@@ -125,6 +133,7 @@ struct conns {
     unsigned opening;      /* connections awaited or not yet established */
     uint64_t events_at_ns; /* when the event queue was last read (`coarse_ns`) */
     int epfd;              /* the completion queue's and the event queue's wait fds, or -1 */
+    int notsent_lowat;     /* set on each connection's socket as it comes up; 0: not set */
     uint8_t me[NAME_MAX_LEN]; /* our address, which our connection requests carry */
     size_t me_len;
     uint8_t (*injects)[INJECT_BYTES]; /* INJECT_SLOTS buffers of sends copied out */
@@ -439,6 +448,63 @@ static void conn_set(struct conns *c, fid_t fid, enum conn_state state)
         conn_move(c, &c->all[idx], state);
 }
 
+/* Whether socket `fd` connects `me` to `peer` (as getsockname and getpeername give them). */
+static int socket_joins(int fd, const struct sockaddr_storage *me, socklen_t me_len,
+                        const struct sockaddr_storage *peer, socklen_t peer_len)
+{
+    struct sockaddr_storage a, b;
+    socklen_t a_len = sizeof(a), b_len = sizeof(b);
+    struct stat st;
+    return !fstat(fd, &st) && S_ISSOCK(st.st_mode) &&
+           !getsockname(fd, (struct sockaddr *)&a, &a_len) && a_len == me_len &&
+           !memcmp(&a, me, me_len) && !getpeername(fd, (struct sockaddr *)&b, &b_len) &&
+           b_len == peer_len && !memcmp(&b, peer, peer_len);
+}
+
+/* The socket under a connected endpoint, or -1. libfabric does not hand it out, so it is
+ * found among the process's fds by its two addresses, which name one TCP connection. */
+static int socket_of(struct fid_ep *ep)
+{
+    struct sockaddr_storage me, peer;
+    size_t me_len = sizeof(me), peer_len = sizeof(peer);
+    if (fi_getname(&ep->fid, &me, &me_len) || fi_getpeer(ep, &peer, &peer_len))
+        return -1;
+    DIR *fds = opendir("/proc/self/fd");
+    if (!fds)
+        return -1;
+    int found = -1;
+    for (struct dirent *d; found < 0 && (d = readdir(fds));) {
+        int fd = atoi(d->d_name);
+        if (fd != dirfd(fds) && d->d_name[0] != '.' &&
+            socket_joins(fd, &me, (socklen_t)me_len, &peer, (socklen_t)peer_len))
+            found = fd;
+    }
+    closedir(fds);
+    return found;
+}
+
+/* A connection that came up gets our socket options (`NOTSENT_LOWAT`). Best effort: a socket
+ * not found, or an option refused, leaves the connection as the kernel made it. */
+static void conn_tune(struct conns *c, fid_t fid)
+{
+    size_t idx = (uintptr_t)fid->context;
+    if (!c->notsent_lowat || idx >= c->n || !c->all[idx].ep)
+        return;
+    int fd = socket_of(c->all[idx].ep);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &c->notsent_lowat,
+                         sizeof(c->notsent_lowat));
+}
+
+/* `UMQ_FABRIC_NOTSENT_LOWAT`: bytes (0: leave the kernel's), or `NOTSENT_LOWAT`. */
+static int notsent_lowat_wanted(void)
+{
+    const char *v = getenv("UMQ_FABRIC_NOTSENT_LOWAT");
+    char *end;
+    long n = v ? strtol(v, &end, 10) : -1;
+    return v && end != v && *end == '\0' && n >= 0 && n <= (1L << 30) ? (int)n : NOTSENT_LOWAT;
+}
+
 static int conn_start(struct umqf_ep *e, long idx);
 
 /* Connects to the peers awaited for longer than `AWAIT_PEER_NS`: they may not bind to us. */
@@ -482,6 +548,7 @@ static void conns_events(struct umqf_ep *e)
             F.freeinfo(entry.cm.info);
         } else if (event == FI_CONNECTED) {
             conn_set(c, entry.cm.fid, CONN_UP);
+            conn_tune(c, entry.cm.fid);
         } else if (event == FI_SHUTDOWN) {
             conn_set(c, entry.cm.fid, CONN_DOWN);
         }
@@ -597,6 +664,7 @@ static int conns_open(struct umqf_ep *e, int wakeable, char *why, size_t n)
     if (!c)
         return -FI_ENOMEM;
     c->epfd = -1;
+    c->notsent_lowat = notsent_lowat_wanted();
     e->conns = c;
     c->injects = malloc(sizeof(*c->injects) * INJECT_SLOTS);
     if (!c->injects)

@@ -104,6 +104,10 @@ unsafe extern "C" {
 /// `UMQ_FABRIC_PROVIDER` naming UCX rather than a libfabric provider.
 pub const UCX_ENGINE: &str = "ucx";
 
+/// The unsent bytes a connection's socket keeps at most unless `UMQ_FABRIC_NOTSENT_LOWAT` says
+/// otherwise: `shim.c`'s `NOTSENT_LOWAT`, which sets it (and says why).
+pub const NOTSENT_LOWAT_DEFAULT: u32 = 65536;
+
 /// The first bytes of a UCX engine's address (`ucx.c`): a libfabric endpoint refuses it.
 const UCX_MAGIC: &[u8] = b"UCX1";
 /// The first bytes of the address of a libfabric endpoint of connections (`shim.c`, `struct
