@@ -434,7 +434,7 @@ mod tests {
                 let p = e.path();
                 if p.is_dir() && !p.ends_with("bin") {
                     walk(&p, out);
-                } else if p.extension().is_some_and(|x| x == "rs") {
+                } else if p.extension().is_some_and(|x| x == "rs" || x == "c") {
                     out.push((p.clone(), std::fs::read_to_string(&p).unwrap()));
                 }
             }
@@ -459,7 +459,8 @@ mod tests {
         let shipped =
             |p: &std::path::Path| !p.ends_with("info.rs") && !p.starts_with(fuzzing_dir());
         for (path, text) in sources().into_iter().filter(|(p, _)| shipped(p)) {
-            // `std::env::var("UMQ_...")` and `millis_from_env("UMQ_...", ...)`.
+            // `std::env::var("UMQ_...")`, `millis_from_env("UMQ_...", ...)` and C's
+            // `getenv("UMQ_...")`.
             for (at, _) in text.match_indices("(\"UMQ_") {
                 if !text[at.saturating_sub(12)..at].contains("env") {
                     continue;
