@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 # Each stage says how long the command has run so far, so a slow stage shows in the log.
 stage() { echo "== $1 [${SECONDS} s in]"; }
+# A Python test that hangs ends its run; python/tests/conftest.py leaves the test's name and its
+# threads' tracebacks here (pytest keeps what it captured to itself), and they are shown on exit.
+export UMQ_TEST_HANG_LOG="$root/target/pytest-hang.txt"
+rm -f "$UMQ_TEST_HANG_LOG"
+show_hang() { if [ -s "$UMQ_TEST_HANG_LOG" ]; then echo "== a Python test hung:"; cat "$UMQ_TEST_HANG_LOG"; fi; }
+trap show_hang EXIT
 
 # libfabric (headers and library) before the first build: the network provider's C shim is
 # compiled against its headers, and a C test runs libfabric's own inline fi_tx_size_left on our

@@ -1,9 +1,11 @@
 """Shared fixtures. Each test gets its own umq_init / umq_uninit (the library allows re-init after
 uninit), so a failing test cannot leak state into the next one."""
 
+import atexit
 import contextlib
 import faulthandler
 import os
+import tempfile
 
 import pytest
 
@@ -14,13 +16,28 @@ OURS = umq.lib().has_extensions()
 # traceback instead of stalling it: the watchdog is faulthandler's own thread, so a spin inside
 # C code cannot hold it off.
 TEST_TIMEOUT_S = int(os.environ.get("UMQ_TEST_TIMEOUT_S", "120"))
+# Where the tracebacks go, after the hung test's name: pytest has fd 2 captured, and a run that
+# ends there never shows what it captured. scripts/test-all.sh prints this file when it fails.
+HANG_LOG = os.environ.get("UMQ_TEST_HANG_LOG") or os.path.join(
+    tempfile.gettempdir(), f"umq-test-hang-{os.getpid()}.txt")
+_hang_log = None
 
 
 @pytest.fixture(autouse=True)
-def _timeout():
-    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True)
+def _timeout(request):
+    global _hang_log
+    if _hang_log is None:
+        _hang_log = open(HANG_LOG, "w")
+        atexit.register(os.unlink, HANG_LOG)  # a run that hangs ends in os._exit, keeping it
+    _hang_log.seek(0)
+    _hang_log.truncate()
+    _hang_log.write(f"{request.node.nodeid} ran longer than {TEST_TIMEOUT_S} s; its threads:\n")
+    _hang_log.flush()
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_hang_log)
     yield
     faulthandler.cancel_dump_traceback_later()
+    _hang_log.seek(0)
+    _hang_log.truncate()
 
 
 def expected_transport():
