@@ -181,12 +181,30 @@ impl AsyncEvents {
         trans_mode: umq_trans_mode_t,
         code: i32,
     ) {
+        self.raise_if(event_type, umqh, trans_mode, code, || true);
+    }
+
+    /// Raises the event when `change` (run under the events' lock) says so. A state change made
+    /// in `change` and its event are then seen together: whoever saw the new state and then
+    /// reads the events finds this one (the read waits for the lock), and whoever read the
+    /// event sees the state. Returns what `change` said.
+    pub fn raise_if(
+        &self,
+        event_type: umq_async_event_type_t,
+        umqh: u64,
+        trans_mode: umq_trans_mode_t,
+        code: i32,
+        change: impl FnOnce() -> bool,
+    ) -> bool {
         let mut ev: umq_async_event_t = unsafe { std::mem::zeroed() };
         ev.trans_info.trans_mode = trans_mode;
         ev.element.umqh = umqh;
         ev.event_type = event_type;
         ev.original_code = code;
         let mut p = self.lock();
+        if !change() {
+            return false;
+        }
         if p.events.len() == PENDING_MAX {
             // The count of pending events, and so the fd's counter, stays as it is.
             p.events.pop_front();
@@ -201,6 +219,7 @@ impl AsyncEvents {
             self.fd.signal();
         }
         p.events.push_back(ev);
+        true
     }
 
     pub fn next(&self) -> Option<umq_async_event_t> {

@@ -481,7 +481,16 @@ impl Queue {
     }
 
     fn set_error_at(&self, level: u32, why: &str) {
-        if self.state.swap(QUEUE_STATE_ERR, Ordering::AcqRel) != QUEUE_STATE_ERR {
+        // The state and its event change together: an application that sees ERR and then
+        // reads its events finds this one.
+        let entered = self.rt.events.raise_if(
+            UMQ_EVENT_QH_ERR,
+            self.handle,
+            self.cfg.trans_mode,
+            0,
+            || self.state.swap(QUEUE_STATE_ERR, Ordering::AcqRel) != QUEUE_STATE_ERR,
+        );
+        if entered {
             crate::log_at!(
                 level,
                 "umq",
@@ -489,9 +498,6 @@ impl Queue {
                 self.handle,
                 self.cfg.name
             );
-            self.rt
-                .events
-                .raise(UMQ_EVENT_QH_ERR, self.handle, self.cfg.trans_mode, 0);
         }
     }
 }
