@@ -295,8 +295,13 @@ impl Queue {
         // Credit the dead peer held goes back to a shared pool's other members now, not at
         // the application's unbind.
         self.credit_unbind(&mut w, 0);
+        // Under the wire lock, which a post holds while it checks the state: a send posted
+        // once the flush above ran is refused, where it would wait forever after it.
+        let entered = self.enter_error();
         drop(w);
-        self.set_error(why);
+        if entered {
+            self.log_error(UMQ_LOG_LEVEL_ERR, why);
+        }
         self.notify(true, true);
     }
 

@@ -481,23 +481,31 @@ impl Queue {
     }
 
     fn set_error_at(&self, level: u32, why: &str) {
-        // The state and its event change together: an application that sees ERR and then
-        // reads its events finds this one.
-        let entered = self.rt.events.raise_if(
+        if self.enter_error() {
+            self.log_error(level, why);
+        }
+    }
+
+    /// Moves the queue to `QUEUE_STATE_ERR` with its event, and says whether it was not there
+    /// yet (the caller then logs why, outside any lock of the queue's). The state and the event
+    /// change together: an application that sees ERR and then reads its events finds this one.
+    fn enter_error(&self) -> bool {
+        self.rt.events.raise_if(
             UMQ_EVENT_QH_ERR,
             self.handle,
             self.cfg.trans_mode,
             0,
             || self.state.swap(QUEUE_STATE_ERR, Ordering::AcqRel) != QUEUE_STATE_ERR,
+        )
+    }
+
+    fn log_error(&self, level: u32, why: &str) {
+        crate::log_at!(
+            level,
+            "umq",
+            "queue {:#x} '{}' entered the error state: {why}",
+            self.handle,
+            self.cfg.name
         );
-        if entered {
-            crate::log_at!(
-                level,
-                "umq",
-                "queue {:#x} '{}' entered the error state: {why}",
-                self.handle,
-                self.cfg.name
-            );
-        }
     }
 }
