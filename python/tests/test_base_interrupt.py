@@ -114,6 +114,52 @@ def test_interrupt_wait_timeout_then_event(ctx):
     assert [c.data for c in b.poll(RX)] == [b"wake"]
 
 
+def test_megabyte_messages_flow_between_two_sleeping_sides(ctx):
+    """Both sides sleep in umq_wait_interrupt: a sender for its sends' completions, a receiver
+    for its messages. Every 1 MiB message arrives whole and in order. Over the network a
+    message is longer than the 64 KiB a connection's socket keeps unsent, so its rest goes out
+    only as the kernel drains the socket: the sleeping sender's wait fd must bring it back to
+    write it."""
+    import threading
+    count, size, window = 48, 1 << 20, 4
+    a, b = ctx.pair(depth=8, mode=umq.UMQ_MODE_INTERRUPT)
+    assert b.post_recv(window, size=size) == window
+    got = []
+
+    def sleep_until(q, direction):
+        done = q.poll(direction)
+        if not done:
+            q.rearm(direction)
+            done = q.poll(direction)
+        if not done:
+            n = q.wait(5000, direction)
+            assert n > 0, f"no wake-up within 5 s ({len(got)} received)"
+            q.ack(n, direction)
+        return done
+
+    def receive():
+        while len(got) < count:
+            done = sleep_until(b, RX)
+            got.extend(c.data for c in done)
+            if done:
+                assert b.post_recv(len(done), size=size) == len(done)
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    sent = in_flight = 0
+    while sent < count or in_flight:
+        if sent < count and in_flight < window:
+            taken = a.send([bytes([sent]) * size])
+            sent, in_flight = sent + taken, in_flight + taken
+            if taken:
+                continue
+        in_flight -= len(sleep_until(a, TX))
+    receiver.join(30)
+    assert not receiver.is_alive()
+    assert [len(m) for m in got] == [size] * count
+    assert [(m[0], m[-1]) for m in got] == [(i, i) for i in range(count)]
+
+
 def test_interrupt_options_need_a_direction(ctx):
     a, _ = ctx.pair(depth=8, mode=umq.UMQ_MODE_INTERRUPT)
     lib = umq.lib()
