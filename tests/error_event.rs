@@ -20,10 +20,11 @@ unsafe extern "C" fn slow_log(_level: i32, _msg: *mut std::os::raw::c_char) {
     std::thread::sleep(Duration::from_millis(2));
 }
 
-fn log_slowly_from(level: umq_log_level_t) {
+/// Logs through `func` (None: stderr, the library's own) from `level` on.
+fn log_to(func: umq_log_func_t, level: umq_log_level_t) {
     let mut cfg = umq_log_config_t {
         log_flag: UMQ_LOG_FLAG_FUNC | UMQ_LOG_FLAG_LEVEL,
-        func: Some(slow_log),
+        func,
         level,
         ..Default::default()
     };
@@ -33,7 +34,7 @@ fn log_slowly_from(level: umq_log_level_t) {
 #[test]
 fn a_queue_seen_in_error_has_its_event_raised() {
     init_flow_control(16, 4, false);
-    log_slowly_from(UMQ_LOG_LEVEL_INFO);
+    log_to(Some(slow_log), UMQ_LOG_LEVEL_INFO);
     for run in 0..RUNS {
         let (a, b) = (create("error-a", 64), create("error-b", 64));
         bind_pair(a, b);
@@ -62,6 +63,6 @@ fn a_queue_seen_in_error_has_its_event_raised() {
         assert_eq!(umq_destroy(b), 0);
         drain_async_events();
     }
-    log_slowly_from(UMQ_LOG_LEVEL_WARN);
+    log_to(None, UMQ_LOG_LEVEL_WARN);
     umq_uninit();
 }
