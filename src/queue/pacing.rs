@@ -28,6 +28,7 @@ use crate::abi::types::umq_buf_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Departed, Grant, Left, Pacer, PacingError};
 use crate::os::clock_ns;
+use crate::transport::link::Backlog;
 use crate::transport::wire::{Paced, Wire};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -112,14 +113,19 @@ impl Engine {
     /// Tells the machine what queue `index` did with its grant, and when the packet before
     /// this grant's left: its packets have just left (over loopback, landed), at the clock's
     /// tick now. However long a packet took to leave after its grant (the engine kept off the
-    /// CPU in between), no three leave within a packet time.
-    fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left) {
+    /// CPU in between), no three leave within a packet time. `held` says the packet before
+    /// waited in the kernel's hands until lately (`Backlog::LeftSince`): it counts as leaving
+    /// now, beside this grant's.
+    fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left, held: bool) {
         let now = self.machine.tick_at(clock_ns());
         let departed = match self.slots.get_mut(index as usize) {
-            Some(s) if packets > 0 => Some(Departed {
-                before: std::mem::replace(&mut s.departed, now),
-                now,
-            }),
+            Some(s) if packets > 0 => {
+                let before = std::mem::replace(&mut s.departed, now);
+                Some(Departed {
+                    before: if held { now } else { before },
+                    now,
+                })
+            }
             _ => None,
         };
         self.machine
@@ -372,8 +378,8 @@ fn serve(grants: &mut Vec<(Grant, u64)>) {
         let Some(q) = super::table::get(handle).filter(|q| q.index == g.queue) else {
             continue;
         };
-        let (used, bytes, left) = q.use_grant(g.packets);
-        engine().complete(g.queue, used, bytes, left);
+        let (used, bytes, left, held) = q.use_grant(g.packets);
+        engine().complete(g.queue, used, bytes, left, held);
     }
 }
 
@@ -396,19 +402,34 @@ impl Queue {
             // No longer limited (the rate was just lifted): whatever is held goes.
             return;
         }
-        let (used, bytes, left) = self.use_grant(packets);
-        engine().complete(self.index, used, bytes, left);
+        let (used, bytes, left, held) = self.use_grant(packets);
+        engine().complete(self.index, used, bytes, left, held);
     }
 
     /// Releases the held WRs a grant of `packets` covers into the send queue and sends them;
-    /// returns the packets used, the bytes of the WRs released and what is left.
-    fn use_grant(&self, packets: u32) -> (u32, u64, Left) {
+    /// returns the packets used, the bytes of the WRs released, what is left, and whether the
+    /// queue's previous packet waited in the kernel's hands until lately. While it still waits
+    /// there, nothing is released: a packet handed over now would leave together with it
+    /// (`Backlog`), so the grant goes unused and the machine files the queue again a catch-up
+    /// gap later, behind its schedule, to make the time up once the kernel sends.
+    fn use_grant(&self, packets: u32) -> (u32, u64, Left, bool) {
         let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
-        let (used, bytes, _, left) = release(&mut lock(&self.wire), packets, pmtu);
+        let (used, bytes, left, backlog) = {
+            let mut w = lock(&self.wire);
+            let backlog = w
+                .link
+                .as_deref_mut()
+                .map_or(Backlog::Clear, |l| l.packet_backlog());
+            if backlog == Backlog::Held {
+                return (0, 0, Left::More, false);
+            }
+            let (used, bytes, _, left) = release(&mut w, packets, pmtu);
+            (used, bytes, left, backlog)
+        };
         if used > 0 {
             self.transmit();
         }
-        (used, bytes, left)
+        (used, bytes, left, backlog == Backlog::LeftSince)
     }
 
     /// Sends what the send queue holds: the binding's full round (not a post's: the

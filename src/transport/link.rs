@@ -478,6 +478,16 @@ impl Link {
         }
     }
 
+    /// Whether a rate-limited queue's newest packet has left this host. Shared memory puts a
+    /// packet in the peer's ring as it is granted; the network's kernel may hold it (see
+    /// `fabric::tx::NewestPacket`).
+    pub fn packet_backlog(&mut self) -> Backlog {
+        match self {
+            Link::Shm(_) => Backlog::Clear,
+            Link::Fabric(l) => l.packet_backlog(),
+        }
+    }
+
     /// After `leave` and the flush: our endpoint made ready for a next binding. False when
     /// that was only partly possible (the provider logs nothing; the caller says so).
     pub fn ready_for_next(&self) -> bool {
@@ -486,6 +496,18 @@ impl Link {
             Link::Fabric(_) => true,
         }
     }
+}
+
+/// Whether a rate-limited queue's newest packet has left this host, or waits in the kernel's
+/// hands (`Link::packet_backlog`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backlog {
+    /// It left (or the provider cannot tell, or sends packets only as they leave).
+    Clear,
+    /// It left after a look that found it held: just now, as far as the pacer knows.
+    LeftSince,
+    /// It waits: a packet handed over now would leave with it, together.
+    Held,
 }
 
 /// What arming a binding's wake-up fd found.

@@ -251,6 +251,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         rma_rung: 0,
         rma_calls: Default::default(),
         msg_upto: 0,
+        newest_packet: Default::default(),
     }
 }
 

@@ -25,7 +25,7 @@ mod tx;
 pub mod watch;
 
 use super::LinkError;
-use super::link::Arm;
+use super::link::{Arm, Backlog};
 use super::progress::Wakeup;
 use super::target;
 use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
@@ -258,6 +258,8 @@ struct Tx {
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
+    /// A rate-limited queue's newest packet, until the kernel sent it.
+    newest_packet: tx::NewestPacket,
 }
 
 impl Tx {
@@ -398,6 +400,7 @@ impl Link {
                 rma_rung: 0,
                 rma_calls: Default::default(),
                 msg_upto: 0,
+                newest_packet: Default::default(),
             },
             peer_area: Area::default(),
             peer_landing,
@@ -619,6 +622,12 @@ impl Link {
     /// Arms what wakes the queue (the node's completion queue, and its bell for what another
     /// binding's round took for us); `Pending` when something waits for this binding or the
     /// provider's progress must run first.
+    /// Whether a rate-limited queue's newest packet has left this host (`tx::NewestPacket`).
+    pub fn packet_backlog(&mut self) -> Backlog {
+        let at = self.ch.node.lock().ep.stream_at(self.peer_addr);
+        self.tx.newest_packet.look(at)
+    }
+
     pub fn arm_wakeup(&self) -> Arm {
         let mut n = self.ch.node.lock();
         match n.arm(self.ch.id) {
@@ -1116,6 +1125,111 @@ mod tests {
             };
             assert_eq!((rc, lowat), (0, want), "socket {fd}");
         }
+    }
+
+    /// A connection's stream counters (`Endpoint::stream_at`) show what the kernel holds: once
+    /// the receiver stops reading, a packet handed over stays in the sender's socket, and a
+    /// rate-limited queue's newest packet counts as held (`tx::NewestPacket`); once it reads
+    /// again, the packet leaves and counts as having left since the last look, then as clear.
+    #[test]
+    fn the_newest_packet_is_held_while_the_receiver_reads_nothing() {
+        let open =
+            || sys::Endpoint::open("tcp", Some("127.0.0.1"), 64, false, 4096).expect("endpoint");
+        let (a, b) = (open(), open());
+        let (to_b, _) = (a.connect(b.name()).unwrap(), b.connect(a.name()).unwrap());
+        let mut cqes = [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16];
+        const RX: usize = 64;
+        let mut into_b = b.buffers(RX * 4096).unwrap();
+        for i in 0..RX {
+            b.post_recv(&mut into_b, i * 4096, 4096, i).unwrap();
+        }
+        let bufs = a.buffers(4096).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Up: a first message crosses while both read.
+        let (mut sent, mut taken) = (false, Vec::new());
+        while taken.is_empty() {
+            assert!(Instant::now() < deadline, "connected within 10 s");
+            sent = sent || a.inject(&[1u8; 64], to_b).is_ok();
+            a.poll(&mut cqes).unwrap();
+            taken.extend(b.poll(&mut cqes).unwrap().iter().map(|c| c.ctx as usize));
+        }
+        for i in taken {
+            b.post_recv(&mut into_b, i * 4096, 4096, i).unwrap();
+        }
+        let at = a
+            .stream_at(to_b)
+            .expect("tcp's connections count their streams");
+        assert!(at.sent >= 64 && at.handed == at.sent, "{at:?}");
+        // b reads nothing now: its window closes, and a's sends wait in a's socket.
+        // (A send libfabric queues is written to the socket later: the mark is taken after
+        // each send and watched until the kernel holds it.)
+        let (mut newest, mut mark) = (tx::NewestPacket::default(), 0);
+        loop {
+            assert!(Instant::now() < deadline, "a socket held data within 10 s");
+            if a.send(&bufs, 0, 4096, to_b, 1).is_ok() {
+                let at = a.stream_at(to_b);
+                newest.handed(at);
+                mark = at.unwrap().handed;
+            }
+            a.poll(&mut cqes).unwrap();
+            // Held for a moment (the congestion window) or for good (b's window closed).
+            let held = || a.stream_at(to_b).unwrap().sent < mark;
+            if held() {
+                std::thread::sleep(Duration::from_millis(20));
+                if held() {
+                    break;
+                }
+            }
+        }
+        assert_eq!(newest.look(a.stream_at(to_b)), Backlog::Held);
+        assert_eq!(newest.look(a.stream_at(to_b)), Backlog::Held, "still");
+        // b reads again (reposting each buffer): the window opens and the packet leaves.
+        let left = loop {
+            assert!(
+                Instant::now() < deadline,
+                "the held packet left within 10 s"
+            );
+            let got: Vec<usize> = b
+                .poll(&mut cqes)
+                .unwrap()
+                .iter()
+                .map(|c| c.ctx as usize)
+                .collect();
+            for i in got {
+                b.post_recv(&mut into_b, i * 4096, 4096, i).unwrap();
+            }
+            a.poll(&mut cqes).unwrap();
+            match newest.look(a.stream_at(to_b)) {
+                Backlog::Held => continue,
+                other => break other,
+            }
+        };
+        assert_eq!(left, Backlog::LeftSince);
+        assert_eq!(
+            newest.look(a.stream_at(to_b)),
+            Backlog::Clear,
+            "nothing newer went"
+        );
+    }
+
+    /// What `NewestPacket` makes of counters that cannot say (no socket) or that belong to
+    /// another connection (ours was replaced: fewer bytes handed than the mark).
+    #[test]
+    fn a_newest_packet_without_its_connection_counts_as_left() {
+        let at = |handed, sent| Some(sys::StreamAt { handed, sent });
+        let mut newest = tx::NewestPacket::default();
+        assert_eq!(newest.look(at(10, 5)), Backlog::Clear, "none handed yet");
+        newest.handed(at(9000, 4000));
+        assert_eq!(newest.look(at(9000, 8999)), Backlog::Held);
+        assert_eq!(
+            newest.look(at(100, 50)),
+            Backlog::LeftSince,
+            "another connection's"
+        );
+        newest.handed(at(9000, 4000));
+        assert_eq!(newest.look(None), Backlog::Clear, "no counters");
+        newest.handed(None);
+        assert_eq!(newest.look(at(9000, 0)), Backlog::Clear, "none to wait for");
     }
 
     /// This process's connected TCP sockets with either end on one of `ports`.

@@ -29,7 +29,9 @@
 #include <rdma/fi_rma.h>
 #include <dirent.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+/* The kernel's tcp.h, not the C library's: its struct tcp_info has the stream counters
+ * (`umqf_stream_at`). */
+#include <linux/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -118,6 +120,7 @@ struct conn {
     uint8_t name[NAME_MAX_LEN]; /* its listening address, as connect named it or it told us */
     size_t name_len;
     uint64_t awaiting_since_ns;
+    int fd; /* its socket once up (`socket_of`), or -1 */
 };
 
 /* Over a provider whose reliable transport is connections (tcp), the endpoint is made of
@@ -333,7 +336,7 @@ static long conn_add(struct conns *c)
         c->all = all;
         c->cap = cap;
     }
-    c->all[c->n] = (struct conn){.state = CONN_DOWN};
+    c->all[c->n] = (struct conn){.state = CONN_DOWN, .fd = -1};
     return (long)c->n++;
 }
 
@@ -383,6 +386,8 @@ static void conn_move(struct conns *c, struct conn *k, enum conn_state state)
         c->opening++;
     if (was && !is)
         c->opening--;
+    if (state != CONN_UP)
+        k->fd = -1; /* the socket goes with the endpoint */
     k->state = state;
 }
 
@@ -507,16 +512,18 @@ static int socket_of(struct fid_ep *ep)
     return found;
 }
 
-/* A connection that came up gets our socket options (`NOTSENT_LOWAT`). Best effort: a socket
- * not found, or an option refused, leaves the connection as the kernel made it. */
+/* A connection that came up: its socket is found, and gets our options (`NOTSENT_LOWAT`). Best
+ * effort: a socket not found, or an option refused, leaves the connection as the kernel made
+ * it (and its stream's counters unknown, `umqf_stream_at`). */
 static void conn_tune(struct conns *c, fid_t fid)
 {
     size_t idx = (uintptr_t)fid->context;
-    if (!c->notsent_lowat || idx >= c->n || !c->all[idx].ep)
+    if (idx >= c->n || !c->all[idx].ep || c->all[idx].state != CONN_UP)
         return;
-    int fd = socket_of(c->all[idx].ep);
-    if (fd >= 0)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &c->notsent_lowat,
+    struct conn *k = &c->all[idx];
+    k->fd = socket_of(k->ep);
+    if (k->fd >= 0 && c->notsent_lowat)
+        (void)setsockopt(k->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &c->notsent_lowat,
                          sizeof(c->notsent_lowat));
 }
 
@@ -1099,6 +1106,26 @@ int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64
     return (int)fi_send(ep, buf, len, desc, peer, ctx);
 }
 
+/* How far the stream of the connection to `peer` has got, as its socket counts it: in *handed
+ * the bytes given to the kernel, in *sent those it has put on the wire (retransmissions
+ * aside). 0, or -FI_ENOSYS where that is not known: no connections (rxm), the connection not
+ * up, or its socket not found. */
+int umqf_stream_at(struct umqf_ep *e, uint64_t peer, uint64_t *handed, uint64_t *sent)
+{
+    if (!e->conns || peer >= e->conns->n)
+        return -FI_ENOSYS;
+    const struct conn *k = &e->conns->all[peer];
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+    if (k->state != CONN_UP || k->fd < 0 ||
+        getsockopt(k->fd, IPPROTO_TCP, TCP_INFO, &info, &len) ||
+        len < offsetof(struct tcp_info, tcpi_bytes_retrans) + sizeof(info.tcpi_bytes_retrans))
+        return -FI_ENOSYS; /* a kernel older than 4.19 has no byte counters */
+    *sent = info.tcpi_bytes_sent - info.tcpi_bytes_retrans;
+    *handed = *sent + info.tcpi_notsent_bytes;
+    return 0;
+}
+
 /* Up to `max` completions into `out`: their count, 0 when none, or a negative FI_E* code. An
  * error completion comes back as an entry with `err` set. */
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
@@ -1192,6 +1219,7 @@ int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (vo
 int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -38; }
 int umqf_send(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -38; }
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -38; }
+int umqf_stream_at(struct umqf_ep *e, uint64_t p, uint64_t *h, uint64_t *s) { (void)e, (void)p, (void)h, (void)s; return -38; }
 const char *umqf_strerror(int code) { (void)code; return "libfabric not available"; }
 
 #endif

@@ -86,6 +86,8 @@ engine_calls! {
     send: umqf_send, umqu_send(e: *mut RawEp, buf: *const c_void, len: usize,
         desc: *mut c_void, peer: u64, ctx: *mut c_void) -> c_int;
     poll: umqf_poll, umqu_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
+    stream_at: umqf_stream_at, umqu_stream_at(e: *mut RawEp, peer: u64, handed: *mut u64,
+        sent: *mut u64) -> c_int;
 }
 
 unsafe extern "C" {
@@ -755,4 +757,24 @@ impl Endpoint {
             rc => Err(-rc),
         }
     }
+
+    /// How far the stream of our connection to `peer` has got: the bytes handed to its socket
+    /// and those the kernel has put on the wire. None where the engine cannot tell (UCX, rxm,
+    /// a socket not found).
+    pub fn stream_at(&self, peer: u64) -> Option<StreamAt> {
+        let (mut handed, mut sent) = (0, 0);
+        match unsafe { (self.ops.stream_at)(self.raw.as_ptr(), peer, &mut handed, &mut sent) } {
+            0 => Some(StreamAt { handed, sent }),
+            _ => None,
+        }
+    }
+}
+
+/// A connection's byte stream as its socket counts it (`Endpoint::stream_at`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamAt {
+    /// Bytes given to the kernel.
+    pub handed: u64,
+    /// Bytes the kernel has sent (retransmissions aside): those behind it wait in the socket.
+    pub sent: u64,
 }

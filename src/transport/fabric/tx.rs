@@ -35,6 +35,48 @@ pub(super) struct Outgoing {
     pub(super) fragment: usize,
 }
 
+/// Where a rate-limited queue's newest packet stands in its connection's byte stream, until the
+/// kernel has sent it: the pacer grants no more packets while it waits in the socket
+/// (`Link::packet_backlog`). The kernel holds data when the connection may not send (its
+/// congestion window full while the receiver's acknowledgments are late): what was handed to
+/// it in the meantime would leave together when they come, in one burst of TCP frames.
+#[derive(Default)]
+pub(super) struct NewestPacket {
+    /// The stream's bytes handed to the kernel once that packet was: it is sent once the
+    /// kernel has sent as many. None: none is waited for, or the stream cannot be watched.
+    end: Option<u64>,
+    /// A look found it still held.
+    seen_held: bool,
+}
+
+impl NewestPacket {
+    /// Packets went: the newest ends where the stream now is (`at`, none when unknown).
+    pub(super) fn handed(&mut self, at: Option<sys::StreamAt>) {
+        self.end = at.map(|s| s.handed);
+    }
+
+    /// Whether the packet has left, by the stream's counters now (`at`).
+    pub(super) fn look(&mut self, at: Option<sys::StreamAt>) -> Backlog {
+        let Some(end) = self.end else {
+            return Backlog::Clear;
+        };
+        match at {
+            // `handed` below the mark: another connection's counters (ours was replaced).
+            Some(s) if s.sent < end && s.handed >= end => {
+                self.seen_held = true;
+                Backlog::Held
+            }
+            _ => {
+                self.end = None;
+                match std::mem::take(&mut self.seen_held) {
+                    true => Backlog::LeftSince,
+                    false => Backlog::Clear,
+                }
+            }
+        }
+    }
+}
+
 pub(super) enum Body {
     None,
     /// The payload of our WR, read from its buffers as it goes.
@@ -287,6 +329,9 @@ impl Link {
             ..Default::default()
         };
         let flushed = self.flush_gated(n, gate, paused, &mut tally);
+        if tally.packets > 0 {
+            self.tx.newest_packet.handed(n.ep.stream_at(self.peer_addr));
+        }
         if let Some(w) = w {
             w.paced_packets += tally.packets;
             w.departures = tally.departures;

@@ -1135,3 +1135,11 @@ int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, v
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
 
 #endif
+
+/* UCP's connections are its own: how far their streams have got is not known here (a paced
+ * queue's packets then go to UCP as granted, `umqf_stream_at`). */
+int umqu_stream_at(struct umqu_ep *e, uint64_t peer, uint64_t *handed, uint64_t *sent)
+{
+    (void)e, (void)peer, (void)handed, (void)sent;
+    return -ENOSYS;
+}
