@@ -21,6 +21,7 @@ import umq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP, CLIENT_IP = "10.231.9.1", "10.231.9.2"
+SERVER_IP6, CLIENT_IP6 = "fd00:231:9::1", "fd00:231:9::2"
 LIVENESS_MS = 1000
 
 ROLE = r"""
@@ -31,7 +32,8 @@ fc = umq.FlowControl(initial_window=16, notify_interval=8)
 with umq.Umq(flow_control=fc, ip=ip) as ctx:
     q = ctx.queue(role, depth=64)
     if role == "server":
-        lsock = socket.create_server((ip, port))
+        lsock = socket.create_server((ip, port),
+                                     family=socket.AF_INET6 if ":" in ip else socket.AF_INET)
         sock, _ = lsock.accept()
     else:
         for _ in range(200):
@@ -55,7 +57,10 @@ with umq.Umq(flow_control=fc, ip=ip) as ctx:
                 last = time.monotonic() if sent else last
                 q.poll(umq.UMQ_IO_TX)
                 if moved >= 2000 and not told:
-                    print("streaming", flush=True)
+                    # Established TCP connections of this namespace, by family.
+                    up = [sum(l.split()[3] == "01" for l in open(f).readlines()[1:])
+                          for f in ("/proc/net/tcp", "/proc/net/tcp6")]
+                    print("streaming", *up, flush=True)
                     told = True
             else:
                 got = q.poll(umq.UMQ_IO_RX)
@@ -93,15 +98,18 @@ class Hosts:
         ip("netns", "add", self.srv)
         ip("netns", "add", self.cli)
         ip("link", "add", self.vs, "type", "veth", "peer", "name", self.vc)
-        for ns, dev, addr in ((self.srv, self.vs, SERVER_IP), (self.cli, self.vc, CLIENT_IP)):
+        for ns, dev, addr, addr6 in ((self.srv, self.vs, SERVER_IP, SERVER_IP6),
+                                     (self.cli, self.vc, CLIENT_IP, CLIENT_IP6)):
             ip("link", "set", dev, "netns", ns)
             ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+            ip("-n", ns, "addr", "add", f"{addr6}/64", "dev", dev, "nodad")
             ip("-n", ns, "link", "set", dev, "up")
             ip("-n", ns, "link", "set", "lo", "up")
 
-    def start(self, role, env):
-        ns, mine, peer = ((self.srv, SERVER_IP, CLIENT_IP) if role == "server"
-                          else (self.cli, CLIENT_IP, SERVER_IP))
+    def start(self, role, env, v6=False):
+        server, client = (SERVER_IP6, CLIENT_IP6) if v6 else (SERVER_IP, CLIENT_IP)
+        ns, mine, peer = ((self.srv, server, client) if role == "server"
+                          else (self.cli, client, server))
         cmd = [sys.executable, "-c", ROLE, role, mine, peer, "7431"]
         if role == "server":
             fake = os.path.join(self.tmp, "boot_id")
@@ -144,10 +152,14 @@ def env(liveness_ms):
                 PYTHONPATH=os.path.join(HERE, ".."), UMQ_LOG_LEVEL="crit")
 
 
-def streaming(hosts, liveness_ms):
-    server = hosts.start("server", env(liveness_ms))
-    client = hosts.start("client", env(liveness_ms))
-    assert client.stdout.readline().strip() == "streaming"
+def streaming(hosts, liveness_ms, v6=False):
+    server = hosts.start("server", env(liveness_ms), v6)
+    client = hosts.start("client", env(liveness_ms), v6)
+    said = client.stdout.readline().split()
+    assert said[0] == "streaming", said
+    # The side channel and libfabric's connection (with the death watch's) all in one family.
+    v4, v6s = int(said[1]), int(said[2])
+    assert (v4, v6s > 0) == (0, True) if v6 else (v6s, v4 > 0) == (0, True), said
     return server, client
 
 
@@ -168,10 +180,12 @@ def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout(hosts):
 
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
-@pytest.mark.parametrize("victim", ["server", "client"])
-def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim):
+@pytest.mark.parametrize("victim,v6", [("server", False), ("client", False), ("server", True)])
+def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim, v6):
+    """Also over IPv6 (the queues' addresses given as IPv6 text): the stream runs over
+    libfabric on the IPv6 addresses, and the death watch reaches the peer's IPv6 address."""
     # A long liveness timeout: only the closed connection can explain a quick error.
-    server, client = streaming(hosts, 60000)
+    server, client = streaming(hosts, 60000, v6)
     killed, survivor = (server, client) if victim == "server" else (client, server)
     killed.kill()
     at = time.monotonic()

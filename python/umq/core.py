@@ -43,9 +43,14 @@ class FlowControl:
     min_reserved_credit: int = 0
 
 
-def _fill_ipv4(dev_info, ip):
-    dev_info.assign_mode = K.UMQ_DEV_ASSIGN_MODE_IPV4
-    dev_info.ipv4.ip_addr = ip.encode()
+def _fill_ip(dev_info, ip):
+    """An IPv4 or IPv6 address (text) into a dev_info, in the assign mode its form says."""
+    if ":" in ip:
+        dev_info.assign_mode = K.UMQ_DEV_ASSIGN_MODE_IPV6
+        dev_info.ipv6.ip_addr = ip.encode()
+    else:
+        dev_info.assign_mode = K.UMQ_DEV_ASSIGN_MODE_IPV4
+        dev_info.ipv4.ip_addr = ip.encode()
 
 
 class Umq:
@@ -53,7 +58,8 @@ class Umq:
 
     Keywords: pro (pro API, default True), flow_control (a FlowControl, or True for defaults),
     buf_mode, headroom, stats, trans_mode and ip (one trans_info entry, as the reference examples
-    pass; ip=None for none), extra_features (raw feature bits)."""
+    pass: IPv4 or IPv6 text, in the matching assign mode; ip=None for none), extra_features (raw
+    feature bits)."""
 
     def __init__(
         self,
@@ -95,7 +101,7 @@ class Umq:
         if ip is not None:
             cfg.trans_info_num = 1
             cfg.trans_info[0].trans_mode = trans_mode
-            _fill_ipv4(cfg.trans_info[0].dev_info, ip)
+            _fill_ip(cfg.trans_info[0].dev_info, ip)
         self.cfg = cfg
         self.trans_mode = trans_mode
         self.ip = ip or "127.0.0.1"
@@ -446,7 +452,7 @@ class Queue:
         self.umq, self.lib, self.name, self.mode = umq, umq.lib, name, mode
         self._dequeued = deque()  # messages a dequeue returned beyond the first
         o = umq.types.umq_create_option_t(trans_mode=trans_mode, rx_depth=rx_depth, tx_depth=tx_depth, mode=mode)
-        _fill_ipv4(o.dev_info, umq.ip)
+        _fill_ip(o.dev_info, umq.ip)
         o.name = name.encode()
         o.create_flag = K.UMQ_CREATE_FLAG_RX_DEPTH | K.UMQ_CREATE_FLAG_TX_DEPTH | K.UMQ_CREATE_FLAG_QUEUE_MODE
         flags, share_rq, umq_ctx = extra
