@@ -55,8 +55,8 @@ impl Default for QueuePacing {
 struct Slot {
     /// The queue it stands for (its handle).
     handle: u64,
-    /// The tick the queue's last packet left in.
-    departed: u64,
+    /// When the queue's last packet left (clock nanoseconds).
+    departed_ns: u64,
 }
 
 struct Engine {
@@ -112,18 +112,18 @@ impl Engine {
 
     /// Tells the machine what queue `index` did with its grant, and when the packet before
     /// this grant's left: its packets have just left (over loopback, landed), at the clock's
-    /// tick now. However long a packet took to leave after its grant (the engine kept off the
+    /// time now. However long a packet took to leave after its grant (the engine kept off the
     /// CPU in between), no three leave within a packet time. `held` says the packet before
     /// waited in the kernel's hands until lately (`Backlog::LeftSince`): it counts as leaving
     /// now, beside this grant's.
     fn complete(&mut self, index: u32, packets: u32, bytes: u64, left: Left, held: bool) {
-        let now = self.machine.tick_at(clock_ns());
+        let now_ns = clock_ns();
         let departed = match self.slots.get_mut(index as usize) {
             Some(s) if packets > 0 => {
-                let before = std::mem::replace(&mut s.departed, now);
+                let before_ns = std::mem::replace(&mut s.departed_ns, now_ns);
                 Some(Departed {
-                    before: if held { now } else { before },
-                    now,
+                    before: self.machine.at(if held { now_ns } else { before_ns }),
+                    now: self.machine.at(now_ns),
                 })
             }
             _ => None,
