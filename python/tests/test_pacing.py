@@ -238,6 +238,84 @@ def test_a_limited_queue_keeps_its_rate_to_another_process():
         assert on_wire == s.packets, "every granted packet went on the wire as one"
 
 
+BULK = 65536
+
+
+def limited_beside_a_stream(conn, limit, count):
+    """`limited_sender`, with an unlimited queue of this process streaming 64 KiB messages to the
+    same peer all the while (over the network both queues share one connection)."""
+    with umq.Umq(flow_control=True) as ctx:
+        lim = ctx.queue("limited", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        bulk = ctx.queue("bulk", depth=64, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        lim.set_rate(limit)
+        conn.send((lim.bind_info(), bulk.bind_info()))
+        for q, info in zip((lim, bulk), conn.recv()):
+            q.bind(info)
+        conn.recv()  # receive buffers posted
+        big, streamed = bytes(BULK), [0]
+
+        def stream():
+            streamed[0] += bulk.send([big] * 4)
+            bulk.poll(umq.UMQ_IO_TX)
+
+        send_all(lim, [patterned(i) for i in range(count)], poll=stream)
+        while not conn.poll():  # until the parent has the limited queue's messages
+            stream()
+            lim.poll(umq.UMQ_IO_TX)
+        conn.recv()
+        conn.send(streamed[0])
+
+
+def test_a_limited_queue_keeps_its_rate_beside_an_unlimited_stream_to_the_same_peer():
+    """A limited queue (4 MiB/s) and an unlimited one of the same process send to the same peer
+    process, the unlimited one as fast as it can: the limited queue's messages arrive whole, in
+    order and at its rate. Over the network both share one connection, and the pacer looks at
+    its socket before each grant (TRANSPORTS.md, "Connections")."""
+    import multiprocessing as mp
+
+    limit, count = 4 * MIB_PER_S, 256
+    mine, theirs = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=limited_beside_a_stream,
+                                            args=(theirs, limit, count))
+    child.start()
+    try:
+        with umq.Umq(flow_control=True) as ctx:
+            lim = ctx.queue("limited", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            bulk = ctx.queue("bulk", depth=64, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+            for q, info in zip((lim, bulk), mine.recv()):
+                q.bind(info)
+            mine.send((lim.bind_info(), bulk.bind_info()))
+            lim.post_recv(256, size=SIZE)
+            bulk.post_recv(64, size=BULK)
+            mine.send("posted")
+            got, times, streamed = [], [], 0
+            deadline = time.monotonic() + 60
+            while len(got) < count:
+                assert time.monotonic() < deadline, f"{len(got)} of {count} within 60 s"
+                rx = lim.poll(umq.UMQ_IO_RX)
+                now = time.monotonic()
+                got += [c.data for c in rx if c.data]
+                times += [now for c in rx if c.data]
+                if rx:
+                    lim.post_recv(len(rx), size=SIZE)
+                b = bulk.poll(umq.UMQ_IO_RX)
+                streamed += len(b)
+                if b:
+                    bulk.post_recv(len(b), size=BULK)
+            mine.send("received")
+            sent_beside = mine.recv()
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
+    assert got == [patterned(i) for i in range(count)]
+    achieved = rate_between(times)
+    print(f"{os.environ.get('UMQ_PROVIDER', 'shm')}: {achieved / MIB_PER_S:.4f} MiB/s of 4 beside "
+          f"{streamed} messages of 64 KiB ({sent_beside} sent)")
+    assert abs(achieved / limit - 1) < RATE_TOLERANCE
+    # The stream really ran beside it: more than ten times the limited queue's bytes.
+    assert streamed * BULK > 10 * count * SIZE, streamed
+
+
 def test_ten_thousand_limited_queues_each_at_its_own_rate():
     """10,000 limited pairs of one process, each at its own rate (1 to 97 Mbit/s): every queue's
     message of four packets arrives whole, and each queue's stats show its own limit. (With

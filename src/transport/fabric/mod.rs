@@ -1128,11 +1128,11 @@ mod tests {
     }
 
     /// A connection's stream counters (`Endpoint::stream_at`) show what the kernel holds: once
-    /// the receiver stops reading, a packet handed over stays in the sender's socket, and a
-    /// rate-limited queue's newest packet counts as held (`tx::NewestPacket`); once it reads
-    /// again, the packet leaves and counts as having left since the last look, then as clear.
+    /// the receiver stops reading, what is handed over stays in the sender's socket, and packets
+    /// at the tail of the stream count as held (`tx::NewestPacket`); once it reads again, they
+    /// leave and count as having left since the last look, then as clear.
     #[test]
-    fn the_newest_packet_is_held_while_the_receiver_reads_nothing() {
+    fn packets_are_held_while_the_receiver_reads_nothing() {
         let open =
             || sys::Endpoint::open("tcp", Some("127.0.0.1"), 64, false, 4096).expect("endpoint");
         let (a, b) = (open(), open());
@@ -1160,34 +1160,35 @@ mod tests {
             .stream_at(to_b)
             .expect("tcp's connections count their streams");
         assert!(at.sent >= 64 && at.handed == at.sent, "{at:?}");
-        // b reads nothing now: its window closes, and a's sends wait in a's socket.
-        // (A send libfabric queues is written to the socket later: the mark is taken after
-        // each send and watched until the kernel holds it.)
-        let (mut newest, mut mark) = (tx::NewestPacket::default(), 0);
-        loop {
+        // b reads nothing now: its window closes, and a's sends wait in a's socket (a moment's
+        // wait, the congestion window's, does not count: still held 20 ms later).
+        let held = loop {
             assert!(Instant::now() < deadline, "a socket held data within 10 s");
-            if a.send(&bufs, 0, 4096, to_b, 1).is_ok() {
-                let at = a.stream_at(to_b);
-                newest.handed(at);
-                mark = at.unwrap().handed;
-            }
+            let _ = a.send(&bufs, 0, 4096, to_b, 1);
             a.poll(&mut cqes).unwrap();
-            // Held for a moment (the congestion window) or for good (b's window closed).
-            let held = || a.stream_at(to_b).unwrap().sent < mark;
-            if held() {
+            let at = a.stream_at(to_b).unwrap();
+            if at.sent < at.handed {
                 std::thread::sleep(Duration::from_millis(20));
-                if held() {
-                    break;
+                let later = a.stream_at(to_b).unwrap();
+                if later.sent == at.sent && later.handed == at.handed {
+                    break at;
                 }
             }
-        }
+        };
+        // The unsent tail as the newest packets, handed after all that went before them.
+        let mut newest = tx::NewestPacket::default();
+        let before = sys::StreamAt {
+            handed: held.sent,
+            sent: held.sent,
+        };
+        newest.handed(Some(before), Some(held));
         assert_eq!(newest.look(a.stream_at(to_b)), Backlog::Held);
         assert_eq!(newest.look(a.stream_at(to_b)), Backlog::Held, "still");
-        // b reads again (reposting each buffer): the window opens and the packet leaves.
+        // b reads again (reposting each buffer): the window opens and they leave.
         let left = loop {
             assert!(
                 Instant::now() < deadline,
-                "the held packet left within 10 s"
+                "the held packets left within 10 s"
             );
             let got: Vec<usize> = b
                 .poll(&mut cqes)
@@ -1212,24 +1213,54 @@ mod tests {
         );
     }
 
-    /// What `NewestPacket` makes of counters that cannot say (no socket) or that belong to
-    /// another connection (ours was replaced: fewer bytes handed than the mark).
+    /// What `NewestPacket` makes of the counters: its packets held only while all before them
+    /// left; not when bytes before them wait too (another queue's stream over the connection),
+    /// nor when the counters cannot say (no socket) or belong to another connection (ours was
+    /// replaced: fewer bytes handed than the mark).
     #[test]
-    fn a_newest_packet_without_its_connection_counts_as_left() {
+    fn only_a_queue_s_own_packets_hold_it_back() {
         let at = |handed, sent| Some(sys::StreamAt { handed, sent });
         let mut newest = tx::NewestPacket::default();
         assert_eq!(newest.look(at(10, 5)), Backlog::Clear, "none handed yet");
-        newest.handed(at(9000, 4000));
-        assert_eq!(newest.look(at(9000, 8999)), Backlog::Held);
+        // Packets at bytes 9000..13000 of the stream.
+        newest.handed(at(9000, 9000), at(13000, 9000));
+        assert_eq!(
+            newest.look(at(13000, 9000)),
+            Backlog::Held,
+            "none of them sent"
+        );
+        assert_eq!(
+            newest.look(at(20000, 12999)),
+            Backlog::Held,
+            "one byte left"
+        );
+        assert_eq!(newest.look(at(20000, 13000)), Backlog::LeftSince);
+        assert_eq!(newest.look(at(20000, 13000)), Backlog::Clear);
+        newest.handed(at(9000, 4000), at(13000, 4000));
+        assert_eq!(
+            newest.look(at(13000, 8999)),
+            Backlog::Clear,
+            "others' bytes before them"
+        );
+        assert_eq!(
+            newest.look(at(13000, 9000)),
+            Backlog::Clear,
+            "and no longer watched"
+        );
+        newest.handed(at(9000, 9000), at(13000, 9000));
         assert_eq!(
             newest.look(at(100, 50)),
-            Backlog::LeftSince,
+            Backlog::Clear,
             "another connection's"
         );
-        newest.handed(at(9000, 4000));
+        newest.handed(at(9000, 9000), at(13000, 9000));
         assert_eq!(newest.look(None), Backlog::Clear, "no counters");
-        newest.handed(None);
-        assert_eq!(newest.look(at(9000, 0)), Backlog::Clear, "none to wait for");
+        newest.handed(None, at(13000, 9000));
+        assert_eq!(
+            newest.look(at(13000, 9000)),
+            Backlog::Clear,
+            "none to wait for"
+        );
     }
 
     /// This process's connected TCP sockets with either end on one of `ports`.

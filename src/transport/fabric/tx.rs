@@ -35,39 +35,47 @@ pub(super) struct Outgoing {
     pub(super) fragment: usize,
 }
 
-/// Where a rate-limited queue's newest packet stands in its connection's byte stream, until the
-/// kernel has sent it: the pacer grants no more packets while it waits in the socket
+/// Where a rate-limited queue's newest packets stand in its connection's byte stream, until the
+/// kernel has sent them: the pacer grants the queue no more while they wait in the socket
 /// (`Link::packet_backlog`). The kernel holds data when the connection may not send (its
 /// congestion window full while the receiver's acknowledgments are late): what was handed to
 /// it in the meantime would leave together when they come, in one burst of TCP frames.
+///
+/// Only the queue's own packets hold it back: when bytes handed before them are still unsent
+/// too (another queue's stream over the same connection, or a backlog the socket had), their
+/// wait is that backlog's, which the queue's next packets would queue behind anyway; held for
+/// it, a limited queue beside a stream that keeps the socket full would get a packet through
+/// only as the whole backlog drains.
 #[derive(Default)]
 pub(super) struct NewestPacket {
-    /// The stream's bytes handed to the kernel once that packet was: it is sent once the
-    /// kernel has sent as many. None: none is waited for, or the stream cannot be watched.
-    end: Option<u64>,
-    /// A look found it still held.
+    /// The stream's bytes handed to the kernel before the last flush's packets and after them:
+    /// they are sent once the kernel has sent as many as the second. None: none is waited
+    /// for, or the stream cannot be watched.
+    span: Option<(u64, u64)>,
+    /// A look found them held.
     seen_held: bool,
 }
 
 impl NewestPacket {
-    /// Packets went: the newest ends where the stream now is (`at`, none when unknown).
-    pub(super) fn handed(&mut self, at: Option<sys::StreamAt>) {
-        self.end = at.map(|s| s.handed);
+    /// Packets went: the stream was at `before` just before the first and is at `after` now
+    /// (none when unknown).
+    pub(super) fn handed(&mut self, before: Option<sys::StreamAt>, after: Option<sys::StreamAt>) {
+        self.span = before.zip(after).map(|(b, a)| (b.handed, a.handed));
     }
 
-    /// Whether the packet has left, by the stream's counters now (`at`).
+    /// Whether those packets have left, by the stream's counters now (`at`).
     pub(super) fn look(&mut self, at: Option<sys::StreamAt>) -> Backlog {
-        let Some(end) = self.end else {
+        let Some((start, end)) = self.span else {
             return Backlog::Clear;
         };
         match at {
             // `handed` below the mark: another connection's counters (ours was replaced).
-            Some(s) if s.sent < end && s.handed >= end => {
+            Some(s) if s.handed >= end && (start..end).contains(&s.sent) => {
                 self.seen_held = true;
                 Backlog::Held
             }
             _ => {
-                self.end = None;
+                self.span = None;
                 match std::mem::take(&mut self.seen_held) {
                     true => Backlog::LeftSince,
                     false => Backlog::Clear,
@@ -330,7 +338,8 @@ impl Link {
         };
         let flushed = self.flush_gated(n, gate, paused, &mut tally);
         if tally.packets > 0 {
-            self.tx.newest_packet.handed(n.ep.stream_at(self.peer_addr));
+            let after = n.ep.stream_at(self.peer_addr);
+            self.tx.newest_packet.handed(tally.stream_before, after);
         }
         if let Some(w) = w {
             w.paced_packets += tally.packets;
@@ -391,6 +400,10 @@ impl Link {
             }
             h.len = len as u32;
             h.dst = dst;
+            if o.fragment < FRAGMENT && tally.packets == 0 {
+                // Where the stream stands before this flush's first packet (`NewestPacket`).
+                tally.stream_before = n.ep.stream_at(peer);
+            }
             let sent = match send_fragment(n, o, &h, peer, id) {
                 Some(sent) => sent,
                 None => return Ok(()), // no send buffer free
@@ -837,6 +850,8 @@ struct Tally {
     in_place_bytes: u64,
     /// The queue's log of when its packets went, while it keeps one (`Wire::departures`).
     departures: Option<Box<ArrivalLog>>,
+    /// The connection's stream just before the first packet went.
+    stream_before: Option<sys::StreamAt>,
 }
 
 impl Tally {
