@@ -624,6 +624,9 @@ impl Link {
     /// provider's progress must run first.
     /// Whether a rate-limited queue's newest packet has left this host (`tx::NewestPacket`).
     pub fn packet_backlog(&mut self) -> Backlog {
+        if !self.tx.newest_packet.watched() {
+            return Backlog::Clear; // no system call where nothing is waited for
+        }
         let at = self.ch.node.lock().ep.stream_at(self.peer_addr);
         self.tx.newest_packet.look(at)
     }
@@ -1222,8 +1225,10 @@ mod tests {
         let at = |handed, sent| Some(sys::StreamAt { handed, sent });
         let mut newest = tx::NewestPacket::default();
         assert_eq!(newest.look(at(10, 5)), Backlog::Clear, "none handed yet");
+        assert!(!newest.watched(), "so the link asks the socket nothing");
         // Packets at bytes 9000..13000 of the stream.
         newest.handed(at(9000, 9000), at(13000, 9000));
+        assert!(newest.watched());
         assert_eq!(
             newest.look(at(13000, 9000)),
             Backlog::Held,
@@ -1235,6 +1240,7 @@ mod tests {
             "one byte left"
         );
         assert_eq!(newest.look(at(20000, 13000)), Backlog::LeftSince);
+        assert!(!newest.watched());
         assert_eq!(newest.look(at(20000, 13000)), Backlog::Clear);
         newest.handed(at(9000, 4000), at(13000, 4000));
         assert_eq!(

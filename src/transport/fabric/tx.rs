@@ -63,6 +63,11 @@ impl NewestPacket {
         self.span = before.zip(after).map(|(b, a)| (b.handed, a.handed));
     }
 
+    /// Whether packets are waited for (a look would ask the socket).
+    pub(super) fn watched(&self) -> bool {
+        self.span.is_some()
+    }
+
     /// Whether those packets have left, by the stream's counters now (`at`).
     pub(super) fn look(&mut self, at: Option<sys::StreamAt>) -> Backlog {
         let Some((start, end)) = self.span else {
