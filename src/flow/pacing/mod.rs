@@ -550,9 +550,11 @@ const CATCH_UP: u128 = 4;
 /// 4 ms, single runs of `umq-perf --test pacing --wire` lost 0.2-0.7 % of the rate.
 const CATCH_UP_MS: u128 = 10;
 /// The least gap between two packets of such a queue while it makes up time, as a fraction of
-/// its packet time: three packets in a row then span at least 4/3 of one, so a window of one
-/// packet time never holds more than two, with a third of one to spare for the jitter between
-/// a grant and the packet's departure (`complete_after` takes any more into account).
+/// its packet time (less the rest of the tick it ends in: the packet goes in that tick): three
+/// packets in a row then span at least 4/3 of one, less two ticks, so a window of one packet
+/// time never holds more than two where a packet time is six ticks or more, with a third of
+/// one to spare for the jitter between a grant and the packet's departure; a driver that says
+/// when packets left keeps it true of departures at any tick (`complete_after`).
 const CATCH_UP_GAP: (u64, u64) = (2, 3);
 
 /// What a grant of packets covers of the messages a queue has waiting.
