@@ -24,28 +24,38 @@ SERVER_IP, CLIENT_IP = "10.231.9.1", "10.231.9.2"
 SERVER_IP6, CLIENT_IP6 = "fd00:231:9::1", "fd00:231:9::2"
 LIVENESS_MS = 1000
 
-ROLE = r"""
+# What both ends' scripts start with: the side channel (the server listens, the client
+# connects), and a queue's bind info swapped over it.
+SIDE_CHANNEL = r"""
 import socket, struct, sys, time
 import umq
 role, ip, peer_ip, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-fc = umq.FlowControl(initial_window=16, notify_interval=8)
-with umq.Umq(flow_control=fc, ip=ip) as ctx:
-    q = ctx.queue(role, depth=64)
+
+
+def side_channel():
     if role == "server":
-        lsock = socket.create_server((ip, port),
-                                     family=socket.AF_INET6 if ":" in ip else socket.AF_INET)
-        sock, _ = lsock.accept()
-    else:
-        for _ in range(200):
-            try:
-                sock = socket.create_connection((peer_ip, port))
-                break
-            except OSError:
-                time.sleep(0.05)
+        family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+        return socket.create_server((ip, port), family=family).accept()[0]
+    for _ in range(200):
+        try:
+            return socket.create_connection((peer_ip, port))
+        except OSError:
+            time.sleep(0.05)
+
+
+def bind_over(sock, q):
     mine = q.bind_info()
     sock.sendall(struct.pack("<I", len(mine)) + mine)
     n = struct.unpack("<I", sock.recv(4, socket.MSG_WAITALL))[0]
     q.bind(sock.recv(n, socket.MSG_WAITALL))
+"""
+
+ROLE = SIDE_CHANNEL + r"""
+fc = umq.FlowControl(initial_window=16, notify_interval=8)
+with umq.Umq(flow_control=fc, ip=ip) as ctx:
+    q = ctx.queue(role, depth=64)
+    sock = side_channel()
+    bind_over(sock, q)
     q.post_recv(32, size=256)
     assert q.transport_stats().transport == umq.UMQ_EXT_TRANSPORT_FABRIC
     moved, last, told = 0, time.monotonic(), False
@@ -390,27 +400,14 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path, rate):
     assert burst <= 2 * (4096 + 256), f"{burst} bytes within one packet time"
 
 
-BESIDE = r"""
-import socket, struct, sys, time
-import umq
-role, ip, peer_ip, port, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-SIZE, BULK, COUNT = 16384, 65536, int(sys.argv[6])
+BESIDE = SIDE_CHANNEL + r"""
+limit, COUNT = int(sys.argv[5]), int(sys.argv[6])
+SIZE, BULK = 16384, 65536
 with umq.Umq(flow_control=True, ip=ip) as ctx:
     lim, bulk = ctx.queue(role + "-limited", depth=256), ctx.queue(role + "-bulk", depth=8)
-    if role == "server":
-        sock, _ = socket.create_server((ip, port)).accept()
-    else:
-        for _ in range(200):
-            try:
-                sock = socket.create_connection((peer_ip, port))
-                break
-            except OSError:
-                time.sleep(0.05)
+    sock = side_channel()
     for q in (lim, bulk):
-        mine = q.bind_info()
-        sock.sendall(struct.pack("<I", len(mine)) + mine)
-        n = struct.unpack("<I", sock.recv(4, socket.MSG_WAITALL))[0]
-        q.bind(sock.recv(n, socket.MSG_WAITALL))
+        bind_over(sock, q)
     deadline = time.monotonic() + 60
     if role == "server":
         lim.post_recv(256, size=SIZE)

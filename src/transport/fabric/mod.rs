@@ -1222,51 +1222,45 @@ mod tests {
     /// replaced: fewer bytes handed than the mark).
     #[test]
     fn only_a_queue_s_own_packets_hold_it_back() {
+        use Backlog::*;
         let at = |handed, sent| Some(sys::StreamAt { handed, sent });
         let mut newest = tx::NewestPacket::default();
-        assert_eq!(newest.look(at(10, 5)), Backlog::Clear, "none handed yet");
+        assert_eq!(newest.look(at(10, 5)), Clear, "none handed yet");
         assert!(!newest.watched(), "so the link asks the socket nothing");
-        // Packets at bytes 9000..13000 of the stream.
-        newest.handed(at(9000, 9000), at(13000, 9000));
-        assert!(newest.watched());
-        assert_eq!(
-            newest.look(at(13000, 9000)),
-            Backlog::Held,
-            "none of them sent"
-        );
-        assert_eq!(
-            newest.look(at(20000, 12999)),
-            Backlog::Held,
-            "one byte left"
-        );
-        assert_eq!(newest.look(at(20000, 13000)), Backlog::LeftSince);
-        assert!(!newest.watched());
-        assert_eq!(newest.look(at(20000, 13000)), Backlog::Clear);
-        newest.handed(at(9000, 4000), at(13000, 4000));
-        assert_eq!(
-            newest.look(at(13000, 8999)),
-            Backlog::Clear,
-            "others' bytes before them"
-        );
-        assert_eq!(
-            newest.look(at(13000, 9000)),
-            Backlog::Clear,
-            "and no longer watched"
-        );
-        newest.handed(at(9000, 9000), at(13000, 9000));
-        assert_eq!(
-            newest.look(at(100, 50)),
-            Backlog::Clear,
-            "another connection's"
-        );
-        newest.handed(at(9000, 9000), at(13000, 9000));
-        assert_eq!(newest.look(None), Backlog::Clear, "no counters");
-        newest.handed(None, at(13000, 9000));
-        assert_eq!(
-            newest.look(at(13000, 9000)),
-            Backlog::Clear,
-            "none to wait for"
-        );
+        // Packets at bytes 9000..13000 of the stream, the stream at `before` when they went:
+        // each look in turn, what it finds, and why.
+        let mine = at(9000, 9000);
+        let cases = [
+            (
+                mine,
+                vec![(at(13000, 9000), Held), (at(20000, 12999), Held)],
+                "not all sent",
+            ),
+            (
+                mine,
+                vec![(at(20000, 13000), LeftSince), (at(20000, 13000), Clear)],
+                "sent",
+            ),
+            (
+                at(9000, 4000),
+                vec![(at(13000, 8999), Clear)],
+                "others' bytes before them",
+            ),
+            (
+                mine,
+                vec![(at(100, 50), Clear)],
+                "another connection's counters",
+            ),
+            (mine, vec![(None, Clear)], "no counters"),
+            (None, vec![(at(13000, 9000), Clear)], "none to wait for"),
+        ];
+        for (before, looks, why) in cases {
+            newest.handed(before, at(13000, before.map_or(0, |b| b.sent)));
+            for (now, finds) in looks {
+                assert_eq!(newest.look(now), finds, "{why}: {now:?}");
+            }
+            assert!(!newest.watched() || why == "not all sent", "{why}");
+        }
     }
 
     /// This process's connected TCP sockets with either end on one of `ports`.
