@@ -122,6 +122,67 @@ def test_a_pfc_frame_stops_only_its_priority_and_a_zero_time_frame_resumes_it():
         assert s.paused_now == 0 and s.queues == 2
 
 
+def paused_then_timed_child(conn, count):
+    """Pauses priority 3 until told to resume, then times the arrival of `count` messages on
+    it."""
+    with umq.Umq() as ctx:
+        c0, c3 = receiving_queues(ctx, conn)
+        conn.recv()
+        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0xFFFF] * 8))
+        conn.send("paused")
+        conn.recv()
+        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0] * 8))
+        got, times = [], []
+        end = time.monotonic() + 10
+        while len(got) < count and time.monotonic() < end:
+            rx = [c for c in c3.poll(umq.UMQ_IO_RX) if c.data]
+            got += [c.data for c in rx]
+            times += [time.monotonic()] * len(rx)
+            if rx:
+                c3.post_recv(len(rx), size=SIZE)
+        conn.send((got, times))
+        conn.recv()
+
+
+def test_a_limited_queue_paused_by_pfc_is_granted_nothing_and_keeps_its_rate_on_resume():
+    """The pacer grants a paused queue nothing: WRs granted during a pause would wait in the
+    send queue and all leave together on resume. 0.5 MiB/s of 1 KiB messages is a packet
+    every 2 ms; 0.3 s of pause was worth 150 of them, more than the 40 sent, which would then
+    have arrived within a few milliseconds. Resumed, the queue makes up at most 10 ms of its
+    schedule (`CATCH_UP_MS`), so the 40 take most of their 78 ms."""
+    count, limit = 40, 4 * 1024 * 1024
+    packet_s = SIZE * 8 / limit
+    with Peer(paused_then_timed_child, count) as p:
+        q0, q3 = p.qs
+        q0.pfc_config(speed_bps=SLOW_LINK, watchdog_detect_ns=10_000_000_000)  # no storm here
+        q3.set_rate(limit)
+        p.conn.send("ready")
+        assert p.conn.recv() == "paused"
+        end = time.monotonic() + 5
+        while not q3.pfc_stats().paused_now & (1 << 3):
+            q3.poll()
+            assert time.monotonic() < end, "the frame never arrived"
+        assert q3.send([payload(i) for i in range(count)]) == count
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            assert q3.poll(umq.UMQ_IO_TX) == []
+        s = q3.pacing_stats()
+        assert (s.packets, s.held_wr) == (0, count), "nothing granted while paused"
+        p.conn.send("resume")
+        done = []
+        end = time.monotonic() + 10
+        while len(done) < count and time.monotonic() < end:
+            done += q3.poll(umq.UMQ_IO_TX)
+        assert [c.status for c in done] == [umq.UMQ_BUF_SUCCESS] * count
+        got, times = p.conn.recv()
+        assert got == [payload(i) for i in range(count)]
+        span = times[-1] - times[0]
+        print(f"{count} packets of {packet_s * 1e3:.2f} ms arrived over {span * 1e3:.1f} ms")
+        assert span > (count - 1) * packet_s / 2, "the pause's grants left together"
+        p.conn.send("done")
+        assert q3.pacing_stats().packets == count
+
+
 def slow_child(conn, count):
     with umq.Umq() as ctx:
         c0, c3 = receiving_queues(ctx, conn)

@@ -411,11 +411,16 @@ impl Queue {
     /// queue's previous packet waited in the kernel's hands until lately. While it still waits
     /// there, nothing is released: a packet handed over now would leave together with it
     /// (`Backlog`), so the grant goes unused and the machine files the queue again a catch-up
-    /// gap later, behind its schedule, to make the time up once the kernel sends.
+    /// gap later, behind its schedule, to make the time up once the kernel sends. The same
+    /// while the peer pauses the queue's priority (PFC): a grant used then would only move WRs
+    /// to a send queue that starts nothing, and all of them would leave together on resume.
     fn use_grant(&self, packets: u32) -> (u32, u64, Left, bool) {
         let pmtu = self.pacing.pmtu.load(Ordering::Relaxed);
         let (used, bytes, left, backlog) = {
             let mut w = lock(&self.wire);
+            if w.paused() {
+                return (0, 0, Left::More, false);
+            }
             let backlog = w
                 .link
                 .as_deref_mut()
