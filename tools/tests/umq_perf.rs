@@ -201,6 +201,7 @@ fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
         (&["--size", "0"], "1 byte to 1 MiB"),
         (&["--test", "x"], "invalid value 'x' for '--test"),
         (&["--test", "pfc"], "--provider shm or fabric"),
+        (&["--test", "beside"], "--provider shm or fabric"),
         (&["--batch", "65"], "--batch must be 1..=64"),
         (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
         (&["--loop", "app"], "--loop app measures latency over shm"),
@@ -378,4 +379,34 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--test beside` over shared memory: one row with the ping alone and beside the stream, and
+/// every message of the stream arrived, in order (the peer checks the order). Its times are
+/// the host's to decide: none is judged.
+#[test]
+fn beside_rows_time_a_ping_alone_and_beside_a_stream_that_loses_nothing() {
+    let all = rows(&["--provider", "shm", "--test", "beside", "--size", "4096"]);
+    let [(row, keys)] = &all[..] else {
+        panic!("one row: {all:?}");
+    };
+    let timed = [
+        "ping_alone_half_rtt_ns",
+        "ping_alone_p99_ns",
+        "ping_beside_half_rtt_ns",
+        "ping_beside_p99_ns",
+        "stream_msgs_per_s",
+    ];
+    for name in timed.iter().chain(&["lost"]) {
+        assert!(keys.iter().any(|k| k == name), "{name} missing: {keys:?}");
+    }
+    assert_eq!(
+        (&row["test"], &row["size"]),
+        (&"beside".into(), &4096.into())
+    );
+    assert!(
+        timed.iter().all(|k| row[k].as_f64().unwrap() > 0.0),
+        "{row}"
+    );
+    assert_eq!(row["lost"], 0.0);
 }

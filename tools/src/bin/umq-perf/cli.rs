@@ -67,8 +67,11 @@ pub struct Cli {
     /// target's mapped shared pool, or by the kernel; over the network by libfabric RMA, for a
     /// process-pool target: --shared-pool off); with --compare ucx, ucx_perftest's
     /// ucp_put_lat, ucp_get and ucp_put_bw with the responder not progressed (-o; over the
-    /// network, progressed).
-    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "all"])]
+    /// network, progressed); beside, a ping-pong of 64 B messages between two processes (shm or
+    /// fabric) alone and beside a stream of --size messages from this process to the same peer
+    /// on a second queue pair (over the network both pairs share one connection): the ping's
+    /// half round trip each way (median, 99th percentile), the stream's messages/s.
+    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "beside", "all"])]
     pub test: String,
     /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB) [default: 64; pacing --wire: 65536,1048576]
     #[arg(long, value_name = "BYTES[,BYTES...]|sweep", value_parser = parse_sizes)]
@@ -204,6 +207,9 @@ pub struct Cli {
     /// The peer process of a pfc run.
     #[arg(long, hide = true)]
     pub pfc_peer: bool,
+    /// The peer process of a beside run.
+    #[arg(long, hide = true)]
+    pub beside_peer: bool,
     /// The target process of an rma run.
     #[arg(long, hide = true)]
     pub rma_peer: bool,
@@ -250,6 +256,7 @@ pub struct Args {
     /// The peer process of a scale run over shm or fabric (hidden).
     pub scale_peer: bool,
     pub pfc_peer: bool,
+    pub beside_peer: bool,
     pub rma_peer: bool,
     pub wire_peer: bool,
     pub storm: bool,
@@ -298,6 +305,7 @@ impl From<Cli> for Args {
             pairs: c.pairs,
             scale_peer: c.scale_peer,
             pfc_peer: c.pfc_peer,
+            beside_peer: c.beside_peer,
             rma_peer: c.rma_peer,
             wire_peer: c.wire_peer,
             wire: c.wire,
@@ -362,8 +370,13 @@ fn check(a: &Args) -> Result<(), String> {
     if a.wire && a.rates.iter().any(|&r| r < 10_000_000) {
         return Err("--rates: at least 10 Mbit/s (a row sends at least two messages)".into());
     }
-    if a.test == "pfc" && !["shm", "fabric"].contains(&a.provider.as_str()) {
-        return Err("--test pfc: between two processes, --provider shm or fabric".into());
+    if ["pfc", "beside"].contains(&a.test.as_str())
+        && !["shm", "fabric"].contains(&a.provider.as_str())
+    {
+        return Err(format!(
+            "--test {}: between two processes, --provider shm or fabric",
+            a.test
+        ));
     }
     if r.batch == 0 || r.batch > umq::abi::types::UMQ_BATCH_SIZE || r.batch > r.depth {
         return Err("--batch must be 1..=64 and at most --depth".into());

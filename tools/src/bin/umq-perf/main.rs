@@ -4,6 +4,7 @@
 
 mod api;
 mod base;
+mod beside;
 mod cli;
 mod clock;
 mod floor;
@@ -408,6 +409,9 @@ fn main() {
     if args.pfc_peer {
         return pfc::serve_peer(&args.run, args.storm);
     }
+    if args.beside_peer {
+        return beside::serve_peer(&args.run);
+    }
     if args.rma_peer {
         return rma::serve_target(&args.run, args.peer_ip);
     }
@@ -489,6 +493,23 @@ fn main() {
             &args.rates,
             args.arrivals.as_deref(),
         );
+        rows.iter().for_each(|r| emit(r, args.json));
+        if !args.json {
+            print!("{}", report::table(&rows));
+        }
+        return;
+    }
+    if args.test == "beside" {
+        let rows: Vec<Row> = args
+            .sizes
+            .iter()
+            .map(|&size| {
+                let rounds = (0..args.rounds)
+                    .map(|_| beside::measure(&Run { size, ..run }))
+                    .collect();
+                report::median(rounds)
+            })
+            .collect();
         rows.iter().for_each(|r| emit(r, args.json));
         if !args.json {
             print!("{}", report::table(&rows));

@@ -116,28 +116,31 @@ fn seq_of(b: *mut umq_buf_t) -> u64 {
 }
 
 /// One queue's sending side: buffers free to post, messages sent and completed.
-struct Sender {
+pub(crate) struct Sender {
     q: u64,
     free: Vec<*mut umq_buf_t>,
-    next_seq: u64,
-    completed: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) completed: u64,
+    /// The most messages a step posts.
+    pub(crate) batch: usize,
 }
 
 impl Sender {
-    fn new(q: u64, run: &crate::Run) -> Sender {
+    pub(crate) fn new(q: u64, run: &crate::Run) -> Sender {
         let n = run.depth;
         Sender {
             q,
             free: api::alloc(run.size.max(8), n, UMQ_OPC_SEND),
             next_seq: 0,
             completed: 0,
+            batch: 32,
         }
     }
 
     /// Posts what the queue takes now (each message numbered), and takes completions.
-    fn step(&mut self, posting: bool) {
+    pub(crate) fn step(&mut self, posting: bool) {
         if posting && !self.free.is_empty() {
-            let batch = &self.free[..self.free.len().min(32)];
+            let batch = &self.free[..self.free.len().min(self.batch)];
             for (i, &b) in batch.iter().enumerate() {
                 unsafe { ((*b).buf_data as *mut u64).write_unaligned(self.next_seq + i as u64) };
             }
@@ -225,26 +228,30 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
         .collect()
 }
 
-fn pack(v: &[u64]) -> Vec<u8> {
+pub(crate) fn pack(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn unpack(b: &[u8]) -> Vec<u64> {
+pub(crate) fn unpack(b: &[u8]) -> Vec<u64> {
     b.chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect()
 }
 
 /// One queue's receiving side: messages taken, in order.
-struct Receiver {
+pub(crate) struct Receiver {
     q: u64,
     size: u32,
-    got: u64,
+    pub(crate) got: u64,
 }
 
 impl Receiver {
+    pub(crate) fn new(q: u64, size: u32) -> Receiver {
+        Receiver { q, size, got: 0 }
+    }
+
     /// Takes up to `max` messages, checking their order, and posts their buffers again.
-    fn take(&mut self, max: usize) {
+    pub(crate) fn take(&mut self, max: usize) {
         let mut got = [std::ptr::null_mut(); 64];
         let n = api::poll(self.q, UMQ_IO_RX, &mut got[..max.min(64)]);
         for &b in &got[..n] {
@@ -262,7 +269,7 @@ impl Receiver {
 }
 
 /// Whether the measuring process wrote to us (its totals), without blocking.
-fn stdin_ready() -> bool {
+pub(crate) fn stdin_ready() -> bool {
     let mut p = libc::pollfd {
         fd: 0,
         events: libc::POLLIN,
@@ -294,7 +301,7 @@ pub fn serve_peer(run: &crate::Run, storm: bool) {
         .iter()
         .map(|&q| {
             api::post_rx_all(q, &api::alloc(size, depth, UMQ_OPC_SEND));
-            Receiver { q, size, got: 0 }
+            Receiver::new(q, size)
         })
         .collect();
     send_frame(&mut to, b"ready");

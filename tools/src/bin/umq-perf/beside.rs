@@ -1,0 +1,204 @@
+//! `--test beside`: what a stream between two processes does to a ping-pong between the same
+//! two, over the queue pair next to it (shm, or fabric, where both pairs share one connection).
+//! This process pings the peer with 64 B messages on one pair for `SECONDS` alone, then as
+//! long again while it streams `--size` messages to the peer on the other pair as fast as the
+//! pair takes them, in the same loop (a message posted, completions and echo polled, the
+//! stream's next batch). The peer echoes the pings and takes the stream's messages as they
+//! come, checking their order. The row: the ping's half round trip alone and beside the
+//! stream (median and 99th percentile), the stream's messages a second, and messages lost (sent
+//! and never received: must be 0).
+
+use crate::api;
+use crate::pfc::{Receiver, Sender, pack, stdin_ready, unpack};
+use crate::report::Row;
+use crate::shm::{poll_ping_pong, recv_frame, send_frame};
+use std::io::Read;
+use std::time::{Duration, Instant};
+use umq::abi::pro_types::*;
+use umq::abi::types::*;
+use umq::ffi::api::umq_uninit;
+
+const SECONDS: f64 = 2.0;
+const PING_BYTES: u32 = 64;
+/// Receive buffers the ping pair keeps posted on each side: the initial window (`beside_run`).
+const PING_RX: u32 = 64;
+/// The stream's messages a turn of either side's loop posts or takes at most: a turn that
+/// copies 32 messages of 64 KiB takes a third of a millisecond, which the ping would wait for
+/// in the application's own loop whatever the library did.
+const STREAM_BATCH: usize = 4;
+
+/// The run with enough depth for a stream, and a window of the stream's receive buffers.
+fn beside_run(run: &crate::Run) -> crate::Run {
+    crate::Run {
+        depth: run.depth.min(256),
+        flow: api::Flow {
+            initial_window: 64,
+            notify_interval: 16,
+            ..run.flow
+        },
+        ..*run
+    }
+}
+
+/// The ping pair's one message in flight: posted at `since`, waiting for its send completion
+/// and its echo.
+struct Ping {
+    q: u64,
+    buf: *mut umq_buf_t,
+    since: Option<Instant>,
+    sent: bool,
+    echoed: bool,
+    number: u8,
+}
+
+impl Ping {
+    fn new(q: u64) -> Ping {
+        let buf = api::alloc(PING_BYTES, 1, UMQ_OPC_SEND)[0];
+        unsafe { (*buf).total_data_size = PING_BYTES };
+        Ping {
+            q,
+            buf,
+            since: None,
+            sent: false,
+            echoed: false,
+            number: 0,
+        }
+    }
+
+    /// Posts the next ping when none is in flight and `next` says so; returns the round trip
+    /// of one that just came back.
+    fn step(&mut self, next: bool) -> Option<Duration> {
+        if self.since.is_none() {
+            if !next {
+                return None;
+            }
+            self.number = self.number.wrapping_add(1);
+            unsafe { *((*self.buf).buf_data as *mut u8) = self.number };
+            api::post_all(self.q, &[self.buf], std::hint::spin_loop);
+            (self.since, self.sent, self.echoed) = (Some(Instant::now()), false, false);
+        }
+        let (sent, echo) = poll_ping_pong(self.q);
+        self.sent |= sent;
+        if let Some(byte) = echo {
+            assert_eq!(byte, self.number, "an echo carried the wrong byte");
+            self.echoed = true;
+        }
+        match self.sent && self.echoed {
+            true => self.since.take().map(|t| t.elapsed()),
+            false => None,
+        }
+    }
+}
+
+/// Pings for `SECONDS`, streaming meanwhile or not; the last ping's echo is waited for. The
+/// half round trips' median and 99th percentile, and the seconds it took.
+fn phase(ping: &mut Ping, stream: &mut Sender, streaming: bool) -> ((f64, f64), f64) {
+    let (start, mut rtts) = (Instant::now(), Vec::new());
+    loop {
+        let going = start.elapsed().as_secs_f64() < SECONDS;
+        stream.step(streaming && going);
+        rtts.extend(ping.step(going));
+        if !going && ping.since.is_none() {
+            return (half_rtt(rtts), start.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// The median and 99th percentile of half round trips, in ns.
+fn half_rtt(mut rtts: Vec<Duration>) -> (f64, f64) {
+    assert!(!rtts.is_empty(), "no ping came back");
+    rtts.sort();
+    let at = |f: f64| rtts[((rtts.len() - 1) as f64 * f) as usize].as_nanos() as f64 / 2.0;
+    (at(0.5), at(0.99))
+}
+
+pub fn measure(run: &crate::Run) -> Row {
+    let run = &beside_run(run);
+    let mut args = vec!["--beside-peer".to_string(), "--depth".into()];
+    args.extend([run.depth.to_string(), "--size".into(), run.size.to_string()]);
+    args.extend(["--flow-control".into(), on_off(run.flow.on).into()]);
+    let mut child = crate::shm::spawn_self(args);
+    let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    api::init(run.flow);
+    let here = std::net::Ipv4Addr::LOCALHOST.into();
+    let qs = crate::scale::bind_all(run, 2, here, &mut to, &mut from, true);
+    api::post_rx_all(qs[0], &api::alloc(PING_BYTES, PING_RX, UMQ_OPC_SEND));
+    recv_frame(&mut from); // the peer is ready
+    let mut ping = Ping::new(qs[0]);
+    let mut stream = Sender::new(qs[1], run);
+    stream.batch = STREAM_BATCH;
+    let (alone, _) = phase(&mut ping, &mut stream, false);
+    let completed_before = stream.completed;
+    let (beside, elapsed) = phase(&mut ping, &mut stream, true);
+    let streamed = stream.completed - completed_before;
+    while stream.completed < stream.next_seq {
+        stream.step(false);
+    }
+    send_frame(&mut to, &pack(&[stream.next_seq]));
+    let got = unpack(&recv_frame(&mut from))[0];
+    qs.iter().for_each(|&q| api::teardown(q));
+    drop(to); // the peer's end of the run
+    let status = child.wait().expect("waiting for the peer");
+    assert!(status.success(), "the peer process failed: {status}");
+    umq_uninit();
+    let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
+        Ok("fabric") => "fabric",
+        _ => "shm",
+    };
+    Row::new("beside", provider, run.size, run.flow.on)
+        .num("ping_alone_half_rtt_ns", alone.0.round())
+        .num("ping_alone_p99_ns", alone.1.round())
+        .num("ping_beside_half_rtt_ns", beside.0.round())
+        .num("ping_beside_p99_ns", beside.1.round())
+        .num("stream_msgs_per_s", (streamed as f64 / elapsed).round())
+        .num("lost", (stream.next_seq - got) as f64)
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+/// The peer process (`--beside-peer`): echoes the pings, takes the stream, and reports how
+/// many of its messages arrived once the measuring process says how many it sent.
+pub fn serve_peer(run: &crate::Run) {
+    let run = &beside_run(run);
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // Unbuffered: `stdin_ready` looks at the pipe, so no frame may wait in a buffer of ours.
+    let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
+    let mut to = std::io::stdout().lock();
+    api::init(run.flow);
+    let here = std::net::Ipv4Addr::LOCALHOST.into();
+    let qs = crate::scale::bind_all(run, 2, here, &mut to, &mut from, false);
+    let size = run.size.max(8);
+    api::post_rx_all(qs[0], &api::alloc(PING_BYTES, PING_RX, UMQ_OPC_SEND));
+    api::post_rx_all(qs[1], &api::alloc(size, run.depth, UMQ_OPC_SEND));
+    let mut stream = Receiver::new(qs[1], size);
+    let echo = Ping::new(qs[0]).buf;
+    let mut echo_free = true;
+    send_frame(&mut to, b"ready");
+    while !stdin_ready() {
+        stream.take(STREAM_BATCH);
+        let (sent, byte) = poll_ping_pong(qs[0]);
+        echo_free |= sent;
+        if let Some(byte) = byte {
+            while !echo_free {
+                let mut c = [std::ptr::null_mut(); 1];
+                echo_free = api::poll(qs[0], UMQ_IO_TX, &mut c) == 1;
+                stream.take(STREAM_BATCH);
+            }
+            unsafe { *((*echo).buf_data as *mut u8) = byte };
+            api::post_all(qs[0], &[echo], std::hint::spin_loop);
+            echo_free = false;
+        }
+    }
+    let sent = unpack(&recv_frame(&mut from))[0];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stream.got < sent && Instant::now() < deadline {
+        stream.take(STREAM_BATCH);
+    }
+    send_frame(&mut to, &pack(&[stream.got]));
+    let mut rest = Vec::new();
+    let _ = from.read_to_end(&mut rest);
+    qs.iter().for_each(|&q| api::teardown(q));
+    umq_uninit();
+}
