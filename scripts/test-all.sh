@@ -176,6 +176,10 @@ if [ -e /usr/include/rdma/fabric.h ]; then
   # The short version of the 10,000-pair campaign (docs/TRANSPORTS.md, "At scale"): every queue
   # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
   timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'
+  # A ping-pong beside a 64 KiB stream over the same connection (docs/TRANSPORTS.md, "Queues
+  # beside each other on one connection"): every message arrives, in order; the figures are
+  # printed, not judged (a timing on a shared host).
+  timeout 120 "$lib/umq-perf" --provider fabric --test beside --size 65536 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["lost"] == 0 and r["stream_msgs_per_s"] > 0, r; print("fabric beside: ping", r["ping_alone_half_rtt_ns"], "ns alone,", r["ping_beside_half_rtt_ns"], "ns beside a stream of", r["stream_msgs_per_s"], "msgs/s")'
   # One-sided WRITE and READ by RMA against a target that polls (as UCX's responder does), and
   # a put ping-pong with it (as ucp_put_lat): each side waits for the other's WRITE in its memory.
   # The WRITE stream goes as messages, bundled, since the polling target answers them unasked

@@ -718,6 +718,7 @@ impl Link {
         if std::mem::take(&mut inbox.area_written) {
             self.area_in_flight = false;
         }
+        inbox.room_back = false; // this round's flush takes the room
         self.tx.rma_finished(inbox.rma_done.drain(..), now);
         if let Some(why) = inbox.broken {
             self.unreachable.get_or_insert((why, now));
@@ -781,11 +782,28 @@ mod tests {
         }
 
         fn over(engine: &str, b_wakeable: bool, liveness: Duration) -> Pair {
-            let channel = |wakeable| {
-                let node = Node::open(engine, Some("127.0.0.1"), wakeable).expect(engine);
-                Channel::in_node(node, wakeable).unwrap()
-            };
-            let (ca, cb) = (channel(false), channel(b_wakeable));
+            let node = |wakeable| Node::open(engine, Some("127.0.0.1"), wakeable).expect(engine);
+            let pool = Arc::new(Pool::new(false, 0, 0));
+            Pair::in_nodes([node(false), node(b_wakeable)], b_wakeable, liveness, pool)
+        }
+
+        /// Two more bindings to each other in the same two nodes (as two processes bind a
+        /// second queue pair): over the same connection.
+        fn beside(&self) -> Pair {
+            let nodes = [self.a.ch.node.clone(), self.b.ch.node.clone()];
+            let liveness = Duration::from_secs(60);
+            let b_wakeable = self.b.ch.node.lock().bell_fd().is_some();
+            Pair::in_nodes(nodes, b_wakeable, liveness, self.pool.clone())
+        }
+
+        fn in_nodes(
+            [node_a, node_b]: [Arc<Node>; 2],
+            b_wakeable: bool,
+            liveness: Duration,
+            pool: Arc<Pool>,
+        ) -> Pair {
+            let ca = Channel::in_node(node_a, false).unwrap();
+            let cb = Channel::in_node(node_b, b_wakeable).unwrap();
             let (na, nb) = (ca.contact(), cb.contact());
             // Leaked: an area must outlive its binding.
             let (area_a, area_b): (&'static Area, &'static Area) =
@@ -800,7 +818,7 @@ mod tests {
                 b: link(cb, &na, area_b),
                 wa: Wire::new(8, 8),
                 wb: Wire::new(8, 8),
-                pool: Arc::new(Pool::new(false, 0, 0)),
+                pool,
                 area_a,
             }
         }
@@ -1630,6 +1648,148 @@ mod tests {
         }
         assert_eq!(p.wa.sq.take_completed(&mut done), 4);
         assert_eq!(done, &wrs[..]);
+        for b in wrs.into_iter().chain(rxs) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
+    /// A stream of 64 KiB SENDs: libfabric holds at most `QUEUED_PER_PEER` of it for the peer,
+    /// the rest waits in the binding. So a message another binding sends to the same peer
+    /// (over the same connection) arrives behind at most that much, not behind the whole
+    /// backlog, and the stream then arrives whole and in order.
+    #[test]
+    fn a_stream_leaves_a_message_of_another_binding_to_the_peer_little_to_wait_behind() {
+        const N: usize = 16;
+        const SIZE: u32 = 65536;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let mut q = p.beside();
+        q.connect();
+        (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
+        let rxs: Vec<_> = (0..N)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
+        let wrs: Vec<_> = (0..N)
+            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
+            .collect();
+        wrs.iter().for_each(|&wr| p.wa.sq.push(wr));
+        p.round_a().unwrap();
+        let held = p.a.ch.node.lock().queued_for(p.a.peer);
+        let waiting = p.a.tx.outgoing.len();
+        assert!(
+            held <= node::QUEUED_PER_PEER && held > 0,
+            "libfabric holds {held} bytes"
+        );
+        assert!(waiting >= N - 2, "{waiting} of {N} wait in the binding");
+        let (ping, ping_rx) = (
+            crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND_IMM, 99),
+            p.pool.alloc(64, 1, 0, 0).unwrap(),
+        );
+        q.wb.rq.post(ping_rx);
+        q.wa.sq.push(ping);
+        q.round_a().unwrap();
+        // Only the receivers run: nothing more of the stream goes meanwhile.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q.wb.rq.completions_len() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the message did not arrive within 5 s"
+            );
+            q.round_b().unwrap();
+            p.round_b().unwrap();
+        }
+        let ahead = p.wb.rq.completions_len();
+        assert!(
+            ahead <= N - waiting,
+            "{ahead} of the stream arrived before it"
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.wb.rq.completions_len() < N || p.wa.sq.completed() < N {
+            assert!(
+                Instant::now() < deadline,
+                "the stream did not arrive within 5 s"
+            );
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        let mut done = [std::ptr::null_mut(); N];
+        assert_eq!(p.wb.rq.take_completions(&mut done), N);
+        for (i, &head) in done.iter().enumerate() {
+            assert_eq!(unsafe { (*head).pro().imm_data }, i as u64, "in order");
+            assert!(crate::transport::test_bytes_intact(head, SIZE as usize));
+        }
+        assert_eq!(p.a.ch.node.lock().queued_for(p.a.peer), 0);
+        for b in wrs.into_iter().chain(rxs).chain([ping, ping_rx]) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
+    /// A sleeping queue whose fragment waits for room at its peer, room that another
+    /// binding's stream holds, is woken when a round of that binding finds libfabric has sent
+    /// some of it: the completions are the stream's, and would tell only the stream's binding.
+    /// (Without the wake it fails over the UCX engine, which the test command also runs these
+    /// tests on; libfabric tcp's wait fd turns readable at any completion, whoever reads it.)
+    #[test]
+    fn a_sleeping_queue_waiting_for_room_at_its_peer_wakes_when_another_binding_frees_it() {
+        const N: usize = 512;
+        const SIZE: u32 = 65536;
+        // In the second node: b sleeps with one WR, d streams; both to the first node.
+        let mut p = Pair::new(true, Duration::from_secs(60));
+        p.connect();
+        let mut q = p.beside();
+        q.connect();
+        (q.wa, q.wb) = (Wire::new(N as u32, 8), Wire::new(8, N as u32));
+        let rxs: Vec<_> = (0..=N)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        rxs[..N].iter().for_each(|&rx| q.wa.rq.post(rx));
+        p.wa.rq.post(rxs[N]);
+        let wrs: Vec<_> = (0..=N)
+            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
+            .collect();
+        wrs[..N].iter().for_each(|&wr| q.wb.sq.push(wr));
+        // d streams until the first node's socket is full (its rounds do not run), so
+        // libfabric holds d's fragments.
+        let (mut left, mut since) = (N, Instant::now());
+        while since.elapsed() < Duration::from_millis(100) {
+            q.round_b().unwrap();
+            if q.b.tx.outgoing.len() < left {
+                (left, since) = (q.b.tx.outgoing.len(), Instant::now());
+            }
+        }
+        assert!(left > 0, "the sockets took the whole stream");
+        p.wb.sq.push(wrs[N]);
+        p.round_b().unwrap();
+        assert_eq!(p.b.tx.outgoing.len(), 1, "b's WR waits for room");
+        let bell = loop {
+            match p.b.arm_wakeup() {
+                Arm::Armed(bell) => break bell.fd,
+                Arm::Pending => {
+                    p.round_b().unwrap();
+                }
+                Arm::NoFd => panic!("a wakeable endpoint without a wait fd"),
+            }
+        };
+        assert_eq!(p.b.tx.outgoing.len(), 1, "b's WR still waits for room");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !readable(bell, 0) {
+            assert!(
+                Instant::now() < deadline,
+                "b was not woken for the room within 5 s"
+            );
+            q.round_a().unwrap();
+            q.round_b().unwrap();
+        }
+        // Woken, b's rounds send its WR.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.wa.rq.completions_len() < 1 || q.wa.rq.completions_len() < N {
+            assert!(Instant::now() < deadline, "not all arrived within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+            q.round_a().unwrap();
+            q.round_b().unwrap();
+        }
         for b in wrs.into_iter().chain(rxs) {
             p.pool.free_one(b).unwrap();
         }

@@ -32,6 +32,12 @@ use std::time::{Duration, Instant};
 pub const RX_BOUNCES: usize = 256;
 /// Send buffers of a node: fragments beyond them wait in their channel's outgoing queue.
 pub const TX_SLOTS: usize = 256;
+/// Bytes from our send buffers that libfabric may hold for one peer process at once, over all
+/// the channels to it (one connection: what libfabric holds leaves in order). Past it, a
+/// channel's fragments wait in its own outgoing queue, so a message of another channel to the
+/// same peer (a ping injected beside a stream) queues behind at most this much, not behind a
+/// whole flow-control window of the stream.
+pub const QUEUED_PER_PEER: usize = 128 << 10;
 /// Flow-control area writes in flight at once, over all channels.
 pub const AREA_WRITES: usize = 256;
 /// The completion queue: room for every buffer's and write's completion.
@@ -89,6 +95,9 @@ pub struct Inbox {
     pub broken: Option<&'static str>,
     /// Its WRs that went by RMA and completed: sequence number, and whether it succeeded.
     pub rma_done: Vec<(u64, bool)>,
+    /// Its peer's share of libfabric, which its fragments waited for, has room again
+    /// (`Shared::want_room`).
+    pub room_back: bool,
     /// Its peer process (`Shared::peers`), once bound.
     pub peer: Option<usize>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
@@ -126,6 +135,10 @@ pub struct Peer {
     /// The shortest ping interval its channels ask for, and how many there are.
     ping_after: Duration,
     users: usize,
+    /// Bytes of our send buffers libfabric holds for it (`QUEUED_PER_PEER`).
+    queued: usize,
+    /// Channels whose fragments wait for that to fall: told when it does.
+    room_wanted: Vec<ChannelId>,
 }
 
 /// The node's state, under its lock.
@@ -204,6 +217,8 @@ pub struct RxPool {
 struct Busy {
     /// The channel and the WRs it carries (a fragment of one, or several whole in a bundle).
     wr: Option<(ChannelId, Range<u64>)>,
+    /// The peer it goes to (`Shared::peers`) and the bytes it counts there (`QUEUED_PER_PEER`).
+    queued: (usize, usize),
     /// The chunk its payload is read from in place, held (never read) until libfabric is done.
     _lease: Option<Lease>,
 }
@@ -481,6 +496,7 @@ impl Shared {
             area_written: false,
             broken: None,
             rma_done: Vec::new(),
+            room_back: false,
             peer: None,
             interrupt,
         });
@@ -567,6 +583,8 @@ impl Shared {
                     greeted: false,
                     ping_after,
                     users: 0,
+                    queued: 0,
+                    room_wanted: Vec::new(),
                 });
                 self.peers.len() - 1
             }
@@ -694,7 +712,9 @@ impl Shared {
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
                 // Taking the slot's lease lets its chunk go.
-                if let Some((id, wrs)) = std::mem::take(&mut self.tx.busy[idx]).wr {
+                let busy = std::mem::take(&mut self.tx.busy[idx]);
+                self.unqueue(busy.queued);
+                if let Some((id, wrs)) = busy.wr {
                     self.tell(id, |i| match failed {
                         true => i.broken = Some("peer unreachable over the network"),
                         false => i.sent.extend(wrs),
@@ -894,19 +914,48 @@ impl Shared {
         }
     }
 
+    /// Channel `id`'s fragments wait for room at peer `p` (`has_room` said no): it is told
+    /// (`Inbox::room_back`, which rings the bell of a sleeping queue) once libfabric has sent
+    /// some of what it holds for `p`.
+    pub fn want_room(&mut self, p: usize, id: ChannelId) {
+        if let Some(peer) = self.peers.get_mut(p)
+            && !peer.room_wanted.contains(&id)
+        {
+            peer.room_wanted.push(id);
+        }
+    }
+
+    /// libfabric sent `queued.1` bytes it held for peer `queued.0`: its waiting channels are told.
+    fn unqueue(&mut self, (p, bytes): (usize, usize)) {
+        let Some(peer) = self.peers.get_mut(p) else {
+            return;
+        };
+        peer.queued = peer.queued.saturating_sub(bytes);
+        for id in std::mem::take(&mut peer.room_wanted) {
+            self.tell(id, |i| i.room_back = true);
+        }
+    }
+
+    /// Whether `len` more bytes from our send buffers may go to peer `p` now: while libfabric
+    /// holds less than `QUEUED_PER_PEER` for it, and always when it holds none.
+    pub fn has_room(&self, p: usize, len: usize) -> bool {
+        let queued = self.peers.get(p).map_or(0, |peer| peer.queued);
+        queued == 0 || queued + len <= QUEUED_PER_PEER
+    }
+
     /// Sends `len` bytes of send buffer `slot` (a fragment of channel `id`'s WR `wr`, if any)
-    /// to `peer`. Err(code), where `FI_EAGAIN` means no room now.
+    /// to peer `to` (its index and address). Err(code), where `FI_EAGAIN` means no room now.
     pub fn send_slot(
         &mut self,
         slot: usize,
         len: usize,
-        peer: u64,
+        to: (usize, u64),
         wr: Option<(ChannelId, Range<u64>)>,
     ) -> Result<(), i32> {
         let sent = self
             .ep
-            .send(&self.tx.bufs, slot * BOUNCE, len, peer, SEND_TAG | slot);
-        self.slot_sent(slot, sent, wr, None)
+            .send(&self.tx.bufs, slot * BOUNCE, len, to.1, SEND_TAG | slot);
+        self.slot_sent(slot, sent, (to.0, len), wr, None)
     }
 
     /// As `send_slot` for a fragment whose `head` bytes are in send buffer `slot` and whose
@@ -917,7 +966,7 @@ impl Shared {
         head: usize,
         body: (*const u8, usize),
         lease: Lease,
-        peer: u64,
+        to: (usize, u64),
         wr: Option<(ChannelId, Range<u64>)>,
     ) -> Result<(), i32> {
         // SAFETY: `sends_in_place` said so (the caller asked), and the lease keeps `body`
@@ -929,22 +978,32 @@ impl Shared {
                 slot * BOUNCE,
                 head,
                 body,
-                peer,
+                to.1,
                 SEND_TAG | slot,
             )
         };
-        self.slot_sent(slot, sent, wr, Some(lease))
+        self.slot_sent(slot, sent, (to.0, head + body.1), wr, Some(lease))
     }
 
     fn slot_sent(
         &mut self,
         slot: usize,
         sent: Result<(), i32>,
+        queued: (usize, usize),
         wr: Option<(ChannelId, Range<u64>)>,
         lease: Option<Lease>,
     ) -> Result<(), i32> {
         match sent {
-            Ok(()) => self.tx.busy[slot] = Busy { wr, _lease: lease },
+            Ok(()) => {
+                if let Some(peer) = self.peers.get_mut(queued.0) {
+                    peer.queued += queued.1;
+                }
+                self.tx.busy[slot] = Busy {
+                    wr,
+                    queued,
+                    _lease: lease,
+                }
+            }
             Err(_) => self.tx.free.push(slot),
         }
         sent
@@ -1014,13 +1073,19 @@ impl Shared {
         };
         bell.clear();
         let fd = bell.epoll.as_raw_fd();
-        let waiting = self
-            .inbox_mut(id)
-            .is_some_and(|i| !i.arrivals.is_empty() || !i.sent.is_empty() || i.area_written);
+        let waiting = self.inbox_mut(id).is_some_and(|i| {
+            !i.arrivals.is_empty() || !i.sent.is_empty() || i.area_written || i.room_back
+        });
         if waiting || !self.ep.arm_wait() {
             return None;
         }
         Some(Some(fd))
+    }
+
+    /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`), for tests.
+    #[cfg(test)]
+    pub fn queued_for(&self, p: usize) -> usize {
+        self.peers[p].queued
     }
 
     /// Lent bounce buffers, for tests.

@@ -363,6 +363,8 @@ impl Link {
         tally: &mut Tally,
     ) -> Result<(), LinkError> {
         let (id, peer, dst) = (self.ch.id, self.peer_addr, self.peer_chan);
+        let to = (self.peer, peer);
+        let inject_size = n.ep.inject_size();
         let Tx {
             outgoing,
             flight,
@@ -375,8 +377,12 @@ impl Link {
                 None => bundle_of(outgoing),
                 Some(_) => (0, 0), // a paced queue's fragments are its packets
             };
+            if count > 0 && !n.has_room(to.0, bytes) {
+                n.want_room(to.0, id); // the peer's share of libfabric is full
+                return Ok(());
+            }
             if count > 0 {
-                match send_bundle(n, outgoing, count, bytes, (peer, id, dst)) {
+                match send_bundle(n, outgoing, count, bytes, (to, id, dst)) {
                     None => return Ok(()), // no send buffer free
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
@@ -409,7 +415,11 @@ impl Link {
                 // Where the stream stands before this flush's first packet (`NewestPacket`).
                 tally.stream_before = n.ep.stream_at(peer);
             }
-            let sent = match send_fragment(n, o, &h, peer, id) {
+            if HEADER + len > inject_size && !n.has_room(to.0, HEADER + len) {
+                n.want_room(to.0, id);
+                return Ok(());
+            }
+            let sent = match send_fragment(n, o, &h, to, id) {
                 Some(sent) => sent,
                 None => return Ok(()), // no send buffer free
             };
@@ -544,7 +554,7 @@ fn send_bundle(
     outgoing: &VecDeque<Outgoing>,
     count: usize,
     bytes: usize,
-    (peer, id, dst): (u64, ChannelId, u64),
+    (to, id, dst): ((usize, u64), ChannelId, u64),
 ) -> Option<Result<(), i32>> {
     let slot = n.tx.free.pop()?;
     let buf = n.tx.bufs.get_mut(slot * BOUNCE, bytes);
@@ -570,7 +580,7 @@ fn send_bundle(
             wrs = Some(wrs.map_or(s..s + 1, |r| r.start..s + 1));
         }
     }
-    Some(n.send_slot(slot, bytes, peer, wrs.map(|r| (id, r))))
+    Some(n.send_slot(slot, bytes, to, wrs.map(|r| (id, r))))
 }
 
 /// The header of WR `seq`'s message, from its `pro` part: `total` payload bytes in all.
@@ -880,16 +890,17 @@ enum Sent {
     InPlace,
 }
 
-/// Hands the next fragment of `o` (its header `h`) to libfabric for `peer`: copied out at once
-/// when it fits the inject size, else with its header in one of the node's send buffers, whose
-/// completion tells channel `id` that a fragment of its WR went, and its payload read in place
-/// from the WR's buffer (`in_place`) or copied behind the header. None when no send buffer is
-/// free.
+/// Hands the next fragment of `o` (its header `h`) to libfabric for peer `to` (its index and
+/// address): copied out at once when it fits the inject size, else with its header in one of
+/// the node's send buffers, whose completion tells channel `id` that a fragment of its WR went,
+/// and its payload read in place from the WR's buffer (`in_place`) or copied behind the header.
+/// None when no send buffer is free. (The caller asks whether the peer's share of libfabric has
+/// room, `QUEUED_PER_PEER`; an injected fragment does not count: libfabric copied it out.)
 fn send_fragment(
     n: &mut Shared,
     o: &Outgoing,
     h: &Header,
-    peer: u64,
+    to: (usize, u64),
     id: ChannelId,
 ) -> Option<Result<Sent, i32>> {
     let len = HEADER + h.len as usize;
@@ -899,7 +910,7 @@ fn send_fragment(
         scratch.extend_from_slice(&h.to_bytes());
         scratch.resize(len, 0);
         o.copy_out(&mut scratch[HEADER..]);
-        return Some(n.ep.inject(&n.tx.scratch, peer).map(|()| Sent::Injected));
+        return Some(n.ep.inject(&n.tx.scratch, to.1).map(|()| Sent::Injected));
     }
     let slot = n.tx.free.pop()?;
     let wr = o.wr_seq.map(|seq| (id, seq..seq + 1));
@@ -908,11 +919,11 @@ fn send_fragment(
     buf[..HEADER].copy_from_slice(&h.to_bytes());
     Some(match payload {
         Some((body, lease)) => n
-            .send_slot_in_place(slot, HEADER, body, lease, peer, wr)
+            .send_slot_in_place(slot, HEADER, body, lease, to, wr)
             .map(|()| Sent::InPlace),
         None => {
             o.copy_out(&mut buf[HEADER..]);
-            n.send_slot(slot, len, peer, wr).map(|()| Sent::Copied)
+            n.send_slot(slot, len, to, wr).map(|()| Sent::Copied)
         }
     })
 }
