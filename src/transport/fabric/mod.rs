@@ -1725,6 +1725,84 @@ mod tests {
         }
     }
 
+    /// A peer process that stops reading holds at most its share of libfabric
+    /// (`QUEUED_PER_PEER`), not as many of the node's 256 send buffers as its sockets leave
+    /// unsent; the node's other peers are still sent to, and the stream goes on, whole and in
+    /// order, once the peer reads again.
+    #[test]
+    fn a_peer_that_stops_reading_leaves_the_node_s_other_peers_their_send_buffers() {
+        const N: usize = node::TX_SLOTS + 64;
+        const SIZE: u32 = 65536;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let third = Node::open(&engine(), Some("127.0.0.1"), false).expect("a third node");
+        let liveness = Duration::from_secs(60);
+        let nodes = [p.a.ch.node.clone(), third];
+        let mut q = Pair::in_nodes(nodes, false, liveness, p.pool.clone());
+        q.connect();
+        p.wa = Wire::new(8, N as u32);
+        let wrs: Vec<_> = (0..N)
+            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
+            .collect();
+        wrs.iter().for_each(|&wr| p.wa.sq.push(wr));
+        // a streams until b's socket is full: b's rounds never run.
+        let (mut left, mut since) = (N, Instant::now());
+        while since.elapsed() < Duration::from_millis(200) {
+            p.round_a().unwrap();
+            if p.a.tx.outgoing.len() < left {
+                (left, since) = (p.a.tx.outgoing.len(), Instant::now());
+            }
+        }
+        assert!(left > 0, "b's socket took the whole stream");
+        let held = p.a.ch.node.lock().queued_for(p.a.peer);
+        assert!(
+            held <= node::QUEUED_PER_PEER,
+            "libfabric holds {held} bytes for b"
+        );
+        // The third process still gets what the first node sends it.
+        (q.wa, q.wb) = (Wire::new(8, 4), Wire::new(4, 8));
+        let rxs: Vec<_> = (0..4)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        rxs.iter().for_each(|&rx| q.wb.rq.post(rx));
+        let to_third: Vec<_> = (0..4)
+            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i))
+            .collect();
+        to_third.iter().for_each(|&wr| q.wa.sq.push(wr));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q.wb.rq.completions_len() < 4 || q.wa.sq.completed() < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "the third process got nothing within 5 s"
+            );
+            q.round_a().unwrap();
+            q.round_b().unwrap();
+        }
+        // b wakes up and takes the stream, whole and in order.
+        p.wb = Wire::new(N as u32, 8);
+        let b_rxs: Vec<_> = (0..N)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        b_rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.wb.rq.completions_len() < N || p.wa.sq.completed() < N {
+            assert!(
+                Instant::now() < deadline,
+                "the stream did not arrive within 10 s"
+            );
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        let mut done = vec![std::ptr::null_mut(); N];
+        assert_eq!(p.wb.rq.take_completions(&mut done), N);
+        for (i, &head) in done.iter().enumerate() {
+            assert_eq!(unsafe { (*head).pro().imm_data }, i as u64, "in order");
+        }
+        for b in wrs.into_iter().chain(rxs).chain(to_third).chain(b_rxs) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// A sleeping queue whose fragment waits for room at its peer, room that another
     /// binding's stream holds, is woken when a round of that binding finds libfabric has sent
     /// some of it: the completions are the stream's, and would tell only the stream's binding.
