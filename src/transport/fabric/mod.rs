@@ -1725,6 +1725,62 @@ mod tests {
         }
     }
 
+    /// The peer's share of libfabric full with one binding's stream, a 64 KiB WR of another
+    /// binding to the same peer still goes to libfabric in its first round: a binding with
+    /// nothing there may always hand over one fragment, so a stream that keeps the share full
+    /// starves no one. Both arrive whole.
+    #[test]
+    fn a_binding_with_nothing_in_libfabric_always_hands_over_one_fragment() {
+        const N: usize = 512;
+        const SIZE: u32 = 65536;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let mut q = p.beside();
+        q.connect();
+        (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
+        let rxs: Vec<_> = (0..=N)
+            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
+            .collect();
+        rxs[..N].iter().for_each(|&rx| p.wb.rq.post(rx));
+        q.wb.rq.post(rxs[N]);
+        let wrs: Vec<_> = (0..=N)
+            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
+            .collect();
+        wrs[..N].iter().for_each(|&wr| p.wa.sq.push(wr));
+        // a streams until b's socket is full (b's rounds do not run): libfabric keeps the
+        // stream's fragment.
+        let (mut left, mut since) = (N, Instant::now());
+        while since.elapsed() < Duration::from_millis(100) {
+            p.round_a().unwrap();
+            if p.a.tx.outgoing.len() < left {
+                (left, since) = (p.a.tx.outgoing.len(), Instant::now());
+            }
+        }
+        assert!(left > 0, "the sockets took the whole stream");
+        let full = p.a.ch.node.lock().queued_for(p.a.peer);
+        assert!(
+            full + BOUNCE > node::QUEUED_PER_PEER,
+            "the share is full: {full} bytes"
+        );
+        q.wa.sq.push(wrs[N]);
+        q.round_a().unwrap();
+        assert!(q.a.tx.outgoing.is_empty(), "the other binding's WR waits");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q.wb.rq.completions_len() < 1 || p.wb.rq.completions_len() < N {
+            assert!(Instant::now() < deadline, "not all arrived within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+            q.round_a().unwrap();
+            q.round_b().unwrap();
+        }
+        let mut done = [std::ptr::null_mut(); 1];
+        assert_eq!(q.wb.rq.take_completions(&mut done), 1);
+        assert!(crate::transport::test_bytes_intact(done[0], SIZE as usize));
+        for b in wrs.into_iter().chain(rxs) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// A peer process that stops reading holds at most its share of libfabric
     /// (`QUEUED_PER_PEER`), not as many of the node's 256 send buffers as its sockets leave
     /// unsent; the node's other peers are still sent to, and the stream goes on, whole and in
@@ -1803,27 +1859,27 @@ mod tests {
         }
     }
 
-    /// A sleeping queue whose fragment waits for room at its peer, room that another
-    /// binding's stream holds, is woken when a round of that binding finds libfabric has sent
-    /// some of it: the completions are the stream's, and would tell only the stream's binding.
-    /// (Without the wake it fails over the UCX engine, which the test command also runs these
-    /// tests on; libfabric tcp's wait fd turns readable at any completion, whoever reads it.)
+    /// A sleeping queue whose second fragment waits for room at its peer, which another
+    /// binding's stream keeps full, is woken when a round of that binding finds libfabric has
+    /// sent its first, and then sends the second: the wake is the queue's, whoever's round
+    /// takes the completion.
     #[test]
     fn a_sleeping_queue_waiting_for_room_at_its_peer_wakes_when_another_binding_frees_it() {
         const N: usize = 512;
         const SIZE: u32 = 65536;
-        // In the second node: b sleeps with one WR, d streams; both to the first node.
+        // In the second node: b sleeps with two WRs, d streams; both to the first node.
         let mut p = Pair::new(true, Duration::from_secs(60));
         p.connect();
         let mut q = p.beside();
         q.connect();
         (q.wa, q.wb) = (Wire::new(N as u32, 8), Wire::new(8, N as u32));
-        let rxs: Vec<_> = (0..=N)
+        (p.wa, p.wb) = (Wire::new(2, 8), Wire::new(8, 2));
+        let rxs: Vec<_> = (0..N + 2)
             .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
             .collect();
         rxs[..N].iter().for_each(|&rx| q.wa.rq.post(rx));
-        p.wa.rq.post(rxs[N]);
-        let wrs: Vec<_> = (0..=N)
+        rxs[N..].iter().for_each(|&rx| p.wa.rq.post(rx));
+        let wrs: Vec<_> = (0..N + 2)
             .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
             .collect();
         wrs[..N].iter().for_each(|&wr| q.wb.sq.push(wr));
@@ -1837,9 +1893,9 @@ mod tests {
             }
         }
         assert!(left > 0, "the sockets took the whole stream");
-        p.wb.sq.push(wrs[N]);
+        wrs[N..].iter().for_each(|&wr| p.wb.sq.push(wr));
         p.round_b().unwrap();
-        assert_eq!(p.b.tx.outgoing.len(), 1, "b's WR waits for room");
+        assert_eq!(p.b.tx.outgoing.len(), 1, "b's first went, its second waits");
         let bell = loop {
             match p.b.arm_wakeup() {
                 Arm::Armed(bell) => break bell.fd,
@@ -1849,19 +1905,16 @@ mod tests {
                 Arm::NoFd => panic!("a wakeable endpoint without a wait fd"),
             }
         };
-        assert_eq!(p.b.tx.outgoing.len(), 1, "b's WR still waits for room");
+        assert_eq!(p.b.tx.outgoing.len(), 1, "b's second still waits");
         let deadline = Instant::now() + Duration::from_secs(5);
         while !readable(bell, 0) {
-            assert!(
-                Instant::now() < deadline,
-                "b was not woken for the room within 5 s"
-            );
+            assert!(Instant::now() < deadline, "b was not woken within 5 s");
             q.round_a().unwrap();
             q.round_b().unwrap();
         }
-        // Woken, b's rounds send its WR.
+        // Woken, b's rounds send its second.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while p.wa.rq.completions_len() < 1 || q.wa.rq.completions_len() < N {
+        while p.wa.rq.completions_len() < 2 || q.wa.rq.completions_len() < N {
             assert!(Instant::now() < deadline, "not all arrived within 5 s");
             p.round_a().unwrap();
             p.round_b().unwrap();

@@ -33,10 +33,12 @@ pub const RX_BOUNCES: usize = 256;
 /// Send buffers of a node: fragments beyond them wait in their channel's outgoing queue.
 pub const TX_SLOTS: usize = 256;
 /// Bytes from our send buffers that libfabric may hold for one peer process at once, over all
-/// the channels to it (one connection: what libfabric holds leaves in order). Past it, a
-/// channel's fragments wait in its own outgoing queue, so a message of another channel to the
-/// same peer (a ping injected beside a stream) queues behind at most this much, not behind a
-/// whole flow-control window of the stream.
+/// the channels to it (one connection: what libfabric holds leaves in order): one 64 KiB
+/// fragment and up to 64 KiB of smaller ones. Past it, a channel's fragments wait in its own
+/// outgoing queue, so a message of another channel to the same peer (a ping injected beside a
+/// stream) queues behind at most this much, not behind a whole flow-control window of the
+/// stream. A channel with nothing in libfabric may always hand over one fragment: however busy
+/// another channel keeps the peer's share, this one is never starved of it.
 pub const QUEUED_PER_PEER: usize = 128 << 10;
 /// Flow-control area writes in flight at once, over all channels.
 pub const AREA_WRITES: usize = 256;
@@ -98,6 +100,10 @@ pub struct Inbox {
     /// Its peer's share of libfabric, which its fragments waited for, has room again
     /// (`Shared::want_room`).
     pub room_back: bool,
+    /// Bytes of its fragments libfabric holds (`Shared::has_room`).
+    queued: usize,
+    /// Its fragments wait for room (`Shared::want_room`).
+    wants_room: bool,
     /// Its peer process (`Shared::peers`), once bound.
     pub peer: Option<usize>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
@@ -137,8 +143,6 @@ pub struct Peer {
     users: usize,
     /// Bytes of our send buffers libfabric holds for it (`QUEUED_PER_PEER`).
     queued: usize,
-    /// Channels whose fragments wait for that to fall: told when it does.
-    room_wanted: Vec<ChannelId>,
 }
 
 /// The node's state, under its lock.
@@ -212,13 +216,22 @@ pub struct RxPool {
     lent: usize,
 }
 
+/// A send buffer's bytes as its peer's share of libfabric counts them, and whose they are.
+#[derive(Clone, Copy, Default)]
+struct Queued {
+    /// The peer process (`Shared::peers`).
+    peer: usize,
+    channel: ChannelId,
+    bytes: usize,
+}
+
 /// A send buffer in libfabric's hands.
 #[derive(Default)]
 struct Busy {
     /// The channel and the WRs it carries (a fragment of one, or several whole in a bundle).
     wr: Option<(ChannelId, Range<u64>)>,
-    /// The peer it goes to (`Shared::peers`) and the bytes it counts there (`QUEUED_PER_PEER`).
-    queued: (usize, usize),
+    /// What it counts in its peer's share of libfabric (`QUEUED_PER_PEER`).
+    queued: Queued,
     /// The chunk its payload is read from in place, held (never read) until libfabric is done.
     _lease: Option<Lease>,
 }
@@ -497,6 +510,8 @@ impl Shared {
             broken: None,
             rma_done: Vec::new(),
             room_back: false,
+            queued: 0,
+            wants_room: false,
             peer: None,
             interrupt,
         });
@@ -584,7 +599,6 @@ impl Shared {
                     ping_after,
                     users: 0,
                     queued: 0,
-                    room_wanted: Vec::new(),
                 });
                 self.peers.len() - 1
             }
@@ -914,48 +928,59 @@ impl Shared {
         }
     }
 
-    /// Channel `id`'s fragments wait for room at peer `p` (`has_room` said no): it is told
+    /// Channel `id`'s fragments wait for room (`has_room` said no): it is told
     /// (`Inbox::room_back`, which rings the bell of a sleeping queue) once libfabric has sent
-    /// some of what it holds for `p`.
-    pub fn want_room(&mut self, p: usize, id: ChannelId) {
-        if let Some(peer) = self.peers.get_mut(p)
-            && !peer.room_wanted.contains(&id)
-        {
-            peer.room_wanted.push(id);
+    /// one of its own, after which it may always hand over one more. (A fragment that carries
+    /// no WR, a READ's response, tells its channel nothing else when it goes.)
+    pub fn want_room(&mut self, id: ChannelId) {
+        if let Some(inbox) = self.inbox_mut(id) {
+            inbox.wants_room = true;
         }
     }
 
-    /// libfabric sent `queued.1` bytes it held for peer `queued.0`: its waiting channels are told.
-    fn unqueue(&mut self, (p, bytes): (usize, usize)) {
-        let Some(peer) = self.peers.get_mut(p) else {
+    /// libfabric sent what `q` counted: its channel is told if it waits for room.
+    fn unqueue(&mut self, q: Queued) {
+        if let Some(peer) = self.peers.get_mut(q.peer) {
+            peer.queued = peer.queued.saturating_sub(q.bytes);
+        }
+        let Some(inbox) = self.inbox_mut(q.channel) else {
             return;
         };
-        peer.queued = peer.queued.saturating_sub(bytes);
-        for id in std::mem::take(&mut peer.room_wanted) {
-            self.tell(id, |i| i.room_back = true);
+        inbox.queued = inbox.queued.saturating_sub(q.bytes);
+        if std::mem::take(&mut inbox.wants_room) {
+            self.tell(q.channel, |i| i.room_back = true);
         }
     }
 
-    /// Whether `len` more bytes from our send buffers may go to peer `p` now: while libfabric
-    /// holds less than `QUEUED_PER_PEER` for it, and always when it holds none.
-    pub fn has_room(&self, p: usize, len: usize) -> bool {
+    /// Whether channel `id` may hand `len` more bytes from our send buffers to libfabric for
+    /// peer `p` now: while libfabric holds less than `QUEUED_PER_PEER` for it, and always when
+    /// it holds nothing for the peer or nothing of the channel's.
+    pub fn has_room(&mut self, p: usize, id: ChannelId, len: usize) -> bool {
         let queued = self.peers.get(p).map_or(0, |peer| peer.queued);
-        queued == 0 || queued + len <= QUEUED_PER_PEER
+        queued == 0
+            || queued + len <= QUEUED_PER_PEER
+            || self.inbox_mut(id).is_some_and(|i| i.queued == 0)
     }
 
-    /// Sends `len` bytes of send buffer `slot` (a fragment of channel `id`'s WR `wr`, if any)
-    /// to peer `to` (its index and address). Err(code), where `FI_EAGAIN` means no room now.
+    /// Sends `len` bytes of send buffer `slot` from channel `from` (a fragment of its WR `wr`,
+    /// if any) to peer `to` (its index and address). Err(code), where `FI_EAGAIN` means no room
+    /// now.
     pub fn send_slot(
         &mut self,
         slot: usize,
         len: usize,
-        to: (usize, u64),
-        wr: Option<(ChannelId, Range<u64>)>,
+        (from, to): (ChannelId, (usize, u64)),
+        wr: Option<Range<u64>>,
     ) -> Result<(), i32> {
         let sent = self
             .ep
             .send(&self.tx.bufs, slot * BOUNCE, len, to.1, SEND_TAG | slot);
-        self.slot_sent(slot, sent, (to.0, len), wr, None)
+        let queued = Queued {
+            peer: to.0,
+            channel: from,
+            bytes: len,
+        };
+        self.slot_sent(slot, sent, queued, wr, None)
     }
 
     /// As `send_slot` for a fragment whose `head` bytes are in send buffer `slot` and whose
@@ -966,8 +991,8 @@ impl Shared {
         head: usize,
         body: (*const u8, usize),
         lease: Lease,
-        to: (usize, u64),
-        wr: Option<(ChannelId, Range<u64>)>,
+        (from, to): (ChannelId, (usize, u64)),
+        wr: Option<Range<u64>>,
     ) -> Result<(), i32> {
         // SAFETY: `sends_in_place` said so (the caller asked), and the lease keeps `body`
         // mapped until the completion drops it, or until the endpoint closes (declared first
@@ -982,30 +1007,37 @@ impl Shared {
                 SEND_TAG | slot,
             )
         };
-        self.slot_sent(slot, sent, (to.0, head + body.1), wr, Some(lease))
+        let queued = Queued {
+            peer: to.0,
+            channel: from,
+            bytes: head + body.1,
+        };
+        self.slot_sent(slot, sent, queued, wr, Some(lease))
     }
 
     fn slot_sent(
         &mut self,
         slot: usize,
         sent: Result<(), i32>,
-        queued: (usize, usize),
-        wr: Option<(ChannelId, Range<u64>)>,
+        queued: Queued,
+        wrs: Option<Range<u64>>,
         lease: Option<Lease>,
     ) -> Result<(), i32> {
-        match sent {
-            Ok(()) => {
-                if let Some(peer) = self.peers.get_mut(queued.0) {
-                    peer.queued += queued.1;
-                }
-                self.tx.busy[slot] = Busy {
-                    wr,
-                    queued,
-                    _lease: lease,
-                }
-            }
-            Err(_) => self.tx.free.push(slot),
+        if sent.is_err() {
+            self.tx.free.push(slot);
+            return sent;
         }
+        if let Some(peer) = self.peers.get_mut(queued.peer) {
+            peer.queued += queued.bytes;
+        }
+        if let Some(inbox) = self.inbox_mut(queued.channel) {
+            inbox.queued += queued.bytes;
+        }
+        self.tx.busy[slot] = Busy {
+            wr: wrs.map(|r| (queued.channel, r)),
+            queued,
+            _lease: lease,
+        };
         sent
     }
 

@@ -377,8 +377,8 @@ impl Link {
                 None => bundle_of(outgoing),
                 Some(_) => (0, 0), // a paced queue's fragments are its packets
             };
-            if count > 0 && !n.has_room(to.0, bytes) {
-                n.want_room(to.0, id); // the peer's share of libfabric is full
+            if count > 0 && !n.has_room(to.0, id, bytes) {
+                n.want_room(id); // the peer's share of libfabric is full
                 return Ok(());
             }
             if count > 0 {
@@ -415,8 +415,8 @@ impl Link {
                 // Where the stream stands before this flush's first packet (`NewestPacket`).
                 tally.stream_before = n.ep.stream_at(peer);
             }
-            if HEADER + len > inject_size && !n.has_room(to.0, HEADER + len) {
-                n.want_room(to.0, id);
+            if HEADER + len > inject_size && !n.has_room(to.0, id, HEADER + len) {
+                n.want_room(id);
                 return Ok(());
             }
             let sent = match send_fragment(n, o, &h, to, id) {
@@ -580,7 +580,7 @@ fn send_bundle(
             wrs = Some(wrs.map_or(s..s + 1, |r| r.start..s + 1));
         }
     }
-    Some(n.send_slot(slot, bytes, to, wrs.map(|r| (id, r))))
+    Some(n.send_slot(slot, bytes, (id, to), wrs))
 }
 
 /// The header of WR `seq`'s message, from its `pro` part: `total` payload bytes in all.
@@ -913,17 +913,17 @@ fn send_fragment(
         return Some(n.ep.inject(&n.tx.scratch, to.1).map(|()| Sent::Injected));
     }
     let slot = n.tx.free.pop()?;
-    let wr = o.wr_seq.map(|seq| (id, seq..seq + 1));
+    let wr = o.wr_seq.map(|seq| seq..seq + 1);
     let payload = in_place(n, o, h.len as usize);
     let buf = n.tx.bufs.get_mut(slot * BOUNCE, len);
     buf[..HEADER].copy_from_slice(&h.to_bytes());
     Some(match payload {
         Some((body, lease)) => n
-            .send_slot_in_place(slot, HEADER, body, lease, to, wr)
+            .send_slot_in_place(slot, HEADER, body, lease, (id, to), wr)
             .map(|()| Sent::InPlace),
         None => {
             o.copy_out(&mut buf[HEADER..]);
-            n.send_slot(slot, len, to, wr).map(|()| Sent::Copied)
+            n.send_slot(slot, len, (id, to), wr).map(|()| Sent::Copied)
         }
     })
 }
