@@ -71,19 +71,29 @@ class Peer:
         assert self.proc.exitcode == 0
 
 
+PAUSE_3 = umq.pfc_frame(1 << 3, [0xFFFF] * 8)
+RESUME_3 = umq.pfc_frame(1 << 3, [0] * 8)
+
+
+def pause_3_when_asked(c0, conn):
+    """On the parent's word, pauses priority 3 on the link (through `c0`) and says so; returns
+    at the parent's next word."""
+    conn.recv()
+    c0.pfc_send_frame(PAUSE_3)
+    conn.send("paused")
+    conn.recv()
+
+
 def hand_paused_child(conn):
     with umq.Umq() as ctx:
         c0, c3 = receiving_queues(ctx, conn)
-        conn.recv()
-        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0xFFFF] * 8))
-        conn.send("paused")
-        conn.recv()
+        pause_3_when_asked(c0, conn)
         got0, got3 = [], []
         receive_for(c0, 0.5, got0)
         receive_for(c3, 0.1, got3)
         conn.send((got0, got3))
         conn.recv()
-        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0] * 8))
+        c0.pfc_send_frame(RESUME_3)
         end = time.monotonic() + 10
         while len(got3) < 10 and time.monotonic() < end:
             receive_for(c3, 0.01, got3)
@@ -127,11 +137,8 @@ def paused_then_timed_child(conn, count):
     it."""
     with umq.Umq() as ctx:
         c0, c3 = receiving_queues(ctx, conn)
-        conn.recv()
-        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0xFFFF] * 8))
-        conn.send("paused")
-        conn.recv()
-        c0.pfc_send_frame(umq.pfc_frame(1 << 3, [0] * 8))
+        pause_3_when_asked(c0, conn)
+        c0.pfc_send_frame(RESUME_3)
         got, times = [], []
         end = time.monotonic() + 10
         while len(got) < count and time.monotonic() < end:

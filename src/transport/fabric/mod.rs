@@ -823,6 +823,40 @@ mod tests {
             }
         }
 
+        /// `n` SEND_IMM WRs of `size` bytes, each's immediate its index.
+        fn wrs(&self, n: usize, size: u32) -> Vec<*mut umq_buf_t> {
+            (0..n)
+                .map(|i| crate::transport::test_wr(&self.pool, size, UMQ_OPC_SEND_IMM, i as u64))
+                .collect()
+        }
+
+        /// `n` receive buffers of `size` bytes.
+        fn rx_bufs(&self, n: usize, size: u32) -> Vec<*mut umq_buf_t> {
+            (0..n)
+                .map(|_| self.pool.alloc(size, 1, 0, 0).unwrap())
+                .collect()
+        }
+
+        /// One side's rounds (b's, or a's) until its outgoing queue has not shrunk for 100 ms:
+        /// the other side's rounds do not run, and its socket is full. Something is left.
+        fn stream_until_the_peer_is_full(&mut self, b_streams: bool) {
+            let outgoing = |p: &Pair| match b_streams {
+                true => p.b.tx.outgoing.len(),
+                false => p.a.tx.outgoing.len(),
+            };
+            let (mut left, mut since) = (usize::MAX, Instant::now());
+            while since.elapsed() < Duration::from_millis(100) {
+                match b_streams {
+                    true => self.round_b().unwrap(),
+                    false => self.round_a().unwrap(),
+                };
+                if outgoing(self) < left {
+                    (left, since) = (outgoing(self), Instant::now());
+                }
+            }
+            assert!(left > 0, "the sockets took the whole stream");
+        }
+
         fn round_a(&mut self) -> Result<Outcome, LinkError> {
             let at = Receiver {
                 umqh: 1,
@@ -1599,9 +1633,7 @@ mod tests {
         let wrs: Vec<_> = (0..4)
             .map(|i| crate::transport::test_wr(&p.pool, sizes[i], UMQ_OPC_SEND_IMM, 10 + i as u64))
             .collect();
-        let rxs: Vec<_> = (0..4)
-            .map(|_| p.pool.alloc(4096, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(4, 4096);
         p.wb.rq.post(rxs[0]);
         p.wb.rq.post(rxs[1]);
         wrs.iter().for_each(|&wr| p.wa.sq.push(wr));
@@ -1666,13 +1698,9 @@ mod tests {
         let mut q = p.beside();
         q.connect();
         (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
-        let rxs: Vec<_> = (0..N)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(N, SIZE);
         rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
-        let wrs: Vec<_> = (0..N)
-            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
-            .collect();
+        let wrs = p.wrs(N, SIZE);
         wrs.iter().for_each(|&wr| p.wa.sq.push(wr));
         p.round_a().unwrap();
         let held = p.a.ch.node.lock().queued_for(p.a.peer);
@@ -1738,25 +1766,14 @@ mod tests {
         let mut q = p.beside();
         q.connect();
         (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
-        let rxs: Vec<_> = (0..=N)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(N + 1, SIZE);
         rxs[..N].iter().for_each(|&rx| p.wb.rq.post(rx));
         q.wb.rq.post(rxs[N]);
-        let wrs: Vec<_> = (0..=N)
-            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
-            .collect();
+        let wrs = p.wrs(N + 1, SIZE);
         wrs[..N].iter().for_each(|&wr| p.wa.sq.push(wr));
         // a streams until b's socket is full (b's rounds do not run): libfabric keeps the
         // stream's fragment.
-        let (mut left, mut since) = (N, Instant::now());
-        while since.elapsed() < Duration::from_millis(100) {
-            p.round_a().unwrap();
-            if p.a.tx.outgoing.len() < left {
-                (left, since) = (p.a.tx.outgoing.len(), Instant::now());
-            }
-        }
-        assert!(left > 0, "the sockets took the whole stream");
+        p.stream_until_the_peer_is_full(false);
         let full = p.a.ch.node.lock().queued_for(p.a.peer);
         assert!(
             full + BOUNCE > node::QUEUED_PER_PEER,
@@ -1797,19 +1814,10 @@ mod tests {
         let mut q = Pair::in_nodes(nodes, false, liveness, p.pool.clone());
         q.connect();
         p.wa = Wire::new(8, N as u32);
-        let wrs: Vec<_> = (0..N)
-            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
-            .collect();
+        let wrs = p.wrs(N, SIZE);
         wrs.iter().for_each(|&wr| p.wa.sq.push(wr));
         // a streams until b's socket is full: b's rounds never run.
-        let (mut left, mut since) = (N, Instant::now());
-        while since.elapsed() < Duration::from_millis(200) {
-            p.round_a().unwrap();
-            if p.a.tx.outgoing.len() < left {
-                (left, since) = (p.a.tx.outgoing.len(), Instant::now());
-            }
-        }
-        assert!(left > 0, "b's socket took the whole stream");
+        p.stream_until_the_peer_is_full(false);
         let held = p.a.ch.node.lock().queued_for(p.a.peer);
         assert!(
             held <= node::QUEUED_PER_PEER,
@@ -1817,9 +1825,7 @@ mod tests {
         );
         // The third process still gets what the first node sends it.
         (q.wa, q.wb) = (Wire::new(8, 4), Wire::new(4, 8));
-        let rxs: Vec<_> = (0..4)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(4, SIZE);
         rxs.iter().for_each(|&rx| q.wb.rq.post(rx));
         let to_third: Vec<_> = (0..4)
             .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i))
@@ -1836,9 +1842,7 @@ mod tests {
         }
         // b wakes up and takes the stream, whole and in order.
         p.wb = Wire::new(N as u32, 8);
-        let b_rxs: Vec<_> = (0..N)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let b_rxs = p.rx_bufs(N, SIZE);
         b_rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
         let deadline = Instant::now() + Duration::from_secs(10);
         while p.wb.rq.completions_len() < N || p.wa.sq.completed() < N {
@@ -1874,25 +1878,14 @@ mod tests {
         q.connect();
         (q.wa, q.wb) = (Wire::new(N as u32, 8), Wire::new(8, N as u32));
         (p.wa, p.wb) = (Wire::new(2, 8), Wire::new(8, 2));
-        let rxs: Vec<_> = (0..N + 2)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(N + 2, SIZE);
         rxs[..N].iter().for_each(|&rx| q.wa.rq.post(rx));
         rxs[N..].iter().for_each(|&rx| p.wa.rq.post(rx));
-        let wrs: Vec<_> = (0..N + 2)
-            .map(|i| crate::transport::test_wr(&p.pool, SIZE, UMQ_OPC_SEND_IMM, i as u64))
-            .collect();
+        let wrs = p.wrs(N + 2, SIZE);
         wrs[..N].iter().for_each(|&wr| q.wb.sq.push(wr));
         // d streams until the first node's socket is full (its rounds do not run), so
         // libfabric holds d's fragments.
-        let (mut left, mut since) = (N, Instant::now());
-        while since.elapsed() < Duration::from_millis(100) {
-            q.round_b().unwrap();
-            if q.b.tx.outgoing.len() < left {
-                (left, since) = (q.b.tx.outgoing.len(), Instant::now());
-            }
-        }
-        assert!(left > 0, "the sockets took the whole stream");
+        q.stream_until_the_peer_is_full(true);
         wrs[N..].iter().for_each(|&wr| p.wb.sq.push(wr));
         p.round_b().unwrap();
         assert_eq!(p.b.tx.outgoing.len(), 1, "b's first went, its second waits");
@@ -1937,9 +1930,7 @@ mod tests {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.connect();
         (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
-        let rxs: Vec<_> = (0..N)
-            .map(|_| p.pool.alloc(SIZE, 1, 0, 0).unwrap())
-            .collect();
+        let rxs = p.rx_bufs(N, SIZE);
         rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
         let (mut in_post, mut queued) = (0, 0);
         let mut wrs = Vec::with_capacity(N);

@@ -9,7 +9,7 @@
 //! and never received: must be 0).
 
 use crate::api;
-use crate::pfc::{Receiver, Sender, pack, stdin_ready, unpack};
+use crate::pfc::{Receiver, Sender, pack, stdin_ready, two_pairs_run, unpack};
 use crate::report::Row;
 use crate::shm::{poll_ping_pong, recv_frame, send_frame};
 use std::io::Read;
@@ -20,25 +20,13 @@ use umq::ffi::api::umq_uninit;
 
 const SECONDS: f64 = 2.0;
 const PING_BYTES: u32 = 64;
-/// Receive buffers the ping pair keeps posted on each side: the initial window (`beside_run`).
+/// Receive buffers the ping pair keeps posted on each side: the initial window
+/// (`two_pairs_run`).
 const PING_RX: u32 = 64;
 /// The stream's messages a turn of either side's loop posts or takes at most: a turn that
 /// copies 32 messages of 64 KiB takes a third of a millisecond, which the ping would wait for
 /// in the application's own loop whatever the library did.
 const STREAM_BATCH: usize = 4;
-
-/// The run with enough depth for a stream, and a window of the stream's receive buffers.
-fn beside_run(run: &crate::Run) -> crate::Run {
-    crate::Run {
-        depth: run.depth.min(256),
-        flow: api::Flow {
-            initial_window: 64,
-            notify_interval: 16,
-            ..run.flow
-        },
-        ..*run
-    }
-}
 
 /// The ping pair's one message in flight: posted at `since`, waiting for its send completion
 /// and its echo.
@@ -113,7 +101,7 @@ fn half_rtt(mut rtts: Vec<Duration>) -> (f64, f64) {
 }
 
 pub fn measure(run: &crate::Run) -> Row {
-    let run = &beside_run(run);
+    let run = &two_pairs_run(run);
     let mut args = vec!["--beside-peer".to_string(), "--depth".into()];
     args.extend([run.depth.to_string(), "--size".into(), run.size.to_string()]);
     args.extend(["--flow-control".into(), on_off(run.flow.on).into()]);
@@ -161,7 +149,7 @@ fn on_off(on: bool) -> &'static str {
 /// The peer process (`--beside-peer`): echoes the pings, takes the stream, and reports how
 /// many of its messages arrived once the measuring process says how many it sent.
 pub fn serve_peer(run: &crate::Run) {
-    let run = &beside_run(run);
+    let run = &two_pairs_run(run);
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Unbuffered: `stdin_ready` looks at the pipe, so no frame may wait in a buffer of ours.
     let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };

@@ -97,9 +97,9 @@ fn send_raw(q: u64, f: &umq_ext_pfc_frame_t) {
     ctl(q, UMQ_EXT_OPCODE_PFC_SEND_FRAME, input, Default::default());
 }
 
-/// Both sides' parameters: 256 receive buffers posted a queue, a quarter of them the initial
-/// window, credit returned every 16.
-fn pfc_run(run: &crate::Run) -> crate::Run {
+/// Both sides' parameters of a run over two queue pairs (here and `--test beside`): at most
+/// 256 WRs a queue, an initial window of 64, credit returned every 16.
+pub(crate) fn two_pairs_run(run: &crate::Run) -> crate::Run {
     crate::Run {
         depth: run.depth.min(256),
         flow: api::Flow {
@@ -160,7 +160,7 @@ impl Sender {
 }
 
 pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
-    let run = &pfc_run(run);
+    let run = &two_pairs_run(run);
     let mut args = vec![
         "--pfc-peer".to_string(),
         "--depth".into(),
@@ -280,7 +280,7 @@ pub(crate) fn stdin_ready() -> bool {
 
 /// The peer process (`--pfc-peer`): see the module's comment.
 pub fn serve_peer(run: &crate::Run, storm: bool) {
-    let run = &pfc_run(run);
+    let run = &two_pairs_run(run);
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Unbuffered: `stdin_ready` looks at the pipe, so no frame may wait in a buffer of ours.
     let mut from = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
