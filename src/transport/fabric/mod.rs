@@ -787,6 +787,16 @@ mod tests {
             Pair::in_nodes([node(false), node(b_wakeable)], b_wakeable, liveness, pool)
         }
 
+        /// Two pairs of bindings in the same two nodes (two processes binding two queue
+        /// pairs: one connection), both connected; b's node has a wait fd when asked.
+        fn two_beside(b_wakeable: bool) -> (Pair, Pair) {
+            let mut p = Pair::new(b_wakeable, Duration::from_secs(60));
+            p.connect();
+            let mut q = p.beside();
+            q.connect();
+            (p, q)
+        }
+
         /// Two more bindings to each other in the same two nodes (as two processes bind a
         /// second queue pair): over the same connection.
         fn beside(&self) -> Pair {
@@ -915,6 +925,16 @@ mod tests {
                     && b.tx.outgoing.is_empty()
             });
         }
+    }
+
+    /// The `n` receive completions of `w`, checked to carry immediates 0, 1, ... in order.
+    fn in_order(w: &mut Wire, n: usize) -> Vec<*mut umq_buf_t> {
+        let mut done = vec![std::ptr::null_mut(); n];
+        assert_eq!(w.rq.take_completions(&mut done), n);
+        for (i, &head) in done.iter().enumerate() {
+            assert_eq!(unsafe { (*head).pro().imm_data }, i as u64, "in order");
+        }
+        done
     }
 
     /// When the link's node last heard from the peer's.
@@ -1693,10 +1713,7 @@ mod tests {
     fn a_stream_leaves_a_message_of_another_binding_to_the_peer_little_to_wait_behind() {
         const N: usize = 16;
         const SIZE: u32 = 65536;
-        let mut p = Pair::new(false, Duration::from_secs(60));
-        p.connect();
-        let mut q = p.beside();
-        q.connect();
+        let (mut p, mut q) = Pair::two_beside(false);
         (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
         let rxs = p.rx_bufs(N, SIZE);
         rxs.iter().for_each(|&rx| p.wb.rq.post(rx));
@@ -1741,10 +1758,7 @@ mod tests {
             p.round_a().unwrap();
             p.round_b().unwrap();
         }
-        let mut done = [std::ptr::null_mut(); N];
-        assert_eq!(p.wb.rq.take_completions(&mut done), N);
-        for (i, &head) in done.iter().enumerate() {
-            assert_eq!(unsafe { (*head).pro().imm_data }, i as u64, "in order");
+        for head in in_order(&mut p.wb, N) {
             assert!(crate::transport::test_bytes_intact(head, SIZE as usize));
         }
         assert_eq!(p.a.ch.node.lock().queued_for(p.a.peer), 0);
@@ -1761,10 +1775,7 @@ mod tests {
     fn a_binding_with_nothing_in_libfabric_always_hands_over_one_fragment() {
         const N: usize = 512;
         const SIZE: u32 = 65536;
-        let mut p = Pair::new(false, Duration::from_secs(60));
-        p.connect();
-        let mut q = p.beside();
-        q.connect();
+        let (mut p, mut q) = Pair::two_beside(false);
         (p.wa, p.wb) = (Wire::new(8, N as u32), Wire::new(N as u32, 8));
         let rxs = p.rx_bufs(N + 1, SIZE);
         rxs[..N].iter().for_each(|&rx| p.wb.rq.post(rx));
@@ -1853,11 +1864,7 @@ mod tests {
             p.round_a().unwrap();
             p.round_b().unwrap();
         }
-        let mut done = vec![std::ptr::null_mut(); N];
-        assert_eq!(p.wb.rq.take_completions(&mut done), N);
-        for (i, &head) in done.iter().enumerate() {
-            assert_eq!(unsafe { (*head).pro().imm_data }, i as u64, "in order");
-        }
+        in_order(&mut p.wb, N);
         for b in wrs.into_iter().chain(rxs).chain(to_third).chain(b_rxs) {
             p.pool.free_one(b).unwrap();
         }
@@ -1872,10 +1879,7 @@ mod tests {
         const N: usize = 512;
         const SIZE: u32 = 65536;
         // In the second node: b sleeps with two WRs, d streams; both to the first node.
-        let mut p = Pair::new(true, Duration::from_secs(60));
-        p.connect();
-        let mut q = p.beside();
-        q.connect();
+        let (mut p, mut q) = Pair::two_beside(true);
         (q.wa, q.wb) = (Wire::new(N as u32, 8), Wire::new(8, N as u32));
         (p.wa, p.wb) = (Wire::new(2, 8), Wire::new(8, 2));
         let rxs = p.rx_bufs(N + 2, SIZE);
