@@ -104,7 +104,10 @@ pub fn measure(run: &crate::Run) -> Row {
     let run = &two_pairs_run(run);
     let mut args = vec!["--beside-peer".to_string(), "--depth".into()];
     args.extend([run.depth.to_string(), "--size".into(), run.size.to_string()]);
-    args.extend(["--flow-control".into(), on_off(run.flow.on).into()]);
+    args.extend([
+        "--flow-control".into(),
+        if run.flow.on { "on" } else { "off" }.into(),
+    ]);
     let mut child = crate::shm::spawn_self(args);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     api::init(run.flow);
@@ -129,21 +132,13 @@ pub fn measure(run: &crate::Run) -> Row {
     let status = child.wait().expect("waiting for the peer");
     assert!(status.success(), "the peer process failed: {status}");
     umq_uninit();
-    let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
-        Ok("fabric") => "fabric",
-        _ => "shm",
-    };
-    Row::new("beside", provider, run.size, run.flow.on)
+    Row::new("beside", crate::shm::provider(), run.size, run.flow.on)
         .num("ping_alone_half_rtt_ns", alone.0.round())
         .num("ping_alone_p99_ns", alone.1.round())
         .num("ping_beside_half_rtt_ns", beside.0.round())
         .num("ping_beside_p99_ns", beside.1.round())
         .num("stream_msgs_per_s", (streamed as f64 / elapsed).round())
         .num("lost", (stream.next_seq - got) as f64)
-}
-
-fn on_off(on: bool) -> &'static str {
-    if on { "on" } else { "off" }
 }
 
 /// The peer process (`--beside-peer`): echoes the pings, takes the stream, and reports how

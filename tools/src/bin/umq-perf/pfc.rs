@@ -206,11 +206,7 @@ pub fn measure(run: &crate::Run, storm: bool) -> Vec<Row> {
     let status = child.wait().expect("waiting for the peer");
     assert!(status.success(), "the peer process failed: {status}");
     umq_uninit();
-    let provider = if std::env::var("UMQ_PROVIDER").is_ok_and(|p| p == "fabric") {
-        "fabric"
-    } else {
-        "shm"
-    };
+    let provider = crate::shm::provider();
     PRIORITIES
         .iter()
         .enumerate()

@@ -166,16 +166,22 @@ fn dial_peer(server: SocketAddr, args: Vec<String>) -> Peer {
     }
 }
 
+/// The provider between the two processes of a run: the network when `UMQ_PROVIDER` says
+/// so (as `main` sets it for `--provider fabric`), else shared memory.
+pub(crate) fn provider() -> &'static str {
+    match std::env::var("UMQ_PROVIDER").as_deref() {
+        Ok("fabric") => "fabric",
+        _ => "shm",
+    }
+}
+
 /// The measuring side: starts the peer (or asks the server for one), runs `kind`, collects
 /// both sides' statistics.
 pub fn run(kind: Kind, run: &Run) -> Row {
     let mut peer = start_peer(peer_args(kind, run), run);
     let q = connect(run, peer.ip, &mut peer.to, &mut peer.from);
     recv_frame(&mut peer.from); // the peer has bound and posted its receive buffers
-    let provider = match std::env::var("UMQ_PROVIDER").as_deref() {
-        Ok("fabric") => "fabric",
-        _ => "shm",
-    };
+    let provider = provider();
     let label = format!("{} {provider} {} B", kind.name(), run.size);
     let mut progress = Progress::new(label, run.iters, run.quiet);
     let pool = |shared| if shared { "queue pool" } else { "process pool" };
