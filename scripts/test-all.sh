@@ -180,6 +180,11 @@ if [ -e /usr/include/rdma/fabric.h ]; then
   # beside each other on one connection"): every message arrives, in order; the figures are
   # printed, not judged (a timing on a shared host).
   timeout 120 "$lib/umq-perf" --provider fabric --test beside --size 65536 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["provider"] == "fabric" and r["lost"] == 0 and r["stream_msgs_per_s"] > 0, r; print("fabric beside: ping", r["ping_alone_half_rtt_ns"], "ns alone,", r["ping_beside_half_rtt_ns"], "ns beside a stream of", r["stream_msgs_per_s"], "msgs/s")'
+  # The same beside a stream of 1 MiB WRITEs and of READs by libfabric RMA (docs/TRANSPORTS.md,
+  # "Long WRITEs and READs in pieces"): they went by RMA, and every WR completed.
+  for op in write read; do
+    timeout 120 "$lib/umq-perf" --provider fabric --test beside --size 1048576 --stream $op --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["lost"] == 0 and r["one_sided_rma_wr"] > 0 and r["stream_msgs_per_s"] > 0, r; print("fabric beside", r["stream"], "by RMA: ping", r["ping_alone_half_rtt_ns"], "ns alone,", r["ping_beside_half_rtt_ns"], "ns beside", r["stream_msgs_per_s"], "WRs/s of 1 MiB")'
+  done
   # One-sided WRITE and READ by RMA against a target that polls (as UCX's responder does), and
   # a put ping-pong with it (as ucp_put_lat): each side waits for the other's WRITE in its memory.
   # The WRITE stream goes as messages, bundled, since the polling target answers them unasked

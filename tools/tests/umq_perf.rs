@@ -202,6 +202,11 @@ fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
         (&["--test", "x"], "invalid value 'x' for '--test"),
         (&["--test", "pfc"], "--provider shm or fabric"),
         (&["--test", "beside"], "--provider shm or fabric"),
+        (
+            &["--test", "bw", "--stream", "write"],
+            "--stream write|read is for --test beside",
+        ),
+        (&["--stream", "put"], "invalid value 'put' for '--stream"),
         (&["--batch", "65"], "--batch must be 1..=64"),
         (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
         (&["--loop", "app"], "--loop app measures latency over shm"),
@@ -408,5 +413,30 @@ fn beside_rows_time_a_ping_alone_and_beside_a_stream_that_loses_nothing() {
         timed.iter().all(|k| row[k].as_f64().unwrap() > 0.0),
         "{row}"
     );
-    assert_eq!(row["lost"], 0.0);
+    assert_eq!((&row["stream"], &row["lost"]), (&"send".into(), &0.into()));
+}
+
+/// `--stream write` streams WRITEs into a buffer the peer exposes, beside the same ping; every
+/// WR completes (a failed one stops the run).
+#[test]
+fn beside_rows_take_a_stream_of_writes_too() {
+    let all = rows(&[
+        "--provider",
+        "shm",
+        "--test",
+        "beside",
+        "--size",
+        "4096",
+        "--stream",
+        "write",
+    ]);
+    let [(row, _)] = &all[..] else {
+        panic!("one row: {all:?}");
+    };
+    assert_eq!((&row["stream"], &row["lost"]), (&"write".into(), &0.into()));
+    assert!(row["stream_msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(
+        row["ping_beside_half_rtt_ns"].as_f64().unwrap() > 0.0,
+        "{row}"
+    );
 }

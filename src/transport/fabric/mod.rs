@@ -18,6 +18,7 @@ mod calls;
 pub mod hostile;
 mod msg;
 pub mod node;
+mod pieces;
 mod rma;
 mod rx;
 pub mod sys;
@@ -669,6 +670,9 @@ impl Link {
     }
 
     pub fn forget_in_flight(&mut self) {
+        // The pieces of our RMA not yet started never will be (its completion, an error,
+        // comes as any; those in flight finish first).
+        self.ch.node.lock().give_up_pieces(self.ch.id);
         self.tx.flight_base += self.tx.flight.len() as u64;
         self.tx.flight.clear();
         self.tx.outgoing.retain(|o| o.wr_seq.is_none());
@@ -2224,14 +2228,19 @@ mod tests {
     /// reference a WRITE or READ names it by.
     /// Over the engine the run names.
     fn pair_with_exposed_target() -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
+        pair_with_exposed(4096)
+    }
+
+    /// `pair_with_exposed_target` with a buffer of `len` bytes.
+    fn pair_with_exposed(len: u32) -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.b.ch.use_pool(&p.pool);
         p.connect();
-        let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
+        let target = p.pool.alloc(len, 1, 0, 0).unwrap();
         let t = unsafe { &*target };
         let remote = umq_ref_sge_t {
             addr: t.buf_data as u64,
-            length: 4096,
+            length: len,
             token_id: t.token_id(),
             token_value: t.token_value,
             rsvd0: 0,
@@ -2479,6 +2488,98 @@ mod tests {
         p.pool.free_one(target).unwrap();
         p.pool.free_one(elsewhere).unwrap();
         assert_eq!(registered(&p), 1);
+    }
+
+    /// A long WRITE or READ by RMA goes to libfabric whole while no other binding to the peer
+    /// sends, and in pieces behind the peer's share once one does (`pieces`): libfabric's tcp
+    /// sends an operation whole before the next, so another binding's message then waits
+    /// behind at most the share, not the whole WR. Here a 1 MiB WRITE and READ each leave
+    /// pieces waiting after a's round, with no more than the share in libfabric when another
+    /// binding's SEND goes; that binding's rounds start the rest (the node starts pieces
+    /// whichever binding progresses it), and the WR completes, its bytes where they belong,
+    /// the share empty again.
+    #[test]
+    fn a_long_rma_wr_leaves_another_binding_to_the_peer_only_the_share_to_wait_behind() {
+        const LONG: u32 = 1 << 20;
+        let (mut p, target, remote) = pair_with_exposed(LONG);
+        let mut q = p.beside();
+        q.connect();
+        let queued = |p: &Pair| p.a.ch.node.lock().queued_for(p.a.peer);
+        let pieces_wait = |p: &Pair| p.a.ch.node.lock().pieces_wait(p.a.ch.id);
+        write_run_by_b(&mut p, remote);
+        // Alone to the peer (q's binding sent nothing for longer than OTHERS_QUIET): whole.
+        std::thread::sleep(node::OTHERS_QUIET);
+        let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        p.round_a().unwrap();
+        assert!(
+            !pieces_wait(&p) && queued(&p) == LONG as usize,
+            "one operation"
+        );
+        let (status, wr) = one_wr_finish(&mut p);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        assert!(crate::transport::test_bytes_intact(target, LONG as usize));
+        p.pool.free_one(wr).unwrap();
+        let rxs = p.rx_bufs(4, 64);
+        rxs.iter().for_each(|&rx| q.wb.rq.post(rx));
+        let fill = |b: *mut umq_buf_t| unsafe {
+            std::ptr::write_bytes((*b).buf_data as *mut u8, 0x5a, LONG as usize)
+        };
+        let pool = p.pool.clone();
+        let ping = |imm| crate::transport::test_wr(&pool, 64, UMQ_OPC_SEND_IMM, imm);
+        let mut pings = Vec::new();
+        for (i, op) in [UMQ_OPC_WRITE, UMQ_OPC_READ].into_iter().enumerate() {
+            // q's binding sends: a's long WR goes in pieces, as far as the share allows.
+            pings.push(ping(2 * i as u64));
+            q.wa.sq.push(pings[2 * i]);
+            q.round_a().unwrap();
+            let wr = crate::transport::test_wr(&p.pool, LONG, op, 0);
+            unsafe { (*wr).pro_mut().remote_sge = remote };
+            // What the WR moves starts out different where it goes.
+            fill(if op == UMQ_OPC_WRITE { target } else { wr });
+            p.wa.sq.push(wr);
+            p.round_a().unwrap();
+            assert!(pieces_wait(&p), "{op}: pieces wait");
+            assert!(
+                queued(&p) <= node::QUEUED_PER_PEER,
+                "{op}: {} held",
+                queued(&p)
+            );
+            // q's next SEND goes behind at most the share, and the node starts a's pieces
+            // in q's rounds too (whichever binding's round progresses it), as the share frees.
+            pings.push(ping(2 * i as u64 + 1));
+            q.wa.sq.push(pings[2 * i + 1]);
+            q.round_a().unwrap();
+            assert!(
+                queued(&p) <= node::QUEUED_PER_PEER,
+                "{op}: {} held",
+                queued(&p)
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while q.wb.rq.completions_len() < 2 * (i + 1) || pieces_wait(&p) {
+                assert!(Instant::now() < deadline, "{op}: not within 5 s");
+                q.round_a().unwrap();
+                q.round_b().unwrap();
+            }
+            let (status, done) = one_wr_finish(&mut p);
+            assert_eq!((status, p.a.tx.rma_in_flight), (UMQ_BUF_SUCCESS, 0), "{op}");
+            let moved = if op == UMQ_OPC_WRITE { target } else { done };
+            assert!(
+                crate::transport::test_bytes_intact(moved, LONG as usize),
+                "{op}"
+            );
+            assert_eq!(queued(&p), 0, "{op}");
+            p.pool.free_one(done).unwrap();
+        }
+        assert_eq!(p.wa.zero_copy.one_sided_rma_wr, 3);
+        q.rounds_until(|a, _| a.tx.flight.is_empty());
+        let mut sent = [std::ptr::null_mut(); 4];
+        assert_eq!(q.wa.sq.take_completed(&mut sent), 4);
+        let landed = in_order(&mut q.wb, 4);
+        for b in sent.into_iter().chain(landed).chain([target]) {
+            p.pool.free_one(b).unwrap();
+        }
     }
 
     /// A SEND posted behind a WRITE that went by RMA waits for it: it leaves only once the

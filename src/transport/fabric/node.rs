@@ -15,6 +15,7 @@
 //! lock (never the other way round).
 
 use super::msg::*;
+use super::pieces::{Piece, Pieces};
 use super::rma;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
@@ -32,14 +33,17 @@ use std::time::{Duration, Instant};
 pub const RX_BOUNCES: usize = 256;
 /// Send buffers of a node: fragments beyond them wait in their channel's outgoing queue.
 pub const TX_SLOTS: usize = 256;
-/// Bytes from our send buffers that libfabric may hold for one peer process at once, over all
-/// the channels to it (one connection: what libfabric holds leaves in order): one 64 KiB
-/// fragment and up to 64 KiB of smaller ones. Past it, a channel's fragments wait in its own
-/// outgoing queue, so a message of another channel to the same peer (a ping injected beside a
+/// Bytes from our send buffers (and of our RMA pieces, `fabric::pieces`) that libfabric may
+/// hold for one peer process at once, over all the channels to it (one connection: what
+/// libfabric holds leaves in order): one 64 KiB fragment and up to 64 KiB of smaller ones. Past
+/// it, a channel's fragments wait in its own outgoing queue, so a message of another channel to the same peer (a ping injected beside a
 /// stream) queues behind at most this much, not behind a whole flow-control window of the
 /// stream. A channel with nothing in libfabric may always hand over one fragment: however busy
 /// another channel keeps the peer's share, this one is never starved of it.
 pub const QUEUED_PER_PEER: usize = 128 << 10;
+/// How long other channels must not have sent a peer anything for a channel to count as having
+/// the connection to itself (`Shared::alone_to`).
+pub const OTHERS_QUIET: Duration = Duration::from_millis(10);
 /// Flow-control area writes in flight at once, over all channels.
 pub const AREA_WRITES: usize = 256;
 /// The completion queue: room for every buffer's and write's completion.
@@ -100,7 +104,7 @@ pub struct Inbox {
     /// Its peer's share of libfabric, which its fragments waited for, has room again
     /// (`Shared::want_room`).
     pub room_back: bool,
-    /// Bytes of its fragments libfabric holds (`Shared::has_room`).
+    /// Bytes of its fragments and RMA pieces libfabric holds (`Shared::has_room`).
     queued: usize,
     /// Its fragments wait for room (`Shared::want_room`).
     wants_room: bool,
@@ -108,6 +112,8 @@ pub struct Inbox {
     pub peer: Option<usize>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
     interrupt: bool,
+    /// Its WRs by RMA in flight, as pieces (`fabric::pieces`).
+    pieces: Pieces,
 }
 
 /// A time on a node's clock: nanoseconds since the node opened. A round reads the clock once
@@ -141,8 +147,11 @@ pub struct Peer {
     /// The shortest ping interval its channels ask for, and how many there are.
     ping_after: Duration,
     users: usize,
-    /// Bytes of our send buffers libfabric holds for it (`QUEUED_PER_PEER`).
+    /// Bytes of our send buffers and RMA libfabric holds for it (`QUEUED_PER_PEER`).
     queued: usize,
+    /// The two channels that last sent it a message, newest first, and when
+    /// (`Shared::rma_has_room`).
+    said_by: [(ChannelId, Stamp); 2],
 }
 
 /// The node's state, under its lock.
@@ -187,8 +196,10 @@ pub struct Shared {
     /// The provider carries RMA in software (`Endpoint::rma_in_software`).
     pub rma_in_software: bool,
     /// Our RMA operations in flight: the channel and WR each is for; and the free entries.
-    rma_ops: Vec<Option<(ChannelId, u64)>>,
+    rma_ops: Vec<Option<(u64, Queued)>>,
     rma_free: Vec<usize>,
+    /// Channels whose newest RMA WR has pieces to start (`continue_pieces`).
+    pieces_waiting: Vec<ChannelId>,
     /// Keys peers packed for their chunks (`Endpoint::packs_keys`), unpacked for our RMA: by
     /// peer, then by the packed bytes.
     peer_keys: HashMap<u64, HashMap<Box<[u8]>, u64>>,
@@ -417,6 +428,7 @@ impl Node {
             rma_in_software: ep.rma_in_software(),
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
+            pieces_waiting: Vec::new(),
             peer_keys: HashMap::new(),
             ep,
         };
@@ -514,6 +526,7 @@ impl Shared {
             wants_room: false,
             peer: None,
             interrupt,
+            pieces: Pieces::default(),
         });
         // The landing words start over: the generation first, so that what an earlier binding
         // of this slot's peer still writes is told apart.
@@ -550,6 +563,13 @@ impl Shared {
             self.ping_due = self.next_ping_due();
             self.plan_next_ping();
         }
+    }
+
+    fn inbox(&self, id: ChannelId) -> Option<&Inbox> {
+        self.inboxes
+            .get(slot_of(id))?
+            .as_ref()
+            .filter(|i| i.id == id)
     }
 
     pub fn inbox_mut(&mut self, id: ChannelId) -> Option<&mut Inbox> {
@@ -598,6 +618,7 @@ impl Shared {
                     greeted: false,
                     ping_after,
                     users: 0,
+                    said_by: Default::default(),
                     queued: 0,
                 });
                 self.peers.len() - 1
@@ -656,6 +677,7 @@ impl Shared {
             return Err(LinkError::Lost(why));
         }
         self.dispatch();
+        self.continue_pieces();
         self.ping_quiet_peers();
         self.repost();
         Ok(())
@@ -745,10 +767,10 @@ impl Shared {
                 }
             }
             RMA_TAG if idx < self.rma_ops.len() => {
-                if let Some((id, seq)) = self.rma_ops[idx].take() {
+                if let Some((seq, queued)) = self.rma_ops[idx].take() {
                     self.rma_free.push(idx);
-                    // A refused RMA breaks nothing: the WR completes with an error.
-                    self.tell(id, |i| i.rma_done.push((seq, !failed)));
+                    self.unqueue(queued);
+                    self.piece_finished(queued.channel, seq, !failed);
                 }
             }
             _ => crate::log_warn!("umq_fabric", "a completion for no buffer of ours: {ctx:#x}"),
@@ -938,6 +960,16 @@ impl Shared {
         }
     }
 
+    /// libfabric holds what `q` counts, in its peer's share and its channel's.
+    fn enqueue(&mut self, q: Queued) {
+        if let Some(peer) = self.peers.get_mut(q.peer) {
+            peer.queued += q.bytes;
+        }
+        if let Some(inbox) = self.inbox_mut(q.channel) {
+            inbox.queued += q.bytes;
+        }
+    }
+
     /// libfabric sent what `q` counted: its channel is told if it waits for room.
     fn unqueue(&mut self, q: Queued) {
         if let Some(peer) = self.peers.get_mut(q.peer) {
@@ -952,14 +984,32 @@ impl Shared {
         }
     }
 
-    /// Whether channel `id` may hand `len` more bytes from our send buffers to libfabric for
-    /// peer `p` now: while libfabric holds less than `QUEUED_PER_PEER` for it, and always when
+    /// Whether channel `id` may hand `len` more bytes from our send buffers (or an RMA piece)
+    /// to libfabric for peer `p` now: while libfabric holds less than `QUEUED_PER_PEER` for it, and always when
     /// it holds nothing for the peer or nothing of the channel's.
     pub fn has_room(&mut self, p: usize, id: ChannelId, len: usize) -> bool {
         let queued = self.peers.get(p).map_or(0, |peer| peer.queued);
         queued == 0
             || queued + len <= QUEUED_PER_PEER
             || self.inbox_mut(id).is_some_and(|i| i.queued == 0)
+    }
+
+    /// Whether channel `id` may start an RMA piece of `len` bytes to peer `p` now: as a
+    /// fragment may (`has_room`), or past the share while the channel has the connection to
+    /// itself (`alone_to`).
+    pub fn rma_has_room(&mut self, p: usize, id: ChannelId, len: usize) -> bool {
+        self.has_room(p, id, len) || self.alone_to(p, id)
+    }
+
+    /// Whether no other channel sent peer `p` anything for `OTHERS_QUIET`: then nothing waits
+    /// behind channel `id`'s RMA, which goes whole, as fast as a lone WR can (`pieces`).
+    pub fn alone_to(&self, p: usize, id: ChannelId) -> bool {
+        let Some(peer) = self.peers.get(p) else {
+            return false;
+        };
+        let (newest, older) = (peer.said_by[0], peer.said_by[1]);
+        let (_, other_at) = if newest.0 == id { older } else { newest };
+        other_at == Stamp::default() || self.now >= other_at.after(OTHERS_QUIET)
     }
 
     /// Sends `len` bytes of send buffer `slot` from channel `from` (a fragment of its WR `wr`,
@@ -1027,12 +1077,7 @@ impl Shared {
             self.tx.free.push(slot);
             return sent;
         }
-        if let Some(peer) = self.peers.get_mut(queued.peer) {
-            peer.queued += queued.bytes;
-        }
-        if let Some(inbox) = self.inbox_mut(queued.channel) {
-            inbox.queued += queued.bytes;
-        }
+        self.enqueue(queued);
         self.tx.busy[slot] = Busy {
             wr: wrs.map(|r| (queued.channel, r)),
             queued,
@@ -1041,27 +1086,115 @@ impl Shared {
         sent
     }
 
-    /// Starts channel `id`'s WR `seq` as RMA: `op` posts it with the completion context it is
-    /// given. Err(code) when libfabric refused it (`FI_EAGAIN`: no room now).
-    pub fn rma(
-        &mut self,
-        id: ChannelId,
-        seq: u64,
-        op: impl FnOnce(&Endpoint, usize) -> Result<(), i32>,
-    ) -> Result<(), i32> {
+    /// Starts channel `id`'s WR of `len` bytes by RMA with its `first` piece; the node starts
+    /// the others as the peer's share frees (`continue_pieces`). Err(code) when libfabric
+    /// refused the first (`FI_EAGAIN`: no room now).
+    ///
+    /// # Safety
+    /// The WR's buffer must stay valid (and, for a READ, untouched by us) until the channel is
+    /// told the WR is done (`Inbox::rma_done`), or until `give_up_pieces` and the completions
+    /// of the pieces already in flight.
+    pub unsafe fn start_rma(&mut self, id: ChannelId, first: &Piece, len: u64) -> Result<(), i32> {
+        unsafe { self.post_piece(id, first) }?;
+        let Some(inbox) = self.inbox_mut(id) else {
+            return Ok(()); // (the caller's own channel: always there)
+        };
+        inbox.pieces.started(first, len);
+        if inbox.pieces.waiting() {
+            self.pieces_waiting.push(id);
+        }
+        Ok(())
+    }
+
+    /// Whether channel `id`'s newest RMA WR has pieces to start: no other may start before.
+    pub fn pieces_wait(&self, id: ChannelId) -> bool {
+        self.inbox(id).is_some_and(|i| i.pieces.waiting())
+    }
+
+    /// Hands `piece` of channel `id` to libfabric; until it completes, it counts in the peer's
+    /// share (`QUEUED_PER_PEER`). Err(code) when libfabric refused it.
+    ///
+    /// # Safety
+    /// As `start_rma`.
+    unsafe fn post_piece(&mut self, id: ChannelId, piece: &Piece) -> Result<(), i32> {
         let idx = self.rma_free.pop().unwrap_or_else(|| {
             self.rma_ops.push(None);
             self.rma_ops.len() - 1
         });
-        match op(&self.ep, RMA_TAG | idx) {
-            Ok(()) => {
-                self.rma_ops[idx] = Some((id, seq));
-                Ok(())
+        let at = piece.at as *mut u8;
+        let ctx = RMA_TAG | idx;
+        let posted = unsafe {
+            self.ep
+                .rma(piece.how(), at, piece.len, piece.peer.1, piece.to, ctx)
+        };
+        if let Err(code) = posted {
+            self.rma_free.push(idx);
+            return Err(code);
+        }
+        let queued = Queued {
+            peer: piece.peer.0,
+            channel: id,
+            bytes: piece.len,
+        };
+        self.enqueue(queued);
+        self.rma_ops[idx] = Some((piece.seq, queued));
+        Ok(())
+    }
+
+    /// A piece of channel `id`'s WR `seq` finished: the channel is told once the whole WR is
+    /// done. (A refused RMA breaks nothing: the WR completes with an error.)
+    fn piece_finished(&mut self, id: ChannelId, seq: u64, ok: bool) {
+        let done = self.inbox_mut(id).and_then(|i| i.pieces.finished(seq, ok));
+        if let Some(done) = done {
+            self.tell(id, |i| i.rma_done.push(done));
+        }
+    }
+
+    /// Starts the pieces that wait while their peers' shares have room (`rma_has_room`).
+    fn continue_pieces(&mut self) {
+        let mut i = 0;
+        while i < self.pieces_waiting.len() {
+            let id = self.pieces_waiting[i];
+            match self.more_pieces(id) {
+                true => i += 1,
+                false => {
+                    self.pieces_waiting.swap_remove(i);
+                }
             }
-            Err(code) => {
-                self.rma_free.push(idx);
-                Err(code)
+        }
+    }
+
+    /// Starts channel `id`'s waiting pieces while there is room; whether some still wait.
+    fn more_pieces(&mut self, id: ChannelId) -> bool {
+        loop {
+            let Some(piece) = self.inbox(id).and_then(|i| i.pieces.next()) else {
+                return false;
+            };
+            if !self.rma_has_room(piece.peer.0, id, piece.len) {
+                return true;
             }
+            // SAFETY: as `start_rma`: the channel's WR is not done while a piece waits.
+            match unsafe { self.post_piece(id, &piece) } {
+                Ok(()) => {
+                    if let Some(inbox) = self.inbox_mut(id) {
+                        inbox.pieces.next_started();
+                    }
+                }
+                Err(sys::FI_EAGAIN) => return true,
+                Err(_) => {
+                    self.give_up_pieces(id);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Channel `id`'s waiting pieces will not start: its WR fails, as soon as those in flight
+    /// finished.
+    pub fn give_up_pieces(&mut self, id: ChannelId) {
+        let gone = self.inbox_mut(id).and_then(|i| i.pieces.give_up_rest());
+        if let Some(seq) = gone {
+            self.tell(id, |i| i.rma_done.push((seq, false)));
         }
     }
 
@@ -1115,6 +1248,19 @@ impl Shared {
     }
 
     /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`).
+    /// Channel `id` handed peer `p` a message (or part of one) now.
+    pub fn said(&mut self, p: usize, id: ChannelId) {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(p) else {
+            return;
+        };
+        peer.said = now;
+        if peer.said_by[0].0 != id {
+            peer.said_by[1] = peer.said_by[0];
+        }
+        peer.said_by[0] = (id, now);
+    }
+
     pub fn queued_for(&self, p: usize) -> usize {
         self.peers.get(p).map_or(0, |peer| peer.queued)
     }

@@ -1003,20 +1003,23 @@ int umqf_unexpose(void *mr)
  * `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it, completing once they
  * are placed there (FI_DELIVERY_COMPLETE). Its completion carries `ctx`. 0, -FI_EAGAIN or
  * another negative code. */
-int umqf_rma(struct umqf_ep *e, int read, void *buf, size_t len, uint64_t peer, uint64_t addr,
+int umqf_rma(struct umqf_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
              uint64_t key, void *ctx)
 {
     int rc = 0;
     struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    if (read)
+    if (how & UMQF_RMA_READ)
         return (int)fi_read(ep, buf, len, NULL, peer, addr, key, ctx);
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
     struct fi_msg_rma msg = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .rma_iov = &rma,
                              .rma_iov_count = 1, .context = ctx};
-    return (int)fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    /* A piece that a later one of the same WRITE follows completes once sent: the connection
+     * is in order, so the last piece's delivery says the earlier ones were placed too. */
+    uint64_t done = (how & UMQF_RMA_SENT) ? FI_TRANSMIT_COMPLETE : FI_DELIVERY_COMPLETE;
+    return (int)fi_writemsg(ep, &msg, FI_COMPLETION | done);
 }
 
 /* The completion queue's wait fd, or -1 (opened without one). */

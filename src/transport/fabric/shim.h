@@ -12,4 +12,9 @@ struct umqf_cqe {
     int32_t prov_errno;
 };
 
+/* How umqf_rma and umqu_rma move bytes: a READ (else a WRITE), and for a WRITE whether it may
+ * complete once sent (a later piece of the same WR follows it) rather than once placed. */
+#define UMQF_RMA_READ 1
+#define UMQF_RMA_SENT 2
+
 #endif

@@ -22,6 +22,9 @@ pub struct Cqe {
 
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
 pub const FI_EAGAIN: c_int = 11;
+/// `how` a one-sided operation moves bytes (shim.h): a READ; a WRITE that completes once sent.
+const RMA_READ: c_int = 1;
+const RMA_SENT: c_int = 2;
 
 #[repr(C)]
 pub struct RawEp {
@@ -71,7 +74,7 @@ engine_calls! {
     unpack_key: umqf_unpack_key, umqu_unpack_key(e: *mut RawEp, peer: u64, packed: *const c_void,
         len: usize, key: *mut u64) -> c_int;
     drop_key: umqf_drop_key, umqu_drop_key(key: u64);
-    rma: umqf_rma, umqu_rma(e: *mut RawEp, read: c_int, buf: *mut c_void, len: usize,
+    rma: umqf_rma, umqu_rma(e: *mut RawEp, how: c_int, buf: *mut c_void, len: usize,
         peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
     name: umqf_name, umqu_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     connect: umqf_connect, umqu_connect(e: *mut RawEp, addr: *const c_void, len: usize,
@@ -557,24 +560,30 @@ impl Endpoint {
     }
 
     /// One-sided: `Rma::Write` writes `len` bytes at `at` into the peer's memory at `remote`,
-    /// completing once they are placed there; `Rma::Read` reads that many of it into `at`. The
-    /// completion carries `ctx`. Err(code), where `FI_EAGAIN` means no room now.
+    /// completing once they are placed there, or with `sent_only` once sent (a later WRITE on
+    /// the connection, placed, says these were too); `Rma::Read` reads that many of it into
+    /// `at`. The completion carries `ctx`. Err(code), where `FI_EAGAIN` means no room now.
     ///
     /// # Safety
     /// `at` must stay valid (and, for a read, untouched by us) until the completion.
     pub unsafe fn rma(
         &self,
-        op: Rma,
+        (op, sent_only): (Rma, bool),
         at: *mut u8,
         len: usize,
         peer: u64,
         remote: RemoteKey,
         ctx: usize,
     ) -> Result<(), c_int> {
+        let how = match op {
+            Rma::Read => RMA_READ,
+            Rma::Write if sent_only => RMA_SENT,
+            Rma::Write => 0,
+        };
         let rc = unsafe {
             (self.ops.rma)(
                 self.raw.as_ptr(),
-                (op == Rma::Read) as c_int,
+                how,
                 at as *mut c_void,
                 len,
                 peer,

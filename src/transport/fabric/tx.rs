@@ -403,7 +403,7 @@ impl Link {
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
-                n.peers[self.peer].said = n.now();
+                n.said(self.peer, id);
                 for o in outgoing.drain(..count) {
                     if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                         f.unfinished += 1;
@@ -449,7 +449,7 @@ impl Link {
             {
                 f.unfinished += 1;
             }
-            n.peers[self.peer].said = n.now();
+            n.said(self.peer, id);
             if o.fragment < FRAGMENT {
                 tally.packet_left(len as u64);
             }
@@ -731,7 +731,7 @@ impl Link {
         scratch.resize(HEADER + len as usize, 0);
         target::copy_range(wr, 0, &mut scratch[HEADER..]);
         n.ep.inject(&n.tx.scratch, self.peer_addr).ok()?;
-        n.peers[self.peer].said = n.now();
+        n.said(self.peer, self.ch.id);
         self.wr_sent_at = n.now();
         // The WR's sequence number passes as if it had flown: the next one's flight is first.
         self.tx.msg_upto = seq + 1;
@@ -844,20 +844,26 @@ impl Link {
                 key: n.peer_key(peer, key)?,
             },
         };
-        let (seq, at) = (w.sq.next_seq(), h.buf_data as *mut u8);
-        if opcode == UMQ_OPC_READ {
-            target::set_read_sizes(wr, 1, len as usize);
-        }
-        // SAFETY: the WR's buffer is the send queue's until its completion, which comes only
-        // after libfabric's.
         let op = match opcode {
             UMQ_OPC_WRITE => sys::Rma::Write,
             _ => sys::Rma::Read,
         };
-        let started = n.rma(self.ch.id, seq, |ep, ctx| unsafe {
-            ep.rma(op, at, len as usize, peer, to, ctx)
-        });
-        match started {
+        // Whole while no other binding sends to the peer, else in pieces behind its share
+        // (`pieces`); after the pieces an earlier WR of ours still has to start.
+        let (id, whole) = (self.ch.id, n.alone_to(self.peer, self.ch.id));
+        let seq = w.sq.next_seq();
+        let to = ((self.peer, peer), to);
+        let first = pieces::Pieces::first((seq, op), (h.buf_data as usize, len), to, whole);
+        if n.pieces_wait(id) || !n.rma_has_room(self.peer, id, first.len) {
+            n.want_room(id);
+            return Some(Handed::NoResource);
+        }
+        if opcode == UMQ_OPC_READ {
+            target::set_read_sizes(wr, 1, len as usize);
+        }
+        // SAFETY: the WR's buffer is the send queue's until its completion, which comes only
+        // after libfabric finished every piece.
+        match unsafe { n.start_rma(id, &first, len) } {
             Ok(()) => {}
             Err(sys::FI_EAGAIN) => return Some(Handed::NoResource),
             Err(_) => return None, // the message path reports what is wrong

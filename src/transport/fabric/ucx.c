@@ -859,9 +859,11 @@ static void flush_writes(struct umqu_ep *e)
 /* One-sided, into or out of the peer's memory at `addr` under `key` (umqu_unpack_key): with
  * `read` set, reads `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it,
  * completing once they are placed there. Its completion carries `ctx`. */
-int umqu_rma(struct umqu_ep *e, int read, void *buf, size_t len, uint64_t peer, uint64_t addr,
+int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
              uint64_t key, void *ctx)
 {
+    /* Every WRITE completes once placed: one flush serves a batch (write_placed). */
+    int read = how & UMQF_RMA_READ;
     int rc = 0;
     ucp_ep_h ep = reach(e, peer, &rc);
     if (!ep)

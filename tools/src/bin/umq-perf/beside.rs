@@ -6,7 +6,10 @@
 //! stream's next batch). The peer echoes the pings and takes the stream's messages as they
 //! come, checking their order. The row: the ping's half round trip alone and beside the
 //! stream (median and 99th percentile), the stream's messages a second, and messages lost (sent
-//! and never received: must be 0).
+//! and never received: must be 0). With `--stream write|read` the stream is WRITEs into (READs
+//! from) a buffer of the peer's process pool, which the peer exposes at the start; over the
+//! network they go by RMA, libfabric operations on the connection the ping shares, and the row
+//! says how many did (a WR that fails stops the run, so none is lost).
 
 use crate::api;
 use crate::pfc::{Receiver, Sender, pack, stdin_ready, two_pairs_run, unpack};
@@ -107,6 +110,8 @@ pub fn measure(run: &crate::Run) -> Row {
     args.extend([
         "--flow-control".into(),
         if run.flow.on { "on" } else { "off" }.into(),
+        "--stream".into(),
+        op_name(run.stream_op).into(),
     ]);
     let mut child = crate::shm::spawn_self(args);
     let (mut to, mut from) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
@@ -114,9 +119,12 @@ pub fn measure(run: &crate::Run) -> Row {
     let here = std::net::Ipv4Addr::LOCALHOST.into();
     let qs = crate::scale::bind_all(run, 2, here, &mut to, &mut from, true);
     api::post_rx_all(qs[0], &api::alloc(PING_BYTES, PING_RX, UMQ_OPC_SEND));
+    let mut stream = match run.stream_op {
+        UMQ_OPC_SEND => Sender::new(qs[1], run),
+        op => Sender::one_sided(qs[1], run, op, crate::rma::unpack(&recv_frame(&mut from))),
+    };
     recv_frame(&mut from); // the peer is ready
     let mut ping = Ping::new(qs[0]);
-    let mut stream = Sender::new(qs[1], run);
     stream.batch = STREAM_BATCH;
     let (alone, _) = phase(&mut ping, &mut stream, false);
     let completed_before = stream.completed;
@@ -127,22 +135,56 @@ pub fn measure(run: &crate::Run) -> Row {
     }
     send_frame(&mut to, &pack(&[stream.next_seq]));
     let got = unpack(&recv_frame(&mut from))[0];
+    let rma_wrs = api::side_stats(qs[1]).transport.one_sided_rma_wr;
     qs.iter().for_each(|&q| api::teardown(q));
     drop(to); // the peer's end of the run
     let status = child.wait().expect("waiting for the peer");
     assert!(status.success(), "the peer process failed: {status}");
     umq_uninit();
-    Row::new("beside", crate::shm::provider(), run.size, run.flow.on)
+    let row = Row::new("beside", crate::shm::provider(), run.size, run.flow.on)
+        .text("stream", op_name(run.stream_op))
         .num("ping_alone_half_rtt_ns", alone.0.round())
         .num("ping_alone_p99_ns", alone.1.round())
         .num("ping_beside_half_rtt_ns", beside.0.round())
         .num("ping_beside_p99_ns", beside.1.round())
         .num("stream_msgs_per_s", (streamed as f64 / elapsed).round())
-        .num("lost", (stream.next_seq - got) as f64)
+        .num("lost", (stream.next_seq - got) as f64);
+    // Over the network, how many of the stream's WRs went by libfabric RMA.
+    match (run.stream_op, crate::shm::provider()) {
+        (UMQ_OPC_SEND, _) | (_, "shm") => row,
+        _ => row.num("one_sided_rma_wr", rma_wrs as f64),
+    }
+}
+
+/// What `--stream` names `op`.
+fn op_name(op: umq_opcode_t) -> &'static str {
+    match op {
+        UMQ_OPC_WRITE => "write",
+        UMQ_OPC_READ => "read",
+        _ => "send",
+    }
+}
+
+/// For a stream of WRITEs or READs: a buffer of `size` bytes of our process pool, exposed to
+/// the measuring process (its reference sent on `to`).
+fn expose(to: &mut impl std::io::Write, size: u32) -> *mut umq_buf_t {
+    let b = api::alloc(size, 1, UMQ_OPC_SEND)[0];
+    let sge = unsafe {
+        umq_ref_sge_t {
+            addr: (*b).buf_data as u64,
+            length: size,
+            token_id: (*b).token_id(),
+            token_value: (*b).token_value,
+            ..Default::default()
+        }
+    };
+    send_frame(to, &crate::rma::pack(&sge));
+    b
 }
 
 /// The peer process (`--beside-peer`): echoes the pings, takes the stream, and reports how
-/// many of its messages arrived once the measuring process says how many it sent.
+/// many of its messages arrived once the measuring process says how many it sent (a stream of
+/// WRITEs or READs, which it does not see, arrived whole when every WR completed).
 pub fn serve_peer(run: &crate::Run) {
     let run = &two_pairs_run(run);
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
@@ -158,6 +200,7 @@ pub fn serve_peer(run: &crate::Run) {
     let mut stream = Receiver::new(qs[1], size);
     let echo = Ping::new(qs[0]).buf;
     let mut echo_free = true;
+    let exposed = (run.stream_op != UMQ_OPC_SEND).then(|| expose(&mut to, size));
     send_frame(&mut to, b"ready");
     while !stdin_ready() {
         stream.take(STREAM_BATCH);
@@ -176,12 +219,15 @@ pub fn serve_peer(run: &crate::Run) {
     }
     let sent = unpack(&recv_frame(&mut from))[0];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while stream.got < sent && Instant::now() < deadline {
+    while exposed.is_none() && stream.got < sent && Instant::now() < deadline {
         stream.take(STREAM_BATCH);
     }
-    send_frame(&mut to, &pack(&[stream.got]));
+    send_frame(&mut to, &pack(&[exposed.map_or(stream.got, |_| sent)]));
     let mut rest = Vec::new();
     let _ = from.read_to_end(&mut rest);
+    if let Some(b) = exposed {
+        umq::ffi::api::umq_buf_free(b);
+    }
     qs.iter().for_each(|&q| api::teardown(q));
     umq_uninit();
 }

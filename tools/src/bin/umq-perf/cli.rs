@@ -152,6 +152,13 @@ pub struct Cli {
     /// does (each side waits for the other's WRITE in its own memory).
     #[arg(long, value_name = "TARGET", default_value = "sleep", value_parser = ["sleep", "poll"])]
     pub target: String,
+    /// beside: what the stream on the second queue pair carries
+    ///
+    /// send: SENDs the peer receives; write, read: WRITEs into (READs from) a buffer of the
+    /// peer's process pool, which over the network go by RMA, as libfabric operations on the
+    /// connection the ping shares.
+    #[arg(long, value_name = "OP", default_value = "send", value_parser = ["send", "write", "read"])]
+    pub stream: String,
     /// scale: how many pairs, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "10000", value_parser = clap::value_parser!(u32).range(1..))]
     pub pairs: Vec<u32>,
@@ -330,6 +337,11 @@ impl From<Cli> for Args {
                 app_loop: c.loop_kind == "app",
                 base_api: c.api == "base",
                 target_polls: c.target == "poll",
+                stream_op: match c.stream.as_str() {
+                    "write" => umq::abi::pro_types::UMQ_OPC_WRITE,
+                    "read" => umq::abi::pro_types::UMQ_OPC_READ,
+                    _ => umq::abi::pro_types::UMQ_OPC_SEND,
+                },
                 quiet: c.quiet || c.json,
                 server: None,
             },
@@ -403,6 +415,10 @@ fn check(a: &Args) -> Result<(), String> {
     if r.base_api && (!["lat", "qps"].contains(&a.test.as_str()) && a.peer.is_none() || r.app_loop)
     {
         return Err("--api base measures lat and qps, in the benchmark's loop".into());
+    }
+    let sends = r.stream_op == umq::abi::pro_types::UMQ_OPC_SEND;
+    if !sends && a.test != "beside" && !a.beside_peer {
+        return Err("--stream write|read is for --test beside".into());
     }
     if r.target_polls && (a.test != "rma" || a.provider == "loopback") && !a.rma_peer {
         return Err("--target poll is for --test rma over shm or fabric".into());

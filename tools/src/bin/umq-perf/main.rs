@@ -106,6 +106,8 @@ pub struct Run {
     pub base_api: bool,
     /// `--test rma --target poll`: the target polls its queue in a loop instead of sleeping.
     pub target_polls: bool,
+    /// `--test beside --stream`: what the stream carries (SEND, WRITE or READ).
+    pub stream_op: umq::abi::pro_types::umq_opcode_t,
     pub quiet: bool,
     /// `--client HOST`: the `umq-perf --server` that serves the peer's side, on another host.
     pub server: Option<std::net::SocketAddr>,

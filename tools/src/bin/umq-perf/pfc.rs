@@ -137,6 +137,31 @@ impl Sender {
         }
     }
 
+    /// A sender of `opcode` WRs (WRITE or READ) to the peer's buffer `sge`. One goes alone
+    /// first: its completion teaches the network provider the buffer's chunk, so the stream's
+    /// WRs can go by RMA (a WR goes so only while nothing of the queue's but RMA is in flight).
+    pub(crate) fn one_sided(
+        q: u64,
+        run: &crate::Run,
+        opcode: umq_opcode_t,
+        sge: umq_ref_sge_t,
+    ) -> Sender {
+        let mut s = Sender::new(q, run);
+        for &b in &s.free {
+            unsafe {
+                (*b).pro_mut().opcode = opcode;
+                (*b).pro_mut().remote_sge = sge;
+            }
+        }
+        let batch = std::mem::replace(&mut s.batch, 1);
+        s.step(true);
+        while s.completed < s.next_seq {
+            s.step(false);
+        }
+        s.batch = batch;
+        s
+    }
+
     /// Posts what the queue takes now (each message numbered), and takes completions.
     pub(crate) fn step(&mut self, posting: bool) {
         if posting && !self.free.is_empty() {

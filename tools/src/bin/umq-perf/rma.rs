@@ -24,7 +24,7 @@ use umq::abi::pro_types::*;
 use umq::abi::types::*;
 
 /// What the target exposes: the remote SGE of its buffer.
-fn pack(sge: &umq_ref_sge_t) -> Vec<u8> {
+pub(crate) fn pack(sge: &umq_ref_sge_t) -> Vec<u8> {
     let mut v = sge.addr.to_le_bytes().to_vec();
     for x in [sge.length, sge.token_id, sge.token_value] {
         v.extend(x.to_le_bytes());
@@ -32,7 +32,7 @@ fn pack(sge: &umq_ref_sge_t) -> Vec<u8> {
     v
 }
 
-fn unpack(b: &[u8]) -> umq_ref_sge_t {
+pub(crate) fn unpack(b: &[u8]) -> umq_ref_sge_t {
     assert_eq!(b.len(), 20, "bad remote buffer frame");
     let word = |i: usize| u32::from_le_bytes(b[8 + 4 * i..12 + 4 * i].try_into().unwrap());
     umq_ref_sge_t {
