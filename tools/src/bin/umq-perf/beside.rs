@@ -168,16 +168,7 @@ fn op_name(op: umq_opcode_t) -> &'static str {
 /// For a stream of WRITEs or READs: a buffer of `size` bytes of our process pool, exposed to
 /// the measuring process (its reference sent on `to`).
 fn expose(to: &mut impl std::io::Write, size: u32) -> *mut umq_buf_t {
-    let b = api::alloc(size, 1, UMQ_OPC_SEND)[0];
-    let sge = unsafe {
-        umq_ref_sge_t {
-            addr: (*b).buf_data as u64,
-            length: size,
-            token_id: (*b).token_id(),
-            token_value: (*b).token_value,
-            ..Default::default()
-        }
-    };
+    let (b, sge) = crate::rma::exposed_from(0, size);
     send_frame(to, &crate::rma::pack(&sge));
     b
 }

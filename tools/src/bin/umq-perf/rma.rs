@@ -48,7 +48,12 @@ pub(crate) fn unpack(b: &[u8]) -> umq_ref_sge_t {
 /// receive side does not use the shared pool: `--shared-pool send|off`), and the SGE that
 /// reaches it.
 fn exposed(q: u64, run: &Run) -> (*mut umq_buf_t, umq_ref_sge_t) {
-    let (from, size) = (if run.shared_rx { q } else { 0 }, run.size);
+    exposed_from(if run.shared_rx { q } else { 0 }, run.size)
+}
+
+/// One buffer of `size` bytes of queue `from`'s shared pool (0: the process pool), and the SGE
+/// that reaches it.
+pub(crate) fn exposed_from(from: u64, size: u32) -> (*mut umq_buf_t, umq_ref_sge_t) {
     let b = api::alloc_from(from, size, 1, UMQ_OPC_SEND)[0];
     let sge = unsafe {
         umq_ref_sge_t {
