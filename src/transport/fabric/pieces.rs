@@ -179,7 +179,11 @@ impl Pieces {
         let wr = &mut self.wrs[i];
         wr.pieces = wr.pieces.saturating_sub(1);
         wr.failed |= !ok;
-        let more = self.rest.as_ref().is_some_and(|r| r.seq == seq);
+        let mut more = self.rest.as_ref().is_some_and(|r| r.seq == seq);
+        if more && !ok {
+            // A WR that failed moves no more bytes: its pieces still to start never will.
+            (self.rest, more) = (None, false);
+        }
         if wr.pieces > 0 || more {
             return None;
         }
@@ -287,6 +291,16 @@ mod tests {
         assert_eq!(p.finished(2, true), Some((2, false)));
         // A finish for nothing in flight (a late duplicate) changes nothing.
         assert_eq!(p.finished(2, true), None);
+    }
+
+    #[test]
+    fn a_failed_piece_starts_no_more_of_its_wr() {
+        let mut p = Pieces::default();
+        start(&mut p, 3, 3 * PIECE);
+        p.next_started();
+        assert_eq!(p.finished(3, false), None, "a piece still in flight");
+        assert_eq!((p.waiting(), p.next()), (false, None));
+        assert_eq!(p.finished(3, true), Some((3, false)));
     }
 
     #[test]
