@@ -2582,6 +2582,40 @@ mod tests {
         }
     }
 
+    /// Another binding's RMA to the same peer counts as its traffic too: after q's WRITE by
+    /// RMA, p's long WRITE goes in pieces, and both land.
+    #[test]
+    fn a_long_rma_wr_goes_in_pieces_beside_another_bindings_rma() {
+        const LONG: u32 = 1 << 20;
+        let (mut p, target, remote) = pair_with_exposed(LONG);
+        let mut q = p.beside();
+        q.connect();
+        write_run_by_b(&mut p, remote);
+        write_run_by_b(&mut q, remote);
+        std::thread::sleep(node::OTHERS_QUIET);
+        // q's WRITE by RMA (b's rounds do not run: libfabric's provider serves it).
+        let (status, wr) = one_wr(&mut q, UMQ_OPC_WRITE, 4096, remote, false);
+        assert_eq!(
+            (status, q.wa.zero_copy.one_sided_rma_wr),
+            (UMQ_BUF_SUCCESS, 1)
+        );
+        q.pool.free_one(wr).unwrap();
+        let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        p.round_a().unwrap();
+        assert!(p.a.ch.node.lock().pieces_wait(p.a.ch.id), "in pieces");
+        let (status, wr) = one_wr_finish(&mut p);
+        assert_eq!(
+            (status, p.wa.zero_copy.one_sided_rma_wr),
+            (UMQ_BUF_SUCCESS, 1)
+        );
+        assert!(crate::transport::test_bytes_intact(target, LONG as usize));
+        for b in [wr, target] {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// A SEND posted behind a WRITE that went by RMA waits for it: it leaves only once the
     /// WRITE completed (libfabric orders neither way), so b finds the WRITE's bytes in place
     /// when the SEND arrives, and a's completions come in the order posted.

@@ -149,8 +149,8 @@ pub struct Peer {
     users: usize,
     /// Bytes of our send buffers and RMA libfabric holds for it (`QUEUED_PER_PEER`).
     queued: usize,
-    /// The two channels that last sent it a message, newest first, and when
-    /// (`Shared::rma_has_room`).
+    /// The two channels that last sent it something (a message or RMA), newest first, and
+    /// when (`Shared::alone_to`).
     said_by: [(ChannelId, Stamp); 2],
 }
 
@@ -1096,6 +1096,8 @@ impl Shared {
     /// of the pieces already in flight.
     pub unsafe fn start_rma(&mut self, id: ChannelId, first: &Piece, len: u64) -> Result<(), i32> {
         unsafe { self.post_piece(id, first) }?;
+        // Another binding's RMA to the peer goes in pieces beside it (`alone_to`).
+        self.sent_by(first.peer.0, id);
         let Some(inbox) = self.inbox_mut(id) else {
             return Ok(()); // (the caller's own channel: always there)
         };
@@ -1247,20 +1249,28 @@ impl Shared {
         Some(Some(fd))
     }
 
-    /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`).
-    /// Channel `id` handed peer `p` a message (or part of one) now.
+    /// Channel `id` handed peer `p` a message (or part of one) now: the peer hears from us.
     pub fn said(&mut self, p: usize, id: ChannelId) {
+        if let Some(peer) = self.peers.get_mut(p) {
+            peer.said = self.now;
+        }
+        self.sent_by(p, id);
+    }
+
+    /// Channel `id` sent peer `p` something now (a message, or RMA, which the peer's library
+    /// does not see): the channels that `alone_to` looks at.
+    fn sent_by(&mut self, p: usize, id: ChannelId) {
         let now = self.now;
         let Some(peer) = self.peers.get_mut(p) else {
             return;
         };
-        peer.said = now;
         if peer.said_by[0].0 != id {
             peer.said_by[1] = peer.said_by[0];
         }
         peer.said_by[0] = (id, now);
     }
 
+    /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`).
     pub fn queued_for(&self, p: usize) -> usize {
         self.peers.get(p).map_or(0, |peer| peer.queued)
     }
