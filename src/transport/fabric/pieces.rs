@@ -15,8 +15,9 @@
 //! waits for them, as a message waits for all of our RMA. A WR completes once every piece
 //! finished, with an error if one failed or libfabric refused one. The node keeps each
 //! channel's pieces and starts the rest whenever its progress frees the share, whichever
-//! binding's round that is: a pause of the WR's own queue does not stall them. Sans-IO: the
-//! node starts what `next` names and reports what happened.
+//! binding's round that is. (A WR under way finishes while its priority is paused, as a
+//! message under way does.) Sans-IO: the node starts what `next` names and reports what
+//! happened.
 
 use super::sys::{RemoteKey, Rma};
 use std::collections::VecDeque;

@@ -801,7 +801,8 @@ impl Link {
     /// Starts `wr` by RMA when it is a WRITE or READ of one buffer into a data area of a chunk
     /// of the peer's that our WRs learned, under the token learned with it, and nothing of
     /// ours but RMA is in flight (so it overtakes no message, as a message never overtakes
-    /// it); None when it goes as a message (`rma`).
+    /// it): whole, or in pieces the node starts as the peer's share frees (`pieces`). None
+    /// when it goes as a message (`rma`).
     fn by_rma(&mut self, n: &mut Shared, w: &mut Wire, wr: *mut umq_buf_t) -> Option<Handed> {
         let h = unsafe { &*wr };
         let (opcode, sge) = (h.pro().opcode, h.pro().remote_sge);
