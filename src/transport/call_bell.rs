@@ -121,6 +121,14 @@ impl CallBell {
         let _ = self.sock.send_to(&d, at);
     }
 
+    /// Calls this process's own thread to channel `ch` (as a peer's ring would): something for
+    /// it arrived in a round of another binding's.
+    pub fn ring_here(&self, ch: ChannelId) {
+        if let Ok(at) = self.sock.local_addr() {
+            self.ring(at, ch, 0);
+        }
+    }
+
     /// Whether some ring is outstanding (one load: a round asks before it says what it ran).
     #[inline(always)]
     pub fn rung(&self) -> bool {

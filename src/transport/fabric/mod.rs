@@ -979,6 +979,72 @@ mod tests {
         assert!(outcomes["ran"] > 300 && completed > 300, "{outcomes:?}");
     }
 
+    /// A link-level pause frame that another binding's round takes in (the application polls
+    /// only that other queue) calls the process's progress thread to the frame's queue, whose
+    /// round takes it in: else it would wait in the node for that queue's next poll. A message
+    /// that is no frame calls no one.
+    #[test]
+    fn a_pause_frame_taken_in_by_another_bindings_round_calls_its_queue() {
+        use crate::flow::pfc::frame::{self, Pause, PauseFrame};
+        use crate::transport::progress::CallBell as _;
+        let (mut p, mut q) = Pair::two_beside(false);
+        let bell = p.b.ch.node.lock().call_bell.clone().expect("a call bell");
+        // Whether the bell has a call to `ch` within 200 ms (the node's planned pings ride the
+        // same bell: other channels may be due too).
+        let called = |bell: &crate::transport::call_bell::CallBell, ch| {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < deadline {
+                if bell.due(Instant::now()).contains(&ch) {
+                    return true;
+                }
+            }
+            false
+        };
+        let frame = frame::encode(&PauseFrame {
+            dst: frame::PAUSE_MULTICAST,
+            src: [2, 0, 0, 0, 0, 9],
+            pause: Pause::Priorities {
+                enabled: 1 << 3,
+                quanta: [0xffff; 8],
+            },
+        });
+        let inbox_len = |p: &Pair, id| {
+            let mut n = p.b.ch.node.lock();
+            n.inbox_mut(id).map_or(0, |i| i.arrivals.len())
+        };
+        let take_in = |p: &mut Pair, q: &Pair, n| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while inbox_len(p, q.b.ch.id) < n {
+                assert!(Instant::now() < deadline, "not within 5 s");
+                p.round_b().unwrap();
+            }
+        };
+        // A message first: taken in by p's rounds for q, it calls no one.
+        let (wr, rx) = (
+            crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0),
+            p.pool.alloc(64, 1, 0, 0).unwrap(),
+        );
+        q.wb.rq.post(rx);
+        q.wa.sq.push(wr);
+        q.round_a().unwrap();
+        take_in(&mut p, &q, 1);
+        assert!(
+            !called(&bell, q.b.ch.id),
+            "a message waits for its queue's poll"
+        );
+        // Then the frame: it calls q's queue.
+        q.a.send_control(&frame);
+        q.a.flush_control(&mut q.wa);
+        take_in(&mut p, &q, 2);
+        assert!(called(&bell, q.b.ch.id), "the frame's queue");
+        q.rounds_until(|_, b| b.rx.executed > 0);
+        let mut sent = [std::ptr::null_mut(); 1];
+        assert_eq!(q.wa.sq.take_completed(&mut sent), 1);
+        for b in sent.into_iter().chain(in_order(&mut q.wb, 1)) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     #[test]
     fn the_wait_fd_turns_readable_when_the_peer_sends() {
         let mut p = Pair::new(true, Duration::from_secs(60));

@@ -809,6 +809,12 @@ impl Shared {
                     continue;
                 }
             };
+            // A link-level pause frame for a queue whose application may poll only its other
+            // queues (or none): its round must take it in now, not at its next poll.
+            let control = self.rx.bufs.get(idx * BOUNCE, len).first() == Some(&KIND_CONTROL);
+            if control && id != self.serving {
+                self.call_here(id);
+            }
             let arrival = if self.rx.lent < LEND_AT_MOST {
                 self.rx.lent += 1;
                 Arrival::Bounce { idx, len }
@@ -822,6 +828,13 @@ impl Shared {
                 self.peers[p].heard_any = true;
             }
             self.tell(id, |i| i.arrivals.push_back(arrival));
+        }
+    }
+
+    /// Calls our progress thread to channel `id` (`CallBell::ring_here`).
+    fn call_here(&self, id: ChannelId) {
+        if let Some(bell) = &self.call_bell {
+            bell.ring_here(id);
         }
     }
 

@@ -560,7 +560,9 @@ fn bundle_of(outgoing: &VecDeque<Outgoing>) -> (usize, usize) {
             _ => true,
         };
         let whole = !o.started && o.fragment == FRAGMENT;
-        if !whole || !follows || o.total() > BUNDLED_AT_MOST || bytes + size > BOUNCE {
+        // A link-level frame goes alone: the receiving node knows it by its header's kind.
+        let frame = o.header.kind == KIND_CONTROL;
+        if !whole || frame || !follows || o.total() > BUNDLED_AT_MOST || bytes + size > BOUNCE {
             break;
         }
         (count, bytes, last_wr) = (count + 1, bytes + size, o.wr_seq.or(last_wr));
