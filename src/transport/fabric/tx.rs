@@ -857,7 +857,7 @@ impl Link {
         let seq = w.sq.next_seq();
         let to = ((self.peer, peer), to);
         let first = pieces::Pieces::first((seq, op), (h.buf_data as usize, len), to, whole);
-        if n.pieces_wait(id) || !n.rma_has_room(self.peer, id, first.len) {
+        if n.pieces_wait(id) || !(whole || n.has_room(self.peer, id, first.len)) {
             n.want_room(id);
             return Some(Handed::NoResource);
         }
