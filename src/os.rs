@@ -220,3 +220,47 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// A TCP socket's two queues as its kernel counts them (`tcp_queues`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpQueues {
+    /// Bytes of the incoming stream its reader has taken so far.
+    pub taken: u64,
+    /// Bytes arrived and not read yet.
+    pub unread: u64,
+    /// Bytes written to it so far (sent or not).
+    pub handed: u64,
+}
+
+/// The queues of TCP socket `fd`, without touching their bytes; None when `fd` is no TCP
+/// socket (or its kernel, older than 4.19, counts no bytes).
+pub fn tcp_queues(fd: std::os::fd::RawFd) -> Option<TcpQueues> {
+    // SAFETY: tcp_info is plain integers; zero is a valid value of each.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable for `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    let counted = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_retrans) + 8;
+    if rc != 0 || (len as usize) < counted {
+        return None;
+    }
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) } != 0 {
+        return None;
+    }
+    let unread = unread.max(0) as u64;
+    Some(TcpQueues {
+        taken: info.tcpi_bytes_received.saturating_sub(unread),
+        unread,
+        handed: (info.tcpi_bytes_sent - info.tcpi_bytes_retrans) + info.tcpi_notsent_bytes as u64,
+    })
+}

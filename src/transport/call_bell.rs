@@ -26,6 +26,7 @@
 //! most `MAX_RINGS` channels at a time and for `GIVE_UP` each.
 
 use super::progress::CallBell as Bell;
+use crate::os::{TcpQueues, tcp_queues};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -37,8 +38,11 @@ use std::time::{Duration, Instant};
 /// secret).
 pub type ChannelId = u64;
 
-/// A ring: the channel, and how many of the peer's WRs must have run there.
+/// A ring: the channel, and how many of the peer's WRs must have run there; an RMA ring (none)
+/// may add a byte of flags (`WATCH`).
 const RING_BYTES: usize = 16;
+/// The flag of an RMA ring that asks the target to watch the connection (`watch_conn`).
+const WATCH: u8 = 1;
 /// The first look again after serving a ring whose WRs had not run, how the interval grows, and
 /// its most: the first WR to a peer may wait for libfabric to set up the connection, which
 /// takes several of the target's progress calls.
@@ -65,6 +69,56 @@ struct Ring {
     next: Instant,
     every: Duration,
     since: Instant,
+    /// An RMA ring that asked for its connection to be watched (`WATCH`).
+    watch: bool,
+    /// That connection, once its channel's round named it.
+    conn: Option<Conn>,
+}
+
+/// A connection socket an RMA ring watches (`watch_conn`). Over tcp the target's provider
+/// carries out RMA only when called, so the thread serves the ring as bytes arrive on the
+/// socket (a WRITE's payload, a READ's request) and, while the provider's answer is being
+/// written, as room comes. The socket is the provider's: it is only polled and its counters
+/// read.
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    /// The sockets (-1: none): both sides may have connected, each sending on its own.
+    fds: [RawFd; 2],
+    /// Watched for room too: the last serve wrote `WROTE_MUCH` or more into it (a long READ's
+    /// answer, which the provider writes as the socket takes it).
+    room: bool,
+    /// It turned ready; the next `due` serves the ring.
+    ready: bool,
+    /// For reading (or hung up): a serve that then moves no byte either way is stuck.
+    ready_to_read: bool,
+    /// Its queues as a serve found them (`queues`).
+    before: Option<TcpQueues>,
+    /// The last serve read none of the bytes waiting in it (a message for a queue without a
+    /// receive buffer), or, woken to read, moved none (a socket hung up, bytes our
+    /// application's own poll took first): it is not watched until the ring's next timed
+    /// look, so that it cannot keep the thread spinning.
+    stuck: bool,
+}
+
+/// A serve that wrote this much may have left the provider more to write.
+const WROTE_MUCH: u64 = 32 << 10;
+
+impl Conn {
+    /// Its sockets' queues, added up; None once one is no TCP socket.
+    fn queues(&self) -> Option<TcpQueues> {
+        let mut sum = TcpQueues {
+            taken: 0,
+            unread: 0,
+            handed: 0,
+        };
+        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
+            let q = tcp_queues(fd)?;
+            sum.taken += q.taken;
+            sum.unread += q.unread;
+            sum.handed += q.handed;
+        }
+        Some(sum)
+    }
 }
 
 /// A call bell: a network node's, or the process's for shared memory (`local`).
@@ -115,10 +169,28 @@ impl CallBell {
     /// a ring that does not get through leaves the WR to the peer's application, the next call
     /// or the progress thread's backstop.
     pub fn ring(&self, at: SocketAddr, ch: ChannelId, upto: u64) {
-        let mut d = [0u8; RING_BYTES];
+        self.send_ring(at, ch, upto, None);
+    }
+
+    /// Calls the node at `at` to channel `ch` for RMA of ours that its provider carries out
+    /// (nothing to have run), asking it to `watch` the connection while it serves them: some
+    /// of them are long.
+    pub fn ring_rma(&self, at: SocketAddr, ch: ChannelId, watch: bool) {
+        self.send_ring(at, ch, 0, watch.then_some(WATCH));
+    }
+
+    fn send_ring(&self, at: SocketAddr, ch: ChannelId, upto: u64, flags: Option<u8>) {
+        let mut d = [0u8; RING_BYTES + 1];
         d[..8].copy_from_slice(&ch.to_le_bytes());
-        d[8..].copy_from_slice(&upto.to_le_bytes());
-        let _ = self.sock.send_to(&d, at);
+        d[8..16].copy_from_slice(&upto.to_le_bytes());
+        let len = match flags {
+            Some(f) => {
+                d[RING_BYTES] = f;
+                RING_BYTES + 1
+            }
+            None => RING_BYTES,
+        };
+        let _ = self.sock.send_to(&d[..len], at);
     }
 
     /// Calls this process's own thread to channel `ch` (as a peer's ring would): something for
@@ -154,6 +226,32 @@ impl CallBell {
         rings.remove(&ch);
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
         true
+    }
+
+    /// Channel `ch`'s peer sends its RMA over the connection whose socket `conn` gives
+    /// (asked only while an RMA ring of `ch`'s is outstanding and names none): the ring is
+    /// served as that socket turns ready, and on its schedule besides.
+    #[inline]
+    pub fn watch_conn(&self, ch: ChannelId, conn: impl FnOnce() -> Option<[RawFd; 2]>) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut rings = self.lock();
+        let Some(r) = rings.get_mut(&ch).filter(|r| r.watch && r.conn.is_none()) else {
+            return;
+        };
+        r.conn = conn().map(|fds| {
+            let mut c = Conn {
+                fds,
+                room: false,
+                ready: false,
+                ready_to_read: false,
+                before: None,
+                stuck: false,
+            };
+            c.before = c.queues();
+            c
+        });
     }
 
     /// Whether a ping is planned (one load: every round asks).
@@ -198,16 +296,17 @@ impl CallBell {
 
     /// Reads the datagrams waiting into `rings`.
     fn take(&self, rings: &mut HashMap<ChannelId, Ring>, now: Instant) {
-        let mut d = [0u8; RING_BYTES + 1];
+        let mut d = [0u8; RING_BYTES + 2];
         for _ in 0..TAKE_AT_MOST {
             let Ok(n) = self.sock.recv(&mut d) else {
                 return; // WouldBlock: all taken
             };
-            if n != RING_BYTES {
+            if n != RING_BYTES && n != RING_BYTES + 1 {
                 continue;
             }
             let ch = u64::from_le_bytes(d[..8].try_into().unwrap());
             let upto = u64::from_le_bytes(d[8..16].try_into().unwrap());
+            let watch = upto == 0 && n > RING_BYTES && d[RING_BYTES] & WATCH != 0;
             if rings.len() >= MAX_RINGS && !rings.contains_key(&ch) {
                 continue;
             }
@@ -220,11 +319,14 @@ impl CallBell {
                     FIRST_AGAIN
                 },
                 since: now,
+                watch,
+                conn: None,
             };
             let r = rings.entry(ch).or_insert(fresh);
             // A new RMA ring (upto 0) is served at once, whatever the last one's schedule.
             if upto > r.upto || (upto == 0 && r.upto == 0) {
-                *r = fresh;
+                let conn = r.conn.filter(|_| watch).map(|c| Conn { stuck: false, ..c });
+                *r = Ring { conn, ..fresh };
             }
         }
     }
@@ -243,13 +345,86 @@ impl Bell for CallBell {
             let give_up = if r.upto == 0 { RMA_GIVE_UP } else { GIVE_UP };
             now.duration_since(r.since) < give_up
         });
-        for (&ch, r) in rings.iter_mut().filter(|(_, r)| r.next <= now) {
+        for (&ch, r) in rings.iter_mut() {
+            let ready = r
+                .conn
+                .as_mut()
+                .is_some_and(|c| std::mem::take(&mut c.ready));
+            let timed = r.next <= now;
+            if timed {
+                r.next = now + r.every;
+                r.every = (r.every * GROWTH).min(MOST_AGAIN);
+            }
+            if !(timed || ready) {
+                continue;
+            }
+            if let Some(c) = r.conn.as_mut() {
+                c.stuck &= !timed;
+                c.before = c.queues();
+            }
             due.push(ch);
-            r.next = now + r.every;
-            r.every = (r.every * GROWTH).min(MOST_AGAIN);
         }
         self.any.store(!rings.is_empty(), Ordering::Relaxed);
         due
+    }
+
+    fn sockets(&self) -> Vec<(RawFd, i16)> {
+        if !self.any.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let mut out: Vec<(RawFd, i16)> = Vec::new();
+        for c in self
+            .lock()
+            .values()
+            .filter_map(|r| r.conn)
+            .filter(|c| !c.stuck)
+        {
+            let events = libc::POLLIN | if c.room { libc::POLLOUT } else { 0 };
+            for &fd in c.fds.iter().filter(|&&fd| fd >= 0) {
+                match out.iter_mut().find(|(x, _)| *x == fd) {
+                    Some((_, e)) => *e |= events,
+                    None => out.push((fd, events)),
+                }
+            }
+        }
+        out
+    }
+
+    fn ready(&self, fd: RawFd, events: i16) {
+        let to_read = events & !libc::POLLOUT != 0;
+        for c in self.lock().values_mut().filter_map(|r| r.conn.as_mut()) {
+            if c.fds.contains(&fd) {
+                c.ready = true;
+                c.ready_to_read |= to_read;
+            }
+        }
+    }
+
+    fn after_serve(&self, tags: &[u64]) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        let now = Instant::now();
+        let mut rings = self.lock();
+        for (_, r) in rings.iter_mut().filter(|(ch, _)| tags.contains(ch)) {
+            let Some(c) = r.conn.as_mut() else {
+                continue;
+            };
+            let (Some(before), Some(after)) = (c.before.take(), c.queues()) else {
+                c.stuck = true; // no socket of ours any more: the schedule serves the ring
+                continue;
+            };
+            let took = after.taken > before.taken;
+            let wrote = after.handed.saturating_sub(before.handed);
+            let woken_to_read = std::mem::take(&mut c.ready_to_read);
+            c.stuck = !took && (after.unread > 0 || (woken_to_read && wrote == 0));
+            c.room = wrote >= WROTE_MUCH;
+            // The peer's operations keep coming: the ring lasts while they do (its
+            // initiator, seeing them served unrung, rings no more).
+            if took || wrote > 0 {
+                r.since = now;
+            }
+        }
     }
 
     fn next(&self) -> Option<Instant> {
@@ -365,7 +540,7 @@ mod tests {
         let target = bell();
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         sender.send_to(&[1, 2, 3], at(&target)).unwrap();
-        sender.send_to(&[0u8; RING_BYTES + 1], at(&target)).unwrap();
+        sender.send_to(&[0u8; RING_BYTES + 2], at(&target)).unwrap();
         readable(&target);
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(target.due(Instant::now()), Vec::<u64>::new());
@@ -375,6 +550,101 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(target.due(t0).len(), 1);
         assert_eq!(target.due(t0 + GIVE_UP), Vec::<u64>::new());
+        assert_eq!(Bell::next(&target), None);
+    }
+
+    /// A TCP connection on 127.0.0.1, standing in for a provider's: (ours, the peer's end).
+    fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (l.accept().unwrap().0, peer)
+    }
+
+    /// An RMA ring whose channel's round named the connection the peer's operations arrive
+    /// on (`watch_conn`) is due whenever one of its sockets turns ready, not only on its
+    /// schedule. A serve that reads none of what waits leaves the sockets unwatched until the
+    /// ring's next timed look; a serve that reads some keeps the ring for `RMA_GIVE_UP` more;
+    /// a serve that writes much has the sockets watched for room as well.
+    #[test]
+    fn an_rma_ring_is_served_as_its_connection_turns_ready() {
+        use std::io::{Read, Write};
+        let (target, initiator) = (bell(), bell());
+        let ch = 0x9_0000_0002;
+        let ((mut ours, mut peer), (other, mut other_peer)) = (tcp_pair(), tcp_pair());
+        let fds = [ours.as_raw_fd(), other.as_raw_fd()];
+        // A ring that does not ask for it watches nothing.
+        initiator.ring_rma(at(&target), ch, false);
+        readable(&target);
+        let t = Instant::now();
+        assert_eq!(target.due(t), vec![ch]);
+        target.watch_conn(ch, || panic!("not asked for"));
+        initiator.ring_rma(at(&target), ch, true);
+        readable(&target);
+        let t0 = Instant::now();
+        assert_eq!(target.due(t0), vec![ch]);
+        assert_eq!(Bell::sockets(&target), vec![], "no connection named yet");
+        target.watch_conn(ch, || Some(fds));
+        target.after_serve(&[ch]);
+        let watched = |b: &CallBell| Bell::sockets(b);
+        assert_eq!(
+            watched(&target),
+            vec![(fds[0], libc::POLLIN), (fds[1], libc::POLLIN)]
+        );
+        target.watch_conn(0x9_0000_0003, || {
+            panic!("no ring of that channel: not asked")
+        });
+        let soon = t0 + Duration::from_micros(1);
+        assert!(target.due(soon).is_empty(), "nothing ready, nothing timed");
+        // Bytes arrive on the second socket: the ring is due before its schedule says.
+        other_peer.write_all(&[1; 100]).unwrap();
+        target.ready(fds[1], libc::POLLIN);
+        assert_eq!(target.due(soon), vec![ch]);
+        assert!(target.due(soon).is_empty(), "once a readiness");
+        // That serve read nothing of them: not watched until the ring's timed look.
+        target.after_serve(&[ch]);
+        assert_eq!(watched(&target), vec![]);
+        assert_eq!(target.due(t0 + RMA_FIRST_AGAIN), vec![ch]);
+        // The timed serve reads them (as the provider would), a millisecond on: the ring
+        // lasts `RMA_GIVE_UP` from then.
+        std::thread::sleep(Duration::from_millis(1));
+        let mut got = [0u8; 100];
+        (&other).read_exact(&mut got).unwrap();
+        target.after_serve(&[ch]);
+        assert_eq!(watched(&target).len(), 2, "watched again");
+        let past_first_give_up = t0 + RMA_GIVE_UP + Duration::from_micros(500);
+        assert_eq!(
+            target.due(past_first_give_up),
+            vec![ch],
+            "kept by the serve that read"
+        );
+        // A serve that writes an answer of 64 KiB (the peer reads nothing) watches for room.
+        ours.write_all(&[2; 64 << 10]).unwrap();
+        target.after_serve(&[ch]);
+        let room = libc::POLLIN | libc::POLLOUT;
+        assert_eq!(watched(&target), vec![(fds[0], room), (fds[1], room)]);
+        target.ready(fds[0], libc::POLLOUT);
+        assert_eq!(target.due(past_first_give_up), vec![ch]);
+        target.after_serve(&[ch]);
+        assert_eq!(
+            watched(&target)[0],
+            (fds[0], libc::POLLIN),
+            "wrote nothing more"
+        );
+        peer.read_exact(&mut [0u8; 64 << 10]).unwrap();
+        // The peer hangs up: readable for good, and a serve moves nothing: not watched.
+        drop(other_peer);
+        target.ready(fds[1], libc::POLLIN | libc::POLLHUP);
+        assert_eq!(target.due(past_first_give_up), vec![ch]);
+        target.after_serve(&[ch]);
+        assert_eq!(watched(&target), vec![]);
+        // A new ring keeps the connection; a ring no serve keeps is given up, sockets and all.
+        initiator.ring_rma(at(&target), ch, true);
+        readable(&target);
+        let t2 = Instant::now();
+        assert_eq!(target.due(t2), vec![ch]);
+        assert_eq!(watched(&target).len(), 2);
+        assert!(target.due(t2 + RMA_GIVE_UP).is_empty());
+        assert_eq!(watched(&target), vec![]);
         assert_eq!(Bell::next(&target), None);
     }
 }

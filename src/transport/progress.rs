@@ -16,7 +16,9 @@
 //! - **A call.** A peer whose WRs wait for our library rings our call bell
 //!   (`transport::call_bell`: one per network node, one on 127.0.0.1 for shared memory) with a
 //!   tag naming the queue; the thread serves it at once, and again at growing intervals until
-//!   it has run as far as the ring said. So a polling-mode queue whose application is away
+//!   it has run as far as the ring said. While an RMA ring is outstanding the thread also
+//!   sleeps on the sockets the peer's operations arrive on (`CallBell::sockets`), and serves
+//!   the ring as they turn ready. So a polling-mode queue whose application is away
 //!   still takes in what arrives (its peer's sends complete), and a one-sided WR runs. A
 //!   network node also plans its own pings to its peers on its bell, so an idle process keeps
 //!   telling its peers it lives.
@@ -107,6 +109,14 @@ pub trait CallBell: Send + Sync + std::fmt::Debug {
     /// When to look again, as the queues' rounds left it (a round that ran what a ring
     /// called for ends the ring).
     fn next(&self) -> Option<Instant>;
+    /// Sockets whose readiness (poll events) makes rings due: the connections outstanding
+    /// RMA rings arrive on.
+    fn sockets(&self) -> Vec<(RawFd, i16)>;
+    /// Socket `fd` of `sockets` turned ready (`events`, as poll returned them): the rings
+    /// watching it are due now.
+    fn ready(&self, fd: RawFd, events: i16);
+    /// The queues `due` named have been served.
+    fn after_serve(&self, tags: &[u64]);
 }
 
 /// A call bell and the tag that names one queue at it.
@@ -724,6 +734,7 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<u64> {
                 q.service();
             }
         }
+        d.after_serve(&tags);
     }
     // After the services: a ring they answered wants no second look.
     let next = call_bells.iter().filter_map(|d| d.next()).min()?;
@@ -776,13 +787,17 @@ fn wait(look: &Look, ns: u64) -> (Vec<Arc<OwnedFd>>, Woke) {
         .chain(look.bells.iter().map(|b| (b.fd, b.counter)))
         .chain(look.wake.iter().map(|fd| (fd.as_raw_fd(), true)))
         .collect();
+    let sockets: Vec<(usize, RawFd, i16)> = (look.call_bells.iter().enumerate())
+        .flat_map(|(i, b)| b.sockets().into_iter().map(move |(fd, ev)| (i, fd, ev)))
+        .collect();
     let mut fds: Vec<libc::pollfd> = ringing
         .iter()
-        .map(|&(fd, _)| fd)
-        .chain(look.call_bells.iter().map(|b| b.fd()))
-        .map(|fd| libc::pollfd {
+        .map(|&(fd, _)| (fd, libc::POLLIN))
+        .chain(look.call_bells.iter().map(|b| (b.fd(), libc::POLLIN)))
+        .chain(sockets.iter().map(|&(_, fd, events)| (fd, events)))
+        .map(|(fd, events)| libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         })
         .collect();
@@ -810,6 +825,12 @@ fn wait(look: &Look, ns: u64) -> (Vec<Arc<OwnedFd>>, Woke) {
     } else {
         Woke::Timeout
     };
+    let first_socket = fds.len() - sockets.len();
+    for (p, &(bell, fd, _)) in fds[first_socket..].iter().zip(&sockets) {
+        if p.revents != 0 {
+            look.call_bells[bell].ready(fd, p.revents);
+        }
+    }
     for (p, &(_, counter)) in fds.iter().zip(&ringing) {
         if counter && p.revents & libc::POLLIN != 0 {
             let mut count = 0u64;

@@ -256,6 +256,9 @@ struct Tx {
     rma_rung: u64,
     /// Whether an RMA rings at once, or waits for the peer's own progress first.
     rma_calls: calls::PeerCalls,
+    /// One past our newest RMA of `WATCHED_FROM` bytes or more: while one is in flight, an
+    /// RMA ring asks the peer to watch the connection (`CallBell::ring_rma`).
+    rma_long_upto: u64,
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
@@ -400,6 +403,7 @@ impl Link {
                 rma_upto: 0,
                 rma_rung: 0,
                 rma_calls: Default::default(),
+                rma_long_upto: 0,
                 msg_upto: 0,
                 newest_packet: Default::default(),
             },
@@ -469,11 +473,11 @@ impl Link {
         if self.unreachable.is_some() {
             return self.last_words(n, w, out, self.rx.executed != executed);
         }
-        if n.call_bell
-            .as_ref()
-            .is_some_and(|b| b.served(self.ch.id, self.rx.executed))
-        {
-            w.zero_copy.calls_answered += 1;
+        if let Some(bell) = n.call_bell.as_ref() {
+            if bell.served(self.ch.id, self.rx.executed) {
+                w.zero_copy.calls_answered += 1;
+            }
+            bell.watch_conn(self.ch.id, || n.ep.conn_sockets(self.peer_addr));
         }
         self.complete(w, &mut out);
         if self.left {
@@ -1269,6 +1273,60 @@ mod tests {
                 )
             };
             assert_eq!((rc, lowat), (0, want), "socket {fd}");
+        }
+    }
+
+    /// What the peer sends arrives on a socket `conn_sockets` names, which the progress thread
+    /// watches while the peer's RMA waits for our provider (`call_bell`): our connection to
+    /// it, or the one it opened to us where both sides connected. That happens when the side
+    /// that awaits the other's request waits longer than `AWAIT_PEER_NS` and connects itself
+    /// (`late`) before the other's request came: each then sends on its own connection.
+    #[test]
+    fn the_peers_bytes_arrive_on_a_socket_conn_sockets_names() {
+        let open =
+            || sys::Endpoint::open("tcp", Some("127.0.0.1"), 64, false, 4096).expect("endpoint");
+        let taken = |fds: [i32; 2]| -> u64 {
+            let up = fds.iter().filter(|&&fd| fd >= 0);
+            up.map(|&fd| crate::os::tcp_queues(fd).expect("a tcp socket").taken)
+                .sum()
+        };
+        let mut cqes = [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16];
+        for late in [false, true] {
+            let (a, b) = (open(), open());
+            // The endpoint whose name sorts first connects; the other awaits its request.
+            let (waiter, connector) = if a.name() > b.name() { (a, b) } else { (b, a) };
+            let to_connector = waiter.connect(connector.name()).unwrap();
+            if late {
+                std::thread::sleep(Duration::from_millis(3));
+                waiter.poll(&mut cqes).unwrap();
+            }
+            let to_waiter = connector.connect(waiter.name()).unwrap();
+            let mut into = waiter.buffers(4 * 4096).unwrap();
+            for i in 0..4 {
+                waiter.post_recv(&mut into, i * 4096, 4096, i).unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut arrived = |sent: &mut bool| loop {
+                assert!(Instant::now() < deadline, "a message crossed within 10 s");
+                *sent = *sent || connector.inject(&[7u8; 64], to_waiter).is_ok();
+                connector.poll(&mut cqes).unwrap();
+                if let Some(c) = waiter.poll(&mut cqes).unwrap().first() {
+                    return c.ctx as usize;
+                }
+            };
+            let first = arrived(&mut false);
+            waiter
+                .post_recv(&mut into, first * 4096, 4096, first)
+                .unwrap();
+            let fds = waiter
+                .conn_sockets(to_connector)
+                .expect("tcp's connections have sockets");
+            let before = taken(fds);
+            arrived(&mut false);
+            assert!(
+                taken(fds) >= before + 64,
+                "late {late}: the second message came in on none of {fds:?}"
+            );
         }
     }
 

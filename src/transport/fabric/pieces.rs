@@ -6,10 +6,9 @@
 //! message's fragments are: the pieces of a long WR start as the share frees, and another
 //! binding's message goes behind at most the share.
 //!
-//! Pieces cost the target: over tcp its provider serves each as an operation of its own, and a
-//! target asleep serves a WR's later pieces only at its next look. So a WR goes whole while no
-//! other binding to the same peer sent anything for a while (`node::OTHERS_QUIET`): then
-//! nothing waits behind it, and it goes as fast as a lone WR can.
+//! Pieces cost the target: over tcp its provider serves each as an operation of its own. So a
+//! WR goes whole while no other binding to the same peer sent anything for a while
+//! (`node::OTHERS_QUIET`): then nothing waits behind it, and it goes as fast as a lone WR can.
 //!
 //! Only a channel's newest WR may have pieces not yet started (`Rest`): a later WRITE or READ
 //! waits for them, as a message waits for all of our RMA. A WR completes once every piece

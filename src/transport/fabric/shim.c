@@ -121,6 +121,9 @@ struct conn {
     size_t name_len;
     uint64_t awaiting_since_ns;
     int fd; /* its socket once up (`socket_of`), or -1 */
+    /* The slot of the connection the peer opened to us while ours to it was open or opening
+     * (both sides connected, `conns_accept`): what it sends us arrives there. -1: none. */
+    long receiver;
 };
 
 /* Over a provider whose reliable transport is connections (tcp), the endpoint is made of
@@ -336,7 +339,7 @@ static long conn_add(struct conns *c)
         c->all = all;
         c->cap = cap;
     }
-    c->all[c->n] = (struct conn){.state = CONN_DOWN, .fd = -1};
+    c->all[c->n] = (struct conn){.state = CONN_DOWN, .fd = -1, .receiver = -1};
     return (long)c->n++;
 }
 
@@ -422,13 +425,16 @@ static void conns_accept(struct umqf_ep *e, struct fi_eq_cm_entry *cm, size_t da
                 !memcmp(cm->data, CONNS_MAGIC, CONNS_MAGIC_LEN) &&
                 same_host(cm->data + CONNS_MAGIC_LEN, data_len - CONNS_MAGIC_LEN,
                           cm->info->dest_addr, cm->info->dest_addrlen);
-    long idx = named ? conn_find(c, cm->data, data_len) : -1;
+    long idx = named ? conn_find(c, cm->data, data_len) : -1, ours = -1;
     if (idx >= 0 && c->all[idx].state != CONN_AWAITING) {
-        idx = -1; /* ours to it is open or opening: this one only receives */
+        ours = idx; /* ours to it is open or opening: this one only receives */
+        idx = -1;
         named = 0;
     }
     if (idx < 0)
         idx = conn_add(c);
+    if (ours >= 0 && idx >= 0)
+        c->all[ours].receiver = idx;
     if (idx < 0 || conn_ep_open(e, cm->info, idx)) {
         fi_reject(c->pep, cm->info->handle, NULL, 0);
         if (idx >= 0)
@@ -1129,6 +1135,26 @@ int umqf_stream_at(struct umqf_ep *e, uint64_t peer, uint64_t *handed, uint64_t 
     return 0;
 }
 
+/* The sockets what `peer` sends us arrives on: our connection to it and, where both sides
+ * connected, the one it opened to us (`receiver`). Their count, at most 2, into `fds`; 0 on an
+ * endpoint not of connections. Only to be looked at: the sockets are libfabric's, read and
+ * written by its provider alone. */
+int umqf_conn_sockets(struct umqf_ep *e, uint64_t peer, int *fds)
+{
+    if (!e->conns || peer >= e->conns->n)
+        return 0;
+    const struct conn *k = &e->conns->all[peer];
+    int n = 0;
+    if (k->state == CONN_UP && k->fd >= 0)
+        fds[n++] = k->fd;
+    if (k->receiver >= 0 && (size_t)k->receiver < e->conns->n) {
+        const struct conn *r = &e->conns->all[k->receiver];
+        if (r->state == CONN_UP && r->fd >= 0)
+            fds[n++] = r->fd;
+    }
+    return n;
+}
+
 /* Up to `max` completions into `out`: their count, 0 when none, or a negative FI_E* code. An
  * error completion comes back as an entry with `err` set. */
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
@@ -1223,6 +1249,7 @@ int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *d, void *c) { (void)e,
 int umqf_send(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -38; }
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -38; }
 int umqf_stream_at(struct umqf_ep *e, uint64_t p, uint64_t *h, uint64_t *s) { (void)e, (void)p, (void)h, (void)s; return -38; }
+int umqf_conn_sockets(struct umqf_ep *e, uint64_t p, int *f) { (void)e, (void)p, (void)f; return 0; }
 const char *umqf_strerror(int code) { (void)code; return "libfabric not available"; }
 
 #endif

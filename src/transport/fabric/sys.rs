@@ -5,6 +5,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
+use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
 use super::watch::ip_of;
@@ -91,6 +92,8 @@ engine_calls! {
     poll: umqf_poll, umqu_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
     stream_at: umqf_stream_at, umqu_stream_at(e: *mut RawEp, peer: u64, handed: *mut u64,
         sent: *mut u64) -> c_int;
+    conn_sockets: umqf_conn_sockets, umqu_conn_sockets(e: *mut RawEp, peer: u64,
+        fds: *mut c_int) -> c_int;
 }
 
 unsafe extern "C" {
@@ -776,6 +779,15 @@ impl Endpoint {
             0 => Some(StreamAt { handed, sent }),
             _ => None,
         }
+    }
+
+    /// The sockets what `peer` sends us arrives on (our connection to it, and its own to us
+    /// where both sides connected), to be watched, never read or written: they are the
+    /// provider's. None where the engine has no socket of its own per peer (UCX, rxm, verbs).
+    pub fn conn_sockets(&self, peer: u64) -> Option<[RawFd; 2]> {
+        let mut fds = [-1; 2];
+        let n = unsafe { (self.ops.conn_sockets)(self.raw.as_ptr(), peer, fds.as_mut_ptr()) };
+        (n > 0).then_some(fds)
     }
 }
 
