@@ -207,6 +207,11 @@ fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
             "--stream write|read is for --test beside",
         ),
         (&["--stream", "put"], "invalid value 'put' for '--stream"),
+        (&["--size", "2097152"], "1 byte to 1 MiB"),
+        (
+            &["--test", "bw", "--ping-every", "5"],
+            "--ping-every is for --test beside",
+        ),
         (&["--batch", "65"], "--batch must be 1..=64"),
         (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
         (&["--loop", "app"], "--loop app measures latency over shm"),
@@ -416,8 +421,9 @@ fn beside_rows_time_a_ping_alone_and_beside_a_stream_that_loses_nothing() {
     assert_eq!((&row["stream"], &row["lost"]), (&"send".into(), &0.into()));
 }
 
-/// `--stream write` streams WRITEs into a buffer the peer exposes, beside the same ping; every
-/// WR completes (a failed one stops the run).
+/// `--stream write` streams WRITEs into a buffer the peer exposes, beside the same ping, here
+/// of 2 MiB (past the 1 MiB other runs take) and pinged every 5 ms; every WR completes (a
+/// failed one stops the run).
 #[test]
 fn beside_rows_take_a_stream_of_writes_too() {
     let all = rows(&[
@@ -426,14 +432,20 @@ fn beside_rows_take_a_stream_of_writes_too() {
         "--test",
         "beside",
         "--size",
-        "4096",
+        "2097152",
         "--stream",
         "write",
+        "--ping-every",
+        "5",
     ]);
     let [(row, _)] = &all[..] else {
         panic!("one row: {all:?}");
     };
     assert_eq!((&row["stream"], &row["lost"]), (&"write".into(), &0.into()));
+    assert_eq!(
+        (&row["size"], &row["ping_every_ms"]),
+        (&2097152.into(), &5.into())
+    );
     assert!(row["stream_msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
     assert!(
         row["ping_beside_half_rtt_ns"].as_f64().unwrap() > 0.0,

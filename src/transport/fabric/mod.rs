@@ -2706,6 +2706,59 @@ mod tests {
         }
     }
 
+    /// A WR longer than a lone piece goes in lone pieces even alone, with at most
+    /// `QUEUED_ALONE` in libfabric, so that a binding that starts sending after a quiet while
+    /// waits behind that much, not behind the rest of a long WR: after a's first round, pieces
+    /// of its 5 MiB WRITE wait and libfabric holds 2 MiB; q's SEND, posted then, goes before the
+    /// rest of the WR, whose later pieces take the short size (no more than the share beside
+    /// q). Every byte of the WRITE lands. It fails where a lone WR goes whole.
+    #[test]
+    fn a_wr_longer_than_a_lone_piece_leaves_a_binding_that_starts_sending_little_to_wait_behind() {
+        const LONG: u32 = 5 << 20;
+        let (mut p, target, remote) = pair_with_exposed(LONG);
+        let mut q = p.beside();
+        q.connect();
+        let queued = |p: &Pair| p.a.ch.node.lock().queued_for(p.a.peer);
+        let pieces_wait = |p: &Pair| p.a.ch.node.lock().pieces_wait(p.a.ch.id);
+        write_run_by_b(&mut p, remote);
+        std::thread::sleep(node::OTHERS_QUIET);
+        unsafe { std::ptr::write_bytes((*target).buf_data as *mut u8, 0x5a, LONG as usize) };
+        let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        p.round_a().unwrap();
+        assert!(pieces_wait(&p), "pieces wait");
+        assert_eq!(queued(&p), node::QUEUED_ALONE, "two lone pieces");
+        // q sends: its SEND goes behind what libfabric holds, before the rest of the WRITE.
+        let rx = p.rx_bufs(1, 64)[0];
+        q.wb.rq.post(rx);
+        let ping = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND_IMM, 0);
+        q.wa.sq.push(ping);
+        q.round_a().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q.wb.rq.completions_len() == 0 {
+            assert!(Instant::now() < deadline, "the SEND arrived within 5 s");
+            q.round_a().unwrap();
+            q.round_b().unwrap();
+            assert!(queued(&p) <= node::QUEUED_ALONE, "{} held", queued(&p));
+        }
+        assert!(
+            pieces_wait(&p),
+            "the SEND went before the rest of the WRITE"
+        );
+        let (status, done) = one_wr_finish(&mut p);
+        assert_eq!((status, p.a.tx.rma_in_flight), (UMQ_BUF_SUCCESS, 0));
+        assert!(crate::transport::test_bytes_intact(target, LONG as usize));
+        assert_eq!(queued(&p), 0);
+        q.rounds_until(|a, _| a.tx.flight.is_empty());
+        let mut sent = [std::ptr::null_mut(); 1];
+        assert_eq!(q.wa.sq.take_completed(&mut sent), 1);
+        let landed = in_order(&mut q.wb, 1);
+        for b in [done, target].into_iter().chain(sent).chain(landed) {
+            p.pool.free_one(b).unwrap();
+        }
+    }
+
     /// Another binding's RMA to the same peer counts as its traffic too: after q's WRITE by
     /// RMA, p's long WRITE goes in pieces, and both land.
     #[test]

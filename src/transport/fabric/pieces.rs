@@ -6,9 +6,13 @@
 //! message's fragments are: the pieces of a long WR start as the share frees, and another
 //! binding's message goes behind at most the share.
 //!
-//! Pieces cost the target: over tcp its provider serves each as an operation of its own. So a
-//! WR goes whole while no other binding to the same peer sent anything for a while
-//! (`node::OTHERS_QUIET`): then nothing waits behind it, and it goes as fast as a lone WR can.
+//! Pieces cost the target: over tcp its provider serves each as an operation of its own. So
+//! while no other binding to the same peer sent anything for a while (`node::OTHERS_QUIET`),
+//! a WRITE goes in pieces of up to `LONE_PIECE`, as fast as a lone WR can, with at most
+//! `node::QUEUED_ALONE` in libfabric: a binding that starts sending then waits behind that
+//! much, not behind the rest of the WRITE, whose later pieces take the short size. A READ
+//! alone goes whole (`Shared::piece_for` says why). Each piece's size is the node's choice as
+//! it starts.
 //!
 //! Only a channel's newest WR may have pieces not yet started (`Rest`): a later WRITE or READ
 //! waits for them, as a message waits for all of our RMA. A WR completes once every piece
@@ -21,8 +25,13 @@
 use super::sys::{RemoteKey, Rma};
 use std::collections::VecDeque;
 
-/// The most bytes one RMA operation moves: one bounce buffer's payload, as a fragment.
+/// The most bytes one RMA operation moves while another binding sends to the same peer: one
+/// bounce buffer's payload, as a fragment.
 pub const PIECE: u64 = 64 << 10;
+/// The most while a binding has the connection to itself: a WRITE of up to this goes whole, as
+/// fast as a lone WR can, and a longer one in pieces that leave a binding that starts sending
+/// behind at most `node::QUEUED_ALONE`.
+pub const LONE_PIECE: u64 = 1 << 20;
 
 /// One RMA operation to start: `len` bytes at our address `at`, to (or from) `to`, for WR
 /// `seq`.
@@ -47,7 +56,8 @@ impl Piece {
     }
 }
 
-/// The pieces of the newest WR not yet started: bytes `[done, len)`.
+/// The pieces of the newest WR not yet started: bytes `[done, len)`, in pieces of the size
+/// the node gives at each start.
 struct Rest {
     seq: u64,
     op: Rma,
@@ -59,8 +69,8 @@ struct Rest {
 }
 
 impl Rest {
-    fn piece(&self) -> Piece {
-        let len = (self.len - self.done).min(PIECE);
+    fn piece(&self, most: u64) -> Piece {
+        let len = (self.len - self.done).min(most);
         Piece {
             seq: self.seq,
             op: self.op,
@@ -92,14 +102,13 @@ pub struct Pieces {
 
 impl Pieces {
     /// The first piece of WR `seq` to `peer`: `len` bytes in all at `at`, to (or from) `to`;
-    /// the whole WR when it goes `whole`.
+    /// at most `most` of them (`PIECE`, `LONE_PIECE`).
     pub fn first(
         (seq, op): (u64, Rma),
         (at, len): (usize, u64),
         (peer, to): ((usize, u64), RemoteKey),
-        whole: bool,
+        most: u64,
     ) -> Piece {
-        let most = if whole { len } else { PIECE };
         Piece {
             seq,
             op,
@@ -144,17 +153,22 @@ impl Pieces {
         self.rest.is_some()
     }
 
-    /// The next piece to start, if any.
-    pub fn next(&self) -> Option<Piece> {
-        self.rest.as_ref().map(Rest::piece)
+    /// The peer the next piece goes to, and its operation, if any waits.
+    pub fn next_to(&self) -> Option<(usize, Rma)> {
+        self.rest.as_ref().map(|r| (r.peer.0, r.op))
     }
 
-    /// libfabric took the piece `next` named.
-    pub fn next_started(&mut self) {
+    /// The next piece to start, of at most `most` bytes, if any.
+    pub fn next(&self, most: u64) -> Option<Piece> {
+        self.rest.as_ref().map(|r| r.piece(most))
+    }
+
+    /// libfabric took the next piece, of `len` bytes.
+    pub fn next_started(&mut self, len: usize) {
         let Some(rest) = self.rest.as_mut() else {
             return;
         };
-        rest.done += (rest.len - rest.done).min(PIECE);
+        rest.done += (rest.len - rest.done).min(len as u64);
         if rest.done == rest.len {
             self.rest = None;
         }
@@ -203,7 +217,7 @@ mod tests {
     const PEER: (usize, u64) = (2, 0x77);
 
     fn start(p: &mut Pieces, seq: u64, len: u64) -> Piece {
-        let first = Pieces::first((seq, Rma::Write), (0x5000_0000, len), (PEER, TO), false);
+        let first = Pieces::first((seq, Rma::Write), (0x5000_0000, len), (PEER, TO), PIECE);
         p.started(&first, len);
         first
     }
@@ -223,7 +237,7 @@ mod tests {
             "sent is enough: more follow"
         );
         let mut covered = vec![(first.at, first.len, first.to.addr)];
-        while let Some(next) = p.next() {
+        while let Some(next) = p.next(PIECE) {
             assert_eq!(
                 (next.seq, next.op, next.to.key, next.peer),
                 (9, Rma::Write, 7, PEER)
@@ -234,7 +248,7 @@ mod tests {
                 "only the last is placed"
             );
             covered.push((next.at, next.len, next.to.addr));
-            p.next_started();
+            p.next_started(next.len);
         }
         let lens: Vec<usize> = covered.iter().map(|c| c.1).collect();
         assert_eq!(lens, [PIECE as usize, PIECE as usize, PIECE as usize, 100]);
@@ -254,14 +268,43 @@ mod tests {
     #[test]
     fn a_wr_that_goes_whole_is_one_piece_placed() {
         let mut p = Pieces::default();
-        let first = Pieces::first((3, Rma::Read), (0x5000_0000, 5 * PIECE), (PEER, TO), true);
+        let first = Pieces::first(
+            (3, Rma::Read),
+            (0x5000_0000, 5 * PIECE),
+            (PEER, TO),
+            LONE_PIECE,
+        );
         p.started(&first, 5 * PIECE);
         assert_eq!(
             (first.len as u64, first.how()),
             (5 * PIECE, (Rma::Read, false))
         );
-        assert_eq!((p.waiting(), p.next()), (false, None));
+        assert_eq!((p.waiting(), p.next(PIECE)), (false, None));
         assert_eq!(p.finished(3, true), Some((3, true)));
+    }
+
+    /// A WR that started in lone pieces goes on in short ones once another binding sends, and
+    /// back: each piece has the size the node gives as it starts, and they cover the WR once.
+    #[test]
+    fn a_wr_s_pieces_take_the_size_given_as_each_starts() {
+        let mut p = Pieces::default();
+        let len = 2 * LONE_PIECE + PIECE + 7;
+        let first = Pieces::first((8, Rma::Write), (0x5000_0000, len), (PEER, TO), LONE_PIECE);
+        p.started(&first, len);
+        let mut lens = vec![first.len as u64];
+        for most in [PIECE, LONE_PIECE, LONE_PIECE] {
+            let next = p.next(most).expect("more to start");
+            assert_eq!(next.at as u64, 0x5000_0000 + lens.iter().sum::<u64>());
+            assert_eq!(next.last, next.len as u64 + lens.iter().sum::<u64>() == len);
+            lens.push(next.len as u64);
+            p.next_started(next.len);
+        }
+        assert_eq!(lens, [LONE_PIECE, PIECE, LONE_PIECE, 7]);
+        assert_eq!((p.waiting(), p.next(LONE_PIECE)), (false, None));
+        for _ in 0..3 {
+            assert_eq!(p.finished(8, true), None);
+        }
+        assert_eq!(p.finished(8, true), Some((8, true)));
     }
 
     #[test]
@@ -271,7 +314,7 @@ mod tests {
         assert!(p.waiting());
         assert_eq!(p.finished(4, true), None);
         assert_eq!(p.in_flight(), 1);
-        p.next_started();
+        p.next_started(PIECE as usize);
         assert_eq!(p.finished(4, true), Some((4, true)));
     }
 
@@ -285,7 +328,7 @@ mod tests {
             "one piece: placed, as a WR's WRITE"
         );
         start(&mut p, 2, 2 * PIECE);
-        p.next_started();
+        p.next_started(PIECE as usize);
         assert_eq!(p.finished(2, false), None);
         assert_eq!(p.finished(1, true), Some((1, true)));
         assert_eq!(p.finished(2, true), Some((2, false)));
@@ -297,9 +340,9 @@ mod tests {
     fn a_failed_piece_starts_no_more_of_its_wr() {
         let mut p = Pieces::default();
         start(&mut p, 3, 3 * PIECE);
-        p.next_started();
+        p.next_started(PIECE as usize);
         assert_eq!(p.finished(3, false), None, "a piece still in flight");
-        assert_eq!((p.waiting(), p.next()), (false, None));
+        assert_eq!((p.waiting(), p.next(PIECE)), (false, None));
         assert_eq!(p.finished(3, true), Some((3, false)));
     }
 

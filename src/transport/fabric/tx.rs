@@ -865,13 +865,14 @@ impl Link {
             UMQ_OPC_WRITE => sys::Rma::Write,
             _ => sys::Rma::Read,
         };
-        // Whole while no other binding sends to the peer, else in pieces behind its share
-        // (`pieces`); after the pieces an earlier WR of ours still has to start.
-        let (id, whole) = (self.ch.id, n.alone_to(self.peer, self.ch.id));
+        // In lone pieces while no other binding sends to the peer, else in pieces behind its
+        // share (`pieces`); after the pieces an earlier WR of ours still has to start.
+        let id = self.ch.id;
+        let (most, past_share) = n.piece_for(self.peer, id, op);
         let seq = w.sq.next_seq();
         let to = ((self.peer, peer), to);
-        let first = pieces::Pieces::first((seq, op), (h.buf_data as usize, len), to, whole);
-        if n.pieces_wait(id) || !(whole || n.has_room(self.peer, id, first.len)) {
+        let first = pieces::Pieces::first((seq, op), (h.buf_data as usize, len), to, most);
+        if n.pieces_wait(id) || !n.rma_has_room(self.peer, id, first.len, past_share) {
             n.want_room(id);
             return Some(Handed::NoResource);
         }

@@ -30,6 +30,9 @@ const PING_RX: u32 = 64;
 /// copies 32 messages of 64 KiB takes a third of a millisecond, which the ping would wait for
 /// in the application's own loop whatever the library did.
 const STREAM_BATCH: usize = 4;
+/// The most bytes a stream of WRITEs or READs keeps buffers for (a queue's depth of them, but
+/// no more than this).
+const ONE_SIDED_BYTES: u32 = 256 << 20;
 
 /// The ping pair's one message in flight: posted at `since`, waiting for its send completion
 /// and its echo.
@@ -81,14 +84,25 @@ impl Ping {
     }
 }
 
-/// Pings for `SECONDS`, streaming meanwhile or not; the last ping's echo is waited for. The
-/// half round trips' median and 99th percentile, and the seconds it took.
-fn phase(ping: &mut Ping, stream: &mut Sender, streaming: bool) -> ((f64, f64), f64) {
+/// Pings for `SECONDS`, back to back or one every `every`, streaming meanwhile or not; the
+/// last ping's echo is waited for. The half round trips' median and 99th percentile, and the
+/// seconds it took.
+fn phase(
+    ping: &mut Ping,
+    stream: &mut Sender,
+    streaming: bool,
+    every: Option<Duration>,
+) -> ((f64, f64), f64) {
     let (start, mut rtts) = (Instant::now(), Vec::new());
+    let mut next_at = start;
     loop {
         let going = start.elapsed().as_secs_f64() < SECONDS;
         stream.step(streaming && going);
-        rtts.extend(ping.step(going));
+        let due = going && Instant::now() >= next_at;
+        if due && ping.since.is_none() {
+            next_at += every.unwrap_or_default();
+        }
+        rtts.extend(ping.step(due));
         if !going && ping.since.is_none() {
             return (half_rtt(rtts), start.elapsed().as_secs_f64());
         }
@@ -121,14 +135,22 @@ pub fn measure(run: &crate::Run) -> Row {
     api::post_rx_all(qs[0], &api::alloc(PING_BYTES, PING_RX, UMQ_OPC_SEND));
     let mut stream = match run.stream_op {
         UMQ_OPC_SEND => Sender::new(qs[1], run),
-        op => Sender::one_sided(qs[1], run, op, crate::rma::unpack(&recv_frame(&mut from))),
+        op => {
+            // WRs of 16 MiB: 16 of them, not a queue's depth.
+            let run = crate::Run {
+                depth: run.depth.min((ONE_SIDED_BYTES / run.size.max(1)).max(4)),
+                ..*run
+            };
+            let sge = crate::rma::unpack(&recv_frame(&mut from));
+            Sender::one_sided(qs[1], &run, op, sge)
+        }
     };
     recv_frame(&mut from); // the peer is ready
     let mut ping = Ping::new(qs[0]);
     stream.batch = STREAM_BATCH;
-    let (alone, _) = phase(&mut ping, &mut stream, false);
+    let (alone, _) = phase(&mut ping, &mut stream, false, run.ping_every);
     let completed_before = stream.completed;
-    let (beside, elapsed) = phase(&mut ping, &mut stream, true);
+    let (beside, elapsed) = phase(&mut ping, &mut stream, true, run.ping_every);
     let streamed = stream.completed - completed_before;
     while stream.completed < stream.next_seq {
         stream.step(false);
@@ -149,6 +171,10 @@ pub fn measure(run: &crate::Run) -> Row {
         .num("ping_beside_p99_ns", beside.1.round())
         .num("stream_msgs_per_s", (streamed as f64 / elapsed).round())
         .num("lost", (stream.next_seq - got) as f64);
+    let row = match run.ping_every {
+        Some(every) => row.num("ping_every_ms", every.as_millis() as f64),
+        None => row,
+    };
     // Over the network, how many of the stream's WRs went by libfabric RMA.
     match (run.stream_op, crate::shm::provider()) {
         (UMQ_OPC_SEND, _) | (_, "shm") => row,
@@ -187,7 +213,9 @@ pub fn serve_peer(run: &crate::Run) {
     let qs = crate::scale::bind_all(run, 2, here, &mut to, &mut from, false);
     let size = run.size.max(8);
     api::post_rx_all(qs[0], &api::alloc(PING_BYTES, PING_RX, UMQ_OPC_SEND));
-    api::post_rx_all(qs[1], &api::alloc(size, run.depth, UMQ_OPC_SEND));
+    if run.stream_op == UMQ_OPC_SEND {
+        api::post_rx_all(qs[1], &api::alloc(size, run.depth, UMQ_OPC_SEND));
+    }
     let mut stream = Receiver::new(qs[1], size);
     let echo = Ping::new(qs[0]).buf;
     let mut echo_free = true;

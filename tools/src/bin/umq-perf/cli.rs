@@ -159,6 +159,13 @@ pub struct Cli {
     /// connection the ping shares.
     #[arg(long, value_name = "OP", default_value = "send", value_parser = ["send", "write", "read"])]
     pub stream: String,
+    /// beside: ping every MS milliseconds instead of back to back
+    ///
+    /// A binding that sends now and then, more than 10 ms apart, finds the connection to
+    /// itself taken by the stream's WRs (over the network: a WR to a peer no other binding
+    /// sends to goes in lone pieces of up to 1 MiB, with 2 MiB in libfabric at most).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ping_every: Option<u64>,
     /// scale: how many pairs, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "10000", value_parser = clap::value_parser!(u32).range(1..))]
     pub pairs: Vec<u32>,
@@ -229,6 +236,12 @@ pub struct Cli {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sizes(pub Vec<u32>);
 
+/// The largest `--size`: 1 MiB, but for one-sided WRs (`--test rma`, `--test beside --stream
+/// write|read`), which move one buffer each (at most 10 MiB, `UMQ_MAX_BUF_REQUEST_SIZE`).
+const MOST: u32 = 1 << 20;
+const ONE_SIDED_MOST: u32 = 8 << 20;
+const SIZES: &str = "1 byte to 1 MiB (8 MiB for --test rma and --test beside --stream write|read)";
+
 fn parse_sizes(v: &str) -> Result<Sizes, String> {
     if v == "sweep" {
         return Ok(Sizes(SWEEP.to_vec()));
@@ -237,8 +250,8 @@ fn parse_sizes(v: &str) -> Result<Sizes, String> {
         .split(',')
         .map(|s| s.trim().parse().map_err(|e| format!("{s}: {e}")))
         .collect::<Result<Vec<u32>, _>>()?;
-    if sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
-        return Err("1 byte to 1 MiB".into());
+    if sizes.iter().any(|&s| s == 0 || s > ONE_SIDED_MOST) {
+        return Err(SIZES.into());
     }
     Ok(Sizes(sizes))
 }
@@ -337,6 +350,7 @@ impl From<Cli> for Args {
                 app_loop: c.loop_kind == "app",
                 base_api: c.api == "base",
                 target_polls: c.target == "poll",
+                ping_every: c.ping_every.map(std::time::Duration::from_millis),
                 stream_op: match c.stream.as_str() {
                     "write" => umq::abi::pro_types::UMQ_OPC_WRITE,
                     "read" => umq::abi::pro_types::UMQ_OPC_READ,
@@ -419,6 +433,13 @@ fn check(a: &Args) -> Result<(), String> {
     let sends = r.stream_op == umq::abi::pro_types::UMQ_OPC_SEND;
     if !sends && a.test != "beside" && !a.beside_peer {
         return Err("--stream write|read is for --test beside".into());
+    }
+    let one_sided = a.test == "rma" || a.rma_peer || !sends;
+    if !one_sided && a.sizes.iter().any(|&s| s > MOST) {
+        return Err(SIZES.into());
+    }
+    if r.ping_every.is_some() && a.test != "beside" {
+        return Err("--ping-every is for --test beside".into());
     }
     if r.target_polls && (a.test != "rma" || a.provider == "loopback") && !a.rma_peer {
         return Err("--target poll is for --test rma over shm or fabric".into());

@@ -108,6 +108,8 @@ pub struct Run {
     pub target_polls: bool,
     /// `--test beside --stream`: what the stream carries (SEND, WRITE or READ).
     pub stream_op: umq::abi::pro_types::umq_opcode_t,
+    /// `--test beside --ping-every`: the ping's period (None: back to back).
+    pub ping_every: Option<std::time::Duration>,
     pub quiet: bool,
     /// `--client HOST`: the `umq-perf --server` that serves the peer's side, on another host.
     pub server: Option<std::net::SocketAddr>,

@@ -343,10 +343,11 @@ fn one_at_a_time(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) ->
     samples.into_iter().map(|s| s * 2.0).collect()
 }
 
-/// A stream of `opcode` WRs: up to `batch` a post, `depth` in flight; WRs a second.
+/// A stream of `opcode` WRs: up to `batch` a post, `depth` in flight (no more than 256 MiB of
+/// them); WRs a second.
 #[inline(never)]
 fn stream(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> f64 {
-    let window = run.depth.min(1024);
+    let window = run.depth.min(1024).min(((256 << 20) / run.size).max(4));
     let mut free: Vec<_> = (0..window).map(|_| wr(opcode, run.size, sge)).collect();
     let (mut posted, mut done) = (0u64, 0u64);
     let start = std::time::Instant::now();
