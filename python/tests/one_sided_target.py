@@ -14,8 +14,9 @@ SIZE = 4096
 BEFORE = b"\xaa" * SIZE
 
 
-def target(conn, shared_pool, rma=True):
-    """Exposes a 4 KiB buffer, then blocks on its pipe, running nothing of ours, and answers:
+def target(conn, shared_pool, rma=True, size=SIZE):
+    """Exposes a buffer of `size` bytes (4 KiB), then blocks on its pipe, running nothing of
+    ours, and answers:
     "calls" with how many call-bell rings it answered; anything else with its buffer's bytes,
     after freeing the buffer for "free", and for ("race", delay) after freeing it once that
     delay passed and being told "stopped". Without `rma`, its network node exposes nothing
@@ -26,8 +27,8 @@ def target(conn, shared_pool, rma=True):
         q = ctx.queue("target", depth=16, trans_mode=umq.UMQ_TRANS_MODE_IPC)
         conn.send(q.bind_info())
         q.bind(conn.recv())
-        bufs = ctx.alloc(SIZE, 1, umqh=q.handle if shared_pool else 0)
-        bufs.write(0, BEFORE)
+        bufs = ctx.alloc(size, 1, umqh=q.handle if shared_pool else 0)
+        bufs.write(0, BEFORE[:1] * size)
         exposed = q.expose(bufs)
         conn.send(exposed)
         while (ask := conn.recv()) != "done":
@@ -40,16 +41,16 @@ def target(conn, shared_pool, rma=True):
                 assert conn.recv() == "stopped"
             elif ask == "free":
                 bufs.free()
-            conn.send(ctypes.string_at(exposed.addr, SIZE))
+            conn.send(ctypes.string_at(exposed.addr, size))
 
 
 @contextlib.contextmanager
-def bound_to_target(shared_pool=False, rma=True):
+def bound_to_target(shared_pool=False, rma=True, size=SIZE):
     """Starts the target process and binds a queue of ours to it; yields the queue, the
     target's exposed buffer, our end of its pipe and a context manager that keeps the target
     stopped (SIGSTOP). The target must exit 0 once the block is done."""
     conn, child_end = mp.Pipe()
-    child = mp.get_context("spawn").Process(target=target, args=(child_end, shared_pool, rma))
+    child = mp.get_context("spawn").Process(target=target, args=(child_end, shared_pool, rma, size))
     child.start()
 
     @contextlib.contextmanager

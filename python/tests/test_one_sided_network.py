@@ -68,6 +68,27 @@ def test_writes_and_reads_into_the_process_pool_go_by_rma_once_a_message_taught_
         assert conn.recv() == payload
 
 
+def test_long_writes_and_reads_reach_a_sleeping_target_whole():
+    """4 MiB WRITEs and READs by RMA into a process-pool buffer of a target whose application
+    runs nothing of ours: its progress thread serves them as their bytes arrive on the
+    connection, and writes a READ's answer as the socket takes it (docs/TRANSPORTS.md,
+    "Watching the connection for long RMA"). Every byte lands, and reads back."""
+    size = 4 << 20
+    with bound_to_target(shared_pool=False, size=size) as (q, remote, conn, _):
+        assert q.write(BEFORE[:64], remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        for _ in range(3):
+            payload = random.randbytes(size)
+            assert q.write(payload, remote) == 1
+            assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+            assert q.read(size, remote) == 1
+            read = one_completion(q)
+            assert read.status == umq.UMQ_BUF_SUCCESS and read.data == payload
+        assert q.transport_stats().one_sided_rma_wr == 6
+        conn.send("look")
+        assert conn.recv() == payload
+
+
 def test_a_target_that_turns_rma_off_keeps_a_freed_process_pool_buffer_out_of_reach():
     """UMQ_FABRIC_RMA=off in the target: nothing goes by RMA, so a freed buffer of its process
     pool is refused (by RMA it would still be reachable while its chunk lives)."""
