@@ -2350,6 +2350,28 @@ mod tests {
         (unsafe { (*done[0]).status() }, done[0])
     }
 
+    /// A pair whose b exposes a buffer of `len` bytes (`pair_with_exposed`) and a's binding has
+    /// written into once (so its WRs go by RMA), and a second pair beside it in the same nodes
+    /// that has sent nothing for `OTHERS_QUIET`: a's binding has the connection to itself.
+    fn beside_a_writer_alone(len: u32) -> (Pair, Pair, *mut umq_buf_t, umq_ref_sge_t) {
+        let (mut p, target, remote) = pair_with_exposed(len);
+        let mut q = p.beside();
+        q.connect();
+        write_run_by_b(&mut p, remote);
+        std::thread::sleep(node::OTHERS_QUIET);
+        (p, q, target, remote)
+    }
+
+    /// Bytes libfabric holds for a's peer (`QUEUED_PER_PEER`).
+    fn queued(p: &Pair) -> usize {
+        p.a.ch.node.lock().queued_for(p.a.peer)
+    }
+
+    /// Whether a's newest RMA WR has pieces still to start.
+    fn pieces_wait(p: &Pair) -> bool {
+        p.a.ch.node.lock().pieces_wait(p.a.ch.id)
+    }
+
     /// A connected pair whose b exposes the pool for RMA, and a 4 KiB buffer of b's with the
     /// reference a WRITE or READ names it by.
     /// Over the engine the run names.
@@ -2635,14 +2657,8 @@ mod tests {
     #[test]
     fn a_long_rma_wr_leaves_another_binding_to_the_peer_only_the_share_to_wait_behind() {
         const LONG: u32 = 1 << 20;
-        let (mut p, target, remote) = pair_with_exposed(LONG);
-        let mut q = p.beside();
-        q.connect();
-        let queued = |p: &Pair| p.a.ch.node.lock().queued_for(p.a.peer);
-        let pieces_wait = |p: &Pair| p.a.ch.node.lock().pieces_wait(p.a.ch.id);
-        write_run_by_b(&mut p, remote);
+        let (mut p, mut q, target, remote) = beside_a_writer_alone(LONG);
         // Alone to the peer (q's binding sent nothing for longer than OTHERS_QUIET): whole.
-        std::thread::sleep(node::OTHERS_QUIET);
         let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
         unsafe { (*wr).pro_mut().remote_sge = remote };
         p.wa.sq.push(wr);
@@ -2725,13 +2741,7 @@ mod tests {
     #[test]
     fn a_wr_longer_than_a_lone_piece_leaves_a_binding_that_starts_sending_little_to_wait_behind() {
         const LONG: u32 = 5 << 20;
-        let (mut p, target, remote) = pair_with_exposed(LONG);
-        let mut q = p.beside();
-        q.connect();
-        let queued = |p: &Pair| p.a.ch.node.lock().queued_for(p.a.peer);
-        let pieces_wait = |p: &Pair| p.a.ch.node.lock().pieces_wait(p.a.ch.id);
-        write_run_by_b(&mut p, remote);
-        std::thread::sleep(node::OTHERS_QUIET);
+        let (mut p, mut q, target, remote) = beside_a_writer_alone(LONG);
         unsafe { std::ptr::write_bytes((*target).buf_data as *mut u8, 0x5a, LONG as usize) };
         let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
         unsafe { (*wr).pro_mut().remote_sge = remote };
