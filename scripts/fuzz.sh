@@ -41,9 +41,12 @@ for t in "${targets[@]}"; do
   mkdir -p "$seeds"
   cp "$root/fuzz/corpus/$t"/* "$seeds/"
   if [ -d "$root/fuzz/regressions/$t" ]; then cp "$root/fuzz/regressions/$t"/* "$seeds/"; fi
-  # No UI, no CPU pinning (the machine is shared), and no core dumps to wait for.
+  # No UI, no CPU pinning (the machine is shared), and no core dumps to wait for. An input
+  # that takes more than 5 s is a hang; a seed that stalls past it once (a shared host stopped
+  # the harness: a corpus input of 40 ms took over a second in one dry run) is skipped, not
+  # the run's end ("+").
   AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
-    cargo afl fuzz "${limit[@]}" -i "$seeds" -o "$out" -- "$harness" "$t" >"$out.log" 2>&1 ||
+    cargo afl fuzz "${limit[@]}" -t 5000+ -i "$seeds" -o "$out" -- "$harness" "$t" >"$out.log" 2>&1 ||
     { echo "$t: afl-fuzz failed:"; tail -20 "$out.log"; failed=1; continue; }
   stats="$out/default/fuzzer_stats"
   field() { awk -F' *: *' -v k="$1" '$1 == k { print $2 }' "$stats"; }
