@@ -484,6 +484,16 @@ impl LinkPause {
     }
 }
 
+/// Settings for a 10 Mbit/s link: a full pause lasts 3.4 s and our XOFF is refreshed 1.7 s
+/// after it, so neither ends while a test's thread is descheduled between two steps (at the
+/// default 100 Gbit/s they come after 335 and 170 µs).
+#[cfg(test)]
+pub(crate) fn slow_link() -> Settings {
+    let mut s = Settings::default();
+    s.machine.speed_bps = 10_000_000;
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,7 +514,7 @@ mod tests {
     /// frame resumes it at once.
     #[test]
     fn a_paused_priority_stops_only_its_own_queues() {
-        let link = LinkPause::new(Settings::default());
+        let link = LinkPause::new(slow_link());
         assert!((0..8).all(|p| link.may_start(p)));
         link.on_frame(&pfc(1 << 3, 0xffff));
         assert!(!link.may_start(3));
@@ -520,7 +530,7 @@ mod tests {
     /// emission on), and below XON a zero-time one; a queue's share is replaced, not added.
     #[test]
     fn a_backlog_over_xoff_asks_the_peer_to_pause_and_under_xon_to_resume() {
-        let mut s = Settings::default();
+        let mut s = slow_link();
         (s.machine.xoff_bytes, s.machine.xon_bytes, s.emit) = (1000, 500, true);
         let link = LinkPause::new(s);
         link.report(1, 3, 600, false);
@@ -611,6 +621,7 @@ mod tests {
         IN_USE.store(true, Ordering::Relaxed);
         let link = attach(b"test:watch".to_vec(), 41, 0);
         let _other = attach(b"test:watch".to_vec(), 42, 3);
+        link.set_settings(slow_link());
         let mine = |now| {
             let (due, next) = watches(now);
             let due: Vec<u64> = due.into_iter().filter(|h| [41, 42].contains(h)).collect();

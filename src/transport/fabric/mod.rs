@@ -2217,7 +2217,7 @@ mod tests {
         use crate::transport::pause::{LinkPause, PauseGate, Settings};
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.connect();
-        let link = std::sync::Arc::new(LinkPause::new(Settings::default()));
+        let link = std::sync::Arc::new(LinkPause::new(crate::transport::pause::slow_link()));
         p.wb.pause = Some(PauseGate {
             link: link.clone(),
             priority: 0,
