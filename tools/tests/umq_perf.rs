@@ -405,9 +405,10 @@ fn beside_rows_time_a_ping_alone_and_beside_a_stream_that_loses_nothing() {
         "ping_alone_p99_ns",
         "ping_beside_half_rtt_ns",
         "ping_beside_p99_ns",
+        "ping_beside_max_ns",
         "stream_msgs_per_s",
     ];
-    for name in timed.iter().chain(&["lost"]) {
+    for name in timed.iter().chain(&["lost", "pings_beside"]) {
         assert!(keys.iter().any(|k| k == name), "{name} missing: {keys:?}");
     }
     assert_eq!(
@@ -419,6 +420,9 @@ fn beside_rows_time_a_ping_alone_and_beside_a_stream_that_loses_nothing() {
         "{row}"
     );
     assert_eq!((&row["stream"], &row["lost"]), (&"send".into(), &0.into()));
+    let (median, longest) = (&row["ping_beside_half_rtt_ns"], &row["ping_beside_max_ns"]);
+    assert!(median.as_f64() <= longest.as_f64(), "{row}");
+    assert!(row["pings_beside"].as_u64().unwrap() >= 1, "{row}");
 }
 
 /// `--stream write` streams WRITEs into a buffer the peer exposes, beside the same ping, here

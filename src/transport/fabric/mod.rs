@@ -2214,7 +2214,7 @@ mod tests {
     #[test]
     fn a_control_frame_overtakes_a_message_between_its_packets() {
         use crate::flow::pfc::frame::{self, Pause, PauseFrame};
-        use crate::transport::pause::{LinkPause, PauseGate, Settings};
+        use crate::transport::pause::{LinkPause, PauseGate};
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.connect();
         let link = std::sync::Arc::new(LinkPause::new(crate::transport::pause::slow_link()));
@@ -2644,6 +2644,97 @@ mod tests {
         p.pool.free_one(target).unwrap();
         p.pool.free_one(elsewhere).unwrap();
         assert_eq!(registered(&p), 1);
+    }
+
+    /// A READ, or a WRITE placed, by RMA is word from the peer: its provider answered, so it
+    /// runs. Over tcp its provider sends READ answers before any message of its own, so while
+    /// a READ stream of ours lasts nothing else of the peer's reaches us, and a binding that
+    /// counted only messages broke after the liveness timeout (a 10 s stream of 1 MiB READs).
+    /// Here b's rounds never run, so b sends nothing; each WR still makes a hear from b.
+    #[test]
+    fn an_rma_the_peer_answered_is_word_from_it() {
+        let (mut p, target, remote) = pair_with_exposed_target();
+        write_run_by_b(&mut p, remote);
+        for op in [UMQ_OPC_READ, UMQ_OPC_WRITE] {
+            std::thread::sleep(Duration::from_millis(2));
+            let (posted, rma) = (Instant::now(), p.wa.zero_copy.one_sided_rma_wr);
+            assert!(heard(&p.a) < posted);
+            let (status, wr) = one_wr(&mut p, op, 4096, remote, false);
+            assert_eq!(status, UMQ_BUF_SUCCESS);
+            assert_eq!(p.wa.zero_copy.one_sided_rma_wr, rma + 1, "by RMA");
+            assert!(heard(&p.a) >= posted, "op {op}: no word from b");
+            p.pool.free_one(wr).unwrap();
+        }
+        p.pool.free_one(target).unwrap();
+    }
+
+    /// libfabric's tcp sends READ answers before any message of the answering side's, so a
+    /// READ stream of a's held all that b sent a while it lasted. READs in flight back to back
+    /// for `READS_DRAIN_AFTER` wait until all completed, and alone keep at most `READS_ALONE`
+    /// in libfabric: b's SEND reaches a while a keeps twelve 1 MiB READs posted.
+    #[test]
+    fn a_read_stream_lets_the_peers_messages_through() {
+        const LEN: u32 = 1 << 20;
+        let (mut p, target, remote) = pair_with_exposed(LEN);
+        write_run_by_b(&mut p, remote);
+        let rx = p.pool.alloc(64, 1, 0, 0).unwrap();
+        p.wa.rq.post(rx);
+        let (started, deadline) = (Instant::now(), Instant::now() + Duration::from_secs(5));
+        let (mut posted, mut read, mut sent) = (0usize, 0usize, None);
+        let mut done = [std::ptr::null_mut(); 12];
+        while !p.wa.rq.has_completions() {
+            assert!(Instant::now() < deadline, "b's SEND held for 5 s");
+            while posted - read < 12 {
+                let wr = crate::transport::test_wr(&p.pool, LEN, UMQ_OPC_READ, 0);
+                unsafe { (*wr).pro_mut().remote_sge = remote };
+                p.wa.sq.push(wr);
+                posted += 1;
+            }
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+            let n = p.wa.sq.take_completed(&mut done);
+            for &wr in &done[..n] {
+                assert_eq!(unsafe { (*wr).status() }, UMQ_BUF_SUCCESS);
+                p.pool.free_one(wr).unwrap();
+            }
+            read += n;
+            if sent.is_none() && started.elapsed() >= Duration::from_millis(20) {
+                p.wb.sq
+                    .push(crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0));
+                sent = Some(read);
+            }
+            let n = p.a.ch.node.lock().queued_for(p.a.peer);
+            assert!(n <= node::READS_ALONE, "{n} bytes of READs in libfabric");
+        }
+        assert!(
+            sent.is_some_and(|at| read > at),
+            "b's SEND came after READs ran"
+        );
+        assert!(
+            p.wa.zero_copy.one_sided_rma_wr as usize >= read,
+            "the READs went by RMA"
+        );
+        let mut got = [std::ptr::null_mut(); 1];
+        assert_eq!(p.wa.rq.take_completions(&mut got), 1);
+        assert!(crate::transport::test_bytes_intact(got[0], 64));
+        // The READs in flight finish; b's SEND completes.
+        while p.wa.sq.completed() < posted - read || p.wb.sq.completed() == 0 {
+            assert!(
+                Instant::now() < deadline + Duration::from_secs(5),
+                "not within 10 s"
+            );
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        for _ in 0..posted - read {
+            let n = p.wa.sq.take_completed(&mut done[..1]);
+            assert_eq!(n, 1);
+            p.pool.free_one(done[0]).unwrap();
+        }
+        assert_eq!(p.wb.sq.take_completed(&mut done[..1]), 1);
+        for b in [done[0], got[0], target] {
+            p.pool.free_one(b).unwrap();
+        }
     }
 
     /// A long WRITE or READ by RMA goes to libfabric whole while no other binding to the peer

@@ -49,6 +49,15 @@ pub const OTHERS_QUIET: Duration = Duration::from_millis(10);
 /// waits behind at most this, not behind a 64 MiB WR that started meanwhile. (A piece larger
 /// than it goes while libfabric holds nothing for the peer.)
 pub const QUEUED_ALONE: usize = 2 << 20;
+/// How long our READs to a peer may stay in flight back to back before the next waits until
+/// all have completed: libfabric's tcp sends READ answers before any message of the peer's
+/// own, so without that pause a READ stream held everything the peer sent us for as long as
+/// it lasted (pings included).
+pub const READS_DRAIN_AFTER: Duration = Duration::from_millis(5);
+/// How much a READ alone (`alone_to`) may have in libfabric beside our earlier RMA to the
+/// same peer: what a drain (`READS_DRAIN_AFTER`) waits for, so the peer's messages wait a few
+/// milliseconds behind a READ stream at most.
+pub const READS_ALONE: usize = 8 << 20;
 /// Flow-control area writes in flight at once, over all channels.
 pub const AREA_WRITES: usize = 256;
 /// The completion queue: room for every buffer's and write's completion.
@@ -157,6 +166,12 @@ pub struct Peer {
     /// The two channels that last sent it something (a message or RMA), newest first, and
     /// when (`Shared::alone_to`).
     said_by: [(ChannelId, Stamp); 2],
+    /// Our READ pieces from it in libfabric, and since when there have been some
+    /// (`READS_DRAIN_AFTER`).
+    reads: usize,
+    reads_since: Stamp,
+    /// Channels whose READ waits for those to complete, told then (`Inbox::room_back`).
+    reads_waiters: Vec<ChannelId>,
 }
 
 /// The node's state, under its lock.
@@ -201,7 +216,7 @@ pub struct Shared {
     /// The provider carries RMA in software (`Endpoint::rma_in_software`).
     pub rma_in_software: bool,
     /// Our RMA operations in flight: the channel and WR each is for; and the free entries.
-    rma_ops: Vec<Option<(u64, Queued)>>,
+    rma_ops: Vec<Option<RmaOp>>,
     rma_free: Vec<usize>,
     /// Channels whose newest RMA WR has pieces to start (`continue_pieces`).
     pieces_waiting: Vec<ChannelId>,
@@ -239,6 +254,31 @@ struct Queued {
     peer: usize,
     channel: ChannelId,
     bytes: usize,
+}
+
+/// An RMA piece in libfabric's hands: its WR's sequence number, what it counts in the
+/// shares, and whether its completion is word from the peer (`RmaOp::word`).
+#[derive(Clone, Copy)]
+struct RmaOp {
+    seq: u64,
+    queued: Queued,
+    word: bool,
+    read: bool,
+}
+
+impl RmaOp {
+    fn of(piece: &Piece, queued: Queued) -> RmaOp {
+        // A READ completes once the peer's provider answered, and a WRITE's last piece once
+        // it placed the bytes: either says the peer process runs. (The other WRITE pieces
+        // complete once our kernel took them.)
+        let read = piece.op == sys::Rma::Read;
+        RmaOp {
+            seq: piece.seq,
+            queued,
+            word: read || piece.last,
+            read,
+        }
+    }
 }
 
 /// A send buffer in libfabric's hands.
@@ -625,6 +665,9 @@ impl Shared {
                     users: 0,
                     said_by: Default::default(),
                     queued: 0,
+                    reads: 0,
+                    reads_since: Stamp::default(),
+                    reads_waiters: Vec::new(),
                 });
                 self.peers.len() - 1
             }
@@ -772,13 +815,27 @@ impl Shared {
                 }
             }
             RMA_TAG if idx < self.rma_ops.len() => {
-                if let Some((seq, queued)) = self.rma_ops[idx].take() {
+                if let Some(op) = self.rma_ops[idx].take() {
                     self.rma_free.push(idx);
-                    self.unqueue(queued);
-                    self.piece_finished(queued.channel, seq, !failed);
+                    if op.read {
+                        self.read_done(op.queued.peer);
+                    }
+                    self.unqueue(op.queued);
+                    if op.word && !failed {
+                        self.heard_from(op.queued.peer);
+                    }
+                    self.piece_finished(op.queued.channel, op.seq, !failed);
                 }
             }
             _ => crate::log_warn!("umq_fabric", "a completion for no buffer of ours: {ctx:#x}"),
+        }
+    }
+
+    /// Peer `p` answered an operation of ours: it lives, though a READ stream of ours may
+    /// hold back all it sends (libfabric's tcp sends READ answers before any message).
+    fn heard_from(&mut self, p: usize) {
+        if let Some(peer) = self.peers.get_mut(p) {
+            peer.heard = self.now;
         }
     }
 
@@ -1015,8 +1072,54 @@ impl Shared {
     /// Whether channel `id` may start an RMA piece of `len` bytes to peer `p` now: as a
     /// fragment may (`has_room`), or while libfabric then holds no more than `past_share` for
     /// the peer (`piece_for`).
-    pub fn rma_has_room(&mut self, p: usize, id: ChannelId, len: usize, past_share: usize) -> bool {
+    pub fn rma_has_room(
+        &mut self,
+        p: usize,
+        id: ChannelId,
+        (op, len): (sys::Rma, usize),
+        past_share: usize,
+    ) -> bool {
+        if op == sys::Rma::Read && self.reads_drain(p) {
+            let waiters = &mut self.peers[p].reads_waiters;
+            if !waiters.contains(&id) {
+                waiters.push(id);
+            }
+            return false;
+        }
         self.has_room(p, id, len) || self.queued_for(p).saturating_add(len) <= past_share
+    }
+
+    /// Whether our READs from peer `p` have been in flight back to back for
+    /// `READS_DRAIN_AFTER`: then no more start until they all completed, which leaves its
+    /// provider a moment to send its own messages.
+    fn reads_drain(&self, p: usize) -> bool {
+        self.peers.get(p).is_some_and(|peer| {
+            peer.reads > 0 && self.now >= peer.reads_since.after(READS_DRAIN_AFTER)
+        })
+    }
+
+    fn read_started(&mut self, p: usize) {
+        let now = self.now;
+        if let Some(peer) = self.peers.get_mut(p) {
+            if peer.reads == 0 {
+                peer.reads_since = now;
+            }
+            peer.reads += 1;
+        }
+    }
+
+    /// A READ piece from peer `p` completed; once none is left, the channels waiting to start
+    /// one are told by `unqueue`, as for room in the share.
+    fn read_done(&mut self, p: usize) {
+        let Some(peer) = self.peers.get_mut(p) else {
+            return;
+        };
+        peer.reads = peer.reads.saturating_sub(1);
+        if peer.reads == 0 {
+            for id in std::mem::take(&mut peer.reads_waiters) {
+                self.tell(id, |i| i.room_back = true);
+            }
+        }
     }
 
     /// How channel `id`'s next RMA piece of `op` to peer `p` goes: at most how many bytes, and
@@ -1025,12 +1128,12 @@ impl Shared {
     /// pieces up to `QUEUED_ALONE`, so that a channel that starts sending waits behind that
     /// much; a READ whole, since pieces cost a target asleep (its provider answers each on its
     /// own): an 8 MiB READ took 3.3-3.4 ms in lone pieces against 2.0 whole, and READ streams
-    /// ran at 2.0-2.1 against 3.5 GB/s.
+    /// ran at 2.0-2.1 against 3.5 GB/s. READs alone keep at most `READS_ALONE` in libfabric.
     pub fn piece_for(&self, p: usize, id: ChannelId, op: sys::Rma) -> (u64, usize) {
         match (self.alone_to(p, id), op) {
             (false, _) => (PIECE, 0),
             (true, sys::Rma::Write) => (LONE_PIECE, QUEUED_ALONE),
-            (true, sys::Rma::Read) => (u64::MAX, usize::MAX),
+            (true, sys::Rma::Read) => (u64::MAX, READS_ALONE),
         }
     }
 
@@ -1173,7 +1276,11 @@ impl Shared {
             bytes: piece.len,
         };
         self.enqueue(queued);
-        self.rma_ops[idx] = Some((piece.seq, queued));
+        let op = RmaOp::of(piece, queued);
+        if op.read {
+            self.read_started(piece.peer.0);
+        }
+        self.rma_ops[idx] = Some(op);
         Ok(())
     }
 
@@ -1210,7 +1317,7 @@ impl Shared {
             let Some(piece) = self.inbox(id).and_then(|i| i.pieces.next(most)) else {
                 return false;
             };
-            if !self.rma_has_room(p, id, piece.len, past_share) {
+            if !self.rma_has_room(p, id, (op, piece.len), past_share) {
                 return true;
             }
             // SAFETY: as `start_rma`: the channel's WR is not done while a piece waits.

@@ -872,7 +872,7 @@ impl Link {
         let seq = w.sq.next_seq();
         let to = ((self.peer, peer), to);
         let first = pieces::Pieces::first((seq, op), (h.buf_data as usize, len), to, most);
-        if n.pieces_wait(id) || !n.rma_has_room(self.peer, id, first.len, past_share) {
+        if n.pieces_wait(id) || !n.rma_has_room(self.peer, id, (op, first.len), past_share) {
             n.want_room(id);
             return Some(Handed::NoResource);
         }

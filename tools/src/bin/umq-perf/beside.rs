@@ -5,7 +5,7 @@
 //! pair takes them, in the same loop (a message posted, completions and echo polled, the
 //! stream's next batch). The peer echoes the pings and takes the stream's messages as they
 //! come, checking their order. The row: the ping's half round trip alone and beside the
-//! stream (median and 99th percentile), the stream's messages a second, and messages lost (sent
+//! stream (median, 99th percentile and longest; and how many went beside it), the stream's messages a second, and messages lost (sent
 //! and never received: must be 0). With `--stream write|read` the stream is WRITEs into (READs
 //! from) a buffer of the peer's process pool, which the peer exposes at the start; over the
 //! network they go by RMA, libfabric operations on the connection the ping shares, and the row
@@ -85,14 +85,14 @@ impl Ping {
 }
 
 /// Pings for `SECONDS`, back to back or one every `every`, streaming meanwhile or not; the
-/// last ping's echo is waited for. The half round trips' median and 99th percentile, and the
+/// last ping's echo is waited for. The half round trips (`Halves`), and the
 /// seconds it took.
 fn phase(
     ping: &mut Ping,
     stream: &mut Sender,
     streaming: bool,
     every: Option<Duration>,
-) -> ((f64, f64), f64) {
+) -> (Halves, f64) {
     let (start, mut rtts) = (Instant::now(), Vec::new());
     let mut next_at = start;
     loop {
@@ -109,12 +109,26 @@ fn phase(
     }
 }
 
-/// The median and 99th percentile of half round trips, in ns.
-fn half_rtt(mut rtts: Vec<Duration>) -> (f64, f64) {
+/// Half round trips of a phase's pings, in ns.
+struct Halves {
+    median: f64,
+    p99: f64,
+    /// The longest: with a ping every few milliseconds a phase has a few hundred, and one held
+    /// for the whole phase shows only here and in `count`.
+    max: f64,
+    count: usize,
+}
+
+fn half_rtt(mut rtts: Vec<Duration>) -> Halves {
     assert!(!rtts.is_empty(), "no ping came back");
     rtts.sort();
     let at = |f: f64| rtts[((rtts.len() - 1) as f64 * f) as usize].as_nanos() as f64 / 2.0;
-    (at(0.5), at(0.99))
+    Halves {
+        median: at(0.5),
+        p99: at(0.99),
+        max: at(1.0),
+        count: rtts.len(),
+    }
 }
 
 pub fn measure(run: &crate::Run) -> Row {
@@ -165,10 +179,12 @@ pub fn measure(run: &crate::Run) -> Row {
     umq_uninit();
     let row = Row::new("beside", crate::shm::provider(), run.size, run.flow.on)
         .text("stream", op_name(run.stream_op))
-        .num("ping_alone_half_rtt_ns", alone.0.round())
-        .num("ping_alone_p99_ns", alone.1.round())
-        .num("ping_beside_half_rtt_ns", beside.0.round())
-        .num("ping_beside_p99_ns", beside.1.round())
+        .num("ping_alone_half_rtt_ns", alone.median.round())
+        .num("ping_alone_p99_ns", alone.p99.round())
+        .num("ping_beside_half_rtt_ns", beside.median.round())
+        .num("ping_beside_p99_ns", beside.p99.round())
+        .num("ping_beside_max_ns", beside.max.round())
+        .num("pings_beside", beside.count as f64)
         .num("stream_msgs_per_s", (streamed as f64 / elapsed).round())
         .num("lost", (stream.next_seq - got) as f64);
     let row = match run.ping_every {
