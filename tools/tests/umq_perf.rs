@@ -134,6 +134,28 @@ fn every_size_and_round_is_a_row_with_its_medians() {
     assert!(all.iter().all(|(r, _)| r["rounds"] == 3));
 }
 
+/// A stream of the largest size between two processes: its sender keeps at most 256 MiB of
+/// send buffers (a queue's depth of 1 MiB buffers, 1 GiB, is more than its shared pool holds,
+/// and the run stopped there).
+#[test]
+fn a_stream_of_the_largest_messages_runs_between_two_processes() {
+    let all = rows(&[
+        "--provider",
+        "shm",
+        "--test",
+        "bw",
+        "--size",
+        "1048576",
+        "--iters",
+        "300",
+    ]);
+    let [(row, _)] = &all[..] else {
+        panic!("one row: {all:?}");
+    };
+    assert_eq!(row["size"], 1048576);
+    assert!(row["msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
+}
+
 #[test]
 fn shm_latency_rows_carry_the_floor_and_both_sides() {
     let lat = rows(&["--provider", "shm", "--test", "lat", "--iters", "500"]);

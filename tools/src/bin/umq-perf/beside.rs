@@ -30,9 +30,6 @@ const PING_RX: u32 = 64;
 /// copies 32 messages of 64 KiB takes a third of a millisecond, which the ping would wait for
 /// in the application's own loop whatever the library did.
 const STREAM_BATCH: usize = 4;
-/// The most bytes a stream of WRITEs or READs keeps buffers for (a queue's depth of them, but
-/// no more than this).
-const ONE_SIDED_BYTES: u32 = 256 << 20;
 
 /// The ping pair's one message in flight: posted at `since`, waiting for its send completion
 /// and its echo.
@@ -152,7 +149,9 @@ pub fn measure(run: &crate::Run) -> Row {
         op => {
             // WRs of 16 MiB: 16 of them, not a queue's depth.
             let run = crate::Run {
-                depth: run.depth.min((ONE_SIDED_BYTES / run.size.max(1)).max(4)),
+                depth: run
+                    .depth
+                    .min((crate::shm::STREAM_BYTES / run.size.max(1)).max(4)),
                 ..*run
             };
             let sge = crate::rma::unpack(&recv_frame(&mut from));

@@ -347,7 +347,10 @@ fn one_at_a_time(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) ->
 /// them); WRs a second.
 #[inline(never)]
 fn stream(q: u64, run: &Run, opcode: umq_opcode_t, sge: umq_ref_sge_t) -> f64 {
-    let window = run.depth.min(1024).min(((256 << 20) / run.size).max(4));
+    let window = run
+        .depth
+        .min(1024)
+        .min((crate::shm::STREAM_BYTES / run.size).max(4));
     let mut free: Vec<_> = (0..window).map(|_| wr(opcode, run.size, sge)).collect();
     let (mut posted, mut done) = (0u64, 0u64);
     let start = std::time::Instant::now();

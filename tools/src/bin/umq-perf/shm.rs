@@ -333,6 +333,9 @@ pub fn warmup(iters: u64) -> u64 {
     (iters / 10).clamp(100, 10_000)
 }
 
+/// The most a stream keeps in send buffers.
+pub(crate) const STREAM_BYTES: u32 = 256 << 20;
+
 /// Send buffers: from the queue's shared pool unless the run says otherwise.
 fn send_buffers(q: u64, run: &Run, n: u32) -> Vec<*mut umq_buf_t> {
     let from = if run.shared_pool { q } else { 0 };
@@ -431,7 +434,9 @@ fn pong(q: u64, run: &Run) {
 /// the peer process is known to be receiving: without it, a short run measured mostly how late
 /// the peer reached its loop.
 fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
-    let mut free = send_buffers(q, run, run.depth);
+    // A queue's shared pool holds at most 1 GiB: 1 MiB messages stream from 256 buffers.
+    let window = run.depth.min((STREAM_BYTES / run.size.max(1)).max(4));
+    let mut free = send_buffers(q, run, window);
     for &b in &free {
         unsafe { (*b).total_data_size = run.size };
     }
