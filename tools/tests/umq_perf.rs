@@ -238,6 +238,10 @@ fn a_bad_command_line_says_what_is_wrong_and_exits_2() {
         (&["--compare", "mpi"], "invalid value 'mpi' for '--compare"),
         (&["--loop", "app"], "--loop app measures latency over shm"),
         (&["--api", "base"], "--api base measures lat and qps"),
+        (
+            &["--test", "scale", "--size", "1048576"],
+            "10000 pairs of 1048576 bytes is more than",
+        ),
     ] {
         let out = umq_perf(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

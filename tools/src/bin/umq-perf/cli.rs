@@ -240,6 +240,9 @@ pub struct Sizes(pub Vec<u32>);
 /// write|read`), which move one buffer each (at most 10 MiB, `UMQ_MAX_BUF_REQUEST_SIZE`).
 const MOST: u32 = 1 << 20;
 const ONE_SIDED_MOST: u32 = 8 << 20;
+/// The most `--test scale` posts in receive buffers on a side: 10,000 pairs of 1 MiB had the
+/// kernel kill the peer process for memory.
+const SCALE_BYTES: u64 = 2 << 30;
 const SIZES: &str = "1 byte to 1 MiB (8 MiB for --test rma and --test beside --stream write|read)";
 
 fn parse_sizes(v: &str) -> Result<Sizes, String> {
@@ -443,6 +446,15 @@ fn check(a: &Args) -> Result<(), String> {
     }
     if r.target_polls && (a.test != "rma" || a.provider == "loopback") && !a.rma_peer {
         return Err("--target poll is for --test rma over shm or fabric".into());
+    }
+    let most_pairs = a.pairs.iter().max().copied().unwrap_or(0) as u64;
+    let largest = a.sizes.iter().max().copied().unwrap_or(0) as u64;
+    if (a.test == "scale" || a.scale_peer) && most_pairs * largest > SCALE_BYTES {
+        return Err(format!(
+            "--test scale posts a --size receive buffer on every queue: {most_pairs} pairs of \
+             {largest} bytes is more than the {} MiB a process keeps for them",
+            SCALE_BYTES >> 20
+        ));
     }
     let qps = a.test == "qps" || a.peer == Some(Kind::Qps);
     if qps && r.rx_bufs != 0 && r.rx_bufs < QPS_LIST {
