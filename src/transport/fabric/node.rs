@@ -54,9 +54,9 @@ pub const QUEUED_ALONE: usize = 2 << 20;
 /// own, so without that pause a READ stream held everything the peer sent us for as long as
 /// it lasted (pings included).
 pub const READS_DRAIN_AFTER: Duration = Duration::from_millis(5);
-/// How much a READ alone (`alone_to`) may have in libfabric beside our earlier RMA to the
-/// same peer: what a drain (`READS_DRAIN_AFTER`) waits for, so the peer's messages wait a few
-/// milliseconds behind a READ stream at most.
+/// The most our READs alone (`alone_to`) keep in libfabric for a peer: what a pause
+/// (`READS_DRAIN_AFTER`) waits for, so the peer's messages wait a few milliseconds behind a
+/// READ stream at most.
 pub const READS_ALONE: usize = 8 << 20;
 /// Flow-control area writes in flight at once, over all channels.
 pub const AREA_WRITES: usize = 256;
@@ -256,13 +256,16 @@ struct Queued {
     bytes: usize,
 }
 
-/// An RMA piece in libfabric's hands: its WR's sequence number, what it counts in the
-/// shares, and whether its completion is word from the peer (`RmaOp::word`).
+/// An RMA piece in libfabric's hands.
 #[derive(Clone, Copy)]
 struct RmaOp {
+    /// Its WR's sequence number.
     seq: u64,
+    /// What it counts in the shares.
     queued: Queued,
+    /// Its success is word from the peer (`Peer::heard`).
     word: bool,
+    /// A READ (`Peer::reads`).
     read: bool,
 }
 
@@ -1108,8 +1111,8 @@ impl Shared {
         }
     }
 
-    /// A READ piece from peer `p` completed; once none is left, the channels waiting to start
-    /// one are told by `unqueue`, as for room in the share.
+    /// A READ piece from peer `p` completed; once none is left, the channels refused a READ
+    /// meanwhile are told (`Inbox::room_back`).
     fn read_done(&mut self, p: usize) {
         let Some(peer) = self.peers.get_mut(p) else {
             return;
