@@ -263,24 +263,27 @@ struct RmaOp {
     seq: u64,
     /// What it counts in the shares.
     queued: Queued,
-    /// Its success is word from the peer (`Peer::heard`).
-    word: bool,
     /// A READ (`Peer::reads`).
     read: bool,
+    /// Its WR's last piece.
+    last: bool,
 }
 
 impl RmaOp {
     fn of(piece: &Piece, queued: Queued) -> RmaOp {
-        // A READ completes once the peer's provider answered, and a WRITE's last piece once
-        // it placed the bytes: either says the peer process runs. (The other WRITE pieces
-        // complete once our kernel took them.)
-        let read = piece.op == sys::Rma::Read;
         RmaOp {
             seq: piece.seq,
             queued,
-            word: read || piece.last,
-            read,
+            read: piece.op == sys::Rma::Read,
+            last: piece.last,
         }
+    }
+
+    /// Whether its success is word from the peer (`Peer::heard`): a READ completes once the
+    /// peer's provider answered, and a WRITE's last piece once it placed the bytes. (The other
+    /// WRITE pieces complete once our kernel took them.)
+    fn answered(&self) -> bool {
+        self.read || self.last
     }
 }
 
@@ -824,7 +827,7 @@ impl Shared {
                         self.read_done(op.queued.peer);
                     }
                     self.unqueue(op.queued);
-                    if op.word && !failed {
+                    if op.answered() && !failed {
                         self.heard_from(op.queued.peer);
                     }
                     self.piece_finished(op.queued.channel, op.seq, !failed);
@@ -1072,9 +1075,9 @@ impl Shared {
             || self.inbox_mut(id).is_some_and(|i| i.queued == 0)
     }
 
-    /// Whether channel `id` may start an RMA piece of `len` bytes to peer `p` now: as a
-    /// fragment may (`has_room`), or while libfabric then holds no more than `past_share` for
-    /// the peer (`piece_for`).
+    /// Whether channel `id` may start an RMA piece of `op` and `len` bytes to peer `p` now: as
+    /// a fragment may (`has_room`), or while libfabric then holds no more than `past_share` for
+    /// the peer (`piece_for`); a READ not while our READs from it pause (`reads_drain`).
     pub fn rma_has_room(
         &mut self,
         p: usize,
