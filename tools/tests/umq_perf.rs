@@ -156,6 +156,29 @@ fn a_stream_of_the_largest_messages_runs_between_two_processes() {
     assert!(row["msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
 }
 
+/// Messages shorter than the 8 bytes a stream numbers them with run between two processes:
+/// the tool's send buffers carry the run's size in `data_size` as in `total_data_size` (a
+/// 1-byte message had gone out as a WR umq_post refused, 8 bytes of data in 1 of total).
+#[test]
+fn messages_of_one_byte_run_between_two_processes() {
+    for test in ["lat", "bw", "qps"] {
+        let all = rows(&[
+            "--provider",
+            "shm",
+            "--test",
+            test,
+            "--size",
+            "1",
+            "--iters",
+            "300",
+        ]);
+        let [(row, _)] = &all[..] else {
+            panic!("{test}: one row: {all:?}");
+        };
+        assert_eq!(row["size"], 1, "{test}");
+    }
+}
+
 #[test]
 fn shm_latency_rows_carry_the_floor_and_both_sides() {
     let lat = rows(&["--provider", "shm", "--test", "lat", "--iters", "500"]);

@@ -339,15 +339,20 @@ pub(crate) const STREAM_BYTES: u32 = 256 << 20;
 /// Send buffers: from the queue's shared pool unless the run says otherwise.
 fn send_buffers(q: u64, run: &Run, n: u32) -> Vec<*mut umq_buf_t> {
     let from = if run.shared_pool { q } else { 0 };
-    api::alloc_from(from, run.size.max(8), n, UMQ_OPC_SEND)
+    // At least 8 bytes of room, for a stream's sequence numbers.
+    let bufs = api::alloc_from(from, run.size.max(8), n, UMQ_OPC_SEND);
+    for &b in &bufs {
+        unsafe {
+            (*b).data_size = run.size;
+            (*b).total_data_size = run.size;
+        }
+    }
+    bufs
 }
 
 /// One send buffer carrying `run.size` bytes.
 fn message(q: u64, run: &Run) -> *mut umq_buf_t {
-    let b = send_buffers(q, run, 1)[0];
-    let size = run.size;
-    unsafe { (*b).total_data_size = size };
-    b
+    send_buffers(q, run, 1)[0]
 }
 
 /// One poll of both directions: whether our send completed and the first byte of a message
@@ -437,9 +442,6 @@ fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
     // A queue's shared pool holds at most 1 GiB: 1 MiB messages stream from 256 buffers.
     let window = run.depth.min((STREAM_BYTES / run.size.max(1)).max(4));
     let mut free = send_buffers(q, run, window);
-    for &b in &free {
-        unsafe { (*b).total_data_size = run.size };
-    }
     let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     await_signal(q);
     let (warm, total) = (warmup(run.iters), warmup(run.iters) + run.iters);
@@ -483,10 +485,6 @@ fn stream_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
 /// warm-up to the peer's "all received"; panics if umq_post rewrote the list.
 fn qps_out(q: u64, run: &Run, progress: &mut Progress) -> f64 {
     let list = send_buffers(q, run, crate::QPS_LIST);
-    for &b in &list {
-        unsafe { (*b).data_size = run.size };
-        unsafe { (*b).total_data_size = run.size };
-    }
     api::chain(&list);
     let mut scratch = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     await_signal(q);
