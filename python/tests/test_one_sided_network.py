@@ -89,6 +89,28 @@ def test_long_writes_and_reads_reach_a_sleeping_target_whole():
         assert conn.recv() == payload
 
 
+def test_long_writes_into_a_shared_pool_buffer_reach_a_sleeping_target_as_messages():
+    """8 MiB WRITEs and READs into a shared-pool buffer go as messages the target's library
+    runs, while its application runs nothing of ours. A WRITE's fragments fill libfabric's
+    share for the peer and the sockets long before it is all sent: the initiator calls the
+    target to the WR it holds back, and asks its progress thread to watch the connection,
+    which then serves as the bytes arrive (docs/TRANSPORTS.md, "The call bell"). Every byte
+    lands, and reads back."""
+    size = 8 << 20
+    with bound_to_target(shared_pool=True, size=size) as (q, remote, conn, _):
+        for _ in range(2):
+            payload = random.randbytes(size)
+            assert q.write(payload, remote) == 1
+            assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+            assert q.read(size, remote) == 1
+            read = one_completion(q)
+            assert read.status == umq.UMQ_BUF_SUCCESS and read.data == payload
+        assert q.transport_stats().one_sided_rma_wr == 0
+        assert q.transport_stats().calls_sent >= 2
+        conn.send("look")
+        assert conn.recv() == payload
+
+
 def test_a_target_that_turns_rma_off_keeps_a_freed_process_pool_buffer_out_of_reach():
     """UMQ_FABRIC_RMA=off in the target: nothing goes by RMA, so a freed buffer of its process
     pool is refused (by RMA it would still be reachable while its chunk lives)."""

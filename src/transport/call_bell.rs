@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 /// secret).
 pub type ChannelId = u64;
 
-/// A ring: the channel, and how many of the peer's WRs must have run there; an RMA ring (none)
-/// may add a byte of flags (`WATCH`).
+/// A ring: the channel, and how many of the peer's WRs must have run there (none for RMA); a
+/// byte of flags (`WATCH`) may follow.
 const RING_BYTES: usize = 16;
-/// The flag of an RMA ring that asks the target to watch the connection (`watch_conn`).
+/// The flag of a ring that asks the target to watch the connection (`watch_conn`).
 const WATCH: u8 = 1;
 /// The first look again after serving a ring whose WRs had not run, how the interval grows, and
 /// its most: the first WR to a peer may wait for libfabric to set up the connection, which
@@ -69,16 +69,16 @@ struct Ring {
     next: Instant,
     every: Duration,
     since: Instant,
-    /// An RMA ring that asked for its connection to be watched (`WATCH`).
+    /// The ring asked for its connection to be watched (`WATCH`).
     watch: bool,
     /// That connection, once its channel's round named it.
     conn: Option<Conn>,
 }
 
-/// A connection socket an RMA ring watches (`watch_conn`). Over tcp the target's provider
-/// carries out RMA only when called, so the thread serves the ring as bytes arrive on the
-/// socket (a WRITE's payload, a READ's request) and, while the provider's answer is being
-/// written, as room comes. The socket is the provider's: it is only polled and its counters
+/// A connection socket a ring watches (`watch_conn`). Over tcp the target's provider carries
+/// out RMA only when called, and a long message arrives over many serves, so the thread serves
+/// the ring as bytes arrive on the socket (a WRITE's payload, a READ's request) and, while the
+/// provider's answer is being written, as room comes. The socket is the provider's: it is only polled and its counters
 /// read.
 #[derive(Debug, Clone, Copy)]
 struct Conn {
@@ -172,6 +172,12 @@ impl CallBell {
         self.send_ring(at, ch, upto, None);
     }
 
+    /// `ring`, asking the node to `watch` the connection while the WRs have not all run: some
+    /// are long, and the bytes of one arrive over many of its serves.
+    pub fn ring_watching(&self, at: SocketAddr, ch: ChannelId, upto: u64, watch: bool) {
+        self.send_ring(at, ch, upto, watch.then_some(WATCH));
+    }
+
     /// Calls the node at `at` to channel `ch` for RMA of ours that its provider carries out
     /// (nothing to have run), asking it to `watch` the connection while it serves them: some
     /// of them are long.
@@ -228,9 +234,9 @@ impl CallBell {
         true
     }
 
-    /// Channel `ch`'s peer sends its RMA over the connection whose socket `conn` gives
-    /// (asked only while an RMA ring of `ch`'s is outstanding and names none): the ring is
-    /// served as that socket turns ready, and on its schedule besides.
+    /// Channel `ch`'s peer sends over the connection whose socket `conn` gives (asked only
+    /// while a ring of `ch`'s that asked to watch it is outstanding and names none): the ring
+    /// is served as that socket turns ready, and on its schedule besides.
     #[inline]
     pub fn watch_conn(&self, ch: ChannelId, conn: impl FnOnce() -> Option<[RawFd; 2]>) {
         if !self.any.load(Ordering::Relaxed) {
@@ -306,7 +312,7 @@ impl CallBell {
             }
             let ch = u64::from_le_bytes(d[..8].try_into().unwrap());
             let upto = u64::from_le_bytes(d[8..16].try_into().unwrap());
-            let watch = upto == 0 && n > RING_BYTES && d[RING_BYTES] & WATCH != 0;
+            let watch = n > RING_BYTES && d[RING_BYTES] & WATCH != 0;
             if rings.len() >= MAX_RINGS && !rings.contains_key(&ch) {
                 continue;
             }
@@ -645,6 +651,43 @@ mod tests {
         assert_eq!(watched(&target).len(), 2);
         assert!(target.due(t2 + RMA_GIVE_UP).is_empty());
         assert_eq!(watched(&target), vec![]);
+        assert_eq!(Bell::next(&target), None);
+    }
+
+    /// A ring for messages (WRs that must have run) that asks to watch the connection is due
+    /// as its sockets turn ready, as an RMA ring is, and ends once its WRs ran: a long message
+    /// to a sleeping peer arrives over many serves, each as its bytes come, not one a
+    /// millisecond.
+    #[test]
+    fn a_watching_message_ring_is_served_as_bytes_arrive_until_its_wrs_ran() {
+        use std::io::Write;
+        let (target, initiator) = (bell(), bell());
+        let ch = 0x9_0000_0004;
+        let (ours, mut peer) = tcp_pair();
+        let fds = [ours.as_raw_fd(), -1];
+        initiator.ring_watching(at(&target), ch, 3, false);
+        readable(&target);
+        let t0 = Instant::now();
+        assert_eq!(target.due(t0), vec![ch]);
+        target.watch_conn(ch, || panic!("not asked for"));
+        initiator.ring_watching(at(&target), ch, 4, true);
+        readable(&target);
+        assert_eq!(
+            target.due(t0),
+            vec![ch],
+            "a ring for more WRs is served at once"
+        );
+        target.watch_conn(ch, || Some(fds));
+        target.after_serve(&[ch]);
+        assert_eq!(Bell::sockets(&target), vec![(fds[0], libc::POLLIN)]);
+        let soon = t0 + Duration::from_micros(1);
+        assert!(target.due(soon).is_empty(), "nothing ready, nothing timed");
+        peer.write_all(&[1; 100]).unwrap();
+        target.ready(fds[0], libc::POLLIN);
+        assert_eq!(target.due(soon), vec![ch], "bytes arrived: served now");
+        assert!(!target.served(ch, 3), "three of four WRs ran: kept");
+        assert!(target.served(ch, 4), "all ran: answered");
+        assert_eq!(Bell::sockets(&target), vec![], "and no longer watched");
         assert_eq!(Bell::next(&target), None);
     }
 }

@@ -252,6 +252,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         rma_calls: Default::default(),
         rma_long_upto: 0,
         msg_upto: 0,
+        msg_long_upto: 0,
         newest_packet: Default::default(),
     }
 }

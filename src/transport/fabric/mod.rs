@@ -262,6 +262,9 @@ struct Tx {
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
+    /// One past our newest message WR of `WATCHED_FROM` bytes or more (a WRITE's, a SEND's, a
+    /// READ's answer): while one is in flight, a ring asks the peer to watch the connection.
+    msg_long_upto: u64,
     /// A rate-limited queue's newest packet, until the kernel sent it.
     newest_packet: tx::NewestPacket,
 }
@@ -405,6 +408,7 @@ impl Link {
                 rma_calls: Default::default(),
                 rma_long_upto: 0,
                 msg_upto: 0,
+                msg_long_upto: 0,
                 newest_packet: Default::default(),
             },
             peer_area: Area::default(),
@@ -2517,6 +2521,74 @@ mod tests {
             Some(&((STREAMED_TO_LOOK, 0, 12 - STREAMED_TO_LOOK), 0)),
             "a look's messages in flight, the rest waiting, and then messages again: {looked:?}"
         );
+        p.pool.free_one(target).unwrap();
+    }
+
+    /// A WRITE as a message too long for libfabric's share for the peer and the sockets to take
+    /// whole, to a peer whose rounds never run: the part held back calls the peer, the ring
+    /// asking it to watch the connection (the WR is long), so b's round names it; then b's
+    /// rounds take the WR whole. Before, only a WR all handed to libfabric called the peer,
+    /// and a's rounds never rang.
+    #[test]
+    fn a_long_message_held_back_for_room_calls_the_peer_to_watch() {
+        use crate::transport::progress::CallBell as Bell;
+        const LONG: u32 = 8 << 20;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        // b's pool is not exposed for RMA: the WRITE goes as a message b's library runs.
+        let target = p.pool.alloc(LONG, 1, 0, 0).unwrap();
+        let remote = umq_ref_sge_t {
+            addr: unsafe { (*target).buf_data } as u64,
+            length: LONG,
+            token_id: unsafe { (*target).token_id() },
+            token_value: unsafe { (*target).token_value },
+            rsvd0: 0,
+        };
+        let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_WRITE, 0);
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        let started = Instant::now();
+        while p.wa.zero_copy.calls_sent == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no ring within 5 s"
+            );
+            p.round_a().unwrap();
+        }
+        assert!(
+            !p.a.tx.outgoing.is_empty(),
+            "the WR was all sent: nothing held back"
+        );
+        assert_eq!(p.wa.sq.completed(), 0);
+        let bell = p.b.ch.node.lock().call_bell.clone().expect("b's bell");
+        // b's thread takes the ring in (its planned ping may name the channel too).
+        while !bell.rung() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the ring never came"
+            );
+            Bell::due(&*bell, Instant::now());
+        }
+        p.round_b().unwrap();
+        if engine() != "ucx" {
+            // (UCX's engine has no sockets to name: its rings are served on their schedule.)
+            assert!(
+                !Bell::sockets(&*bell).is_empty(),
+                "b's thread watches the connection"
+            );
+        }
+        while p.wa.sq.completed() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "not within 10 s"
+            );
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        let (status, done) = one_wr_finish(&mut p);
+        assert_eq!(status, UMQ_BUF_SUCCESS);
+        assert!(crate::transport::test_bytes_intact(target, LONG as usize));
+        p.pool.free_one(done).unwrap();
         p.pool.free_one(target).unwrap();
     }
 

@@ -254,14 +254,16 @@ impl Link {
         }
         if let Some(upto) = ring_upto {
             t.rung_upto = upto;
-            self.ring(n, w, upto);
+            let watch = t.msg_long_upto > done;
+            self.ring(n, w, upto, watch);
         }
     }
 
-    /// Rings the peer's bell for its channel: until `upto` of our WRs ran there (0: a serve).
-    fn ring(&self, n: &Shared, w: &mut Wire, upto: u64) {
+    /// Rings the peer's bell for its channel: until `upto` of our WRs ran there, asking it to
+    /// `watch` the connection meanwhile when some of them are long.
+    fn ring(&self, n: &Shared, w: &mut Wire, upto: u64, watch: bool) {
         if let (Some(bell), Some(at)) = (&n.call_bell, self.peer_bell) {
-            bell.ring(at, self.peer_chan, upto);
+            bell.ring_watching(at, self.peer_chan, upto, watch);
             w.zero_copy.calls_sent += 1;
         }
     }
@@ -399,11 +401,11 @@ impl Link {
             if count > 0 && !n.has_room(to.0, id, bytes) {
                 n.want_room(id); // the peer's share of libfabric is full
                 tally.refused_room = true;
-                return Ok(());
+                return held_back(&outgoing[0], call_upto);
             }
             if count > 0 {
                 match send_bundle(n, outgoing, count, bytes, (to, id, dst)) {
-                    None => return Ok(()), // no send buffer free
+                    None => return held_back(&outgoing[0], call_upto), // no send buffer free
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
@@ -438,11 +440,11 @@ impl Link {
             if HEADER + len > inject_size && !n.has_room(to.0, id, HEADER + len) {
                 n.want_room(id);
                 tally.refused_room = true;
-                return Ok(());
+                return held_back(o, call_upto);
             }
             let sent = match send_fragment(n, o, &h, to, id) {
                 Some(sent) => sent,
-                None => return Ok(()), // no send buffer free
+                None => return held_back(o, call_upto), // no send buffer free
             };
             let sent = match sent {
                 Ok(sent) => sent,
@@ -483,6 +485,17 @@ fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &
     }
 }
 
+/// `o` waits for room in libfabric (the peer's share of it, or a send buffer), which our
+/// messages in flight free as the peer takes them in: the peer is called to it. A WRITE of a
+/// few MiB as a message to a peer whose application sleeps fills both, and only the peer's
+/// progress thread, called, reads on (never called, it ran one fragment a liveness ping).
+fn held_back(o: &Outgoing, call_upto: &mut u64) -> Result<(), LinkError> {
+    if let Some(seq) = o.wr_seq {
+        *call_upto = (*call_upto).max(seq + 1);
+    }
+    Ok(())
+}
+
 /// libfabric did not take `o`: with `FI_EAGAIN` it cannot yet (the connection may wait for the
 /// peer's progress to accept it, or for the peer to connect to us, or its socket for the peer
 /// to read), so the peer is called to this WR as well; anything else ends the link once the
@@ -492,10 +505,7 @@ fn sending_failed(code: i32, o: &Outgoing, call_upto: &mut u64) -> Result<(), Li
         crate::log_info!("umq_fabric", "send failed: {}", sys::strerror(code));
         return Err(lost("peer unreachable over the network"));
     }
-    if let Some(seq) = o.wr_seq {
-        *call_upto = (*call_upto).max(seq + 1);
-    }
-    Ok(())
+    held_back(o, call_upto)
 }
 
 /// How many times a flush progresses libfabric at most while that frees room in the peer's
@@ -665,10 +675,14 @@ impl Carrier for Queuer<'_> {
         };
         tx.msg_upto = seq + 1;
         // What the peer's library takes in before it answers: the WR's bytes, or a READ's.
-        tx.msg_calls.sent(match pro.opcode {
+        let bytes = match pro.opcode {
             UMQ_OPC_READ => pro.remote_sge.length as u64,
             _ => total,
-        });
+        };
+        tx.msg_calls.sent(bytes);
+        if bytes >= WATCHED_FROM {
+            tx.msg_long_upto = seq + 1;
+        }
         let mut header = wr_header(&pro, seq, total);
         let sge = pro.remote_sge;
         if matches!(pro.opcode, UMQ_OPC_WRITE | UMQ_OPC_READ)
