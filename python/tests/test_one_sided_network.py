@@ -68,22 +68,29 @@ def test_writes_and_reads_into_the_process_pool_go_by_rma_once_a_message_taught_
         assert conn.recv() == payload
 
 
+def long_writes_read_back(q, remote, size, rounds):
+    """`rounds` times: a WRITE of `size` random bytes, and a READ of them back, each alone and
+    each completing; returns the last payload."""
+    for _ in range(rounds):
+        payload = random.randbytes(size)
+        assert q.write(payload, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        assert q.read(size, remote) == 1
+        read = one_completion(q)
+        assert read.status == umq.UMQ_BUF_SUCCESS and read.data == payload
+    return payload
+
+
 def test_long_writes_and_reads_reach_a_sleeping_target_whole():
     """4 MiB WRITEs and READs by RMA into a process-pool buffer of a target whose application
     runs nothing of ours: its progress thread serves them as their bytes arrive on the
     connection, and writes a READ's answer as the socket takes it (docs/TRANSPORTS.md,
-    "Watching the connection for long RMA"). Every byte lands, and reads back."""
+    "Watching the connection for long WRs"). Every byte lands, and reads back."""
     size = 4 << 20
     with bound_to_target(shared_pool=False, size=size) as (q, remote, conn, _):
         assert q.write(BEFORE[:64], remote) == 1
         assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
-        for _ in range(3):
-            payload = random.randbytes(size)
-            assert q.write(payload, remote) == 1
-            assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
-            assert q.read(size, remote) == 1
-            read = one_completion(q)
-            assert read.status == umq.UMQ_BUF_SUCCESS and read.data == payload
+        payload = long_writes_read_back(q, remote, size, 3)
         assert q.transport_stats().one_sided_rma_wr == 6
         conn.send("look")
         assert conn.recv() == payload
@@ -98,13 +105,7 @@ def test_long_writes_into_a_shared_pool_buffer_reach_a_sleeping_target_as_messag
     lands, and reads back."""
     size = 8 << 20
     with bound_to_target(shared_pool=True, size=size) as (q, remote, conn, _):
-        for _ in range(2):
-            payload = random.randbytes(size)
-            assert q.write(payload, remote) == 1
-            assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
-            assert q.read(size, remote) == 1
-            read = one_completion(q)
-            assert read.status == umq.UMQ_BUF_SUCCESS and read.data == payload
+        payload = long_writes_read_back(q, remote, size, 2)
         assert q.transport_stats().one_sided_rma_wr == 0
         assert q.transport_stats().calls_sent >= 2
         conn.send("look")
