@@ -253,6 +253,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         rma_long_upto: 0,
         msg_upto: 0,
         msg_long_upto: 0,
+        held_since: None,
         newest_packet: Default::default(),
     }
 }

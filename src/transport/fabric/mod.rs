@@ -262,6 +262,8 @@ struct Tx {
     /// One past our last WR that went as a message: as far as the peer's library can run our
     /// WRs (the others went by RMA).
     msg_upto: u64,
+    /// Since when our messages have waited for room in libfabric with none sent (`held_back`).
+    held_since: Option<Stamp>,
     /// One past our newest message WR of `WATCHED_FROM` bytes or more (a WRITE's, a SEND's, a
     /// READ's answer): while one is in flight, a ring asks the peer to watch the connection.
     msg_long_upto: u64,
@@ -409,6 +411,7 @@ impl Link {
                 rma_long_upto: 0,
                 msg_upto: 0,
                 msg_long_upto: 0,
+                held_since: None,
                 newest_packet: Default::default(),
             },
             peer_area: Area::default(),
@@ -2590,6 +2593,46 @@ mod tests {
         assert!(crate::transport::test_bytes_intact(target, LONG as usize));
         p.pool.free_one(done).unwrap();
         p.pool.free_one(target).unwrap();
+    }
+
+    /// SENDs of 1 MiB to a peer whose rounds never run, more than libfabric's share for it and
+    /// the sockets hold: a SEND completes once sent, so it does not call the peer at once when
+    /// held back for room, but once they waited `HELD_QUIET` with nothing sent, they do; b's
+    /// rounds then take them all. Before, nothing rang, and only the progress engine's
+    /// thinning looks, or b's liveness ping, moved them.
+    #[test]
+    fn sends_held_back_for_room_call_the_peer_after_a_quiet_while() {
+        const LONG: u32 = 1 << 20;
+        const SENDS: usize = 16;
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        for _ in 0..SENDS {
+            p.wb.rq.post(p.pool.alloc(LONG, 1, 0, 0).unwrap());
+            let wr = crate::transport::test_wr(&p.pool, LONG, UMQ_OPC_SEND, 0);
+            p.wa.sq.push(wr);
+        }
+        let started = Instant::now();
+        while p.wa.zero_copy.calls_sent == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no ring within 5 s"
+            );
+            p.round_a().unwrap();
+        }
+        assert!(!p.a.tx.outgoing.is_empty(), "all sent: nothing held back");
+        assert!(
+            started.elapsed() >= tx::HELD_QUIET,
+            "rang before a quiet while"
+        );
+        while p.wb.rq.completions_len() < SENDS {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "not within 10 s"
+            );
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert_eq!(p.wa.sq.completed(), SENDS);
     }
 
     /// RMA rings the peer's call bell only when the peer's provider does not serve it unasked

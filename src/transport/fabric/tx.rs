@@ -386,11 +386,13 @@ impl Link {
         let (id, peer, dst) = (self.ch.id, self.peer_addr, self.peer_chan);
         let to = (self.peer, peer);
         let inject_size = n.ep.inject_size();
+        let now = n.now();
         let Tx {
             outgoing,
             flight,
             flight_base,
             call_upto,
+            held_since,
             ..
         } = &mut self.tx;
         loop {
@@ -401,15 +403,30 @@ impl Link {
             if count > 0 && !n.has_room(to.0, id, bytes) {
                 n.want_room(id); // the peer's share of libfabric is full
                 tally.refused_room = true;
-                return held_back(&outgoing[0], flight, *flight_base, call_upto);
+                return held_back(
+                    &outgoing[0],
+                    (flight, *flight_base),
+                    call_upto,
+                    held_since,
+                    now,
+                );
             }
             if count > 0 {
                 match send_bundle(n, outgoing, count, bytes, (to, id, dst)) {
-                    None => return held_back(&outgoing[0], flight, *flight_base, call_upto), // no send buffer free
+                    None => {
+                        return held_back(
+                            &outgoing[0],
+                            (flight, *flight_base),
+                            call_upto,
+                            held_since,
+                            now,
+                        );
+                    } // no send buffer free
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
                 n.said(self.peer, id);
+                *held_since = None;
                 for o in outgoing.drain(..count) {
                     if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                         f.unfinished += 1;
@@ -440,11 +457,13 @@ impl Link {
             if HEADER + len > inject_size && !n.has_room(to.0, id, HEADER + len) {
                 n.want_room(id);
                 tally.refused_room = true;
-                return held_back(o, flight, *flight_base, call_upto);
+                return held_back(o, (flight, *flight_base), call_upto, held_since, now);
             }
             let sent = match send_fragment(n, o, &h, to, id) {
                 Some(sent) => sent,
-                None => return held_back(o, flight, *flight_base, call_upto), // no send buffer free
+                None => {
+                    return held_back(o, (flight, *flight_base), call_upto, held_since, now);
+                } // no send buffer free
             };
             let sent = match sent {
                 Ok(sent) => sent,
@@ -456,6 +475,7 @@ impl Link {
                 f.unfinished += 1;
             }
             n.said(self.peer, id);
+            *held_since = None;
             if o.fragment < FRAGMENT {
                 tally.packet_left(len as u64);
             }
@@ -489,21 +509,28 @@ fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &
 /// messages in flight free as the peer takes them in: a WR the peer's library runs is called
 /// for now, as once all sent (`all_sent`). A WRITE of a few MiB as a message to a peer whose
 /// application sleeps fills both, and only the peer's progress thread, called, reads on
-/// (never called, it ran one fragment a liveness ping). A SEND, which completes once sent,
-/// is not: in a stream to a polling peer it waits for room all the time, and calling for it
-/// rang that peer's thread 380 times in 2,000 SENDs of 1 MiB, which then ran 6 % slower;
-/// to a sleeping peer the progress engine's look calls for it (`call_peer`).
+/// (never called, it ran one fragment a liveness ping). A SEND, which completes once sent, is
+/// called for once our messages have waited `HELD_QUIET` with no room freed (`held_since`,
+/// which a flush that sends clears): in a stream to a polling peer they wait for room all the
+/// time, and calling at once rang that peer's thread 380 times in 2,000 SENDs of 1 MiB, which
+/// then ran 6 % slower; to a sleeping peer, 16 SENDs of 1 MiB had waited 0.5 s for its
+/// liveness ping.
 fn held_back(
     o: &Outgoing,
-    flight: &VecDeque<Flight>,
-    base: u64,
+    (flight, base): (&VecDeque<Flight>, u64),
     call_upto: &mut u64,
+    held_since: &mut Option<Stamp>,
+    now: Stamp,
 ) -> Result<(), LinkError> {
     let Some(seq) = o.wr_seq else {
         return Ok(());
     };
-    let at = seq.checked_sub(base).and_then(|i| flight.get(i as usize));
-    if at.is_some_and(|f| !f.quick) {
+    let since = *held_since.get_or_insert(now);
+    let quick = seq
+        .checked_sub(base)
+        .and_then(|i| flight.get(i as usize))
+        .is_none_or(|f| f.quick);
+    if !quick || now >= since.after(HELD_QUIET) {
         *call_upto = (*call_upto).max(seq + 1);
     }
     Ok(())
@@ -523,6 +550,11 @@ fn sending_failed(code: i32, o: &Outgoing, call_upto: &mut u64) -> Result<(), Li
     }
     Ok(())
 }
+
+/// How long our messages may wait for room in libfabric, none sent, before a SEND among them
+/// calls the peer (`held_back`): a polling peer stopped by a busy host for `UNANSWERED`
+/// (200 us) had 56-65 rings in a stream of 20,000 SENDs of 64 KiB, and the stream ran slower.
+pub(super) const HELD_QUIET: Duration = Duration::from_millis(1);
 
 /// How many times a flush progresses libfabric at most while that frees room in the peer's
 /// share for its waiting fragments: a share a time, 8 MiB of 64 KiB fragments, more than a
