@@ -2527,6 +2527,18 @@ mod tests {
         p.pool.free_one(target).unwrap();
     }
 
+    /// Runs a's rounds (b's never run) until a rang b's call bell, at most 5 s.
+    fn rounds_a_until_rang(p: &mut Pair) {
+        let started = Instant::now();
+        while p.wa.zero_copy.calls_sent == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no ring within 5 s"
+            );
+            p.round_a().unwrap();
+        }
+    }
+
     /// A WRITE as a message too long for libfabric's share for the peer and the sockets to take
     /// whole, to a peer whose rounds never run: the part held back calls the peer, the ring
     /// asking it to watch the connection (the WR is long), so b's round names it; then b's
@@ -2551,13 +2563,7 @@ mod tests {
         unsafe { (*wr).pro_mut().remote_sge = remote };
         p.wa.sq.push(wr);
         let started = Instant::now();
-        while p.wa.zero_copy.calls_sent == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "no ring within 5 s"
-            );
-            p.round_a().unwrap();
-        }
+        rounds_a_until_rang(&mut p);
         assert!(
             !p.a.tx.outgoing.is_empty(),
             "the WR was all sent: nothing held back"
@@ -2612,13 +2618,7 @@ mod tests {
             p.wa.sq.push(wr);
         }
         let started = Instant::now();
-        while p.wa.zero_copy.calls_sent == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "no ring within 5 s"
-            );
-            p.round_a().unwrap();
-        }
+        rounds_a_until_rang(&mut p);
         assert!(!p.a.tx.outgoing.is_empty(), "all sent: nothing held back");
         assert!(
             started.elapsed() >= tx::HELD_QUIET,

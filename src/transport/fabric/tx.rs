@@ -400,28 +400,22 @@ impl Link {
                 None => bundle_of(outgoing),
                 Some(_) => (0, 0), // a paced queue's fragments are its packets
             };
-            if count > 0 && !n.has_room(to.0, id, bytes) {
-                n.want_room(id); // the peer's share of libfabric is full
-                tally.refused_room = true;
-                return held_back(
-                    &outgoing[0],
-                    (flight, *flight_base),
-                    call_upto,
-                    held_since,
-                    now,
-                );
-            }
             if count > 0 {
-                match send_bundle(n, outgoing, count, bytes, (to, id, dst)) {
+                // Without room in the peer's share of libfabric, or a send buffer free, the
+                // bundle waits.
+                let room = n.has_room(to.0, id, bytes) || refused_room(n, id, tally);
+                let sent = room.then(|| send_bundle(n, outgoing, count, bytes, (to, id, dst)));
+                match sent.flatten() {
                     None => {
+                        let waits = &outgoing[0];
                         return held_back(
-                            &outgoing[0],
+                            waits,
                             (flight, *flight_base),
                             call_upto,
                             held_since,
                             now,
                         );
-                    } // no send buffer free
+                    }
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
@@ -454,16 +448,12 @@ impl Link {
                 // Where the stream stands before this flush's first packet (`NewestPacket`).
                 tally.stream_before = n.ep.stream_at(peer);
             }
-            if HEADER + len > inject_size && !n.has_room(to.0, id, HEADER + len) {
-                n.want_room(id);
-                tally.refused_room = true;
-                return held_back(o, (flight, *flight_base), call_upto, held_since, now);
-            }
-            let sent = match send_fragment(n, o, &h, to, id) {
+            let room = HEADER + len <= inject_size
+                || n.has_room(to.0, id, HEADER + len)
+                || refused_room(n, id, tally);
+            let sent = match room.then(|| send_fragment(n, o, &h, to, id)).flatten() {
                 Some(sent) => sent,
-                None => {
-                    return held_back(o, (flight, *flight_base), call_upto, held_since, now);
-                } // no send buffer free
+                None => return held_back(o, (flight, *flight_base), call_upto, held_since, now),
             };
             let sent = match sent {
                 Ok(sent) => sent,
@@ -503,6 +493,14 @@ fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &
             *call_upto = o.wr_seq.map_or(0, |s| s + 1);
         }
     }
+}
+
+/// Channel `id` found no room in the peer's share of libfabric: it asks to be told when there
+/// is (`want_room`). Always false, for the caller's `||`.
+fn refused_room(n: &mut Shared, id: ChannelId, tally: &mut Tally) -> bool {
+    n.want_room(id);
+    tally.refused_room = true;
+    false
 }
 
 /// `o` waits for room in libfabric (the peer's share of it, or a send buffer), which our
