@@ -170,9 +170,11 @@ fi
 if [ -e /usr/include/rdma/fabric.h ]; then
   timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
   # A limited queue over the network never runs faster than its limit (docs/PACING.md): the
-  # goal, 0.5 %, on the fast side only (the machine's stalls slow a run down). A queue
-  # that made up its first send's wait, libfabric setting up its buffers, ran 0.75-0.88 % fast.
-  timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[r for r in map(json.loads, sys.stdin) if r["test"] == "pacing_wire"]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.005, r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time,", r["burst_bytes_max_timed"], "B over the packets timed, rate error", r["rate_error"])'
+  # goal, 0.5 %, on the fast side only (the machine's stalls slow a run down), plus what the
+  # receiver's longest stop can shorten the stream by where the rate is taken (a stop as the
+  # first packets arrive). A queue that made up its first send's wait, libfabric setting up
+  # its buffers, ran 0.75-0.88 % fast.
+  timeout 120 "$lib/umq-perf" --provider fabric --test pacing --wire --size 65536 --rates 100000000 --json | python3 -c 'import json,sys; (r,)=[r for r in map(json.loads, sys.stdin) if r["test"] == "pacing_wire"]; assert r["provider"] == "fabric" and r["packets"] == 16 * r["messages"] and r["rate_error"] < 0.005 + r["receiver_stop_max_us"] * 1e-6 / (r["packets"] * 4096 * 8 / r["rate_bps"]), r; print("fabric pacing --wire: burst", r["burst_bytes_max"], "B within a packet time,", r["burst_bytes_max_timed"], "B over the packets timed, rate error", r["rate_error"])'
   # The short version of the 10,000-pair campaign (docs/TRANSPORTS.md, "At scale"): every queue
   # of a process shares one endpoint, so a queue costs kilobytes and no fd of its own.
   timeout 300 "$lib/umq-perf" --provider fabric --test scale --pairs 1000 --depth 64 --iters 200 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["queues"] == 1000 and r["fds_per_queue"] < 0.02 and r["bytes_per_queue"] < 256 << 10, r; print("fabric scale, 1000 pairs:", r["bytes_per_queue"], "B and", r["fds_per_queue"], "fds a queue,", r["setup_us_per_pair"], "us a pair")'

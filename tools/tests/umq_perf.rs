@@ -419,8 +419,13 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
             if provider == "loopback" {
                 assert_eq!((n("found_late"), timed), (0, burst), "{row}");
             }
+            // The rate is taken where the packets arrive: a receiver the host stopped as the
+            // first ones came finds them late, and the stream looks shorter by up to that stop
+            // (a 10 ms stop in a 0.5 s stream made it 1.02 % fast).
+            let span_s = (n("packets") * 4096 * 8) as f64 / n("rate_bps") as f64;
+            let stop_s = row["receiver_stop_max_us"].as_f64().unwrap() * 1e-6;
             assert!(
-                row["rate_error"].as_f64().unwrap() < 0.01,
+                row["rate_error"].as_f64().unwrap() < 0.01 + stop_s / span_s,
                 "faster than the limit: {row}"
             );
             if provider == "loopback" {
