@@ -403,7 +403,7 @@ impl Link {
             if count > 0 {
                 // Without room in the peer's share of libfabric, or a send buffer free, the
                 // bundle waits.
-                let room = n.has_room(to.0, id, bytes) || refused_room(n, id, tally);
+                let room = room_or_wait(n, (to.0, id), bytes, tally);
                 let sent = room.then(|| send_bundle(n, outgoing, count, bytes, (to, id, dst)));
                 match sent.flatten() {
                     None => {
@@ -448,9 +448,8 @@ impl Link {
                 // Where the stream stands before this flush's first packet (`NewestPacket`).
                 tally.stream_before = n.ep.stream_at(peer);
             }
-            let room = HEADER + len <= inject_size
-                || n.has_room(to.0, id, HEADER + len)
-                || refused_room(n, id, tally);
+            let room =
+                HEADER + len <= inject_size || room_or_wait(n, (to.0, id), HEADER + len, tally);
             let sent = match room.then(|| send_fragment(n, o, &h, to, id)).flatten() {
                 Some(sent) => sent,
                 None => return held_back(o, (flight, *flight_base), call_upto, held_since, now),
@@ -495,9 +494,17 @@ fn all_sent(o: &Outgoing, flight: &mut VecDeque<Flight>, base: u64, call_upto: &
     }
 }
 
-/// Channel `id` found no room in the peer's share of libfabric: it asks to be told when there
-/// is (`want_room`). Always false, for the caller's `||`.
-fn refused_room(n: &mut Shared, id: ChannelId, tally: &mut Tally) -> bool {
+/// Whether channel `id` may hand `len` more bytes to libfabric for peer `p` (`has_room`); if
+/// not, it asks to be told when it may (`want_room`).
+fn room_or_wait(
+    n: &mut Shared,
+    (p, id): (usize, ChannelId),
+    len: usize,
+    tally: &mut Tally,
+) -> bool {
+    if n.has_room(p, id, len) {
+        return true;
+    }
     n.want_room(id);
     tally.refused_room = true;
     false
