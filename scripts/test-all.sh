@@ -302,6 +302,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # WRITE and READ by UCX's RMA (the keys cross in the completion that teaches a chunk),
     # against a target asleep on its pipe that the call bell wakes.
     UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and rows[-1]["one_sided_rma_wr"] > 4 * 500, rows; print("rma over the UCX engine, target asleep:", rows[-1]["one_sided_rma_wr"], "WRs by UCX RMA; WRITE", rows[0]["mean_ns"], "ns, READ", rows[1]["mean_ns"], "ns")'
+    # Long WRITEs as messages into a sleeping target, whose thread sleeps on the worker's
+    # event fd as the ring asks (docs/TRANSPORTS.md, "Watching the connection for long WRs").
+    UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 1048576 --iters 50 --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 4 and all(r["one_sided_rma_wr"] == 0 for r in rows), rows; fig={r["op"]: r.get("mean_ns", r.get("msgs_per_s")) for r in rows}; print("1 MiB WRITEs as messages into a sleeping target over the UCX engine: WRITE", fig["write"], "ns, stream", fig["write_stream"], "WRs/s")'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
   else
     echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"

@@ -75,15 +75,42 @@ struct Ring {
     conn: Option<Conn>,
 }
 
-/// A connection socket a ring watches (`watch_conn`). Over tcp the target's provider carries
-/// out RMA only when called, and a long message arrives over many serves, so the thread serves
-/// the ring as bytes arrive on the socket (a WRITE's payload, a READ's request) and, while the
-/// provider's answer is being written, as room comes. The socket is the provider's: it is only polled and its counters
-/// read.
+/// What a watched connection shows its arrivals by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnFds {
+    /// Its sockets (-1: none): both sides may have connected, each sending on its own.
+    Sockets([RawFd; 2]),
+    /// The engine's event fd (UCX keeps its sockets to itself), readable once the channel's
+    /// round armed it (`arm_conn`) and an event came.
+    Events(RawFd),
+}
+
+/// What arming an event fd found (`arm_conn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Armed {
+    /// Armed: it turns readable on the next event.
+    Sleep,
+    /// Not armed: the engine gave the queue completions while arming, or kept reporting
+    /// events. Serve the queue again before sleeping.
+    ServeAgain,
+    /// The engine refused: the ring's schedule serves it.
+    Failed,
+}
+
+/// A connection a ring watches (`watch_conn`). Over tcp the target's provider carries out RMA
+/// only when called, and a long message arrives over many serves, so the thread serves the
+/// ring as bytes arrive on the socket (a WRITE's payload, a READ's request) and, while the
+/// provider's answer is being written, as room comes. The socket is the provider's: it is only
+/// polled and its counters read. Where the engine shows arrivals only by an event fd, the
+/// thread sleeps on that instead, once the round that served the ring armed it.
 #[derive(Debug, Clone, Copy)]
 struct Conn {
-    /// The sockets (-1: none): both sides may have connected, each sending on its own.
+    /// The sockets, or the event fd as `fds[0]` (`events`).
     fds: [RawFd; 2],
+    /// `fds[0]` is an event fd: no socket counters, and watched only while `armed`.
+    events: bool,
+    /// The event fd was armed since the ring was last served.
+    armed: bool,
     /// Watched for room too: the last serve wrote `WROTE_MUCH` or more into it (a long READ's
     /// answer, which the provider writes as the socket takes it).
     room: bool,
@@ -234,11 +261,11 @@ impl CallBell {
         true
     }
 
-    /// Channel `ch`'s peer sends over the connection whose socket `conn` gives (asked only
-    /// while a ring of `ch`'s that asked to watch it is outstanding and names none): the ring
-    /// is served as that socket turns ready, and on its schedule besides.
+    /// Channel `ch`'s peer sends over the connection whose sockets (or event fd) `conn` gives
+    /// (asked only while a ring of `ch`'s that asked to watch it is outstanding and names
+    /// none): the ring is served as it turns ready, and on its schedule besides.
     #[inline]
-    pub fn watch_conn(&self, ch: ChannelId, conn: impl FnOnce() -> Option<[RawFd; 2]>) {
+    pub fn watch_conn(&self, ch: ChannelId, conn: impl FnOnce() -> Option<ConnFds>) {
         if !self.any.load(Ordering::Relaxed) {
             return;
         }
@@ -246,9 +273,15 @@ impl CallBell {
         let Some(r) = rings.get_mut(&ch).filter(|r| r.watch && r.conn.is_none()) else {
             return;
         };
-        r.conn = conn().map(|fds| {
+        r.conn = conn().map(|watched| {
+            let (fds, events) = match watched {
+                ConnFds::Sockets(fds) => (fds, false),
+                ConnFds::Events(fd) => ([fd, -1], true),
+            };
             let mut c = Conn {
                 fds,
+                events,
+                armed: false,
                 room: false,
                 ready: false,
                 ready_to_read: false,
@@ -258,6 +291,27 @@ impl CallBell {
             c.before = c.queues();
             c
         });
+    }
+
+    /// At the end of channel `ch`'s round: when a ring of its watches an event fd, `arm` it
+    /// (the round holds what the engine needs), so that the thread may sleep on it.
+    #[inline]
+    pub fn arm_conn(&self, ch: ChannelId, arm: impl FnOnce() -> Armed) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut rings = self.lock();
+        let Some(c) = rings.get_mut(&ch).and_then(|r| r.conn.as_mut()) else {
+            return;
+        };
+        if !c.events || c.armed {
+            return;
+        }
+        match arm() {
+            Armed::Sleep => c.armed = true,
+            Armed::ServeAgain => c.ready = true,
+            Armed::Failed => {}
+        }
     }
 
     /// Whether a ping is planned (one load: every round asks).
@@ -367,6 +421,7 @@ impl Bell for CallBell {
             if let Some(c) = r.conn.as_mut() {
                 c.stuck &= !timed;
                 c.before = c.queues();
+                c.armed = false; // the serve's round arms it again
             }
             due.push(ch);
         }
@@ -383,7 +438,7 @@ impl Bell for CallBell {
             .lock()
             .values()
             .filter_map(|r| r.conn)
-            .filter(|c| !c.stuck)
+            .filter(|c| !c.stuck && (c.armed || !c.events))
         {
             let events = libc::POLLIN | if c.room { libc::POLLOUT } else { 0 };
             for &fd in c.fds.iter().filter(|&&fd| fd >= 0) {
@@ -402,6 +457,7 @@ impl Bell for CallBell {
             if c.fds.contains(&fd) {
                 c.ready = true;
                 c.ready_to_read |= to_read;
+                c.armed = false; // an event fd stays readable until armed again
             }
         }
     }
@@ -416,6 +472,11 @@ impl Bell for CallBell {
             let Some(c) = r.conn.as_mut() else {
                 continue;
             };
+            if c.events {
+                // No counters say whether the channel's own bytes moved (the event fd is the
+                // whole engine's): the ring lasts as long as the initiator's rings keep it.
+                continue;
+            }
             let (Some(before), Some(after)) = (c.before.take(), c.queues()) else {
                 c.stuck = true; // no socket of ours any more: the schedule serves the ring
                 continue;
@@ -438,7 +499,11 @@ impl Bell for CallBell {
         if !self.any.load(Ordering::Relaxed) {
             return ping;
         }
-        self.lock().values().map(|r| r.next).chain(ping).min()
+        let rings = self.lock();
+        if rings.values().any(|r| r.conn.is_some_and(|c| c.ready)) {
+            return Some(Instant::now()); // a round could not arm its event fd: serve it again
+        }
+        rings.values().map(|r| r.next).chain(ping).min()
     }
 }
 
@@ -589,7 +654,7 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(target.due(t0), vec![ch]);
         assert_eq!(Bell::sockets(&target), vec![], "no connection named yet");
-        target.watch_conn(ch, || Some(fds));
+        target.watch_conn(ch, || Some(ConnFds::Sockets(fds)));
         target.after_serve(&[ch]);
         let watched = |b: &CallBell| Bell::sockets(b);
         assert_eq!(
@@ -677,7 +742,7 @@ mod tests {
             vec![ch],
             "a ring for more WRs is served at once"
         );
-        target.watch_conn(ch, || Some(fds));
+        target.watch_conn(ch, || Some(ConnFds::Sockets(fds)));
         target.after_serve(&[ch]);
         assert_eq!(Bell::sockets(&target), vec![(fds[0], libc::POLLIN)]);
         let soon = t0 + Duration::from_micros(1);
@@ -688,6 +753,58 @@ mod tests {
         assert!(!target.served(ch, 3), "three of four WRs ran: kept");
         assert!(target.served(ch, 4), "all ran: answered");
         assert_eq!(Bell::sockets(&target), vec![], "and no longer watched");
+        assert_eq!(Bell::next(&target), None);
+    }
+
+    /// Where the engine shows arrivals only by an event fd (UCX's worker), a watching ring's
+    /// thread sleeps on it only once the channel's round armed it: unarmed, it would stay
+    /// readable and spin the thread. A round that could not arm (the engine gave the queue
+    /// more to do) has the ring served at once; one the engine refused leaves it to its
+    /// schedule. An event names no channel's bytes, so it does not keep the ring.
+    #[test]
+    fn a_ring_watching_an_event_fd_sleeps_on_it_once_its_round_armed_it() {
+        let (target, initiator) = (bell(), bell());
+        let ch = 0x9_0000_0005;
+        let fd = 77; // never polled here: the bell only names it
+        target.arm_conn(ch, || panic!("no ring: nothing to arm"));
+        initiator.ring_watching(at(&target), ch, 2, true);
+        readable(&target);
+        let t0 = Instant::now();
+        assert_eq!(target.due(t0), vec![ch]);
+        target.watch_conn(ch, || Some(ConnFds::Events(fd)));
+        target.after_serve(&[ch]);
+        assert_eq!(
+            Bell::sockets(&target),
+            vec![],
+            "not armed yet: not slept on"
+        );
+        target.arm_conn(ch, || Armed::Sleep);
+        assert_eq!(Bell::sockets(&target), vec![(fd, libc::POLLIN)]);
+        target.arm_conn(ch, || panic!("armed already"));
+        let soon = t0 + Duration::from_micros(1);
+        assert!(target.due(soon).is_empty(), "nothing ready, nothing timed");
+        target.ready(fd, libc::POLLIN);
+        assert_eq!(Bell::sockets(&target), vec![], "fired: armed no more");
+        assert_eq!(target.due(soon), vec![ch], "an event: served now");
+        target.after_serve(&[ch]);
+        // The round found more than it could arm for: served again, at once.
+        target.arm_conn(ch, || Armed::ServeAgain);
+        assert_eq!(Bell::sockets(&target), vec![]);
+        assert!(Bell::next(&target).unwrap() <= Instant::now());
+        assert_eq!(target.due(soon), vec![ch]);
+        target.after_serve(&[ch]);
+        // Refused: neither watched nor served before the ring's timed look.
+        target.arm_conn(ch, || Armed::Failed);
+        assert_eq!(Bell::sockets(&target), vec![]);
+        assert!(target.due(soon).is_empty());
+        assert_eq!(target.due(t0 + FIRST_AGAIN), vec![ch], "on its schedule");
+        target.arm_conn(ch, || Armed::Sleep);
+        assert_eq!(Bell::sockets(&target).len(), 1);
+        // Events do not keep the ring: it is given up as if nothing moved.
+        target.ready(fd, libc::POLLIN);
+        target.after_serve(&[ch]);
+        assert!(target.due(t0 + GIVE_UP).is_empty(), "given up");
+        assert_eq!(Bell::sockets(&target), vec![]);
         assert_eq!(Bell::next(&target), None);
     }
 }

@@ -1034,6 +1034,19 @@ int umqf_wait_fd(const struct umqf_ep *e)
     return e->conns ? e->conns->epfd : e->wait_fd;
 }
 
+/* Our connections' sockets are watched themselves (`umqf_conn_sockets`): no event fd. */
+int umqf_event_fd(const struct umqf_ep *e)
+{
+    (void)e;
+    return -1;
+}
+
+int umqf_arm_watch(struct umqf_ep *e)
+{
+    (void)e;
+    return -FI_ENOSYS;
+}
+
 /* Before sleeping on the wait fd: 0 when it is safe (the fd will turn readable on the next
  * completion), -FI_EAGAIN when completions or progress are pending (read the queue, then try
  * again), or another negative code. */
@@ -1235,6 +1248,8 @@ int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
 int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
 int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
+int umqf_event_fd(const struct umqf_ep *e) { (void)e; return -1; }
+int umqf_arm_watch(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_rma_keyed(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_expose_keyed(struct umqf_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -38; }
 int umqf_unexpose(void *m) { (void)m; return -38; }

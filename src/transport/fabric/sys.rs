@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
+use super::super::call_bell::{Armed, ConnFds};
 use super::watch::ip_of;
 
 /// One completion, as the shim flattens it.
@@ -94,6 +95,8 @@ engine_calls! {
         sent: *mut u64) -> c_int;
     conn_sockets: umqf_conn_sockets, umqu_conn_sockets(e: *mut RawEp, peer: u64,
         fds: *mut c_int) -> c_int;
+    event_fd: umqf_event_fd, umqu_event_fd(e: *const RawEp) -> c_int;
+    arm_watch: umqf_arm_watch, umqu_arm_watch(e: *mut RawEp) -> c_int;
 }
 
 unsafe extern "C" {
@@ -788,6 +791,26 @@ impl Endpoint {
         let mut fds = [-1; 2];
         let n = unsafe { (self.ops.conn_sockets)(self.raw.as_ptr(), peer, fds.as_mut_ptr()) };
         (n > 0).then_some(fds)
+    }
+
+    /// What shows that `peer`'s bytes arrive: its connection's sockets, or, where the engine
+    /// keeps its sockets to itself (UCX), its event fd, which `arm_watch` arms.
+    pub fn conn_watch(&self, peer: u64) -> Option<ConnFds> {
+        if let Some(fds) = self.conn_sockets(peer) {
+            return Some(ConnFds::Sockets(fds));
+        }
+        let fd = unsafe { (self.ops.event_fd)(self.raw.as_ptr()) };
+        (fd >= 0).then_some(ConnFds::Events(fd))
+    }
+
+    /// Before the event fd of `conn_watch` is slept on: progresses the engine until it is
+    /// idle, then arms the fd.
+    pub fn arm_watch(&self) -> Armed {
+        match unsafe { (self.ops.arm_watch)(self.raw.as_ptr()) } {
+            0 => Armed::Sleep,
+            1 => Armed::ServeAgain,
+            _ => Armed::Failed,
+        }
     }
 }
 

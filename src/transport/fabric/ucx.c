@@ -157,6 +157,8 @@ static const char MAGIC[4] = {'U', 'C', 'X', '1'};
 #define UNPACK_SLACK (sizeof(uint64_t) + 1 + 64 * (1 + 255 + 1))
 /* UCP progress calls one poll makes at most while they move data but complete nothing. */
 #define MAX_BITES 64
+/* Arms of the event fd a watch tries while UCP reports events, progressing between them. */
+#define ARM_TRIES 4
 /* WRITEs to a peer one flush serves at most: the first of a long stream does not wait for the
  * last to be placed before it completes. */
 #define FLUSH_BATCH 16
@@ -192,7 +194,8 @@ struct held {
 struct umqu_ep {
     ucp_context_h ctx;
     ucp_worker_h worker;
-    int wait_fd;
+    int event_fd; /* the worker's: readable on UCP's events once armed (`umqu_arm_watch`) */
+    int wait_fd;  /* the same for a wakeable endpoint, -1 otherwise */
     struct sockaddr_storage host; /* the address queues were asked on; family 0 if none */
     socklen_t host_len;
     ucp_mem_h regions[MAX_REGIONS];
@@ -468,7 +471,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     struct umqu_ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
-    e->wait_fd = -1;
+    e->wait_fd = e->event_fd = -1;
     e->held_tail = &e->held;
     /* Every posted receive ends in a completion, so the completion queue's size bounds them
      * too: both rings are made at that size here. */
@@ -485,9 +488,11 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     if (s != UCS_OK)
         return fail(e, why, n, "ucp_config_read", s);
     s = configure(e, cfg);
+    /* Every worker has its event fd, wakeable or not: the progress thread watches it while a
+     * peer's long WRs arrive for a process that is not calling in (`umqu_arm_watch`). */
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | (wakeable ? UCP_FEATURE_WAKEUP : 0)};
+        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
     U.config_release(cfg);
@@ -508,8 +513,10 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         .arg = e};
     if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
-    if (wakeable && (s = U.worker_get_efd(e->worker, &e->wait_fd)) != UCS_OK)
+    if ((s = U.worker_get_efd(e->worker, &e->event_fd)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_get_efd", s);
+    if (wakeable)
+        e->wait_fd = e->event_fd;
     unsigned major, minor, release;
     U.get_version(&major, &minor, &release);
     const char *tls = getenv("UCX_TLS");
@@ -883,6 +890,36 @@ int umqu_wait_fd(const struct umqu_ep *e)
     return e->wait_fd;
 }
 
+/* The worker's event fd, watched while a ring asks for its connection (UCP's sockets are its
+ * own: the event fd is what says that bytes arrived on them). */
+int umqu_event_fd(const struct umqu_ep *e)
+{
+    return e->event_fd;
+}
+
+/* Before the progress thread sleeps on the event fd for a ring: progresses UCP until it has
+ * nothing to do, then arms the fd. 0 when armed; 1 when that progress gave completions, or UCP
+ * still had events after a few tries (serve the ring's queue again, sleep after); a negative
+ * code. Completions already waiting (a message for a queue without a receive buffer) do not
+ * count: they would keep the thread serving a queue that cannot take them. */
+int umqu_arm_watch(struct umqu_ep *e)
+{
+    size_t had = e->done_len;
+    for (int tries = 0; tries < ARM_TRIES; tries++) {
+        for (int bites = 0; e->done_len == had && bites < MAX_BITES; bites++)
+            if (!U.worker_progress(e->worker))
+                break;
+        if (e->done_len != had)
+            return 1;
+        ucs_status_t s = U.worker_arm(e->worker);
+        if (s == UCS_OK)
+            return 0;
+        if (s != UCS_ERR_BUSY)
+            return -code_of(s);
+    }
+    return 1;
+}
+
 /* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait, or WRITEs wait for the
  * flush a poll starts (poll first). */
 int umqu_trywait(struct umqu_ep *e)
@@ -1127,6 +1164,8 @@ int umqu_unpack_key(struct umqu_ep *e, uint64_t p, const void *k, size_t l, uint
 void umqu_drop_key(uint64_t k) { (void)k; }
 int umqu_rma(struct umqu_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
 int umqu_wait_fd(const struct umqu_ep *e) { (void)e; return -1; }
+int umqu_event_fd(const struct umqu_ep *e) { (void)e; return -1; }
+int umqu_arm_watch(struct umqu_ep *e) { (void)e; return -ENOSYS; }
 int umqu_trywait(struct umqu_ep *e) { (void)e; return -ENOSYS; }
 int umqu_name(struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -ENOSYS; }
 int umqu_host(const struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -ENOSYS; }
