@@ -1,10 +1,11 @@
 //! Bind information: what a peer needs to connect to a queue, versioned and checksummed.
 //!
-//! Layout (little endian, 78 bytes and more): magic "UMQB", version, length, transports offered,
+//! Layout (little endian, 80 bytes and more): magic "UMQB", version, length, transports offered,
 //! api, flow control flag, flow-control protocol version (0 when off), pid, runtime instance,
 //! umqh, rx/tx depth, rx/tx buffer size, then for shared memory the host's boot id (hashed), the
 //! uid, the inbox memfd number (u32::MAX when there is none) and the inbox secret; then for the
-//! network a length byte and the libfabric endpoint name, a length byte and the socket address
+//! network a 16-bit length and the endpoint's name (libfabric's, or UCX's worker address with
+//! our packed keys), a length byte and the socket address
 //! of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port, big
 //! endian), and a length byte and where the peer writes its flow-control area with the queue's
 //! channel in its node and the port of the node's call bell (0, or 26 bytes: address, key,
@@ -24,14 +25,17 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 /// connections refuse a peer whose eager limit differs); 8 when small network messages began to
 /// travel bundled, a kind of message earlier peers take for corruption; 9 when a network WR's
 /// completion that teaches a chunk stopped carrying a chunk stride's worth of padding (earlier
-/// peers wait for the rest of it).
-pub const VERSION: u16 = 9;
+/// peers wait for the rest of it); 10 when the network address's length grew to 16 bits.
+pub const VERSION: u16 = 10;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.
-pub const LEN_MIN: usize = FIXED + 1 + 1 + 1 + 4;
-/// The longest network address carried (a libfabric endpoint name).
-pub const MAX_FABRIC_ADDR: usize = 128;
+pub const LEN_MIN: usize = FIXED + 2 + 1 + 1 + 4;
+/// The longest network address carried. A UCX worker's address names every transport and
+/// device it may use (204 bytes with `UCX_TLS=all` on a host with two interfaces, more with
+/// RDMA devices); at this limit a whole bind info, death watch and area key included, still
+/// fits the 512 bytes the reference's programs give `umq_bind_info_get`.
+pub const MAX_FABRIC_ADDR: usize = 384;
 /// Transports a bind info offers, as bits.
 pub const TRANSPORT_LOOPBACK: u8 = 1;
 pub const TRANSPORT_SHM: u8 = 2;
@@ -161,11 +165,24 @@ pub fn of_queue(q: &Queue) -> BindInfo {
         uid: unsafe { libc::getuid() },
         inbox_fd: offer.shm.map_or(NO_INBOX, |(fd, _)| fd as u32),
         secret: offer.shm.map_or(0, |(_, s)| s),
-        fabric: offer
-            .fabric
-            .filter(|c| c.name.len() <= MAX_FABRIC_ADDR)
-            .unwrap_or_default(),
+        fabric: offer.fabric.filter(carried).unwrap_or_default(),
     }
+}
+
+/// Whether the network endpoint's address fits a bind info; if not, the queue offers no
+/// network endpoint, and the log says why (the peer can only say that none was offered).
+fn carried(c: &Contact) -> bool {
+    let fits = c.name.len() <= MAX_FABRIC_ADDR;
+    if !fits {
+        crate::log_err!(
+            "umq_bind_info_get",
+            "the network endpoint's address is {} bytes, more than the {MAX_FABRIC_ADDR} a bind \
+             info carries: the queue offers no network endpoint (over UCX, name fewer \
+             transports in UCX_TLS)",
+            c.name.len()
+        );
+    }
+    fits
 }
 
 pub fn encode(b: &BindInfo) -> Vec<u8> {
@@ -194,7 +211,7 @@ pub fn encode(b: &BindInfo) -> Vec<u8> {
     out.extend_from_slice(&b.inbox_fd.to_le_bytes());
     out.extend_from_slice(&b.secret.to_le_bytes());
     debug_assert_eq!(out.len(), FIXED);
-    out.push(addr.len() as u8);
+    out.extend_from_slice(&(addr.len() as u16).to_le_bytes());
     out.extend_from_slice(addr);
     out.push(watch.len() as u8);
     out.extend_from_slice(&watch);
@@ -241,8 +258,8 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         )
     };
     let len = u16::from_le_bytes([b[6], b[7]]) as usize;
-    let addr_len = b[FIXED] as usize;
-    let watch_at = FIXED + 1 + addr_len;
+    let addr_len = u16::from_le_bytes([b[FIXED], b[FIXED + 1]]) as usize;
+    let watch_at = FIXED + 2 + addr_len;
     if len > b.len() || addr_len > MAX_FABRIC_ADDR || watch_at >= len {
         return Err(corrupt());
     }
@@ -273,7 +290,7 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         inbox_fd: u32_at(b, 60),
         secret: u64_at(b, 64),
         fabric: Contact {
-            name: b[FIXED + 1..watch_at].to_vec(),
+            name: b[FIXED + 2..watch_at].to_vec(),
             watch,
             area: area.map(|(k, _, _)| k),
             channel: area.map_or(0, |(_, c, _)| c),
@@ -401,6 +418,33 @@ mod tests {
         assert_eq!(parse("t", &padded), Ok(sample()));
     }
 
+    /// A UCX worker's address outgrows a length byte (204 bytes with `UCX_TLS=all` here):
+    /// addresses up to `MAX_FABRIC_ADDR` travel whole, and a bind info that carries the
+    /// longest, with a death watch over IPv6 and an area key, still fits the 512 bytes the
+    /// reference's programs give `umq_bind_info_get`. A longer one is not offered.
+    #[test]
+    fn a_long_network_address_travels_whole_and_the_longest_fits_512_bytes() {
+        for len in [255, 256, 300, MAX_FABRIC_ADDR] {
+            let long = BindInfo {
+                fabric: Contact {
+                    name: (0..len).map(|i| i as u8).collect(),
+                    watch: Some("[fd00::1]:9".parse().unwrap()),
+                    ..sample().fabric
+                },
+                ..sample()
+            };
+            let info = encode(&long);
+            assert!(info.len() <= 512, "{len}: {} bytes", info.len());
+            assert_eq!(parse("t", &info), Ok(long), "{len}");
+        }
+        let too_long = Contact {
+            name: vec![7; MAX_FABRIC_ADDR + 1],
+            ..Contact::default()
+        };
+        assert!(!carried(&too_long));
+        assert!(carried(&sample().fabric));
+    }
+
     #[test]
     fn every_single_bit_flip_is_refused() {
         let good = encode(&sample());
@@ -441,7 +485,7 @@ mod tests {
             },
             ..sample()
         });
-        long[FIXED] = MAX_FABRIC_ADDR as u8 + 1;
+        long[FIXED..FIXED + 2].copy_from_slice(&(MAX_FABRIC_ADDR as u16 + 1).to_le_bytes());
         let len = LEN_MIN + MAX_FABRIC_ADDR + 1;
         long[6..8].copy_from_slice(&(len as u16).to_le_bytes());
         long.resize(len, 1);
@@ -460,7 +504,7 @@ mod tests {
         };
         for field in [0, 1] {
             let mut odd = encode(&no_extras);
-            let at = FIXED + 1 + no_extras.fabric.name.len() + field;
+            let at = FIXED + 2 + no_extras.fabric.name.len() + field;
             odd[at] = 5;
             odd.splice(at + 1..at + 1, [1, 2, 3, 4, 5]);
             let len = odd.len();
