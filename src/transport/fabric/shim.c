@@ -1065,8 +1065,10 @@ int umqf_trywait(struct umqf_ep *e)
 int umqf_name(struct umqf_ep *e, void *addr, size_t *len)
 {
     if (e->conns) {
-        if (*len < e->conns->me_len)
+        if (*len < e->conns->me_len) {
+            *len = e->conns->me_len; /* the room it takes, as fi_getname says it */
             return -FI_ETOOSMALL;
+        }
         memcpy(addr, e->conns->me, e->conns->me_len);
         *len = e->conns->me_len;
         return 0;

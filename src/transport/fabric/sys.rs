@@ -366,23 +366,32 @@ impl Endpoint {
         Ok(ep)
     }
 
-    /// Reads our address again (a UCX endpoint's names the regions it exposed).
+    /// Reads our address again (a UCX endpoint's names the regions it exposed). Too long for
+    /// the first buffer, it is read again into one of the length the engine asked for (a UCX
+    /// worker with many transports and devices), up to `NAME_MAX`.
     fn read_name(&mut self) -> Result<(), String> {
+        const NAME_MAX: usize = 4096;
         let mut name = vec![0u8; 256];
-        let mut len = name.len();
-        let rc = unsafe {
-            (self.ops.name)(
-                self.raw.as_ptr(),
-                name.as_mut_ptr() as *mut c_void,
-                &mut len,
-            )
-        };
-        if rc != 0 || len > name.len() {
-            return Err(format!("fi_getname: {}", strerror(rc)));
+        loop {
+            let mut len = name.len();
+            let rc = unsafe {
+                (self.ops.name)(
+                    self.raw.as_ptr(),
+                    name.as_mut_ptr() as *mut c_void,
+                    &mut len,
+                )
+            };
+            if rc != 0 && len > name.len() && len <= NAME_MAX {
+                name.resize(len, 0);
+                continue;
+            }
+            if rc != 0 || len > name.len() {
+                return Err(format!("fi_getname: {}", strerror(rc)));
+            }
+            name.truncate(len);
+            self.name = name;
+            return Ok(());
         }
-        name.truncate(len);
-        self.name = name;
-        Ok(())
     }
 
     /// The IP address this endpoint listens on, where it has one (the death watch's beacon
