@@ -32,8 +32,8 @@ const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.
 pub const LEN_MIN: usize = FIXED + 2 + 1 + 1 + 4;
 /// The longest network address carried. A UCX worker's address names every transport and
-/// device it may use (204 bytes with `UCX_TLS=all` on a host with two interfaces, more with
-/// RDMA devices); at this limit a whole bind info, death watch and area key included, still
+/// device it may use (204 bytes with `UCX_TLS=all`, its shared-memory transports included,
+/// more with RDMA devices); at this limit a whole bind info, death watch and area key included, still
 /// fits the 512 bytes the reference's programs give `umq_bind_info_get`.
 pub const MAX_FABRIC_ADDR: usize = 384;
 /// Transports a bind info offers, as bits.
