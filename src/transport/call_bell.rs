@@ -105,10 +105,8 @@ pub enum Armed {
 /// thread sleeps on that instead, once the round that served the ring armed it.
 #[derive(Debug, Clone, Copy)]
 struct Conn {
-    /// The sockets, or the event fd as `fds[0]` (`events`).
-    fds: [RawFd; 2],
-    /// `fds[0]` is an event fd: no socket counters, and watched only while `armed`.
-    events: bool,
+    /// Its sockets, or an event fd: no socket counters then, and watched only while `armed`.
+    watched: ConnFds,
     /// The event fd was armed since the ring was last served.
     armed: bool,
     /// Watched for room too: the last serve wrote `WROTE_MUCH` or more into it (a long READ's
@@ -131,6 +129,18 @@ struct Conn {
 const WROTE_MUCH: u64 = 32 << 10;
 
 impl Conn {
+    /// The fds it is watched by (-1: none).
+    fn fds(&self) -> [RawFd; 2] {
+        match self.watched {
+            ConnFds::Sockets(fds) => fds,
+            ConnFds::Events(fd) => [fd, -1],
+        }
+    }
+
+    fn events(&self) -> bool {
+        matches!(self.watched, ConnFds::Events(_))
+    }
+
     /// Its sockets' queues, added up; None once one is no TCP socket.
     fn queues(&self) -> Option<TcpQueues> {
         let mut sum = TcpQueues {
@@ -138,7 +148,7 @@ impl Conn {
             unread: 0,
             handed: 0,
         };
-        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
+        for fd in self.fds().into_iter().filter(|&fd| fd >= 0) {
             let q = tcp_queues(fd)?;
             sum.taken += q.taken;
             sum.unread += q.unread;
@@ -274,13 +284,8 @@ impl CallBell {
             return;
         };
         r.conn = conn().map(|watched| {
-            let (fds, events) = match watched {
-                ConnFds::Sockets(fds) => (fds, false),
-                ConnFds::Events(fd) => ([fd, -1], true),
-            };
             let mut c = Conn {
-                fds,
-                events,
+                watched,
                 armed: false,
                 room: false,
                 ready: false,
@@ -304,7 +309,7 @@ impl CallBell {
         let Some(c) = rings.get_mut(&ch).and_then(|r| r.conn.as_mut()) else {
             return;
         };
-        if !c.events || c.armed {
+        if !c.events() || c.armed {
             return;
         }
         match arm() {
@@ -438,10 +443,10 @@ impl Bell for CallBell {
             .lock()
             .values()
             .filter_map(|r| r.conn)
-            .filter(|c| !c.stuck && (c.armed || !c.events))
+            .filter(|c| !c.stuck && (c.armed || !c.events()))
         {
             let events = libc::POLLIN | if c.room { libc::POLLOUT } else { 0 };
-            for &fd in c.fds.iter().filter(|&&fd| fd >= 0) {
+            for fd in c.fds().into_iter().filter(|&fd| fd >= 0) {
                 match out.iter_mut().find(|(x, _)| *x == fd) {
                     Some((_, e)) => *e |= events,
                     None => out.push((fd, events)),
@@ -454,7 +459,7 @@ impl Bell for CallBell {
     fn ready(&self, fd: RawFd, events: i16) {
         let to_read = events & !libc::POLLOUT != 0;
         for c in self.lock().values_mut().filter_map(|r| r.conn.as_mut()) {
-            if c.fds.contains(&fd) {
+            if c.fds().contains(&fd) {
                 c.ready = true;
                 c.ready_to_read |= to_read;
                 c.armed = false; // an event fd stays readable until armed again
@@ -472,7 +477,7 @@ impl Bell for CallBell {
             let Some(c) = r.conn.as_mut() else {
                 continue;
             };
-            if c.events {
+            if c.events() {
                 // No counters say whether the channel's own bytes moved (the event fd is the
                 // whole engine's): the ring lasts as long as the initiator's rings keep it.
                 continue;

@@ -890,6 +890,17 @@ int umqu_wait_fd(const struct umqu_ep *e)
     return e->wait_fd;
 }
 
+/* Progresses UCP while the completions waiting stay `done_len` and a call moved something, at
+ * most MAX_BITES calls. UCP's progress takes a bounded bite of each socket, and the peers' RMA
+ * moves bytes but completes nothing of ours: a sleeping target the call bell woke serves a
+ * stream of it in one look. */
+static void progress_while(struct umqu_ep *e, size_t done_len)
+{
+    for (int bites = 0; e->done_len == done_len && bites < MAX_BITES; bites++)
+        if (!U.worker_progress(e->worker))
+            break;
+}
+
 /* The worker's event fd, watched while a ring asks for its connection (UCP's sockets are its
  * own: the event fd is what says that bytes arrived on them). */
 int umqu_event_fd(const struct umqu_ep *e)
@@ -906,9 +917,7 @@ int umqu_arm_watch(struct umqu_ep *e)
 {
     size_t had = e->done_len;
     for (int tries = 0; tries < ARM_TRIES; tries++) {
-        for (int bites = 0; e->done_len == had && bites < MAX_BITES; bites++)
-            if (!U.worker_progress(e->worker))
-                break;
+        progress_while(e, had);
         if (e->done_len != had)
             return 1;
         ucs_status_t s = U.worker_arm(e->worker);
@@ -1106,12 +1115,7 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
         return -ENOSPC;
     if (e->n_to_flush)
         flush_writes(e);
-    /* UCP's progress takes a bounded bite of each socket; it progresses again while that
-     * moved something but gave no completion, as the peers' RMA does (it completes nothing of
-     * ours): a sleeping target the call bell woke serves a stream of it in one look. */
-    for (int bites = 0; !e->done_len && bites < MAX_BITES; bites++)
-        if (!U.worker_progress(e->worker))
-            break;
+    progress_while(e, 0);
     int got = 0;
     for (; got < max && e->done_len; got++, e->done_len--) {
         out[got] = e->done[e->done_head];
