@@ -510,7 +510,9 @@ def test_a_limited_queue_keeps_its_rate_beside_a_stream_that_fills_the_link(host
           f"sender {sender_stop * 1e3:.1f} ms")
     # A busy host stops either process now and then. A stopped receiver finds packets late (the
     # span looks shorter or longer by up to its stop); a stopped sender sends nothing meanwhile.
-    # Held behind the stream's bytes the queue ran 65 % slow, on a short tick 25 %: beyond these.
+    # On the slow side many short stops add up too: in full test runs the queue came out 11.5 %
+    # and 14 % slow (longest stops 17 ms and 6 ms). Held behind the stream's bytes it ran 65 %
+    # slow, on a short tick 25 %: the slow side's bound, 20 % and the longest stops, is between.
     assert achieved / limit < 1.1 + receiver_stop / span, out
-    assert achieved / limit > 0.9 - (receiver_stop + sender_stop) / span, out
+    assert achieved / limit > 0.8 - (receiver_stop + sender_stop) / span, out
     assert bulk > 100e6, f"the stream did not fill the link: {out}"
