@@ -273,6 +273,13 @@ impl<W: Word> Flow<W> {
         self.data_arrived >= shipped.max(self.data_piggybacked)
     }
 
+    /// Whether the peer waits for `granted`, our area's data grant: it used all the credit it
+    /// knows of (`peer_used_all_known`), and `granted` is more than that. (An area whose grant
+    /// rode a SEND already tells it nothing new.)
+    pub fn peer_waits_for(&self, granted: u64, shipped: u64) -> bool {
+        self.peer_used_all_known(shipped) && granted > shipped.max(self.data_piggybacked)
+    }
+
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
     /// announced and consumed.
     pub fn ctrl_arrived(&mut self) {
@@ -641,6 +648,33 @@ mod tests {
         assert!(f.peer_used_all_known(2));
     }
 
+    /// An area is worth shipping at once only for a grant the peer does not know: one that a
+    /// SEND carried, or that the area already took there, is not waited for.
+    #[test]
+    fn the_peer_waits_only_for_a_grant_it_does_not_know() {
+        let mine = Area::default();
+        let mut f = flow(1, 1, 8);
+        assert!(f.rx_posted(1) && f.publish(&mine));
+        f.data_arrived(1);
+        assert!(
+            f.peer_waits_for(1, 0),
+            "the initial window, not shipped yet"
+        );
+        assert!(!f.peer_waits_for(1, 1), "shipped");
+        assert!(f.rx_posted(1));
+        f.piggyback().expect("due: the peer used all it knows of");
+        f.commit(&mine);
+        let granted = mine.snapshot()[1];
+        assert_eq!(granted, 2);
+        assert!(!f.peer_waits_for(granted, 1), "a SEND carried it");
+        f.data_arrived(1);
+        assert!(!f.peer_waits_for(granted, 1), "used up, and nothing new");
+        assert!(f.rx_posted(1));
+        let (k, _) = f.piggyback().expect("due");
+        f.undo(k);
+        assert!(!f.peer_waits_for(granted, 1), "not in the area yet");
+    }
+
     #[test]
     fn immediates_round_trip_and_user_bits() {
         let a = Announcement {
@@ -811,6 +845,7 @@ dispatch! {
         fn rx_refused(&mut self, n: u64) -> () = c => ();
         fn data_arrived(&mut self, n: u64) -> () = c => c.data_arrived(n);
         fn peer_used_all_known(&mut self, shipped: u64) -> bool = c => false;
+        fn peer_waits_for(&mut self, granted: u64, shipped: u64) -> bool = c => false;
         fn ctrl_arrived(&mut self) -> () = c => ();
         fn publish(&mut self, mine: &Area) -> bool = c => false;
         #[inline]

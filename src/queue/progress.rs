@@ -161,9 +161,11 @@ impl Queue {
                 self.pause_round_if_busy(&mut w);
             }
         }
+        // Flow control's step when WRs wait for credit, or an announcement is due that no
+        // SEND of ours carried (`Grant::WithReply`).
         if self.service_link()
             && self.rt.flow_control.enabled
-            && lock(&self.wire).sq.uncompleted() > 0
+            && Self::flow_wants_progress(&mut lock(&self.wire))
         {
             self.flow_progress();
         }
@@ -335,6 +337,14 @@ impl Queue {
         }
     }
 
+    /// Files the engine's round for a grant a receive post left to the application's answer
+    /// (`Grant::WithReply`): if the queue has not moved when it comes, the round announces it.
+    pub(super) fn file_grant_round(&self, w: &Wired) {
+        if !self.round_filed.load(Ordering::Relaxed) {
+            self.file_round(w.wire.sq.completed_seq(), ROUND_AFTER);
+        }
+    }
+
     /// How long after its filing the last round look was due.
     fn round_after(&self) -> Duration {
         Duration::from_micros(self.round_after_us.load(Ordering::Relaxed) as u64)
@@ -371,14 +381,19 @@ impl Queue {
     pub(super) fn background_deadline_passed(&self) {
         self.round_filed.store(false, Ordering::Release);
         let seen = self.round_seen.load(Ordering::Relaxed);
-        let Some(w) = self.wire.try_lock() else {
+        let Some(mut w) = self.wire.try_lock() else {
             self.file_round(seen, self.next_while_active());
             return;
         };
         let stuck = w.wire.sq.completed_seq() == seen;
+        // A grant left to an answer that has not come (`Grant::WithReply`), in a queue whose
+        // sends moved since the round was filed.
+        let announce = !stuck && self.rt.flow_control.enabled && Self::flow_wants_progress(&mut w);
         drop(w);
         if stuck {
             self.background_round();
+        } else if announce {
+            self.flow_progress();
         }
         // While nothing moves (a receiver away for long, no credit), the looks thin out, so
         // ten thousand stuck queues do not cost ten million rounds a second; while the

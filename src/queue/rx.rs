@@ -1,6 +1,7 @@
 //! The receive side and completions: posting receive buffers, polling, wake-ups.
 
 use super::*;
+use crate::transport::link::Grant;
 
 impl Queue {
     pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
@@ -67,7 +68,7 @@ impl Queue {
             self.offer_for_placement(&w, b);
             w.rq.post(b);
         }
-        let announce = match w.flow.as_mut() {
+        let mut announce = match w.flow.as_mut() {
             Some(f) => {
                 let refused = bufs.len() - accepted;
                 f.rx_batch_posted(accepted as u64, refused as u64, self.area())
@@ -78,10 +79,21 @@ impl Queue {
                 true
             }),
         };
-        if accepted > 0 && w.round_after_rx_post() {
-            let out = self.link_round(&mut w);
-            drop(w);
-            self.after_round(&out);
+        if accepted > 0 {
+            match w.round_after_rx_post() {
+                Some(Grant::ShipNow) => {
+                    let out = self.link_round(&mut w);
+                    drop(w);
+                    self.after_round(&out);
+                }
+                // No standalone announcement: the application's answer carries the grant.
+                // Should it not come, the engine's round announces it.
+                Some(Grant::WithReply) => {
+                    announce = false;
+                    self.file_grant_round(&w);
+                }
+                Some(Grant::Known) | None => {}
+            }
         }
         (accepted, announce)
     }
@@ -129,7 +141,7 @@ impl Queue {
 
     /// Whether flow control has an announcement due or WRs waiting for credit.
     #[inline(always)]
-    fn flow_wants_progress(w: &mut Wire) -> bool {
+    pub(super) fn flow_wants_progress(w: &mut Wire) -> bool {
         let waiting = w.sq.uncompleted() > 0;
         w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
     }

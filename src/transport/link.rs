@@ -422,14 +422,23 @@ impl Link {
         }
     }
 
-    /// Whether a receive post must run a round to get its grant to the peer: over the network
-    /// our area travels by RMA, and a peer that used all its credit waits for it (over shared
-    /// memory the peer reads our area itself).
+    /// Whether our area holds a grant the peer waits for: over the network our area travels
+    /// by RMA, and a peer that used all its credit waits for it (over shared memory the peer
+    /// reads our area itself).
     #[inline(always)]
     pub fn owes_peer_credit(&self, w: &mut Wire) -> bool {
         match self {
             Link::Shm(_) => false,
             Link::Fabric(l) => l.owes_peer_credit(w),
+        }
+    }
+
+    /// How the grant of a receive post that took buffers reaches the peer.
+    #[inline(always)]
+    pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {
+        match self {
+            Link::Shm(_) => Grant::Known,
+            Link::Fabric(l) => l.grant_at_rx_post(w),
         }
     }
 
@@ -508,6 +517,18 @@ pub enum Backlog {
     LeftSince,
     /// It waits: a packet handed over now would leave with it, together.
     Held,
+}
+
+/// How a grant a receive post made reaches the peer (`Link::grant_at_rx_post`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// The peer has it, or does not wait for it: the usual updates carry it.
+    Known,
+    /// The peer waits for it, and the next SEND of ours carries it: the queue's next round
+    /// ships it if none went by then.
+    WithReply,
+    /// The peer waits for it and nothing else will carry it: a round ships it now.
+    ShipNow,
 }
 
 /// What arming a binding's wake-up fd found.

@@ -4,7 +4,7 @@
 //! moved out and put back around every call that lends the provider both.
 
 use crate::abi::errno::umq_buf_status_t;
-use crate::transport::link::Link;
+use crate::transport::link::{Grant, Link};
 use crate::transport::wire::Wire;
 use std::ops::{Deref, DerefMut};
 
@@ -36,13 +36,18 @@ impl Wired {
         n
     }
 
-    /// Whether a receive post that took buffers must run the link's round at once: a message
-    /// of the peer waits for a buffer, or the peer waits for the grant (`Link::owes_peer_credit`).
+    /// What a receive post that took buffers must do about the link: run its round at once (a
+    /// message of the peer waits for a buffer, or the peer waits for the grant and nothing
+    /// else will carry it), have a round filed (the grant waits for the application's reply,
+    /// `Grant::WithReply`), or nothing (no link, or nothing waits).
     #[inline(always)]
-    pub fn round_after_rx_post(&mut self) -> bool {
+    pub fn round_after_rx_post(&mut self) -> Option<Grant> {
         let Wired { wire, link, .. } = self;
-        link.as_deref()
-            .is_some_and(|l| l.waits_for_rx_buffer() || l.owes_peer_credit(wire))
+        let link = link.as_deref_mut()?;
+        match link.grant_at_rx_post(wire) {
+            _ if link.waits_for_rx_buffer() => Some(Grant::ShipNow),
+            grant => Some(grant),
+        }
     }
 }
 

@@ -26,7 +26,7 @@ mod tx;
 pub mod watch;
 
 use super::LinkError;
-use super::link::{Arm, Backlog};
+use super::link::{Arm, Backlog, Grant};
 use super::progress::Wakeup;
 use super::target;
 use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
@@ -193,6 +193,11 @@ pub struct Link {
     area_sent_at: Stamp,
     /// When we last handed a WR of ours to the sending step.
     wr_sent_at: Stamp,
+    /// A SEND of ours went since the last receive post, and a message of the peer's landed
+    /// since our last SEND: the application answers what it receives, and has not answered
+    /// the last yet (`grant_at_rx_post`).
+    replied: bool,
+    answering: bool,
     /// The peer said it left.
     left: bool,
     /// An operation of ours to the peer failed (its connection is gone): why, and since when
@@ -421,6 +426,8 @@ impl Link {
             area_sent: [0; 3],
             area_sent_at: opened,
             wr_sent_at: opened,
+            replied: false,
+            answering: false,
             left: false,
             unreachable: None,
             liveness,
@@ -477,6 +484,7 @@ impl Link {
         self.check_liveness(n)?;
         let executed = self.rx.executed;
         self.receive(n, w, at, &mut out)?;
+        self.answering |= out.rx_done > 0;
         if self.unreachable.is_some() {
             return self.last_words(n, w, out, self.rx.executed != executed);
         }
@@ -586,6 +594,10 @@ impl Link {
         if self.take_news(n).is_err() {
             return None;
         }
+        // Our answer waits for credit itself, and the peer may wait for this grant to send it.
+        if self.ship_withheld_grant(n, w).is_err() {
+            return None;
+        }
         self.take_landed(n);
         // WRs whose news just came complete first: an RMA that finished but is still in flight
         // in the send queue would make the next WRITE or READ look not alone, and go as a
@@ -676,11 +688,51 @@ impl Link {
     /// post then runs a round at once, which ships it: else a receiver that posts and then
     /// stays away would leave the sender without credit until the progress engine's sweep.)
     pub fn owes_peer_credit(&self, w: &mut Wire) -> bool {
+        let granted = self.our_area.get().snapshot()[1];
         !self.area_in_flight
-            && self.our_area.get().snapshot() != self.area_sent
             && w.flow
                 .as_mut()
-                .is_some_and(|f| f.peer_used_all_known(self.area_sent[1]))
+                .is_some_and(|f| f.peer_waits_for(granted, self.area_sent[1]))
+    }
+
+    /// A grant a receive post left to our answer (`Grant::WithReply`) that the answer did not
+    /// carry: it had an immediate of the application's (a SEND_IMM), or waits for credit
+    /// itself. It is announced through our area, which goes now.
+    pub(super) fn ship_withheld_grant(
+        &mut self,
+        n: &mut Shared,
+        w: &mut Wire,
+    ) -> Result<(), LinkError> {
+        let Some(f) = w.flow.as_mut() else {
+            return Ok(());
+        };
+        if !f.peer_used_all_known(self.area_sent[1]) || !f.wants_standalone() {
+            return Ok(());
+        }
+        f.standalone(self.our_area.get(), &self.peer_area, false);
+        self.ship_area(n, w)
+    }
+
+    /// How a receive post gets a grant to a peer that waits for it. An application that
+    /// sent since its last receive post answers what it receives; if it has not answered the
+    /// last message yet, its answer carries the grant as a piggybacked announcement: one
+    /// message each way of a ping-pong of one buffer, where shipping the area first made two
+    /// (the write, then the answer). Otherwise the grant goes now, as the area (a pure
+    /// receiver, or one that answered before it posted), and so does a grant whose answer
+    /// cannot go for credit (`post_round`).
+    pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {
+        let replied = std::mem::take(&mut self.replied);
+        let peer_waits = w
+            .flow
+            .as_mut()
+            .is_some_and(|f| f.peer_used_all_known(self.area_sent[1]));
+        if peer_waits && replied && self.answering {
+            Grant::WithReply
+        } else if self.owes_peer_credit(w) {
+            Grant::ShipNow
+        } else {
+            Grant::Known
+        }
     }
 
     pub fn forget_in_flight(&mut self) {
