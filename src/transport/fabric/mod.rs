@@ -2360,6 +2360,37 @@ mod tests {
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }
 
+    /// A peer whose area write is on its way when it goes leaves this process running, and the
+    /// write lands. Over tcp UCX carries a put as a message the target answers, and UCX 1.13
+    /// aborts the target's process when that answer cannot go: the UCX engine sends the area
+    /// as a message of its own (`umqu_write`).
+    #[test]
+    fn an_area_write_lands_after_its_writer_has_gone() {
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.area_a.raise_to([16, 40, 3]);
+        p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
+        p.area_a.raise_to([16, 41, 3]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !p.a.area_in_flight {
+            assert!(Instant::now() < deadline, "a never wrote its area");
+            p.round_a().unwrap();
+        }
+        let Pair { a, b, .. } = p;
+        drop(a); // its node's last reference: the node closes, the write still on its way
+        // b writes to the closed connection first, so its answer to a put would find it reset.
+        let (id, peer, to, to_channel) = (b.ch.id, b.peer_addr, b.peer_landing, b.peer_chan);
+        let _ =
+            b.ch.node
+                .lock()
+                .write_area(id, peer, to, to_channel, [1, 2, 3]);
+        std::thread::sleep(Duration::from_millis(20));
+        let landed = || b.ch.node.lock().landed(b.ch.id);
+        while landed() != Some([16, 41, 3]) {
+            assert!(Instant::now() < deadline, "the write never landed");
+            let _ = b.ch.node.lock().progress(b.ch.id);
+        }
+    }
+
     /// One WR of a's, `op` into `remote` (a WRITE of `len` bytes, or a READ of `len` into a
     /// buffer of its own), run to completion with both sides' rounds (b's running only
     /// while `b_runs`); its status, and the WR (the caller frees it).

@@ -188,8 +188,15 @@ struct held {
     unsigned char bytes[];
 };
 
-/* The id our messages go under: the only active message a node's worker handles. */
+/* The ids of our active messages: messages, and writes of a flow-control area (umqu_write). */
 #define MESSAGE_ID 0
+#define AREA_ID 1
+
+/* Where an area write lands: an address inside the region our key `key` names. */
+struct area_hdr {
+    uint64_t addr;
+    uint64_t key;
+};
 
 struct umqu_ep {
     ucp_context_h ctx;
@@ -199,6 +206,7 @@ struct umqu_ep {
     struct sockaddr_storage host; /* the address queues were asked on; family 0 if none */
     socklen_t host_len;
     ucp_mem_h regions[MAX_REGIONS];
+    uint64_t region_base[MAX_REGIONS], region_len[MAX_REGIONS]; /* where each lies */
     void *rkeys[MAX_REGIONS]; /* packed, for our address */
     size_t rkey_lens[MAX_REGIONS];
     int n_regions;
@@ -250,6 +258,7 @@ struct op {
     void *ctx;
     uint64_t len;
     ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
+    struct area_hdr hdr; /* an area write's, which UCP reads until completion */
     int parts;           /* a WRITE's requests still out (its put and its flush) */
     ucs_status_t status; /* the first failure among them */
     struct op *next;     /* the next older WRITE waiting for the same flush */
@@ -301,6 +310,26 @@ static ucs_status_t arrived(void *arg, const void *header, size_t header_len, vo
     memcpy(h->bytes, data, len);
     *e->held_tail = h;
     e->held_tail = &h->next;
+    return UCS_OK;
+}
+
+/* UCP's handler for a peer's write of its flow-control area into our landing words (umqu_write):
+ * copied where it names, if that lies inside the region its key names; else dropped, as a
+ * stranger's or a stale peer's write to memory we never exposed. */
+static ucs_status_t area_arrived(void *arg, const void *header, size_t header_len, void *data,
+                                 size_t len, const ucp_am_recv_param_t *param)
+{
+    struct umqu_ep *e = arg;
+    struct area_hdr h;
+    if (header_len != sizeof(h) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+        return UCS_OK;
+    memcpy(&h, header, sizeof(h));
+    if (h.key >= (uint64_t)e->n_regions)
+        return UCS_OK;
+    uint64_t base = e->region_base[h.key], size = e->region_len[h.key];
+    if (h.addr < base || len > size || h.addr - base > size - len)
+        return UCS_OK;
+    memcpy((void *)(uintptr_t)h.addr, data, len);
     return UCS_OK;
 }
 
@@ -513,6 +542,10 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         .arg = e};
     if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
+    handler.id = AREA_ID;
+    handler.cb = area_arrived;
+    if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
+        return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
     if ((s = U.worker_get_efd(e->worker, &e->event_fd)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_get_efd", s);
     if (wakeable)
@@ -619,6 +652,8 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
         return -code_of(s);
     }
     e->regions[e->n_regions] = m;
+    e->region_base[e->n_regions] = (uint64_t)(uintptr_t)buf;
+    e->region_len[e->n_regions] = len;
     e->rkeys[e->n_regions] = packed;
     e->rkey_lens[e->n_regions] = packed_len;
     *addr = (uint64_t)(uintptr_t)buf;
@@ -661,7 +696,15 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     if (!o)
         return -ENOMEM;
     ucp_request_param_t param = completing(o);
-    return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
+    if (!e->rma_in_software)
+        return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
+    /* Over tcp UCP's put is a message the target answers, and UCX 1.13 aborts the target's
+     * process when that answer cannot go (the initiator closed or died with the put on its way:
+     * "unexpected error: Endpoint timeout" in ucp_put_handler). Our own message needs no answer. */
+    o->hdr = (struct area_hdr){.addr = addr, .key = key};
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    return settle(e, U.am_send_nbx(ep, AREA_ID, &o->hdr, sizeof(o->hdr), buf, len, &param), o);
 }
 
 /* Peers' RMA into the process pool (rma.rs): bit 4, keys are UCP's, packed by the target
