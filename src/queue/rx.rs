@@ -68,7 +68,7 @@ impl Queue {
             self.offer_for_placement(&w, b);
             w.rq.post(b);
         }
-        let mut announce = match w.flow.as_mut() {
+        let announce = match w.flow.as_mut() {
             Some(f) => {
                 let refused = bufs.len() - accepted;
                 f.rx_batch_posted(accepted as u64, refused as u64, self.area())
@@ -79,23 +79,31 @@ impl Queue {
                 true
             }),
         };
-        if accepted > 0 {
-            match w.round_after_rx_post() {
-                Some(Grant::ShipNow) => {
-                    let out = self.link_round(&mut w);
-                    drop(w);
-                    self.after_round(&out);
-                }
-                // No standalone announcement: the application's answer carries the grant.
-                // Should it not come, the engine's round announces it.
-                Some(Grant::WithReply) => {
-                    announce = false;
-                    self.file_grant_round(&w);
-                }
-                Some(Grant::Known) | None => {}
-            }
+        if accepted > 0 && w.rx_post_concerns_link() {
+            return (accepted, self.rx_posted_on_link(w, announce));
         }
         (accepted, announce)
+    }
+
+    /// After a receive post through a link: the round it needs now, or the grant left to the
+    /// application's answer; whether flow control's step should still announce.
+    #[inline(never)]
+    fn rx_posted_on_link(&self, mut w: SpinGuard<'_, Wired>, announce: bool) -> bool {
+        match w.round_after_rx_post() {
+            Grant::ShipNow => {
+                let out = self.link_round(&mut w);
+                drop(w);
+                self.after_round(&out);
+                announce
+            }
+            // No standalone announcement: the application's answer carries the grant. Should
+            // it not come, the engine's round announces it.
+            Grant::WithReply => {
+                self.file_grant_round(&w);
+                false
+            }
+            Grant::Known => announce,
+        }
     }
 
     /// Through a link, a pro-API receive buffer `b` from our shared pool, about to be posted:

@@ -433,6 +433,13 @@ impl Link {
         }
     }
 
+    /// Whether our grants reach the peer as writes or messages of ours (over the network),
+    /// not read by the peer in place (over shared memory).
+    #[inline(always)]
+    pub fn grants_travel(&self) -> bool {
+        matches!(self, Link::Fabric(_))
+    }
+
     /// How the grant of a receive post that took buffers reaches the peer.
     #[inline(always)]
     pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {

@@ -36,17 +36,29 @@ impl Wired {
         n
     }
 
+    /// Whether a receive post that took buffers has something to do about the link
+    /// (`round_after_rx_post`): a message of the peer waits for a buffer, or grants travel as
+    /// messages (over the network).
+    #[inline(always)]
+    pub fn rx_post_concerns_link(&self) -> bool {
+        self.link
+            .as_deref()
+            .is_some_and(|l| l.waits_for_rx_buffer() || l.grants_travel())
+    }
+
     /// What a receive post that took buffers must do about the link: run its round at once (a
     /// message of the peer waits for a buffer, or the peer waits for the grant and nothing
     /// else will carry it), have a round filed (the grant waits for the application's reply,
     /// `Grant::WithReply`), or nothing (no link, or nothing waits).
     #[inline(always)]
-    pub fn round_after_rx_post(&mut self) -> Option<Grant> {
+    pub fn round_after_rx_post(&mut self) -> Grant {
         let Wired { wire, link, .. } = self;
-        let link = link.as_deref_mut()?;
+        let Some(link) = link.as_deref_mut() else {
+            return Grant::Known;
+        };
         match link.grant_at_rx_post(wire) {
-            _ if link.waits_for_rx_buffer() => Some(Grant::ShipNow),
-            grant => Some(grant),
+            _ if link.waits_for_rx_buffer() => Grant::ShipNow,
+            grant => grant,
         }
     }
 }
