@@ -2391,6 +2391,49 @@ mod tests {
         }
     }
 
+    /// Over UCX's tcp a peer's area write is a message of ours, whose bytes are hostile: one
+    /// for memory outside the landing words changes nothing, and the connection carries on.
+    /// (UCP's own put, which it replaced, writes wherever the peer says. Our sender checks the
+    /// key it names; libfabric's tcp checks both, and ends the connection.)
+    #[test]
+    fn a_ucx_area_write_outside_the_landing_words_is_dropped() {
+        if engine() != "ucx" {
+            return;
+        }
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.area_a.raise_to([16, 40, 3]);
+        p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
+        let (id, peer, to, to_channel) =
+            (p.a.ch.id, p.a.peer_addr, p.a.peer_landing, p.a.peer_chan);
+        let region = (node::MAX_CHANNELS * node::SLOT_BYTES) as u64;
+        let hostile = [
+            sys::RemoteKey {
+                addr: to.addr + region,
+                ..to
+            },
+            sys::RemoteKey {
+                addr: u64::MAX - 8,
+                ..to
+            },
+        ];
+        for bad in hostile {
+            let node = p.a.ch.node.clone();
+            while !node
+                .lock()
+                .write_area(id, peer, bad, to_channel, [99, 99, 99])
+                .unwrap()
+            {
+                node.lock().progress(id).unwrap();
+            }
+            p.a.area_in_flight = true;
+            p.rounds_until(|a, _| !a.area_in_flight);
+        }
+        let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+        assert_eq!(landed(&p.b), Some([16, 40, 3]), "a hostile write landed");
+        p.area_a.raise_to([16, 42, 3]);
+        p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
+    }
+
     /// One WR of a's, `op` into `remote` (a WRITE of `len` bytes, or a READ of `len` into a
     /// buffer of its own), run to completion with both sides' rounds (b's running only
     /// while `b_runs`); its status, and the WR (the caller frees it).
