@@ -1,5 +1,6 @@
 //! A ping-pong with flow control and a window of one: each side keeps a single receive buffer
-//! posted (as `fi_pingpong` does), so every message must win its credit back from the reply.
+//! posted (as `fi_pingpong` does), so every message must win its credit back from the reply,
+//! which carries it.
 
 mod support;
 use support::*;
@@ -34,4 +35,18 @@ fn a_window_of_one_ping_pongs() {
         }
     }
     assert_identities(a, b);
+    // Each answer carries the grant of the buffer its sender posted just before, but for a
+    // SEND_IMM, whose immediate is the application's (both sides send one every other round):
+    // its grant goes through the area. b's first grant goes before it answered anything. The
+    // engine's round stands in for an answer that has not come within a millisecond.
+    let slack = 1000 / 20;
+    for (h, first) in [(a, 0), (b, 1)] {
+        let e = ext_stats(h);
+        assert_eq!(e.standalone, 0, "{e:?}");
+        assert!(
+            e.area_only <= 500 + first + slack,
+            "grants went aside: {e:?}"
+        );
+        assert!(e.piggybacked + 500 + first + slack >= 1000, "{e:?}");
+    }
 }

@@ -414,6 +414,18 @@ impl<W: Word> Flow<W> {
     /// The area is written first and either way, so the message is only ever a faster copy of
     /// what the peer can read anyway: a peer that keeps none of our updates' buffers (a July
     /// 2026 program frees them) still gets its credit.
+    /// Announces what is due through our area alone: a grant left to an answer that did not
+    /// carry it (`Answering`). The peer reads it there, or the provider ships it.
+    pub fn announce_in_area(&mut self, mine: &Area) {
+        if !self.announcement_due().standalone {
+            return;
+        }
+        self.take_announcement(false);
+        mine.data_granted
+            .store(self.data_notified, Ordering::Release);
+        self.extra.area_only += 1;
+    }
+
     pub fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64> {
         if !self.announcement_due().standalone {
             return None;
@@ -853,6 +865,7 @@ dispatch! {
         fn commit(&mut self, mine: &Area) -> () = c => ();
         fn undo(&mut self, k: u64) -> () = c => ();
         fn standalone(&mut self, mine: &Area, peer: &Area, can_send: bool) -> Option<u64> = c => None;
+        fn announce_in_area(&mut self, mine: &Area) -> () = c => ();
         fn refresh(&mut self, peer: &Area) -> () = c => ();
         fn on_announcement(&mut self, a: Announcement) -> () = c => ();
         fn take_credit(&mut self, want: u64) -> u64 = c => c.take_credit(want, credit_clock_us());

@@ -162,10 +162,11 @@ impl Queue {
             }
         }
         // Flow control's step when WRs wait for credit, or an announcement is due that no
-        // SEND of ours carried (`Grant::WithReply`).
-        if self.service_link()
-            && self.rt.flow_control.enabled
+        // answer carried (`Answering`): over a link, and to a queue of this process alike.
+        let linked = self.service_link();
+        if self.rt.flow_control.enabled
             && Self::flow_wants_progress(&mut lock(&self.wire))
+            && (linked || self.is_bound())
         {
             self.flow_progress();
         }
@@ -338,7 +339,7 @@ impl Queue {
     }
 
     /// Files the engine's round for a grant a receive post left to the application's answer
-    /// (`Grant::WithReply`): if the queue has not moved when it comes, the round announces it.
+    /// (`Answering`): if no answer carried it by then, the round announces it.
     pub(super) fn file_grant_round(&self, w: &Wired) {
         if !self.round_filed.load(Ordering::Relaxed) {
             self.file_round(w.wire.sq.completed_seq(), ROUND_AFTER);
@@ -386,8 +387,8 @@ impl Queue {
             return;
         };
         let stuck = w.wire.sq.completed_seq() == seen;
-        // A grant left to an answer that has not come (`Grant::WithReply`), in a queue whose
-        // sends moved since the round was filed.
+        // A grant left to an answer that has not come (`Answering`), in a queue whose sends
+        // moved since the round was filed.
         let announce = !stuck && self.rt.flow_control.enabled && Self::flow_wants_progress(&mut w);
         drop(w);
         if stuck {

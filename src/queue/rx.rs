@@ -68,7 +68,7 @@ impl Queue {
             self.offer_for_placement(&w, b);
             w.rq.post(b);
         }
-        let announce = match w.flow.as_mut() {
+        let mut announce = match w.flow.as_mut() {
             Some(f) => {
                 let refused = bufs.len() - accepted;
                 f.rx_batch_posted(accepted as u64, refused as u64, self.area())
@@ -79,10 +79,27 @@ impl Queue {
                 true
             }),
         };
+        // A queue that answers what it receives has its answer carry the grant.
+        if accepted > 0 {
+            let withhold = announce && w.answering.owes_an_answer() && self.may_withhold(&w);
+            w.answering.posted(withhold);
+            if withhold {
+                announce = false;
+                self.file_grant_round(&w);
+            }
+        }
         if accepted > 0 && w.rx_post_concerns_link() {
             return (accepted, self.rx_posted_on_link(w, announce));
         }
         (accepted, announce)
+    }
+
+    /// Whether a receive post may leave its due announcement to the application's answer: the
+    /// window protocol's may; the July 2026 credit requests have no announcements to leave.
+    #[cold]
+    #[inline(never)]
+    fn may_withhold(&self, w: &Wired) -> bool {
+        !matches!(w.flow, Some(FlowState::Credit(_)))
     }
 
     /// After a receive post through a link: the round it needs now, or the grant left to the
@@ -96,12 +113,8 @@ impl Queue {
                 self.after_round(&out);
                 announce
             }
-            // No standalone announcement: the application's answer carries the grant. Should
-            // it not come, the engine's round announces it.
-            Grant::WithReply => {
-                self.file_grant_round(&w);
-                false
-            }
+            // The application's answer carries the grant (`Answering`).
+            Grant::WithReply => false,
             Grant::Known => announce,
         }
     }
@@ -214,7 +227,11 @@ impl Queue {
         }
         if dir != UMQ_IO_TX {
             let take = rx_take(&w.rq, out.len() - n);
-            n += w.rq.take_completions(&mut out[n..n + take]);
+            let took = w.rq.take_completions(&mut out[n..n + take]);
+            if took > 0 {
+                w.answering.took();
+            }
+            n += took;
         }
         // A send poll that skipped the round over a link, or any send poll of a loopback
         // queue (whose peer delivers on post), landed nothing and posted nothing: of what flow

@@ -235,10 +235,15 @@ impl Queue {
             let pro = unsafe { (*wr).pro_mut() };
             if pro.opcode == UMQ_OPC_SEND_IMM {
                 pro.imm_data = crate::flow::user_imm(pro.imm_data);
+                // The immediate is the application's: a grant left to this answer goes aside.
+                if w.answering.withheld() {
+                    f.announce_in_area(self.area());
+                }
             } else if make_carrier(f, wr).is_some() {
                 f.commit(self.area());
                 w.note_carrier();
             }
+            w.answering.sent();
         }
         unsafe { (*wr).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
         w.sq.push(wr);
@@ -353,6 +358,13 @@ impl Queue {
             let carried = admit.piggyback.as_ref().is_some_and(|p| p.index < accepted);
             let credited = admit.settle(f, batch, accepted, self.area());
             let needy = batch.credit_wrs_before(accepted) as usize;
+            if accepted > 0 {
+                // A grant left to these WRs that none carried goes aside.
+                if !carried && mine.answering.withheld() {
+                    f.announce_in_area(self.area());
+                }
+                mine.answering.sent();
+            }
             mine.note_admitted(needy, credited);
             if carried {
                 mine.note_carrier();

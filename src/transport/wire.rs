@@ -52,6 +52,57 @@ pub struct Wire {
     /// To a queue of this process: the packets of our rate-limited message that have landed
     /// at the peer, until its Last (`loopback`).
     pub local_packets: Option<Box<LocalPackets>>,
+    /// Whether the application answers what it receives, and a grant left to its answer.
+    pub answering: Answering,
+}
+
+/// Whether a queue's application answers what it receives: it sent a SEND since its last
+/// receive post, and took a message since that SEND. A receive post whose announcement is due
+/// then leaves it to the answer, which carries it piggybacked: one message each way of a
+/// ping-pong of one buffer, where an update of its own made two, and in-process or over shared
+/// memory a flow-control step at every post (`queue::rx`).
+#[derive(Debug, Default)]
+pub struct Answering {
+    /// `SENT` since the last receive post, and `TOOK` since that SEND.
+    since: u8,
+    withheld: bool,
+}
+
+impl Answering {
+    const SENT: u8 = 1;
+    const TOOK: u8 = 2;
+
+    /// A SEND of the queue's was admitted.
+    #[inline(always)]
+    pub fn sent(&mut self) {
+        self.since = Self::SENT;
+    }
+
+    /// The application took a message.
+    #[inline(always)]
+    pub fn took(&mut self) {
+        self.since |= Self::TOOK;
+    }
+
+    /// Whether the application answers what it receives and has not answered the last yet
+    /// (ask at a receive post, before `posted`).
+    #[inline(always)]
+    pub fn owes_an_answer(&self) -> bool {
+        self.since == Self::SENT | Self::TOOK
+    }
+
+    /// A receive post: `withheld`, whether it left its announcement to the answer.
+    #[inline(always)]
+    pub fn posted(&mut self, withheld: bool) {
+        self.since &= Self::TOOK;
+        self.withheld = withheld;
+    }
+
+    /// Whether the last receive post left its announcement to the answer.
+    #[inline(always)]
+    pub fn withheld(&self) -> bool {
+        self.withheld
+    }
 }
 
 /// A rate-limited message on its way to a queue of this process, packet by packet: what has
@@ -155,6 +206,7 @@ impl Wire {
             arrivals: None,
             departures: None,
             local_packets: None,
+            answering: Answering::default(),
         }
     }
 

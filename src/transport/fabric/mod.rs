@@ -193,11 +193,6 @@ pub struct Link {
     area_sent_at: Stamp,
     /// When we last handed a WR of ours to the sending step.
     wr_sent_at: Stamp,
-    /// A SEND of ours went since the last receive post, and a message of the peer's landed
-    /// since our last SEND: the application answers what it receives, and has not answered
-    /// the last yet (`grant_at_rx_post`).
-    replied: bool,
-    answering: bool,
     /// The peer said it left.
     left: bool,
     /// An operation of ours to the peer failed (its connection is gone): why, and since when
@@ -426,8 +421,6 @@ impl Link {
             area_sent: [0; 3],
             area_sent_at: opened,
             wr_sent_at: opened,
-            replied: false,
-            answering: false,
             left: false,
             unreachable: None,
             liveness,
@@ -484,7 +477,6 @@ impl Link {
         self.check_liveness(n)?;
         let executed = self.rx.executed;
         self.receive(n, w, at, &mut out)?;
-        self.answering |= out.rx_done > 0;
         if self.unreachable.is_some() {
             return self.last_words(n, w, out, self.rx.executed != executed);
         }
@@ -697,36 +689,30 @@ impl Link {
 
     /// A grant a receive post left to our answer (`Grant::WithReply`) that the answer did not
     /// carry: it had an immediate of the application's (a SEND_IMM), or waits for credit
-    /// itself. It is announced through our area, which goes now.
+    /// itself. It goes through our area, which is shipped now.
     pub(super) fn ship_withheld_grant(
         &mut self,
         n: &mut Shared,
         w: &mut Wire,
     ) -> Result<(), LinkError> {
-        let Some(f) = w.flow.as_mut() else {
-            return Ok(());
-        };
-        if !f.peer_used_all_known(self.area_sent[1]) || !f.wants_standalone() {
+        if !w.answering.withheld() {
             return Ok(());
         }
-        f.standalone(self.our_area.get(), &self.peer_area, false);
-        self.ship_area(n, w)
+        if let Some(f) = w.flow.as_mut() {
+            f.announce_in_area(self.our_area.get());
+        }
+        match self.owes_peer_credit(w) {
+            true => self.ship_area(n, w),
+            false => Ok(()),
+        }
     }
 
-    /// How a receive post gets a grant to a peer that waits for it. An application that
-    /// sent since its last receive post answers what it receives; if it has not answered the
-    /// last message yet, its answer carries the grant as a piggybacked announcement: one
-    /// message each way of a ping-pong of one buffer, where shipping the area first made two
-    /// (the write, then the answer). Otherwise the grant goes now, as the area (a pure
-    /// receiver, or one that answered before it posted), and so does a grant whose answer
-    /// cannot go for credit (`post_round`).
+    /// How a receive post gets a grant to a peer that waits for it: left to the application's
+    /// answer (`Answering`), or written now, as the area (a pure receiver, or one that
+    /// answered before it posted). A grant whose answer did not carry it goes ahead of the
+    /// answer (`ship_withheld_grant`).
     pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {
-        let replied = std::mem::take(&mut self.replied);
-        let peer_waits = w
-            .flow
-            .as_mut()
-            .is_some_and(|f| f.peer_used_all_known(self.area_sent[1]));
-        if peer_waits && replied && self.answering {
+        if w.answering.withheld() {
             Grant::WithReply
         } else if self.owes_peer_credit(w) {
             Grant::ShipNow

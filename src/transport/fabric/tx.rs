@@ -755,20 +755,11 @@ impl Carrier for Queuer<'_> {
             status: None,
         });
         self.link.wr_sent_at = self.node.now();
-        if matches!(pro.opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM) {
-            self.link.answered();
-        }
         Handed::AtPeer
     }
 }
 
 impl Link {
-    /// A SEND of ours went (`grant_at_rx_post`).
-    fn answered(&mut self) {
-        self.replied = true;
-        self.answering = false;
-    }
-
     /// The post of one SEND that fits the provider's inject size while nothing of ours is
     /// queued or in flight, UCX's `uct_ep_am_short` way: `admit` (flow control) queues it,
     /// its message (header and payload, copied out at once) goes to the provider here, and it
@@ -827,7 +818,6 @@ impl Link {
         n.ep.inject(&n.tx.scratch, self.peer_addr).ok()?;
         n.said(self.peer, self.ch.id);
         self.wr_sent_at = n.now();
-        self.answered();
         // The WR's sequence number passes as if it had flown: the next one's flight is first.
         self.tx.msg_upto = seq + 1;
         self.tx.flight_base += 1;
