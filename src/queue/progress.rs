@@ -163,11 +163,8 @@ impl Queue {
         }
         // Flow control's step when WRs wait for credit, or an announcement is due that no
         // answer carried (`Answering`): over a link, and to a queue of this process alike.
-        let linked = self.service_link();
-        if self.rt.flow_control.enabled
-            && Self::flow_wants_progress(&mut lock(&self.wire))
-            && (linked || self.is_bound())
-        {
+        self.service_link();
+        if self.rt.flow_control.enabled && Self::flow_wants_progress(&mut lock(&self.wire)) {
             self.flow_progress();
         }
     }

@@ -1,7 +1,6 @@
 //! The receive side and completions: posting receive buffers, polling, wake-ups.
 
 use super::*;
-use crate::transport::link::Grant;
 
 impl Queue {
     pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
@@ -89,7 +88,7 @@ impl Queue {
             }
         }
         if accepted > 0 && w.rx_post_concerns_link() {
-            return (accepted, self.rx_posted_on_link(w, announce));
+            self.rx_posted_on_link(w);
         }
         (accepted, announce)
     }
@@ -102,20 +101,13 @@ impl Queue {
         !matches!(w.flow, Some(FlowState::Credit(_)))
     }
 
-    /// After a receive post through a link: the round it needs now, or the grant left to the
-    /// application's answer; whether flow control's step should still announce.
+    /// After a receive post through a link: the round it needs now, if any.
     #[inline(never)]
-    fn rx_posted_on_link(&self, mut w: SpinGuard<'_, Wired>, announce: bool) -> bool {
-        match w.round_after_rx_post() {
-            Grant::ShipNow => {
-                let out = self.link_round(&mut w);
-                drop(w);
-                self.after_round(&out);
-                announce
-            }
-            // The application's answer carries the grant (`Answering`).
-            Grant::WithReply => false,
-            Grant::Known => announce,
+    fn rx_posted_on_link(&self, mut w: SpinGuard<'_, Wired>) {
+        if w.round_after_rx_post() {
+            let out = self.link_round(&mut w);
+            drop(w);
+            self.after_round(&out);
         }
     }
 

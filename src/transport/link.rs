@@ -440,15 +440,6 @@ impl Link {
         matches!(self, Link::Fabric(_))
     }
 
-    /// How the grant of a receive post that took buffers reaches the peer.
-    #[inline(always)]
-    pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {
-        match self {
-            Link::Shm(_) => Grant::Known,
-            Link::Fabric(l) => l.grant_at_rx_post(w),
-        }
-    }
-
     /// Whether a write of our flow-control area to the peer is on its way (over the network).
     #[inline(always)]
     pub fn area_on_its_way(&self) -> bool {
@@ -524,18 +515,6 @@ pub enum Backlog {
     LeftSince,
     /// It waits: a packet handed over now would leave with it, together.
     Held,
-}
-
-/// How a grant a receive post made reaches the peer (`Link::grant_at_rx_post`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Grant {
-    /// The peer has it, or does not wait for it: the usual updates carry it.
-    Known,
-    /// The peer waits for it, and the next SEND of ours carries it: the queue's next round
-    /// ships it if none went by then.
-    WithReply,
-    /// The peer waits for it and nothing else will carry it: a round ships it now.
-    ShipNow,
 }
 
 /// What arming a binding's wake-up fd found.

@@ -4,7 +4,7 @@
 //! moved out and put back around every call that lends the provider both.
 
 use crate::abi::errno::umq_buf_status_t;
-use crate::transport::link::{Grant, Link};
+use crate::transport::link::Link;
 use crate::transport::wire::Wire;
 use std::ops::{Deref, DerefMut};
 
@@ -46,20 +46,14 @@ impl Wired {
             .is_some_and(|l| l.waits_for_rx_buffer() || l.grants_travel())
     }
 
-    /// What a receive post that took buffers must do about the link: run its round at once (a
-    /// message of the peer waits for a buffer, or the peer waits for the grant and nothing
-    /// else will carry it), have a round filed (the grant waits for the application's reply,
-    /// `Grant::WithReply`), or nothing (no link, or nothing waits).
+    /// Whether a receive post that took buffers must run the link's round at once: a message
+    /// of the peer waits for a buffer, or our area holds a grant the peer waits for
+    /// (`Link::owes_peer_credit`; a grant left to the application's answer is not in it yet).
     #[inline(always)]
-    pub fn round_after_rx_post(&mut self) -> Grant {
+    pub fn round_after_rx_post(&mut self) -> bool {
         let Wired { wire, link, .. } = self;
-        let Some(link) = link.as_deref_mut() else {
-            return Grant::Known;
-        };
-        match link.grant_at_rx_post(wire) {
-            _ if link.waits_for_rx_buffer() => Grant::ShipNow,
-            grant => grant,
-        }
+        link.as_deref()
+            .is_some_and(|l| l.waits_for_rx_buffer() || l.owes_peer_credit(wire))
     }
 }
 

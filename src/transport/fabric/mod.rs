@@ -26,7 +26,7 @@ mod tx;
 pub mod watch;
 
 use super::LinkError;
-use super::link::{Arm, Backlog, Grant};
+use super::link::{Arm, Backlog};
 use super::progress::Wakeup;
 use super::target;
 use super::wire::{Outcome, PacketGate, Receiver, Side, Wire};
@@ -687,7 +687,7 @@ impl Link {
                 .is_some_and(|f| f.peer_waits_for(granted, self.area_sent[1]))
     }
 
-    /// A grant a receive post left to our answer (`Grant::WithReply`) that the answer did not
+    /// A grant a receive post left to our answer (`Answering`) that the answer did not
     /// carry: it had an immediate of the application's (a SEND_IMM), or waits for credit
     /// itself. It goes through our area, which is shipped now.
     pub(super) fn ship_withheld_grant(
@@ -704,20 +704,6 @@ impl Link {
         match self.owes_peer_credit(w) {
             true => self.ship_area(n, w),
             false => Ok(()),
-        }
-    }
-
-    /// How a receive post gets a grant to a peer that waits for it: left to the application's
-    /// answer (`Answering`), or written now, as the area (a pure receiver, or one that
-    /// answered before it posted). A grant whose answer did not carry it goes ahead of the
-    /// answer (`ship_withheld_grant`).
-    pub fn grant_at_rx_post(&mut self, w: &mut Wire) -> Grant {
-        if w.answering.withheld() {
-            Grant::WithReply
-        } else if self.owes_peer_credit(w) {
-            Grant::ShipNow
-        } else {
-            Grant::Known
         }
     }
 
@@ -939,6 +925,22 @@ mod tests {
                 pool: &self.pool,
             };
             self.b.round(&mut self.wb, &at)
+        }
+
+        /// Writes `words` into `to` for channel `to_channel` as a's own area write, and runs
+        /// both sides' rounds until its completion came back.
+        fn write_area_of_a(&mut self, to: RemoteKey, to_channel: ChannelId, words: [u64; 3]) {
+            self.rounds_until(|a, _| !a.area_in_flight);
+            let (id, peer, node) = (self.a.ch.id, self.a.peer_addr, self.a.ch.node.clone());
+            while !node
+                .lock()
+                .write_area(id, peer, to, to_channel, words)
+                .unwrap()
+            {
+                node.lock().progress(id).unwrap();
+            }
+            self.a.area_in_flight = true;
+            self.rounds_until(|a, _| !a.area_in_flight);
         }
 
         /// Both sides' rounds until `done` says so (at most 5 s).
@@ -2319,29 +2321,13 @@ mod tests {
         }
         p.area_a.raise_to([16, 41, 3]);
         p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 41, 3]);
-        // Written as `a`'s own area write, whose completion its rounds take.
-        let write = |p: &mut Pair, to_channel: ChannelId, words: [u64; 3]| {
-            p.rounds_until(|a, _| !a.area_in_flight);
-            let a = &mut p.a;
-            let (id, peer, to) = (a.ch.id, a.peer_addr, a.peer_landing);
-            let node = a.ch.node.clone();
-            while !node
-                .lock()
-                .write_area(id, peer, to, to_channel, words)
-                .unwrap()
-            {
-                node.lock().progress(id).unwrap();
-            }
-            a.area_in_flight = true;
-        };
         let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
-        let earlier = p.b.ch.id - (1 << 32);
-        write(&mut p, earlier, [99, 99, 99]);
-        p.rounds_until(|a, _| !a.area_in_flight);
+        let (earlier, to) = (p.b.ch.id - (1 << 32), p.a.peer_landing);
+        p.write_area_of_a(to, earlier, [99, 99, 99]);
         assert_eq!(landed(&p.b), None, "a write for another generation");
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
         let current = p.b.ch.id;
-        write(&mut p, current, [1, 2, 3]);
+        p.write_area_of_a(to, current, [1, 2, 3]);
         p.rounds_until(|_, b| landed(b) == Some([1, 2, 3]));
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }
@@ -2389,8 +2375,7 @@ mod tests {
         let mut p = Pair::new(false, Duration::from_secs(60));
         p.area_a.raise_to([16, 40, 3]);
         p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
-        let (id, peer, to, to_channel) =
-            (p.a.ch.id, p.a.peer_addr, p.a.peer_landing, p.a.peer_chan);
+        let (to, to_channel) = (p.a.peer_landing, p.a.peer_chan);
         let region = (node::MAX_CHANNELS * node::SLOT_BYTES) as u64;
         let hostile = [
             sys::RemoteKey {
@@ -2403,16 +2388,7 @@ mod tests {
             },
         ];
         for bad in hostile {
-            let node = p.a.ch.node.clone();
-            while !node
-                .lock()
-                .write_area(id, peer, bad, to_channel, [99, 99, 99])
-                .unwrap()
-            {
-                node.lock().progress(id).unwrap();
-            }
-            p.a.area_in_flight = true;
-            p.rounds_until(|a, _| !a.area_in_flight);
+            p.write_area_of_a(bad, to_channel, [99, 99, 99]);
         }
         let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
         assert_eq!(landed(&p.b), Some([16, 40, 3]), "a hostile write landed");
