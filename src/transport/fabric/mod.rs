@@ -1158,7 +1158,7 @@ mod tests {
         );
         // Bind info carries at most 128 bytes of a node's address.
         assert!(
-            u.starts_with(b"UCX1") && u.len() <= 128,
+            u.starts_with(b"UCX2") && u.len() <= 128,
             "{} bytes",
             u.len()
         );
@@ -1180,16 +1180,17 @@ mod tests {
         }
         let ep = &ucx.lock().ep;
         // Cut short anywhere inside its keys, a key count past what fits, a key running past
-        // the end: refused before UCX reads a byte of it.
-        let keys_end = 5 + (0..u[4] as usize).fold(0, |at, _| at + 1 + u[5 + at] as usize);
+        // the end: refused before UCX reads a byte of it. (After the magic: a flags byte, the
+        // count of keys, each key behind its length byte.)
+        let keys_end = 6 + (0..u[5] as usize).fold(0, |at, _| at + 1 + u[6 + at] as usize);
         for cut in 4..=keys_end {
             assert!(ep.connect(&u[..cut]).is_err(), "accepted {cut} bytes");
         }
         let mut many = u.clone();
-        many[4] = 9;
+        many[5] = 9;
         assert!(ep.connect(&many).is_err());
         let mut long_key = u.clone();
-        long_key[5] = 255;
+        long_key[6] = 255;
         assert!(ep.connect(&long_key[..keys_end + 4]).is_err());
         assert!(ep.connect(&u).is_ok(), "its whole address");
     }
@@ -1251,6 +1252,94 @@ mod tests {
             if let Ok(k) = ep.unpack_key(me, &nonsense) {
                 ep.drop_key(k);
             }
+        }
+        ep.unexpose(reg);
+    }
+
+    /// Over UCX's tcp a WRITE or READ is a carried operation (`ucx.c`, `carry`), which its
+    /// target checks: under the key it exposed, the bytes are placed or read; under a forged
+    /// secret, outside the exposed bytes, or under an exposure withdrawn while the operation
+    /// was on its way (a buffer freed concurrently), it is refused, no byte moves either way,
+    /// and the connection carries on. The withdrawn key stays refused once its slot is reused.
+    #[test]
+    fn ucx_carried_rma_is_checked_by_its_target_and_refused_once_withdrawn() {
+        if engine() != "ucx" {
+            return;
+        }
+        let node = Node::open(sys::UCX_ENGINE, Some("127.0.0.1"), false).expect("ucx");
+        let n = node.lock();
+        let ep = &n.ep;
+        if !ep.rma_in_software() {
+            eprintln!("skipped: UCX_TLS names transports beside tcp: WRITE and READ are UCP's");
+            return;
+        }
+        assert!(ep.packs_keys());
+        let mut memory = vec![7u8; 4096];
+        let at = memory.as_mut_ptr();
+        let target = || unsafe { std::slice::from_raw_parts(at, 4096) }.to_vec();
+        let mut packed = Vec::new();
+        let reg = unsafe { ep.expose_packed(at, 4096, &mut packed) }.unwrap();
+        let me = ep.connect(ep.name()).expect("a node reaches itself");
+        let key = ep.unpack_key(me, &packed).unwrap();
+        let start = |op, buf: &mut [u8], addr: u64, key: u64| {
+            let remote = sys::RemoteKey { addr, key };
+            unsafe { ep.rma((op, false), buf.as_mut_ptr(), buf.len(), me, remote, 0x70) }.unwrap()
+        };
+        let finish = || {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let mut cqes = [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16];
+                if let Some(c) = ep
+                    .poll(&mut cqes)
+                    .unwrap()
+                    .iter()
+                    .find(|c| c.ctx as usize == 0x70)
+                {
+                    return c.err;
+                }
+                assert!(Instant::now() < deadline, "no completion within 5 s");
+            }
+        };
+        let run = |op, buf: &mut [u8], addr: u64, key: u64| {
+            start(op, buf, addr, key);
+            finish()
+        };
+        let base = at as u64;
+        assert_eq!(run(sys::Rma::Write, &mut [1; 64], base + 100, key), 0);
+        let mut placed = [7u8; 4096];
+        placed[100..164].fill(1);
+        assert_eq!(target(), placed);
+        let mut back = [0u8; 128];
+        assert_eq!(run(sys::Rma::Read, &mut back, base + 64, key), 0);
+        assert_eq!(back[..], placed[64..192]);
+        let mut forged = packed.clone();
+        *forged.last_mut().unwrap() ^= 1;
+        let forged = ep.unpack_key(me, &forged).unwrap();
+        for (addr, key, what) in [
+            (base, forged, "a forged secret"),
+            (base + 4096 - 32, key, "past the end"),
+            (base - 1, key, "before the start"),
+        ] {
+            assert_ne!(run(sys::Rma::Write, &mut [2; 64], addr, key), 0, "{what}");
+            let mut read = [9u8; 64];
+            assert_ne!(run(sys::Rma::Read, &mut read, addr, key), 0, "{what}");
+            assert_eq!(read, [9; 64], "{what}: bytes read");
+        }
+        assert_eq!(target(), placed, "a refused WRITE wrote");
+        // Posted, then the exposure goes before the target runs the operation.
+        start(sys::Rma::Write, &mut [3; 64], base, key);
+        ep.unexpose(reg);
+        assert_ne!(finish(), 0, "a WRITE under a withdrawn exposure");
+        assert_eq!(target(), placed);
+        // The slot serves a new exposure, under a new secret: the old key stays refused.
+        let reg = unsafe { ep.expose_packed(at, 4096, &mut packed) }.unwrap();
+        let renewed = ep.unpack_key(me, &packed).unwrap();
+        assert_ne!(run(sys::Rma::Write, &mut [4; 64], base, key), 0);
+        assert_eq!(run(sys::Rma::Write, &mut [5; 64], base, renewed), 0);
+        placed[..64].fill(5);
+        assert_eq!(target(), placed);
+        for k in [key, forged, renewed] {
+            ep.drop_key(k);
         }
         ep.unexpose(reg);
     }
@@ -2373,6 +2462,10 @@ mod tests {
             return;
         }
         let mut p = Pair::new(false, Duration::from_secs(60));
+        if !p.a.ch.node.lock().ep.rma_in_software() {
+            eprintln!("skipped: UCX_TLS names transports beside tcp: the area goes by UCP's put");
+            return;
+        }
         p.area_a.raise_to([16, 40, 3]);
         p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
         let (to, to_channel) = (p.a.peer_landing, p.a.peer_chan);
@@ -2394,6 +2487,73 @@ mod tests {
         assert_eq!(landed(&p.b), Some([16, 40, 3]), "a hostile write landed");
         p.area_a.raise_to([16, 42, 3]);
         p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
+    }
+
+    unsafe extern "C" {
+        /// `ucx.c`: a stranger's UCP, RMA on, puts and then gets `len` bytes at `addr` in the
+        /// node named `name`, `serve(arg)` running the node; 1 when either did not complete.
+        fn umqu_stranger_rma(
+            name: *const u8,
+            name_len: usize,
+            addr: u64,
+            buf: *mut u8,
+            len: usize,
+            serve: extern "C" fn(*mut std::ffi::c_void),
+            arg: *mut std::ffi::c_void,
+            spins: i32,
+        ) -> i32;
+    }
+
+    /// Runs the node at `arg` (a `Node`): its provider's progress and completions.
+    extern "C" fn serve_node(arg: *mut std::ffi::c_void) {
+        let node = unsafe { &*(arg as *const Node) };
+        let _ = node
+            .lock()
+            .ep
+            .poll(&mut [const { std::mem::MaybeUninit::<sys::Cqe>::uninit() }; 16]);
+    }
+
+    /// Over UCX's tcp a stranger speaking UCP itself, RMA on, gets nothing done in a node:
+    /// UCP's software put and get, which write and read wherever they name (tcp's keys are
+    /// empty), are not installed where our context does no RMA, and our own WRITEs and READs
+    /// are carried operations whose keys we check. The stranger's put into b's exposed buffer
+    /// and its get from it never complete; the buffer keeps its bytes, the stranger's buffer
+    /// gets none of b's, and the binding carries on. (With UCP's RMA on, as before, the put
+    /// wrote and the get read.)
+    #[test]
+    fn a_strangers_ucp_put_and_get_are_not_run_over_tcp() {
+        if engine() != "ucx" {
+            return;
+        }
+        let (mut p, target, remote) = pair_with_exposed_target();
+        if !p.b.ch.node.lock().ep.rma_in_software() {
+            eprintln!("skipped: UCX_TLS names transports beside tcp, and UCP's RMA runs");
+            p.pool.free_one(target).unwrap();
+            return;
+        }
+        write_run_by_b(&mut p, remote);
+        let bytes = |at: u64| unsafe { std::slice::from_raw_parts(at as *const u8, 64) }.to_vec();
+        let before = bytes(remote.addr);
+        let mut theirs = [0xa5u8; 64];
+        let name = p.b.ch.node.name().to_vec();
+        let node = Arc::as_ptr(&p.b.ch.node) as *mut std::ffi::c_void;
+        let rc = unsafe {
+            umqu_stranger_rma(
+                name.as_ptr(),
+                name.len(),
+                remote.addr,
+                theirs.as_mut_ptr(),
+                64,
+                serve_node,
+                node,
+                20_000,
+            )
+        };
+        assert_eq!(rc, 1, "the stranger's put and get both completed");
+        assert_eq!(bytes(remote.addr), before, "the stranger's put wrote");
+        assert_eq!(theirs, [0xa5; 64], "the stranger's get read");
+        write_run_by_b(&mut p, remote);
+        p.pool.free_one(target).unwrap();
     }
 
     /// One WR of a's, `op` into `remote` (a WRITE of `len` bytes, or a READ of `len` into a

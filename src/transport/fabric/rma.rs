@@ -11,9 +11,10 @@
 //! no peer reaches are never registered: the cost (a few hundred bytes a slot in the provider)
 //! follows what peers use, not the pool. This needs a provider that takes keys of our choosing
 //! and no registration of our own buffers (`tcp`; verbs picks its own keys, and its WRITEs and
-//! READs keep going as messages), or UCX's engine, whose keys are its own: each slot's is
-//! packed (`PackedKeys`) and crosses behind the completion that teaches the chunk, and the
-//! initiator's node unpacks it. Chunks of a queue's shared pool are not exposed: they leave
+//! READs keep going as messages), or UCX's engine, whose keys are its own (UCP's on an RDMA
+//! NIC, elsewhere entries of the engine's table, which its carried operations check): each
+//! slot's is packed (`PackedKeys`) and crosses behind the completion that teaches the chunk,
+//! and the initiator's node unpacks it. Chunks of a queue's shared pool are not exposed: they leave
 //! with their queue, and a key that no longer exists, once named, makes libfabric's tcp close
 //! the connection, which every binding between the two processes shares.
 //!

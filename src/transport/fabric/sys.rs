@@ -120,7 +120,7 @@ pub const UCX_ENGINE: &str = "ucx";
 pub const NOTSENT_LOWAT_DEFAULT: u32 = 65536;
 
 /// The first bytes of a UCX engine's address (`ucx.c`): a libfabric endpoint refuses it.
-const UCX_MAGIC: &[u8] = b"UCX1";
+const UCX_MAGIC: &[u8] = b"UCX2";
 /// The first bytes of the address of a libfabric endpoint of connections (`shim.c`, `struct
 /// conns`: tcp's own endpoints), before its listener's socket address.
 const CONNS_MAGIC: &[u8] = b"OFM1";

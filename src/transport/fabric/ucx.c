@@ -31,11 +31,13 @@ struct umqu_ep;
 
 #ifdef UMQ_HAVE_UCX
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
@@ -143,12 +145,15 @@ static int code_of(ucs_status_t s)
     case UCS_ERR_CONNECTION_RESET: return ECONNRESET;
     case UCS_ERR_ENDPOINT_TIMEOUT: return ETIMEDOUT;
     case UCS_ERR_UNREACHABLE: return EHOSTUNREACH;
+    case UCS_ERR_REJECTED: return EACCES;
     default: return EIO;
     }
 }
 
 /* Our address starts with these four bytes, so neither engine takes the other's for its own. */
-static const char MAGIC[4] = {'U', 'C', 'X', '1'};
+static const char MAGIC[4] = {'U', 'C', 'X', '2'};
+/* In our address's flags byte: our UCP context runs UCP's RMA (on a NIC only: rma_on_nic). */
+#define TAKES_PUTS 1
 #define MAX_REGIONS 8
 #define MAX_RKEY 255
 /* A packed key a peer sends is at most MAX_RKEY bytes long (rma.rs sends up to 255), and UCP
@@ -169,6 +174,7 @@ struct peer {
     ucp_ep_h ep;
     ucp_rkey_h rkeys[MAX_REGIONS];
     int n_rkeys;
+    int takes_puts; /* its address says its UCP runs our puts (TAKES_PUTS) */
     ucs_status_t failed; /* UCS_OK while the connection lives */
     struct op *unflushed; /* WRITEs put since the last flush, newest first */
     int n_unflushed;
@@ -188,14 +194,95 @@ struct held {
     unsigned char bytes[];
 };
 
-/* The ids of our active messages: messages, and writes of a flow-control area (umqu_write). */
+/* The ids of our active messages: messages, writes of a flow-control area (umqu_write), and
+ * without a NIC the one-sided operations we carry ourselves (umqu_rma): a WRITE, a READ, and the
+ * target's answer to either. */
 #define MESSAGE_ID 0
 #define AREA_ID 1
+#define CARRIED_WRITE_ID 2
+#define CARRIED_READ_ID 3
+#define CARRIED_ANSWER_ID 4
 
 /* Where an area write lands: an address inside the region our key `key` names. */
 struct area_hdr {
     uint64_t addr;
     uint64_t key;
+};
+
+/* Pointers by slot, the free slots kept for reuse: slots_take files one, slots_give_back ends
+ * it, slots_at finds it (NULL for a free slot or one never taken). */
+struct slots {
+    void **at;
+    uint32_t *free;
+    size_t len, cap, n_free;
+};
+
+static int slots_take(struct slots *t, void *p, uint32_t *slot)
+{
+    if (!t->n_free && t->len == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        void **at = realloc(t->at, cap * sizeof(*at));
+        uint32_t *f = at ? realloc(t->free, cap * sizeof(*f)) : NULL;
+        if (at)
+            t->at = at;
+        if (!f)
+            return -ENOMEM;
+        t->free = f;
+        t->cap = cap;
+    }
+    *slot = t->n_free ? t->free[--t->n_free] : (uint32_t)t->len++;
+    t->at[*slot] = p;
+    return 0;
+}
+
+static void slots_give_back(struct slots *t, uint32_t slot)
+{
+    t->at[slot] = NULL;
+    t->free[t->n_free++] = slot;
+}
+
+static void *slots_at(const struct slots *t, uint64_t slot)
+{
+    return slot < t->len ? t->at[slot] : NULL;
+}
+
+static void slots_free(struct slots *t)
+{
+    free(t->at);
+    free(t->free);
+}
+
+/* Memory exposed for the peers' WRITEs and READs (umqu_expose_packed): UCP's mapping, or where
+ * UCP carries no RMA of ours (tcp), an entry of our table, found by `slot` and checked by a
+ * random `secret` (a packed key: CARRIED_MAGIC, slot, secret). */
+struct exposed {
+    ucp_context_h ctx;
+    ucp_mem_h mem; /* NULL: an entry of e's table */
+    struct umqu_ep *e;
+    uint32_t slot;
+    uint64_t secret, base, len;
+};
+
+static const char CARRIED_MAGIC[4] = {'U', 'M', 'Q', 'K'};
+/* A packed key of our table: CARRIED_MAGIC, then the slot and the secret, 64 bits each. */
+#define CARRIED_KEY_LEN (sizeof(CARRIED_MAGIC) + 2 * sizeof(uint64_t))
+
+/* A peer's key, unpacked (umqu_unpack_key): UCP's, or one of our table's at the peer. */
+struct remote_key {
+    ucp_rkey_h ucp; /* NULL: `slot` and `secret` name an entry of the peer's table */
+    uint64_t slot, secret;
+};
+
+/* A carried WRITE's or READ's header: where, under which entry of the target's table, and the
+ * initiator's handle for the answer (`struct carried_answer`). */
+struct carried_hdr {
+    uint64_t addr, len, slot, secret, op;
+};
+
+/* The target's answer: the operation's handle and whether it was done (a READ's bytes follow). */
+struct carried_answer {
+    uint64_t op;
+    uint64_t refused;
 };
 
 struct umqu_ep {
@@ -218,9 +305,13 @@ struct umqu_ep {
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
-    int rma_in_software; /* over tcp alone: UCP carries RMA as active messages */
+    int rma_in_software; /* UCP's RMA would be software (rma_on_nic): it runs none, ours are
+                          * carried operations (`carry`) */
     uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
     size_t n_to_flush, cap_to_flush;
+    struct slots table;    /* memory exposed to carried operations (struct exposed) */
+    struct slots awaiting; /* carried operations waiting for their answer (struct op) */
+    uint32_t op_generation; /* the high half of the next carried operation's handle */
     char provider[64];
 };
 
@@ -258,10 +349,18 @@ struct op {
     void *ctx;
     uint64_t len;
     ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
-    struct area_hdr hdr; /* an area write's, which UCP reads until completion */
-    int parts;           /* a WRITE's requests still out (its put and its flush) */
+    union {
+        struct area_hdr hdr;        /* an area write's, which UCP reads until completion */
+        struct carried_hdr carried; /* a carried WRITE's or READ's, likewise */
+    };
+    int parts;           /* a WRITE's requests still out (its put and its flush), or a carried
+                          * operation's parts (its send, its answer) */
     ucs_status_t status; /* the first failure among them */
     struct op *next;     /* the next older WRITE waiting for the same flush */
+    ucp_ep_h to;         /* a carried operation's: the peer that answers */
+    void *read_into;     /* a carried READ's buffer; NULL for a WRITE */
+    uint32_t slot;       /* a carried operation's in `awaiting`, while it waits */
+    int waits;           /* it waits for its answer */
 };
 
 static void sent(void *request, ucs_status_t status, void *user_data)
@@ -346,6 +445,8 @@ static void take_held(struct umqu_ep *e)
     }
 }
 
+static void fail_awaiting(struct umqu_ep *e, ucp_ep_h ep, ucs_status_t status);
+
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     struct peer *p = NULL;
@@ -355,6 +456,7 @@ static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
             p = &e->peers[i];
     if (p)
         p->failed = status;
+    fail_awaiting(e, ep, status);
 }
 
 /* Where an operation stands as it returns: done now (its completion appended), handed to UCP
@@ -478,8 +580,48 @@ static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
     return s;
 }
 
+/* Whether the transport list (UCX_TLS) may name an RDMA transport: "all", an exclusion list
+ * ("^tcp"), or an InfiniBand one (rc, dc, ud and their kin, "ib"). */
+static int names_rdma(const char *tls)
+{
+    if (tls[0] == '^')
+        return 1;
+    char list[256];
+    snprintf(list, sizeof(list), "%s", tls);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (!strcmp(t, "all") || !strncmp(t, "rc", 2) || !strncmp(t, "dc", 2) ||
+            !strncmp(t, "ud", 2) || !strcmp(t, "ib"))
+            return 1;
+    return 0;
+}
+
+/* Whether UCP's RMA can run on a NIC: UCX_TLS names an RDMA transport and the host has an RDMA
+ * device. Elsewhere UCP's RMA is software over tcp (`UCX_TLS=all` between processes of one
+ * host too): handlers that write and read where a peer names, and abort the process when
+ * their answer cannot go, so the context runs none (`umqu_open`) and ours are carried. */
+static int rma_on_nic(const char *tls)
+{
+    if (!tls || !names_rdma(tls))
+        return 0;
+    DIR *d = opendir("/sys/class/infiniband");
+    if (!d)
+        return 0;
+    int found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));)
+        found = de->d_name[0] != '.';
+    closedir(d);
+    return found;
+}
+
 void umqu_close(struct umqu_ep *e);
 static void flush_writes(struct umqu_ep *e);
+static ucs_status_t carried_write_arrived(void *, const void *, size_t, void *, size_t,
+                                          const ucp_am_recv_param_t *);
+static ucs_status_t carried_read_arrived(void *, const void *, size_t, void *, size_t,
+                                         const ucp_am_recv_param_t *);
+static ucs_status_t carried_answered(void *, const void *, size_t, void *, size_t,
+                                     const ucp_am_recv_param_t *);
 
 static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_status_t s)
 {
@@ -517,11 +659,17 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     if (s != UCS_OK)
         return fail(e, why, n, "ucp_config_read", s);
     s = configure(e, cfg);
+    const char *tls = getenv("UCX_TLS");
+    e->rma_in_software = !rma_on_nic(tls);
     /* Every worker has its event fd, wakeable or not: the progress thread watches it while a
-     * peer's long WRs arrive for a process that is not calling in (`umqu_arm_watch`). */
+     * peer's long WRs arrive for a process that is not calling in (`umqu_arm_watch`). Where
+     * UCP's RMA would be software (rma_on_nic) the context does none: UCP's handlers, which
+     * write and read wherever a peer names, are then not installed, and a peer's put or get is
+     * dropped (our own WRITEs and READs are carried as messages we check: `carry`). */
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
+                    (e->rma_in_software ? 0 : UCP_FEATURE_RMA)};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
     U.config_release(cfg);
@@ -542,18 +690,25 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         .arg = e};
     if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
-    handler.id = AREA_ID;
-    handler.cb = area_arrived;
-    if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
-        return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
+    static const struct {
+        unsigned id;
+        ucp_am_recv_callback_t cb;
+    } ours[] = {{AREA_ID, area_arrived},
+                {CARRIED_WRITE_ID, carried_write_arrived},
+                {CARRIED_READ_ID, carried_read_arrived},
+                {CARRIED_ANSWER_ID, carried_answered}};
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        handler.id = ours[i].id;
+        handler.cb = ours[i].cb;
+        if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
+            return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
+    }
     if ((s = U.worker_get_efd(e->worker, &e->event_fd)) != UCS_OK)
         return fail(e, why, n, "ucp_worker_get_efd", s);
     if (wakeable)
         e->wait_fd = e->event_fd;
     unsigned major, minor, release;
     U.get_version(&major, &minor, &release);
-    const char *tls = getenv("UCX_TLS");
-    e->rma_in_software = !tls || !strcmp(tls, "tcp");
     snprintf(e->provider, sizeof(e->provider), "ucx %u.%u.%u (%s)", major, minor, release,
              tls ? tls : "tcp");
     *out = e;
@@ -588,6 +743,10 @@ void umqu_close(struct umqu_ep *e)
         U.worker_destroy(e->worker);
     if (e->ctx)
         U.cleanup(e->ctx);
+    for (size_t i = 0; i < e->awaiting.len; i++)
+        free(e->awaiting.at[i]); /* their peers are gone: no answer comes */
+    slots_free(&e->awaiting);
+    slots_free(&e->table);
     while (e->held) {
         struct held *h = e->held;
         e->held = h->next;
@@ -696,21 +855,23 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     if (!o)
         return -ENOMEM;
     ucp_request_param_t param = completing(o);
-    if (!e->rma_in_software)
+    if (!e->rma_in_software && p->takes_puts)
         return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
     /* Over tcp UCP's put is a message the target answers, and UCX 1.13 aborts the target's
      * process when that answer cannot go (the initiator closed or died with the put on its way:
-     * "unexpected error: Endpoint timeout" in ucp_put_handler). Our own message needs no answer. */
+     * "unexpected error: Endpoint timeout" in ucp_put_handler); and a target without a NIC runs no
+     * put at all (`umqu_open`). Our own message needs no answer. */
     o->hdr = (struct area_hdr){.addr = addr, .key = key};
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     return settle(e, U.am_send_nbx(ep, AREA_ID, &o->hdr, sizeof(o->hdr), buf, len, &param), o);
 }
 
-/* Peers' RMA into the process pool (rma.rs): bit 4, keys are UCP's, packed by the target
- * (umqu_expose_packed) and sent to the initiator, which unpacks them (umqu_unpack_key); bit 2,
- * a peer names our memory by its virtual address; bit 8, RMA is carried in software, as
- * messages the target's progress runs (tcp has no RMA lanes: `ucx_info -e -u ra`). */
+/* Peers' RMA into the process pool (rma.rs): bit 4, keys are packed by the target
+ * (umqu_expose_packed: UCP's, or without a NIC entries of our table) and sent to the initiator, which
+ * unpacks them (umqu_unpack_key); bit 2, a peer names our memory by its virtual address; bit 8,
+ * RMA is carried in software, as messages the target's progress runs (tcp has no RMA lanes:
+ * `ucx_info -e -u ra`; ours are carried operations, `carry`). */
 int umqu_rma_keyed(const struct umqu_ep *e)
 {
     return (e->rma_in_software ? 8 : 0) | 4 | 2 | 1;
@@ -722,21 +883,43 @@ int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, vo
     return -ENOSYS;
 }
 
-/* A region mapped for the peers' RMA: unmapping needs the context it was mapped in. */
-struct exposed {
-    ucp_context_h ctx;
-    ucp_mem_h mem;
-};
+/* Enters `x` in the table of memory exposed to carried operations, under a fresh secret. */
+static int enter(struct umqu_ep *e, struct exposed *x)
+{
+    if (getrandom(&x->secret, sizeof(x->secret), 0) != (ssize_t)sizeof(x->secret))
+        return -EIO;
+    return slots_take(&e->table, x, &x->slot);
+}
 
-/* Maps `len` bytes at `buf` for the peers' RMA reads and writes; *mr is the mapping, for
+/* Exposes `len` bytes at `buf` for the peers' RMA reads and writes; *mr is the exposure, for
  * umqu_unexpose, and `packed` (room for *packed_len bytes) gets the key a peer unpacks, its
- * length in *packed_len. -ENOSPC when the key does not fit. */
+ * length in *packed_len. -ENOSPC when the key does not fit. Where UCP carries no RMA of ours
+ * (tcp) the key is an entry of our table, which our handlers check (carried_target): UCP's own
+ * software RMA checks no key (docs/TRANSPORTS.md, "Trust"). */
 int umqu_expose_packed(struct umqu_ep *e, void *buf, size_t len, void **mr, void *packed,
                        size_t *packed_len)
 {
-    struct exposed *x = malloc(sizeof(*x));
+    struct exposed *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
+    x->e = e;
+    x->base = (uint64_t)(uintptr_t)buf;
+    x->len = len;
+    if (e->rma_in_software) {
+        int rc = *packed_len < CARRIED_KEY_LEN ? -ENOSPC : enter(e, x);
+        if (rc) {
+            free(x);
+            return rc;
+        }
+        uint8_t *out = packed;
+        memcpy(out, CARRIED_MAGIC, sizeof(CARRIED_MAGIC));
+        uint64_t slot = x->slot;
+        memcpy(out + sizeof(CARRIED_MAGIC), &slot, sizeof(slot));
+        memcpy(out + sizeof(CARRIED_MAGIC) + sizeof(slot), &x->secret, sizeof(x->secret));
+        *packed_len = CARRIED_KEY_LEN;
+        *mr = x;
+        return 0;
+    }
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
         .address = buf,
@@ -766,18 +949,24 @@ int umqu_expose_packed(struct umqu_ep *e, void *buf, size_t len, void **mr, void
     return 0;
 }
 
-/* Ends a mapping of umqu_expose_packed. Over an RDMA NIC a peer's operation under its key fails
- * from now; UCX's tcp checks no key (docs/TRANSPORTS.md, "Trust"). */
+/* Ends an exposure of umqu_expose_packed. A carried operation under its key is refused from
+ * now (its slot's next entry has another secret); over an RDMA NIC so is a peer's RMA. */
 int umqu_unexpose(void *mr)
 {
     struct exposed *x = mr;
-    ucs_status_t s = U.mem_unmap(x->ctx, x->mem);
+    ucs_status_t s = UCS_OK;
+    if (x->mem) {
+        s = U.mem_unmap(x->ctx, x->mem);
+    } else {
+        slots_give_back(&x->e->table, x->slot);
+    }
     free(x);
     return -code_of(s);
 }
 
 /* A key the peer packed, unpacked for our operations to it: *key, until umqu_drop_key. The
- * bytes are the peer's, so hostile. */
+ * bytes are the peer's, so hostile. A key of the peer's table is taken as it is (the peer
+ * checks it); one of UCP's only where our UCP context does RMA (on a NIC). */
 int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t len,
                     uint64_t *key)
 {
@@ -785,27 +974,47 @@ int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t
     ucp_ep_h ep = reach(e, peer, &rc);
     if (!ep)
         return rc;
+    if (len == 0 || len > MAX_RKEY)
+        return -EINVAL;
+    struct remote_key *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    const uint8_t *in = packed;
+    if (len == CARRIED_KEY_LEN && !memcmp(in, CARRIED_MAGIC, sizeof(CARRIED_MAGIC))) {
+        memcpy(&k->slot, in + sizeof(CARRIED_MAGIC), sizeof(k->slot));
+        memcpy(&k->secret, in + sizeof(CARRIED_MAGIC) + sizeof(k->slot), sizeof(k->secret));
+        *key = (uint64_t)(uintptr_t)k;
+        return 0;
+    }
+    if (e->rma_in_software) {
+        free(k);
+        return -ENOSYS;
+    }
     /* ucp_ep_rkey_unpack takes no length: it reads a map of memory domains, then a length
      * byte and a key for each, as the bytes say. So it reads a copy, zeroed past the peer's
      * bytes as far as any map could make it read. */
-    if (len == 0 || len > MAX_RKEY)
-        return -EINVAL;
     unsigned char *copy = calloc(1, MAX_RKEY + UNPACK_SLACK);
-    if (!copy)
+    if (!copy) {
+        free(k);
         return -ENOMEM;
+    }
     memcpy(copy, packed, len);
-    ucp_rkey_h k;
-    ucs_status_t s = U.ep_rkey_unpack(ep, copy, &k);
+    ucs_status_t s = U.ep_rkey_unpack(ep, copy, &k->ucp);
     free(copy);
-    if (s != UCS_OK)
+    if (s != UCS_OK) {
+        free(k);
         return -code_of(s);
+    }
     *key = (uint64_t)(uintptr_t)k;
     return 0;
 }
 
 void umqu_drop_key(uint64_t key)
 {
-    U.rkey_destroy((ucp_rkey_h)(uintptr_t)key);
+    struct remote_key *k = (struct remote_key *)(uintptr_t)key;
+    if (k->ucp)
+        U.rkey_destroy(k->ucp);
+    free(k);
 }
 
 static void flush_peer(struct peer *p);
@@ -906,14 +1115,233 @@ static void flush_writes(struct umqu_ep *e)
     e->n_to_flush = 0;
 }
 
+/* Carried operations. Without a NIC UCP's own RMA is software too: a message the target's UCP runs,
+ * writing or reading wherever it names without checking a key, and aborting the target's
+ * process when its answer cannot go. So a WRITE or READ there is a message of ours: the target's
+ * handler checks the key against its table and the bytes against the exposed memory, does it or
+ * refuses, and answers; the answer completes the operation, a WRITE's once its bytes are placed
+ * (FI_DELIVERY_COMPLETE). An operation waits for its answer in `awaiting`, under a handle (its
+ * slot and a generation) that the answer names, and only the peer it went to may answer it. */
+
+/* A carried operation's or answer's send: eager, naming us for the answer, completed by `cb`
+ * with `user_data`. */
+static ucp_request_param_t carried_send(ucp_send_nbx_callback_t cb, void *user_data)
+{
+    return (ucp_request_param_t){.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA |
+                                                 UCP_OP_ATTR_FIELD_FLAGS,
+                                 .cb.send = cb,
+                                 .user_data = user_data,
+                                 .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY};
+}
+
+/* Files `o`, which waits for an answer from `to`: o->carried.op is its handle. */
+static int await_answer(struct umqu_ep *e, struct op *o, ucp_ep_h to)
+{
+    if (slots_take(&e->awaiting, o, &o->slot))
+        return -ENOMEM;
+    o->to = to;
+    o->waits = 1;
+    o->carried.op = (uint64_t)++e->op_generation << 32 | o->slot;
+    return 0;
+}
+
+/* `o` waits no longer: answered, or no answer can come. */
+static void stop_waiting(struct umqu_ep *e, struct op *o)
+{
+    slots_give_back(&e->awaiting, o->slot);
+    o->waits = 0;
+}
+
+/* The operation `handle` names, if it waits for an answer from `from`. */
+static struct op *answered_by(struct umqu_ep *e, uint64_t handle, ucp_ep_h from)
+{
+    struct op *o = slots_at(&e->awaiting, (uint32_t)handle);
+    return o && o->carried.op == handle && o->to == from ? o : NULL;
+}
+
+/* `o` has its answer part done with `status`: the answer came, or none can. */
+static void answer_part(struct op *o, ucs_status_t status)
+{
+    stop_waiting(o->e, o);
+    part_done(o, status);
+}
+
+static void carried_sent(void *request, ucs_status_t status, void *user_data)
+{
+    struct op *o = user_data;
+    U.request_free(request);
+    if (status != UCS_OK && o->waits) {
+        stop_waiting(o->e, o); /* it never reached the target: no answer comes */
+        o->parts--;            /* the send's part, done below, is the last */
+    }
+    part_done(o, status);
+}
+
+/* The operations waiting for `ep`'s answers fail with `status`: its connection failed. */
+static void fail_awaiting(struct umqu_ep *e, ucp_ep_h ep, ucs_status_t status)
+{
+    for (size_t i = 0; i < e->awaiting.len; i++) {
+        struct op *o = e->awaiting.at[i];
+        if (o && o->to == ep)
+            answer_part(o, status);
+    }
+}
+
+/* Sends the carried WRITE (`len` bytes at `buf`) or READ (`len` bytes into `buf`) to the memory
+ * at `addr` of the peer at `ep`, under the entry `k` of its table: the operation `o`. */
+static int carry(struct umqu_ep *e, int read, void *buf, size_t len, ucp_ep_h ep,
+                 uint64_t addr, const struct remote_key *k, struct op *o)
+{
+    if (await_answer(e, o, ep)) {
+        free(o);
+        return -ENOMEM;
+    }
+    o->read_into = read ? buf : NULL;
+    o->carried.addr = addr;
+    o->carried.len = len;
+    o->carried.slot = k->slot;
+    o->carried.secret = k->secret;
+    ucp_request_param_t param = carried_send(carried_sent, o);
+    ucs_status_ptr_t r = U.am_send_nbx(ep, read ? CARRIED_READ_ID : CARRIED_WRITE_ID,
+                                       &o->carried, sizeof(o->carried), read ? NULL : buf,
+                                       read ? 0 : len, &param);
+    if (UCS_PTR_IS_ERR(r)) {
+        stop_waiting(e, o);
+        free(o);
+        return -code_of(UCS_PTR_STATUS(r));
+    }
+    o->parts = 1 + (r != NULL);
+    return 0;
+}
+
+/* The memory a carried operation's header names, if an entry of our table exposes all of it
+ * under the secret the header gives; else NULL. */
+static void *carried_target(struct umqu_ep *e, const struct carried_hdr *h)
+{
+    struct exposed *x = slots_at(&e->table, h->slot);
+    if (!x || x->secret != h->secret || h->addr < x->base || h->len > x->len ||
+        h->addr - x->base > x->len - h->len)
+        return NULL;
+    return (void *)(uintptr_t)h->addr;
+}
+
+/* A carried operation's header, if the message is one: whole, eager, with a peer to answer. */
+static int carried_request(const void *header, size_t header_len,
+                           const ucp_am_recv_param_t *param, struct carried_hdr *h)
+{
+    if (header_len != sizeof(*h) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return 0;
+    memcpy(h, header, sizeof(*h));
+    return 1;
+}
+
+struct answer_msg {
+    struct carried_answer hdr;
+    unsigned char bytes[];
+};
+
+static void answer_sent(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    U.request_free(request);
+    free(user_data);
+}
+
+/* Answers the carried operation `op` of the peer at `to`: done, with a READ's `len` bytes at
+ * `bytes`, or refused. UCP sends what it can at once from our memory; else (a long READ) the
+ * bytes are copied, as the memory may be withdrawn before UCP reads them. An answer we cannot
+ * allocate is not sent: the peer's operation then waits until its binding breaks. */
+static void answer(ucp_ep_h to, uint64_t op, int done, const void *bytes, size_t len)
+{
+    struct carried_answer a = {.op = op, .refused = !done};
+    ucp_request_param_t now = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
+                                               UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+                               .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY};
+    ucs_status_ptr_t r = U.am_send_nbx(to, CARRIED_ANSWER_ID, &a, sizeof(a), bytes, len, &now);
+    if (r == NULL || (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE))
+        return;
+    if (!UCS_PTR_IS_ERR(r)) {
+        U.request_free(r); /* not expected under FORCE_IMM_CMPL: it went */
+        return;
+    }
+    struct answer_msg *m = malloc(sizeof(*m) + len);
+    if (!m)
+        return;
+    m->hdr = a;
+    memcpy(m->bytes, bytes, len);
+    ucp_request_param_t later = carried_send(answer_sent, m);
+    r = U.am_send_nbx(to, CARRIED_ANSWER_ID, &m->hdr, sizeof(m->hdr), m->bytes, len, &later);
+    if (r == NULL || UCS_PTR_IS_ERR(r))
+        free(m);
+}
+
+/* A peer's carried WRITE: placed if our table exposes where it names, then answered. */
+static ucs_status_t carried_write_arrived(void *arg, const void *header, size_t header_len,
+                                          void *data, size_t len,
+                                          const ucp_am_recv_param_t *param)
+{
+    struct umqu_ep *e = arg;
+    struct carried_hdr h;
+    if (!carried_request(header, header_len, param, &h))
+        return UCS_OK;
+    void *at = h.len == len ? carried_target(e, &h) : NULL;
+    if (at)
+        memcpy(at, data, len);
+    answer(param->reply_ep, h.op, at != NULL, NULL, 0);
+    return UCS_OK;
+}
+
+/* A peer's carried READ: answered with the bytes if our table exposes them, else refused. */
+static ucs_status_t carried_read_arrived(void *arg, const void *header, size_t header_len,
+                                         void *data, size_t len,
+                                         const ucp_am_recv_param_t *param)
+{
+    (void)data;
+    struct umqu_ep *e = arg;
+    struct carried_hdr h;
+    if (!carried_request(header, header_len, param, &h))
+        return UCS_OK;
+    void *at = len == 0 ? carried_target(e, &h) : NULL;
+    answer(param->reply_ep, h.op, at != NULL, at, at ? h.len : 0);
+    return UCS_OK;
+}
+
+/* The target's answer to a carried operation of ours: a READ's bytes land, and the operation's
+ * answer part is done. One that names no operation waiting for this peer is dropped. */
+static ucs_status_t carried_answered(void *arg, const void *header, size_t header_len,
+                                     void *data, size_t len, const ucp_am_recv_param_t *param)
+{
+    struct umqu_ep *e = arg;
+    struct carried_answer a;
+    if (header_len != sizeof(a) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return UCS_OK;
+    memcpy(&a, header, sizeof(a));
+    struct op *o = answered_by(e, a.op, param->reply_ep);
+    if (!o)
+        return UCS_OK;
+    ucs_status_t s = a.refused ? UCS_ERR_REJECTED : UCS_OK;
+    size_t expected = o->read_into && !a.refused ? o->len : 0;
+    if (s == UCS_OK && len != expected)
+        s = UCS_ERR_MESSAGE_TRUNCATED; /* a hostile or broken answer: nothing lands */
+    else if (s == UCS_OK && o->read_into)
+        memcpy(o->read_into, data, len);
+    answer_part(o, s);
+    return UCS_OK;
+}
+
 /* One-sided, into or out of the peer's memory at `addr` under `key` (umqu_unpack_key): with
  * `read` set, reads `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it,
- * completing once they are placed there. Its completion carries `ctx`. */
+ * completing once they are placed there. Its completion carries `ctx`. Under a key of the
+ * peer's table, a carried operation; under UCP's, UCP's RMA, each WRITE followed by a flush
+ * that serves a batch (write_placed). */
 int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
              uint64_t key, void *ctx)
 {
-    /* Every WRITE completes once placed: one flush serves a batch (write_placed). */
     int read = how & UMQF_RMA_READ;
+    const struct remote_key *k = (const struct remote_key *)(uintptr_t)key;
     int rc = 0;
     ucp_ep_h ep = reach(e, peer, &rc);
     if (!ep)
@@ -921,11 +1349,12 @@ int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, u
     struct op *o = op_new(e, ctx, len);
     if (!o)
         return -ENOMEM;
-    ucp_rkey_h k = (ucp_rkey_h)(uintptr_t)key;
+    if (!k->ucp)
+        return carry(e, read, buf, len, ep, addr, k, o);
     if (!read)
-        return write_placed(e, peer, buf, len, addr, k, o);
+        return write_placed(e, peer, buf, len, addr, k->ucp, o);
     ucp_request_param_t param = completing(o);
-    return settle(e, U.get_nbx(ep, buf, len, addr, k, &param), o);
+    return settle(e, U.get_nbx(ep, buf, len, addr, k->ucp, &param), o);
 }
 
 int umqu_wait_fd(const struct umqu_ep *e)
@@ -982,12 +1411,12 @@ int umqu_trywait(struct umqu_ep *e)
     return s == UCS_OK ? 0 : s == UCS_ERR_BUSY ? -EAGAIN : -code_of(s);
 }
 
-/* Our address: MAGIC, the packed keys of our exposed regions (a count, then each with a length
- * byte), then the worker's address. */
+/* Our address: MAGIC, a flags byte (TAKES_PUTS), the packed keys of our exposed regions (a
+ * count, then each with a length byte), then the worker's address. */
 int umqu_name(struct umqu_ep *e, void *addr, size_t *len)
 {
     ucp_address_t *w;
-    size_t w_len, need = sizeof(MAGIC) + 1;
+    size_t w_len, need = sizeof(MAGIC) + 2;
     ucs_status_t s = U.worker_get_address(e->worker, &w, &w_len);
     if (s != UCS_OK)
         return -code_of(s);
@@ -1002,6 +1431,7 @@ int umqu_name(struct umqu_ep *e, void *addr, size_t *len)
     uint8_t *out = addr;
     memcpy(out, MAGIC, sizeof(MAGIC));
     out += sizeof(MAGIC);
+    *out++ = e->rma_in_software ? 0 : TAKES_PUTS;
     *out++ = (uint8_t)e->n_regions;
     for (int i = 0; i < e->n_regions; i++) {
         *out++ = (uint8_t)e->rkey_lens[i];
@@ -1032,9 +1462,10 @@ int umqu_host(const struct umqu_ep *e, void *addr, size_t *len)
 int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer)
 {
     const uint8_t *in = addr, *end = in + len;
-    if (len < sizeof(MAGIC) + 1 || memcmp(in, MAGIC, sizeof(MAGIC)))
+    if (len < sizeof(MAGIC) + 2 || memcmp(in, MAGIC, sizeof(MAGIC)))
         return -EINVAL;
     in += sizeof(MAGIC);
+    int flags = *in++;
     int n_rkeys = *in++;
     const uint8_t *rkey_at[MAX_REGIONS];
     if (n_rkeys > MAX_REGIONS)
@@ -1056,7 +1487,7 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
         e->cap_peers = cap;
     }
     struct peer *p = &e->peers[e->n_peers];
-    *p = (struct peer){.failed = UCS_OK};
+    *p = (struct peer){.failed = UCS_OK, .takes_puts = !!(flags & TAKES_PUTS)};
     /* UCP reads the worker address as it creates the endpoint and keeps no pointer to it. */
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -1178,6 +1609,86 @@ int umqu_probe(char *version, size_t version_len, char *why, size_t n)
     return 0;
 }
 
+/* For tests: a stranger, a process speaking UCP with RMA on (as anyone reaching a node's
+ * listening port may), runs a put of `len` bytes at `buf` to `addr` in the node whose address
+ * (umqu_name) is `name`, then a get of `len` bytes from `addr` into `buf`, under the first key
+ * of the node's address; `serve(arg)` runs the node between its own progress calls. Each waits
+ * for UCP's completion at most `spins` rounds. 0 when both completed, 1 when one did not (the
+ * target ran neither), a negative code when the stranger could not start. */
+int umqu_stranger_rma(const void *name, size_t name_len, uint64_t addr, void *buf, size_t len,
+                      void (*serve)(void *), void *arg, int spins)
+{
+    char why[256];
+    const uint8_t *in = name;
+    if (umqu_load(why, sizeof(why)) || name_len < sizeof(MAGIC) + 4 || in[5] == 0 ||
+        name_len < 7u + in[6])
+        return -EINVAL;
+    const uint8_t *rkey = in + 7, *worker = in + 6;
+    for (int i = 0; i < in[5]; i++)
+        worker += 1 + *worker;
+    ucp_config_t *cfg;
+    ucp_context_h ctx = NULL;
+    ucp_worker_h w = NULL;
+    ucp_ep_h ep = NULL;
+    ucp_rkey_h k = NULL;
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                           .features = UCP_FEATURE_AM | UCP_FEATURE_RMA};
+    ucp_worker_params_t wp = {.field_mask = 0};
+    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+                                 .address = (const ucp_address_t *)worker};
+    ucs_status_t s = U.config_read(NULL, NULL, &cfg);
+    if (s == UCS_OK) {
+        if (!getenv("UCX_TLS"))
+            U.config_modify(cfg, "TLS", "tcp");
+        s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &ctx);
+        U.config_release(cfg);
+    }
+    if (s == UCS_OK)
+        s = U.worker_create(ctx, &wp, &w);
+    if (s == UCS_OK)
+        s = U.ep_create(w, &ep_params, &ep);
+    if (s == UCS_OK)
+        s = U.ep_rkey_unpack(ep, rkey, &k);
+    int rc = s == UCS_OK ? 0 : -code_of(s), stuck = 0;
+    ucp_request_param_t none = {.op_attr_mask = 0};
+    for (int get = 0; get < 2 && rc == 0; get++) {
+        ucs_status_ptr_t r = get ? U.get_nbx(ep, buf, len, addr, k, &none)
+                                 : U.put_nbx(ep, buf, len, addr, k, &none);
+        if (!UCS_PTR_IS_ERR(r) && r == NULL)
+            r = U.ep_flush_nbx(ep, &none);
+        for (int i = 0; i < spins && r && !UCS_PTR_IS_ERR(r) &&
+                        U.request_check_status(r) == UCS_INPROGRESS;
+             i++) {
+            U.worker_progress(w);
+            serve(arg);
+        }
+        if (UCS_PTR_IS_ERR(r))
+            rc = -code_of(UCS_PTR_STATUS(r));
+        else if (r && U.request_check_status(r) == UCS_INPROGRESS)
+            stuck = 1;
+        if (r && !UCS_PTR_IS_ERR(r))
+            U.request_free(r);
+    }
+    if (k)
+        U.rkey_destroy(k);
+    if (ep) {
+        ucp_request_param_t force = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        ucs_status_ptr_t r = U.ep_close_nbx(ep, &force);
+        for (int i = 0; i < 1000 && r && !UCS_PTR_IS_ERR(r) &&
+                        U.request_check_status(r) == UCS_INPROGRESS;
+             i++)
+            U.worker_progress(w);
+        if (r && !UCS_PTR_IS_ERR(r))
+            U.request_free(r);
+    }
+    if (w)
+        U.worker_destroy(w);
+    if (ctx)
+        U.cleanup(ctx);
+    return rc ? rc : stuck;
+}
+
 #else /* built without UCX's headers: every call says so */
 
 #define NO_UCX "libumq was built without UCX's headers (install libucx-dev and rebuild)"
@@ -1221,6 +1732,7 @@ int umqu_recv(struct umqu_ep *e, void *b, size_t l, void *d, void *c) { (void)e,
 int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)p, (void)c; return -ENOSYS; }
 int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -ENOSYS; }
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
+int umqu_stranger_rma(const void *n, size_t nl, uint64_t a, void *b, size_t l, void (*s)(void *), void *arg, int sp) { (void)n, (void)nl, (void)a, (void)b, (void)l, (void)s, (void)arg, (void)sp; return -ENOSYS; }
 
 #endif
 
