@@ -462,7 +462,7 @@ static void test_death(int s, int child, pid_t pid)
     kill(pid, SIGKILL);
     /* Wake-ups until the error state: the flush completes the sends. Over the network a send
      * the peer's kernel had taken before the kill may still complete first, with success. */
-    int flushed = 0;
+    int flushed = 0, success_after_flush = 0;
     while (now_ms() - t0 < 10000 && (waited < 0 || done < 8)) {
         int n = umq_wait_interrupt(q, 1000, &tx);
         CHECK(n >= 0);
@@ -470,7 +470,9 @@ static void test_death(int s, int child, pid_t pid)
             waited = now_ms() - t0;
         for (int k; (k = umq_poll(q, UMQ_IO_TX, c, 16)) > 0;)
             for (int i = 0; i < k; i++, done++) {
-                flushed += c[i]->status == UMQ_BUF_WR_FLUSH_ERR;
+                int flush = c[i]->status == UMQ_BUF_WR_FLUSH_ERR;
+                success_after_flush += !flush && flushed > 0;
+                flushed += flush;
                 umq_buf_free(c[i]);
             }
         CHECK_EQ(umq_rearm_interrupt(q, false, &tx), 0);
@@ -478,10 +480,13 @@ static void test_death(int s, int child, pid_t pid)
     CHECK(waited >= 0);
     CHECK_EQ(umq_state_get(q), QUEUE_STATE_ERR);
     CHECK_EQ(done, 8); /* every send came back: nothing leaked */
-    /* The ones the dead peer never took were flushed: over shared memory exactly the five
-     * beyond its ring. */
+    /* The ones the dead peer never took were flushed, after every one it took (completions
+     * stay in order): over shared memory exactly the five beyond its ring. Over the network the
+     * peer's kernel may have taken all that waited before the kill (its library copies
+     * arrivals out while its application does not call in), and then none is flushed (seen
+     * under AddressSanitizer with meson's parallel tests). */
     CHECK(flushed <= 8 - before_death);
-    CHECK(flushed >= 1 || before_death == 8);
+    CHECK_EQ(success_after_flush, 0);
     if (transport_stats(q).transport == UMQ_EXT_TRANSPORT_SHM)
         CHECK_EQ(flushed, 5);
     umq_async_event_t ev;
