@@ -21,6 +21,7 @@
 pub mod credit;
 pub mod pacing;
 pub mod pfc;
+pub mod stall;
 pub mod word;
 
 use crate::abi::types::umq_flowcontrol_stats_t;

@@ -158,8 +158,7 @@ impl Queue {
             }
         });
         w.clear_credit();
-        w.starved_since = None;
-        w.stall_reported = false;
+        w.stall.credit_back();
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);
     }
 

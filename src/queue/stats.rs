@@ -66,7 +66,7 @@ impl Queue {
         let mut w = lock(&self.wire);
         // WRs the peer already has are in flight, not queued.
         let queued = (w.sq.unsent_len() + w.held()) as u64;
-        let stalls = w.credit_stalls;
+        let stalls = w.stall.stalls();
         let Some(f) = w.flow.as_mut() else {
             return Default::default();
         };

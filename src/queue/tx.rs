@@ -434,32 +434,22 @@ impl Queue {
     pub(super) fn note_starvation(&self, w: &mut Wire, starved: bool) {
         let no_credit = w.flow.as_mut().is_some_and(|f| f.window() == 0);
         if !no_credit {
-            w.starved_since = None;
-            w.stall_reported = false;
+            w.stall.credit_back();
         }
         if !(starved && no_credit) {
             return;
         }
-        // A sender that uses up every credit as it comes (a stream) is at zero whenever it
-        // looks, yet not stalled: new credit since the last look starts the wait again.
         let received = w.flow.as_mut().map_or(0, |f| f.credit_received());
-        if received != w.starved_credit {
-            w.starved_credit = received;
-            w.starved_since = None;
-        }
-        let since = *w.starved_since.get_or_insert_with(std::time::Instant::now);
         let limit = std::time::Duration::from_millis(self.stall_timeout_ms.load(Ordering::Relaxed));
-        if w.stall_reported || since.elapsed() < limit {
+        let Some(waited) = w.stall.starving(received, limit, std::time::Instant::now()) else {
             return;
-        }
-        w.stall_reported = true;
-        w.credit_stalls += 1;
+        };
         crate::log_warn!(
             "umq_flow_control",
             "queue {:#x} '{}' has had no credit for {} ms with sends pending: the peer is not returning receive buffers",
             self.handle,
             self.cfg.name,
-            since.elapsed().as_millis()
+            waited.as_millis()
         );
         self.rt
             .events

@@ -8,6 +8,7 @@ use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::flow::FlowState;
+use crate::flow::stall::StallWatch;
 use std::ptr;
 use std::time::Instant;
 
@@ -29,12 +30,8 @@ pub struct Wire {
     /// WRs admitted as carriers of our window update (a SEND turned SEND_IMM) and not yet
     /// completed: while none is, completions look for none.
     carriers: usize,
-    /// Since when the queue has had work waiting and no credit, and whether that was reported.
-    pub starved_since: Option<Instant>,
-    /// The credit the peer had granted in all when `starved_since` was last looked at.
-    pub starved_credit: u64,
-    pub stall_reported: bool,
-    pub credit_stalls: u64,
+    /// Whether the queue has had work waiting and no credit past its stall timeout.
+    pub stall: StallWatch,
     /// The queue's shared pool, once it has one: WRs from its buffers may cross without a
     /// copy into a ring (by reference, or placed).
     pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
@@ -194,10 +191,7 @@ impl Wire {
             uncovered: 0,
             carriers: 0,
             credited: 0,
-            starved_since: None,
-            starved_credit: 0,
-            stall_reported: false,
-            credit_stalls: 0,
+            stall: StallWatch::default(),
             arena: None,
             zero_copy: ZeroCopy::default(),
             paced: None,
