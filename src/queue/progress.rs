@@ -300,7 +300,7 @@ impl Queue {
         if self.rnr_armed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let Some(since) = lock(&self.wire).blocked_since else {
+        let Some(since) = lock(&self.wire).rnr.since() else {
             self.rnr_armed.store(false, Ordering::Release);
             return;
         };
@@ -438,13 +438,13 @@ impl Queue {
     #[inline(always)]
     pub(super) fn expire_rnr(&self, w: &mut Wired) -> bool {
         // Every send poll asks; a WR is rarely waiting for a receive buffer.
-        w.blocked_since.is_some() && self.expire_rnr_now(w)
+        w.rnr.since().is_some() && self.expire_rnr_now(w)
     }
 
     #[cold]
     #[inline(never)]
     fn expire_rnr_now(&self, w: &mut Wired) -> bool {
-        match w.blocked_since {
+        match w.rnr.since() {
             Some(t) if t.elapsed() >= self.rt.rnr_timeout => {
                 w.fail_uncompleted(UMQ_BUF_RNR_RETRY_CNT_EXC_ERR);
                 self.set_error("peer posted no receive buffer within the RNR timeout");

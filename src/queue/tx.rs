@@ -179,7 +179,8 @@ impl Queue {
         batch: &TxBatch,
         out: &mut Outcome,
     ) -> usize {
-        if batch.n < 2 || !batch.front_is_one_sided() || w.uncovered != 0 || w.paced.is_some() {
+        if batch.n < 2 || !batch.front_is_one_sided() || !w.waits_hold_credit() || w.paced.is_some()
+        {
             return 0;
         }
         link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
@@ -216,7 +217,7 @@ impl Queue {
     /// for credit, the send queue has room and no pacer holds the queue's WRs.
     #[inline(always)]
     fn may_send_one(&self, w: &Wire) -> bool {
-        w.uncovered == 0 && w.sq.len() < self.cfg.tx_depth as usize && w.paced.is_none()
+        w.waits_hold_credit() && w.sq.len() < self.cfg.tx_depth as usize && w.paced.is_none()
     }
 
     /// What `queue_tx` would do for the one WR of `send_one_now`, without its batch

@@ -17,16 +17,17 @@ pub struct Wire {
     pub rq: RecvQueue,
     /// Posted TX WRs until polled: completed, in flight, unsent (`send_queue`).
     pub sq: SendQueue,
-    pub blocked_since: Option<Instant>,
+    /// The send queue's wait for a receive buffer at the peer (RNR).
+    pub rnr: RnrWait,
     /// Flow control of the bound queue (None when disabled or never bound).
     pub flow: Option<FlowState>,
     /// Credit-needing WRs waiting to go that were admitted without credit (queued mode only);
     /// they take it as they reach the head of the send queue. While this is zero every waiting
     /// WR holds its credit, so the engines check none (the common case, and the fast one).
-    pub uncovered: usize,
+    uncovered: usize,
     /// While `uncovered > 0`: how many waiting credit-needing WRs hold credit (the first ones
     /// in line). Not kept up otherwise; recounted when `uncovered` leaves zero.
-    pub credited: usize,
+    credited: usize,
     /// WRs admitted as carriers of our window update (a SEND turned SEND_IMM) and not yet
     /// completed: while none is, completions look for none.
     carriers: usize,
@@ -51,6 +52,32 @@ pub struct Wire {
     pub local_packets: Option<Box<LocalPackets>>,
     /// Whether the application answers what it receives, and a grant left to its answer.
     pub answering: Answering,
+}
+
+/// A send queue's wait for the peer to post a receive buffer (receiver not ready): since when
+/// its oldest WR has waited, until a send runs again. The RNR timeout fails the WR
+/// (`queue::progress`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RnrWait(Option<Instant>);
+
+impl RnrWait {
+    /// A send ran: nothing waits.
+    #[inline]
+    pub fn ended(&mut self) {
+        self.0 = None;
+    }
+
+    /// A send found no receive buffer: the wait begins now, unless it began earlier.
+    #[inline]
+    pub fn began(&mut self) {
+        self.0.get_or_insert_with(Instant::now);
+    }
+
+    /// Since when the oldest WR has waited, if one does.
+    #[inline]
+    pub fn since(&self) -> Option<Instant> {
+        self.0
+    }
 }
 
 /// Whether a queue's application answers what it receives: it sent a SEND since its last
@@ -186,7 +213,7 @@ impl Wire {
         Wire {
             rq: RecvQueue::new(rx_depth),
             sq: SendQueue::new(tx_depth),
-            blocked_since: None,
+            rnr: RnrWait::default(),
             flow: None,
             uncovered: 0,
             carriers: 0,
@@ -326,9 +353,22 @@ impl Wire {
         }
         let n = self.sq.fail_uncompleted(first);
         self.local_packets = None;
-        self.blocked_since = None;
+        self.rnr.ended();
         self.clear_credit();
         n
+    }
+
+    /// Whether every credit-needing WR waiting holds its credit (no send loop need check one):
+    /// always but in queued mode.
+    #[inline]
+    pub fn waits_hold_credit(&self) -> bool {
+        self.uncovered == 0
+    }
+
+    /// Waiting credit-needing WRs without credit, and while there are any, those with it.
+    #[cfg(test)]
+    pub fn coverage(&self) -> (usize, usize) {
+        (self.uncovered, self.credited)
     }
 
     /// Forgets the credit bookkeeping of waiting WRs (none wait any more).

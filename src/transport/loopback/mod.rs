@@ -14,7 +14,6 @@ use crate::abi::errno::*;
 use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::buf::pool::Pool;
-use std::time::Instant;
 
 /// Executes one WR with the shared target executor; None when it must wait for a receive
 /// buffer. (Out of line: `send_one` takes the common case, and the loop around it stays small.)
@@ -119,7 +118,7 @@ pub fn send_one_if<S: Station>(
     unsafe { land_whole(wr, rx, dst, &mut out) };
     src.finish_unsent(wr, UMQ_BUF_SUCCESS, &mut out);
     out.sends = 1;
-    src.blocked_since = None;
+    src.rnr.ended();
     crate::dfx::tp_perf_record(crate::dfx::TransportOp::Send, t);
     Some(out)
 }
@@ -160,7 +159,7 @@ pub fn run_one_sided<S: Station>(
         || src.paused()
         || src.paced.is_some()
         || src.local_packets.is_some()
-        || src.uncovered != 0
+        || !src.waits_hold_credit()
     {
         return 0;
     }
@@ -294,18 +293,18 @@ impl Carrier for Delivery<'_, '_> {
             }
         } else if unsafe { send_one(wr, self.dst, out) } {
             // The common case returns its status as a constant, which the send loop sees.
-            src.blocked_since = None;
+            src.rnr.ended();
             return Handed::Ran;
         } else {
             unsafe { execute(wr, self.dst, self.pool, out) }
         };
         match done {
             Some(status) => {
-                src.blocked_since = None;
+                src.rnr.ended();
                 Handed::ran(status)
             }
             None => {
-                src.blocked_since.get_or_insert_with(Instant::now);
+                src.rnr.began();
                 out.blocked = true;
                 Handed::NoResource
             }
@@ -575,7 +574,7 @@ mod tests {
         };
         // Two SENDs with credit wait: nothing to check for them.
         admit(&mut w, &[UMQ_OPC_SEND, UMQ_OPC_SEND], 2);
-        assert_eq!(w.uncovered, 0);
+        assert!(w.waits_hold_credit());
         // Queued mode lets in three more and a WRITE, only the first with credit.
         admit(
             &mut w,
@@ -587,14 +586,14 @@ mod tests {
             ],
             1,
         );
-        assert_eq!((w.uncovered, w.credited), (2, 3));
+        assert_eq!(w.coverage(), (2, 3));
         let mut gate = CreditGate::open(&w);
         let ops: Vec<_> = w.sq.iter().map(|b| unsafe { (*b).pro().opcode }).collect();
         let passed: Vec<bool> = ops.iter().map(|&op| gate.pass(&mut w, op)).collect();
         // Three held credits, then the window's last one, the WRITE needs none, then empty.
         assert_eq!(passed, [true, true, true, true, true, false]);
         gate.close(&mut w);
-        assert_eq!((w.uncovered, w.credited), (1, 0));
+        assert_eq!(w.coverage(), (1, 0));
         assert_eq!(w.flow.as_mut().unwrap().window(), 0);
     }
 
