@@ -312,6 +312,7 @@ struct umqu_ep {
     struct slots table;    /* memory exposed to carried operations (struct exposed) */
     struct slots awaiting; /* carried operations waiting for their answer (struct op) */
     uint32_t op_generation; /* the high half of the next carried operation's handle */
+    size_t answer_copies;   /* bytes of answers copied for UCP to send (ANSWER_COPIES_MAX) */
     char provider[64];
 };
 
@@ -1237,23 +1238,35 @@ static int carried_request(const void *header, size_t header_len,
     return 1;
 }
 
+/* Bytes of answers copied for UCP to send later that a node keeps at most: past them a READ is
+ * refused. A peer's requests are hostile, and one that asked for READs without ever reading
+ * the answers would otherwise have the target copy its memory without end. Our own peers keep
+ * at most 8 MiB of READs in flight each (READS_ALONE in node.rs), most answered at once. */
+#define ANSWER_COPIES_MAX ((size_t)256 << 20)
+
 struct answer_msg {
+    struct umqu_ep *e;
     struct carried_answer hdr;
+    size_t len;
     unsigned char bytes[];
 };
 
 static void answer_sent(void *request, ucs_status_t status, void *user_data)
 {
     (void)status;
+    struct answer_msg *m = user_data;
     U.request_free(request);
-    free(user_data);
+    m->e->answer_copies -= m->len;
+    free(m);
 }
 
 /* Answers the carried operation `op` of the peer at `to`: done, with a READ's `len` bytes at
  * `bytes`, or refused. UCP sends what it can at once from our memory; else (a long READ) the
- * bytes are copied, as the memory may be withdrawn before UCP reads them. An answer we cannot
- * allocate is not sent: the peer's operation then waits until its binding breaks. */
-static void answer(ucp_ep_h to, uint64_t op, int done, const void *bytes, size_t len)
+ * bytes are copied, as the memory may be withdrawn before UCP reads them, up to
+ * ANSWER_COPIES_MAX in all (past it the READ is refused). An answer we cannot allocate is not
+ * sent: the peer's operation then waits until its binding breaks. */
+static void answer(struct umqu_ep *e, ucp_ep_h to, uint64_t op, int done, const void *bytes,
+                   size_t len)
 {
     struct carried_answer a = {.op = op, .refused = !done};
     ucp_request_param_t now = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
@@ -1266,15 +1279,24 @@ static void answer(ucp_ep_h to, uint64_t op, int done, const void *bytes, size_t
         U.request_free(r); /* not expected under FORCE_IMM_CMPL: it went */
         return;
     }
+    if (len > ANSWER_COPIES_MAX - e->answer_copies) {
+        a.refused = 1;
+        len = 0;
+    }
     struct answer_msg *m = malloc(sizeof(*m) + len);
     if (!m)
         return;
+    m->e = e;
     m->hdr = a;
+    m->len = len;
     memcpy(m->bytes, bytes, len);
+    e->answer_copies += len;
     ucp_request_param_t later = carried_send(answer_sent, m);
     r = U.am_send_nbx(to, CARRIED_ANSWER_ID, &m->hdr, sizeof(m->hdr), m->bytes, len, &later);
-    if (r == NULL || UCS_PTR_IS_ERR(r))
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        e->answer_copies -= len;
         free(m);
+    }
 }
 
 /* A peer's carried WRITE: placed if our table exposes where it names, then answered. */
@@ -1289,7 +1311,7 @@ static ucs_status_t carried_write_arrived(void *arg, const void *header, size_t 
     void *at = h.len == len ? carried_target(e, &h) : NULL;
     if (at)
         memcpy(at, data, len);
-    answer(param->reply_ep, h.op, at != NULL, NULL, 0);
+    answer(e, param->reply_ep, h.op, at != NULL, NULL, 0);
     return UCS_OK;
 }
 
@@ -1304,7 +1326,7 @@ static ucs_status_t carried_read_arrived(void *arg, const void *header, size_t h
     if (!carried_request(header, header_len, param, &h))
         return UCS_OK;
     void *at = len == 0 ? carried_target(e, &h) : NULL;
-    answer(param->reply_ep, h.op, at != NULL, at, at ? h.len : 0);
+    answer(e, param->reply_ep, h.op, at != NULL, at, at ? h.len : 0);
     return UCS_OK;
 }
 
