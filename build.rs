@@ -4,10 +4,12 @@
 //! what to install.
 use std::path::Path;
 
-/// One engine: its C file, the header that says its library's headers are installed, and
+/// One engine: its C files, the header that says its library's headers are installed, and
 /// what it is compiled with when they are.
 struct Engine {
-    file: &'static str,
+    files: &'static [&'static str],
+    /// Its own headers, which its files include.
+    own_headers: &'static [&'static str],
     /// A header under one of the include directories: "rdma/fabric.h".
     header: &'static str,
     define: &'static str,
@@ -15,7 +17,8 @@ struct Engine {
 }
 
 const LIBFABRIC: Engine = Engine {
-    file: "src/transport/fabric/shim.c",
+    files: &["src/transport/fabric/shim.c"],
+    own_headers: &["src/transport/fabric/shim.h"],
     header: "rdma/fabric.h",
     define: "UMQ_HAVE_LIBFABRIC",
     lib: "umq_fabric_shim",
@@ -23,7 +26,11 @@ const LIBFABRIC: Engine = Engine {
 
 /// `UMQ_FABRIC_PROVIDER=ucx`.
 const UCX: Engine = Engine {
-    file: "src/transport/fabric/ucx.c",
+    files: &[
+        "src/transport/fabric/ucx.c",
+        "src/transport/fabric/ucx_rma.c",
+    ],
+    own_headers: &["src/transport/fabric/shim.h", "src/transport/fabric/ucx.h"],
     header: "ucp/api/ucp.h",
     define: "UMQ_HAVE_UCX",
     lib: "umq_ucx_engine",
@@ -32,7 +39,6 @@ const UCX: Engine = Engine {
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libumq.so.0");
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=src/transport/fabric/shim.h");
     println!("cargo:rustc-check-cfg=cfg(umq_fabric_headers)");
     if compile(&LIBFABRIC) {
         println!("cargo:rustc-cfg=umq_fabric_headers");
@@ -42,7 +48,9 @@ fn main() {
 
 /// Compiles `e`; true when against its library's headers.
 fn compile(e: &Engine) -> bool {
-    println!("cargo:rerun-if-changed={}", e.file);
+    for file in e.files.iter().chain(e.own_headers) {
+        println!("cargo:rerun-if-changed={file}");
+    }
     let headers = ["/usr/include", "/usr/local/include"]
         .into_iter()
         .find(|dir| Path::new(dir).join(e.header).exists());
@@ -59,7 +67,7 @@ fn compile(e: &Engine) -> bool {
     }
     let mut build = cc::Build::new();
     build
-        .file(e.file)
+        .files(e.files)
         .warnings(true)
         .flag_if_supported("-Wno-unused-parameter");
     if let Some(dir) = headers {

@@ -41,43 +41,9 @@ struct umqu_ep;
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
-static struct {
-    void *lib;
-    ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
-    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
-    void (*config_release)(ucp_config_t *);
-    ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *,
-                                 ucp_context_h *);
-    void (*cleanup)(ucp_context_h);
-    void (*get_version)(unsigned *, unsigned *, unsigned *);
-    ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
-    void (*worker_destroy)(ucp_worker_h);
-    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
-    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
-    unsigned (*worker_progress)(ucp_worker_h);
-    ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
-    ucs_status_t (*worker_arm)(ucp_worker_h);
-    ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
-    ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
-    void (*request_free)(void *);
-    ucs_status_t (*request_check_status)(void *);
-    ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *,
-                                    size_t, const ucp_request_param_t *);
-    ucs_status_t (*set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
-    ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
-                                const ucp_request_param_t *);
-    ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,
-                                const ucp_request_param_t *);
-    ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
-    ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
-    ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
-    ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
-    void (*rkey_buffer_release)(void *);
-    ucs_status_t (*ep_rkey_unpack)(ucp_ep_h, const void *, ucp_rkey_h *);
-    void (*rkey_destroy)(ucp_rkey_h);
-    const char *(*status_string)(ucs_status_t); /* libucs's, found through libucp's needs */
-    char why[256];
-} U;
+#include "ucx.h"
+
+struct ucp_calls U;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
@@ -132,7 +98,7 @@ static int umqu_load(char *why, size_t n)
 }
 
 /* A UCS status as the positive errno-style code a libfabric completion carries. */
-static int code_of(ucs_status_t s)
+int ucx_code_of(ucs_status_t s)
 {
     switch (s) {
     case UCS_OK: return 0;
@@ -154,168 +120,10 @@ static int code_of(ucs_status_t s)
 static const char MAGIC[4] = {'U', 'C', 'X', '2'};
 /* In our address's flags byte: our UCP context runs UCP's RMA (on a NIC only: rma_on_nic). */
 #define TAKES_PUTS 1
-#define MAX_REGIONS 8
-#define MAX_RKEY 255
-/* A packed key a peer sends is at most MAX_RKEY bytes long (rma.rs sends up to 255), and UCP
- * reads at most UNPACK_SLACK bytes past its start: a 64-bit map, a type byte and, for each of up
- * to 64 domains, a length byte, its key and a device byte. */
-#define UNPACK_SLACK (sizeof(uint64_t) + 1 + 64 * (1 + 255 + 1))
 /* UCP progress calls one poll makes at most while they move data but complete nothing. */
 #define MAX_BITES 64
 /* Arms of the event fd a watch tries while UCP reports events, progressing between them. */
 #define ARM_TRIES 4
-/* WRITEs to a peer one flush serves at most: the first of a long stream does not wait for the
- * last to be placed before it completes. */
-#define FLUSH_BATCH 16
-
-struct op;
-
-struct peer {
-    ucp_ep_h ep;
-    ucp_rkey_h rkeys[MAX_REGIONS];
-    int n_rkeys;
-    int takes_puts; /* its address says its UCP runs our puts (TAKES_PUTS) */
-    ucs_status_t failed; /* UCS_OK while the connection lives */
-    struct op *unflushed; /* WRITEs put since the last flush, newest first */
-    int n_unflushed;
-};
-
-/* A receive buffer the node posted, waiting for a message. */
-struct posted {
-    void *buf;
-    size_t len;
-    void *ctx;
-};
-
-/* A message that arrived while no buffer was posted: a copy, kept in order. */
-struct held {
-    struct held *next;
-    size_t len;
-    unsigned char bytes[];
-};
-
-/* The ids of our active messages: messages, writes of a flow-control area (umqu_write), and
- * without a NIC the one-sided operations we carry ourselves (umqu_rma): a WRITE, a READ, and the
- * target's answer to either. */
-#define MESSAGE_ID 0
-#define AREA_ID 1
-#define CARRIED_WRITE_ID 2
-#define CARRIED_READ_ID 3
-#define CARRIED_ANSWER_ID 4
-
-/* Where an area write lands: an address inside the region our key `key` names. */
-struct area_hdr {
-    uint64_t addr;
-    uint64_t key;
-};
-
-/* Pointers by slot, the free slots kept for reuse: slots_take files one, slots_give_back ends
- * it, slots_at finds it (NULL for a free slot or one never taken). */
-struct slots {
-    void **at;
-    uint32_t *free;
-    size_t len, cap, n_free;
-};
-
-static int slots_take(struct slots *t, void *p, uint32_t *slot)
-{
-    if (!t->n_free && t->len == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        void **at = realloc(t->at, cap * sizeof(*at));
-        uint32_t *f = at ? realloc(t->free, cap * sizeof(*f)) : NULL;
-        if (at)
-            t->at = at;
-        if (!f)
-            return -ENOMEM;
-        t->free = f;
-        t->cap = cap;
-    }
-    *slot = t->n_free ? t->free[--t->n_free] : (uint32_t)t->len++;
-    t->at[*slot] = p;
-    return 0;
-}
-
-static void slots_give_back(struct slots *t, uint32_t slot)
-{
-    t->at[slot] = NULL;
-    t->free[t->n_free++] = slot;
-}
-
-static void *slots_at(const struct slots *t, uint64_t slot)
-{
-    return slot < t->len ? t->at[slot] : NULL;
-}
-
-static void slots_free(struct slots *t)
-{
-    free(t->at);
-    free(t->free);
-}
-
-/* Memory exposed for the peers' WRITEs and READs (umqu_expose_packed): UCP's mapping, or where
- * UCP carries no RMA of ours (tcp), an entry of our table, found by `slot` and checked by a
- * random `secret` (a packed key: CARRIED_MAGIC, slot, secret). */
-struct exposed {
-    ucp_context_h ctx;
-    ucp_mem_h mem; /* NULL: an entry of e's table */
-    struct umqu_ep *e;
-    uint32_t slot;
-    uint64_t secret, base, len;
-};
-
-static const char CARRIED_MAGIC[4] = {'U', 'M', 'Q', 'K'};
-/* A packed key of our table: CARRIED_MAGIC, then the slot and the secret, 64 bits each. */
-#define CARRIED_KEY_LEN (sizeof(CARRIED_MAGIC) + 2 * sizeof(uint64_t))
-
-/* A peer's key, unpacked (umqu_unpack_key): UCP's, or one of our table's at the peer. */
-struct remote_key {
-    ucp_rkey_h ucp; /* NULL: `slot` and `secret` name an entry of the peer's table */
-    uint64_t slot, secret;
-};
-
-/* A carried WRITE's or READ's header: where, under which entry of the target's table, and the
- * initiator's handle for the answer (`struct carried_answer`). */
-struct carried_hdr {
-    uint64_t addr, len, slot, secret, op;
-};
-
-/* The target's answer: the operation's handle and whether it was done (a READ's bytes follow). */
-struct carried_answer {
-    uint64_t op;
-    uint64_t refused;
-};
-
-struct umqu_ep {
-    ucp_context_h ctx;
-    ucp_worker_h worker;
-    int event_fd; /* the worker's: readable on UCP's events once armed (`umqu_arm_watch`) */
-    int wait_fd;  /* the same for a wakeable endpoint, -1 otherwise */
-    struct sockaddr_storage host; /* the address queues were asked on; family 0 if none */
-    socklen_t host_len;
-    ucp_mem_h regions[MAX_REGIONS];
-    uint64_t region_base[MAX_REGIONS], region_len[MAX_REGIONS]; /* where each lies */
-    void *rkeys[MAX_REGIONS]; /* packed, for our address */
-    size_t rkey_lens[MAX_REGIONS];
-    int n_regions;
-    struct peer *peers;
-    size_t n_peers, cap_peers;
-    struct posted *posted; /* a ring: the buffers waiting, oldest first */
-    size_t posted_head, posted_len, posted_cap;
-    struct held *held, **held_tail; /* messages waiting for a buffer, oldest first */
-    struct umqf_cqe *done; /* completions the callbacks appended, a ring */
-    size_t done_head, done_len, done_cap;
-    int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
-    int rma_in_software; /* UCP's RMA would be software (rma_on_nic): it runs none, ours are
-                          * carried operations (`carry`) */
-    uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
-    size_t n_to_flush, cap_to_flush;
-    struct slots table;    /* memory exposed to carried operations (struct exposed) */
-    struct slots awaiting; /* carried operations waiting for their answer (struct op) */
-    uint32_t op_generation; /* the high half of the next carried operation's handle */
-    size_t answer_copies;   /* bytes of answers copied for UCP to send (ANSWER_COPIES_MAX) */
-    char provider[64];
-};
-
 /* Room for `cap` completions, those waiting kept in order; 0, or -1 out of memory. */
 static int make_room(struct umqu_ep *e, size_t cap)
 {
@@ -334,40 +142,20 @@ static int make_room(struct umqu_ep *e, size_t cap)
 /* Appends a completion. The ring holds the node's completion queue size from the start, which
  * bounds what can be in flight; past it the ring grows, and a completion that still finds no
  * room fails the queue (umqu_poll), as an overrun libfabric queue does, rather than vanish. */
-static void complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
+void ucx_complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
 {
     if (e->done_len == e->done_cap && make_room(e, e->done_cap * 2)) {
         e->lost = 1;
         return;
     }
     e->done[(e->done_head + e->done_len++) % e->done_cap] =
-        (struct umqf_cqe){.ctx = ctx, .len = len, .err = code_of(s), .prov_errno = (int32_t)s};
+        (struct umqf_cqe){.ctx = ctx, .len = len, .err = ucx_code_of(s), .prov_errno = (int32_t)s};
 }
-
-/* An operation's context and length, kept until its callback: the request carries a pointer. */
-struct op {
-    struct umqu_ep *e;
-    void *ctx;
-    uint64_t len;
-    ucp_dt_iov_t iov[2]; /* a gathered send's pieces: UCP reads the array until completion */
-    union {
-        struct area_hdr hdr;        /* an area write's, which UCP reads until completion */
-        struct carried_hdr carried; /* a carried WRITE's or READ's, likewise */
-    };
-    int parts;           /* a WRITE's requests still out (its put and its flush), or a carried
-                          * operation's parts (its send, its answer) */
-    ucs_status_t status; /* the first failure among them */
-    struct op *next;     /* the next older WRITE waiting for the same flush */
-    ucp_ep_h to;         /* a carried operation's: the peer that answers */
-    void *read_into;     /* a carried READ's buffer; NULL for a WRITE */
-    uint32_t slot;       /* a carried operation's in `awaiting`, while it waits */
-    int waits;           /* it waits for its answer */
-};
 
 static void sent(void *request, ucs_status_t status, void *user_data)
 {
     struct op *o = user_data;
-    complete(o->e, o->ctx, o->len, status);
+    ucx_complete(o->e, o->ctx, o->len, status);
     free(o);
     U.request_free(request);
 }
@@ -380,11 +168,11 @@ static void fill(struct umqu_ep *e, const void *data, size_t len)
     e->posted_head = (e->posted_head + 1) % e->posted_cap;
     e->posted_len--;
     if (len > b.len) {
-        complete(e, b.ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
+        ucx_complete(e, b.ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
         return;
     }
     memcpy(b.buf, data, len);
-    complete(e, b.ctx, len, UCS_OK);
+    ucx_complete(e, b.ctx, len, UCS_OK);
 }
 
 /* UCP's handler for our messages, inside ucp_worker_progress: into a posted buffer, or behind
@@ -446,8 +234,6 @@ static void take_held(struct umqu_ep *e)
     }
 }
 
-static void fail_awaiting(struct umqu_ep *e, ucp_ep_h ep, ucs_status_t status);
-
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     struct peer *p = NULL;
@@ -457,26 +243,26 @@ static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
             p = &e->peers[i];
     if (p)
         p->failed = status;
-    fail_awaiting(e, ep, status);
+    ucx_fail_awaiting(e, ep, status);
 }
 
 /* Where an operation stands as it returns: done now (its completion appended), handed to UCP
  * (its callback appends it and frees `o`), or failed (a negative code). */
-static int settle(struct umqu_ep *e, ucs_status_ptr_t r, struct op *o)
+int ucx_settle(struct umqu_ep *e, ucs_status_ptr_t r, struct op *o)
 {
     if (r == NULL) {
-        complete(e, o->ctx, o->len, UCS_OK);
+        ucx_complete(e, o->ctx, o->len, UCS_OK);
         free(o);
         return 0;
     }
     if (UCS_PTR_IS_ERR(r)) {
         free(o);
-        return -code_of(UCS_PTR_STATUS(r));
+        return -ucx_code_of(UCS_PTR_STATUS(r));
     }
     return 0;
 }
 
-static struct op *op_new(struct umqu_ep *e, void *ctx, uint64_t len)
+struct op *ucx_op_new(struct umqu_ep *e, void *ctx, uint64_t len)
 {
     struct op *o = malloc(sizeof(*o));
     if (o)
@@ -485,7 +271,7 @@ static struct op *op_new(struct umqu_ep *e, void *ctx, uint64_t len)
 }
 
 /* A send's or write's parameters: its completion, by callback, carries `o`. */
-static ucp_request_param_t completing(struct op *o)
+ucp_request_param_t ucx_completing(struct op *o)
 {
     return (ucp_request_param_t){
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -616,19 +402,12 @@ static int rma_on_nic(const char *tls)
 }
 
 void umqu_close(struct umqu_ep *e);
-static void flush_writes(struct umqu_ep *e);
-static ucs_status_t carried_write_arrived(void *, const void *, size_t, void *, size_t,
-                                          const ucp_am_recv_param_t *);
-static ucs_status_t carried_read_arrived(void *, const void *, size_t, void *, size_t,
-                                         const ucp_am_recv_param_t *);
-static ucs_status_t carried_answered(void *, const void *, size_t, void *, size_t,
-                                     const ucp_am_recv_param_t *);
 
 static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_status_t s)
 {
     snprintf(why, n, "%s: %s (%d)", what, U.status_string(s), (int)s);
     umqu_close(e);
-    return -code_of(s);
+    return -ucx_code_of(s);
 }
 
 /* A UCP worker for the node on `node` (an address of this host, or NULL), with a wait fd when
@@ -695,9 +474,9 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         unsigned id;
         ucp_am_recv_callback_t cb;
     } ours[] = {{AREA_ID, area_arrived},
-                {CARRIED_WRITE_ID, carried_write_arrived},
-                {CARRIED_READ_ID, carried_read_arrived},
-                {CARRIED_ANSWER_ID, carried_answered}};
+                {CARRIED_WRITE_ID, ucx_carried_write_arrived},
+                {CARRIED_READ_ID, ucx_carried_read_arrived},
+                {CARRIED_ANSWER_ID, ucx_carried_answered}};
     for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
         handler.id = ours[i].id;
         handler.cb = ours[i].cb;
@@ -720,7 +499,7 @@ void umqu_close(struct umqu_ep *e)
 {
     if (!e)
         return;
-    flush_writes(e); /* the closes below end these flushes too, and free their WRITEs */
+    ucx_flush_writes(e); /* the closes below end these flushes too, and free their WRITEs */
     for (size_t i = 0; i < e->n_peers; i++) {
         struct peer *p = &e->peers[i];
         for (int k = 0; k < p->n_rkeys; k++)
@@ -744,10 +523,7 @@ void umqu_close(struct umqu_ep *e)
         U.worker_destroy(e->worker);
     if (e->ctx)
         U.cleanup(e->ctx);
-    for (size_t i = 0; i < e->awaiting.len; i++)
-        free(e->awaiting.at[i]); /* their peers are gone: no answer comes */
-    slots_free(&e->awaiting);
-    slots_free(&e->table);
+    ucx_rma_close(e);
     while (e->held) {
         struct held *h = e->held;
         e->held = h->next;
@@ -799,7 +575,7 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     ucp_mem_h m;
     ucs_status_t s = U.mem_map(e->ctx, &mp, &m);
     if (s != UCS_OK)
-        return -code_of(s);
+        return -ucx_code_of(s);
     void *packed;
     size_t packed_len;
     s = U.rkey_pack(e->ctx, m, &packed, &packed_len);
@@ -809,7 +585,7 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     }
     if (s != UCS_OK) {
         U.mem_unmap(e->ctx, m);
-        return -code_of(s);
+        return -ucx_code_of(s);
     }
     e->regions[e->n_regions] = m;
     e->region_base[e->n_regions] = (uint64_t)(uintptr_t)buf;
@@ -821,21 +597,21 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     return 0;
 }
 
-static struct peer *peer_of(struct umqu_ep *e, uint64_t peer)
+struct peer *ucx_peer_of(struct umqu_ep *e, uint64_t peer)
 {
     return peer < e->n_peers ? &e->peers[peer] : NULL;
 }
 
 /* The peer's usable endpoint, or NULL (and *rc) when it is unknown or its connection failed. */
-static ucp_ep_h reach(struct umqu_ep *e, uint64_t peer, int *rc)
+ucp_ep_h ucx_reach(struct umqu_ep *e, uint64_t peer, int *rc)
 {
-    struct peer *p = peer_of(e, peer);
+    struct peer *p = ucx_peer_of(e, peer);
     if (!p) {
         *rc = -EINVAL;
         return NULL;
     }
     if (p->failed != UCS_OK) {
-        *rc = -code_of(p->failed);
+        *rc = -ucx_code_of(p->failed);
         return NULL;
     }
     return p->ep;
@@ -846,18 +622,18 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
 {
     (void)desc;
     int rc = 0;
-    ucp_ep_h ep = reach(e, peer, &rc);
+    ucp_ep_h ep = ucx_reach(e, peer, &rc);
     if (!ep)
         return rc;
-    struct peer *p = peer_of(e, peer);
+    struct peer *p = ucx_peer_of(e, peer);
     if (key >= (uint64_t)p->n_rkeys)
         return -EINVAL;
-    struct op *o = op_new(e, ctx, len);
+    struct op *o = ucx_op_new(e, ctx, len);
     if (!o)
         return -ENOMEM;
-    ucp_request_param_t param = completing(o);
+    ucp_request_param_t param = ucx_completing(o);
     if (!e->rma_in_software && p->takes_puts)
-        return settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
+        return ucx_settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
     /* Over tcp UCP's put is a message the target answers, and UCX 1.13 aborts the target's
      * process when that answer cannot go (the initiator closed or died with the put on its way:
      * "unexpected error: Endpoint timeout" in ucp_put_handler); and a target without a NIC runs no
@@ -865,518 +641,7 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     o->hdr = (struct area_hdr){.addr = addr, .key = key};
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
-    return settle(e, U.am_send_nbx(ep, AREA_ID, &o->hdr, sizeof(o->hdr), buf, len, &param), o);
-}
-
-/* Peers' RMA into the process pool (rma.rs): bit 4, keys are packed by the target
- * (umqu_expose_packed: UCP's, or without a NIC entries of our table) and sent to the initiator, which
- * unpacks them (umqu_unpack_key); bit 2, a peer names our memory by its virtual address; bit 8,
- * RMA is carried in software, as messages the target's progress runs (tcp has no RMA lanes:
- * `ucx_info -e -u ra`; ours are carried operations, `carry`). */
-int umqu_rma_keyed(const struct umqu_ep *e)
-{
-    return (e->rma_in_software ? 8 : 0) | 4 | 2 | 1;
-}
-
-int umqu_expose_keyed(struct umqu_ep *e, void *buf, size_t len, uint64_t key, void **mr)
-{
-    (void)e, (void)buf, (void)len, (void)key, (void)mr;
-    return -ENOSYS;
-}
-
-/* Enters `x` in the table of memory exposed to carried operations, under a fresh secret. */
-static int enter(struct umqu_ep *e, struct exposed *x)
-{
-    if (getrandom(&x->secret, sizeof(x->secret), 0) != (ssize_t)sizeof(x->secret))
-        return -EIO;
-    return slots_take(&e->table, x, &x->slot);
-}
-
-/* Exposes `len` bytes at `buf` for the peers' RMA reads and writes; *mr is the exposure, for
- * umqu_unexpose, and `packed` (room for *packed_len bytes) gets the key a peer unpacks, its
- * length in *packed_len. -ENOSPC when the key does not fit. Where UCP carries no RMA of ours
- * (tcp) the key is an entry of our table, which our handlers check (carried_target): UCP's own
- * software RMA checks no key (docs/TRANSPORTS.md, "Trust"). */
-int umqu_expose_packed(struct umqu_ep *e, void *buf, size_t len, void **mr, void *packed,
-                       size_t *packed_len)
-{
-    struct exposed *x = calloc(1, sizeof(*x));
-    if (!x)
-        return -ENOMEM;
-    x->e = e;
-    x->base = (uint64_t)(uintptr_t)buf;
-    x->len = len;
-    if (e->rma_in_software) {
-        int rc = *packed_len < CARRIED_KEY_LEN ? -ENOSPC : enter(e, x);
-        if (rc) {
-            free(x);
-            return rc;
-        }
-        uint8_t *out = packed;
-        memcpy(out, CARRIED_MAGIC, sizeof(CARRIED_MAGIC));
-        uint64_t slot = x->slot;
-        memcpy(out + sizeof(CARRIED_MAGIC), &slot, sizeof(slot));
-        memcpy(out + sizeof(CARRIED_MAGIC) + sizeof(slot), &x->secret, sizeof(x->secret));
-        *packed_len = CARRIED_KEY_LEN;
-        *mr = x;
-        return 0;
-    }
-    ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = buf,
-        .length = len};
-    ucs_status_t s = U.mem_map(e->ctx, &mp, &x->mem);
-    if (s != UCS_OK) {
-        free(x);
-        return -code_of(s);
-    }
-    void *key;
-    size_t key_len;
-    s = U.rkey_pack(e->ctx, x->mem, &key, &key_len);
-    if (s == UCS_OK && key_len > *packed_len) {
-        U.rkey_buffer_release(key);
-        s = UCS_ERR_EXCEEDS_LIMIT;
-    }
-    if (s != UCS_OK) {
-        U.mem_unmap(e->ctx, x->mem);
-        free(x);
-        return s == UCS_ERR_EXCEEDS_LIMIT ? -ENOSPC : -code_of(s);
-    }
-    memcpy(packed, key, key_len);
-    *packed_len = key_len;
-    U.rkey_buffer_release(key);
-    x->ctx = e->ctx;
-    *mr = x;
-    return 0;
-}
-
-/* Ends an exposure of umqu_expose_packed. A carried operation under its key is refused from
- * now (its slot's next entry has another secret); over an RDMA NIC so is a peer's RMA. */
-int umqu_unexpose(void *mr)
-{
-    struct exposed *x = mr;
-    ucs_status_t s = UCS_OK;
-    if (x->mem) {
-        s = U.mem_unmap(x->ctx, x->mem);
-    } else {
-        slots_give_back(&x->e->table, x->slot);
-    }
-    free(x);
-    return -code_of(s);
-}
-
-/* A key the peer packed, unpacked for our operations to it: *key, until umqu_drop_key. The
- * bytes are the peer's, so hostile. A key of the peer's table is taken as it is (the peer
- * checks it); one of UCP's only where our UCP context does RMA (on a NIC). */
-int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t len,
-                    uint64_t *key)
-{
-    int rc = 0;
-    ucp_ep_h ep = reach(e, peer, &rc);
-    if (!ep)
-        return rc;
-    if (len == 0 || len > MAX_RKEY)
-        return -EINVAL;
-    struct remote_key *k = calloc(1, sizeof(*k));
-    if (!k)
-        return -ENOMEM;
-    const uint8_t *in = packed;
-    if (len == CARRIED_KEY_LEN && !memcmp(in, CARRIED_MAGIC, sizeof(CARRIED_MAGIC))) {
-        memcpy(&k->slot, in + sizeof(CARRIED_MAGIC), sizeof(k->slot));
-        memcpy(&k->secret, in + sizeof(CARRIED_MAGIC) + sizeof(k->slot), sizeof(k->secret));
-        *key = (uint64_t)(uintptr_t)k;
-        return 0;
-    }
-    if (e->rma_in_software) {
-        free(k);
-        return -ENOSYS;
-    }
-    /* ucp_ep_rkey_unpack takes no length: it reads a map of memory domains, then a length
-     * byte and a key for each, as the bytes say. So it reads a copy, zeroed past the peer's
-     * bytes as far as any map could make it read. */
-    unsigned char *copy = calloc(1, MAX_RKEY + UNPACK_SLACK);
-    if (!copy) {
-        free(k);
-        return -ENOMEM;
-    }
-    memcpy(copy, packed, len);
-    ucs_status_t s = U.ep_rkey_unpack(ep, copy, &k->ucp);
-    free(copy);
-    if (s != UCS_OK) {
-        free(k);
-        return -code_of(s);
-    }
-    *key = (uint64_t)(uintptr_t)k;
-    return 0;
-}
-
-void umqu_drop_key(uint64_t key)
-{
-    struct remote_key *k = (struct remote_key *)(uintptr_t)key;
-    if (k->ucp)
-        U.rkey_destroy(k->ucp);
-    free(k);
-}
-
-static void flush_peer(struct peer *p);
-
-/* One part of a WRITE (its put, its flush) is over: the last completes it. */
-static void part_done(struct op *o, ucs_status_t status)
-{
-    if (status != UCS_OK && o->status == UCS_OK)
-        o->status = status;
-    if (--o->parts == 0) {
-        complete(o->e, o->ctx, o->len, o->status);
-        free(o);
-    }
-}
-
-static void put_done(void *request, ucs_status_t status, void *user_data)
-{
-    U.request_free(request);
-    part_done(user_data, status);
-}
-
-/* A flush is over: each WRITE that waited for it has its flush part done. */
-static void flushed(struct op *batch, ucs_status_t status)
-{
-    while (batch) {
-        struct op *next = batch->next;
-        part_done(batch, status);
-        batch = next;
-    }
-}
-
-static void flush_done(void *request, ucs_status_t status, void *user_data)
-{
-    U.request_free(request);
-    flushed(user_data, status);
-}
-
-/* A WRITE completes once its bytes are placed at the peer, as libfabric's FI_DELIVERY_COMPLETE:
- * a put's own completion means only that our buffer is free again, so a flush of the endpoint
- * follows, and the later of the two completes the WRITE. One flush serves the WRITEs put to the
- * peer before the next poll (flush_writes), up to FLUSH_BATCH: a stream of WRITEs pays one
- * flush a batch. */
-static int write_placed(struct umqu_ep *e, uint64_t peer, const void *buf, size_t len,
-                        uint64_t addr, ucp_rkey_h k, struct op *o)
-{
-    struct peer *p = peer_of(e, peer);
-    if (!p->unflushed && e->n_to_flush == e->cap_to_flush) {
-        size_t cap = e->cap_to_flush ? e->cap_to_flush * 2 : 16;
-        uint64_t *q = realloc(e->to_flush, cap * sizeof(*q));
-        if (!q) {
-            free(o);
-            return -ENOMEM;
-        }
-        e->to_flush = q;
-        e->cap_to_flush = cap;
-    }
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .cb.send = put_done,
-                                 .user_data = o};
-    ucs_status_ptr_t put = U.put_nbx(p->ep, buf, len, addr, k, &param);
-    if (UCS_PTR_IS_ERR(put)) {
-        free(o);
-        return -code_of(UCS_PTR_STATUS(put));
-    }
-    o->parts = 1 + (put != NULL);
-    if (!p->unflushed)
-        e->to_flush[e->n_to_flush++] = peer;
-    o->next = p->unflushed;
-    p->unflushed = o;
-    if (++p->n_unflushed >= FLUSH_BATCH)
-        flush_peer(p);
-    return 0;
-}
-
-/* Flushes `p` for the WRITEs put to it since its last flush. */
-static void flush_peer(struct peer *p)
-{
-    struct op *batch = p->unflushed;
-    if (!batch)
-        return;
-    p->unflushed = NULL;
-    p->n_unflushed = 0;
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .cb.send = flush_done,
-                                 .user_data = batch};
-    ucs_status_ptr_t r = U.ep_flush_nbx(p->ep, &param);
-    if (r == NULL || UCS_PTR_IS_ERR(r))
-        flushed(batch, UCS_PTR_STATUS(r));
-}
-
-/* Flushes each peer that WRITEs were put to since its last flush, for all of them at once. */
-static void flush_writes(struct umqu_ep *e)
-{
-    for (size_t i = 0; i < e->n_to_flush; i++)
-        flush_peer(&e->peers[e->to_flush[i]]);
-    e->n_to_flush = 0;
-}
-
-/* Carried operations. Without a NIC UCP's own RMA is software too: a message the target's UCP runs,
- * writing or reading wherever it names without checking a key, and aborting the target's
- * process when its answer cannot go. So a WRITE or READ there is a message of ours: the target's
- * handler checks the key against its table and the bytes against the exposed memory, does it or
- * refuses, and answers; the answer completes the operation, a WRITE's once its bytes are placed
- * (FI_DELIVERY_COMPLETE). An operation waits for its answer in `awaiting`, under a handle (its
- * slot and a generation) that the answer names, and only the peer it went to may answer it. */
-
-/* A carried operation's or answer's send: eager, naming us for the answer, completed by `cb`
- * with `user_data`. */
-static ucp_request_param_t carried_send(ucp_send_nbx_callback_t cb, void *user_data)
-{
-    return (ucp_request_param_t){.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA |
-                                                 UCP_OP_ATTR_FIELD_FLAGS,
-                                 .cb.send = cb,
-                                 .user_data = user_data,
-                                 .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY};
-}
-
-/* Files `o`, which waits for an answer from `to`: o->carried.op is its handle. */
-static int await_answer(struct umqu_ep *e, struct op *o, ucp_ep_h to)
-{
-    if (slots_take(&e->awaiting, o, &o->slot))
-        return -ENOMEM;
-    o->to = to;
-    o->waits = 1;
-    o->carried.op = (uint64_t)++e->op_generation << 32 | o->slot;
-    return 0;
-}
-
-/* `o` waits no longer: answered, or no answer can come. */
-static void stop_waiting(struct umqu_ep *e, struct op *o)
-{
-    slots_give_back(&e->awaiting, o->slot);
-    o->waits = 0;
-}
-
-/* The operation `handle` names, if it waits for an answer from `from`. */
-static struct op *answered_by(struct umqu_ep *e, uint64_t handle, ucp_ep_h from)
-{
-    struct op *o = slots_at(&e->awaiting, (uint32_t)handle);
-    return o && o->carried.op == handle && o->to == from ? o : NULL;
-}
-
-/* `o` has its answer part done with `status`: the answer came, or none can. */
-static void answer_part(struct op *o, ucs_status_t status)
-{
-    stop_waiting(o->e, o);
-    part_done(o, status);
-}
-
-static void carried_sent(void *request, ucs_status_t status, void *user_data)
-{
-    struct op *o = user_data;
-    U.request_free(request);
-    if (status != UCS_OK && o->waits) {
-        stop_waiting(o->e, o); /* it never reached the target: no answer comes */
-        o->parts--;            /* the send's part, done below, is the last */
-    }
-    part_done(o, status);
-}
-
-/* The operations waiting for `ep`'s answers fail with `status`: its connection failed. */
-static void fail_awaiting(struct umqu_ep *e, ucp_ep_h ep, ucs_status_t status)
-{
-    for (size_t i = 0; i < e->awaiting.len; i++) {
-        struct op *o = e->awaiting.at[i];
-        if (o && o->to == ep)
-            answer_part(o, status);
-    }
-}
-
-/* Sends the carried WRITE (`len` bytes at `buf`) or READ (`len` bytes into `buf`) to the memory
- * at `addr` of the peer at `ep`, under the entry `k` of its table: the operation `o`. */
-static int carry(struct umqu_ep *e, int read, void *buf, size_t len, ucp_ep_h ep,
-                 uint64_t addr, const struct remote_key *k, struct op *o)
-{
-    if (await_answer(e, o, ep)) {
-        free(o);
-        return -ENOMEM;
-    }
-    o->read_into = read ? buf : NULL;
-    o->carried.addr = addr;
-    o->carried.len = len;
-    o->carried.slot = k->slot;
-    o->carried.secret = k->secret;
-    ucp_request_param_t param = carried_send(carried_sent, o);
-    ucs_status_ptr_t r = U.am_send_nbx(ep, read ? CARRIED_READ_ID : CARRIED_WRITE_ID,
-                                       &o->carried, sizeof(o->carried), read ? NULL : buf,
-                                       read ? 0 : len, &param);
-    if (UCS_PTR_IS_ERR(r)) {
-        stop_waiting(e, o);
-        free(o);
-        return -code_of(UCS_PTR_STATUS(r));
-    }
-    o->parts = 1 + (r != NULL);
-    return 0;
-}
-
-/* The memory a carried operation's header names, if an entry of our table exposes all of it
- * under the secret the header gives; else NULL. */
-static void *carried_target(struct umqu_ep *e, const struct carried_hdr *h)
-{
-    struct exposed *x = slots_at(&e->table, h->slot);
-    if (!x || x->secret != h->secret || h->addr < x->base || h->len > x->len ||
-        h->addr - x->base > x->len - h->len)
-        return NULL;
-    return (void *)(uintptr_t)h->addr;
-}
-
-/* A carried operation's header, if the message is one: whole, eager, with a peer to answer. */
-static int carried_request(const void *header, size_t header_len,
-                           const ucp_am_recv_param_t *param, struct carried_hdr *h)
-{
-    if (header_len != sizeof(*h) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
-        return 0;
-    memcpy(h, header, sizeof(*h));
-    return 1;
-}
-
-/* Bytes of answers copied for UCP to send later that a node keeps at most: past them a READ is
- * refused. A peer's requests are hostile, and one that asked for READs without ever reading
- * the answers would otherwise have the target copy its memory without end. Our own peers keep
- * at most 8 MiB of READs in flight each (READS_ALONE in node.rs), most answered at once. */
-#define ANSWER_COPIES_MAX ((size_t)256 << 20)
-
-struct answer_msg {
-    struct umqu_ep *e;
-    struct carried_answer hdr;
-    size_t len;
-    unsigned char bytes[];
-};
-
-static void answer_sent(void *request, ucs_status_t status, void *user_data)
-{
-    (void)status;
-    struct answer_msg *m = user_data;
-    U.request_free(request);
-    m->e->answer_copies -= m->len;
-    free(m);
-}
-
-/* Answers the carried operation `op` of the peer at `to`: done, with a READ's `len` bytes at
- * `bytes`, or refused. UCP sends what it can at once from our memory; else (a long READ) the
- * bytes are copied, as the memory may be withdrawn before UCP reads them, up to
- * ANSWER_COPIES_MAX in all (past it the READ is refused). An answer we cannot allocate is not
- * sent: the peer's operation then waits until its binding breaks. */
-static void answer(struct umqu_ep *e, ucp_ep_h to, uint64_t op, int done, const void *bytes,
-                   size_t len)
-{
-    struct carried_answer a = {.op = op, .refused = !done};
-    ucp_request_param_t now = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
-                                               UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
-                               .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY};
-    ucs_status_ptr_t r = U.am_send_nbx(to, CARRIED_ANSWER_ID, &a, sizeof(a), bytes, len, &now);
-    if (r == NULL || (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE))
-        return;
-    if (!UCS_PTR_IS_ERR(r)) {
-        U.request_free(r); /* not expected under FORCE_IMM_CMPL: it went */
-        return;
-    }
-    if (len > ANSWER_COPIES_MAX - e->answer_copies) {
-        a.refused = 1;
-        len = 0;
-    }
-    struct answer_msg *m = malloc(sizeof(*m) + len);
-    if (!m)
-        return;
-    m->e = e;
-    m->hdr = a;
-    m->len = len;
-    memcpy(m->bytes, bytes, len);
-    e->answer_copies += len;
-    ucp_request_param_t later = carried_send(answer_sent, m);
-    r = U.am_send_nbx(to, CARRIED_ANSWER_ID, &m->hdr, sizeof(m->hdr), m->bytes, len, &later);
-    if (r == NULL || UCS_PTR_IS_ERR(r)) {
-        e->answer_copies -= len;
-        free(m);
-    }
-}
-
-/* A peer's carried WRITE: placed if our table exposes where it names, then answered. */
-static ucs_status_t carried_write_arrived(void *arg, const void *header, size_t header_len,
-                                          void *data, size_t len,
-                                          const ucp_am_recv_param_t *param)
-{
-    struct umqu_ep *e = arg;
-    struct carried_hdr h;
-    if (!carried_request(header, header_len, param, &h))
-        return UCS_OK;
-    void *at = h.len == len ? carried_target(e, &h) : NULL;
-    if (at)
-        memcpy(at, data, len);
-    answer(e, param->reply_ep, h.op, at != NULL, NULL, 0);
-    return UCS_OK;
-}
-
-/* A peer's carried READ: answered with the bytes if our table exposes them, else refused. */
-static ucs_status_t carried_read_arrived(void *arg, const void *header, size_t header_len,
-                                         void *data, size_t len,
-                                         const ucp_am_recv_param_t *param)
-{
-    (void)data;
-    struct umqu_ep *e = arg;
-    struct carried_hdr h;
-    if (!carried_request(header, header_len, param, &h))
-        return UCS_OK;
-    void *at = len == 0 ? carried_target(e, &h) : NULL;
-    answer(e, param->reply_ep, h.op, at != NULL, at, at ? h.len : 0);
-    return UCS_OK;
-}
-
-/* The target's answer to a carried operation of ours: a READ's bytes land, and the operation's
- * answer part is done. One that names no operation waiting for this peer is dropped. */
-static ucs_status_t carried_answered(void *arg, const void *header, size_t header_len,
-                                     void *data, size_t len, const ucp_am_recv_param_t *param)
-{
-    struct umqu_ep *e = arg;
-    struct carried_answer a;
-    if (header_len != sizeof(a) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
-        return UCS_OK;
-    memcpy(&a, header, sizeof(a));
-    struct op *o = answered_by(e, a.op, param->reply_ep);
-    if (!o)
-        return UCS_OK;
-    ucs_status_t s = a.refused ? UCS_ERR_REJECTED : UCS_OK;
-    size_t expected = o->read_into && !a.refused ? o->len : 0;
-    if (s == UCS_OK && len != expected)
-        s = UCS_ERR_MESSAGE_TRUNCATED; /* a hostile or broken answer: nothing lands */
-    else if (s == UCS_OK && o->read_into)
-        memcpy(o->read_into, data, len);
-    answer_part(o, s);
-    return UCS_OK;
-}
-
-/* One-sided, into or out of the peer's memory at `addr` under `key` (umqu_unpack_key): with
- * `read` set, reads `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it,
- * completing once they are placed there. Its completion carries `ctx`. Under a key of the
- * peer's table, a carried operation; under UCP's, UCP's RMA, each WRITE followed by a flush
- * that serves a batch (write_placed). */
-int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
-             uint64_t key, void *ctx)
-{
-    int read = how & UMQF_RMA_READ;
-    const struct remote_key *k = (const struct remote_key *)(uintptr_t)key;
-    int rc = 0;
-    ucp_ep_h ep = reach(e, peer, &rc);
-    if (!ep)
-        return rc;
-    struct op *o = op_new(e, ctx, len);
-    if (!o)
-        return -ENOMEM;
-    if (!k->ucp)
-        return carry(e, read, buf, len, ep, addr, k, o);
-    if (!read)
-        return write_placed(e, peer, buf, len, addr, k->ucp, o);
-    ucp_request_param_t param = completing(o);
-    return settle(e, U.get_nbx(ep, buf, len, addr, k->ucp, &param), o);
+    return ucx_settle(e, U.am_send_nbx(ep, AREA_ID, &o->hdr, sizeof(o->hdr), buf, len, &param), o);
 }
 
 int umqu_wait_fd(const struct umqu_ep *e)
@@ -1418,7 +683,7 @@ int umqu_arm_watch(struct umqu_ep *e)
         if (s == UCS_OK)
             return 0;
         if (s != UCS_ERR_BUSY)
-            return -code_of(s);
+            return -ucx_code_of(s);
     }
     return 1;
 }
@@ -1430,7 +695,7 @@ int umqu_trywait(struct umqu_ep *e)
     if (e->done_len || e->n_to_flush)
         return -EAGAIN;
     ucs_status_t s = U.worker_arm(e->worker);
-    return s == UCS_OK ? 0 : s == UCS_ERR_BUSY ? -EAGAIN : -code_of(s);
+    return s == UCS_OK ? 0 : s == UCS_ERR_BUSY ? -EAGAIN : -ucx_code_of(s);
 }
 
 /* Our address: MAGIC, a flags byte (TAKES_PUTS), the packed keys of our exposed regions (a
@@ -1441,7 +706,7 @@ int umqu_name(struct umqu_ep *e, void *addr, size_t *len)
     size_t w_len, need = sizeof(MAGIC) + 2;
     ucs_status_t s = U.worker_get_address(e->worker, &w, &w_len);
     if (s != UCS_OK)
-        return -code_of(s);
+        return -ucx_code_of(s);
     for (int i = 0; i < e->n_regions; i++)
         need += 1 + e->rkey_lens[i];
     need += w_len;
@@ -1519,14 +784,14 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
         .err_handler = {.cb = peer_failed, .arg = e}};
     ucs_status_t s = U.ep_create(e->worker, &ep, &p->ep);
     if (s != UCS_OK)
-        return -code_of(s);
+        return -ucx_code_of(s);
     for (; p->n_rkeys < n_rkeys; p->n_rkeys++) {
         s = U.ep_rkey_unpack(p->ep, rkey_at[p->n_rkeys], &p->rkeys[p->n_rkeys]);
         if (s != UCS_OK)
             break;
     }
     *peer = e->n_peers++;
-    return s == UCS_OK ? 0 : -code_of(s);
+    return s == UCS_OK ? 0 : -ucx_code_of(s);
 }
 
 /* Posts a receive buffer: UCP is not told, our handler fills the buffers in posting order.
@@ -1547,16 +812,16 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
                        void *ctx)
 {
     int rc = 0;
-    ucp_ep_h ep = reach(e, peer, &rc);
+    ucp_ep_h ep = ucx_reach(e, peer, &rc);
     if (!ep)
         return rc;
     size_t total = 0;
     for (size_t i = 0; i < count; i++)
         total += iov[i].length;
-    struct op *o = op_new(e, ctx, total);
+    struct op *o = ucx_op_new(e, ctx, total);
     if (!o)
         return -ENOMEM;
-    ucp_request_param_t param = completing(o);
+    ucp_request_param_t param = ucx_completing(o);
     const void *buf = iov[0].buffer;
     size_t n = iov[0].length;
     if (count > 1) {
@@ -1566,7 +831,7 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
         buf = o->iov;
         n = count;
     }
-    return settle(e, send_message(ep, buf, n, &param), o);
+    return ucx_settle(e, send_message(ep, buf, n, &param), o);
 }
 
 /* Sends `len` bytes at `buf` to `peer` now or not at all (-EAGAIN), with no completion, as
@@ -1574,13 +839,13 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
 static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
 {
     int rc = 0;
-    ucp_ep_h ep = reach(e, peer, &rc);
+    ucp_ep_h ep = ucx_reach(e, peer, &rc);
     if (!ep)
         return rc;
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
     ucs_status_ptr_t r = send_message(ep, buf, len, &param);
     if (UCS_PTR_IS_ERR(r))
-        return -code_of(UCS_PTR_STATUS(r));
+        return -ucx_code_of(UCS_PTR_STATUS(r));
     if (r != NULL)
         U.request_free(r); /* not expected under FORCE_IMM_CMPL; it completes by itself */
     return 0;
@@ -1610,7 +875,7 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
     if (e->lost)
         return -ENOSPC;
     if (e->n_to_flush)
-        flush_writes(e);
+        ucx_flush_writes(e);
     progress_while(e, 0);
     int got = 0;
     for (; got < max && e->done_len; got++, e->done_len--) {
@@ -1671,7 +936,7 @@ int umqu_stranger_rma(const void *name, size_t name_len, uint64_t addr, void *bu
         s = U.ep_create(w, &ep_params, &ep);
     if (s == UCS_OK)
         s = U.ep_rkey_unpack(ep, rkey, &k);
-    int rc = s == UCS_OK ? 0 : -code_of(s), stuck = 0;
+    int rc = s == UCS_OK ? 0 : -ucx_code_of(s), stuck = 0;
     ucp_request_param_t none = {.op_attr_mask = 0};
     for (int get = 0; get < 2 && rc == 0; get++) {
         ucs_status_ptr_t r = get ? U.get_nbx(ep, buf, len, addr, k, &none)
@@ -1685,7 +950,7 @@ int umqu_stranger_rma(const void *name, size_t name_len, uint64_t addr, void *bu
             serve(arg);
         }
         if (UCS_PTR_IS_ERR(r))
-            rc = -code_of(UCS_PTR_STATUS(r));
+            rc = -ucx_code_of(UCS_PTR_STATUS(r));
         else if (r && U.request_check_status(r) == UCS_INPROGRESS)
             stuck = 1;
         if (r && !UCS_PTR_IS_ERR(r))
