@@ -296,6 +296,21 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
   if [ -e /usr/include/ucp/api/ucp.h ] && ldconfig -p | grep 'libucp\.so\.0 ' >/dev/null; then
     stage "the network provider over its UCX engine (UMQ_FABRIC_PROVIDER=ucx): its unit tests, the C network tests, the Python suite"
     UMQ_FABRIC_PROVIDER=ucx cargo test --profile release-tests -p umq --lib transport::fabric 2>&1 | tail -n 3
+    # Again with UCP's own RMA (put and flush, get), which the engine runs only on an RDMA NIC
+    # unless UMQ_UCX_RMA asks for it.
+    UMQ_UCX_RMA=ucp UMQ_FABRIC_PROVIDER=ucx cargo test --profile release-tests -p umq --lib transport::fabric 2>&1 | tail -n 3
+    # A target and an initiator whose UMQ_UCX_RMA differ work together: a target with UCP's
+    # keys gets our WRs as messages (we run no UCP RMA), one with the table's gets them carried.
+    for pair in "ucp carried 0" "carried ucp 1"; do
+      read -r target initiator expect <<<"$pair"
+      port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      UMQ_UCX_RMA=$target UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --server --port "$port" >/dev/null 2>&1 &
+      server=$!
+      sleep 1
+      UMQ_UCX_RMA=$initiator UMQ_FABRIC_PROVIDER=ucx timeout 100 "$lib/umq-perf" --client 127.0.0.1 --port "$port" --provider fabric --test rma --size 4096 --iters 300 --shared-pool off --target poll --json | EXPECT_RMA=$expect python3 -c 'import json,os,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream", "write_pingpong"], rows; by_rma=rows[-1]["one_sided_rma_wr"]; assert (by_rma > 0) == (os.environ["EXPECT_RMA"] == "1"), rows; print("UCX engine, target", sys.argv[1], "initiator", sys.argv[2] + ":", by_rma, "WRs by RMA")' "$target" "$initiator"
+      kill "$server" 2>/dev/null || true
+      wait "$server" 2>/dev/null || true
+    done
     # shellcheck disable=SC2046 # one name a word
     UMQ_FABRIC_PROVIDER=ucx meson test -C build-c --print-errorlogs $(meson test -C build-c --list 2>/dev/null | grep -e fabric -e two_hosts | grep -v fi_libfabric_inline)
     UMQ_FABRIC_PROVIDER=ucx timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the UCX engine")'

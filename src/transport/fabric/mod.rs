@@ -797,6 +797,12 @@ mod tests {
 
     /// The engine this test run names (`UMQ_FABRIC_PROVIDER`, as the library reads it):
     /// libfabric's tcp unless it says `ucx`.
+    /// Whether a UCX endpoint's context runs UCP's own RMA: on an RDMA NIC (not software), or
+    /// where `UMQ_UCX_RMA=ucp` asks for it.
+    fn ucp_runs_rma(ep: &Endpoint) -> bool {
+        !ep.rma_in_software() || std::env::var("UMQ_UCX_RMA").is_ok_and(|v| v == "ucp")
+    }
+
     fn engine() -> String {
         std::env::var("UMQ_FABRIC_PROVIDER")
             .ok()
@@ -1269,8 +1275,8 @@ mod tests {
         let node = Node::open(sys::UCX_ENGINE, Some("127.0.0.1"), false).expect("ucx");
         let n = node.lock();
         let ep = &n.ep;
-        if !ep.rma_in_software() {
-            eprintln!("skipped: UCX_TLS names transports beside tcp: WRITE and READ are UCP's");
+        if ucp_runs_rma(ep) {
+            eprintln!("skipped: the context runs UCP's RMA: WRITE and READ are UCP's");
             return;
         }
         assert!(ep.packs_keys());
@@ -2428,6 +2434,11 @@ mod tests {
     #[test]
     fn an_area_write_lands_after_its_writer_has_gone() {
         let mut p = Pair::new(false, Duration::from_secs(60));
+        if engine() == "ucx" && ucp_runs_rma(&p.a.ch.node.lock().ep) {
+            // UCX 1.13 aborts the target here: the hazard `UMQ_UCX_RMA` documents.
+            eprintln!("skipped: the area goes by UCP's software put (UMQ_UCX_RMA=ucp)");
+            return;
+        }
         p.area_a.raise_to([16, 40, 3]);
         p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
         p.area_a.raise_to([16, 41, 3]);
@@ -2462,8 +2473,8 @@ mod tests {
             return;
         }
         let mut p = Pair::new(false, Duration::from_secs(60));
-        if !p.a.ch.node.lock().ep.rma_in_software() {
-            eprintln!("skipped: UCX_TLS names transports beside tcp: the area goes by UCP's put");
+        if ucp_runs_rma(&p.a.ch.node.lock().ep) {
+            eprintln!("skipped: the context runs UCP's RMA: the area goes by its put");
             return;
         }
         p.area_a.raise_to([16, 40, 3]);
@@ -2526,8 +2537,8 @@ mod tests {
             return;
         }
         let (mut p, target, remote) = pair_with_exposed_target();
-        if !p.b.ch.node.lock().ep.rma_in_software() {
-            eprintln!("skipped: UCX_TLS names transports beside tcp, and UCP's RMA runs");
+        if ucp_runs_rma(&p.b.ch.node.lock().ep) {
+            eprintln!("skipped: the context runs UCP's RMA, as on an RDMA NIC");
             p.pool.free_one(target).unwrap();
             return;
         }

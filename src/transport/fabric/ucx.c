@@ -118,7 +118,7 @@ int ucx_code_of(ucs_status_t s)
 
 /* Our address starts with these four bytes, so neither engine takes the other's for its own. */
 static const char MAGIC[4] = {'U', 'C', 'X', '2'};
-/* In our address's flags byte: our UCP context runs UCP's RMA (on a NIC only: rma_on_nic). */
+/* In our address's flags byte: our UCP context runs UCP's RMA (`ucp_rma`). */
 #define TAKES_PUTS 1
 /* UCP progress calls one poll makes at most while they move data but complete nothing. */
 #define MAX_BITES 64
@@ -385,8 +385,8 @@ static int names_rdma(const char *tls)
 
 /* Whether UCP's RMA can run on a NIC: UCX_TLS names an RDMA transport and the host has an RDMA
  * device. Elsewhere UCP's RMA is software over tcp (`UCX_TLS=all` between processes of one
- * host too): handlers that write and read where a peer names, and abort the process when
- * their answer cannot go, so the context runs none (`umqu_open`) and ours are carried. */
+ * host too): handlers that write and read where a peer names, and abort the process when their
+ * answer cannot go. */
 static int rma_on_nic(const char *tls)
 {
     if (!tls || !names_rdma(tls))
@@ -440,7 +440,15 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         return fail(e, why, n, "ucp_config_read", s);
     s = configure(e, cfg);
     const char *tls = getenv("UCX_TLS");
-    e->rma_in_software = !rma_on_nic(tls);
+    /* The context runs UCP's RMA on a NIC, or where UMQ_UCX_RMA=ucp asks for it anyway (to
+     * test and compare UCP's RMA on a host without one: between hosts that trust each other);
+     * else none, and ours are carried (ucx_rma.c). */
+    const char *asked = getenv("UMQ_UCX_RMA");
+    int on_nic = rma_on_nic(tls);
+    e->ucp_rma = asked && !strcmp(asked, "ucp")       ? 1
+                 : asked && !strcmp(asked, "carried") ? 0
+                                                      : on_nic;
+    e->rma_in_software = !(on_nic && e->ucp_rma);
     /* Every worker has its event fd, wakeable or not: the progress thread watches it while a
      * peer's long WRs arrive for a process that is not calling in (`umqu_arm_watch`). Where
      * UCP's RMA would be software (rma_on_nic) the context does none: UCP's handlers, which
@@ -449,7 +457,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
-                    (e->rma_in_software ? 0 : UCP_FEATURE_RMA)};
+                    (e->ucp_rma ? UCP_FEATURE_RMA : 0)};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
     U.config_release(cfg);
@@ -632,7 +640,7 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
     if (!o)
         return -ENOMEM;
     ucp_request_param_t param = ucx_completing(o);
-    if (!e->rma_in_software && p->takes_puts)
+    if (e->ucp_rma && p->takes_puts)
         return ucx_settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
     /* Over tcp UCP's put is a message the target answers, and UCX 1.13 aborts the target's
      * process when that answer cannot go (the initiator closed or died with the put on its way:
@@ -718,7 +726,7 @@ int umqu_name(struct umqu_ep *e, void *addr, size_t *len)
     uint8_t *out = addr;
     memcpy(out, MAGIC, sizeof(MAGIC));
     out += sizeof(MAGIC);
-    *out++ = e->rma_in_software ? 0 : TAKES_PUTS;
+    *out++ = e->ucp_rma ? TAKES_PUTS : 0;
     *out++ = (uint8_t)e->n_regions;
     for (int i = 0; i < e->n_regions; i++) {
         *out++ = (uint8_t)e->rkey_lens[i];

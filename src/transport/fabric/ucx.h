@@ -139,8 +139,9 @@ struct umqu_ep {
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
-    int rma_in_software; /* UCP's RMA would be software (rma_on_nic): it runs none, ours are
-                          * carried operations (`carry`) */
+    int ucp_rma;         /* the context runs UCP's RMA (on a NIC, or UMQ_UCX_RMA=ucp); else
+                          * ours are carried operations (ucx_rma.c, `carry`) */
+    int rma_in_software; /* RMA runs in the target's progress: not UCP's on a NIC */
     uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
     size_t n_to_flush, cap_to_flush;
     struct slots table;    /* memory exposed to carried operations (struct exposed) */

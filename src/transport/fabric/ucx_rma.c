@@ -110,7 +110,7 @@ int umqu_expose_packed(struct umqu_ep *e, void *buf, size_t len, void **mr, void
     x->e = e;
     x->base = (uint64_t)(uintptr_t)buf;
     x->len = len;
-    if (e->rma_in_software) {
+    if (!e->ucp_rma) {
         int rc = *packed_len < CARRIED_KEY_LEN ? -ENOSPC : enter(e, x);
         if (rc) {
             free(x);
@@ -191,7 +191,7 @@ int umqu_unpack_key(struct umqu_ep *e, uint64_t peer, const void *packed, size_t
         *key = (uint64_t)(uintptr_t)k;
         return 0;
     }
-    if (e->rma_in_software) {
+    if (!e->ucp_rma) {
         free(k);
         return -ENOSYS;
     }
