@@ -644,8 +644,8 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
         return ucx_settle(e, U.put_nbx(ep, buf, len, addr, p->rkeys[key], &param), o);
     /* Over tcp UCP's put is a message the target answers, and UCX 1.13 aborts the target's
      * process when that answer cannot go (the initiator closed or died with the put on its way:
-     * "unexpected error: Endpoint timeout" in ucp_put_handler); and a target without a NIC runs no
-     * put at all (`umqu_open`). Our own message needs no answer. */
+     * "unexpected error: Endpoint timeout" in ucp_put_handler); and a target whose context runs
+     * no UCP RMA (`ucp_rma`) runs no put at all. Our own message needs no answer. */
     o->hdr = (struct area_hdr){.addr = addr, .key = key};
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;

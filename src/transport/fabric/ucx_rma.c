@@ -1,9 +1,9 @@
 /* The UCX engine's one-sided side: memory our peers' WRITEs and READs reach, and ours to
  * theirs. On an RDMA NIC these are UCP's RMA under UCP's keys, each WRITE followed by a flush
  * that learns it was placed; elsewhere UCP's RMA would be software that checks no key, so the
- * context runs none (ucx.c, `rma_on_nic`) and a WRITE or READ is a carried operation: an active
- * message of ours that the target checks against its table, carries out or refuses, and
- * answers. */
+ * context runs none (ucx.c, `ucp_rma`: unless UMQ_UCX_RMA=ucp) and a WRITE or READ is a carried
+ * operation: an active message of ours that the target checks against its table, carries out
+ * or refuses, and answers. */
 #ifdef UMQ_HAVE_UCX
 #include <errno.h>
 #include <stdlib.h>
@@ -73,10 +73,10 @@ struct remote_key {
 };
 
 /* Peers' RMA into the process pool (rma.rs): bit 4, keys are packed by the target
- * (umqu_expose_packed: UCP's, or without a NIC entries of our table) and sent to the initiator, which
- * unpacks them (umqu_unpack_key); bit 2, a peer names our memory by its virtual address; bit 8,
- * RMA is carried in software, as messages the target's progress runs (tcp has no RMA lanes:
- * `ucx_info -e -u ra`; ours are carried operations, `carry`). */
+ * (umqu_expose_packed: UCP's where the context runs UCP's RMA, else entries of our table) and
+ * sent to the initiator, which unpacks them (umqu_unpack_key); bit 2, a peer names our memory
+ * by its virtual address; bit 8, RMA runs in software, in the target's progress (tcp has no RMA
+ * lanes: `ucx_info -e -u ra`; ours are carried operations, `carry`). */
 int umqu_rma_keyed(const struct umqu_ep *e)
 {
     return (e->rma_in_software ? 8 : 0) | 4 | 2 | 1;
@@ -320,8 +320,8 @@ void ucx_flush_writes(struct umqu_ep *e)
     e->n_to_flush = 0;
 }
 
-/* Carried operations. Without a NIC UCP's own RMA is software too: a message the target's UCP runs,
- * writing or reading wherever it names without checking a key, and aborting the target's
+/* Carried operations. Without a NIC UCP's own RMA is software too: a message the target's UCP
+ * runs, writing or reading wherever it names without checking a key, and aborting the target's
  * process when its answer cannot go. So a WRITE or READ there is a message of ours: the target's
  * handler checks the key against its table and the bytes against the exposed memory, does it or
  * refuses, and answers; the answer completes the operation, a WRITE's once its bytes are placed
