@@ -168,7 +168,6 @@ struct op {
     ucp_ep_h to;         /* a carried operation's: the peer that answers */
     void *read_into;     /* a carried READ's buffer; NULL for a WRITE */
     uint32_t slot;       /* a carried operation's in `awaiting`, while it waits */
-    int waits;           /* it waits for its answer */
 };
 
 /* ucx.c's, for ucx_rma.c: */

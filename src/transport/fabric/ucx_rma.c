@@ -346,7 +346,6 @@ static int await_answer(struct umqu_ep *e, struct op *o, ucp_ep_h to)
     if (slots_take(&e->awaiting, o, &o->slot))
         return -ENOMEM;
     o->to = to;
-    o->waits = 1;
     o->carried.op = (uint64_t)++e->op_generation << 32 | o->slot;
     return 0;
 }
@@ -355,7 +354,13 @@ static int await_answer(struct umqu_ep *e, struct op *o, ucp_ep_h to)
 static void stop_waiting(struct umqu_ep *e, struct op *o)
 {
     slots_give_back(&e->awaiting, o->slot);
-    o->waits = 0;
+}
+
+/* Whether `o` still waits for its answer: its slot still holds it (a slot given back may
+ * already hold another operation). */
+static int waits(const struct op *o)
+{
+    return slots_at(&o->e->awaiting, o->slot) == o;
 }
 
 /* The operation `handle` names, if it waits for an answer from `from`. */
@@ -376,7 +381,7 @@ static void carried_sent(void *request, ucs_status_t status, void *user_data)
 {
     struct op *o = user_data;
     U.request_free(request);
-    if (status != UCS_OK && o->waits) {
+    if (status != UCS_OK && waits(o)) {
         stop_waiting(o->e, o); /* it never reached the target: no answer comes */
         o->parts--;            /* the send's part, done below, is the last */
     }
