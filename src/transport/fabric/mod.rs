@@ -1162,9 +1162,10 @@ mod tests {
             fabric.name().to_vec(),
             rxm.name().to_vec(),
         );
-        // Bind info carries at most 128 bytes of a node's address.
+        // Bind info carries at most 384 bytes of a node's address (`MAX_FABRIC_ADDR`, in the
+        // queue layer above); more transports in `UCX_TLS` make it longer (`all`: about 200).
         assert!(
-            u.starts_with(b"UCX2") && u.len() <= 128,
+            u.starts_with(b"UCX2") && u.len() <= 384,
             "{} bytes",
             u.len()
         );
