@@ -43,7 +43,7 @@ impl Queue {
         provider.log_first_use();
         self.endpoints.bound_through(provider);
         // An inbox a binding now uses says where our shared pool is (the offered one could not).
-        if let Some(arena) = &lock(&self.wire).arena {
+        if let Some(arena) = lock(&self.wire).arena() {
             self.endpoints.publish_pool(arena);
         }
         self.endpoints.publish_access(self.rt.pool.access_table());

@@ -411,7 +411,7 @@ impl Queue {
             umqh: self.handle,
         };
         let offer = self.endpoints.offer(&want);
-        if let Some(arena) = &lock(&self.wire).arena {
+        if let Some(arena) = lock(&self.wire).arena() {
             self.endpoints.publish_pool(arena);
         }
         if !bound {
@@ -451,7 +451,7 @@ impl Queue {
                 // comes second publishes the pool to the peer.
                 let mut w = lock(&self.wire);
                 self.endpoints.publish_pool(&arena);
-                w.arena = Some(arena);
+                w.adopt_arena(arena);
                 Some(lists)
             })
             .as_ref()

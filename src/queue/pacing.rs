@@ -24,12 +24,11 @@
 use super::{Queue, lock};
 use crate::abi::errno::*;
 use crate::abi::ext::umq_ext_pacing_stats_t;
-use crate::abi::types::umq_buf_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Departed, Grant, Left, Pacer, PacingError};
 use crate::os::clock_ns;
 use crate::transport::link::Backlog;
-use crate::transport::wire::{Paced, Wire};
+use crate::transport::wire::Wire;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -201,12 +200,11 @@ pub fn set_rate(q: &Queue, bits_per_s: u64) -> UmqResult<()> {
     }
     let mut w = lock(&q.wire);
     if bits_per_s > 0 {
-        w.paced.get_or_insert_with(Paced::default).pmtu = pmtu;
+        w.pace(pmtu);
         return Ok(());
     }
     let released = w.held() > 0;
-    w.release_held();
-    w.paced = None;
+    w.unpace();
     drop(w);
     if released {
         q.transmit();
@@ -230,8 +228,8 @@ pub fn set_pmtu(q: &Queue, pmtu: u64) -> UmqResult<()> {
         e.nudge();
     }
     q.pacing.pmtu.store(pmtu, Ordering::Relaxed);
-    if let Some(p) = lock(&q.wire).paced.as_mut() {
-        p.pmtu = pmtu;
+    if let Some(p) = lock(&q.wire).paced_mut() {
+        p.set_pmtu(pmtu);
     }
     Ok(())
 }
@@ -457,63 +455,24 @@ impl Queue {
     }
 }
 
-/// Hands the send queue what a grant of `packets` covers of the held WRs, in order: a WR goes
-/// with its first packet granted, and its provider sends its packets as they are granted
-/// (`Paced::open`). A grant that ends inside a WR writes its progress back. Returns packets
-/// used, bytes granted, WRs moved, and what is left.
+/// Hands the send queue what a grant of `packets` covers of the held WRs, in order
+/// (`Paced::grant`). Returns packets used, bytes granted, WRs moved, and what is left.
 fn release(w: &mut Wire, packets: u32, pmtu: u32) -> (u32, u64, usize, Left) {
-    let Some(p) = w.paced.as_mut() else {
+    let Some(g) = w.paced_mut().map(|p| p.grant(packets, pmtu)) else {
         return (0, 0, 0, Left::Nothing);
     };
-    let size = |wr: *mut umq_buf_t| unsafe { (*wr).total_data_size };
-    let open = p.open.map(|(wr, _)| wr);
-    // The WR the grant starts inside (if any), and the bytes of it granted before.
-    let first = open.or(p.held.front().copied());
-    let before = first.map_or(0, |wr| granted_bytes(p.progress, pmtu, size(wr)));
-    let sizes = open.iter().chain(p.held.iter()).map(|&wr| size(wr));
-    let c = pacing::cover(sizes, p.progress, pmtu, packets);
-    let mut whole = c.messages;
-    if open.is_some() && whole > 0 {
-        p.open = None;
-        whole -= 1;
-    }
-    let mut moved: Vec<_> = p.held.drain(..whole).collect();
-    p.progress = c.progress;
-    p.pmtu = pmtu;
-    let mut partial = 0;
-    if c.progress > 0 {
-        let wr = open
-            .filter(|_| p.open.is_some())
-            .or(p.held.front().copied());
-        if let Some(wr) = wr {
-            partial = granted_bytes(c.progress, pmtu, size(wr));
-            if p.open.is_none() {
-                moved.extend(p.held.pop_front());
-            }
-            p.open = Some((wr, partial));
-        }
-    }
-    let left = if p.held.is_empty() && p.open.is_none() {
-        Left::Nothing
-    } else {
-        Left::More
-    };
-    let n = moved.len();
-    for wr in moved {
+    let n = g.released.len();
+    for wr in g.released {
         w.sq.push(wr);
     }
-    (c.packets, c.bytes + partial - before, n, left)
-}
-
-/// The bytes `packets` packets of `pmtu` cover of a message of `size` bytes.
-fn granted_bytes(packets: u32, pmtu: u32, size: u32) -> u64 {
-    (packets as u64 * pmtu as u64).min(size as u64)
+    (g.packets, g.bytes, n, g.left)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::abi::pro_types::UMQ_OPC_SEND;
+    use crate::abi::types::umq_buf_t;
     use crate::buf::pool::Pool;
 
     /// A wire holding WRs of `sizes` bytes for the pacer, PMTU 1024.
@@ -526,16 +485,15 @@ mod tests {
         for (&wr, &n) in wrs.iter().zip(sizes) {
             unsafe { (*wr).total_data_size = n };
         }
-        w.paced = Some(Paced {
-            held: wrs.iter().copied().collect(),
-            pmtu: 1024,
-            ..Default::default()
-        });
+        w.pace(1024);
+        for &wr in &wrs {
+            w.paced_mut().unwrap().hold(wr);
+        }
         (w, wrs)
     }
 
     fn open(w: &Wire) -> Option<(*mut umq_buf_t, u64)> {
-        w.paced.as_ref().unwrap().open
+        w.paced().unwrap().open()
     }
 
     /// Over a link a WR goes to the send queue with its first packet granted and the gate

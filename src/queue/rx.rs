@@ -117,7 +117,8 @@ impl Queue {
     /// ahead; they offer none.
     #[inline]
     fn offer_for_placement(&self, w: &Wired, b: *mut umq_buf_t) {
-        let (Some(arena), Some(link), true) = (w.arena.as_deref(), &w.link, self.rt.pro_api) else {
+        let (Some(arena), Some(link), true) = (w.arena().map(|a| &**a), &w.link, self.rt.pro_api)
+        else {
             return;
         };
         link.offer_rx(arena, w.rq.posted_len(), b);

@@ -1,8 +1,7 @@
 //! What a queue reports: flow-control statistics, libfabric-style room queries, transports.
 
 use super::*;
-use crate::transport::arrivals::{Arrival, ArrivalLog};
-use crate::transport::wire::Wire;
+use crate::transport::arrivals::Arrival;
 
 impl Queue {
     /// Flow-control statistics, after reading the peer's area (so they are current).
@@ -99,19 +98,19 @@ impl Queue {
         let w = lock(&self.wire);
         umq_ext_transport_stats_t {
             transport,
-            shared_pool: w.arena.is_some() as u32,
-            shared_pool_bytes: w.arena.as_ref().map_or(0, |a| a.resident() as u64),
-            by_ref_wr: w.zero_copy.by_ref_wr,
-            by_ref_bytes: w.zero_copy.by_ref_bytes,
-            placed_wr: w.zero_copy.placed_wr,
-            placed_bytes: w.zero_copy.placed_bytes,
-            placed_rx: w.zero_copy.placed_rx,
-            paced_packets: w.paced_packets,
-            one_sided_mapped_wr: w.zero_copy.one_sided_mapped_wr,
-            one_sided_kernel_wr: w.zero_copy.one_sided_kernel_wr,
-            calls_sent: w.zero_copy.calls_sent,
-            calls_answered: w.zero_copy.calls_answered,
-            one_sided_rma_wr: w.zero_copy.one_sided_rma_wr,
+            shared_pool: w.arena().is_some() as u32,
+            shared_pool_bytes: w.arena().map_or(0, |a| a.resident() as u64),
+            by_ref_wr: w.zero_copy().by_ref_wr,
+            by_ref_bytes: w.zero_copy().by_ref_bytes,
+            placed_wr: w.zero_copy().placed_wr,
+            placed_bytes: w.zero_copy().placed_bytes,
+            placed_rx: w.zero_copy().placed_rx,
+            paced_packets: w.paced_packets(),
+            one_sided_mapped_wr: w.zero_copy().one_sided_mapped_wr,
+            one_sided_kernel_wr: w.zero_copy().one_sided_kernel_wr,
+            calls_sent: w.zero_copy().calls_sent,
+            calls_answered: w.zero_copy().calls_answered,
+            one_sided_rma_wr: w.zero_copy().one_sided_rma_wr,
         }
     }
 }
@@ -154,11 +153,8 @@ pub enum Pieces {
 }
 
 impl Pieces {
-    fn log(self, w: &mut Wire) -> &mut Option<Box<ArrivalLog>> {
-        match self {
-            Pieces::Arriving => &mut w.arrivals,
-            Pieces::Leaving => &mut w.departures,
-        }
+    fn leaving(self) -> bool {
+        self == Pieces::Leaving
     }
 }
 
@@ -167,7 +163,7 @@ impl Pieces {
 /// --wire`); not part of the C API.
 pub fn record_pieces(umqh: u64, which: Pieces, limit: usize) -> UmqResult<()> {
     with_queue("record_pieces", umqh, |q| {
-        *which.log(&mut lock(&q.wire)) = Some(Box::new(ArrivalLog::new(limit)));
+        lock(&q.wire).record_pieces(which.leaving(), limit);
         Ok(())
     })
 }
@@ -176,10 +172,6 @@ pub fn record_pieces(umqh: u64, which: Pieces, limit: usize) -> UmqResult<()> {
 /// and how many more passed past the limit; recording goes on.
 pub fn take_pieces(umqh: u64, which: Pieces) -> UmqResult<(Vec<Arrival>, u64)> {
     with_queue("take_pieces", umqh, |q| {
-        Ok(which
-            .log(&mut lock(&q.wire))
-            .as_mut()
-            .map(|log| log.take())
-            .unwrap_or_default())
+        Ok(lock(&q.wire).take_pieces(which.leaving()))
     })
 }

@@ -179,8 +179,7 @@ impl Queue {
         batch: &TxBatch,
         out: &mut Outcome,
     ) -> usize {
-        if batch.n < 2 || !batch.front_is_one_sided() || !w.waits_hold_credit() || w.paced.is_some()
-        {
+        if batch.n < 2 || !batch.front_is_one_sided() || !w.waits_hold_credit() || w.is_paced() {
             return 0;
         }
         link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
@@ -217,7 +216,7 @@ impl Queue {
     /// for credit, the send queue has room and no pacer holds the queue's WRs.
     #[inline(always)]
     fn may_send_one(&self, w: &Wire) -> bool {
-        w.waits_hold_credit() && w.sq.len() < self.cfg.tx_depth as usize && w.paced.is_none()
+        w.waits_hold_credit() && w.sq.len() < self.cfg.tx_depth as usize && !w.is_paced()
     }
 
     /// What `queue_tx` would do for the one WR of `send_one_now`, without its batch
@@ -373,10 +372,10 @@ impl Queue {
         }
         // The caller's list stays as it was: a WR ends where its head's total_data_size says.
         let heads = &batch.heads()[..accepted];
-        if let Some(p) = mine.paced.as_mut() {
+        if let Some(p) = mine.paced_mut() {
             for &head in heads {
                 unsafe { (*head).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_TX) };
-                p.held.push_back(head);
+                p.hold(head);
             }
             batch.held.set(accepted > 0);
             return (accepted, window_limited);

@@ -11,6 +11,7 @@ pub mod fifo;
 pub mod hostile;
 pub mod link;
 pub mod loopback;
+pub mod paced;
 pub mod pause;
 pub mod progress;
 pub mod recv_queue;

@@ -2,6 +2,8 @@
 //! completions, the send queue, flow control, WRs in flight), the two
 //! sides of a delivery, what a round did, and the credit gate a sender's WRs pass in order.
 
+use super::arrivals::{Arrival, ArrivalLog};
+use super::paced::Paced;
 use super::recv_queue::RecvQueue;
 use super::send_queue::SendQueue;
 use crate::abi::errno::*;
@@ -9,7 +11,6 @@ use crate::abi::pro_types::*;
 use crate::abi::types::*;
 use crate::flow::FlowState;
 use crate::flow::stall::StallWatch;
-use std::ptr;
 use std::time::Instant;
 
 pub struct Wire {
@@ -35,21 +36,21 @@ pub struct Wire {
     pub stall: StallWatch,
     /// The queue's shared pool, once it has one: WRs from its buffers may cross without a
     /// copy into a ring (by reference, or placed).
-    pub arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
-    pub zero_copy: ZeroCopy,
+    pub(in crate::transport) arena: Option<std::sync::Arc<crate::buf::arena::Arena>>,
+    pub(in crate::transport) zero_copy: ZeroCopy,
     /// While the queue has a rate limit: the WRs posted and not yet released by the pacer.
-    pub paced: Option<Paced>,
+    paced: Option<Paced>,
     /// Packets of paced messages the provider has put on the wire since the queue was created.
-    pub paced_packets: u64,
+    paced_packets: u64,
     /// While bound to another process: the queue's place on the link to it (link-level pause).
     pub pause: Option<super::pause::PauseGate>,
     /// While asked for: when the pieces of the peer's messages arrived (`arrivals`).
-    pub arrivals: Option<Box<super::arrivals::ArrivalLog>>,
+    pub(in crate::transport) arrivals: Option<Box<ArrivalLog>>,
     /// While asked for: when our provider put the packets of our messages on the wire.
-    pub departures: Option<Box<super::arrivals::ArrivalLog>>,
+    pub(in crate::transport) departures: Option<Box<ArrivalLog>>,
     /// To a queue of this process: the packets of our rate-limited message that have landed
     /// at the peer, until its Last (`loopback`).
-    pub local_packets: Option<Box<LocalPackets>>,
+    pub(in crate::transport) local_packets: Option<Box<LocalPackets>>,
     /// Whether the application answers what it receives, and a grant left to its answer.
     pub answering: Answering,
 }
@@ -135,8 +136,8 @@ impl Answering {
 /// receiver when its Last arrives.
 pub struct LocalPackets {
     /// None until the first packet arrives.
-    pub(crate) assembly: Option<super::assembly::Assembly>,
-    pub packet: usize,
+    pub(in crate::transport) assembly: Option<super::assembly::Assembly>,
+    pub(in crate::transport) packet: usize,
 }
 
 impl LocalPackets {
@@ -151,23 +152,6 @@ impl LocalPackets {
     pub fn received(&self) -> u64 {
         self.assembly.as_ref().map_or(0, |a| a.received())
     }
-}
-
-/// A rate-limited queue's WRs that wait for the pacer, in order behind the send queue. They
-/// hold their flow-control credit already; the pacer releases them into the send queue as it
-/// grants their packets.
-#[derive(Default)]
-pub struct Paced {
-    pub held: std::collections::VecDeque<*mut umq_buf_t>,
-    /// Packets granted so far of the WR a grant ended inside (`open`, or else the first held
-    /// WR): its progress, written back when a grant ends inside it.
-    pub progress: u32,
-    /// The queue's PMTU, as of the last grant.
-    pub pmtu: u32,
-    /// Over a link, a WR goes to the send queue with its first packet granted, and its
-    /// provider sends its packets as they are granted: the WR whose packets are granted in
-    /// part, and its bytes granted so far.
-    pub open: Option<(*mut umq_buf_t, u64)>,
 }
 
 /// How a provider sends a rate-limited queue's WRs: their messages cut into packets of at most
@@ -249,6 +233,86 @@ impl Wire {
         }
     }
 
+    /// The queue's shared pool, once it has one.
+    pub fn arena(&self) -> Option<&std::sync::Arc<crate::buf::arena::Arena>> {
+        self.arena.as_ref()
+    }
+
+    /// The queue has its shared pool: WRs from its buffers may cross by reference or placed.
+    pub fn adopt_arena(&mut self, arena: std::sync::Arc<crate::buf::arena::Arena>) {
+        self.arena = Some(arena);
+    }
+
+    /// What crossed without a copy into a ring, and the one-sided WRs by how they went.
+    pub fn zero_copy(&self) -> &ZeroCopy {
+        &self.zero_copy
+    }
+
+    /// Starts recording the pieces of the peer's messages as they arrive (`leaving`: of ours,
+    /// as our provider puts them on the wire), at most `limit` of them, dropping what was
+    /// recorded before.
+    pub fn record_pieces(&mut self, leaving: bool, limit: usize) {
+        *self.pieces_log(leaving) = Some(Box::new(ArrivalLog::new(limit)));
+    }
+
+    /// What was recorded since `record_pieces` or the last call (in order), and how many more
+    /// passed past the limit; recording goes on.
+    pub fn take_pieces(&mut self, leaving: bool) -> (Vec<Arrival>, u64) {
+        self.pieces_log(leaving)
+            .as_mut()
+            .map(|log| log.take())
+            .unwrap_or_default()
+    }
+
+    fn pieces_log(&mut self, leaving: bool) -> &mut Option<Box<ArrivalLog>> {
+        match leaving {
+            false => &mut self.arrivals,
+            true => &mut self.departures,
+        }
+    }
+
+    /// Counts `n` packets of ours that our provider put on the wire (their departures
+    /// recorded by the provider).
+    pub fn packets_left(&mut self, n: u64) {
+        self.paced_packets += n;
+    }
+
+    /// Packets of paced messages our provider has put on the wire since the queue was created.
+    pub fn paced_packets(&self) -> u64 {
+        self.paced_packets
+    }
+
+    /// Whether the queue has a rate limit: its WRs wait for the pacer's grants.
+    #[inline(always)]
+    pub fn is_paced(&self) -> bool {
+        self.paced.is_some()
+    }
+
+    /// The WRs that wait for the pacer, while the queue has a rate limit.
+    pub fn paced(&self) -> Option<&Paced> {
+        self.paced.as_ref()
+    }
+
+    /// The same, to change.
+    pub fn paced_mut(&mut self) -> Option<&mut Paced> {
+        self.paced.as_mut()
+    }
+
+    /// The queue takes a rate limit with packets of `pmtu` bytes (or keeps its own, with that
+    /// PMTU from now).
+    pub fn pace(&mut self, pmtu: u32) {
+        self.paced
+            .get_or_insert_with(|| Paced::new(pmtu))
+            .set_pmtu(pmtu);
+    }
+
+    /// The queue's rate limit ends: the WRs it held go to the send queue, all their packets
+    /// granted.
+    pub fn unpace(&mut self) {
+        self.release_held();
+        self.paced = None;
+    }
+
     /// Counts a WR whose message we placed in the peer's receive buffer.
     pub fn count_placed(&mut self, wr: *mut umq_buf_t) {
         self.zero_copy
@@ -308,7 +372,7 @@ impl Wire {
 
     /// WRs the pacer holds back.
     pub fn held(&self) -> usize {
-        self.paced.as_ref().map_or(0, |p| p.held.len())
+        self.paced.as_ref().map_or(0, Paced::held_len)
     }
 
     /// Whether the peer paused the queue's priority: no new message (or packet) starts.
@@ -320,22 +384,14 @@ impl Wire {
     /// How the provider sends the WRs of a rate-limited queue (None: whole, as they come).
     #[inline]
     pub fn packet_gate(&self) -> Option<PacketGate> {
-        let p = self.paced.as_ref()?;
-        let (open, granted) = p.open.unwrap_or((ptr::null_mut(), 0));
-        Some(PacketGate {
-            pmtu: p.pmtu as usize,
-            open,
-            granted,
-        })
+        self.paced.as_ref().map(Paced::gate)
     }
 
     /// Moves every WR the pacer holds into the send queue (in order, after the others), all
     /// their packets granted.
     pub fn release_held(&mut self) {
         if let Some(p) = self.paced.as_mut() {
-            p.progress = 0;
-            p.open = None;
-            for wr in p.held.drain(..) {
+            for wr in p.release_all() {
                 self.sq.push(wr);
             }
         }
@@ -394,7 +450,7 @@ impl Wire {
 
     /// Credit-needing WRs not yet handed to the peer.
     fn waiting_needy(&self) -> usize {
-        let held = self.paced.iter().flat_map(|p| p.held.iter().copied());
+        let held = self.paced.iter().flat_map(Paced::held);
         self.sq
             .unsent()
             .chain(held)

@@ -970,11 +970,8 @@ mod tests {
             let rx = self.pool.alloc(8192, 1, 0, 0).unwrap();
             self.wb.rq.post(rx);
             self.wa.sq.push(wr);
-            self.wa.paced = Some(crate::transport::wire::Paced {
-                pmtu: 1024,
-                open: Some((wr, 2048)),
-                ..Default::default()
-            });
+            self.wa.pace(1024);
+            self.wa.paced_mut().unwrap().set_open(Some((wr, 2048)));
             (wr, rx)
         }
 
@@ -2329,16 +2326,16 @@ mod tests {
             crate::transport::test_bytes_intact(rx, 2048),
             "the fragments so far are in the receive buffer"
         );
-        assert_eq!(p.wa.paced_packets, 2);
+        assert_eq!(p.wa.paced_packets(), 2);
         assert!(!p.wb.rq.has_completions() && p.wa.sq.completed() == 0);
-        p.wa.paced.as_mut().unwrap().open = None; // all granted
+        p.wa.paced_mut().unwrap().set_open(None); // all granted
         let deadline = Instant::now() + Duration::from_secs(5);
         while !p.wb.rq.has_completions() || p.wa.sq.completed() == 0 {
             assert!(Instant::now() < deadline, "not within 5 s");
             p.round_a().unwrap();
             p.round_b().unwrap();
         }
-        assert_eq!(p.wa.paced_packets, 5, "5000 bytes in packets of 1024");
+        assert_eq!(p.wa.paced_packets(), 5, "5000 bytes in packets of 1024");
         let (departed, _) = p.wa.departures.as_mut().unwrap().take();
         let sizes: Vec<u32> = departed.iter().map(|d| d.bytes).collect();
         assert_eq!(
@@ -2385,7 +2382,7 @@ mod tests {
         assert!(p.a.send_control(&pause));
         p.rounds_until(|_, _| !link.may_start(3));
         assert!(!p.wb.rq.has_completions(), "the message is still arriving");
-        p.wa.paced.as_mut().unwrap().open = None;
+        p.wa.paced_mut().unwrap().set_open(None);
         let deadline = Instant::now() + Duration::from_secs(5);
         while !p.wb.rq.has_completions() {
             assert!(Instant::now() < deadline, "not within 5 s");

@@ -368,7 +368,7 @@ impl Link {
             self.tx.newest_packet.handed(tally.stream_before, after);
         }
         if let Some(w) = w {
-            w.paced_packets += tally.packets;
+            w.packets_left(tally.packets);
             w.departures = tally.departures;
             w.zero_copy.by_ref_wr += tally.in_place_wr;
             w.zero_copy.by_ref_bytes += tally.in_place_bytes;

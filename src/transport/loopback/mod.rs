@@ -157,7 +157,7 @@ pub fn run_one_sided<S: Station>(
 ) -> usize {
     if !src.sq.all_completed()
         || src.paused()
-        || src.paced.is_some()
+        || src.is_paced()
         || src.local_packets.is_some()
         || !src.waits_hold_credit()
     {
@@ -260,7 +260,7 @@ pub fn deliver(src: &mut Wire, dst: &mut Side, pool: &Pool) -> Outcome {
     let t = crate::dfx::tp_perf_start().filter(|_| src.sq.unsent_len() > 0);
     let mut out = Outcome::default();
     // A limited queue's WRs may go as packets (looked at only then: this is every delivery).
-    let paced = src.paced.is_some() || src.local_packets.is_some();
+    let paced = src.is_paced() || src.local_packets.is_some();
     let mut carrier = Delivery {
         dst,
         pool,
@@ -677,7 +677,7 @@ mod tests {
         let (arrived, _) = dst.arrivals.as_mut().unwrap().take();
         let sizes: Vec<u32> = arrived.iter().map(|a| a.bytes).collect();
         assert_eq!(sizes, [1024, 1024, 1024, 1024, 1004]);
-        assert_eq!(src.paced_packets, 5);
+        assert_eq!(src.paced_packets(), 5);
         let (departed, _) = src.departures.as_mut().unwrap().take();
         let times: Vec<u64> = departed.iter().map(|d| d.at_ns).collect();
         assert!(times.is_sorted() && times.iter().zip(&arrived).all(|(d, a)| *d <= a.at_ns));
@@ -745,7 +745,7 @@ mod tests {
             [1024, 1024, 1024, 1024, 1004],
             "each packet arrived once"
         );
-        assert_eq!(src.paced_packets, 5);
+        assert_eq!(src.paced_packets(), 5);
 
         let mut out = Outcome::default();
         let ran = unsafe {

@@ -654,11 +654,8 @@ mod tests {
             let mut ws = Wire::new(8, 8);
             let wr = crate::transport::test_wr(pool, 5000, op, imm);
             ws.sq.push(wr);
-            ws.paced = Some(crate::transport::wire::Paced {
-                pmtu: 1024,
-                open: Some((wr, 2048)),
-                ..Default::default()
-            });
+            ws.pace(1024);
+            ws.paced_mut().unwrap().set_open(Some((wr, 2048)));
             PacedPair {
                 theirs,
                 to_theirs,
@@ -692,7 +689,11 @@ mod tests {
         wr_rx.rq.post(rx);
         let (at, mut out) = (receiver_at(&pool), Outcome::default());
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
-        assert_eq!(ws.paced_packets, 2, "two packets granted, two on the wire");
+        assert_eq!(
+            ws.paced_packets(),
+            2,
+            "two packets granted, two on the wire"
+        );
         assert_eq!(
             (ws.sq.completed(), ws.sq.in_flight()),
             (0, 0),
@@ -720,12 +721,12 @@ mod tests {
             "the packets so far are in the buffer"
         );
 
-        ws.paced.as_mut().unwrap().open = Some((wr, 4096));
+        ws.paced_mut().unwrap().set_open(Some((wr, 4096)));
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
-        assert_eq!(ws.paced_packets, 4);
-        ws.paced.as_mut().unwrap().open = None; // all granted
+        assert_eq!(ws.paced_packets(), 4);
+        ws.paced_mut().unwrap().set_open(None); // all granted
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
-        assert_eq!(ws.paced_packets, 5, "5000 bytes in packets of 1024");
+        assert_eq!(ws.paced_packets(), 5, "5000 bytes in packets of 1024");
         let (departed, _) = ws.departures.as_mut().unwrap().take();
         let sizes: Vec<u32> = departed.iter().map(|d| d.bytes).collect();
         assert_eq!(
@@ -790,7 +791,7 @@ mod tests {
         let landing = receiver.assembly.as_ref().and_then(|(_, a)| a.in_buffer());
         assert_eq!(landing, Some(first), "landing in the first buffer");
         assert!(push_standalone(&to_theirs, 0));
-        ws.paced.as_mut().unwrap().open = None;
+        ws.paced_mut().unwrap().set_open(None);
         transmit(&mut ws, &mut sender, &to_theirs, &mut out);
         receive(&mut wr_rx, &mut receiver, &theirs, &to_ours, &at, &mut out).unwrap();
 

@@ -79,7 +79,7 @@ pub(super) fn complete(
 /// Pushes our waiting WRs into the peer's ring, in order, while credit and ring room last.
 pub(super) fn transmit(w: &mut Wire, pair: &mut Pair, peer: &Segment, out: &mut Outcome) {
     // A limited queue's WRs may go as packets (looked at only then: this is every round's path).
-    let paced = w.paced.is_some() || pair.packet_sent > 0;
+    let paced = w.is_paced() || pair.packet_sent > 0;
     let mut carrier = Pusher {
         alone: w.sq.unsent_len() == 1,
         gate: if paced { w.packet_gate() } else { None },
