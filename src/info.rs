@@ -155,6 +155,11 @@ pub fn variables() -> Vec<Variable> {
             "off: network WRITEs and READs always go as messages the target's library checks buffer by buffer (a freed buffer refused), never by libfabric RMA",
         ),
         var(
+            "UMQ_FABRIC_MR",
+            "provider".into(),
+            "verbs: a libfabric endpoint registers memory as verbs asks (keys libfabric picks, every WRITE and READ naming a registration of its own buffer), over any provider; for testing that path without an RDMA device",
+        ),
+        var(
             "UMQ_UCX_RMA",
             "auto".into(),
             "how the UCX engine carries WRITE and READ: ucp (UCP's own RMA, which over tcp checks no key) or carried (messages the target checks); auto: ucp where UCX_TLS names an RDMA transport and the host has an RDMA device",

@@ -267,9 +267,9 @@ impl ChunkSpan {
 pub trait ChunkHook: Send + Sync {
     fn added(&self, chunk: &ChunkSpan);
     fn removed(&self, chunk: &ChunkSpan);
-    /// Whether it may pin shared-pool chunks' pages (a device registration), so idle ones must
-    /// keep them.
-    fn pins_shared_pages(&self) -> bool {
+    /// Whether it may pin this shared-pool chunk's pages (a device registration), so that the
+    /// chunk, idle, must keep them: a punched hole would leave the device the old pages.
+    fn pins(&self, _chunk: &ChunkSpan) -> bool {
         true
     }
 }
@@ -821,9 +821,6 @@ impl Pool {
         if lists.arena.is_none() || !lists.idle_hint.swap(false, Ordering::Acquire) {
             return 0;
         }
-        if self.hooks.read().iter().any(|h| h.pins_shared_pages()) {
-            return 0;
-        }
         let mut released = 0;
         let mut waiting = false;
         for class in 0..lists.classes.len() {
@@ -835,6 +832,8 @@ impl Pool {
                 }
                 if now.saturating_sub(since) < RELEASE_AFTER_MS {
                     waiting = true;
+                } else if self.pinned(&chunk) {
+                    continue;
                 } else if Self::release(lists, &chunk) {
                     released += 1;
                 }
@@ -844,6 +843,12 @@ impl Pool {
             lists.idle_hint.store(true, Ordering::Release);
         }
         released
+    }
+
+    /// Whether a hook keeps `chunk`'s pages pinned (a device registration of them).
+    fn pinned(&self, chunk: &Chunk) -> bool {
+        let span = chunk.span();
+        self.hooks.read().iter().any(|h| h.pins(&span))
     }
 
     /// Drops an idle chunk's pages. Its slots leave the free list meanwhile, so no one can take
@@ -1209,6 +1214,64 @@ mod tests {
         for &b in again.iter().chain([&kept]) {
             pool.free_one(b).unwrap();
         }
+        pool.retire(&shared);
+    }
+
+    /// Pins the chunks that start at these addresses, as a device registration would.
+    struct Pinner(Mutex<Vec<usize>>);
+
+    impl ChunkHook for Pinner {
+        fn added(&self, _: &ChunkSpan) {}
+        fn removed(&self, _: &ChunkSpan) {}
+        fn pins(&self, chunk: &ChunkSpan) -> bool {
+            self.0.lock().unwrap().contains(&chunk.base)
+        }
+    }
+
+    #[test]
+    fn an_idle_chunk_a_hook_pins_keeps_its_pages_and_the_others_go() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let pinner = Arc::new(Pinner(Mutex::new(Vec::new())));
+        pool.add_chunk_hook(pinner.clone());
+        let shared = pool.new_shared(4).unwrap();
+        let slot = HEADER_SIZE + 8192;
+        let per_chunk: Vec<usize> = (0..3).map(|k| (SHARED_FIRST_CHUNK << k) / slot).collect();
+        let burst: usize = per_chunk.iter().sum();
+        let head = pool.alloc_in(&shared, 8000, burst as u32, 0, 1).unwrap();
+        let bufs: Vec<_> = crate::buf::iter(head).collect();
+        let mut bases: Vec<usize> = pool
+            .spans()
+            .iter()
+            .filter(|c| c.shared)
+            .map(|c| c.base)
+            .collect();
+        bases.sort();
+        assert_eq!(bases.len(), 3);
+        pinner.0.lock().unwrap().push(bases[1]);
+        for &b in &bufs {
+            unsafe { std::ptr::write_bytes((*b).buf_data as *mut u8, 0x5a, 8000) };
+            pool.free_one(b).unwrap();
+        }
+        let arena = shared.arena().unwrap().clone();
+        let resident = arena.resident();
+        let t0 = clock_ms();
+        assert_eq!(
+            pool.release_idle_at(&shared, t0 + RELEASE_AFTER_MS),
+            1,
+            "the third chunk goes; the first stays, the second is pinned"
+        );
+        let gone = resident - arena.resident();
+        assert!(gone >= per_chunk[2] * slot - 8192, "released {gone} B");
+        assert!(
+            gone < (per_chunk[1] + per_chunk[2]) * slot,
+            "released {gone} B"
+        );
+        let second = bases[1] + HEADER_SIZE + 100;
+        assert_eq!(
+            unsafe { *(second as *const u8) },
+            0x5a,
+            "pinned pages keep their bytes"
+        );
         pool.retire(&shared);
     }
 

@@ -107,11 +107,12 @@ fn loopback_and_shared_memory_are_usable_with_every_check_passed() {
 fn the_environment_is_reported_as_set_or_as_its_default() {
     let v = json(&[("UMQ_PROVIDER", "shm"), ("UMQ_RNR_TIMEOUT_MS", "250")]);
     let env = &v["environment"];
-    assert_eq!(env.as_array().unwrap().len(), 10);
+    assert_eq!(env.as_array().unwrap().len(), 11);
     assert_eq!(named(env, "UMQ_PROVIDER")["value"], "shm");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["value"], "250");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["default"], "1000");
     assert_eq!(named(env, "UMQ_FABRIC_RMA")["default"], "on");
+    assert_eq!(named(env, "UMQ_FABRIC_MR")["default"], "provider");
     assert_eq!(named(env, "UMQ_UCX_RMA")["default"], "auto");
     assert_eq!(named(env, "UMQ_FABRIC_NOTSENT_LOWAT")["default"], "65536");
     let unset = named(env, "UMQ_FABRIC_LIVENESS_MS");

@@ -46,7 +46,7 @@ pub fn case(d: &mut impl Draw) -> Case {
         0 => (super::sys::Addressing::Offset, false),
         _ => (super::sys::Addressing::Virtual, true),
     };
-    let mut exposed = super::rma::Exposure::new(addressing, packed);
+    let mut exposed = super::rma::Exposure::new(addressing, packed, false);
     let mut arrived = Arrived {
         queue: &mut queue,
         bounces: &bounces,

@@ -1213,21 +1213,32 @@ mod tests {
         assert_eq!(Outgoing::new(done, Body::Owned(vec![7; 3])).total(), 3);
     }
 
-    /// UCX's engine packs its own keys for memory peers may reach (`rma`), and unpacks what a
-    /// peer sends: the bytes are a peer's, so an empty key or one longer than a key can be is
-    /// refused before UCX reads it, and nonsense, which UCX parses without a length, is read
-    /// from a zeroed copy long enough for anything it names. libfabric's engine packs none.
+    /// An engine whose provider keys memory itself packs its keys for the peers (`rma`), and
+    /// unpacks what a peer sends: the bytes are a peer's, so a key of the wrong length is
+    /// refused, and over UCX an empty key or one longer than a key can be is refused before UCX
+    /// reads it, and nonsense, which UCX parses without a length, is read from a zeroed copy
+    /// long enough for anything it names. libfabric's tcp takes keys of ours: it packs none;
+    /// registering as verbs does (`UMQ_FABRIC_MR=verbs`), its keys are the provider's, 8 bytes.
     #[test]
-    fn ucx_packs_keys_for_peers_and_unpacks_only_keys_that_fit() {
-        let fabric = Node::open("tcp", Some("127.0.0.1"), false).expect("libfabric tcp");
+    fn the_engines_pack_their_own_keys_for_peers_and_unpack_only_keys_that_fit() {
+        let fabric = Node::open_as("tcp", Some("127.0.0.1"), false, false).expect("libfabric tcp");
+        assert!(!fabric.lock().ep.packs_keys());
+        assert!(!fabric.lock().ep.rma_needs_local());
         let mut region = vec![0u8; 4096];
         let mut packed = Vec::new();
+        let verbs = Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("libfabric tcp");
         {
-            let ep = &fabric.lock().ep;
-            assert!(!ep.packs_keys());
-            let at = region.as_mut_ptr();
-            assert!(unsafe { ep.expose_packed(at, 4096, &mut packed) }.is_err());
-            assert!(ep.unpack_key(0, &[1; 16]).is_err());
+            let ep = &verbs.lock().ep;
+            assert!(ep.packs_keys() && ep.rma_needs_local());
+            let reg = unsafe { ep.expose_packed(region.as_mut_ptr(), 4096, &mut packed) }.unwrap();
+            assert_eq!(packed.len(), 8);
+            let me = ep.connect(ep.name()).expect("a node reaches itself");
+            let key = ep.unpack_key(me, &packed).expect("its own packed key");
+            assert_eq!(key.to_le_bytes(), packed[..]);
+            for wrong in [&[][..], &[1; 7], &[1; 9], &[1; 16]] {
+                assert!(ep.unpack_key(me, wrong).is_err(), "{} bytes", wrong.len());
+            }
+            ep.unexpose(reg);
         }
         if let Err(why) = sys::probe_ucx() {
             eprintln!("skipped: UCX's engine is not usable here: {why}");
@@ -1287,7 +1298,17 @@ mod tests {
         let key = ep.unpack_key(me, &packed).unwrap();
         let start = |op, buf: &mut [u8], addr: u64, key: u64| {
             let remote = sys::RemoteKey { addr, key };
-            unsafe { ep.rma((op, false), buf.as_mut_ptr(), buf.len(), me, remote, 0x70) }.unwrap()
+            unsafe {
+                ep.rma(
+                    (op, false),
+                    (buf.as_mut_ptr(), std::ptr::null_mut()),
+                    buf.len(),
+                    me,
+                    remote,
+                    0x70,
+                )
+            }
+            .unwrap()
         };
         let finish = || {
             let deadline = Instant::now() + Duration::from_secs(5);
@@ -1890,6 +1911,10 @@ mod tests {
     #[test]
     fn a_send_is_read_in_place_from_the_senders_buffers_where_a_fragment_lies_in_one() {
         let mut p = Pair::new(false, Duration::from_secs(60));
+        if !p.a.ch.node.lock().ep.sends_in_place() {
+            eprintln!("skipped: the provider reads no unregistered memory (FI_MR_LOCAL)");
+            return;
+        }
         p.connect();
         let in_place = |p: &Pair| (p.wa.zero_copy.by_ref_wr, p.wa.zero_copy.by_ref_bytes);
         // The node knows no pool yet: copied.
@@ -2649,7 +2674,10 @@ mod tests {
     /// `pair_with_exposed_target` with a buffer of `len` bytes.
     fn pair_with_exposed(len: u32) -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         let mut p = Pair::new(false, Duration::from_secs(60));
+        // As in a process, whose queues all use its pool: b exposes its chunks, and a's RMA
+        // from and into its own buffers can be registered where the provider needs that.
         p.b.ch.use_pool(&p.pool);
+        p.a.ch.use_pool(&p.pool);
         p.connect();
         let target = p.pool.alloc(len, 1, 0, 0).unwrap();
         let t = unsafe { &*target };
@@ -3030,6 +3058,82 @@ mod tests {
         p.pool.free_one(target).unwrap();
         p.pool.free_one(elsewhere).unwrap();
         assert_eq!(registered(&p), 1);
+    }
+
+    /// Where the provider keys memory itself and needs our own buffers registered (verbs; here
+    /// libfabric's tcp registering as verbs does), WRITE and READ go by RMA under the keys the
+    /// target packed, from and into a's chunk, registered once, and the bytes arrive. An
+    /// operation whose buffer has no registration, or one that does not cover it, is refused by
+    /// the endpoint before libfabric sees it, as a verbs device would refuse it.
+    #[test]
+    fn writes_and_reads_go_by_rma_under_the_providers_keys_from_registered_chunks() {
+        if engine() != "tcp" {
+            return;
+        }
+        let node = || Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("tcp");
+        let pool = Arc::new(Pool::new(false, 0, 0));
+        let mut p = Pair::in_nodes([node(), node()], false, Duration::from_secs(60), pool);
+        p.b.ch.use_pool(&p.pool);
+        p.a.ch.use_pool(&p.pool);
+        p.connect();
+        let target = p.pool.alloc(4096, 1, 0, 0).unwrap();
+        let t = unsafe { &*target };
+        let remote = umq_ref_sge_t {
+            addr: t.buf_data as u64,
+            length: 4096,
+            token_id: t.token_id(),
+            token_value: t.token_value,
+            rsvd0: 0,
+        };
+        let bytes =
+            |at: u64, len: usize| unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+        let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
+        let here = |p: &Pair| p.a.ch.node.lock().rma.as_ref().unwrap().registered_here();
+        write_run_by_b(&mut p, remote);
+        assert_eq!((rma_wrs(&p), here(&p)), (0, 0), "taught by a message");
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_WRITE, 4096, remote, false);
+        assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 1));
+        assert!(crate::transport::test_bytes_intact(wr, 4096));
+        assert_eq!(
+            bytes(remote.addr, 4096),
+            bytes(unsafe { (*wr).buf_data } as u64, 4096)
+        );
+        p.pool.free_one(wr).unwrap();
+        let (status, wr) = one_wr(&mut p, UMQ_OPC_READ, 4096, remote, false);
+        assert_eq!((status, rma_wrs(&p)), (UMQ_BUF_SUCCESS, 2));
+        assert_eq!(
+            bytes(unsafe { (*wr).buf_data } as u64, 4096),
+            bytes(remote.addr, 4096)
+        );
+        p.pool.free_one(wr).unwrap();
+        assert_eq!(here(&p), 1, "one chunk of a's, registered once");
+        let n = p.a.ch.node.lock();
+        let buf = [0u8; 128];
+        let nowhere = sys::RemoteKey { addr: 0, key: 0 };
+        let start = |desc| unsafe {
+            n.ep.rma(
+                (sys::Rma::Write, false),
+                (buf.as_ptr() as *mut u8, desc),
+                128,
+                0,
+                nowhere,
+                0x70,
+            )
+        };
+        assert_eq!(
+            start(std::ptr::null_mut()),
+            Err(libc::EINVAL),
+            "no registration"
+        );
+        let short = unsafe { n.ep.register_local(buf.as_ptr() as *mut u8, 64) }.unwrap();
+        assert_eq!(
+            start(short.desc),
+            Err(libc::EINVAL),
+            "a registration of half of it"
+        );
+        n.ep.unregister_local(short);
+        drop(n);
+        p.pool.free_one(target).unwrap();
     }
 
     /// A READ, or a WRITE placed, by RMA is word from the peer: its provider answered, so it

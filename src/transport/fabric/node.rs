@@ -323,7 +323,7 @@ impl ChunkHook for Exposer {
 
     fn removed(&self, chunk: &ChunkSpan) {
         self.pending.drop_chunk(chunk);
-        if chunk.shared {
+        if self.pending.leave_shared(chunk) {
             return;
         }
         if let Some(node) = self.node.upgrade() {
@@ -334,8 +334,8 @@ impl ChunkHook for Exposer {
         }
     }
 
-    fn pins_shared_pages(&self) -> bool {
-        false
+    fn pins(&self, chunk: &ChunkSpan) -> bool {
+        self.pending.pins(chunk)
     }
 }
 
@@ -432,7 +432,19 @@ impl Node {
 
     /// A node of its own, outside the registry (tests: two "processes" in one).
     pub fn open(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
-        let mut ep = Endpoint::open(prov, addr, CQ_SIZE, wakeable, BOUNCE)?;
+        Node::open_as(prov, addr, wakeable, sys::verbs_mr_wanted())
+    }
+
+    /// `open`, its endpoint registering memory as verbs does when `verbs_mr` is set
+    /// (`sys::verbs_mr_wanted`).
+    pub fn open_as(
+        prov: &str,
+        addr: Option<&str>,
+        wakeable: bool,
+        verbs_mr: bool,
+    ) -> Result<Arc<Node>, String> {
+        let config = (CQ_SIZE, wakeable, BOUNCE);
+        let mut ep = Endpoint::open_as(prov, addr, config, verbs_mr)?;
         let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
         let bell = match ep.wait_fd() {
             Some(fd) => Some(Bell::new(fd)?),
@@ -475,7 +487,7 @@ impl Node {
             rma: ep
                 .rma_keyed()
                 .filter(|_| rma::wanted())
-                .map(|a| rma::Exposure::new(a, ep.packs_keys())),
+                .map(|a| rma::Exposure::new(a, ep.packs_keys(), ep.rma_needs_local())),
             rma_in_software: ep.rma_in_software(),
             rma_ops: Vec::new(),
             rma_free: Vec::new(),
@@ -724,7 +736,7 @@ impl Shared {
             return Err(LinkError::Lost(why));
         }
         if let Some(x) = self.rma.as_mut() {
-            x.take_pending();
+            x.take_pending(&self.ep);
         }
         if let Err(why) = self.reap() {
             self.failed = Some(why);
@@ -1268,9 +1280,22 @@ impl Shared {
         });
         let at = piece.at as *mut u8;
         let ctx = RMA_TAG | idx;
-        let posted = unsafe {
-            self.ep
-                .rma(piece.how(), at, piece.len, piece.peer.1, piece.to, ctx)
+        let desc = match self.rma.as_mut() {
+            Some(x) => x.local_desc(&self.ep, piece.at, piece.len),
+            None => None,
+        };
+        let posted = match desc {
+            Some(desc) => unsafe {
+                self.ep.rma(
+                    piece.how(),
+                    (at, desc),
+                    piece.len,
+                    piece.peer.1,
+                    piece.to,
+                    ctx,
+                )
+            },
+            None => Err(libc::EINVAL), // not our memory to register: the WR goes as a message
         };
         if let Err(code) = posted {
             self.rma_free.push(idx);

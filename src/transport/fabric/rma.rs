@@ -9,14 +9,16 @@
 //! secret, so only a peer that holds the token can name the key, and a registration per data
 //! area keeps the buffers' headers, which the library trusts, out of every peer's reach. Chunks
 //! no peer reaches are never registered: the cost (a few hundred bytes a slot in the provider)
-//! follows what peers use, not the pool. This needs a provider that takes keys of our choosing
-//! and no registration of our own buffers (`tcp`; verbs picks its own keys, and its WRITEs and
-//! READs keep going as messages), or UCX's engine, whose keys are its own (UCP's on an RDMA
-//! NIC, elsewhere entries of the engine's table, which its carried operations check): each
-//! slot's is packed (`PackedKeys`) and crosses behind the completion that teaches the chunk,
-//! and the initiator's node unpacks it. Chunks of a queue's shared pool are not exposed: they leave
-//! with their queue, and a key that no longer exists, once named, makes libfabric's tcp close
-//! the connection, which every binding between the two processes shares.
+//! follows what peers use, not the pool. Where the provider takes keys of our choosing (`tcp`)
+//! that is all. Where it picks its own (libfabric's verbs, 8 bytes each; UCX's engine: UCP's on
+//! an RDMA NIC, elsewhere entries of the engine's table, which its carried operations check),
+//! each slot's is packed (`PackedKeys`) and crosses behind the completion that teaches the
+//! chunk, and the initiator's node unpacks it. Where the provider needs our own buffers
+//! registered too (verbs), the initiator registers the chunk a WR's buffer lies in, of the
+//! process pool or a shared pool, at its first use (`Exposure::local_desc`). Chunks of a
+//! queue's shared pool are not exposed: they leave with their queue, and a key that no longer
+//! exists, once named, makes libfabric's tcp close the connection, which every binding between
+//! the two processes shares.
 //!
 //! **What the initiator learns.** A WR's first WRITE or READ into a chunk goes as a message,
 //! which the target's library checks against the buffer (as before: a forged token, an address
@@ -33,9 +35,10 @@
 //! `UMQ_FABRIC_RMA=off` (`wanted`).
 
 use super::msg::{FRAGMENT, Header};
-use super::sys::{Addressing, Endpoint, MAX_PACKED, Registration, RemoteKey};
+use super::sys::{Addressing, Endpoint, LocalRegistration, MAX_PACKED, Registration, RemoteKey};
 use crate::buf::pool::ChunkSpan;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -67,39 +70,76 @@ pub fn slot_key(token_id: u32, token_value: u32, slot: usize) -> u64 {
 }
 
 /// Chunks the pool made since the node last looked: registered at its next progress, under its
-/// lock (a chunk is carved while that lock may be held, by a receive that allocates).
+/// lock (a chunk is carved while that lock may be held, by a receive that allocates). Where our
+/// own memory needs registering for our RMA (`Exposure::local`), the shared pools' chunks too,
+/// and their leaving, in order: a shared pool's chunks leave as its last buffer is freed, which
+/// may happen under the node's lock.
 #[derive(Default)]
 pub struct Pending {
-    chunks: Mutex<Vec<ChunkSpan>>,
+    chunks: Mutex<Vec<(ChunkSpan, bool)>>,
     /// Set after a chunk is added: every progress looks, and the lock is taken only then.
     any: AtomicBool,
+    with_shared: bool,
+    /// Where the shared pools' chunks that we registered for our RMA start: their pages stay.
+    pinned: Mutex<HashSet<usize>>,
 }
 
 impl Pending {
-    fn lock(&self) -> MutexGuard<'_, Vec<ChunkSpan>> {
-        self.chunks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A chunk the pool made (a shared pool's are never exposed).
-    pub fn add(&self, chunk: &ChunkSpan) {
-        if !chunk.shared {
-            self.lock().push(*chunk);
-            self.any.store(true, Ordering::Release);
+    fn new(with_shared: bool) -> Pending {
+        Pending {
+            with_shared,
+            ..Pending::default()
         }
     }
 
-    /// The chunks added since the last take (a chunk added meanwhile sets `any` again after
-    /// it is in the list, so the next take finds it).
-    fn take(&self) -> Vec<ChunkSpan> {
-        if !self.any.swap(false, Ordering::Acquire) {
+    fn lock(&self) -> MutexGuard<'_, Vec<(ChunkSpan, bool)>> {
+        self.chunks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, chunk: &ChunkSpan, added: bool) {
+        self.lock().push((*chunk, added));
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// A chunk the pool made (a shared pool's are never exposed, only registered for our own
+    /// RMA where that needs it).
+    pub fn add(&self, chunk: &ChunkSpan) {
+        if !chunk.shared || self.with_shared {
+            self.push(chunk, true);
+        }
+    }
+
+    /// A shared pool's chunk left: its registration for our RMA goes at the next progress.
+    /// False: the caller withdraws it itself (a process-pool chunk).
+    pub fn leave_shared(&self, chunk: &ChunkSpan) -> bool {
+        if chunk.shared && self.with_shared {
+            self.push(chunk, false);
+        }
+        chunk.shared
+    }
+
+    /// The chunks added, and shared ones that left, since the last take (a chunk added
+    /// meanwhile sets `any` again after it is in the list, so the next take finds it).
+    fn take(&self) -> Vec<(ChunkSpan, bool)> {
+        if !self.any.load(Ordering::Acquire) || !self.any.swap(false, Ordering::Acquire) {
             return Vec::new();
         }
         std::mem::take(&mut *self.lock())
     }
 
+    /// Whether we registered this shared-pool chunk for our RMA (`ChunkHook::pins`).
+    pub fn pins(&self, chunk: &ChunkSpan) -> bool {
+        self.with_shared && self.pinned().contains(&chunk.base)
+    }
+
+    fn pinned(&self) -> MutexGuard<'_, HashSet<usize>> {
+        self.pinned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A chunk that left before it was registered.
     pub fn drop_chunk(&self, chunk: &ChunkSpan) {
-        self.lock().retain(|p| p.token_id != chunk.token_id);
+        self.lock()
+            .retain(|(p, added)| !*added || p.token_id != chunk.token_id);
     }
 }
 
@@ -113,6 +153,16 @@ pub struct Exposure {
     pending: Arc<Pending>,
     known: HashMap<u32, ChunkSpan>,
     chunks: HashMap<u32, Exposed>,
+    /// Where the provider needs our own memory registered for our RMA from and into it
+    /// (`Endpoint::rma_needs_local`: verbs): our chunks by where they start, and those our WRs
+    /// used, registered.
+    local: Option<LocalChunks>,
+}
+
+#[derive(Default)]
+struct LocalChunks {
+    by_base: BTreeMap<usize, ChunkSpan>,
+    registered: HashMap<u32, (usize, LocalRegistration)>,
 }
 
 struct Exposed {
@@ -122,13 +172,14 @@ struct Exposed {
 }
 
 impl Exposure {
-    pub fn new(addressing: Addressing, packed: bool) -> Exposure {
+    pub fn new(addressing: Addressing, packed: bool, local: bool) -> Exposure {
         Exposure {
             addressing,
             packed,
-            pending: Arc::default(),
+            pending: Arc::new(Pending::new(local)),
             known: HashMap::new(),
             chunks: HashMap::new(),
+            local: local.then(LocalChunks::default),
         }
     }
 
@@ -146,11 +197,87 @@ impl Exposure {
         self.pending.clone()
     }
 
-    /// Takes in the chunks the pool made since the last call.
-    pub fn take_pending(&mut self) {
-        for span in self.pending.take() {
-            self.known.insert(span.token_id, span);
+    /// Takes in the chunks the pool made, and the shared ones that left, since the last call.
+    pub fn take_pending(&mut self, ep: &Endpoint) {
+        for (span, added) in self.pending.take() {
+            if !added {
+                self.forget_local(ep, &span);
+                continue;
+            }
+            if let Some(l) = self.local.as_mut() {
+                l.by_base.insert(span.base, span);
+            }
+            if !span.shared {
+                self.known.insert(span.token_id, span);
+            }
         }
+    }
+
+    /// Our chunk `span` left: it is no longer ours to register, and its registration goes.
+    fn forget_local(&mut self, ep: &Endpoint, span: &ChunkSpan) {
+        let Some(l) = self.local.as_mut() else {
+            return;
+        };
+        if l.by_base
+            .get(&span.base)
+            .is_some_and(|s| s.token_id == span.token_id)
+        {
+            l.by_base.remove(&span.base);
+        }
+        let ours = |(base, _): &(usize, LocalRegistration)| *base == span.base;
+        if l.registered.get(&span.token_id).is_some_and(ours)
+            && let Some((_, r)) = l.registered.remove(&span.token_id)
+        {
+            ep.unregister_local(r);
+            self.pending.pinned().remove(&span.base);
+        }
+    }
+
+    /// The descriptor our RMA takes for `len` bytes at `at`: none needed (null), or the
+    /// registration of the process-pool chunk that holds them, made as our first WR uses it and
+    /// kept while the chunk lasts. None where the bytes lie in no chunk of ours (a shared pool's,
+    /// the application's own memory): the WR goes as a message.
+    pub fn local_desc(&mut self, ep: &Endpoint, at: usize, len: usize) -> Option<*mut c_void> {
+        if self.local.is_none() {
+            return Some(std::ptr::null_mut());
+        }
+        self.take_pending(ep); // a chunk carved since the last progress
+        let l = self.local.as_mut()?;
+        let (_, span) = l.by_base.range(..=at).next_back()?;
+        if at - span.base > span.len || len > span.len - (at - span.base) {
+            return None;
+        }
+        let (token_id, span) = (span.token_id, *span);
+        if let Some((base, r)) = l.registered.get(&token_id)
+            && *base == span.base
+        {
+            return Some(r.desc);
+        }
+        if span.shared {
+            // Its pages stay while registered: an idle chunk's are not given back (`pins`).
+            self.pending.pinned().insert(span.base);
+        }
+        // SAFETY: process-pool memory is freed only after the pool's hooks heard it leave,
+        // which withdraws the registration first; a shared pool's arena stays mapped while a
+        // buffer of it is out, as this WR's is, and its registration goes at the next progress
+        // after it leaves (a registration outliving a mapping holds pages, nothing else).
+        let r = match unsafe { ep.register_local(span.base as *mut u8, span.len) } {
+            Ok(r) => r,
+            Err(code) => {
+                self.pending.pinned().remove(&span.base);
+                crate::log_info!(
+                    "umq_fabric",
+                    "chunk {token_id} not registered for our RMA: {}",
+                    super::sys::strerror(code)
+                );
+                return None;
+            }
+        };
+        let desc = r.desc;
+        if let Some((_, old)) = l.registered.insert(token_id, (span.base, r)) {
+            ep.unregister_local(old);
+        }
+        Some(desc)
     }
 
     /// How many chunks have their slots registered.
@@ -158,10 +285,16 @@ impl Exposure {
         self.chunks.len()
     }
 
+    /// How many of our own chunks are registered for our RMA (`local_desc`).
+    pub fn registered_here(&self) -> usize {
+        self.local.as_ref().map_or(0, |l| l.registered.len())
+    }
+
     /// Takes a chunk back: its keys fail from now on (before its memory goes).
     pub fn withdraw(&mut self, ep: &Endpoint, span: &ChunkSpan) {
-        self.pending.lock().retain(|p| p.token_id != span.token_id);
+        self.pending.drop_chunk(span);
         self.known.remove(&span.token_id);
+        self.forget_local(ep, span);
         if let Some(e) = self
             .chunks
             .remove(&span.token_id)
@@ -175,6 +308,12 @@ impl Exposure {
     pub fn withdraw_all(&mut self, ep: &Endpoint) {
         for (_, e) in self.chunks.drain() {
             e.slots.into_iter().for_each(|r| ep.unexpose(r));
+        }
+        if let Some(l) = self.local.as_mut() {
+            l.registered
+                .drain()
+                .for_each(|(_, (_, r))| ep.unregister_local(r));
+            self.pending.pinned().clear();
         }
     }
 

@@ -158,6 +158,13 @@ struct umqf_ep {
     int wait_fd; /* the completion queue's wait fd (FI_WAIT_FD), or -1 */
     struct fid_mr *mrs[8]; /* registered memory, closed with the endpoint */
     int n_mrs;
+    /* How the provider wants memory registered: its mr_mode, or verbs' where umqf_emulate_mr
+     * asked for it (`emulated`: our own buffers' descriptors are then checked in umqf_rma). */
+    uint64_t mr_mode;
+    int emulated;
+    /* Keys of our choosing for registrations that need one unique in the domain (no
+     * FI_MR_PROV_KEY): above the small ones next_key hands out and below the chunk keys. */
+    uint64_t keys;
 };
 
 static void fail(char *why, size_t n, const char *what, int rc)
@@ -780,6 +787,8 @@ int umqf_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         goto out;
     }
     e->inject_size = e->info->tx_attr->inject_size;
+    e->mr_mode = e->info->domain_attr->mr_mode;
+    e->keys = 1u << 20;
     rc = F.fabric(e->info->fabric_attr, &e->fabric, NULL);
     if (rc) {
         fail(why, n, "fi_fabric", rc);
@@ -892,7 +901,7 @@ static int inject_copied(struct umqf_ep *e, struct fid_ep *ep, const void *buf, 
  * the provider needs no local registration and takes two pieces in one send. */
 int umqf_sends_in_place(const struct umqf_ep *e)
 {
-    return !(e->info->domain_attr->mr_mode & FI_MR_LOCAL) && e->info->tx_attr->iov_limit >= 2;
+    return !(e->mr_mode & FI_MR_LOCAL) && e->info->tx_attr->iov_limit >= 2;
 }
 
 /* A key for the next registration: unique in the domain (one per endpoint), for providers that
@@ -931,7 +940,7 @@ int umqf_expose(struct umqf_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     if (rc)
         return rc;
     e->mrs[e->n_mrs++] = mr;
-    *addr = (e->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
+    *addr = (e->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
     *key = fi_mr_key(mr);
     return 0;
 }
@@ -952,19 +961,36 @@ int umqf_write(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint6
     return (int)fi_write(ep, buf, len, desc, peer, addr, key, ctx);
 }
 
-/* Whether one-sided WRITE and READ can go by RMA into chunks registered under keys of our
- * choosing (derived from their tokens): the provider takes the caller's keys (no
- * FI_MR_PROV_KEY), of 8 bytes, and needs no descriptor for our own buffers (no FI_MR_LOCAL).
- * Bit 1 of the answer: peers name registered memory by its virtual address (FI_MR_VIRT_ADDR),
- * else by the offset into the region; bit 3: the provider carries RMA in software, as messages
- * its peer's progress runs (tcp). */
+/* Registers memory as verbs does where `verbs_mr` is set, whatever the provider: keys are the
+ * provider's (FI_MR_PROV_KEY, packed for the peers) and our own buffers need registering and
+ * their descriptors with every operation (FI_MR_LOCAL), which umqf_rma then checks. Over tcp
+ * this runs the path a verbs device takes, on hosts without one (UMQ_FABRIC_MR=verbs). Call
+ * before anything is registered. */
+void umqf_emulate_mr(struct umqf_ep *e, int verbs_mr)
+{
+    if (!verbs_mr)
+        return;
+    e->mr_mode |= FI_MR_LOCAL | FI_MR_PROV_KEY;
+    e->emulated = 1;
+}
+
+/* How one-sided WRITE and READ go by RMA into chunks registered for the peers, or 0 when they
+ * cannot. Bit 0: they can. Bit 1: peers name registered memory by its virtual address
+ * (FI_MR_VIRT_ADDR), else by the offset into the region. Bit 2: the keys are the provider's
+ * (FI_MR_PROV_KEY: verbs), packed for the peer (umqf_expose_packed), else keys of our choosing
+ * derived from the tokens (umqf_expose_keyed), which need 8 bytes. Bit 3: the provider carries
+ * RMA in software, as messages its peer's progress runs (tcp). Bit 4: our own buffers need a
+ * registration, whose descriptor goes with each operation (FI_MR_LOCAL: verbs). Keys that do
+ * not fit 8 bytes (FI_MR_RAW) are not taken. */
 int umqf_rma_keyed(const struct umqf_ep *e)
 {
     const struct fi_domain_attr *d = e->info->domain_attr;
-    if ((d->mr_mode & (FI_MR_PROV_KEY | FI_MR_LOCAL)) || d->mr_key_size < 8)
+    uint64_t m = e->mr_mode;
+    if ((m & FI_MR_RAW) || d->mr_key_size > 8 || (!(m & FI_MR_PROV_KEY) && d->mr_key_size < 8))
         return 0;
     int in_software = !strncmp(e->info->fabric_attr->prov_name, "tcp", 3);
-    return 1 | ((d->mr_mode & FI_MR_VIRT_ADDR) ? 2 : 0) | (in_software ? 8 : 0);
+    return 1 | ((m & FI_MR_VIRT_ADDR) ? 2 : 0) | ((m & FI_MR_PROV_KEY) ? 4 : 0) |
+           (in_software ? 8 : 0) | ((m & FI_MR_LOCAL) ? 16 : 0);
 }
 
 /* Registers `len` bytes at `buf` for the peers' RMA reads and writes under `key`; *mr is the
@@ -979,49 +1005,129 @@ int umqf_expose_keyed(struct umqf_ep *e, void *buf, size_t len, uint64_t key, vo
     return 0;
 }
 
-/* Keys libfabric packs for the peer to unpack: none, we choose them (umqf_expose_keyed). */
-int umqf_expose_packed(struct umqf_ep *e, void *buf, size_t len, void **mr, void *packed,
-                       size_t *packed_len)
-{
-    (void)e, (void)buf, (void)len, (void)mr, (void)packed, (void)packed_len;
-    return -FI_ENOSYS;
-}
-
-int umqf_unpack_key(struct umqf_ep *e, uint64_t peer, const void *packed, size_t len,
-                    uint64_t *key)
-{
-    (void)e, (void)peer, (void)packed, (void)len, (void)key;
-    return -FI_ENOSYS;
-}
-
-void umqf_drop_key(uint64_t key)
-{
-    (void)key;
-}
-
-/* Ends a registration of umqf_expose_keyed: a peer's operation under its key fails from now. */
+/* Ends a registration of umqf_expose_keyed or umqf_expose_packed: a peer's operation under its
+ * key fails from now. */
 int umqf_unexpose(void *mr)
 {
     return fi_close(&((struct fid_mr *)mr)->fid);
 }
 
-/* One-sided, into or out of the peer's memory at `addr` under `key`: with `read` set, reads
- * `len` bytes of it into `buf`; else writes `len` bytes at `buf` into it, completing once they
- * are placed there (FI_DELIVERY_COMPLETE). Its completion carries `ctx`. 0, -FI_EAGAIN or
- * another negative code. */
-int umqf_rma(struct umqf_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
-             uint64_t key, void *ctx)
+/* A key for a registration the provider would key itself (FI_MR_PROV_KEY, which ignores it),
+ * or, emulating that, unique in the domain. */
+static uint64_t own_key(struct umqf_ep *e)
 {
-    int rc = 0;
+    return e->keys++;
+}
+
+/* Registers `len` bytes at `buf` for the peers' RMA reads and writes under the provider's key,
+ * packed into `packed` (8 bytes, little-endian; *packed_len says so). 0, or a negative FI_E*
+ * code. */
+int umqf_expose_packed(struct umqf_ep *e, void *buf, size_t len, void **mr, void *packed,
+                       size_t *packed_len)
+{
+    if (*packed_len < sizeof(uint64_t))
+        return -FI_ETOOSMALL;
+    struct fid_mr *m;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, own_key(e), 0,
+                       &m, NULL);
+    if (rc)
+        return rc;
+    uint64_t key = fi_mr_key(m);
+    if (key == FI_KEY_NOTAVAIL) {
+        fi_close(&m->fid);
+        return -FI_ENOSYS;
+    }
+    memcpy(packed, &key, sizeof(key));
+    *packed_len = sizeof(key);
+    *mr = m;
+    return 0;
+}
+
+/* The key a peer packed (umqf_expose_packed): 8 bytes, else -FI_EINVAL. */
+int umqf_unpack_key(struct umqf_ep *e, uint64_t peer, const void *packed, size_t len,
+                    uint64_t *key)
+{
+    (void)e, (void)peer;
+    if (len != sizeof(*key))
+        return -FI_EINVAL;
+    memcpy(key, packed, sizeof(*key));
+    return 0;
+}
+
+/* A key of 8 bytes holds nothing to free. */
+void umqf_drop_key(uint64_t key)
+{
+    (void)key;
+}
+
+/* A registration of our own memory for our RMA from and into it (FI_MR_LOCAL): the region, for
+ * umqf_rma's check when emulating, and its descriptor. */
+struct local_mr {
+    struct fid_mr *mr;
+    const char *base;
+    size_t len;
+    void *desc;
+};
+
+/* Registers `len` bytes at `buf` for our own RMA from and into them: *mr for
+ * umqf_unregister_local, *desc for umqf_rma. 0, or a negative FI_E* code. */
+int umqf_register_local(struct umqf_ep *e, void *buf, size_t len, void **mr, void **desc)
+{
+    struct local_mr *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -FI_ENOMEM;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_READ | FI_WRITE, 0, own_key(e), 0, &l->mr, NULL);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    l->base = buf;
+    l->len = len;
+    l->desc = fi_mr_desc(l->mr);
+    *mr = l;
+    *desc = e->emulated ? (void *)l : l->desc;
+    return 0;
+}
+
+void umqf_unregister_local(void *mr)
+{
+    struct local_mr *l = mr;
+    if (!l)
+        return;
+    fi_close(&l->mr->fid);
+    free(l);
+}
+
+/* The descriptor libfabric takes for `len` bytes at `buf`. Emulating verbs' registration, `desc`
+ * is the registration itself, checked to cover the bytes: a caller that forgot to register,
+ * which a verbs device would refuse, fails here too (-FI_EINVAL). */
+static int local_desc(const struct umqf_ep *e, const void *buf, size_t len, void **desc)
+{
+    if (!e->emulated || !(e->mr_mode & FI_MR_LOCAL))
+        return 0;
+    const struct local_mr *l = *desc;
+    const char *at = buf;
+    if (!l || at < l->base || len > l->len || (size_t)(at - l->base) > l->len - len)
+        return -FI_EINVAL;
+    *desc = l->desc;
+    return 0;
+}
+
+int umqf_rma(struct umqf_ep *e, int how, void *buf, size_t len, void *desc, uint64_t peer,
+             uint64_t addr, uint64_t key, void *ctx)
+{
+    int rc = local_desc(e, buf, len, &desc);
+    if (rc)
+        return rc;
     struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
     if (how & UMQF_RMA_READ)
-        return (int)fi_read(ep, buf, len, NULL, peer, addr, key, ctx);
+        return (int)fi_read(ep, buf, len, desc, peer, addr, key, ctx);
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
-    struct fi_msg_rma msg = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .rma_iov = &rma,
-                             .rma_iov_count = 1, .context = ctx};
+    struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = peer,
+                             .rma_iov = &rma, .rma_iov_count = 1, .context = ctx};
     /* A piece that a later one of the same WRITE follows completes once sent: the connection
      * is in order, so the last piece's delivery says the earlier ones were placed too. */
     uint64_t done = (how & UMQF_RMA_SENT) ? FI_TRANSMIT_COMPLETE : FI_DELIVERY_COMPLETE;
@@ -1258,7 +1364,10 @@ int umqf_unexpose(void *m) { (void)m; return -38; }
 int umqf_expose_packed(struct umqf_ep *e, void *b, size_t l, void **m, void *p, size_t *pl) { (void)e, (void)b, (void)l, (void)m, (void)p, (void)pl; return -38; }
 int umqf_unpack_key(struct umqf_ep *e, uint64_t p, const void *k, size_t l, uint64_t *out) { (void)e, (void)p, (void)k, (void)l, (void)out; return -38; }
 void umqf_drop_key(uint64_t k) { (void)k; }
-int umqf_rma(struct umqf_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -38; }
+int umqf_rma(struct umqf_ep *e, int r, void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }
+void umqf_emulate_mr(struct umqf_ep *e, int v) { (void)e, (void)v; }
+int umqf_register_local(struct umqf_ep *e, void *b, size_t l, void **m, void **d) { (void)e, (void)b, (void)l, (void)m, (void)d; return -38; }
+void umqf_unregister_local(void *m) { (void)m; }
 int umqf_name(struct umqf_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -38; }
 int umqf_connect(struct umqf_ep *e, const void *a, size_t l, uint64_t *p) { (void)e, (void)a, (void)l, (void)p; return -38; }
 int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }

@@ -77,7 +77,11 @@ engine_calls! {
         len: usize, key: *mut u64) -> c_int;
     drop_key: umqf_drop_key, umqu_drop_key(key: u64);
     rma: umqf_rma, umqu_rma(e: *mut RawEp, how: c_int, buf: *mut c_void, len: usize,
-        peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
+        desc: *mut c_void, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
+    emulate_mr: umqf_emulate_mr, umqu_emulate_mr(e: *mut RawEp, verbs_mr: c_int);
+    register_local: umqf_register_local, umqu_register_local(e: *mut RawEp, buf: *mut c_void,
+        len: usize, mr: *mut *mut c_void, desc: *mut *mut c_void) -> c_int;
+    unregister_local: umqf_unregister_local, umqu_unregister_local(mr: *mut c_void);
     name: umqf_name, umqu_name(e: *mut RawEp, addr: *mut c_void, len: *mut usize) -> c_int;
     connect: umqf_connect, umqu_connect(e: *mut RawEp, addr: *const c_void, len: usize,
         peer: *mut u64) -> c_int;
@@ -281,6 +285,23 @@ pub struct Registration(NonNull<c_void>);
 // SAFETY: a provider handle, used only under the node's lock like the endpoint.
 unsafe impl Send for Registration {}
 
+/// Our own memory registered for our RMA (`Endpoint::register_local`): the registration and
+/// the descriptor each operation on it takes.
+pub struct LocalRegistration {
+    mr: NonNull<c_void>,
+    pub desc: *mut c_void,
+}
+
+// SAFETY: as `Registration`.
+unsafe impl Send for LocalRegistration {}
+
+/// `UMQ_FABRIC_MR=verbs`: every libfabric endpoint registers memory as verbs does, whatever its
+/// provider (`umqf_emulate_mr`), so hosts without an RDMA device run that path over tcp.
+pub fn verbs_mr_wanted() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("UMQ_FABRIC_MR").is_ok_and(|v| v.trim() == "verbs"))
+}
+
 /// A reliable-datagram endpoint of one engine (libfabric's, or UCX's worker). Every call on it
 /// is made under the lock of the node that owns it (`node::Node`; libfabric's
 /// `FI_THREAD_DOMAIN`, UCX's serialized worker: one thread at a time). Memory registered with
@@ -318,6 +339,16 @@ impl Endpoint {
         wakeable: bool,
         eager: usize,
     ) -> Result<Endpoint, String> {
+        Endpoint::open_as(prov, node, (cq_size, wakeable, eager), verbs_mr_wanted())
+    }
+
+    /// `open`, registering memory as verbs does when `verbs_mr` is set (`verbs_mr_wanted`).
+    pub fn open_as(
+        prov: &str,
+        node: Option<&str>,
+        (cq_size, wakeable, eager): (usize, bool, usize),
+        verbs_mr: bool,
+    ) -> Result<Endpoint, String> {
         let ops = if prov == UCX_ENGINE { &UCX } else { &FABRIC };
         let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
         let node_c = node
@@ -342,6 +373,7 @@ impl Endpoint {
             Some(raw) if rc == 0 => raw,
             _ => return Err(text(&why)),
         };
+        unsafe { (ops.emulate_mr)(raw.as_ptr(), verbs_mr as c_int) };
         let provider = unsafe { CStr::from_ptr((ops.provider)(raw.as_ptr())) }
             .to_string_lossy()
             .into_owned();
@@ -574,6 +606,41 @@ impl Endpoint {
         unsafe { (self.ops.unexpose)(r.0.as_ptr()) };
     }
 
+    /// Whether our own memory needs a registration before our RMA moves it, its descriptor
+    /// going with each operation (`FI_MR_LOCAL`: verbs).
+    pub fn rma_needs_local(&self) -> bool {
+        unsafe { (self.ops.rma_keyed)(self.raw.as_ptr()) & 16 != 0 }
+    }
+
+    /// Registers `len` bytes at `at` for our own RMA from and into them (`rma_needs_local`).
+    ///
+    /// # Safety
+    /// The memory must stay allocated until the registration is closed (`unregister_local`).
+    pub unsafe fn register_local(
+        &self,
+        at: *mut u8,
+        len: usize,
+    ) -> Result<LocalRegistration, c_int> {
+        let (mut mr, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let rc = unsafe {
+            (self.ops.register_local)(
+                self.raw.as_ptr(),
+                at as *mut c_void,
+                len,
+                &mut mr,
+                &mut desc,
+            )
+        };
+        match NonNull::new(mr) {
+            Some(mr) if rc == 0 => Ok(LocalRegistration { mr, desc }),
+            _ => Err(if rc < 0 { -rc } else { libc::EINVAL }),
+        }
+    }
+
+    pub fn unregister_local(&self, r: LocalRegistration) {
+        unsafe { (self.ops.unregister_local)(r.mr.as_ptr()) };
+    }
+
     /// One-sided: `Rma::Write` writes `len` bytes at `at` into the peer's memory at `remote`,
     /// completing once they are placed there, or with `sent_only` once sent (a later WRITE on
     /// the connection, placed, says these were too); `Rma::Read` reads that many of it into
@@ -584,7 +651,7 @@ impl Endpoint {
     pub unsafe fn rma(
         &self,
         (op, sent_only): (Rma, bool),
-        at: *mut u8,
+        (at, desc): (*mut u8, *mut c_void),
         len: usize,
         peer: u64,
         remote: RemoteKey,
@@ -601,6 +668,7 @@ impl Endpoint {
                 how,
                 at as *mut c_void,
                 len,
+                desc,
                 peer,
                 remote.addr,
                 remote.key,

@@ -1015,7 +1015,10 @@ int umqu_expose_packed(struct umqu_ep *e, void *b, size_t l, void **m, void *p, 
 int umqu_unexpose(void *m) { (void)m; return -ENOSYS; }
 int umqu_unpack_key(struct umqu_ep *e, uint64_t p, const void *k, size_t l, uint64_t *out) { (void)e, (void)p, (void)k, (void)l, (void)out; return -ENOSYS; }
 void umqu_drop_key(uint64_t k) { (void)k; }
-int umqu_rma(struct umqu_ep *e, int r, void *b, size_t l, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
+int umqu_rma(struct umqu_ep *e, int r, void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)r, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
+void umqu_emulate_mr(struct umqu_ep *e, int v) { (void)e, (void)v; }
+int umqu_register_local(struct umqu_ep *e, void *b, size_t l, void **m, void **d) { (void)e, (void)b, (void)l, (void)m, (void)d; return -ENOSYS; }
+void umqu_unregister_local(void *m) { (void)m; }
 int umqu_wait_fd(const struct umqu_ep *e) { (void)e; return -1; }
 int umqu_event_fd(const struct umqu_ep *e) { (void)e; return -1; }
 int umqu_arm_watch(struct umqu_ep *e) { (void)e; return -ENOSYS; }

@@ -568,9 +568,10 @@ ucs_status_t ucx_carried_answered(void *arg, const void *header, size_t header_l
  * completing once they are placed there. Its completion carries `ctx`. Under a key of the
  * peer's table, a carried operation; under UCP's, UCP's RMA, each WRITE followed by a flush
  * that serves a batch (write_placed). */
-int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, uint64_t addr,
-             uint64_t key, void *ctx)
+int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, void *desc, uint64_t peer,
+             uint64_t addr, uint64_t key, void *ctx)
 {
+    (void)desc; /* UCP registers our own memory itself */
     int read = how & UMQF_RMA_READ;
     const struct remote_key *k = (const struct remote_key *)(uintptr_t)key;
     int rc = 0;
@@ -586,6 +587,23 @@ int umqu_rma(struct umqu_ep *e, int how, void *buf, size_t len, uint64_t peer, u
         return write_placed(e, peer, buf, len, addr, k->ucp, o);
     ucp_request_param_t param = ucx_completing(o);
     return ucx_settle(e, U.get_nbx(ep, buf, len, addr, k->ucp, &param), o);
+}
+
+/* UCP registers our own memory itself (umqu_rma_keyed never asks for it). */
+void umqu_emulate_mr(struct umqu_ep *e, int verbs_mr)
+{
+    (void)e, (void)verbs_mr;
+}
+
+int umqu_register_local(struct umqu_ep *e, void *buf, size_t len, void **mr, void **desc)
+{
+    (void)e, (void)buf, (void)len, (void)mr, (void)desc;
+    return -ENOSYS;
+}
+
+void umqu_unregister_local(void *mr)
+{
+    (void)mr;
 }
 
 /* Frees what the carried operations kept, as the endpoint closes: operations still waiting
