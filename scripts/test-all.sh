@@ -327,11 +327,13 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"
   fi
   # Memory registered as verbs needs it (FI_MR_LOCAL, FI_MR_PROV_KEY), over tcp: the keys are
-  # libfabric's, packed across, and every WRITE and READ names a registration of its own buffer,
-  # which the shim checks covers it (docs/TRANSPORTS.md, "Memory registration as verbs asks").
-  stage "the network provider with memory registered as verbs asks (UMQ_FABRIC_MR=verbs): its unit tests, the one-sided Python tests, RMA by umq-perf"
+  # libfabric's, packed across, and every WRITE, READ and send in place names a registration of
+  # its own buffer, which the shim checks covers it (docs/TRANSPORTS.md, "Providers" under
+  # "WRITE and READ by RMA").
+  stage "the network provider with memory registered as verbs asks (UMQ_FABRIC_MR=verbs): its unit tests, the Python suite, a stream and RMA by umq-perf"
   UMQ_FABRIC_MR=verbs cargo test --profile release-tests -p umq --lib transport::fabric 2>&1 | tail -n 3
-  UMQ_FABRIC_MR=verbs UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_one_sided_network.py python/tests/test_one_sided.py
+  UMQ_FABRIC_MR=verbs UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  UMQ_FABRIC_MR=verbs timeout 120 "$lib/umq-perf" --provider fabric --test bw --size 65536 --iters 500 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["client_copies"]["by_ref_wr"] >= 500, r; print("64 KiB stream under local registrations:", r["client_copies"]["by_ref_wr"], "SENDs read in place,", r["msgs_per_s"], "msgs/s")'
   UMQ_FABRIC_MR=verbs timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and all(r["one_sided_rma_wr"] > 4 * 500 for r in rows), rows; print("rma under provider keys and local registrations, target asleep:", rows[-1]["one_sided_rma_wr"], "WRs by libfabric RMA; WRITE", rows[0]["mean_ns"], "ns, READ", rows[1]["mean_ns"], "ns")'
   # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
   if command -v fi_info >/dev/null && fi_info -p verbs >/dev/null 2>&1; then

@@ -16,12 +16,13 @@
 
 use super::msg::*;
 use super::pieces::{LONE_PIECE, PIECE, Piece, Pieces};
-use super::rma;
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
+use super::{registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -267,15 +268,18 @@ struct RmaOp {
     read: bool,
     /// Its WR's last piece.
     last: bool,
+    /// The registration of our memory it names, where the provider needs one.
+    local: Option<registered::Use>,
 }
 
 impl RmaOp {
-    fn of(piece: &Piece, queued: Queued) -> RmaOp {
+    fn of(piece: &Piece, queued: Queued, local: Option<registered::Use>) -> RmaOp {
         RmaOp {
             seq: piece.seq,
             queued,
             read: piece.op == sys::Rma::Read,
             last: piece.last,
+            local,
         }
     }
 
@@ -287,6 +291,15 @@ impl RmaOp {
     }
 }
 
+/// A fragment's payload read in place from a WR's buffer: where it lies, a hold on its chunk,
+/// and the registration it names where the provider needs one (null desc otherwise).
+pub struct InPlace {
+    pub at: (*const u8, usize),
+    pub lease: Lease,
+    pub desc: *mut c_void,
+    pub local: Option<registered::Use>,
+}
+
 /// A send buffer in libfabric's hands.
 #[derive(Default)]
 struct Busy {
@@ -294,8 +307,10 @@ struct Busy {
     wr: Option<(ChannelId, Range<u64>)>,
     /// What it counts in its peer's share of libfabric (`QUEUED_PER_PEER`).
     queued: Queued,
-    /// The chunk its payload is read from in place, held (never read) until libfabric is done.
+    /// The chunk its payload is read from in place, held (never read) until libfabric is done,
+    /// and the registration of it the send names, where the provider needs one.
     _lease: Option<Lease>,
+    local: Option<registered::Use>,
 }
 
 pub struct TxPool {
@@ -815,6 +830,7 @@ impl Shared {
                 self.tx.free.push(idx);
                 // Taking the slot's lease lets its chunk go.
                 let busy = std::mem::take(&mut self.tx.busy[idx]);
+                self.local_done(busy.local);
                 self.unqueue(busy.queued);
                 if let Some((id, wrs)) = busy.wr {
                     self.tell(id, |i| match failed {
@@ -835,6 +851,7 @@ impl Shared {
             RMA_TAG if idx < self.rma_ops.len() => {
                 if let Some(op) = self.rma_ops[idx].take() {
                     self.rma_free.push(idx);
+                    self.local_done(op.local);
                     if op.read {
                         self.read_done(op.queued.peer);
                     }
@@ -846,6 +863,13 @@ impl Shared {
                 }
             }
             _ => crate::log_warn!("umq_fabric", "a completion for no buffer of ours: {ctx:#x}"),
+        }
+    }
+
+    /// An operation of ours that named a registration of our memory is done with it.
+    fn local_done(&mut self, u: Option<registered::Use>) {
+        if let (Some(x), Some(_)) = (self.rma.as_mut(), u) {
+            x.local_done(&self.ep, u);
         }
     }
 
@@ -1191,22 +1215,19 @@ impl Shared {
     /// payload is read in place at `body`, in the chunk `lease` holds until libfabric is done.
     pub fn send_slot_in_place(
         &mut self,
-        slot: usize,
-        head: usize,
-        body: (*const u8, usize),
-        lease: Lease,
+        (slot, head): (usize, usize),
+        body: InPlace,
         (from, to): (ChannelId, (usize, u64)),
         wr: Option<Range<u64>>,
     ) -> Result<(), i32> {
-        // SAFETY: `sends_in_place` said so (the caller asked), and the lease keeps `body`
-        // mapped until the completion drops it, or until the endpoint closes (declared first
-        // in `Shared`, it goes before the leases).
+        // SAFETY: `sends_in_place` said so (the caller asked), the lease keeps `body` mapped
+        // and its use keeps its registration open until the completion drops them, or until
+        // the endpoint closes (declared first in `Shared`, it goes before the leases).
         let sent = unsafe {
             self.ep.send_gathered(
-                &self.tx.bufs,
-                slot * BOUNCE,
-                head,
-                body,
+                (&self.tx.bufs, slot * BOUNCE, head),
+                body.at,
+                body.desc,
                 to.1,
                 SEND_TAG | slot,
             )
@@ -1214,9 +1235,12 @@ impl Shared {
         let queued = Queued {
             peer: to.0,
             channel: from,
-            bytes: head + body.1,
+            bytes: head + body.at.1,
         };
-        self.slot_sent(slot, sent, queued, wr, Some(lease))
+        if sent.is_err() {
+            self.local_done(body.local);
+        }
+        self.slot_sent(slot, sent, queued, wr, Some((body.lease, body.local)))
     }
 
     fn slot_sent(
@@ -1225,17 +1249,19 @@ impl Shared {
         sent: Result<(), i32>,
         queued: Queued,
         wrs: Option<Range<u64>>,
-        lease: Option<Lease>,
+        in_place: Option<(Lease, Option<registered::Use>)>,
     ) -> Result<(), i32> {
         if sent.is_err() {
             self.tx.free.push(slot);
             return sent;
         }
         self.enqueue(queued);
+        let (lease, local) = in_place.map_or((None, None), |(l, u)| (Some(l), u));
         self.tx.busy[slot] = Busy {
             wr: wrs.map(|r| (queued.channel, r)),
             queued,
             _lease: lease,
+            local,
         };
         sent
     }
@@ -1280,12 +1306,13 @@ impl Shared {
         });
         let at = piece.at as *mut u8;
         let ctx = RMA_TAG | idx;
-        let desc = match self.rma.as_mut() {
+        let named = match self.rma.as_mut() {
             Some(x) => x.local_desc(&self.ep, piece.at, piece.len),
             None => None,
         };
-        let posted = match desc {
-            Some(desc) => unsafe {
+        let local = named.and_then(|(_, u)| u);
+        let posted = match named {
+            Some((desc, _)) => unsafe {
                 self.ep.rma(
                     piece.how(),
                     (at, desc),
@@ -1299,6 +1326,7 @@ impl Shared {
         };
         if let Err(code) = posted {
             self.rma_free.push(idx);
+            self.local_done(local);
             return Err(code);
         }
         let queued = Queued {
@@ -1307,7 +1335,7 @@ impl Shared {
             bytes: piece.len,
         };
         self.enqueue(queued);
-        let op = RmaOp::of(piece, queued);
+        let op = RmaOp::of(piece, queued, local);
         if op.read {
             self.read_started(piece.peer.0);
         }

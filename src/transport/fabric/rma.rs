@@ -35,9 +35,10 @@
 //! `UMQ_FABRIC_RMA=off` (`wanted`).
 
 use super::msg::{FRAGMENT, Header};
-use super::sys::{Addressing, Endpoint, LocalRegistration, MAX_PACKED, Registration, RemoteKey};
+use super::registered::{Pins, Registered, Use};
+use super::sys::{Addressing, Endpoint, MAX_PACKED, Registration, RemoteKey};
 use crate::buf::pool::ChunkSpan;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -80,8 +81,8 @@ pub struct Pending {
     /// Set after a chunk is added: every progress looks, and the lock is taken only then.
     any: AtomicBool,
     with_shared: bool,
-    /// Where the shared pools' chunks that we registered for our RMA start: their pages stay.
-    pinned: Mutex<HashSet<usize>>,
+    /// The shared pools' chunks registered for our own operations.
+    pins: Pins,
 }
 
 impl Pending {
@@ -127,13 +128,9 @@ impl Pending {
         std::mem::take(&mut *self.lock())
     }
 
-    /// Whether we registered this shared-pool chunk for our RMA (`ChunkHook::pins`).
+    /// Whether we registered this shared-pool chunk for our own operations (`ChunkHook::pins`).
     pub fn pins(&self, chunk: &ChunkSpan) -> bool {
-        self.with_shared && self.pinned().contains(&chunk.base)
-    }
-
-    fn pinned(&self) -> MutexGuard<'_, HashSet<usize>> {
-        self.pinned.lock().unwrap_or_else(|p| p.into_inner())
+        self.with_shared && self.pins.holds(chunk.base)
     }
 
     /// A chunk that left before it was registered.
@@ -153,16 +150,9 @@ pub struct Exposure {
     pending: Arc<Pending>,
     known: HashMap<u32, ChunkSpan>,
     chunks: HashMap<u32, Exposed>,
-    /// Where the provider needs our own memory registered for our RMA from and into it
-    /// (`Endpoint::rma_needs_local`: verbs): our chunks by where they start, and those our WRs
-    /// used, registered.
-    local: Option<LocalChunks>,
-}
-
-#[derive(Default)]
-struct LocalChunks {
-    by_base: BTreeMap<usize, ChunkSpan>,
-    registered: HashMap<u32, (usize, LocalRegistration)>,
+    /// Where the provider needs the memory of our own operations registered
+    /// (`Endpoint::rma_needs_local`: verbs), our chunks, and those our operations named.
+    local: Option<Registered>,
 }
 
 struct Exposed {
@@ -179,7 +169,7 @@ impl Exposure {
             pending: Arc::new(Pending::new(local)),
             known: HashMap::new(),
             chunks: HashMap::new(),
-            local: local.then(LocalChunks::default),
+            local: local.then(Registered::default),
         }
     }
 
@@ -205,7 +195,7 @@ impl Exposure {
                 continue;
             }
             if let Some(l) = self.local.as_mut() {
-                l.by_base.insert(span.base, span);
+                l.add(span);
             }
             if !span.shared {
                 self.known.insert(span.token_id, span);
@@ -213,71 +203,37 @@ impl Exposure {
         }
     }
 
-    /// Our chunk `span` left: it is no longer ours to register, and its registration goes.
+    /// Our chunk `span` left: no operation of ours names it any more.
     fn forget_local(&mut self, ep: &Endpoint, span: &ChunkSpan) {
-        let Some(l) = self.local.as_mut() else {
-            return;
-        };
-        if l.by_base
-            .get(&span.base)
-            .is_some_and(|s| s.token_id == span.token_id)
-        {
-            l.by_base.remove(&span.base);
-        }
-        let ours = |(base, _): &(usize, LocalRegistration)| *base == span.base;
-        if l.registered.get(&span.token_id).is_some_and(ours)
-            && let Some((_, r)) = l.registered.remove(&span.token_id)
-        {
-            ep.unregister_local(r);
-            self.pending.pinned().remove(&span.base);
+        if let Some(l) = self.local.as_mut() {
+            l.forget(ep, span, &self.pending.pins);
         }
     }
 
-    /// The descriptor our RMA takes for `len` bytes at `at`: none needed (null), or the
-    /// registration of the process-pool chunk that holds them, made as our first WR uses it and
-    /// kept while the chunk lasts. None where the bytes lie in no chunk of ours (a shared pool's,
-    /// the application's own memory): the WR goes as a message.
-    pub fn local_desc(&mut self, ep: &Endpoint, at: usize, len: usize) -> Option<*mut c_void> {
+    /// The descriptor an operation of ours names for `len` bytes at `at`, and its use of it
+    /// (`local_done` when libfabric is done): none needed (null), or the registration of the
+    /// chunk of ours that holds them (`Registered::desc`). None where the bytes lie in no chunk
+    /// of ours: the operation cannot go (a WR goes as a message, a send is copied).
+    pub fn local_desc(
+        &mut self,
+        ep: &Endpoint,
+        at: usize,
+        len: usize,
+    ) -> Option<(*mut c_void, Option<Use>)> {
         if self.local.is_none() {
-            return Some(std::ptr::null_mut());
+            return Some((std::ptr::null_mut(), None));
         }
         self.take_pending(ep); // a chunk carved since the last progress
         let l = self.local.as_mut()?;
-        let (_, span) = l.by_base.range(..=at).next_back()?;
-        if at - span.base > span.len || len > span.len - (at - span.base) {
-            return None;
+        let (desc, u) = l.desc(ep, (at, len), &self.pending.pins)?;
+        Some((desc, Some(u)))
+    }
+
+    /// An operation that named a registration of ours (`local_desc`) is done with it.
+    pub fn local_done(&mut self, ep: &Endpoint, u: Option<Use>) {
+        if let (Some(l), Some(u)) = (self.local.as_mut(), u) {
+            l.done(ep, u);
         }
-        let (token_id, span) = (span.token_id, *span);
-        if let Some((base, r)) = l.registered.get(&token_id)
-            && *base == span.base
-        {
-            return Some(r.desc);
-        }
-        if span.shared {
-            // Its pages stay while registered: an idle chunk's are not given back (`pins`).
-            self.pending.pinned().insert(span.base);
-        }
-        // SAFETY: process-pool memory is freed only after the pool's hooks heard it leave,
-        // which withdraws the registration first; a shared pool's arena stays mapped while a
-        // buffer of it is out, as this WR's is, and its registration goes at the next progress
-        // after it leaves (a registration outliving a mapping holds pages, nothing else).
-        let r = match unsafe { ep.register_local(span.base as *mut u8, span.len) } {
-            Ok(r) => r,
-            Err(code) => {
-                self.pending.pinned().remove(&span.base);
-                crate::log_info!(
-                    "umq_fabric",
-                    "chunk {token_id} not registered for our RMA: {}",
-                    super::sys::strerror(code)
-                );
-                return None;
-            }
-        };
-        let desc = r.desc;
-        if let Some((_, old)) = l.registered.insert(token_id, (span.base, r)) {
-            ep.unregister_local(old);
-        }
-        Some(desc)
     }
 
     /// How many chunks have their slots registered.
@@ -285,9 +241,10 @@ impl Exposure {
         self.chunks.len()
     }
 
-    /// How many of our own chunks are registered for our RMA (`local_desc`).
-    pub fn registered_here(&self) -> usize {
-        self.local.as_ref().map_or(0, |l| l.registered.len())
+    /// Registrations of our own chunks open (`local_desc`): of chunks that live, and of
+    /// chunks that left with operations that still name them.
+    pub fn registered_here(&self) -> (usize, usize) {
+        self.local.as_ref().map_or((0, 0), Registered::open)
     }
 
     /// Takes a chunk back: its keys fail from now on (before its memory goes).
@@ -310,10 +267,7 @@ impl Exposure {
             e.slots.into_iter().for_each(|r| ep.unexpose(r));
         }
         if let Some(l) = self.local.as_mut() {
-            l.registered
-                .drain()
-                .for_each(|(_, (_, r))| ep.unregister_local(r));
-            self.pending.pinned().clear();
+            l.close_all(ep, &self.pending.pins);
         }
     }
 

@@ -897,11 +897,14 @@ static int inject_copied(struct umqf_ep *e, struct fid_ep *ep, const void *buf, 
     return rc;
 }
 
-/* Whether a message may be sent from memory we did not register (a WR's buffer, in place):
- * the provider needs no local registration and takes two pieces in one send. */
+/* Whether a message may be sent from a WR's buffer in place, the header from our send buffer
+ * beside it: 0 no (one piece a send); 1 yes; 3 yes, the buffer's own registration named
+ * (FI_MR_LOCAL: umqf_register_local). */
 int umqf_sends_in_place(const struct umqf_ep *e)
 {
-    return !(e->mr_mode & FI_MR_LOCAL) && e->info->tx_attr->iov_limit >= 2;
+    if (e->info->tx_attr->iov_limit < 2)
+        return 0;
+    return (e->mr_mode & FI_MR_LOCAL) ? 3 : 1;
 }
 
 /* A key for the next registration: unique in the domain (one per endpoint), for providers that
@@ -1069,14 +1072,15 @@ struct local_mr {
     void *desc;
 };
 
-/* Registers `len` bytes at `buf` for our own RMA from and into them: *mr for
- * umqf_unregister_local, *desc for umqf_rma. 0, or a negative FI_E* code. */
+/* Registers `len` bytes at `buf` for our own sends and RMA from and into them: *mr for
+ * umqf_unregister_local, *desc for umqf_rma and umqf_send2. 0, or a negative FI_E* code. */
 int umqf_register_local(struct umqf_ep *e, void *buf, size_t len, void **mr, void **desc)
 {
     struct local_mr *l = calloc(1, sizeof(*l));
     if (!l)
         return -FI_ENOMEM;
-    int rc = fi_mr_reg(e->domain, buf, len, FI_READ | FI_WRITE, 0, own_key(e), 0, &l->mr, NULL);
+    int rc = fi_mr_reg(e->domain, buf, len, FI_SEND | FI_READ | FI_WRITE, 0, own_key(e), 0,
+                       &l->mr, NULL);
     if (rc) {
         free(l);
         return rc;
@@ -1211,11 +1215,13 @@ int umqf_recv(struct umqf_ep *e, void *buf, size_t len, void *desc, void *ctx)
  * rxm then sends them straight from here (with its own header, three, within tcp's four), and
  * does not copy them into a buffer of its own, which holds only its 16 KiB. */
 int umqf_send2(struct umqf_ep *e, const void *head, size_t head_len, void *desc, const void *body,
-               size_t body_len, uint64_t peer, void *ctx)
+               size_t body_len, void *body_desc, uint64_t peer, void *ctx)
 {
+    int rc = local_desc(e, body, body_len, &body_desc);
+    if (rc)
+        return rc;
     struct iovec iov[2] = {{(void *)head, head_len}, {(void *)body, body_len}};
-    void *descs[2] = {desc, NULL};
-    int rc = 0;
+    void *descs[2] = {desc, body_desc};
     struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
@@ -1351,7 +1357,7 @@ void umqf_close(struct umqf_ep *e) { (void)e; }
 const char *umqf_provider(const struct umqf_ep *e) { (void)e; return ""; }
 size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_sends_in_place(const struct umqf_ep *e) { (void)e; return 0; }
-int umqf_send2(struct umqf_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)p, (void)c; return -38; }
+int umqf_send2(struct umqf_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, void *bd, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)bd, (void)p, (void)c; return -38; }
 int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
 int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
 int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }

@@ -90,8 +90,8 @@ engine_calls! {
     recv: umqf_recv, umqu_recv(e: *mut RawEp, buf: *mut c_void, len: usize,
         desc: *mut c_void, ctx: *mut c_void) -> c_int;
     send2: umqf_send2, umqu_send2(e: *mut RawEp, head: *const c_void, head_len: usize,
-        desc: *mut c_void, body: *const c_void, body_len: usize, peer: u64,
-        ctx: *mut c_void) -> c_int;
+        desc: *mut c_void, body: *const c_void, body_len: usize, body_desc: *mut c_void,
+        peer: u64, ctx: *mut c_void) -> c_int;
     send: umqf_send, umqu_send(e: *mut RawEp, buf: *const c_void, len: usize,
         desc: *mut c_void, peer: u64, ctx: *mut c_void) -> c_int;
     poll: umqf_poll, umqu_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
@@ -313,6 +313,8 @@ pub struct Endpoint {
     host: Option<IpAddr>,
     inject: usize,
     in_place: bool,
+    /// A send in place names its buffer's registration (`register_local`).
+    in_place_registered: bool,
     provider: String,
 }
 
@@ -377,13 +379,15 @@ impl Endpoint {
         let provider = unsafe { CStr::from_ptr((ops.provider)(raw.as_ptr())) }
             .to_string_lossy()
             .into_owned();
+        let in_place = unsafe { (ops.sends_in_place)(raw.as_ptr()) };
         let mut ep = Endpoint {
             raw,
             ops,
             name: Vec::new(),
             host: None,
             inject: unsafe { (ops.inject_size)(raw.as_ptr()) },
-            in_place: unsafe { (ops.sends_in_place)(raw.as_ptr()) } != 0,
+            in_place: in_place & 1 != 0,
+            in_place_registered: in_place & 2 != 0,
             provider,
         };
         ep.read_name()?;
@@ -705,6 +709,11 @@ impl Endpoint {
         self.in_place
     }
 
+    /// Whether a send in place names its buffer's registration (`register_local`).
+    pub fn sends_in_place_registered(&self) -> bool {
+        self.in_place_registered
+    }
+
     /// The fd that turns readable when the completion queue has something (after `arm_wait`
     /// said so); None for an endpoint opened without one.
     pub fn wait_fd(&self) -> Option<i32> {
@@ -781,17 +790,18 @@ impl Endpoint {
     }
 
     /// Sends `head` bytes of `bufs` at `at` and then `body.1` bytes at `body.0` to `peer` as
-    /// one message. Err(code), where `FI_EAGAIN` means no room now.
+    /// one message; `body_desc` names the body's registration where sends in place need one
+    /// (`sends_in_place_registered`; else null). Err(code), where `FI_EAGAIN` means no room
+    /// now.
     ///
     /// # Safety
-    /// `sends_in_place()`, and `body` stays readable until the completion that carries `ctx`
-    /// (or until this endpoint closes).
+    /// `sends_in_place()`, and `body` stays readable, and its registration open, until the
+    /// completion that carries `ctx` (or until this endpoint closes).
     pub unsafe fn send_gathered(
         &self,
-        bufs: &Buffers,
-        at: usize,
-        head: usize,
+        (bufs, at, head): (&Buffers, usize, usize),
         body: (*const u8, usize),
+        body_desc: *mut c_void,
         peer: u64,
         ctx: usize,
     ) -> Result<(), c_int> {
@@ -804,6 +814,7 @@ impl Endpoint {
                 bufs.desc,
                 body.0 as *const c_void,
                 body.1,
+                body_desc,
                 peer,
                 ctx as *mut c_void,
             )

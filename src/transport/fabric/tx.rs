@@ -1,8 +1,8 @@
 //! The sending side: our WRs (and responses, updates, pings) as messages, fragment by
 //! fragment, and our WRs' completions in order.
 
+use super::node::InPlace;
 use super::*;
-use crate::buf::pool::Lease;
 use crate::transport::arrivals::ArrivalLog;
 use crate::transport::transmit::{Carrier, Handed};
 
@@ -1038,8 +1038,8 @@ fn send_fragment(
     let buf = n.tx.bufs.get_mut(slot * BOUNCE, len);
     buf[..HEADER].copy_from_slice(&h.to_bytes());
     Some(match payload {
-        Some((body, lease)) => n
-            .send_slot_in_place(slot, HEADER, body, lease, (id, to), wr)
+        Some(body) => n
+            .send_slot_in_place((slot, HEADER), body, (id, to), wr)
             .map(|()| Sent::InPlace),
         None => {
             o.copy_out(&mut buf[HEADER..]);
@@ -1049,9 +1049,10 @@ fn send_fragment(
 }
 
 /// Where the next `len` payload bytes of `o` lie in one of its WR's buffers, with a hold on
-/// that buffer's chunk, when the provider can send them from there: then no byte of the
-/// payload is copied on this side. None: they are copied into the send buffer.
-fn in_place(n: &Shared, o: &Outgoing, len: usize) -> Option<((*const u8, usize), Lease)> {
+/// that buffer's chunk (and its registration, where the provider needs one), when the provider
+/// can send them from there: then no byte of the payload is copied on this side. None: they
+/// are copied into the send buffer.
+fn in_place(n: &mut Shared, o: &Outgoing, len: usize) -> Option<InPlace> {
     let Body::Wr(wr) = o.body else {
         return None;
     };
@@ -1063,5 +1064,15 @@ fn in_place(n: &Shared, o: &Outgoing, len: usize) -> Option<((*const u8, usize),
         return None; // the fragment spans two buffers
     }
     let lease = n.tx.lender.upgrade()?.lease(at, len)?;
-    Some(((at as *const u8, len), lease))
+    let (desc, local) = match n.ep.sends_in_place_registered() {
+        // Our chunks are registered through the node's RMA exposure; without one, copied.
+        true => n.rma.as_mut()?.local_desc(&n.ep, at as usize, len)?,
+        false => (std::ptr::null_mut(), None),
+    };
+    Some(InPlace {
+        at: (at as *const u8, len),
+        lease,
+        desc,
+        local,
+    })
 }

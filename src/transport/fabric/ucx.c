@@ -860,9 +860,9 @@ static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
 }
 
 int umqu_send2(struct umqu_ep *e, const void *head, size_t head_len, void *desc, const void *body,
-               size_t body_len, uint64_t peer, void *ctx)
+               size_t body_len, void *body_desc, uint64_t peer, void *ctx)
 {
-    (void)desc;
+    (void)desc, (void)body_desc;
     ucp_dt_iov_t iov[2] = {{(void *)head, head_len}, {(void *)body, body_len}};
     return send_pieces(e, iov, 2, peer, ctx);
 }
@@ -1027,7 +1027,7 @@ int umqu_name(struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l
 int umqu_host(const struct umqu_ep *e, void *a, size_t *l) { (void)e, (void)a, (void)l; return -ENOSYS; }
 int umqu_connect(struct umqu_ep *e, const void *a, size_t l, uint64_t *p) { (void)e, (void)a, (void)l, (void)p; return -ENOSYS; }
 int umqu_recv(struct umqu_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -ENOSYS; }
-int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)p, (void)c; return -ENOSYS; }
+int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, void *bd, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)bd, (void)p, (void)c; return -ENOSYS; }
 int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -ENOSYS; }
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
 int umqu_stranger_rma(const void *n, size_t nl, uint64_t a, void *b, size_t l, void (*s)(void *), void *arg, int sp) { (void)n, (void)nl, (void)a, (void)b, (void)l, (void)s, (void)arg, (void)sp; return -ENOSYS; }
