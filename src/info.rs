@@ -156,8 +156,8 @@ pub fn variables() -> Vec<Variable> {
         ),
         var(
             "UMQ_FABRIC_MR",
-            "provider".into(),
-            "verbs: a libfabric endpoint registers memory as verbs asks (keys libfabric picks, every WRITE and READ naming a registration of its own buffer), over any provider; for testing that path without an RDMA device",
+            "auto".into(),
+            "verbs: a libfabric endpoint registers memory as verbs asks (keys libfabric picks, every WRITE, READ and send in place naming a registration of its own buffer), over any provider, to test that path without an RDMA device; auto: as the provider asks",
         ),
         var(
             "UMQ_UCX_RMA",
@@ -280,18 +280,72 @@ fn network() -> Provider {
         ),
         Ok(offer) => (true, None, Some(offer)),
     };
+    let mut checks = vec![Check {
+        name: "provider",
+        ok: usable,
+        detail: format!("UMQ_FABRIC_PROVIDER={wanted}"),
+    }];
+    if usable {
+        checks.push(one_sided(&wanted));
+    }
     Provider {
         name: "fabric",
         what: "other hosts, over libfabric (UMQ_FABRIC_PROVIDER: tcp, verbs, ...)",
         usable,
         why_not,
-        checks: vec![Check {
-            name: "provider",
-            ok: usable,
-            detail: format!("UMQ_FABRIC_PROVIDER={wanted}"),
-        }],
+        checks,
         libfabric,
     }
+}
+
+/// How WRITE and READ, and sends, go over an endpoint of engine `prov` (one opened and closed
+/// to ask it).
+fn one_sided(prov: &str) -> Check {
+    let caps = match fabric::Endpoint::open(prov, None, 64, false, 4096) {
+        Ok(ep) => ep.capabilities(),
+        Err(why) => {
+            return Check {
+                name: "one_sided",
+                ok: false,
+                detail: format!("no endpoint to ask: {why}"),
+            };
+        }
+    };
+    let by_rma = caps.rma && crate::transport::fabric::rma_wanted();
+    Check {
+        name: "one_sided",
+        ok: by_rma,
+        detail: describe(caps, by_rma),
+    }
+}
+
+/// `one_sided`'s words for what an endpoint can do.
+fn describe(caps: fabric::Capabilities, by_rma: bool) -> String {
+    let sends = match (caps.sends_in_place, caps.local_registration) {
+        (false, _) => "sends copied into send buffers",
+        (true, false) => "sends read in place",
+        (true, true) => "sends read in place from their registered chunks",
+    };
+    if !by_rma {
+        let why = match caps.rma {
+            true => "UMQ_FABRIC_RMA=off",
+            false => "the provider's keys do not fit (raw, or longer than 8 bytes)",
+        };
+        return format!("WRITE and READ as messages the target's library checks ({why}); {sends}");
+    }
+    let served = match caps.in_software {
+        true => "served by the target's engine in software, which runs when called",
+        false => "served by the target's NIC",
+    };
+    let keys = match caps.provider_keys {
+        true => "keys the provider picks, packed across",
+        false => "keys ours, from the buffer's token",
+    };
+    let local = match caps.local_registration {
+        true => "; each names a registration of its own buffer's chunk",
+        false => "",
+    };
+    format!("WRITE and READ by RMA, {served}; {keys}{local}; {sends}")
 }
 
 /// The network provider on its UCX engine (`UMQ_FABRIC_PROVIDER=ucx`): usable where libucp
@@ -303,14 +357,16 @@ fn network_over_ucx() -> Provider {
         what: "other hosts, over UCX (UMQ_FABRIC_PROVIDER=ucx; UCX_TLS, default tcp)",
         usable: probe.is_ok(),
         why_not: probe.as_ref().err().cloned(),
-        checks: vec![Check {
+        checks: std::iter::once(Check {
             name: "provider",
             ok: probe.is_ok(),
             detail: match &probe {
                 Ok(version) => format!("UMQ_FABRIC_PROVIDER=ucx: UCX {version}"),
                 Err(_) => "UMQ_FABRIC_PROVIDER=ucx".to_string(),
             },
-        }],
+        })
+        .chain(probe.is_ok().then(|| one_sided(fabric::UCX_ENGINE)))
+        .collect(),
         libfabric: None,
     }
 }

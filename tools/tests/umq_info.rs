@@ -112,7 +112,7 @@ fn the_environment_is_reported_as_set_or_as_its_default() {
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["value"], "250");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["default"], "1000");
     assert_eq!(named(env, "UMQ_FABRIC_RMA")["default"], "on");
-    assert_eq!(named(env, "UMQ_FABRIC_MR")["default"], "provider");
+    assert_eq!(named(env, "UMQ_FABRIC_MR")["default"], "auto");
     assert_eq!(named(env, "UMQ_UCX_RMA")["default"], "auto");
     assert_eq!(named(env, "UMQ_FABRIC_NOTSENT_LOWAT")["default"], "65536");
     let unset = named(env, "UMQ_FABRIC_LIVENESS_MS");
@@ -163,6 +163,48 @@ fn the_network_provider_matches_fi_info() {
     assert_eq!(fabric["usable"], false);
     let why = fabric["why_not"].as_str().unwrap();
     assert!(why.contains("'no-such-provider'"), "{why}");
+}
+
+/// How WRITE and READ go over the network provider, asked of an endpoint: by RMA under our
+/// keys over tcp; under the provider's keys and local registrations when registering as verbs
+/// asks; as messages when `UMQ_FABRIC_RMA=off`.
+#[test]
+fn the_network_provider_says_how_write_and_read_go() {
+    let one_sided = |env: &[(&str, &str)]| {
+        let v = json(env);
+        let fabric = provider(&v, "fabric").clone();
+        (fabric["usable"] == true).then(|| named(&fabric["checks"], "one_sided").clone())
+    };
+    let Some(tcp) = one_sided(&[]) else {
+        eprintln!("SKIPPED: the network provider is not usable here");
+        return;
+    };
+    let detail = |c: &Value| c["detail"].as_str().unwrap().to_string();
+    assert_eq!(tcp["ok"], true);
+    let words = detail(&tcp);
+    assert!(words.starts_with("WRITE and READ by RMA"), "{words}");
+    assert!(
+        words.contains("keys ours") && words.contains("in software"),
+        "{words}"
+    );
+    assert!(!words.contains("registration"), "{words}");
+
+    let verbs = one_sided(&[("UMQ_FABRIC_MR", "verbs")]).expect("usable");
+    let words = detail(&verbs);
+    assert_eq!(verbs["ok"], true);
+    assert!(words.contains("keys the provider picks"), "{words}");
+    assert!(
+        words.contains("registration of its own buffer's chunk"),
+        "{words}"
+    );
+    assert!(
+        words.ends_with("sends read in place from their registered chunks"),
+        "{words}"
+    );
+
+    let off = one_sided(&[("UMQ_FABRIC_RMA", "off")]).expect("usable");
+    assert_eq!(off["ok"], false);
+    assert!(detail(&off).contains("as messages"), "{off}");
 }
 
 #[test]

@@ -38,6 +38,7 @@ use crate::flow::Area;
 use msg::*;
 pub use node::{ChannelId, Node};
 use node::{NODE, Shared, Stamp};
+pub use rma::wanted as rma_wanted;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;

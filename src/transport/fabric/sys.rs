@@ -149,6 +149,21 @@ pub struct Offer {
     pub providers: Vec<String>,
 }
 
+/// How an endpoint moves one-sided WRITEs and READs, and sends (`umq-info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// By the engine's RMA (else as messages the target's library runs).
+    pub rma: bool,
+    /// Under keys the provider picks, packed across (else ours, from the buffer's token).
+    pub provider_keys: bool,
+    /// Naming a registration of our own buffer's chunk (verbs' `FI_MR_LOCAL`).
+    pub local_registration: bool,
+    /// Served in software by the target's engine, which must run (tcp), not by its NIC.
+    pub in_software: bool,
+    /// Sends read their payload where it lies (else copied into a send buffer).
+    pub sends_in_place: bool,
+}
+
 /// Loads libfabric and asks it; Err says why it cannot be used.
 pub fn probe() -> Result<Offer, String> {
     let (mut version, mut names, mut why) = (0u32, [0u8; 512], [0u8; 256]);
@@ -608,6 +623,18 @@ impl Endpoint {
     /// Ends a registration: a peer's operation under its key fails from now on.
     pub fn unexpose(&self, r: Registration) {
         unsafe { (self.ops.unexpose)(r.0.as_ptr()) };
+    }
+
+    /// How this endpoint moves one-sided WRITEs and READs, and sends.
+    pub fn capabilities(&self) -> Capabilities {
+        let bits = unsafe { (self.ops.rma_keyed)(self.raw.as_ptr()) };
+        Capabilities {
+            rma: bits & 1 != 0,
+            provider_keys: bits & 4 != 0,
+            local_registration: bits & 16 != 0,
+            in_software: bits & 8 != 0,
+            sends_in_place: self.in_place,
+        }
     }
 
     /// Whether our own memory needs a registration before our RMA moves it, its descriptor
