@@ -330,9 +330,10 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
   # libfabric's, packed across, and every WRITE, READ and send in place names a registration of
   # its own buffer, which the shim checks covers it (docs/TRANSPORTS.md, "Providers" under
   # "WRITE and READ by RMA").
-  stage "the network provider with memory registered as verbs asks (UMQ_FABRIC_MR=verbs): its unit tests, the Python suite, a stream and RMA by umq-perf"
+  stage "the network provider with memory registered as verbs asks (UMQ_FABRIC_MR=verbs): its unit tests, the Python suite, the C network tests, a stream and RMA by umq-perf"
   UMQ_FABRIC_MR=verbs cargo test --profile release-tests -p umq --lib transport::fabric 2>&1 | tail -n 3
   UMQ_FABRIC_MR=verbs UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  UMQ_FABRIC_MR=verbs meson test -C build-c --print-errorlogs $(meson test -C build-c --list 2>/dev/null | grep -e fabric -e two_hosts | grep -v fi_libfabric_inline)
   UMQ_FABRIC_MR=verbs timeout 120 "$lib/umq-perf" --provider fabric --test bw --size 65536 --iters 500 --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["client_copies"]["by_ref_wr"] >= 500, r; print("64 KiB stream under local registrations:", r["client_copies"]["by_ref_wr"], "SENDs read in place,", r["msgs_per_s"], "msgs/s")'
   UMQ_FABRIC_MR=verbs timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and all(r["one_sided_rma_wr"] > 4 * 500 for r in rows), rows; print("rma under provider keys and local registrations, target asleep:", rows[-1]["one_sided_rma_wr"], "WRs by libfabric RMA; WRITE", rows[0]["mean_ns"], "ns, READ", rows[1]["mean_ns"], "ns")'
   # verbs where an RDMA device exists (this machine's kernel has no InfiniBand support).
