@@ -3190,6 +3190,42 @@ mod tests {
         assert_eq!(x.registered_here(), (0, 0), "closed with the last");
     }
 
+    /// A chunk whose registration the provider refuses (a device's limit on pinned memory)
+    /// is not asked again while it lasts: each of its operations would otherwise pay a failing
+    /// registration. Its operations go without one (`local_desc` None: WRs as messages, sends
+    /// copied); once it leaves, the refusal is forgotten with it.
+    #[test]
+    fn a_chunk_the_provider_refused_to_register_is_not_asked_again() {
+        if engine() != "tcp" {
+            return;
+        }
+        let node = Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("tcp");
+        let pool = Arc::new(Pool::new(false, 0, 0));
+        node.use_pool(&pool);
+        let shared = pool.new_shared(9).unwrap();
+        let buf = pool.alloc_in(&shared, 4096, 1, 0, 1).unwrap();
+        let at = unsafe { (*buf).buf_data } as usize;
+        {
+            let n = &mut *node.lock();
+            let x = n.rma.as_mut().unwrap();
+            x.refuse_registrations(true);
+            assert!(x.local_desc(&n.ep, at, 4096).is_none(), "refused");
+            assert_eq!((x.refused_here(), x.registered_here()), (1, (0, 0)));
+            x.refuse_registrations(false);
+            assert!(
+                x.local_desc(&n.ep, at + 64, 64).is_none(),
+                "not asked again while the chunk lasts"
+            );
+            assert_eq!(x.refused_here(), 1);
+        }
+        pool.free_one(buf).unwrap();
+        pool.retire(&shared);
+        let n = &mut *node.lock();
+        let x = n.rma.as_mut().unwrap();
+        x.take_pending(&n.ep);
+        assert_eq!(x.refused_here(), 0, "forgotten as the chunk left");
+    }
+
     /// A READ, or a WRITE placed, by RMA is word from the peer: its provider answered, so it
     /// runs. Over tcp its provider sends READ answers before any message of its own, so while
     /// a READ stream of ours lasts nothing else of the peer's reaches us, and a binding that

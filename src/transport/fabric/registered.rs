@@ -63,6 +63,13 @@ pub struct Registered {
     live: HashMap<u32, Registration>,
     /// Registrations of chunks that left while an operation named them.
     leaving: Vec<(u32, Registration)>,
+    /// Chunks the provider refused to register (a device's limit on pinned memory, say), by
+    /// where they start: their operations go without (as messages, sends copied), and no
+    /// operation tries again while the chunk lasts, so a refusal costs one system call.
+    refused: HashMap<usize, u32>,
+    /// Tests: registrations fail, as a device out of pinnable memory makes them.
+    #[cfg(test)]
+    pub fail: bool,
 }
 
 impl Registered {
@@ -80,6 +87,9 @@ impl Registered {
             .is_some_and(|s| s.token_id == span.token_id)
         {
             self.chunks.remove(&span.base);
+        }
+        if self.refused.get(&span.base) == Some(&span.token_id) {
+            self.refused.remove(&span.base);
         }
         if self
             .live
@@ -116,7 +126,12 @@ impl Registered {
             g.users += 1;
             return Some((g.r.desc, u));
         }
-        let r = Self::register(ep, &span, pins)?;
+        let Some(r) = self.register(ep, &span, pins) else {
+            // Not asked again: its operations go without from now on.
+            self.chunks.remove(&span.base);
+            self.refused.insert(span.base, span.token_id);
+            return None;
+        };
         let desc = r.desc;
         let g = Registration {
             base: span.base,
@@ -131,7 +146,11 @@ impl Registered {
         Some((desc, u))
     }
 
-    fn register(ep: &Endpoint, span: &ChunkSpan, pins: &Pins) -> Option<LocalRegistration> {
+    fn register(&self, ep: &Endpoint, span: &ChunkSpan, pins: &Pins) -> Option<LocalRegistration> {
+        #[cfg(test)]
+        if self.fail {
+            return None;
+        }
         if span.shared {
             // Its pages stay while registered: an idle chunk's are not given back (`pins`).
             pins.pin(span.base);
@@ -144,10 +163,10 @@ impl Registered {
             Ok(r) => Some(r),
             Err(code) => {
                 pins.unpin(span.base);
-                crate::log_info!(
+                crate::log_warn!(
                     "umq_fabric",
-                    "chunk {} not registered for our operations: {}",
-                    span.token_id,
+                    "a chunk of {} bytes could not be registered ({}; a device limits pinned memory by RLIMIT_MEMLOCK): WRITEs and READs from its buffers go as messages, and its sends are copied",
+                    span.len,
                     super::sys::strerror(code)
                 );
                 None
@@ -197,5 +216,10 @@ impl Registered {
     /// still name them.
     pub fn open(&self) -> (usize, usize) {
         (self.live.len(), self.leaving.len())
+    }
+
+    /// Chunks that live whose registration the provider refused.
+    pub fn refused(&self) -> usize {
+        self.refused.len()
     }
 }

@@ -247,6 +247,19 @@ impl Exposure {
         self.local.as_ref().map_or((0, 0), Registered::open)
     }
 
+    /// Chunks of ours whose registration the provider refused (`Registered::refused`).
+    pub fn refused_here(&self) -> usize {
+        self.local.as_ref().map_or(0, Registered::refused)
+    }
+
+    /// Tests: the provider refuses to register our chunks from now on, or no longer.
+    #[cfg(test)]
+    pub fn refuse_registrations(&mut self, refuse: bool) {
+        if let Some(l) = self.local.as_mut() {
+            l.fail = refuse;
+        }
+    }
+
     /// Takes a chunk back: its keys fail from now on (before its memory goes).
     pub fn withdraw(&mut self, ep: &Endpoint, span: &ChunkSpan) {
         self.pending.drop_chunk(span);
