@@ -319,22 +319,6 @@ fn one_sided(prov: &str) -> Check {
     }
 }
 
-/// How much memory this process may pin (`RLIMIT_MEMLOCK`), which registrations for a device
-/// count against: past it they fail, and operations on the chunks refused go without.
-fn pinnable() -> String {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0 {
-        return "RLIMIT_MEMLOCK unknown".to_string();
-    }
-    match limit.rlim_cur {
-        libc::RLIM_INFINITY => "RLIMIT_MEMLOCK unlimited".to_string(),
-        bytes => format!("RLIMIT_MEMLOCK {} KiB pinned at most", bytes >> 10),
-    }
-}
-
 /// `one_sided`'s words for what an endpoint can do.
 fn describe(caps: fabric::Capabilities, by_rma: bool) -> String {
     let sends = match (caps.sends_in_place, caps.local_registration) {
@@ -360,7 +344,7 @@ fn describe(caps: fabric::Capabilities, by_rma: bool) -> String {
     let local = match caps.local_registration {
         true => format!(
             "; each names a registration of its own buffer's chunk ({})",
-            pinnable()
+            crate::os::memlock_limit()
         ),
         false => String::new(),
     };

@@ -108,6 +108,22 @@ impl Drop for SharedMap {
     }
 }
 
+/// How much memory this process may pin (`RLIMIT_MEMLOCK`), in words: a device's memory
+/// registrations count against it.
+pub fn memlock_limit() -> String {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0 {
+        return "RLIMIT_MEMLOCK unknown".to_string();
+    }
+    match limit.rlim_cur {
+        libc::RLIM_INFINITY => "RLIMIT_MEMLOCK unlimited".to_string(),
+        bytes => format!("RLIMIT_MEMLOCK {} KiB pinned at most", bytes >> 10),
+    }
+}
+
 /// A random 64-bit value (secrets in inboxes and bind info), never 0, differing between
 /// processes even where getrandom fails.
 pub fn random_u64() -> u64 {

@@ -3190,6 +3190,20 @@ mod tests {
         assert_eq!(x.registered_here(), (0, 0), "closed with the last");
     }
 
+    /// A registration that failed for want of memory says what a device counts it against,
+    /// and how to raise it; any other failure says only itself.
+    #[test]
+    fn a_registration_out_of_memory_names_the_pinned_memory_limit() {
+        let nomem = sys::registration_refused(-libc::ENOMEM);
+        assert!(nomem.starts_with("fi_mr_reg: "), "{nomem}");
+        assert!(
+            nomem.contains("RLIMIT_MEMLOCK") && nomem.contains("ulimit -l"),
+            "{nomem}"
+        );
+        let other = sys::registration_refused(-libc::EINVAL);
+        assert!(!other.contains("RLIMIT_MEMLOCK"), "{other}");
+    }
+
     /// A chunk whose registration the provider refuses (a device's limit on pinned memory)
     /// is not asked again while it lasts: each of its operations would otherwise pay a failing
     /// registration. Its operations go without one (`local_desc` None: WRs as messages, sends

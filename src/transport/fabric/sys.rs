@@ -189,6 +189,19 @@ pub fn probe() -> Result<Offer, String> {
     })
 }
 
+/// Why a registration of ours failed, in words: where the provider is out of memory, the limit
+/// a device's registrations count against.
+pub(super) fn registration_refused(rc: c_int) -> String {
+    let why = format!("fi_mr_reg: {}", strerror(rc));
+    match rc.abs() == libc::ENOMEM {
+        true => format!(
+            "{why} (a device pins registered memory: {}; raise it, e.g. `ulimit -l unlimited`)",
+            crate::os::memlock_limit()
+        ),
+        false => why,
+    }
+}
+
 fn text(why: &[u8]) -> String {
     CStr::from_bytes_until_nul(why)
         .map(|s| s.to_string_lossy().into_owned())
@@ -465,7 +478,7 @@ impl Endpoint {
         };
         match rc {
             0 => Ok(Buffers { mem, desc }),
-            rc => Err(format!("fi_mr_reg: {}", strerror(rc))),
+            rc => Err(registration_refused(rc)),
         }
     }
 
@@ -486,7 +499,7 @@ impl Endpoint {
             )
         };
         if rc != 0 {
-            return Err(format!("fi_mr_reg: {}", strerror(rc)));
+            return Err(registration_refused(rc));
         }
         self.read_name()?;
         let desc = std::ptr::null_mut();
