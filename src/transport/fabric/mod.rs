@@ -3138,6 +3138,26 @@ mod tests {
         p.pool.free_one(target).unwrap();
     }
 
+    /// A tcp node registering memory as verbs asks, using a pool of which a shared pool holds
+    /// one 4 KiB buffer (None under another engine).
+    #[allow(clippy::type_complexity)]
+    fn registering_node_and_a_shared_buffer() -> Option<(
+        Arc<Node>,
+        Arc<Pool>,
+        Arc<crate::buf::pool::Lists>,
+        *mut umq_buf_t,
+    )> {
+        if engine() != "tcp" {
+            return None;
+        }
+        let node = Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("tcp");
+        let pool = Arc::new(Pool::new(false, 0, 0));
+        node.use_pool(&pool);
+        let shared = pool.new_shared(crate::os::random_u64()).unwrap();
+        let buf = pool.alloc_in(&shared, 4096, 1, 0, 1).unwrap();
+        Some((node, pool, shared, buf))
+    }
+
     /// A registration of our own memory (verbs' `FI_MR_LOCAL`; here libfabric's tcp registering
     /// as verbs does) covers a whole chunk, one for every operation that names it. When the
     /// chunk leaves (a shared pool goes with its last buffer) while an operation in libfabric
@@ -3145,14 +3165,9 @@ mod tests {
     /// it, a verbs device would fail the operation and the connection with it.
     #[test]
     fn a_registration_of_a_chunk_that_left_closes_with_the_last_operation_naming_it() {
-        if engine() != "tcp" {
+        let Some((node, pool, shared, buf)) = registering_node_and_a_shared_buffer() else {
             return;
-        }
-        let node = Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("tcp");
-        let pool = Arc::new(Pool::new(false, 0, 0));
-        node.use_pool(&pool);
-        let shared = pool.new_shared(7).unwrap();
-        let buf = pool.alloc_in(&shared, 4096, 1, 0, 1).unwrap();
+        };
         let at = unsafe { (*buf).buf_data } as usize;
         let elsewhere = [0u8; 8];
         let (first, second) = {
@@ -3210,14 +3225,9 @@ mod tests {
     /// copied); once it leaves, the refusal is forgotten with it.
     #[test]
     fn a_chunk_the_provider_refused_to_register_is_not_asked_again() {
-        if engine() != "tcp" {
+        let Some((node, pool, shared, buf)) = registering_node_and_a_shared_buffer() else {
             return;
-        }
-        let node = Node::open_as("tcp", Some("127.0.0.1"), false, true).expect("tcp");
-        let pool = Arc::new(Pool::new(false, 0, 0));
-        node.use_pool(&pool);
-        let shared = pool.new_shared(9).unwrap();
-        let buf = pool.alloc_in(&shared, 4096, 1, 0, 1).unwrap();
+        };
         let at = unsafe { (*buf).buf_data } as usize;
         {
             let n = &mut *node.lock();
