@@ -3199,9 +3199,9 @@ mod tests {
             x.local_desc(&n.ep, at, 4096).is_none(),
             "no longer a chunk of ours"
         );
-        x.local_done(&n.ep, second);
+        x.local_done(&n.ep, second.unwrap());
         assert_eq!(x.registered_here(), (0, 1), "one operation still names it");
-        x.local_done(&n.ep, first);
+        x.local_done(&n.ep, first.unwrap());
         assert_eq!(x.registered_here(), (0, 0), "closed with the last");
     }
 

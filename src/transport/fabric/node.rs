@@ -868,7 +868,7 @@ impl Shared {
 
     /// An operation of ours that named a registration of our memory is done with it.
     fn local_done(&mut self, u: Option<registered::Use>) {
-        if let (Some(x), Some(_)) = (self.rma.as_mut(), u) {
+        if let (Some(x), Some(u)) = (self.rma.as_mut(), u) {
             x.local_done(&self.ep, u);
         }
     }
@@ -1237,9 +1237,6 @@ impl Shared {
             channel: from,
             bytes: head + body.at.1,
         };
-        if sent.is_err() {
-            self.local_done(body.local);
-        }
         self.slot_sent(slot, sent, queued, wr, Some((body.lease, body.local)))
     }
 
@@ -1251,12 +1248,13 @@ impl Shared {
         wrs: Option<Range<u64>>,
         in_place: Option<(Lease, Option<registered::Use>)>,
     ) -> Result<(), i32> {
+        let (lease, local) = in_place.map_or((None, None), |(l, u)| (Some(l), u));
         if sent.is_err() {
             self.tx.free.push(slot);
+            self.local_done(local);
             return sent;
         }
         self.enqueue(queued);
-        let (lease, local) = in_place.map_or((None, None), |(l, u)| (Some(l), u));
         self.tx.busy[slot] = Busy {
             wr: wrs.map(|r| (queued.channel, r)),
             queued,

@@ -230,8 +230,8 @@ impl Exposure {
     }
 
     /// An operation that named a registration of ours (`local_desc`) is done with it.
-    pub fn local_done(&mut self, ep: &Endpoint, u: Option<Use>) {
-        if let (Some(l), Some(u)) = (self.local.as_mut(), u) {
+    pub fn local_done(&mut self, ep: &Endpoint, u: Use) {
+        if let Some(l) = self.local.as_mut() {
             l.done(ep, u);
         }
     }
