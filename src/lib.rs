@@ -26,6 +26,7 @@ pub mod info;
 pub mod lifecycle;
 pub mod limits;
 pub mod os;
+pub mod process;
 #[macro_use]
 pub mod log;
 pub mod queue;

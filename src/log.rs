@@ -4,9 +4,10 @@
 //! sees why a call returned `-UMQ_ERR_EINVAL` without reading our source.
 
 use crate::abi::types::*;
+use std::cell::RefCell;
 use std::ffi::CString;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Instant;
 
 struct Sink {
@@ -26,6 +27,32 @@ static SINK: Mutex<Sink> = Mutex::new(Sink {
     window_start: None,
     in_window: 0,
 });
+
+/// The sink, locked. Its lock is taken around `fork()` too, so a child never starts with it
+/// held by a thread it does not have (a log line of the progress thread while the application
+/// forked); nothing else is locked under it, so taking it there cannot deadlock.
+fn sink() -> MutexGuard<'static, Sink> {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the handlers lock and unlock a leaf lock on the forking thread.
+        unsafe { libc::pthread_atfork(Some(hold_for_fork), Some(release), Some(release)) };
+    });
+    SINK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// The sink's lock while this thread forks.
+    static HELD_FOR_FORK: RefCell<Option<MutexGuard<'static, Sink>>> = const { RefCell::new(None) };
+}
+
+extern "C" fn hold_for_fork() {
+    let guard = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = HELD_FOR_FORK.try_with(|h| *h.borrow_mut() = Some(guard));
+}
+
+extern "C" fn release() {
+    let _ = HELD_FOR_FORK.try_with(|h| h.borrow_mut().take());
+}
 
 const NAMES: [&str; 8] = [
     "EMERG", "ALERT", "CRIT", "ERR", "WARN", "NOTICE", "INFO", "DEBUG",
@@ -76,7 +103,7 @@ pub fn set_config(cfg: &umq_log_config_t) -> Result<(), i32> {
             format_args!("level {} >= UMQ_LOG_LEVEL_MAX", cfg.level),
         ));
     }
-    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sink = sink();
     if cfg.log_flag & UMQ_LOG_FLAG_FUNC != 0 {
         sink.func = cfg.func;
     }
@@ -91,7 +118,7 @@ pub fn set_config(cfg: &umq_log_config_t) -> Result<(), i32> {
 }
 
 pub fn get_config() -> umq_log_config_t {
-    let sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let sink = sink();
     umq_log_config_t {
         log_flag: UMQ_LOG_FLAG_FUNC | UMQ_LOG_FLAG_LEVEL | UMQ_LOG_FLAG_RATE_LIMITED,
         func: sink.func,
@@ -102,7 +129,7 @@ pub fn get_config() -> umq_log_config_t {
 
 /// Resets to defaults (used by `umq_uninit` tests and at first init).
 pub fn reset() {
-    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sink = sink();
     sink.func = None;
     sink.rate = umq_log_rate_limit_t::default();
     sink.window_start = None;
@@ -133,7 +160,7 @@ pub fn write(level_: u32, func: &str, args: std::fmt::Arguments<'_>) {
     }
     let line = format!("umq {} {}: {}", NAMES[level_.min(7) as usize], func, args);
     let func = {
-        let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sink = sink();
         if !admit(&mut sink) {
             return;
         }

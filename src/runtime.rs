@@ -5,6 +5,7 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
+use crate::process::PerProcess;
 use crate::transport::link::Provider;
 use crate::transport::tp_pool::TransportPool;
 use std::sync::{Arc, RwLock};
@@ -80,10 +81,16 @@ impl Runtime {
     }
 }
 
-static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+/// The runtime of this process: a child made by `fork()` starts with none (`process`), as the
+/// parent's pool, queues and connections are the parent's.
+static RUNTIME: PerProcess<RwLock<Option<Arc<Runtime>>>> = PerProcess::new(|| RwLock::new(None));
 
 pub fn get() -> Option<Arc<Runtime>> {
-    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).clone()
+    RUNTIME
+        .get()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
@@ -125,7 +132,7 @@ pub(crate) fn provider_from_env() -> UmqResult<Option<Provider>> {
 
 /// Makes `rt` the process's runtime; `-UMQ_ERR_EEXIST` while one is installed.
 pub fn install(rt: Runtime) -> UmqResult<()> {
-    let mut slot = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
+    let mut slot = RUNTIME.get().write().unwrap_or_else(|p| p.into_inner());
     if slot.is_some() {
         crate::log_err!(
             "umq_init",
@@ -139,10 +146,18 @@ pub fn install(rt: Runtime) -> UmqResult<()> {
 
 /// Whether a runtime is installed (`umq_init` has been called and `umq_uninit` has not).
 pub fn installed() -> bool {
-    RUNTIME.read().unwrap_or_else(|p| p.into_inner()).is_some()
+    RUNTIME
+        .get()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some()
 }
 
 /// Drops the process's runtime (what `umq_uninit` ends with).
 pub fn remove() {
-    RUNTIME.write().unwrap_or_else(|p| p.into_inner()).take();
+    RUNTIME
+        .get()
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
 }

@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["buf"],
     &["dfx", "event", "trace", "app_sync"],
     &["error", "log"],
-    &["os", "limits", "devices"],
+    &["os", "limits", "devices", "process"],
     &["abi"],
     &["draw"],
 ];

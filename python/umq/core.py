@@ -1,6 +1,7 @@
 """The Pythonic layer: an init context, queues, buffers that never leak, stats as dataclasses."""
 
 import ctypes as C
+import os
 import weakref
 from collections import deque
 from dataclasses import dataclass, fields
@@ -53,8 +54,25 @@ def _fill_ip(dev_info, ip):
         dev_info.ipv4.ip_addr = ip.encode()
 
 
+# The contexts entered in this process. In a child made by fork they are the parent's: the
+# library gives the child none of the parent's state (docs/USER_GUIDE.md, "fork"), so their
+# exit there releases nothing, and the child enters contexts of its own.
+_entered = weakref.WeakSet()
+
+
+def _forget_parents_contexts():
+    for ctx in list(_entered):
+        ctx.active = False
+        ctx.inherited = True
+    _entered.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parents_contexts)
+
+
 class Umq:
     """`umq_init` on enter, `umq_uninit` on exit. Buffers still held at exit are invalidated.
+    In a child made by fork, a context the parent entered is inert: its exit releases nothing.
 
     Keywords: pro (pro API, default True), flow_control (a FlowControl, or True for defaults),
     buf_mode, headroom, stats, trans_mode and ip (one trans_info entry, as the reference examples
@@ -107,13 +125,18 @@ class Umq:
         self.ip = ip or "127.0.0.1"
         self._live = weakref.WeakSet()  # Buffers objects that still own memory
         self.active = False
+        self.inherited = False
 
     def __enter__(self):
         self.lib.check(self.lib.umq_init(C.byref(self.cfg)), "umq_init")
         self.active = True
+        _entered.add(self)
         return self
 
     def __exit__(self, *exc):
+        if self.inherited:
+            return
+        _entered.discard(self)
         # Members of a shared receive queue first: a main queue outlives them.
         queues = [q for q in list(self._live) if isinstance(q, Queue)]
         for queue in sorted(queues, key=lambda q: q.share_rq is None):

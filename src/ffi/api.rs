@@ -137,11 +137,12 @@ pub(crate) fn alloc(
         h => queue::table::with(h, |q| {
             crate::buf::ops::alloc(&q.rt.pool, size, num, q.shared_pool(), h, option)
         })
-        .unwrap_or_else(|| {
-            Err(einval(
+        .unwrap_or_else(|| match queue::table::made_before_fork(h) {
+            true => Err(queue::not_a_queue("umq_buf_alloc", h)),
+            false => Err(einval(
                 "umq_buf_alloc",
                 format_args!("umqh {h:#x} is not a live queue (pass 0 for the global pool)"),
-            ))
+            )),
         }),
     }
 }
@@ -309,10 +310,7 @@ pub extern "C" fn umq_wait_interrupt(
 ) -> i32 {
     ffi_guard!("umq_wait_interrupt", {
         let Some(q) = crate::queue::table::get(wait_umqh) else {
-            return einval(
-                "umq_wait_interrupt",
-                format_args!("bad or stale queue handle {wait_umqh:#x}"),
-            );
+            return queue::not_a_queue("umq_wait_interrupt", wait_umqh);
         };
         q.wait_interrupt(time_out, checked(option), tp_handle(option))
             .unwrap_or_else(|e| e)

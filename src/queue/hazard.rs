@@ -9,8 +9,10 @@
 //! (the technique of liburcu's membarrier flavour and folly's asymmetric fences). Where the
 //! kernel refuses membarrier, lookups fall back to a real fence.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, compiler_fence, fence};
-use std::sync::{Mutex, OnceLock};
+use std::ptr;
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering, compiler_fence, fence,
+};
 
 /// Lookups one thread may have open at once: a lookup inside a lookup (`umq_bind` looking up
 /// its peer, a log callback calling the API) takes the next word.
@@ -24,11 +26,22 @@ const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 struct Words {
     held: [AtomicUsize; NEST],
     claimed: AtomicBool,
+    /// The block made before this one (the list is pushed at its head, never unlinked).
+    next: *const Words,
 }
 
-fn registry() -> &'static Mutex<Vec<&'static Words>> {
-    static REGISTRY: OnceLock<Mutex<Vec<&'static Words>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| Mutex::new(Vec::new()))
+/// Every block ever made, newest first. A list pushed without a lock: a child made by `fork()`
+/// while another thread was adding a block must still be able to add its own.
+static BLOCKS: AtomicPtr<Words> = AtomicPtr::new(ptr::null_mut());
+
+fn blocks() -> impl Iterator<Item = &'static Words> {
+    let mut at = BLOCKS.load(Ordering::Acquire) as *const Words;
+    std::iter::from_fn(move || {
+        // SAFETY: blocks are leaked, and `next` was written before the block was pushed.
+        let w = unsafe { at.as_ref()? };
+        at = w.next;
+        Some(w)
+    })
 }
 
 /// This thread's claim on a block, given back when the thread exits.
@@ -36,8 +49,7 @@ struct Claim(&'static Words);
 
 impl Claim {
     fn new() -> Claim {
-        let mut all = registry().lock().unwrap_or_else(|p| p.into_inner());
-        let reused = all.iter().find(|w| {
+        let reused = blocks().find(|w| {
             w.claimed
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
@@ -45,12 +57,19 @@ impl Claim {
         if let Some(w) = reused {
             return Claim(w);
         }
-        let w: &'static Words = Box::leak(Box::new(Words {
+        let w: &'static mut Words = Box::leak(Box::new(Words {
             held: Default::default(),
             claimed: AtomicBool::new(true),
+            next: ptr::null(),
         }));
-        all.push(w);
-        Claim(w)
+        let mut head = BLOCKS.load(Ordering::Acquire);
+        loop {
+            w.next = head;
+            match BLOCKS.compare_exchange_weak(head, w, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Claim(w),
+                Err(now) => head = now,
+            }
+        }
     }
 }
 
@@ -171,12 +190,7 @@ pub fn held_here(id: usize) -> bool {
 /// lookup that could still reach it has published `id` by the time the fence returns.
 pub fn wait_until_unused(id: usize) {
     heavy_fence();
-    while registry()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .any(|w| w.held.iter().any(|h| h.load(Ordering::Acquire) == id))
-    {
+    while blocks().any(|w| w.held.iter().any(|h| h.load(Ordering::Acquire) == id)) {
         std::thread::yield_now();
     }
 }

@@ -303,9 +303,7 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
         q.check_destroy()?;
     }
     let q = table::remove(umqh).map_err(|why| match why {
-        table::NotRemoved::Stale => {
-            einval("umq_destroy", format_args!("bad or stale handle {umqh:#x}"))
-        }
+        table::NotRemoved::Stale => not_a_queue("umq_destroy", umqh),
         table::NotRemoved::InUseHere => {
             crate::log_err!(
                 "umq_destroy",
@@ -340,12 +338,22 @@ pub fn with_queue<R>(
     umqh: u64,
     f: impl FnOnce(&Arc<Queue>) -> UmqResult<R>,
 ) -> UmqResult<R> {
-    table::with(umqh, f).unwrap_or_else(|| {
-        Err(einval(
+    table::with(umqh, f).unwrap_or_else(|| Err(not_a_queue(func, umqh)))
+}
+
+/// The refusal of a handle that names no queue of this process.
+#[cold]
+pub fn not_a_queue(func: &str, umqh: u64) -> i32 {
+    if table::made_before_fork(umqh) {
+        return einval(
             func,
-            format_args!("bad or stale queue handle {umqh:#x}"),
-        ))
-    })
+            format_args!(
+                "queue {umqh:#x} is the parent's: a process made by fork() has only the queues \
+                 it creates itself, after its own umq_init"
+            ),
+        );
+    }
+    einval(func, format_args!("bad or stale queue handle {umqh:#x}"))
 }
 
 impl Queue {

@@ -27,10 +27,11 @@ use crate::abi::ext::umq_ext_pacing_stats_t;
 use crate::error::{UmqResult, einval};
 use crate::flow::pacing::{self, Departed, Grant, Left, Pacer, PacingError};
 use crate::os::clock_ns;
+use crate::process::PerProcess;
 use crate::transport::link::Backlog;
 use crate::transport::wire::Wire;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 
 const F: &str = "umq_user_ctl";
 
@@ -74,9 +75,9 @@ struct Engine {
 /// net: every post that files a queue sooner wakes it).
 const LONGEST_NAP_NS: u64 = 100_000_000;
 
+/// The pacing engine of this process (a child made by `fork()` starts with an empty one).
 fn engine_cell() -> &'static Mutex<Engine> {
-    static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
-    ENGINE.get_or_init(|| {
+    static ENGINE: PerProcess<Mutex<Engine>> = PerProcess::new(|| {
         Mutex::new(Engine {
             machine: Pacer::new(pacing::DEFAULT_TICKS_PER_S).expect("default tick rate"),
             slots: Vec::new(),
@@ -84,7 +85,8 @@ fn engine_cell() -> &'static Mutex<Engine> {
             served: 0,
             sleeping_until: None,
         })
-    })
+    });
+    ENGINE.get()
 }
 
 fn engine() -> MutexGuard<'static, Engine> {

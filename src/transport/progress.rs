@@ -50,6 +50,7 @@
 
 use super::timer::{Timer, TimerTable};
 use crate::os::{alive, clock_ns, pidfd_open};
+use crate::process::PerProcess;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -198,17 +199,21 @@ struct State {
     relook: bool,
 }
 
-static WATCHED: Mutex<State> = Mutex::new(State {
-    entries: Vec::new(),
-    running: false,
-    paced: None,
-    deadlines: Deadlines::new(),
-    wake: None,
-    relook: false,
+/// The engine's state in this process: a child made by `fork()` has none of the parent's
+/// watches, nor its thread (`process`).
+static WATCHED: PerProcess<Mutex<State>> = PerProcess::new(|| {
+    Mutex::new(State {
+        entries: Vec::new(),
+        running: false,
+        paced: None,
+        deadlines: Deadlines::new(),
+        wake: None,
+        relook: false,
+    })
 });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
-    WATCHED.lock().unwrap_or_else(|p| p.into_inner())
+    WATCHED.get().lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The sweep's period (`UMQ_PROGRESS_SWEEP_MS` sets another, for tests that prove something

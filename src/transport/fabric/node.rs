@@ -20,6 +20,7 @@ use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
 use super::{registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
+use crate::process::PerProcess;
 use crate::transport::call_bell::CallBell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -423,15 +424,16 @@ pub struct Node {
     shared: Mutex<Shared>,
 }
 
-/// The nodes of this process, as long as a binding or an offered channel holds them.
-static NODES: Mutex<Vec<Weak<Node>>> = Mutex::new(Vec::new());
+/// The nodes of this process, as long as a binding or an offered channel holds them. A child
+/// made by `fork()` starts with none: the parent's endpoints and connections are the parent's.
+static NODES: PerProcess<Mutex<Vec<Weak<Node>>>> = PerProcess::new(|| Mutex::new(Vec::new()));
 
 impl Node {
     /// The node of libfabric provider `prov` on `addr` (None: the provider's choice), with a
     /// wait fd when `wakeable`: this process's, made on first use.
     pub fn get(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
         let key = (prov.to_string(), addr.map(str::to_string), wakeable);
-        let mut nodes = NODES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut nodes = NODES.get().lock().unwrap_or_else(|p| p.into_inner());
         nodes.retain(|n| n.strong_count() > 0);
         if let Some(n) = nodes
             .iter()

@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::super::call_bell::{Armed, ConnFds};
 use super::watch::ip_of;
@@ -118,6 +119,26 @@ unsafe extern "C" {
 
 /// `UMQ_FABRIC_PROVIDER` naming UCX rather than a libfabric provider.
 pub const UCX_ENGINE: &str = "ucx";
+
+/// `process::forks()` of the process that first opened a UCX endpoint (`u32::MAX`: none yet).
+static UCX_OPENED_AT: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Whether this process may open a UCX endpoint: not in a child made by `fork()` from one that
+/// had (UCX does not support it: the child's new workers never hear from a peer, since the
+/// thread that runs UCX's asynchronous events is the parent's).
+fn ucx_usable_here() -> Result<(), String> {
+    let here = crate::process::forks();
+    match UCX_OPENED_AT.compare_exchange(u32::MAX, here, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => Ok(()),
+        Err(at) if at == here => Ok(()),
+        Err(_) => Err(
+            "the UCX engine cannot run in a process made by fork() from one that \
+                       had used it (UCX's asynchronous thread stays the parent's): exec a new \
+                       program, or use libfabric (UMQ_FABRIC_PROVIDER=tcp)"
+                .to_string(),
+        ),
+    }
+}
 
 /// The unsent bytes a connection's socket keeps at most unless `UMQ_FABRIC_NOTSENT_LOWAT` says
 /// otherwise: `shim.c`'s `NOTSENT_LOWAT`, which sets it (and says why).
@@ -380,6 +401,9 @@ impl Endpoint {
         verbs_mr: bool,
     ) -> Result<Endpoint, String> {
         let ops = if prov == UCX_ENGINE { &UCX } else { &FABRIC };
+        if prov == UCX_ENGINE {
+            ucx_usable_here()?;
+        }
         let prov_c = CString::new(prov).map_err(|_| "provider name with a NUL".to_string())?;
         let node_c = node
             .map(CString::new)
