@@ -62,6 +62,7 @@ def test_the_parents_queues_are_refused_in_the_child_and_its_teardown_leaves_the
         b.post_recv(8)
         ping_pong(a, b, 3, b"before")
         forged = umq.Buffers.for_payloads(ctx, [b"from the child"])
+        shared = umq.Buffers.for_payloads(ctx, [b"a's shared pool"], a.handle)
         lib = ctx.lib
 
         def child():
@@ -72,6 +73,9 @@ def test_the_parents_queues_are_refused_in_the_child_and_its_teardown_leaves_the
             destroyed = lib.umq_destroy(b.handle)
             ctx.__exit__(None, None, None)  # the parent's context, as a `with` block ends
             lib.umq_uninit()
+            with umq.Umq():  # the child's own library knows none of the parent's buffers
+                lib.umq_buf_free(shared.chain())
+                lib.umq_buf_free(forged.chain())
             return posted, kept, destroyed
 
         code, said = in_child(child)
@@ -80,6 +84,10 @@ def test_the_parents_queues_are_refused_in_the_child_and_its_teardown_leaves_the
         ping_pong(a, b, 3, b"after")
         ping_pong(b, a, 3, b"back")
         assert a.state == b.state == umq.State.QUEUE_STATE_READY
+        # The buffers the child freed are still the parent's, bytes and all.
+        assert forged.read(0) == b"from the child"
+        assert a.post(shared) == 0
+        assert [c.data for c in b.poll_until(1, umq.UMQ_IO_RX)] == [b"a's shared pool"]
         forged.free()
 
 
