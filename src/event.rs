@@ -55,19 +55,30 @@ impl EventFd {
     }
 
     /// Waits until readable: timeout in ms, 0 = do not wait, -1 = forever. Returns whether it is.
+    /// A signal handled meanwhile does not end the wait, nor start its time again: a program
+    /// with a periodic signal (a profiler's timer) still sees its timeout.
     pub fn wait(&self, timeout_ms: i32) -> bool {
         let mut p = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
             revents: 0,
         };
+        let deadline = (timeout_ms > 0).then(|| {
+            std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64)
+        });
+        let mut left = timeout_ms;
         loop {
-            let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+            let r = unsafe { libc::poll(&mut p, 1, left) };
             if r >= 0 {
                 return r > 0;
             }
             if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return false;
+            }
+            if let Some(deadline) = deadline {
+                let rest = deadline.saturating_duration_since(std::time::Instant::now());
+                // Rounded up: a wait cut short by less than a millisecond still sleeps it.
+                left = rest.as_micros().div_ceil(1000) as i32;
             }
         }
     }
@@ -241,6 +252,44 @@ impl AsyncEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    /// A wait with nothing to wake it ends at its timeout though signals keep interrupting it:
+    /// it returns while a thread is still signalling it, a millisecond apart, for up to three
+    /// seconds, thirty times its timeout.
+    #[test]
+    fn a_timed_wait_ends_on_time_under_a_stream_of_signals() {
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()),
+                0
+            );
+        }
+        let fd = EventFd::new(false).unwrap();
+        let waiting = Arc::new(AtomicBool::new(true));
+        let (tell, waiter) = mpsc::channel();
+        let still = waiting.clone();
+        let signaller = std::thread::spawn(move || {
+            let target: libc::pthread_t = waiter.recv().unwrap();
+            let mut sent = 0;
+            while still.load(Ordering::SeqCst) && sent < 3000 {
+                unsafe { libc::pthread_kill(target, libc::SIGUSR2) };
+                sent += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            sent
+        });
+        tell.send(unsafe { libc::pthread_self() }).unwrap();
+        assert!(!fd.wait(100), "nothing was signalled on the fd");
+        waiting.store(false, Ordering::SeqCst);
+        let sent = signaller.join().unwrap();
+        assert!(sent < 3000, "the wait outlasted {sent} signals");
+    }
 
     /// A program that never reads its events keeps the newest `PENDING_MAX`, in order, and the
     /// fd counts exactly those.
