@@ -216,6 +216,35 @@ impl<T> Drop for ZeroedSlab<T> {
     }
 }
 
+/// Runs `f` (which starts a thread of the library) with every asynchronous signal blocked, so
+/// the thread inherits that mask: a signal meant for the application (a SIGTERM it reads from a
+/// signalfd, a timer's SIGALRM, a Ctrl-C) is then never delivered to a thread of ours, where
+/// its handler or default action would run behind the application's back. Faults (SIGSEGV,
+/// SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) stay unblocked: a crash still reaches a handler
+/// that reports it.
+pub fn with_signals_blocked<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: sigset_t values initialised by sigfillset/sigemptyset, masks of this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        for fault in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGTRAP,
+            libc::SIGSYS,
+        ] {
+            libc::sigdelset(&mut all, fault);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        r
+    }
+}
+
 /// Nanoseconds on the process's monotonic clock (from its first reading): the pacing machine's
 /// ticks and the arrival log's times.
 pub fn clock_ns() -> u64 {

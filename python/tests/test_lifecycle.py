@@ -20,6 +20,32 @@ def test_second_init_is_eexist_and_reinit_after_uninit_works():
         assert a.state == umq.QUEUE_STATE_READY
 
 
+def blocked_signals(thread_name):
+    """The signal numbers a thread of this process named `thread_name` blocks."""
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            if f.read().strip() != thread_name:
+                continue
+        with open(f"/proc/self/task/{tid}/status") as f:
+            mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
+        return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError(f"no thread named {thread_name}")
+
+
+@pytest.mark.libumq_behaviour
+def test_the_progress_thread_takes_no_signal_meant_for_the_application():
+    """A signal the application blocks in its own threads (to read it from a signalfd, or to
+    leave it to one thread) is never delivered to the library's thread, where its default
+    action would end the process; faults stay unblocked, so a crash is still reported."""
+    import signal
+    with umq.Umq() as ctx:
+        a, _ = ctx.pair()
+        a.set_rate(1 << 30)  # a limited queue: the progress thread serves its pacing
+        blocked = blocked_signals("umq-progress")
+    assert {signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD, signal.SIGUSR1} <= blocked
+    assert not {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL} & blocked
+
+
 def test_init_rejects_unknown_features_and_null():
     lib = umq.lib()
     assert lib.umq_init(None) == -umq.UMQ_ERR_EINVAL

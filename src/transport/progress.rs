@@ -260,10 +260,12 @@ fn start(w: &mut State) {
         }));
     }
     w.running = true;
-    std::thread::Builder::new()
-        .name("umq-progress".into())
-        .spawn(run)
-        .expect("cannot start the umq progress thread");
+    crate::os::with_signals_blocked(|| {
+        std::thread::Builder::new()
+            .name("umq-progress".into())
+            .spawn(run)
+            .expect("cannot start the umq progress thread")
+    });
 }
 
 /// Registers the pacing machine while some queue is limited (None: none is any more).
