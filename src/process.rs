@@ -33,6 +33,10 @@ struct Cell {
     /// at the child's exit would otherwise report what is the parent's).
     parents: AtomicPtr<()>,
     next: AtomicPtr<Cell>,
+    /// `forks()` of the process whose thread is putting the cell on the list (`u32::MAX`:
+    /// none has yet).
+    claimed: AtomicU32,
+    /// Whether the cell is on the list (then it is on every child's copy of the list too).
     listed: AtomicBool,
 }
 
@@ -49,6 +53,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
                 value: AtomicPtr::new(ptr::null_mut()),
                 parents: AtomicPtr::new(ptr::null_mut()),
                 next: AtomicPtr::new(ptr::null_mut()),
+                claimed: AtomicU32::new(u32::MAX),
                 listed: AtomicBool::new(false),
             },
             make,
@@ -87,19 +92,55 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
         }
     }
 
-    /// Puts the cell on the list the fork handler walks (once).
+    /// Puts the cell on the list the fork handler walks (once), before any value is stored
+    /// in it: a cell that holds a value is on the list.
     fn list(&'static self) {
-        if self.cell.listed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let me = &self.cell as *const Cell as *mut Cell;
-        let mut head = CELLS.load(Ordering::Acquire);
-        loop {
-            self.cell.next.store(head, Ordering::Relaxed);
-            match CELLS.compare_exchange_weak(head, me, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
-                Err(now) => head = now,
+        let here = forks();
+        let cell = &self.cell;
+        while !cell.listed.load(Ordering::Acquire) {
+            let claimed = cell.claimed.load(Ordering::Acquire);
+            if claimed == here {
+                // Another thread of this process is putting it on: a few instructions away.
+                std::hint::spin_loop();
+                continue;
             }
+            // Unclaimed, or claimed by a thread of a parent that forked before that thread was
+            // done (this process has no such thread): ours to put on.
+            if cell
+                .claimed
+                .compare_exchange(claimed, here, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                // A parent's thread may have put it on just before the fork.
+                if claimed == u32::MAX || !on_list(cell) {
+                    push(cell);
+                }
+                cell.listed.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
+fn on_list(cell: &Cell) -> bool {
+    let mut at = CELLS.load(Ordering::Acquire) as *const Cell;
+    while !at.is_null() {
+        if ptr::eq(at, cell) {
+            return true;
+        }
+        // SAFETY: listed cells are statics.
+        at = unsafe { (*at).next.load(Ordering::Acquire) };
+    }
+    false
+}
+
+fn push(cell: &'static Cell) {
+    let me = cell as *const Cell as *mut Cell;
+    let mut head = CELLS.load(Ordering::Acquire);
+    loop {
+        cell.next.store(head, Ordering::Relaxed);
+        match CELLS.compare_exchange_weak(head, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(now) => head = now,
         }
     }
 }
@@ -138,6 +179,41 @@ mod tests {
         MADE.fetch_add(1, Ordering::Relaxed);
         AtomicUsize::new(0)
     });
+
+    /// How often `cell` is on the list (the walk stops at 1,000 steps: a cycle).
+    fn times_listed(cell: &Cell) -> usize {
+        let mut at = CELLS.load(Ordering::Acquire) as *const Cell;
+        let mut seen = 0;
+        for _ in 0..1000 {
+            if at.is_null() {
+                return seen;
+            }
+            seen += ptr::eq(at, cell) as usize;
+            at = unsafe { (*at).next.load(Ordering::Acquire) };
+        }
+        panic!("the list has a cycle");
+    }
+
+    static ORPHAN: PerProcess<u8> = PerProcess::new(|| 1);
+    static PUSHED: PerProcess<u8> = PerProcess::new(|| 2);
+
+    /// The two states a fork can leave a cell in while a parent's thread was putting it on the
+    /// list (claimed by a process that is not this one, `listed` still false): not on the list
+    /// yet, or on it already. The first use here puts it on exactly once either way.
+    #[test]
+    fn a_cell_whose_listing_a_fork_cut_short_is_listed_once() {
+        ORPHAN.cell.claimed.store(7, Ordering::Relaxed);
+        assert_eq!(*ORPHAN.get(), 1);
+        assert_eq!(times_listed(&ORPHAN.cell), 1, "put on by this process");
+        push(&PUSHED.cell);
+        PUSHED.cell.claimed.store(7, Ordering::Relaxed);
+        assert_eq!(*PUSHED.get(), 2);
+        assert_eq!(times_listed(&PUSHED.cell), 1, "not put on twice");
+        assert!(
+            ORPHAN.cell.listed.load(Ordering::Relaxed)
+                && PUSHED.cell.listed.load(Ordering::Relaxed)
+        );
+    }
 
     /// A value is made once per process: the parent keeps its own across a fork, the child
     /// starts from a fresh one, and `forks` counts the fork in the child only.
