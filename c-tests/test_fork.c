@@ -50,6 +50,14 @@ static void post_receives(uint64_t h, uint32_t n)
     CHECK_EQ(umq_post(h, umq_buf_alloc(256, n, 0, NULL), UMQ_IO_RX, &bad), 0);
 }
 
+/* A pair bound to each other, each with 8 receive buffers posted. */
+static void receiving_pair(uint64_t *a, uint64_t *b)
+{
+    test_pair(16, UMQ_MODE_POLLING, a, b);
+    post_receives(*a, 8);
+    post_receives(*b, 8);
+}
+
 /* The parent ran the network provider over its UCX engine, which cannot be used again in a
  * process forked from it. */
 static bool ucx_in_parent(void)
@@ -93,9 +101,7 @@ static int child(uint64_t a, uint64_t b, umq_buf_t *forged)
         CHECK_EQ(umq_init(cfg), 0);
     }
     uint64_t x, y;
-    test_pair(16, UMQ_MODE_POLLING, &x, &y);
-    post_receives(x, 8);
-    post_receives(y, 8);
+    receiving_pair(&x, &y);
     ping(x, y, 100, "child");
     ping(y, x, 100, "child back");
     CHECK_EQ(umq_destroy(x), 0);
@@ -112,9 +118,7 @@ int main(void)
     umq_init_cfg_t *cfg = pro_cfg();
     CHECK_EQ(umq_init(cfg), 0);
     uint64_t a, b;
-    test_pair(16, UMQ_MODE_POLLING, &a, &b);
-    post_receives(a, 8);
-    post_receives(b, 8);
+    receiving_pair(&a, &b);
     ping(a, b, 3, "before");
     umq_buf_t *forged = message("from the child");
     fflush(NULL);

@@ -55,12 +55,18 @@ def ping_pong(a, b, n, tag):
         assert len(a.poll_until(1, umq.UMQ_IO_TX)) == 1
 
 
+def working_pair(ctx):
+    """A pair with receive buffers posted that has moved three messages."""
+    a, b = ctx.pair()
+    a.post_recv(8)
+    b.post_recv(8)
+    ping_pong(a, b, 3, b"before")
+    return a, b
+
+
 def test_the_parents_queues_are_refused_in_the_child_and_its_teardown_leaves_them_working():
     with umq.Umq() as ctx:
-        a, b = ctx.pair()
-        a.post_recv(8)
-        b.post_recv(8)
-        ping_pong(a, b, 3, b"before")
+        a, b = working_pair(ctx)
         forged = umq.Buffers.for_payloads(ctx, [b"from the child"])
         shared = umq.Buffers.for_payloads(ctx, [b"a's shared pool"], a.handle)
         lib = ctx.lib
@@ -127,10 +133,7 @@ def echo(conn, count):
 
 def test_a_child_inits_afresh_and_binds_a_queue_of_its_own_to_its_parent():
     with umq.Umq() as ctx:
-        a, b = ctx.pair()
-        a.post_recv(8)
-        b.post_recv(8)
-        ping_pong(a, b, 3, b"before")
+        a, b = working_pair(ctx)
         parent_end, child_end = mp.Pipe()
         child = mp.get_context("fork").Process(target=echo, args=(child_end, 50))
         child.start()

@@ -49,15 +49,22 @@ def bind_over(sock, q):
     sock.sendall(struct.pack("<I", len(mine)) + mine)
     n = struct.unpack("<I", sock.recv(4, socket.MSG_WAITALL))[0]
     q.bind(sock.recv(n, socket.MSG_WAITALL))
+
+
+# This side's queue, bound to the other's over the side channel, 32 receive buffers posted;
+# and the side channel.
+def bound_queue(ctx):
+    q = ctx.queue(role, depth=64)
+    sock = side_channel()
+    bind_over(sock, q)
+    q.post_recv(32, size=256)
+    return q, sock
 """
 
 ROLE = SIDE_CHANNEL + r"""
 fc = umq.FlowControl(initial_window=16, notify_interval=8)
 with umq.Umq(flow_control=fc, ip=ip) as ctx:
-    q = ctx.queue(role, depth=64)
-    sock = side_channel()
-    bind_over(sock, q)
-    q.post_recv(32, size=256)
+    q, sock = bound_queue(ctx)
     assert q.transport_stats().transport == umq.UMQ_EXT_TRANSPORT_FABRIC
     moved, last, told = 0, time.monotonic(), False
     while q.state != umq.QUEUE_STATE_ERR:
@@ -94,10 +101,7 @@ COUNTED = SIDE_CHANNEL + r"""
 total = int(sys.argv[5])
 fc = umq.FlowControl(initial_window=16, notify_interval=8)
 with umq.Umq(flow_control=fc, ip=ip) as ctx:
-    q = ctx.queue(role, depth=64)
-    sock = side_channel()
-    bind_over(sock, q)
-    q.post_recv(32, size=256)
+    q, sock = bound_queue(ctx)
     moved, wrong, told = 0, 0, False
     while moved < total and q.state != umq.QUEUE_STATE_ERR:
         if role == "client":
@@ -113,9 +117,10 @@ with umq.Umq(flow_control=fc, ip=ip) as ctx:
                 moved += 1
             if got:
                 q.post_recv(len(got), size=256)
+    state = q.state  # before the other side may have left, which would end the binding
     sock.sendall(b"x")  # each side leaves only once the other is done with the queues
     sock.recv(1)
-    print("done %d %d %d" % (moved, wrong, q.state), flush=True)
+    print("done %d %d %d" % (moved, wrong, state), flush=True)
 """
 
 
