@@ -81,10 +81,6 @@ const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
 /// How long a post refused for credit leaves the provider's progress to the node's other
 /// callers before it runs it itself (`post_round`).
 const STARVED_PROGRESS: Duration = Duration::from_micros(20);
-/// How long rounds that find nothing may skip the full round's timed work (the liveness check
-/// above all): a queue polled in a loop, or swept by the progress thread, runs one at least
-/// this often.
-const QUIET_AT_MOST: Duration = Duration::from_millis(1);
 
 pub const LIVENESS_DEFAULT_MS: u64 = 5000;
 
@@ -199,8 +195,6 @@ pub struct Link {
     area_sent_at: Stamp,
     /// When we last handed a WR of ours to the sending step.
     wr_sent_at: Stamp,
-    /// When the last full round began (`quiet`).
-    full_round_at: Stamp,
     /// The peer said it left.
     left: bool,
     /// An operation of ours to the peer failed (its connection is gone): why, and since when
@@ -429,7 +423,6 @@ impl Link {
             area_sent: [0; 3],
             area_sent_at: opened,
             wr_sent_at: opened,
-            full_round_at: opened,
             left: false,
             unreachable: None,
             liveness,
@@ -481,10 +474,6 @@ impl Link {
             self.flush(n, Some(w))?;
         }
         n.progress(self.ch.id)?;
-        if self.quiet(n, w) {
-            return self.quiet_round(n, w);
-        }
-        self.full_round_at = n.now();
         self.take_news(n)?;
         self.take_landed(n);
         self.check_liveness(n)?;
@@ -517,41 +506,6 @@ impl Link {
             bell.arm_conn(self.ch.id, || n.ep.arm_watch());
         }
         Ok(out)
-    }
-
-    /// Whether this round, the provider progressed, can only do what `quiet_round` does:
-    /// nothing arrived and nothing finished, we have nothing to send, in flight or half taken
-    /// in, no ring is out either way, and a full round ran within `QUIET_AT_MOST`. A poll
-    /// loop that waits for a message then costs the provider's poll and a few loads a turn,
-    /// so it sees the message sooner.
-    fn quiet(&self, n: &Shared, w: &mut Wire) -> bool {
-        let t = &self.tx;
-        n.nothing_for(self.ch.id)
-            && n.now() < self.full_round_at.after(QUIET_AT_MOST)
-            && t.outgoing.is_empty()
-            && t.flight.is_empty()
-            && t.rma_in_flight == 0
-            && !t.rma_call
-            && t.call_upto == t.called_upto
-            && t.msg_calls.idle()
-            && w.sq.next_unsent().is_none()
-            && self.rx.held.is_none()
-            && self.rx.assembling.is_none()
-            && self.released.is_empty()
-            && self.unreachable.is_none()
-            && !self.left
-            && n.call_bell.as_ref().is_none_or(|b| !b.rung())
-    }
-
-    /// A round that found nothing: the peer's area as it wrote it, and ours to the peer when it
-    /// is due, as a full round would.
-    fn quiet_round(&mut self, n: &mut Shared, w: &mut Wire) -> Result<Outcome, LinkError> {
-        self.take_landed(n);
-        if let Err(why) = self.ship_area(n, w) {
-            self.unreachable_now(n, why)?;
-            return self.last_words(n, w, Outcome::default(), false);
-        }
-        Ok(Outcome::default())
     }
 
     /// Whether the binding is failing (an operation of ours to the peer failed) and only
@@ -3635,31 +3589,5 @@ mod tests {
             "broken too early: {:?}",
             cut.elapsed()
         );
-    }
-
-    /// A poll loop that finds nothing runs quiet rounds (`Link::quiet`), which skip the
-    /// liveness check; a full round still comes every `QUIET_AT_MOST`, so a peer that falls
-    /// silent is noticed on time by a queue polled without a pause.
-    #[test]
-    fn a_poll_loop_that_finds_nothing_still_notices_a_silent_peer() {
-        let liveness = Duration::from_millis(300);
-        let mut p = Pair::new(false, liveness);
-        let start = Instant::now();
-        while start.elapsed() < liveness {
-            p.round_a().expect("a hears b");
-            p.round_b().expect("b hears a");
-        }
-        let cut = Instant::now();
-        let err = loop {
-            if let Err(e) = p.round_a() {
-                break e;
-            }
-            assert!(cut.elapsed() < liveness * 3, "a silent peer went unnoticed");
-        };
-        assert_eq!(
-            err,
-            LinkError::Lost("peer silent for longer than the liveness timeout")
-        );
-        assert!(cut.elapsed() >= liveness / 2, "broken too early");
     }
 }

@@ -132,17 +132,6 @@ pub struct Inbox {
     pieces: Pieces,
 }
 
-impl Inbox {
-    /// Nothing arrived for the channel and no news of its operations waits.
-    fn is_empty(&self) -> bool {
-        self.arrivals.is_empty()
-            && self.sent.is_empty()
-            && !self.area_written
-            && self.broken.is_none()
-            && self.rma_done.is_empty()
-    }
-}
-
 /// A time on a node's clock: nanoseconds since the node opened. A round reads the clock once
 /// (`Shared::tick`), and its timestamps and timeouts are then integer compares, where
 /// `Instant::duration_since` cost a busy poll loop about 100 instructions a message.
@@ -221,8 +210,6 @@ pub struct Shared {
     ping_due: Option<Stamp>,
     /// When the provider last progressed (`progress`).
     progressed: Stamp,
-    /// Completions that progress took from the provider, for any channel.
-    finished: usize,
     /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
     /// the bell is not rung for it.
     serving: ChannelId,
@@ -513,7 +500,6 @@ impl Node {
             now: Stamp::default(),
             ping_due: None,
             progressed: Stamp::default(),
-            finished: 0,
             serving: NODE,
             rma: ep
                 .rma_keyed()
@@ -769,7 +755,6 @@ impl Shared {
         if let Some(x) = self.rma.as_mut() {
             x.take_pending(&self.ep);
         }
-        self.finished = 0;
         if let Err(why) = self.reap() {
             self.failed = Some(why);
             return Err(LinkError::Lost(why));
@@ -791,12 +776,6 @@ impl Shared {
         self.now
     }
 
-    /// Whether the last `progress` took no completion from the provider, and channel `id` has
-    /// nothing waiting in its inbox: nothing arrived, and none of its operations finished.
-    pub fn nothing_for(&self, id: ChannelId) -> bool {
-        self.finished == 0 && self.inbox(id).is_some_and(Inbox::is_empty)
-    }
-
     /// When the provider last progressed.
     pub fn progressed(&self) -> Stamp {
         self.progressed
@@ -815,7 +794,6 @@ impl Shared {
                 .poll(&mut cqes)
                 .map_err(|_| "the fabric completion queue failed")?;
             let n = done.len();
-            self.finished += n;
             for c in done {
                 self.completed(c);
             }
