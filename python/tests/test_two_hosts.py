@@ -98,14 +98,23 @@ with umq.Umq(flow_control=fc, ip=ip) as ctx:
 # A stream of `total` numbered messages, checked in order as they arrive; each side ends by
 # saying how many it moved, how many came out of order or changed, and its queue's state.
 COUNTED = SIDE_CHANNEL + r"""
-total = int(sys.argv[5])
-fc = umq.FlowControl(initial_window=16, notify_interval=8)
+total, req_timeout_ms = int(sys.argv[5]), int(sys.argv[6])
+# (fc_req_timeout_ms is the July 2026 revision's: how long its posts wait for an answer to a
+# credit request before they are refused with ETIMEDOUT. December's flow control has none.)
+fc = umq.FlowControl(initial_window=16, notify_interval=8, fc_req_timeout_ms=req_timeout_ms)
 with umq.Umq(flow_control=fc, ip=ip) as ctx:
     q, sock = bound_queue(ctx)
-    moved, wrong, told = 0, 0, False
+    moved, wrong, told, refused = 0, 0, False, 0
     while moved < total and q.state != umq.QUEUE_STATE_ERR:
         if role == "client":
-            moved += q.send([b"m%d" % (moved + i) for i in range(min(4, total - moved))])
+            try:
+                moved += q.send([b"m%d" % (moved + i) for i in range(min(4, total - moved))])
+            except umq.UmqError as e:
+                if e.code != -110:
+                    raise
+                moved += e.bad_index or 0
+                refused += 1
+                time.sleep(0.01)
             q.poll(umq.UMQ_IO_TX)
             if moved >= 2000 and not told:
                 print("streaming", flush=True)
@@ -120,7 +129,7 @@ with umq.Umq(flow_control=fc, ip=ip) as ctx:
     state = q.state  # before the other side may have left, which would end the binding
     sock.sendall(b"x")  # each side leaves only once the other is done with the queues
     sock.recv(1)
-    print("done %d %d %d" % (moved, wrong, state), flush=True)
+    print("done %d %d %d %d" % (moved, wrong, state, refused), flush=True)
 """
 
 
@@ -227,21 +236,52 @@ def test_a_link_cut_mid_stream_ends_in_error_within_the_liveness_timeout(hosts):
 
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
-def test_a_link_down_for_less_than_the_liveness_timeout_loses_nothing(hosts):
-    """A link that goes down for a second and comes back, as a flapping port or a cable
-    reseated does: TCP retransmits what was in flight, the queues stay READY, and every
-    message arrives once, in order. (The first retransmission after the link is back comes
-    within about 1.4 s of the cut, below the 5 s timeout.)"""
-    total = 30000
-    server = hosts.start("server", env(5000), False, COUNTED, str(total))
-    client = hosts.start("client", env(5000), False, COUNTED, str(total))
+def flap(hosts, total, req_timeout_ms):
+    """Streams `total` counted messages from the client to the server while the client's link
+    goes down for a second (liveness timeout 5 s); returns what each side printed: done,
+    messages moved, how many out of order, the queue's state, posts refused with ETIMEDOUT."""
+    args = (str(total), str(req_timeout_ms))
+    server = hosts.start("server", env(5000), False, COUNTED, *args)
+    client = hosts.start("client", env(5000), False, COUNTED, *args)
     assert client.stdout.readline().split() == ["streaming"]
     ip("-n", hosts.cli, "link", "set", hosts.vc, "down")
     time.sleep(1.0)
     ip("-n", hosts.cli, "link", "set", hosts.vc, "up")
-    outs = [p.communicate(timeout=60)[0].split() for p in (server, client)]
-    for p, out in zip((server, client), outs):
-        assert p.returncode == 0 and out == ["done", str(total), "0", str(umq.QUEUE_STATE_READY)], out
+    procs = (server, client)
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_a_link_down_for_less_than_the_liveness_timeout_loses_nothing(hosts):
+    """A link that goes down for a second and comes back, as a flapping port or a cable
+    reseated does: TCP retransmits what was in flight, the queues stay READY, and every
+    message arrives once, in order. (The first retransmission after the link is back comes
+    within about 1.4 s of the cut, below the 5 s timeout.) On the July 2026 revision the credit
+    requests wait 10 s for their answers here, so that only the liveness timeout is in play."""
+    total = 30000
+    server, client = flap(hosts, total, 10000)
+    ready = str(umq.QUEUE_STATE_READY)
+    assert server == ["done", str(total), "0", ready, "0"], server
+    assert client == ["done", str(total), "0", ready, "0"], client
+
+
+@pytest.mark.july
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_a_credit_request_cut_off_by_a_link_flap_refuses_posts_until_its_answer_comes(hosts):
+    """July 2026: a credit request the outage holds up past `fc_req_timeout_ms` (200 ms here,
+    the link down for a second) refuses the sender's posts with ETIMEDOUT, the queue stays
+    READY, and once the answer arrives over the link that came back the posts go on: every
+    message arrives once, in order."""
+    total = 30000
+    server, client = flap(hosts, total, 200)
+    ready = str(umq.QUEUE_STATE_READY)
+    assert server == ["done", str(total), "0", ready, "0"], server
+    assert client[:4] == ["done", str(total), "0", ready] and int(client[4]) >= 1, client
+
 
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
