@@ -415,7 +415,9 @@ fn pacing_wire_rows_count_every_packet_where_it_arrives() {
             assert!(sent >= 4096 && sent % 4096 == 0, "{row}");
             let timed = n("burst_bytes_max_timed");
             assert!(timed <= burst && timed % 4096 == 0, "{row}");
-            assert!(n("found_late") < n("packets"), "{row}");
+            // A subset of the packets: on a host whose CPUs are taken by other work, every
+            // poll of the receiver can come after a stop, and then every packet is late.
+            assert!(n("found_late") <= n("packets"), "{row}");
             if provider == "loopback" {
                 assert_eq!((n("found_late"), timed), (0, burst), "{row}");
             }

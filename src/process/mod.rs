@@ -11,33 +11,28 @@
 //! may call it and make queues of its own. `forks()` counts the forks this copy of the process
 //! descends through, so a handle can carry the process that made it.
 
+mod list;
+
+use list::{Cell, UNCLAIMED};
 use std::ptr;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
+/// What `list.rs` runs on: the standard atomics here, loom's in `tests/loom_process.rs`.
+mod list_sync {
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+}
+
 /// Forks between the process that loaded the library and this one (0 there).
 static FORKS: AtomicU32 = AtomicU32::new(0);
 
-/// The cells made so far: emptied in a child (a list, pushed only, so walked without a lock).
+/// The cells made so far: emptied in a child.
 static CELLS: AtomicPtr<Cell> = AtomicPtr::new(ptr::null_mut());
 
 /// How many forks separate this process from the one that loaded the library.
 pub fn forks() -> u32 {
     FORKS.load(Ordering::Relaxed)
-}
-
-/// A cell's part that the fork handler sees: the value, type-erased, and the next cell.
-struct Cell {
-    value: AtomicPtr<()>,
-    /// In a child: the parent's value, kept only so that it stays reachable (a leak checker
-    /// at the child's exit would otherwise report what is the parent's).
-    parents: AtomicPtr<()>,
-    next: AtomicPtr<Cell>,
-    /// `forks()` of the process whose thread is putting the cell on the list (`u32::MAX`:
-    /// none has yet).
-    claimed: AtomicU32,
-    /// Whether the cell is on the list (then it is on every child's copy of the list too).
-    listed: AtomicBool,
 }
 
 /// A value made on first use in each process: `fork()` leaves the child's empty.
@@ -53,7 +48,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
                 value: AtomicPtr::new(ptr::null_mut()),
                 parents: AtomicPtr::new(ptr::null_mut()),
                 next: AtomicPtr::new(ptr::null_mut()),
-                claimed: AtomicU32::new(u32::MAX),
+                claimed: AtomicU32::new(UNCLAIMED),
                 listed: AtomicBool::new(false),
             },
             make,
@@ -63,7 +58,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
     /// This process's value, made now if it has none yet.
     #[inline(always)]
     pub fn get(&'static self) -> &'static T {
-        let p = self.cell.value.load(Ordering::Acquire) as *const T;
+        let p = self.cell.value() as *const T;
         if p.is_null() {
             return self.make_here();
         }
@@ -75,73 +70,15 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
     #[inline(never)]
     fn make_here(&'static self) -> &'static T {
         watch_forks();
-        self.list();
+        self.cell.list(&CELLS, forks());
         let fresh = Box::into_raw(Box::new((self.make)()));
-        match self.cell.value.compare_exchange(
-            ptr::null_mut(),
-            fresh as *mut (),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => unsafe { &*fresh },
-            Err(won) => {
-                // Another thread's value was first: ours was never seen by anyone.
-                drop(unsafe { Box::from_raw(fresh) });
-                unsafe { &*(won as *const T) }
-            }
+        let kept = self.cell.store_first(fresh as *mut ());
+        if kept != fresh as *mut () {
+            // Another thread's value was first: ours was never seen by anyone.
+            drop(unsafe { Box::from_raw(fresh) });
         }
-    }
-
-    /// Puts the cell on the list the fork handler walks (once), before any value is stored
-    /// in it: a cell that holds a value is on the list.
-    fn list(&'static self) {
-        let here = forks();
-        let cell = &self.cell;
-        while !cell.listed.load(Ordering::Acquire) {
-            let claimed = cell.claimed.load(Ordering::Acquire);
-            if claimed == here {
-                // Another thread of this process is putting it on: a few instructions away.
-                std::hint::spin_loop();
-                continue;
-            }
-            // Unclaimed, or claimed by a thread of a parent that forked before that thread was
-            // done (this process has no such thread): ours to put on.
-            if cell
-                .claimed
-                .compare_exchange(claimed, here, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                // A parent's thread may have put it on just before the fork.
-                if claimed == u32::MAX || !on_list(cell) {
-                    push(cell);
-                }
-                cell.listed.store(true, Ordering::Release);
-            }
-        }
-    }
-}
-
-fn on_list(cell: &Cell) -> bool {
-    let mut at = CELLS.load(Ordering::Acquire) as *const Cell;
-    while !at.is_null() {
-        if ptr::eq(at, cell) {
-            return true;
-        }
-        // SAFETY: listed cells are statics.
-        at = unsafe { (*at).next.load(Ordering::Acquire) };
-    }
-    false
-}
-
-fn push(cell: &'static Cell) {
-    let me = cell as *const Cell as *mut Cell;
-    let mut head = CELLS.load(Ordering::Acquire);
-    loop {
-        cell.next.store(head, Ordering::Relaxed);
-        match CELLS.compare_exchange_weak(head, me, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return,
-            Err(now) => head = now,
-        }
+        // SAFETY: the cell's value is a `Box<T>` of ours, never freed.
+        unsafe { &*(kept as *const T) }
     }
 }
 
@@ -159,14 +96,7 @@ fn watch_forks() {
 /// Runs in the child, on the thread that forked, before `fork()` returns there.
 extern "C" fn in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
-    let mut cell = CELLS.load(Ordering::Acquire);
-    while !cell.is_null() {
-        // SAFETY: listed cells are statics (`PerProcess::get` takes `&'static self`).
-        let c = unsafe { &*cell };
-        let parents = c.value.swap(ptr::null_mut(), Ordering::AcqRel);
-        c.parents.store(parents, Ordering::Relaxed);
-        cell = c.next.load(Ordering::Acquire);
-    }
+    list::empty_all(&CELLS);
 }
 
 #[cfg(test)]
@@ -205,7 +135,7 @@ mod tests {
         ORPHAN.cell.claimed.store(7, Ordering::Relaxed);
         assert_eq!(*ORPHAN.get(), 1);
         assert_eq!(times_listed(&ORPHAN.cell), 1, "put on by this process");
-        push(&PUSHED.cell);
+        list::push(&CELLS, &PUSHED.cell);
         PUSHED.cell.claimed.store(7, Ordering::Relaxed);
         assert_eq!(*PUSHED.get(), 2);
         assert_eq!(times_listed(&PUSHED.cell), 1, "not put on twice");
