@@ -274,6 +274,12 @@ impl<W: Word> Flow<W> {
         self.data_arrived >= shipped.max(self.data_piggybacked)
     }
 
+    /// The data grant the peer knows of: our area's as last `shipped`, or the grant our last
+    /// committed piggyback carried.
+    pub fn grant_known_to_peer(&self, shipped: u64) -> u64 {
+        shipped.max(self.data_piggybacked)
+    }
+
     /// Whether the peer waits for `granted`, our area's data grant: it used all the credit it
     /// knows of (`peer_used_all_known`), and `granted` is more than that. (An area whose grant
     /// rode a SEND already tells it nothing new.)
@@ -859,6 +865,7 @@ dispatch! {
         fn data_arrived(&mut self, n: u64) -> () = c => c.data_arrived(n);
         fn peer_used_all_known(&mut self, shipped: u64) -> bool = c => false;
         fn peer_waits_for(&mut self, granted: u64, shipped: u64) -> bool = c => false;
+        fn grant_known_to_peer(&mut self, shipped: u64) -> u64 = c => shipped;
         fn ctrl_arrived(&mut self) -> () = c => ();
         fn publish(&mut self, mine: &Area) -> bool = c => false;
         #[inline]

@@ -2452,6 +2452,38 @@ mod tests {
         assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     }
 
+    /// A grant one of our SENDs carried (a committed piggyback) is known to the peer: no round
+    /// ships the area for it (a 64 B ping-pong wrote it every millisecond, a system call more on
+    /// each side and the tail of its latency). A grant only the area carries still goes.
+    #[test]
+    fn a_grant_a_send_carried_is_not_shipped_again_in_the_area() {
+        use crate::flow::{FlowState, Params};
+        let mut p = Pair::new(false, Duration::from_secs(60));
+        p.connect();
+        let mut f = FlowState::new(Params::new(4, 1, 8, 8), false);
+        assert!(f.rx_posted(4) && f.publish(p.area_a));
+        p.wa.flow = Some(f);
+        p.rounds_until(|_, b| b.peer_area().snapshot() == [4, 4, 0]);
+        let f = p.wa.flow.as_mut().unwrap();
+        assert!(f.rx_posted(1));
+        f.piggyback().expect("an announcement is due");
+        f.commit(p.area_a);
+        assert_eq!(p.area_a.snapshot(), [4, 5, 0]);
+        let until = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < until {
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert_eq!(
+            p.b.peer_area().snapshot(),
+            [4, 4, 0],
+            "shipped what a SEND carried"
+        );
+        // A grant announced in the area alone (as `announce_in_area` and standalones do).
+        p.area_a.raise_to([4, 6, 0]);
+        p.rounds_until(|_, b| b.peer_area().snapshot() == [4, 6, 0]);
+    }
+
     /// A peer whose area write is on its way when it goes leaves this process running, and the
     /// write lands. Over tcp UCX carries a put as a message the target answers, and UCX 1.13
     /// aborts the target's process when that answer cannot go: the UCX engine sends the area

@@ -298,9 +298,16 @@ impl Link {
         } else {
             AREA_WHILE_RECEIVING
         };
-        if now == self.area_sent
-            || (now[0] == self.area_sent[0] && n.now() < self.area_sent_at.after(pause))
-        {
+        // A grant our SENDs carried is on its way to the peer once all of them went (none waits
+        // here, for credit, room or a pause): only the rest needs shipping.
+        let carried = self.tx.outgoing.is_empty() && w.sq.unsent_len() == 0;
+        let known = match w.flow.as_mut() {
+            Some(f) if carried => f.grant_known_to_peer(shipped),
+            _ => shipped,
+        };
+        let known_all =
+            now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2];
+        if known_all || (now[0] == self.area_sent[0] && n.now() < self.area_sent_at.after(pause)) {
             return Ok(());
         }
         let (to, to_channel) = (self.peer_landing, self.peer_chan);
