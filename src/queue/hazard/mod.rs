@@ -3,39 +3,60 @@
 //! A thread about to use a slot of the handle table *publishes* the slot in one of its hazard
 //! words (a plain store); a remover clears the slot and waits until no thread publishes it. For
 //! that to be safe each side needs a full fence between its store and its load (the Dekker
-//! pattern). Lookups happen on every API call and removals almost never, so the remover pays
-//! for both: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` makes every running thread of the
-//! process execute a full barrier, which turns the lookups' compiler fences into real ones
-//! (the technique of liburcu's membarrier flavour and folly's asymmetric fences). Where the
-//! kernel refuses membarrier, lookups fall back to a real fence.
+//! pattern, `word.rs`). Lookups happen on every API call and removals almost never, so the
+//! remover pays for both: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` makes every running
+//! thread of the process execute a full barrier, which turns the lookups' compiler fences into
+//! real ones (the technique of liburcu's membarrier flavour and folly's asymmetric fences).
+//! Where the kernel refuses membarrier, lookups fall back to a real fence.
+
+mod word;
 
 use std::ptr;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering, compiler_fence, fence,
-};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+pub use word::Published;
+use word::Words;
 
-/// Lookups one thread may have open at once: a lookup inside a lookup (`umq_bind` looking up
-/// its peer, a log callback calling the API) takes the next word.
-const NEST: usize = 8;
+/// What `word.rs` is built on: std's atomics and the asymmetric fence pair.
+mod word_sync {
+    pub use std::sync::atomic::{AtomicUsize, Ordering};
+    pub use std::thread::yield_now;
+
+    /// The cheap side: orders a hazard store before the slot load that follows.
+    #[inline(always)]
+    pub fn light_fence() {
+        if super::expedited() {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+
+    /// The expensive side: orders a remover's slot store before its scan of the hazard words.
+    pub fn heavy_fence() {
+        if !(super::expedited() && super::membarrier(super::MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+}
 
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
-/// One thread's hazard words (0: free). Never freed: a block whose thread exited is reused by
+/// One thread's block of hazard words. Never freed: a block whose thread exited is reused by
 /// the next new thread.
-struct Words {
-    held: [AtomicUsize; NEST],
+struct Block {
+    words: Words,
     claimed: AtomicBool,
     /// The block made before this one (the list is pushed at its head, never unlinked).
-    next: *const Words,
+    next: *const Block,
 }
 
 /// Every block ever made, newest first. A list pushed without a lock: a child made by `fork()`
 /// while another thread was adding a block must still be able to add its own.
-static BLOCKS: AtomicPtr<Words> = AtomicPtr::new(ptr::null_mut());
+static BLOCKS: AtomicPtr<Block> = AtomicPtr::new(ptr::null_mut());
 
-fn blocks() -> impl Iterator<Item = &'static Words> {
-    let mut at = BLOCKS.load(Ordering::Acquire) as *const Words;
+fn blocks() -> impl Iterator<Item = &'static Block> {
+    let mut at = BLOCKS.load(Ordering::Acquire) as *const Block;
     std::iter::from_fn(move || {
         // SAFETY: blocks are leaked, and `next` was written before the block was pushed.
         let w = unsafe { at.as_ref()? };
@@ -45,7 +66,7 @@ fn blocks() -> impl Iterator<Item = &'static Words> {
 }
 
 /// This thread's claim on a block, given back when the thread exits.
-struct Claim(&'static Words);
+struct Claim(&'static Block);
 
 impl Claim {
     fn new() -> Claim {
@@ -57,8 +78,8 @@ impl Claim {
         if let Some(w) = reused {
             return Claim(w);
         }
-        let w: &'static mut Words = Box::leak(Box::new(Words {
-            held: Default::default(),
+        let w: &'static mut Block = Box::leak(Box::new(Block {
+            words: Words::default(),
             claimed: AtomicBool::new(true),
             next: ptr::null(),
         }));
@@ -78,9 +99,7 @@ impl Drop for Claim {
         // Lookups from later destructors of this thread find no block (and fail) instead of
         // one the next thread may have claimed.
         let _ = WORDS.try_with(|w| w.set(None));
-        for h in &self.0.held {
-            h.store(0, Ordering::Release);
-        }
+        self.0.words.clear();
         self.0.claimed.store(false, Ordering::Release);
     }
 }
@@ -105,7 +124,7 @@ fn words() -> Option<&'static Words> {
 #[cold]
 #[inline(never)]
 fn claim_words() -> Option<&'static Words> {
-    let w = MINE.try_with(|c| c.0).ok()?;
+    let w = MINE.try_with(|c| &c.0.words).ok()?;
     WORDS.set(Some(w));
     Some(w)
 }
@@ -141,56 +160,22 @@ fn membarrier(cmd: libc::c_long) -> bool {
     }
 }
 
-/// The cheap side: orders a hazard store before the slot load that follows.
-fn light_fence() {
-    if expedited() {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
-    }
-}
-
-/// The expensive side: orders a remover's slot store before its scan of the hazard words.
-fn heavy_fence() {
-    if !(expedited() && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
-        fence(Ordering::SeqCst);
-    }
-}
-
-/// A published slot id; dropping it withdraws the id.
-pub struct Published(&'static AtomicUsize);
-
-impl Drop for Published {
-    fn drop(&mut self) {
-        self.0.store(0, Ordering::Release);
-    }
-}
-
 /// Publishes `id` (not 0) for this thread until the guard drops. Loads made after this call
 /// see a remover's clearing store, or the remover sees `id`. None when lookups nest deeper
-/// than `NEST` or the thread is exiting.
-pub fn publish(id: usize) -> Option<Published> {
-    debug_assert_ne!(id, 0);
-    let word = words()?
-        .held
-        .iter()
-        .find(|w| w.load(Ordering::Relaxed) == 0)?;
-    word.store(id, Ordering::Relaxed);
-    light_fence();
-    Some(Published(word))
+/// than `word::NEST` or the thread is exiting.
+#[inline(always)]
+pub fn publish(id: usize) -> Option<Published<'static>> {
+    words()?.publish(id)
 }
 
 /// Whether this thread itself has `id` published (a removal from inside a lookup of the same
 /// slot would wait for itself forever).
 pub fn held_here(id: usize) -> bool {
-    words().is_some_and(|w| w.held.iter().any(|h| h.load(Ordering::Relaxed) == id))
+    words().is_some_and(|w| w.holds(id))
 }
 
 /// Waits until no thread has `id` published. Call after making the slot unreachable: every
 /// lookup that could still reach it has published `id` by the time the fence returns.
 pub fn wait_until_unused(id: usize) {
-    heavy_fence();
-    while blocks().any(|w| w.held.iter().any(|h| h.load(Ordering::Acquire) == id)) {
-        std::thread::yield_now();
-    }
+    word::wait_until_unused(|| blocks().map(|b| &b.words), id);
 }

@@ -10,17 +10,24 @@
 //! no lock (a read lock costs two atomic read-modify-writes, about 11 ns on the benchmark
 //! machine). A slot holds one reference of its queue as a raw `Arc` pointer; a lookup publishes
 //! the slot in a per-thread hazard word before reading the pointer, and a removal clears the
-//! pointer and then waits until no thread publishes the slot (see `hazard`). So a queue is
-//! never freed under a call that uses it, and `umq_destroy` waits for calls in flight on its
-//! queue, as it did with a lock.
+//! pointer and then waits until no thread publishes the slot (`slot.rs`, `hazard`). So a queue
+//! is never freed under a call that uses it, and `umq_destroy` waits for calls in flight on its
+//! queue, as it did with a lock; `tests/loom_table.rs` checks that under every interleaving.
 
-use super::hazard;
+mod slot;
+
 use crate::app_sync::AppMutex;
 use crate::process::PerProcess;
-use std::mem::ManuallyDrop;
-use std::ptr;
+pub use slot::NotRemoved;
+use slot::Slot;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// What `slot.rs` is built on: std's atomics and `Arc`, and the process's hazard words.
+mod slot_sync {
+    pub(super) use crate::queue::hazard;
+    pub(super) use std::sync::Arc;
+    pub(super) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+}
 
 const TAG: u64 = 0x554d; // "UM", plus the forks this process descends through
 /// The most queues alive at once. The slots are reserved for all of them but cost resident
@@ -38,12 +45,6 @@ impl Named for super::Queue {
     }
 }
 
-struct Slot<T> {
-    generation: AtomicU32,
-    /// `Arc::into_raw` of the occupant, or null.
-    item: AtomicPtr<T>,
-}
-
 pub struct Table<T> {
     /// The high 16 bits of this table's handles.
     tag: u64,
@@ -57,23 +58,9 @@ struct Free {
     fresh: u32,
 }
 
-/// Why a removal did not happen.
-#[derive(Debug, PartialEq)]
-pub enum NotRemoved {
-    /// No live entry has that handle.
-    Stale,
-    /// The calling thread is itself inside a call on that entry (a callback destroying the
-    /// queue it was called from): removing it would free it under that call.
-    InUseHere,
-}
-
 fn queues() -> &'static Table<super::Queue> {
     static TABLE: PerProcess<Table<super::Queue>> = PerProcess::new(|| Table::new(MAX_QUEUES));
     TABLE.get()
-}
-
-fn hazard_id<T>(slot: &Slot<T>) -> usize {
-    slot as *const Slot<T> as usize
 }
 
 /// The tag of the handles this process makes.
@@ -143,25 +130,15 @@ impl<T: Named> Table<T> {
         self.free.lock().fresh as usize
     }
 
-    /// The hazard id of a slot: its address, unique across tables.
-    fn id(&self, index: usize) -> usize {
-        hazard_id(&self.slots[index])
-    }
-
-    fn slot_of(&self, umqh: u64) -> Option<usize> {
-        self.index_of(umqh)
-    }
-
     /// Reserves a slot and builds the entry with its final handle.
     pub fn insert(&self, build: impl FnOnce(u64, u32) -> Result<T, i32>) -> Result<Arc<T>, i32> {
         let index = self.take_slot().ok_or(-crate::abi::errno::UMQ_ERR_ENOMEM)?;
         let slot = &self.slots[index as usize];
-        let handle = self.encode(index, slot.generation.load(Ordering::Relaxed));
+        let handle = self.encode(index, slot.generation());
         match build(handle, index) {
             Ok(q) => {
                 let q = Arc::new(q);
-                slot.item
-                    .store(Arc::into_raw(q.clone()) as *mut T, Ordering::Release);
+                slot.fill(&q);
                 Ok(q)
             }
             Err(e) => {
@@ -175,54 +152,23 @@ impl<T: Named> Table<T> {
     #[inline(always)]
     pub fn with<R>(&self, umqh: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
         // Every API call comes through here: one range check, one slot reference.
-        let slot = self.slots.get(self.index_of(umqh)?)?;
-        let _held = hazard::publish(hazard_id(slot))?;
-        let p = slot.item.load(Ordering::Acquire);
-        if p.is_null() {
-            return None;
-        }
-        // The slot's own reference, borrowed: the hazard keeps it alive until `_held` drops.
-        let q = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
-        (q.handle() == umqh).then(|| f(&q))
+        self.slots.get(self.index_of(umqh)?)?.with(umqh, f)
     }
 
     /// Takes the entry out of the table, once no other thread is inside a call on it; its
     /// handle becomes stale (the generation moves on).
     pub fn remove(&self, umqh: u64) -> Result<Arc<T>, NotRemoved> {
-        let index = self.slot_of(umqh).ok_or(NotRemoved::Stale)?;
-        let id = self.id(index);
-        if hazard::held_here(id) {
-            return Err(NotRemoved::InUseHere);
-        }
-        let slot = &self.slots[index];
-        let p = {
-            let _held = hazard::publish(id).ok_or(NotRemoved::InUseHere)?;
-            let p = slot.item.load(Ordering::Acquire);
-            if p.is_null() || unsafe { (*p).handle() } != umqh {
-                return Err(NotRemoved::Stale);
-            }
-            // Of two concurrent removals only one clears the slot.
-            slot.item
-                .compare_exchange(p, ptr::null_mut(), Ordering::AcqRel, Ordering::Relaxed)
-                .map_err(|_| NotRemoved::Stale)?
-        };
-        hazard::wait_until_unused(id);
-        slot.generation.fetch_add(1, Ordering::Relaxed);
+        let index = self.index_of(umqh).ok_or(NotRemoved::Stale)?;
+        let q = self.slots[index].remove(umqh)?;
         self.give_back(index as u32);
-        Ok(unsafe { Arc::from_raw(p) })
+        Ok(q)
     }
 
     /// Every live entry.
     pub fn all(&self) -> Vec<Arc<T>> {
-        (0..self.used())
-            .filter_map(|i| {
-                let _held = hazard::publish(self.id(i))?;
-                let p = self.slots[i].item.load(Ordering::Acquire);
-                (!p.is_null()).then(|| {
-                    let q = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
-                    Arc::clone(&q)
-                })
-            })
+        self.slots[..self.used()]
+            .iter()
+            .filter_map(Slot::occupant)
             .collect()
     }
 }
@@ -232,10 +178,7 @@ impl<T> Drop for Table<T> {
         // `&mut self`: no lookup can be running, so each remaining reference can just go.
         let used = self.free.get_mut().fresh as usize;
         for slot in self.slots[..used].iter_mut() {
-            let p = *slot.item.get_mut();
-            if !p.is_null() {
-                drop(unsafe { Arc::from_raw(p) });
-            }
+            drop(slot.take_unreachable());
         }
     }
 }
@@ -270,7 +213,7 @@ pub fn all() -> Vec<Arc<super::Queue>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     /// An entry that records its own drop outside its memory.
     struct Probe {
