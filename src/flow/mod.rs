@@ -271,7 +271,7 @@ impl<W: Word> Flow<W> {
     /// piggybacked announcements, or `shipped` (the grants as our area last reached it by
     /// other means, for a provider that ships the area).
     pub fn peer_used_all_known(&self, shipped: u64) -> bool {
-        self.data_arrived >= shipped.max(self.data_piggybacked)
+        self.data_arrived >= self.grant_known_to_peer(shipped)
     }
 
     /// The data grant the peer knows of: our area's as last `shipped`, or the grant our last
@@ -284,7 +284,7 @@ impl<W: Word> Flow<W> {
     /// knows of (`peer_used_all_known`), and `granted` is more than that. (An area whose grant
     /// rode a SEND already tells it nothing new.)
     pub fn peer_waits_for(&self, granted: u64, shipped: u64) -> bool {
-        self.peer_used_all_known(shipped) && granted > shipped.max(self.data_piggybacked)
+        self.peer_used_all_known(shipped) && granted > self.grant_known_to_peer(shipped)
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
