@@ -81,6 +81,10 @@ const AREA_WHILE_RECEIVING: Duration = Duration::from_micros(50);
 /// How long a post refused for credit leaves the provider's progress to the node's other
 /// callers before it runs it itself (`post_round`).
 const STARVED_PROGRESS: Duration = Duration::from_micros(20);
+/// How long rounds that find nothing may skip the full round's timed work (the liveness check
+/// above all): a queue polled in a loop, or swept by the progress thread, runs one at least
+/// this often.
+const QUIET_AT_MOST: Duration = Duration::from_millis(1);
 
 pub const LIVENESS_DEFAULT_MS: u64 = 5000;
 
@@ -195,6 +199,10 @@ pub struct Link {
     area_sent_at: Stamp,
     /// When we last handed a WR of ours to the sending step.
     wr_sent_at: Stamp,
+    /// The node's looks at the provider as our last round left them (`Shared::look_due`).
+    looks_seen: u64,
+    /// When the last full round began (`quiet`).
+    full_round_at: Stamp,
     /// The peer said it left.
     left: bool,
     /// An operation of ours to the peer failed (its connection is gone): why, and since when
@@ -423,6 +431,8 @@ impl Link {
             area_sent: [0; 3],
             area_sent_at: opened,
             wr_sent_at: opened,
+            looks_seen: 0,
+            full_round_at: opened,
             left: false,
             unreachable: None,
             liveness,
@@ -473,8 +483,11 @@ impl Link {
         {
             self.flush(n, Some(w))?;
         }
-        n.progress(self.ch.id)?;
-        self.take_news(n)?;
+        self.look(n)?;
+        if !self.take_news(n)? && self.quiet(n, w) {
+            return self.quiet_round(n, w);
+        }
+        self.full_round_at = n.now();
         self.take_landed(n);
         self.check_liveness(n)?;
         let executed = self.rx.executed;
@@ -482,7 +495,8 @@ impl Link {
         if self.unreachable.is_some() {
             return self.last_words(n, w, out, self.rx.executed != executed);
         }
-        if let Some(bell) = n.call_bell.as_ref() {
+        // Rings are rare: one load says whether any is out before the calls that look at them.
+        if let Some(bell) = n.call_bell.as_ref().filter(|b| b.rung()) {
             if bell.served(self.ch.id, self.rx.executed) {
                 w.zero_copy.calls_answered += 1;
             }
@@ -502,10 +516,55 @@ impl Link {
         self.complete(w, &mut out);
         self.call_if_needed(n, w);
         n.repost();
-        if let Some(bell) = n.call_bell.as_ref() {
+        if let Some(bell) = n.call_bell.as_ref().filter(|b| b.rung()) {
             bell.arm_conn(self.ch.id, || n.ep.arm_watch());
         }
         Ok(out)
+    }
+
+    /// The provider's progress, unless another channel's round looked since ours and nothing
+    /// went out since (`Shared::look_due`): what arrived before that look is in our inbox.
+    fn look(&mut self, n: &mut Shared) -> Result<(), LinkError> {
+        if n.look_due(self.looks_seen) {
+            n.progress(self.ch.id)?;
+        } else {
+            n.tick_checked()?;
+        }
+        self.looks_seen = n.looks();
+        Ok(())
+    }
+
+    /// Whether this round, which found nothing for us in the node (`take_news`), can only do
+    /// what `quiet_round` does: we have nothing to send, in flight or half taken in, no ring is
+    /// out either way, and a full round ran within `QUIET_AT_MOST`. A poll of a queue with
+    /// nothing to say then costs a few loads, besides the look when it is due.
+    fn quiet(&self, n: &Shared, w: &Wire) -> bool {
+        let t = &self.tx;
+        n.now() < self.full_round_at.after(QUIET_AT_MOST)
+            && t.outgoing.is_empty()
+            && t.flight.is_empty()
+            && t.rma_in_flight == 0
+            && !t.rma_call
+            && t.call_upto == t.called_upto
+            && t.msg_calls.idle()
+            && w.sq.next_unsent().is_none()
+            && self.rx.held.is_none()
+            && self.rx.assembling.is_none()
+            && self.released.is_empty()
+            && self.unreachable.is_none()
+            && !self.left
+            && n.call_bell.as_ref().is_none_or(|b| !b.rung())
+    }
+
+    /// A round that found nothing: the peer's area as it wrote it, and ours to the peer when it
+    /// is due, as a full round would.
+    fn quiet_round(&mut self, n: &mut Shared, w: &mut Wire) -> Result<Outcome, LinkError> {
+        self.take_landed(n);
+        if let Err(why) = self.ship_area(n, w) {
+            self.unreachable_now(n, why)?;
+            return self.last_words(n, w, Outcome::default(), false);
+        }
+        Ok(Outcome::default())
     }
 
     /// Whether the binding is failing (an operation of ours to the peer failed) and only
@@ -582,8 +641,11 @@ impl Link {
         // Polls do the rest.
         let starved = w.flow.as_mut().is_some_and(|f| f.window() == 0)
             && n.now() >= n.progressed().after(STARVED_PROGRESS);
-        if (n.tx.free.len() < node::TX_SLOTS / 2 || starved) && n.progress(self.ch.id).is_err() {
-            return None;
+        if n.tx.free.len() < node::TX_SLOTS / 2 || starved {
+            if n.progress(self.ch.id).is_err() {
+                return None;
+            }
+            self.looks_seen = n.looks();
         }
         if self.take_news(n).is_err() {
             return None;
@@ -748,12 +810,13 @@ impl Link {
 
     /// What the node has for this binding besides messages: fragments sent, our area write
     /// done, RMA of ours finished, or an operation that failed (the binding is broken; what
-    /// came before it is taken first).
-    fn take_news(&mut self, n: &mut Shared) -> Result<(), LinkError> {
+    /// came before it is taken first). Whether the node had anything for us, messages included.
+    fn take_news(&mut self, n: &mut Shared) -> Result<bool, LinkError> {
         let now = n.now();
         let inbox = n
             .inbox_mut(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
+        let any = !inbox.is_empty();
         for seq in inbox.sent.drain(..) {
             if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
                 f.unfinished -= 1;
@@ -767,7 +830,7 @@ impl Link {
         if let Some(why) = inbox.broken {
             self.unreachable.get_or_insert((why, now));
         }
-        Ok(())
+        Ok(any)
     }
 
     /// Takes what the peer last wrote into our landing words (its flow-control area) as its
@@ -3621,5 +3684,94 @@ mod tests {
             "broken too early: {:?}",
             cut.elapsed()
         );
+    }
+
+    /// A poll loop that finds nothing runs quiet rounds (`Link::quiet`), which skip the
+    /// liveness check; a full round still comes every `QUIET_AT_MOST`, so a peer that falls
+    /// silent is noticed on time by a queue polled without a pause.
+    #[test]
+    fn a_poll_loop_that_finds_nothing_still_notices_a_silent_peer() {
+        let liveness = Duration::from_millis(300);
+        let mut p = Pair::new(false, liveness);
+        let start = Instant::now();
+        while start.elapsed() < liveness {
+            p.round_a().expect("a hears b");
+            p.round_b().expect("b hears a");
+        }
+        let cut = Instant::now();
+        let err = loop {
+            if let Err(e) = p.round_a() {
+                break e;
+            }
+            assert!(cut.elapsed() < liveness * 3, "a silent peer went unnoticed");
+        };
+        assert_eq!(
+            err,
+            LinkError::Lost("peer silent for longer than the liveness timeout")
+        );
+        assert!(cut.elapsed() >= liveness / 2, "broken too early");
+    }
+
+    /// Rounds of two bindings of one node taken in turn, as a process sweeping its queues
+    /// runs them, look at the provider once a turn (`Shared::look_due`): the round after
+    /// another binding's look takes what arrived from its inbox without a look of its own. A
+    /// binding that looked last looks again, and so does one after something went out.
+    #[test]
+    fn bindings_polled_in_turn_look_at_the_provider_once_a_turn() {
+        let (mut p, mut q) = Pair::two_beside(false);
+        let looks = |p: &Pair| p.b.ch.node.lock().looks();
+        // p's second round looks whatever q did before: p looked last.
+        p.round_b().unwrap();
+        p.round_b().unwrap();
+        for turn in 0..50 {
+            let before = looks(&p);
+            q.round_b().unwrap();
+            assert_eq!(looks(&p), before, "turn {turn}: q looked after p's look");
+            p.round_b().unwrap();
+            assert_eq!(looks(&p), before + 1, "turn {turn}: p did not look");
+        }
+        // A message for q, taken in by p's looks, runs in q's round, which does not look.
+        let (msg, rx) = (
+            crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND_IMM, 0),
+            p.pool.alloc(64, 1, 0, 0).unwrap(),
+        );
+        q.wb.rq.post(rx);
+        q.wa.sq.push(msg);
+        q.round_a().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p
+            .b
+            .ch
+            .node
+            .lock()
+            .inbox_mut(q.b.ch.id)
+            .unwrap()
+            .arrivals
+            .is_empty()
+        {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            p.round_b().unwrap();
+        }
+        let before = looks(&p);
+        assert_eq!(q.round_b().unwrap().rx_done, 1);
+        assert_eq!(looks(&p), before, "q looked to take what was in its inbox");
+        assert_eq!(in_order(&mut q.wb, 1), [rx]);
+        // Something sent after p's look: q, whose last round came before that look, looks.
+        p.round_b().unwrap();
+        let wr = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0);
+        p.wb.sq.push(wr);
+        p.round_b().unwrap();
+        let before = looks(&p);
+        q.round_b().unwrap();
+        assert_eq!(looks(&p), before + 1, "q did not look after p sent");
+        // Both SENDs went whole at once, and completed in their rounds.
+        let mut done = [std::ptr::null_mut(); 1];
+        assert_eq!(q.wa.sq.take_completed(&mut done), 1);
+        assert_eq!(done[0], msg);
+        assert_eq!(p.wb.sq.take_completed(&mut done), 1);
+        assert_eq!(done[0], wr);
+        for b in [msg, wr, rx] {
+            p.pool.free_one(b).unwrap();
+        }
     }
 }

@@ -132,6 +132,17 @@ pub struct Inbox {
     pieces: Pieces,
 }
 
+impl Inbox {
+    /// Nothing arrived for the channel and no news of its operations waits.
+    pub fn is_empty(&self) -> bool {
+        self.arrivals.is_empty()
+            && self.sent.is_empty()
+            && !self.area_written
+            && self.broken.is_none()
+            && self.rma_done.is_empty()
+    }
+}
+
 /// A time on a node's clock: nanoseconds since the node opened. A round reads the clock once
 /// (`Shared::tick`), and its timestamps and timeouts are then integer compares, where
 /// `Instant::duration_since` cost a busy poll loop about 100 instructions a message.
@@ -210,6 +221,10 @@ pub struct Shared {
     ping_due: Option<Stamp>,
     /// When the provider last progressed (`progress`).
     progressed: Stamp,
+    /// How many times the provider progressed (`look_due`).
+    looks: u64,
+    /// Something went out through the provider since it last progressed (`look_due`).
+    sent_since_look: bool,
     /// The channel whose round runs `progress`: it takes what arrives for it in that round, so
     /// the bell is not rung for it.
     serving: ChannelId,
@@ -500,6 +515,8 @@ impl Node {
             now: Stamp::default(),
             ping_due: None,
             progressed: Stamp::default(),
+            looks: 0,
+            sent_since_look: false,
             serving: NODE,
             rma: ep
                 .rma_keyed()
@@ -746,12 +763,11 @@ impl Shared {
     /// their channels, receive buffers posted again, quiet peers pinged. Err when the
     /// completion queue itself failed.
     pub fn progress(&mut self, by: ChannelId) -> Result<(), LinkError> {
-        self.tick();
+        self.tick_checked()?;
         self.progressed = self.now;
+        self.looks += 1;
+        self.sent_since_look = false;
         self.serving = by;
-        if let Some(why) = self.failed {
-            return Err(LinkError::Lost(why));
-        }
         if let Some(x) = self.rma.as_mut() {
             x.take_pending(&self.ep);
         }
@@ -769,6 +785,32 @@ impl Shared {
     /// Reads the clock for the round that begins.
     pub fn tick(&mut self) {
         self.now = Stamp(crate::os::monotonic_ns().saturating_sub(self.epoch_ns));
+    }
+
+    /// `tick`, for a round that may not progress the provider: Err once the completion queue
+    /// failed (every channel is broken).
+    pub fn tick_checked(&mut self) -> Result<(), LinkError> {
+        self.tick();
+        match self.failed {
+            Some(why) => Err(LinkError::Lost(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// How many times the provider progressed so far.
+    pub fn looks(&self) -> u64 {
+        self.looks
+    }
+
+    /// Whether a channel's round must progress the provider, its last round having seen
+    /// `seen` looks: none came since (it looked last itself, or nobody did), or something went
+    /// out since the last one. Otherwise another channel's round looked after ours, and all
+    /// that arrived before that look waits in our inbox: a process that polls its queues in
+    /// turn then makes one look a turn of the sweep, not one a queue, as one progress of a UCX
+    /// worker serves all its endpoints; and a queue polled alone looks at every poll. What went
+    /// out may be answered (a request's reply), and the look moves what the provider holds.
+    pub fn look_due(&self, seen: u64) -> bool {
+        self.looks == seen || self.sent_since_look
     }
 
     /// The time as the round began.
@@ -1059,6 +1101,7 @@ impl Shared {
         match self.ep.write(&self.area_out, at, SLOT_BYTES, peer, to, ctx) {
             Ok(()) => {
                 self.areas_in_flight += 1;
+                self.sent_since_look = true;
                 Ok(true)
             }
             Err(sys::FI_EAGAIN) => Ok(false),
@@ -1464,6 +1507,7 @@ impl Shared {
     /// Channel `id` sent peer `p` something now (a message, or RMA, which the peer's library
     /// does not see): the channels that `alone_to` looks at.
     fn sent_by(&mut self, p: usize, id: ChannelId) {
+        self.sent_since_look = true;
         let now = self.now;
         let Some(peer) = self.peers.get_mut(p) else {
             return;

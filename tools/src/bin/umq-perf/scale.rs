@@ -3,13 +3,14 @@
 //! resident memory and open fds grew by per queue (before any buffer is posted: buffers are
 //! the application's), sends one message each way through every pair (`sweep_ns` per
 //! message: every pair's memory is cold by then), ping-pongs on one pair beside all the others
-//! (`msg_ns`, half a round trip: what a message costs with that many queues alive), then
-//! destroys them all.
+//! (`msg_ns`, half a round trip: what a message costs with that many queues alive), polls
+//! every queue of this process in turn while nothing arrives (`idle_poll_ns` a poll: what a
+//! server that sweeps its queues pays for those with nothing to say), then destroys them all.
 
 use crate::Run;
 use crate::api;
 use crate::report::Row;
-use crate::shm::{poll_ping_pong, recv_frame, send_frame};
+use crate::shm::{poll_ping_pong, recv_frame, repost_received, send_frame};
 use std::ptr;
 use std::time::{Duration, Instant};
 use umq::abi::pro_types::*;
@@ -88,6 +89,8 @@ fn measure_loopback(run: &Run, pairs: u32) -> Row {
     }
     let ping_pong = start.elapsed();
     umq_buf_free(msg);
+    let all: Vec<u64> = queues.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let idle_poll = idle_polls(&all);
     let start = Instant::now();
     for &(a, b) in &queues {
         api::teardown(a);
@@ -102,6 +105,7 @@ fn measure_loopback(run: &Run, pairs: u32) -> Row {
         setup,
         sweep,
         ping_pong: ping_pong / rounds as u32,
+        idle_poll,
         teardown,
     }
     .row("loopback", run, pairs)
@@ -117,6 +121,8 @@ struct Figures {
     sweep: Duration,
     /// One round trip.
     ping_pong: Duration,
+    /// One poll of a queue with nothing to take, in a sweep over all of them.
+    idle_poll: Duration,
     teardown: Duration,
 }
 
@@ -135,6 +141,7 @@ impl Figures {
                 "sweep_ns",
                 (self.sweep.as_nanos() as f64 / (2.0 * pairs as f64)).round(),
             )
+            .num("idle_poll_ns", self.idle_poll.as_nanos() as f64)
             .num("teardown_us_per_pair", per_pair(self.teardown))
     }
 }
@@ -192,6 +199,22 @@ pub(crate) fn bind_all(
         api::bind(q, info);
     }
     qs
+}
+
+/// Polls every queue of `qs` in turn (both directions), sweep after sweep, about 100,000 polls
+/// in all, while their peers send nothing; the time of one poll. A buffer that still comes (a
+/// late standalone window update) is posted back.
+fn idle_polls(qs: &[u64]) -> Duration {
+    let sweeps = (100_000 / qs.len()).max(1);
+    let mut out = [ptr::null_mut(); 4];
+    let start = Instant::now();
+    for _ in 0..sweeps {
+        for &q in qs {
+            let n = api::poll(q, UMQ_IO_ALL, &mut out);
+            repost_received(q, &out[..n]);
+        }
+    }
+    start.elapsed() / (sweeps * qs.len()) as u32
 }
 
 fn post_one_rx(qs: &[u64], size: u32) {
@@ -266,6 +289,7 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
     (0..rounds).for_each(|_| ping(qs[0], msg));
     let ping_pong = start.elapsed() / rounds as u32;
     umq_buf_free(msg);
+    let idle_poll = idle_polls(&qs);
     let start = Instant::now();
     qs.iter().for_each(|&q| api::teardown(q));
     let teardown = start.elapsed();
@@ -282,6 +306,7 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
         setup,
         sweep,
         ping_pong,
+        idle_poll,
         teardown,
     }
     .row(provider, run, pairs)

@@ -312,7 +312,7 @@ pub fn server(port: u16) {
 }
 
 /// Posts the receive completions among `bufs` back as receive buffers.
-fn repost_received(q: u64, bufs: &[*mut umq_buf_t]) {
+pub(crate) fn repost_received(q: u64, bufs: &[*mut umq_buf_t]) {
     let mut rx = [ptr::null_mut(); UMQ_BATCH_SIZE as usize];
     let mut n = 0;
     for &b in bufs.iter().filter(|&&b| api::done(b) != Done::Sent) {
