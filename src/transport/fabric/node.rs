@@ -763,7 +763,8 @@ impl Shared {
     /// their channels, receive buffers posted again, quiet peers pinged. Err when the
     /// completion queue itself failed.
     pub fn progress(&mut self, by: ChannelId) -> Result<(), LinkError> {
-        self.tick_checked()?;
+        self.tick();
+        self.check_failed()?;
         self.progressed = self.now;
         self.looks += 1;
         self.sent_since_look = false;
@@ -787,10 +788,8 @@ impl Shared {
         self.now = Stamp(crate::os::monotonic_ns().saturating_sub(self.epoch_ns));
     }
 
-    /// `tick`, for a round that may not progress the provider: Err once the completion queue
-    /// failed (every channel is broken).
-    pub fn tick_checked(&mut self) -> Result<(), LinkError> {
-        self.tick();
+    /// Err once the completion queue failed: every channel is broken.
+    pub fn check_failed(&self) -> Result<(), LinkError> {
         match self.failed {
             Some(why) => Err(LinkError::Lost(why)),
             None => Ok(()),

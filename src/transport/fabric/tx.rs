@@ -805,6 +805,15 @@ impl Link {
     /// Injects the admitted `wr` (the next unsent WR of `w`, none ahead of it) and completes
     /// it; None, with `wr` still unsent, when the provider did not take it.
     fn send_admitted(&mut self, w: &mut Wire, wr: *mut umq_buf_t) -> Option<Outcome> {
+        self.with_node(|l, n| l.send_admitted_locked(n, w, wr))
+    }
+
+    fn send_admitted_locked(
+        &mut self,
+        n: &mut Shared,
+        w: &mut Wire,
+        wr: *mut umq_buf_t,
+    ) -> Option<Outcome> {
         let (pro, len) = unsafe { (*(*wr).pro(), (*wr).total_data_size) };
         let seq = w.sq.next_seq();
         let header = Header {
@@ -812,8 +821,6 @@ impl Link {
             dst: self.peer_chan,
             ..wr_header(&pro, seq, len as u64)
         };
-        let node = self.ch.node.clone();
-        let n = &mut *node.lock();
         n.tick();
         // Ahead of the message: the peer takes the grant in before it answers.
         self.ship_withheld_grant(n, w).ok()?;
