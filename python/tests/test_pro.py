@@ -2,11 +2,13 @@
 the error codes of bad input (which must leave the caller's buffers the caller's)."""
 
 import ctypes as C
+import random
+import time
 
 import pytest
 
 import umq
-from conftest import eventually, expected_transport
+from conftest import assert_premise, eventually, expected_transport
 from umq.core import BUF
 
 RX, TX, ALL = umq.UMQ_IO_RX, umq.UMQ_IO_TX, umq.UMQ_IO_ALL
@@ -116,6 +118,35 @@ def test_after_empty_polls_the_next_poll_sees_each_new_event(pair):
         assert [c.data for c in next_poll(a, RX)] == [back], f"round {i}"
         assert len(next_poll(b, TX)) == 1
         a.post_recv(1)
+
+
+def test_queues_polled_in_turn_each_get_their_messages_in_order(ctx):
+    """A server's loop: eight pairs, every queue polled in turn, each poll of one queue, while
+    messages go out on the pairs in a shuffled order. Each message reaches its own queue, in its
+    pair's order, and no poll returns another queue's. Over the network one poll in a turn looks
+    at the provider for all of them (`Shared::look_due`); the rest take from their inboxes."""
+    pairs = [ctx.pair(depth=64) for _ in range(8)]
+    for a, b in pairs:
+        assert_premise((a, b))
+        b.post_recv(32, 64)
+    order = [i % 8 for i in range(8 * 24)]
+    random.Random(7).shuffle(order)
+    got = {i: [] for i in range(8)}
+    sent = [0] * 8
+    for i in order:
+        a, _ = pairs[i]
+        assert a.send([b"%d:%d" % (i, sent[i])]) == 1
+        sent[i] += 1
+        for j, (a, b) in enumerate(pairs):
+            got[j] += [c.data for c in b.poll(RX)]
+            a.poll(TX)
+    deadline = time.monotonic() + 10
+    while sum(map(len, got.values())) < len(order) and time.monotonic() < deadline:
+        for j, (a, b) in enumerate(pairs):
+            got[j] += [c.data for c in b.poll(RX)]
+            a.poll(TX)
+    for i in range(8):
+        assert got[i] == [b"%d:%d" % (i, k) for k in range(sent[i])], f"pair {i}"
 
 
 @pytest.mark.december
