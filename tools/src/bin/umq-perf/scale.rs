@@ -5,7 +5,9 @@
 //! message: every pair's memory is cold by then), ping-pongs on one pair beside all the others
 //! (`msg_ns`, half a round trip: what a message costs with that many queues alive), polls
 //! every queue of this process in turn while nothing arrives (`idle_poll_ns` a poll: what a
-//! server that sweeps its queues pays for those with nothing to say), then destroys them all.
+//! server that sweeps its queues pays for those with nothing to say), with a peer process
+//! ping-pongs on one pair again while polling all the queues in turn (`swept_msg_ns`, half a
+//! round trip: a server's loop), then destroys them all.
 
 use crate::Run;
 use crate::api;
@@ -106,6 +108,7 @@ fn measure_loopback(run: &Run, pairs: u32) -> Row {
         sweep,
         ping_pong: ping_pong / rounds as u32,
         idle_poll,
+        swept_ping_pong: None,
         teardown,
     }
     .row("loopback", run, pairs)
@@ -123,6 +126,8 @@ struct Figures {
     ping_pong: Duration,
     /// One poll of a queue with nothing to take, in a sweep over all of them.
     idle_poll: Duration,
+    /// One round trip on one pair while every queue is polled in turn (with a peer process).
+    swept_ping_pong: Option<Duration>,
     teardown: Duration,
 }
 
@@ -130,7 +135,7 @@ impl Figures {
     fn row(&self, provider: &'static str, run: &Run, pairs: u32) -> Row {
         let per_pair = |d: Duration| d.as_nanos() as f64 / 1e3 / pairs as f64;
         let queues = self.queues as f64;
-        Row::new("scale", provider, run.size, run.flow.on)
+        let row = Row::new("scale", provider, run.size, run.flow.on)
             .num("queues", queues)
             .num("depth", run.depth as f64)
             .num("bytes_per_queue", (self.grown as f64 / queues).round())
@@ -141,8 +146,12 @@ impl Figures {
                 "sweep_ns",
                 (self.sweep.as_nanos() as f64 / (2.0 * pairs as f64)).round(),
             )
-            .num("idle_poll_ns", self.idle_poll.as_nanos() as f64)
-            .num("teardown_us_per_pair", per_pair(self.teardown))
+            .num("idle_poll_ns", self.idle_poll.as_nanos() as f64);
+        let row = match self.swept_ping_pong {
+            Some(d) => row.num("swept_msg_ns", (d.as_nanos() as f64 / 2.0).round()),
+            None => row,
+        };
+        row.num("teardown_us_per_pair", per_pair(self.teardown))
     }
 }
 
@@ -215,6 +224,33 @@ fn idle_polls(qs: &[u64]) -> Duration {
         }
     }
     start.elapsed() / (sweeps * qs.len()) as u32
+}
+
+/// Round trips of the ping-pong polled in turn with all the queues (`swept_ping`): enough for a
+/// median, and about two million polls in all. Both processes work it out alike.
+fn swept_rounds(pairs: u32) -> u64 {
+    (2_000_000 / pairs as u64).clamp(20, 2000)
+}
+
+/// `ping` on `qs[0]`, polling every queue of `qs` in turn until the echo and our send's
+/// completion came, as a server's loop polls all its queues; a buffer another queue takes (a
+/// late window update) is posted back.
+fn swept_ping(qs: &[u64], msg: *mut umq_buf_t) {
+    api::post_all(qs[0], &[msg], std::hint::spin_loop);
+    let (mut sent, mut echo) = (false, false);
+    let mut out = [ptr::null_mut(); 4];
+    while !sent || !echo {
+        for &q in qs {
+            if q == qs[0] {
+                let (s, e) = poll_ping_pong(q);
+                sent |= s;
+                echo |= e.is_some();
+            } else {
+                let n = api::poll(q, UMQ_IO_ALL, &mut out);
+                repost_received(q, &out[..n]);
+            }
+        }
+    }
 }
 
 fn post_one_rx(qs: &[u64], size: u32) {
@@ -290,6 +326,12 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
     let ping_pong = start.elapsed() / rounds as u32;
     umq_buf_free(msg);
     let idle_poll = idle_polls(&qs);
+    let msg = api::alloc(run.size, 1, UMQ_OPC_SEND)[0];
+    let swept = swept_rounds(pairs);
+    let start = Instant::now();
+    (0..swept).for_each(|_| swept_ping(&qs, msg));
+    let swept_ping_pong = start.elapsed() / swept as u32;
+    umq_buf_free(msg);
     let start = Instant::now();
     qs.iter().for_each(|&q| api::teardown(q));
     let teardown = start.elapsed();
@@ -307,6 +349,7 @@ fn measure_with_peer(run: &Run, pairs: u32, provider: &'static str) -> Row {
         sweep,
         ping_pong,
         idle_poll,
+        swept_ping_pong: Some(swept_ping_pong),
         teardown,
     }
     .row(provider, run, pairs)
@@ -326,7 +369,8 @@ pub fn serve_peer(run: &Run, pairs: u32, ip: std::net::IpAddr) {
     for &q in &qs {
         echo(q, msg, false);
     }
-    (0..run.iters.min(100_000)).fold(false, |arrived, _| echo(qs[0], msg, arrived));
+    let rounds = run.iters.min(100_000) + swept_rounds(pairs);
+    (0..rounds).fold(false, |arrived, _| echo(qs[0], msg, arrived));
     umq_buf_free(msg);
     recv_frame(&mut from);
     qs.iter().for_each(|&q| api::teardown(q));
