@@ -844,14 +844,15 @@ impl Link {
     /// came before it is taken first). Whether the node had anything for us, messages included;
     /// the clock is read first for that unless it was this round (`ticked`).
     fn take_news(&mut self, n: &mut Shared, ticked: bool) -> Result<bool, LinkError> {
-        let any = !n.inbox_mut(self.ch.id).is_none_or(|i| i.is_empty());
-        if any && !ticked {
+        // Only a round that did not look asks twice: the usual one finds its inbox once.
+        if !ticked && !n.inbox_mut(self.ch.id).is_none_or(|i| i.is_empty()) {
             n.tick();
         }
         let now = n.now();
         let inbox = n
             .inbox_mut(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
+        let any = !inbox.is_empty();
         for seq in inbox.sent.drain(..) {
             if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
                 f.unfinished -= 1;

@@ -210,20 +210,23 @@ pub(crate) fn bind_all(
     qs
 }
 
-/// Polls every queue of `qs` in turn (both directions), sweep after sweep, about 100,000 polls
-/// in all, while their peers send nothing; the time of one poll. A buffer that still comes (a
-/// late standalone window update) is posted back.
+/// Polls every queue of `qs` in turn (both directions, `poll_idle`), sweep after sweep, about
+/// 100,000 polls in all, while their peers send nothing; the time of one poll.
 fn idle_polls(qs: &[u64]) -> Duration {
     let sweeps = (100_000 / qs.len()).max(1);
-    let mut out = [ptr::null_mut(); 4];
     let start = Instant::now();
     for _ in 0..sweeps {
-        for &q in qs {
-            let n = api::poll(q, UMQ_IO_ALL, &mut out);
-            repost_received(q, &out[..n]);
-        }
+        qs.iter().for_each(|&q| poll_idle(q));
     }
     start.elapsed() / (sweeps * qs.len()) as u32
+}
+
+/// One poll of `q`, which expects nothing: a buffer that still comes (a late standalone window
+/// update) is posted back.
+fn poll_idle(q: u64) {
+    let mut out = [ptr::null_mut(); 4];
+    let n = api::poll(q, UMQ_IO_ALL, &mut out);
+    repost_received(q, &out[..n]);
 }
 
 /// Round trips of the ping-pong polled in turn with all the queues (`swept_ping`): enough for a
@@ -233,23 +236,15 @@ fn swept_rounds(pairs: u32) -> u64 {
 }
 
 /// `ping` on `qs[0]`, polling every queue of `qs` in turn until the echo and our send's
-/// completion came, as a server's loop polls all its queues; a buffer another queue takes (a
-/// late window update) is posted back.
+/// completion came, as a server's loop polls all its queues (the others by `poll_idle`).
 fn swept_ping(qs: &[u64], msg: *mut umq_buf_t) {
     api::post_all(qs[0], &[msg], std::hint::spin_loop);
     let (mut sent, mut echo) = (false, false);
-    let mut out = [ptr::null_mut(); 4];
     while !sent || !echo {
-        for &q in qs {
-            if q == qs[0] {
-                let (s, e) = poll_ping_pong(q);
-                sent |= s;
-                echo |= e.is_some();
-            } else {
-                let n = api::poll(q, UMQ_IO_ALL, &mut out);
-                repost_received(q, &out[..n]);
-            }
-        }
+        let (s, e) = poll_ping_pong(qs[0]);
+        sent |= s;
+        echo |= e.is_some();
+        qs[1..].iter().for_each(|&q| poll_idle(q));
     }
 }
 
