@@ -177,3 +177,23 @@ def test_bindings_leave_no_fds_or_threads_behind():
                 a.destroy()
                 b.destroy()
     eventually(lambda: _open_fds() <= fds and _threads() <= threads)
+
+
+def _shared_pool_mappings():
+    with open("/proc/self/maps") as f:
+        return sum("umq-shared-pool" in line for line in f)
+
+
+def test_uninit_takes_the_memory_of_buffers_the_application_still_held():
+    """umq_uninit makes the buffers the application still holds invalid, and their memory goes
+    back to the system: a program that inits, allocates from its queues' pools and uninits over
+    and over does not grow (a queue's pool of several chunks once outlived it for good)."""
+    before = _shared_pool_mappings()
+    for _ in range(3):
+        with umq.Umq() as ctx:
+            a = ctx.queue("a", depth=8)  # not bound yet: its buffers come from its own pool
+            held = [ctx.alloc(8192, 64, umqh=a.handle) for _ in range(3)]
+            assert _shared_pool_mappings() > before
+            for bufs in held:
+                bufs.detach()  # never freed: uninit takes them
+    assert _shared_pool_mappings() == before

@@ -29,6 +29,14 @@ struct Header {
     owner_base: u64,
 }
 
+/// Arenas alive in this process: `umq_uninit` leaves none, which the API fuzz target checks
+/// after every run (a leaked arena is a gigabyte of address space and all it backed).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+pub fn live_arenas() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
 pub struct Arena {
     fd: OwnedFd,
     map: SharedMap,
@@ -67,6 +75,7 @@ impl Arena {
                 owner_base: map.base() as u64,
             })
         };
+        LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(Arena {
             fd,
             map,
@@ -227,6 +236,12 @@ fn populate(p: *const u8, len: usize, advice: i32) {
 fn file_size(fd: i32) -> Option<usize> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as usize)
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

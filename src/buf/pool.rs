@@ -897,11 +897,19 @@ impl Pool {
 }
 
 /// A pool that goes tells its hooks that every chunk leaves with it: a provider that exposed
-/// them to peers must take them back before the memory is freed.
+/// them to peers must take them back before the memory is freed. Then it lets go of the chunks
+/// their lists hold, so every shared pool goes with it, with the buffers the application still
+/// held (`umq_uninit` makes them invalid).
 impl Drop for Pool {
     fn drop(&mut self) {
         if !self.hooks.read().is_empty() {
             self.tell_hooks(&self.spans(), false);
+        }
+        let reg = self.registry.get_mut().unwrap_or_else(|p| p.into_inner());
+        for (_, _, chunk) in &reg.headers {
+            for class in 0..chunk.lists.classes.len() {
+                chunk.lists.slots(class).releasable.clear();
+            }
         }
     }
 }
@@ -1312,6 +1320,31 @@ mod tests {
                 .offset_of(unsafe { (*c).buf_data } as *const u8, 1)
                 .is_none(),
             "the process pool never hands out arena memory"
+        );
+    }
+
+    /// A queue that goes with its buffers still out keeps its shared pool (the application may
+    /// still free them); a pool that goes (`umq_uninit`) takes every shared pool with it, its
+    /// arena unmapped, whatever buffers the application still held. Chunks past the first
+    /// hold their lists, which hold them back: that cycle once kept each arena for good.
+    #[test]
+    fn a_pool_that_goes_takes_its_retired_shared_pools_with_buffers_still_out() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let shared = pool.new_shared(4).unwrap();
+        let in_first = (SHARED_FIRST_CHUNK / (HEADER_SIZE + 8192)) as u32;
+        let head = pool.alloc_in(&shared, 100, in_first + 1, 0, 1).unwrap();
+        assert!(
+            pool.slot_of_header(head as usize).is_some(),
+            "two chunks, a buffer out in each"
+        );
+        let lists = Arc::downgrade(&shared);
+        pool.retire(&shared);
+        drop(shared);
+        assert!(lists.upgrade().is_some(), "kept while its buffers are out");
+        drop(pool);
+        assert!(
+            lists.upgrade().is_none(),
+            "the shared pool and its arena went with the pool"
         );
     }
 

@@ -57,6 +57,11 @@ pub fn api_sequence(data: &[u8]) {
         );
     }
     umq_uninit();
+    assert_eq!(
+        crate::buf::arena::live_arenas(),
+        0,
+        "umq_uninit left a queue's shared pool behind"
+    );
 }
 
 /// The library's log lines go nowhere: a run logs every refusal, and the fuzzer reads none
