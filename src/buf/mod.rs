@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod arena;
+pub mod cache;
 pub mod held;
 pub mod ops;
 mod pin;

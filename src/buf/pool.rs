@@ -26,6 +26,7 @@
 
 use super::access::{AccessTable, ChunkLayout, EntryIndex};
 use super::arena::Arena;
+use super::cache;
 use crate::abi::types::*;
 use crate::app_sync::AppRwLock;
 use std::alloc::Layout;
@@ -229,6 +230,12 @@ impl Lists {
     }
 }
 
+impl cache::Home for Lists {
+    fn take_back(&self, class: usize, bufs: &mut Vec<NonNull<umq_buf_t>>) {
+        self.slots(class).free.append(bufs);
+    }
+}
+
 /// Address ranges -> chunk, sorted by start, for pointer validation.
 #[derive(Default)]
 struct Registry {
@@ -412,15 +419,21 @@ impl Pool {
 
     /// Each size class of `lists` (the process pool when None) that has memory: the bytes a
     /// buffer of it holds, its slots, and how many of them are free.
+    /// (The process pool's free buffers include those its threads' caches hold.)
     pub fn class_stats(&self, lists: Option<&Lists>) -> Vec<ClassStats> {
         let lists = lists.unwrap_or(&self.main);
+        let caches = match lists.arena {
+            None => cache::caches_of(self.id),
+            Some(_) => Vec::new(),
+        };
         (0..lists.classes.len())
             .filter_map(|c| {
                 let slots = lists.classes[c].slots.load(Ordering::Relaxed);
+                let cached: u64 = caches.iter().map(|t| t.held(c)).sum();
                 (slots > 0).then(|| ClassStats {
                     data_cap: self.caps[c],
                     slots,
-                    free: lists.slots(c).free.len() as u64,
+                    free: lists.slots(c).free.len() as u64 + cached,
                 })
             })
             .collect()
@@ -623,22 +636,51 @@ impl Pool {
         Ok(())
     }
 
-    /// Takes `n` slots of `class`, growing the pool when the free list runs short.
     /// Takes `n` free buffers of `class`, the most recently freed first, linked through their
     /// `qbuf_next` in that order (their headers are ours once off the free list): no list
-    /// of them to allocate for a call that usually takes one.
+    /// of them to allocate for a call that usually takes one. The process pool's come from
+    /// this thread's cache (`buf::cache`), which the free list refills.
     fn take(&self, lists: &Arc<Lists>, class: usize, n: usize) -> Result<*mut umq_buf_t, i32> {
+        let limit = self.cache_limit(lists, class);
+        if n > limit / 2 {
+            return Ok(cache::link(self.take_free(lists, class, n, 0)?.into_iter()));
+        }
+        if let Some(head) = cache::take(self.id, class, n) {
+            return Ok(head);
+        }
+        let mut more = self.take_free(lists, class, n, limit / 2)?;
+        let mine = more.split_off(more.len() - n);
+        if let Err(mut back) = cache::stock(self.id, lists, class, more) {
+            lists.slots(class).free.append(&mut back);
+        }
+        Ok(cache::link(mine.into_iter()))
+    }
+
+    /// How many free buffers of `class` a thread keeps in its cache (0: none): the process
+    /// pool's, up to `cache::CACHE_BYTES` of them, and never fewer than two.
+    fn cache_limit(&self, lists: &Lists, class: usize) -> usize {
+        let fit = (cache::CACHE_BYTES / self.caps[class]).min(cache::CACHE_MAX);
+        match lists.arena.is_none() && class < cache::CACHED_CLASSES && fit >= 2 {
+            true => fit,
+            false => 0,
+        }
+    }
+
+    /// `n` buffers off the free list of `class`, growing the pool when it runs short, and up
+    /// to `extra` more if they are free already; the most recently freed last.
+    fn take_free(
+        &self,
+        lists: &Arc<Lists>,
+        class: usize,
+        n: usize,
+        extra: usize,
+    ) -> Result<Vec<NonNull<umq_buf_t>>, i32> {
         loop {
             {
                 let mut slots = lists.slots(class);
                 if slots.free.len() >= n {
-                    let at = slots.free.len() - n;
-                    let mut next = std::ptr::null_mut();
-                    for b in slots.free.drain(at..) {
-                        unsafe { (*b.as_ptr()).qbuf_next = next };
-                        next = b.as_ptr();
-                    }
-                    return Ok(next);
+                    let at = slots.free.len().saturating_sub(n + extra);
+                    return Ok(slots.free.split_off(at));
                 }
             }
             self.grow(lists, class)?;
@@ -689,7 +731,9 @@ impl Pool {
                 t.set_live(at, slot.index);
             }
             slot.meta().state.store(IN_USE, Ordering::Release);
-            if slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Only a shared pool's chunks go idle (and every thread's buffers share the
+            // process pool's: a count there would be a line they all write).
+            if lists.arena.is_some() && slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
                 slot.chunk.idle_since_ms.store(0, Ordering::Relaxed);
             }
             unsafe { init_header(&slot, b, request_size, headroom, umqh, next) };
@@ -791,19 +835,26 @@ impl Pool {
             t.clear_live(at, slot.index);
         }
         let lists = &slot.chunk.lists;
-        lists
-            .slots(slot.chunk.class)
-            .free
-            .push(NonNull::new(buf).unwrap());
+        let buf = NonNull::new(buf).ok_or("a null buffer")?;
+        let limit = self.cache_limit(lists, slot.chunk.class);
+        if lists.arena.is_none() && limit > 0 {
+            let mut spill = cache::put(self.id, lists, slot.chunk.class, buf, limit);
+            if !spill.is_empty() {
+                lists.slots(slot.chunk.class).free.append(&mut spill);
+            }
+            return Ok(());
+        }
+        lists.slots(slot.chunk.class).free.push(buf);
+        if lists.arena.is_none() {
+            return Ok(());
+        }
         let chunk = &slot.chunk;
         let went_idle = chunk.out.fetch_sub(1, Ordering::Relaxed) == 1;
-        if went_idle && chunk.ordinal > 0 && lists.arena.is_some() {
+        if went_idle && chunk.ordinal > 0 {
             chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
             lists.note_idle();
         }
-        if lists.arena.is_some()
-            && lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1
-            && lists.retired.load(Ordering::SeqCst)
+        if lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1 && lists.retired.load(Ordering::SeqCst)
         {
             self.unregister(lists);
         }
@@ -977,6 +1028,135 @@ mod tests {
             pool.free_one(unsafe { (b as *mut u8).add(8) } as *mut umq_buf_t)
                 .is_err(),
             "inside a header, not at its start"
+        );
+    }
+
+    /// A free of a process-pool buffer goes to the thread's cache and the thread's next
+    /// allocation takes it back from there, the class's free list untouched; what the cache
+    /// holds still counts as free.
+    #[test]
+    fn a_thread_reuses_the_buffers_it_freed_through_its_own_cache() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let a = pool.alloc(100, 1, 0, 0).unwrap();
+        let on_list = pool.main.slots(0).free.len();
+        let slots = pool.class_stats(None)[0].slots;
+        assert_eq!(pool.class_stats(None)[0].free, slots - 1);
+        pool.free_one(a).unwrap();
+        assert_eq!(
+            pool.main.slots(0).free.len(),
+            on_list,
+            "the free went to the cache"
+        );
+        assert_eq!(pool.class_stats(None)[0].free, slots);
+        let b = pool.alloc(100, 1, 0, 0).unwrap();
+        assert_eq!(b, a, "the next allocation took it back from there");
+        assert_eq!(pool.main.slots(0).free.len(), on_list);
+        assert_eq!(pool.free_one(b), Ok(()));
+        assert!(pool.free_one(b).is_err(), "a double free is still refused");
+    }
+
+    /// A thread's cache holds at most its limit: buffers another thread allocated and this
+    /// one frees go back to the free list past it, and all of them once the thread ends.
+    #[test]
+    fn a_thread_gives_back_what_its_cache_cannot_hold_and_all_of_it_as_it_ends() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let limit = pool.cache_limit(&pool.main, 0);
+        let bufs: Vec<usize> = (0..4)
+            .flat_map(|_| crate::buf::iter(pool.alloc(100, 64, 0, 0).unwrap()))
+            .map(|b| b as usize)
+            .collect();
+        let slots = pool.class_stats(None)[0].slots as usize;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let before = pool.main.slots(0).free.len();
+                for &b in &bufs {
+                    pool.free_one(b as *mut umq_buf_t).unwrap();
+                }
+                let kept = before + bufs.len() - pool.main.slots(0).free.len();
+                assert!(kept <= limit, "the cache kept {kept} of {limit}");
+                assert_eq!(pool.class_stats(None)[0].free as usize, slots);
+            })
+            // Joined, not only waited for: a thread's caches go back as it exits, after
+            // its closure returned.
+            .join()
+            .unwrap();
+        });
+        assert_eq!(
+            pool.main.slots(0).free.len() + cache_of_this_thread(&pool),
+            slots,
+            "the ended thread's cache is back on the free list"
+        );
+    }
+
+    fn cache_of_this_thread(pool: &Pool) -> usize {
+        let tid = unsafe { libc::gettid() } as u64;
+        cache::caches_of(pool.id)
+            .iter()
+            .filter(|c| c.tid == tid)
+            .map(|c| c.held(0) as usize)
+            .sum()
+    }
+
+    /// Threads that allocate and free at once, through their caches and the free list they
+    /// trade with, never hold the same buffer: each writes its mark into the buffers it holds
+    /// and finds it there when it frees them.
+    #[test]
+    fn threads_allocating_and_freeing_at_once_never_hold_the_same_buffer() {
+        let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+        std::thread::scope(|s| {
+            for mark in 1..=3u8 {
+                let pool = &pool;
+                s.spawn(move || {
+                    let mut held: Vec<*mut umq_buf_t> = Vec::new();
+                    for round in 0..3000usize {
+                        if held.len() < 100 && round % 3 != 2 {
+                            let n = 1 + (round % 5) as u32;
+                            for b in crate::buf::iter(pool.alloc(100, n, 0, 0).unwrap()) {
+                                unsafe {
+                                    std::ptr::write_bytes((*b).buf_data as *mut u8, mark, 100)
+                                };
+                                held.push(b);
+                            }
+                        } else {
+                            for b in held.drain(..held.len().min(7)) {
+                                let data = unsafe {
+                                    std::slice::from_raw_parts((*b).buf_data as *const u8, 100)
+                                };
+                                assert!(
+                                    data.iter().all(|&x| x == mark),
+                                    "another thread wrote into a buffer of ours"
+                                );
+                                pool.free_one(b).unwrap();
+                            }
+                        }
+                    }
+                    for b in held {
+                        pool.free_one(b).unwrap();
+                    }
+                });
+            }
+        });
+        let c = pool.class_stats(None)[0];
+        assert_eq!(c.free, c.slots, "every buffer is free again");
+    }
+
+    /// A thread's cache of a pool that went (`umq_uninit`) is dropped unread: the next pool's
+    /// allocation gets that pool's buffers.
+    #[test]
+    fn a_cache_of_a_pool_that_went_is_forgotten() {
+        let old = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let a = old.alloc(100, 4, 0, 0).unwrap();
+        old.free_one(a).unwrap();
+        drop(old);
+        let new = Pool::new(false, BLOCK_SIZE_8K, 0);
+        let b = new.alloc(100, 1, 0, 0).unwrap();
+        assert!(
+            new.slot_of_header(b as usize).is_some(),
+            "a buffer of the new pool"
+        );
+        assert_eq!(
+            new.class_stats(None)[0].free,
+            new.class_stats(None)[0].slots - 1
         );
     }
 
