@@ -22,6 +22,7 @@ pub mod ffi;
 pub mod flow;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod hazard;
 pub mod info;
 pub mod lifecycle;
 pub mod limits;

@@ -5,10 +5,12 @@ use crate::abi::types::*;
 use crate::buf::pool::Pool;
 use crate::error::{UmqResult, einval};
 use crate::event::AsyncEvents;
+use crate::hazard::Named;
+use crate::hazard::slot::{NotRemoved, Slot};
 use crate::process::PerProcess;
 use crate::transport::link::Provider;
 use crate::transport::tp_pool::TransportPool;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug)]
@@ -83,18 +85,56 @@ impl Runtime {
 
 /// The runtime of this process: a child made by `fork()` starts with none (`process`), as the
 /// parent's pool, queues and connections are the parent's.
-static RUNTIME: PerProcess<RwLock<Option<Arc<Runtime>>>> = PerProcess::new(|| RwLock::new(None));
+///
+/// It sits in a slot that calls reach without a lock, as the handle table's queues do
+/// (`hazard::slot`): a call publishes the slot in a hazard word of its thread, and `remove`
+/// waits until no thread does. A read lock and a counted reference were four atomic
+/// read-modify-writes of lines every thread's buffer calls shared. `changing` orders installs
+/// and removals (of two `umq_init`s at once, one is refused).
+struct Installed {
+    slot: Slot<Runtime>,
+    changing: Mutex<()>,
+}
 
+static RUNTIME: PerProcess<Installed> = PerProcess::new(|| Installed {
+    slot: Slot::default(),
+    changing: Mutex::new(()),
+});
+
+/// The runtime's handle in its slot: there is one runtime a process at a time.
+const HANDLE: u64 = 1;
+
+impl Named for Runtime {
+    fn handle(&self) -> u64 {
+        HANDLE
+    }
+}
+
+/// The runtime, a reference of the caller's own.
 pub fn get() -> Option<Arc<Runtime>> {
-    RUNTIME
-        .get()
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
+    RUNTIME.get().slot.occupant()
 }
 
 pub fn require(func: &str) -> UmqResult<Arc<Runtime>> {
-    get().ok_or_else(|| einval(func, format_args!("umq_init has not been called")))
+    get().ok_or_else(|| no_runtime(func))
+}
+
+/// Runs `f` on the runtime, which `umq_uninit` does not take away meanwhile; `-EINVAL` (as
+/// `require`) without one. No reference is counted: the buffer calls run here.
+#[inline]
+pub fn with<R>(func: &str, f: impl FnOnce(&Runtime) -> UmqResult<R>) -> UmqResult<R> {
+    with_installed(f).unwrap_or_else(|| Err(no_runtime(func)))
+}
+
+/// `with`, None without a runtime (and nothing logged).
+#[inline]
+pub fn with_installed<R>(f: impl FnOnce(&Runtime) -> R) -> Option<R> {
+    RUNTIME.get().slot.with(HANDLE, |rt| f(rt))
+}
+
+#[cold]
+fn no_runtime(func: &str) -> i32 {
+    einval(func, format_args!("umq_init has not been called"))
 }
 
 pub const RNR_TIMEOUT_DEFAULT_MS: u64 = 1000;
@@ -132,32 +172,33 @@ pub(crate) fn provider_from_env() -> UmqResult<Option<Provider>> {
 
 /// Makes `rt` the process's runtime; `-UMQ_ERR_EEXIST` while one is installed.
 pub fn install(rt: Runtime) -> UmqResult<()> {
-    let mut slot = RUNTIME.get().write().unwrap_or_else(|p| p.into_inner());
-    if slot.is_some() {
+    let installed = RUNTIME.get();
+    let _changing = installed.changing.lock().unwrap_or_else(|p| p.into_inner());
+    if installed.slot.occupant().is_some() {
         crate::log_err!(
             "umq_init",
             "already initialised in this process (call umq_uninit first)"
         );
         return Err(-UMQ_ERR_EEXIST);
     }
-    *slot = Some(Arc::new(rt));
+    installed.slot.fill(&Arc::new(rt));
     Ok(())
 }
 
 /// Whether a runtime is installed (`umq_init` has been called and `umq_uninit` has not).
 pub fn installed() -> bool {
-    RUNTIME
-        .get()
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .is_some()
+    with_installed(|_| ()).is_some()
 }
 
-/// Drops the process's runtime (what `umq_uninit` ends with).
+/// Drops the process's runtime (what `umq_uninit` ends with), once no call is inside it.
 pub fn remove() {
-    RUNTIME
-        .get()
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
+    let installed = RUNTIME.get();
+    let _changing = installed.changing.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(NotRemoved::InUseHere) = installed.slot.remove(HANDLE) {
+        // Only a buffer call's own log callback can get here; the runtime stays.
+        crate::log_err!(
+            "umq_uninit",
+            "called from inside a buffer call of this thread: the runtime stays"
+        );
+    }
 }

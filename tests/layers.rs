@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["buf"],
     &["dfx", "event", "trace", "app_sync"],
     &["error", "log"],
-    &["os", "limits", "devices", "process"],
+    &["os", "limits", "devices", "process", "hazard"],
     &["abi"],
     &["draw"],
 ];

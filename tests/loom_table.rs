@@ -1,5 +1,5 @@
-//! The handle table's lock-free lookups (`src/queue/table/slot.rs` and the hazard words of
-//! `src/queue/hazard/word.rs`, both compiled here unchanged against loom's atomics, `Arc` and
+//! The handle table's lock-free lookups (`src/hazard/slot.rs` and the hazard words of
+//! `src/hazard/word.rs`, both compiled here unchanged against loom's atomics, `Arc` and
 //! scheduler) under every interleaving loom can produce: a lookup that races a removal runs on
 //! the entry before it is dropped or finds nothing, never the entry after its drop nor the
 //! slot's next occupant; of two removals one takes the entry. An entry's bytes are a loom cell
@@ -10,7 +10,7 @@
 //! removals, which loom cannot run); here both sides take the full fence they fall back to
 //! where the kernel refuses `membarrier`, which is what the expedited barrier stands for.
 
-/// Stands in for the `word_sync` module of `src/queue/hazard/mod.rs`.
+/// Stands in for the `word_sync` module of `src/hazard/mod.rs`.
 mod word_sync {
     pub use loom::sync::atomic::{AtomicUsize, Ordering};
     pub use loom::thread::yield_now;
@@ -25,10 +25,10 @@ mod word_sync {
 }
 
 #[allow(dead_code)]
-#[path = "../src/queue/hazard/word.rs"]
+#[path = "../src/hazard/word.rs"]
 mod word;
 
-/// Stands in for the `slot_sync` module of `src/queue/table/mod.rs`: loom's atomics and `Arc`,
+/// Stands in for the `slot_sync` module of `src/hazard/mod.rs`: loom's atomics and `Arc`,
 /// and a hazard block for each thread of a model.
 mod slot_sync {
     pub use loom::sync::Arc;
@@ -68,13 +68,13 @@ mod slot_sync {
     }
 }
 
-/// Stands in for the table's `Named`.
+/// Stands in for `hazard::Named`.
 pub trait Named {
     fn handle(&self) -> u64;
 }
 
 #[allow(dead_code)]
-#[path = "../src/queue/table/slot.rs"]
+#[path = "../src/hazard/slot.rs"]
 mod slot;
 
 use loom::cell::UnsafeCell;

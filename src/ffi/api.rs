@@ -132,8 +132,9 @@ pub(crate) fn alloc(
     // A queue's handle selects its shared pool, from the queue's own runtime (looked up like
     // any call on the queue, without a counted reference); 0 the process pool.
     match umqh {
-        0 => crate::runtime::require("umq_buf_alloc")
-            .and_then(|rt| crate::buf::ops::alloc(&rt.pool, size, num, None, 0, option)),
+        0 => crate::runtime::with("umq_buf_alloc", |rt| {
+            crate::buf::ops::alloc(&rt.pool, size, num, None, 0, option)
+        }),
         h => queue::table::with(h, |q| {
             crate::buf::ops::alloc(&q.rt.pool, size, num, q.shared_pool(), h, option)
         })
@@ -152,8 +153,8 @@ pub(crate) fn alloc(
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_buf_free(qbuf: *mut umq_buf_t) {
     ffi_guard!("umq_buf_free", {
-        if let (false, Some(rt)) = (qbuf.is_null(), crate::runtime::get()) {
-            crate::buf::ops::free_list(&rt.pool, qbuf)
+        if !qbuf.is_null() {
+            crate::runtime::with_installed(|rt| crate::buf::ops::free_list(&rt.pool, qbuf));
         }
     })
 }
@@ -163,10 +164,9 @@ pub extern "C" fn umq_buf_free(qbuf: *mut umq_buf_t) {
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_buf_break_and_free(qbuf: *mut umq_buf_t) -> *mut umq_buf_t {
     ffi_guard!("umq_buf_break_and_free", {
-        or_errno(
-            crate::runtime::require("umq_buf_break_and_free")
-                .and_then(|rt| crate::buf::ops::break_and_free(&rt.pool, qbuf)),
-        )
+        or_errno(crate::runtime::with("umq_buf_break_and_free", |rt| {
+            crate::buf::ops::break_and_free(&rt.pool, qbuf)
+        }))
     })
 }
 
@@ -178,10 +178,9 @@ pub extern "C" fn umq_buf_break_and_free(qbuf: *mut umq_buf_t) -> *mut umq_buf_t
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_buf_headroom_reset(qbuf: *mut umq_buf_t, headroom_size: u16) -> c_int {
     ffi_guard!("umq_buf_headroom_reset", {
-        code(
-            crate::runtime::require("umq_buf_headroom_reset")
-                .and_then(|rt| crate::buf::ops::headroom_reset(&rt.pool, qbuf, headroom_size)),
-        )
+        code(crate::runtime::with("umq_buf_headroom_reset", |rt| {
+            crate::buf::ops::headroom_reset(&rt.pool, qbuf, headroom_size)
+        }))
     })
 }
 
@@ -189,10 +188,9 @@ pub extern "C" fn umq_buf_headroom_reset(qbuf: *mut umq_buf_t, headroom_size: u1
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_buf_reset(qbuf: *mut umq_buf_t) -> c_int {
     ffi_guard!("umq_buf_reset", {
-        code(
-            crate::runtime::require("umq_buf_reset")
-                .and_then(|rt| crate::buf::ops::reset(&rt.pool, qbuf)),
-        )
+        code(crate::runtime::with("umq_buf_reset", |rt| {
+            crate::buf::ops::reset(&rt.pool, qbuf)
+        }))
     })
 }
 
@@ -200,7 +198,7 @@ pub extern "C" fn umq_buf_reset(qbuf: *mut umq_buf_t) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_data_to_head(data: *mut c_void) -> *mut umq_buf_t {
     ffi_guard!("umq_data_to_head", {
-        or_errno(crate::runtime::require("umq_data_to_head").and_then(|rt| {
+        or_errno(crate::runtime::with("umq_data_to_head", |rt| {
             crate::buf::ops::data_to_head(&rt.pool, data).ok_or_else(|| {
                 einval(
                     "umq_data_to_head",

@@ -10,7 +10,6 @@ pub mod bind_info;
 pub mod config;
 mod credit;
 pub mod ctl;
-mod hazard;
 pub mod interrupt;
 pub mod pacing;
 pub mod pfc;

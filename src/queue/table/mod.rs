@@ -10,34 +10,21 @@
 //! no lock (a read lock costs two atomic read-modify-writes, about 11 ns on the benchmark
 //! machine). A slot holds one reference of its queue as a raw `Arc` pointer; a lookup publishes
 //! the slot in a per-thread hazard word before reading the pointer, and a removal clears the
-//! pointer and then waits until no thread publishes the slot (`slot.rs`, `hazard`). So a queue
+//! pointer and then waits until no thread publishes the slot (`hazard::slot`). So a queue
 //! is never freed under a call that uses it, and `umq_destroy` waits for calls in flight on its
 //! queue, as it did with a lock; `tests/loom_table.rs` checks that under every interleaving.
 
-mod slot;
-
 use crate::app_sync::AppMutex;
+pub use crate::hazard::Named;
+pub use crate::hazard::slot::NotRemoved;
+use crate::hazard::slot::Slot;
 use crate::process::PerProcess;
-pub use slot::NotRemoved;
-use slot::Slot;
 use std::sync::Arc;
-
-/// What `slot.rs` is built on: std's atomics and `Arc`, and the process's hazard words.
-mod slot_sync {
-    pub(super) use crate::queue::hazard;
-    pub(super) use std::sync::Arc;
-    pub(super) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-}
 
 const TAG: u64 = 0x554d; // "UM", plus the forks this process descends through
 /// The most queues alive at once. The slots are reserved for all of them but cost resident
 /// memory only as they are used (`ZeroedSlab`): 16 bytes a queue.
 pub const MAX_QUEUES: usize = 1 << 20;
-
-/// What a table holds: something that knows its own handle.
-pub trait Named {
-    fn handle(&self) -> u64;
-}
 
 impl Named for super::Queue {
     fn handle(&self) -> u64 {

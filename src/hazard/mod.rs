@@ -1,6 +1,8 @@
-//! Per-thread hazard words and the asymmetric fence behind lock-free handle lookups.
+//! Per-thread hazard words and the asymmetric fence behind lock-free lookups, and the slot
+//! they guard (`slot.rs`): the handle table's queues and the process's runtime are reached
+//! through such slots.
 //!
-//! A thread about to use a slot of the handle table *publishes* the slot in one of its hazard
+//! A thread about to use a slot *publishes* the slot in one of its hazard
 //! words (a plain store); a remover clears the slot and waits until no thread publishes it. For
 //! that to be safe each side needs a full fence between its store and its load (the Dekker
 //! pattern, `word.rs`). Lookups happen on every API call and removals almost never, so the
@@ -9,12 +11,25 @@
 //! real ones (the technique of liburcu's membarrier flavour and folly's asymmetric fences).
 //! Where the kernel refuses membarrier, lookups fall back to a real fence.
 
+pub mod slot;
 mod word;
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 pub use word::Published;
 use word::Words;
+
+/// What `slot.rs` is built on: std's atomics and `Arc`, and the process's hazard words.
+mod slot_sync {
+    pub(super) use crate::hazard;
+    pub(super) use std::sync::Arc;
+    pub(super) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+}
+
+/// What a slot holds: something that knows its own handle.
+pub trait Named {
+    fn handle(&self) -> u64;
+}
 
 /// What `word.rs` is built on: std's atomics and the asymmetric fence pair.
 mod word_sync {
