@@ -97,7 +97,11 @@ pub fn break_and_free(pool: &Pool, head: *mut umq_buf_t) -> UmqResult<*mut umq_b
     Ok(next)
 }
 
-fn live_slot(pool: &Pool, func: &str, b: *mut umq_buf_t) -> UmqResult<crate::buf::pool::SlotRef> {
+fn live_slot<'a>(
+    pool: &'a Pool,
+    func: &str,
+    b: *mut umq_buf_t,
+) -> UmqResult<crate::buf::pool::SlotRef<'a>> {
     pool.slot_of_header(b as usize)
         .filter(|s| s.in_use() && !super::held::is_held(b))
         .ok_or_else(|| {

@@ -292,6 +292,10 @@ fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>
 struct Seen {
     headers: std::ops::Range<usize>,
     chunk: Weak<Chunk>,
+    /// Its pool, and whether it is of the process pool's own lists (which stay in the
+    /// registry as long as the pool: such a chunk is borrowed, not counted, `ChunkRef`).
+    pool: u64,
+    main: bool,
 }
 
 impl Seen {
@@ -316,6 +320,8 @@ fn remember(chunk: &Arc<Chunk>) {
         recent[0] = Some(Seen {
             headers: chunk.hdr_base..chunk.headers_end(),
             chunk: Arc::downgrade(chunk),
+            pool: chunk.pool,
+            main: chunk.lists.arena.is_none(),
         });
     });
 }
@@ -346,13 +352,50 @@ pub struct Lease {
     _chunk: Arc<Chunk>,
 }
 
+/// A chunk found from a pointer: a reference of its own, or a borrow of a process-pool chunk
+/// from its pool (which keeps those chunks as long as it lives). Every thread's buffers of the
+/// process pool share its few chunks, and taking and dropping a reference of one were two
+/// atomic read-modify-writes of a line all of them write.
+pub enum ChunkRef<'a> {
+    Counted(Arc<Chunk>),
+    Pooled(&'a Chunk),
+}
+
+impl std::ops::Deref for ChunkRef<'_> {
+    type Target = Chunk;
+    fn deref(&self) -> &Chunk {
+        match self {
+            ChunkRef::Counted(c) => c,
+            ChunkRef::Pooled(c) => c,
+        }
+    }
+}
+
+impl ChunkRef<'_> {
+    /// A reference of its own to the chunk.
+    fn into_arc(self) -> Arc<Chunk> {
+        match self {
+            ChunkRef::Counted(c) => c,
+            ChunkRef::Pooled(c) => {
+                let p: *const Chunk = c;
+                // SAFETY: a pooled chunk is borrowed from a live `Arc` (`Weak::as_ptr` of a
+                // chunk its pool's registry holds): one more count makes a reference of ours.
+                unsafe {
+                    Arc::increment_strong_count(p);
+                    Arc::from_raw(p)
+                }
+            }
+        }
+    }
+}
+
 /// A buffer slot found from a pointer.
-pub struct SlotRef {
-    pub chunk: Arc<Chunk>,
+pub struct SlotRef<'a> {
+    pub chunk: ChunkRef<'a>,
     pub index: usize,
 }
 
-impl SlotRef {
+impl SlotRef<'_> {
     pub fn header(&self) -> *mut umq_buf_t {
         self.chunk.header(self.index)
     }
@@ -746,7 +789,7 @@ impl Pool {
     /// `slot_of_header`, asking the chunk of `near` first: buffers taken together mostly
     /// share a chunk, and that chunk's answer needs neither the registry's lock and search nor
     /// a new reference to the chunk.
-    fn slot_near(&self, near: Option<SlotRef>, addr: usize) -> Option<SlotRef> {
+    fn slot_near<'a>(&'a self, near: Option<SlotRef<'a>>, addr: usize) -> Option<SlotRef<'a>> {
         if let Some(SlotRef { chunk, .. }) = near
             && let Some(index) = chunk.slot_of_header(addr)
         {
@@ -757,7 +800,7 @@ impl Pool {
 
     /// The slot whose header is at `addr`: asked first of the chunks this thread found last
     /// (`RECENT`), then of the registry.
-    pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef> {
+    pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef<'_>> {
         if let Some(slot) = self.recent_slot_of_header(addr) {
             return Some(slot);
         }
@@ -771,23 +814,37 @@ impl Pool {
         )?;
         let index = chunk.slot_of_header(addr)?;
         remember(&chunk);
-        Some(SlotRef { chunk, index })
+        Some(SlotRef {
+            chunk: ChunkRef::Counted(chunk),
+            index,
+        })
     }
 
     /// `slot_of_header` through `RECENT`: None when no chunk remembered there holds `addr`
     /// (or the one that does has left, or is another pool's), and the registry must answer.
     #[inline]
-    fn recent_slot_of_header(&self, addr: usize) -> Option<SlotRef> {
+    fn recent_slot_of_header(&self, addr: usize) -> Option<SlotRef<'_>> {
         RECENT
             .try_with(|recent| {
                 let recent = recent.borrow();
                 let seen = recent.iter().flatten().find(|r| r.holds(addr))?;
-                let chunk = seen.chunk.upgrade()?;
-                // A chunk in the registry is the only one at its addresses; once its pool is
-                // unregistered it is in no pool's registry, and the registry must say so.
-                if chunk.pool != self.id || chunk.lists.unregistered.load(Ordering::Acquire) {
+                if seen.pool != self.id {
                     return None;
                 }
+                let chunk = match seen.main {
+                    // SAFETY: a chunk of this pool's own lists stays in its registry, which
+                    // holds a reference of it, until the pool drops; the slot borrows the pool.
+                    true => ChunkRef::Pooled(unsafe { &*seen.chunk.as_ptr() }),
+                    false => {
+                        // A chunk in the registry is the only one at its addresses; once its
+                        // shared pool is unregistered it is in no registry, as must be said.
+                        let chunk = seen.chunk.upgrade()?;
+                        if chunk.lists.unregistered.load(Ordering::Acquire) {
+                            return None;
+                        }
+                        ChunkRef::Counted(chunk)
+                    }
+                };
                 let index = chunk.slot_of_header(addr)?;
                 Some(SlotRef { chunk, index })
             })
@@ -801,16 +858,21 @@ impl Pool {
         let slot = self.slot_of_data(data as usize)?;
         let chunk = &slot.chunk;
         let in_area = (data as usize - chunk.data_base) % chunk.data_stride;
-        (in_area + len <= chunk.data_cap).then(|| Lease { _chunk: slot.chunk })
+        (in_area + len <= chunk.data_cap).then(|| Lease {
+            _chunk: slot.chunk.into_arc(),
+        })
     }
 
-    pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef> {
+    pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef<'_>> {
         let chunk = find(
             &self.registry.read().unwrap_or_else(|p| p.into_inner()).data,
             addr,
         )?;
         let index = chunk.slot_of_data(addr)?;
-        Some(SlotRef { chunk, index })
+        Some(SlotRef {
+            chunk: ChunkRef::Counted(chunk),
+            index,
+        })
     }
 
     /// Returns one buffer to its free list. Refuses (and reports) foreign pointers and double frees.

@@ -434,7 +434,7 @@ impl Queue {
     /// boundary): until it has a pool, its buffers come from the process pool, and a server
     /// with a hundred thousand loopback pairs spends no memfd (and no fd) on them.
     pub fn shared_pool(&self) -> Option<&Arc<crate::buf::pool::Lists>> {
-        if self.shared_pool.get().is_none() && self.local_peer().is_some() {
+        if self.shared_pool.get().is_none() && self.bound_here() {
             return None;
         }
         self.shared_pool
@@ -462,6 +462,13 @@ impl Queue {
                 Some(lists)
             })
             .as_ref()
+    }
+
+    /// Whether the peer queue lives in this process (without a reference of it: an
+    /// allocation of such a queue's buffers asks, every time).
+    fn bound_here(&self) -> bool {
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        peer.as_ref().is_some_and(|p| p.peer_here().is_some())
     }
 
     /// The peer queue when it lives in this process.
