@@ -165,6 +165,11 @@ pub fn variables() -> Vec<Variable> {
             "how the UCX engine carries WRITE and READ: ucp (UCP's own RMA, which over tcp checks no key) or carried (messages the target checks); auto: ucp where UCX_TLS names an RDMA transport and the host has an RDMA device",
         ),
         var(
+            "UMQ_FABRIC_NODES",
+            crate::transport::fabric::node::default_lanes().to_string(),
+            "how many network nodes (an endpoint, its completion queue and its connections) a process makes at most: threads get one in turn as each first makes a network queue, and a node's queues take turns, so threads that drive their own queues run side by side",
+        ),
+        var(
             "UMQ_FABRIC_NOTSENT_LOWAT",
             fabric::NOTSENT_LOWAT_DEFAULT.to_string(),
             "the unsent bytes a network connection's socket holds at most (TCP_NOTSENT_LOWAT; 0 keeps the kernel's): more waits in the library",

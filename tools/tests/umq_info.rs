@@ -107,7 +107,7 @@ fn loopback_and_shared_memory_are_usable_with_every_check_passed() {
 fn the_environment_is_reported_as_set_or_as_its_default() {
     let v = json(&[("UMQ_PROVIDER", "shm"), ("UMQ_RNR_TIMEOUT_MS", "250")]);
     let env = &v["environment"];
-    assert_eq!(env.as_array().unwrap().len(), 11);
+    assert_eq!(env.as_array().unwrap().len(), 12);
     assert_eq!(named(env, "UMQ_PROVIDER")["value"], "shm");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["value"], "250");
     assert_eq!(named(env, "UMQ_RNR_TIMEOUT_MS")["default"], "1000");
@@ -115,6 +115,11 @@ fn the_environment_is_reported_as_set_or_as_its_default() {
     assert_eq!(named(env, "UMQ_FABRIC_MR")["default"], "auto");
     assert_eq!(named(env, "UMQ_UCX_RMA")["default"], "auto");
     assert_eq!(named(env, "UMQ_FABRIC_NOTSENT_LOWAT")["default"], "65536");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        named(env, "UMQ_FABRIC_NODES")["default"],
+        cpus.min(4).to_string()
+    );
     let unset = named(env, "UMQ_FABRIC_LIVENESS_MS");
     assert_eq!(unset["value"], Value::Null);
     assert_eq!(unset["default"], "5000");

@@ -512,3 +512,36 @@ fn beside_rows_take_a_stream_of_writes_too() {
         "{row}"
     );
 }
+
+/// `--test threads`: a row per thread count, every thread's messages back at their size (the
+/// tool checks each), all threads' rate and a thread's against the first count's; over the
+/// network too, each thread's pair in its own node.
+#[test]
+fn threads_rows_give_all_threads_rate_and_a_threads_against_one() {
+    for provider in ["loopback", "fabric"] {
+        let got = rows(&[
+            "--provider",
+            provider,
+            "--test",
+            "threads",
+            "--threads",
+            "1,2",
+            "--iters",
+            "2000",
+        ]);
+        assert_eq!(got.len(), 2, "{provider}");
+        for ((row, _), threads) in got.iter().zip([1, 2]) {
+            assert_eq!(
+                (&row["test"], &row["provider"], &row["threads"]),
+                (&"threads".into(), &provider.into(), &threads.into())
+            );
+            let all = row["round_trips_per_s"].as_f64().unwrap();
+            let each = row["per_thread_round_trips_per_s"].as_f64().unwrap();
+            assert!(
+                all > 0.0 && (all / threads as f64 - each).abs() <= 1.0,
+                "{row}"
+            );
+        }
+        assert_eq!(got[0].0["per_thread_vs_first"], 1.0);
+    }
+}

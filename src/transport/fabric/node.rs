@@ -426,9 +426,9 @@ impl Bell {
     }
 }
 
-/// A process's node for one libfabric provider and address.
+/// A process's node for one libfabric provider and address, and one lane of them (`lane`).
 pub struct Node {
-    key: (String, Option<String>, bool),
+    key: NodeKey,
     name: Vec<u8>,
     provider: String,
     inject: usize,
@@ -443,11 +443,54 @@ pub struct Node {
 /// made by `fork()` starts with none: the parent's endpoints and connections are the parent's.
 static NODES: PerProcess<Mutex<Vec<Weak<Node>>>> = PerProcess::new(|| Mutex::new(Vec::new()));
 
+/// Provider, address, whether it has a wait fd, and its lane.
+type NodeKey = (String, Option<String>, bool, usize);
+
+/// The nodes a process makes for one provider and address: `UMQ_FABRIC_NODES`, by default the
+/// CPUs it may run on, at most four (a node is an endpoint with its completion queue and about
+/// 32 MiB of bounce buffers once busy).
+pub fn lanes() -> usize {
+    static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LANES.get_or_init(|| {
+        std::env::var("UMQ_FABRIC_NODES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or_else(default_lanes)
+            .clamp(1, 64)
+    })
+}
+
+/// `lanes` without `UMQ_FABRIC_NODES`.
+pub fn default_lanes() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// The lane of the calling thread: threads get lanes in turn as each first opens a network
+/// channel, and a channel lives in its lane's node. A node is one progress engine behind one
+/// lock (as a UCX worker is one thread's): threads that each make and drive their own queues
+/// then drive their own nodes side by side, where one node made them take turns.
+fn this_threads_lane() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static LANE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    }
+    LANE.try_with(|l| match l.get() {
+        Some(n) => n,
+        None => {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % lanes();
+            l.set(Some(n));
+            n
+        }
+    })
+    .unwrap_or(0)
+}
+
 impl Node {
     /// The node of libfabric provider `prov` on `addr` (None: the provider's choice), with a
-    /// wait fd when `wakeable`: this process's, made on first use.
+    /// wait fd when `wakeable`, of the calling thread's lane: this process's, made on first use.
     pub fn get(prov: &str, addr: Option<&str>, wakeable: bool) -> Result<Arc<Node>, String> {
-        let key = (prov.to_string(), addr.map(str::to_string), wakeable);
+        let lane = this_threads_lane();
+        let key = (prov.to_string(), addr.map(str::to_string), wakeable, lane);
         let mut nodes = NODES.get().lock().unwrap_or_else(|p| p.into_inner());
         nodes.retain(|n| n.strong_count() > 0);
         if let Some(n) = nodes
@@ -457,7 +500,7 @@ impl Node {
         {
             return Ok(n);
         }
-        let node = Node::open(prov, addr, wakeable)?;
+        let node = Node::open_in(prov, addr, wakeable, sys::verbs_mr_wanted(), lane)?;
         nodes.push(Arc::downgrade(&node));
         Ok(node)
     }
@@ -474,6 +517,17 @@ impl Node {
         addr: Option<&str>,
         wakeable: bool,
         verbs_mr: bool,
+    ) -> Result<Arc<Node>, String> {
+        Node::open_in(prov, addr, wakeable, verbs_mr, 0)
+    }
+
+    /// `open_as` for lane `lane` of the process's nodes.
+    fn open_in(
+        prov: &str,
+        addr: Option<&str>,
+        wakeable: bool,
+        verbs_mr: bool,
+        lane: usize,
     ) -> Result<Arc<Node>, String> {
         let config = (CQ_SIZE, wakeable, BOUNCE);
         let mut ep = Endpoint::open_as(prov, addr, config, verbs_mr)?;
@@ -530,7 +584,7 @@ impl Node {
             ep,
         };
         let node = Node {
-            key: (prov.to_string(), addr.map(str::to_string), wakeable),
+            key: (prov.to_string(), addr.map(str::to_string), wakeable, lane),
             name: shared.ep.name().to_vec(),
             provider: shared.ep.provider().to_string(),
             inject: shared.ep.inject_size(),

@@ -2908,3 +2908,28 @@ fn bindings_polled_in_turn_look_at_the_provider_once_a_turn() {
         p.pool.free_one(b).unwrap();
     }
 }
+
+/// Channels opened by one thread live in one node; a second thread's go into the next lane's
+/// node (when the process has more than one lane), so two threads that drive their own queues
+/// do not take turns in one node's lock.
+#[test]
+fn threads_open_their_channels_in_nodes_of_their_own() {
+    let open = || Channel::open(&engine(), Some("127.0.0.1"), false).expect("a channel");
+    let (first, again) = (open(), open());
+    assert!(
+        Arc::ptr_eq(&first.node, &again.node),
+        "one thread's channels share its node"
+    );
+    let other = std::thread::spawn(move || {
+        let ch = open();
+        let same = Arc::ptr_eq(&ch.node, &first.node);
+        (same, first)
+    });
+    let (same, _first) = other.join().unwrap();
+    assert_eq!(
+        same,
+        node::lanes() == 1,
+        "another thread's channel is in another node when there are lanes for it ({})",
+        node::lanes()
+    );
+}

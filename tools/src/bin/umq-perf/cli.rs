@@ -28,6 +28,7 @@ pub const SWEEP: [u32; 6] = [64, 256, 1024, 4096, 16384, 65536];
                 [--rx-bufs N]
                 [--flow-control on|off] [--atomic-window] [--shared-pool on|send|recv|off]
                 [--rounds N] [--compare libfabric,ucx] [--loop app|bench] [--json] [--quiet]
+       umq-perf [--provider loopback|shm|fabric] --test threads [--threads N[,N...]] [--iters N]
        umq-perf --test pacing [--queues N[,N...]] | [--provider loopback|shm|fabric] --test pacing --wire
        umq-perf --provider shm|fabric --test pfc [--storm] [--json]
        umq-perf [--provider loopback|shm|fabric] --test rma [--size ...] [--compare ucx]
@@ -70,8 +71,12 @@ pub struct Cli {
     /// network, progressed); beside, a ping-pong of 64 B messages between two processes (shm or
     /// fabric) alone and beside a stream of --size messages from this process to the same peer
     /// on a second queue pair (over the network both pairs share one connection): the ping's
-    /// half round trip each way (median, 99th percentile), the stream's messages/s.
-    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "beside", "all"])]
+    /// half round trip each way (median, 99th percentile), the stream's messages/s; threads,
+    /// --threads threads of this process each ping-ponging on its own pair of queues (loopback,
+    /// or over shm or fabric between queues of this process), a buffer allocated for every
+    /// message and freed when it comes back: all threads' round trips a second, a thread's, and
+    /// a thread's against the first count's.
+    #[arg(long, default_value = "all", value_parser = ["lat", "bw", "qps", "fc", "scale", "pacing", "pfc", "rma", "beside", "threads", "all"])]
     pub test: String,
     /// Message bytes, a list, or 'sweep' (64 B .. 64 KiB) [default: 64; pacing --wire: 65536,1048576]
     #[arg(long, value_name = "BYTES[,BYTES...]|sweep", value_parser = parse_sizes)]
@@ -166,6 +171,9 @@ pub struct Cli {
     /// sends to goes in lone pieces of up to 1 MiB, with 2 MiB in libfabric at most).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub ping_every: Option<u64>,
+    /// threads: how many threads, a list.
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: Vec<u32>,
     /// scale: how many pairs, a list.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_value = "10000", value_parser = clap::value_parser!(u32).range(1..))]
     pub pairs: Vec<u32>,
@@ -276,6 +284,8 @@ pub struct Args {
     pub port: u16,
     /// `--test scale`: how many queue pairs, per measurement.
     pub pairs: Vec<u32>,
+    /// `--test threads`: how many threads, per measurement.
+    pub threads: Vec<u32>,
     /// The peer process of a scale run over shm or fabric (hidden).
     pub scale_peer: bool,
     pub pfc_peer: bool,
@@ -326,6 +336,7 @@ impl From<Cli> for Args {
             client,
             port: c.port,
             pairs: c.pairs,
+            threads: c.threads,
             scale_peer: c.scale_peer,
             pfc_peer: c.pfc_peer,
             beside_peer: c.beside_peer,

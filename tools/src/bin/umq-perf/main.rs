@@ -17,6 +17,7 @@ mod report;
 mod rma;
 mod scale;
 mod shm;
+mod threads;
 mod ucx;
 mod wire;
 
@@ -387,6 +388,18 @@ fn pacing_runs(args: &Args) {
     }
 }
 
+/// `--test threads`: one row per `--threads` value.
+fn threads_runs(args: &Args) {
+    let run = args.run.for_test(Kind::Lat, false);
+    let rows = threads::measure(&run, &args.threads, provider_name(args));
+    for row in &rows {
+        emit(row, args.json);
+    }
+    if !args.json {
+        print!("{}", report::table(&rows));
+    }
+}
+
 /// `HOST` (a name or an address) and `port` as a socket address; exits when it resolves to none.
 fn resolve(host: &str, port: u16) -> std::net::SocketAddr {
     use std::net::ToSocketAddrs;
@@ -409,6 +422,9 @@ fn main() {
     }
     if args.test == "pacing" && !args.wire {
         return pacing_runs(&args);
+    }
+    if args.test == "threads" {
+        return threads_runs(&args);
     }
     if args.pfc_peer {
         return pfc::serve_peer(&args.run, args.storm);
