@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "umq_api.h"
 #include "umq_dfx_api.h"
 #include "umq_pro_api.h"
@@ -331,6 +333,22 @@ static void queue_statistics(uint64_t a, uint64_t b)
     CHECK_EQ(umq_stats_qbuf_pool_get(0, ps), 0);
     CHECK_EQ(ps->qbuf_pool_info[0].available_mem.combine.block_num_with_data, free_before - 5);
     umq_buf_free(five);
+    /* The five went back to this thread's cache of the class: a thread-local pool of ours. */
+    CHECK_EQ(umq_stats_qbuf_pool_get(0, ps), 0);
+    CHECK(ps->local_qbuf_pool_num >= 1 && ps->local_qbuf_pool_num <= UMQ_LOCAL_QBUF_POOL_MAX_NUM);
+    const umq_local_qbuf_pool_stats_t *mine = NULL;
+    for (uint32_t i = 0; i < ps->local_qbuf_pool_num; i++) {
+        if (ps->local_qbuf_pool_stats[i].tid == (uint64_t)syscall(SYS_gettid) &&
+            ps->local_qbuf_pool_stats[i].type == UMQ_QBUF_POOL_TYPE_SMALL)
+            mine = &ps->local_qbuf_pool_stats[i];
+    }
+    CHECK(mine != NULL);
+    if (mine != NULL) {
+        CHECK(mine->buf_cnt_with_data >= 5 && mine->buf_cnt_with_data <= mine->capacity_with_data);
+        CHECK(mine->tls_fetch_cnt_with_data >= 1);
+        CHECK(mine->tls_fetch_buf_cnt_with_data >= mine->tls_fetch_cnt_with_data);
+    }
+    CHECK_EQ(ps->qbuf_pool_info[0].available_mem.combine.block_num_with_data, free_before);
     CHECK_EQ(umq_stats_qbuf_pool_get(a, ps), 0);
     CHECK(ps->num >= 1);
     CHECK_EQ(umq_stats_qbuf_pool_get(0, NULL), -UMQ_ERR_EINVAL);

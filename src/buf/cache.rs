@@ -40,22 +40,31 @@ pub trait Home: Send + Sync {
     fn take_back(&self, class: usize, bufs: &mut Vec<NonNull<umq_buf_t>>);
 }
 
-/// A thread's cache as other threads see it: whose buffers, and how many of each class.
+/// A thread's cache as other threads see it: whose buffers, how many of each class, and its
+/// refills from each class's free list and the buffers they brought (the July 2026 revision's
+/// thread-local pool statistics).
 pub struct Shown {
     pool: AtomicU64,
     /// The thread's kernel id.
     pub tid: u64,
     held: [AtomicU64; CACHED_CLASSES],
-    /// Refills from the free list, and buffers they brought.
-    pub refills: AtomicU64,
-    pub refilled: AtomicU64,
+    refills: [AtomicU64; CACHED_CLASSES],
+    refilled: [AtomicU64; CACHED_CLASSES],
+}
+
+fn load(counts: &[AtomicU64; CACHED_CLASSES], class: usize) -> u64 {
+    counts.get(class).map_or(0, |c| c.load(Ordering::Relaxed))
 }
 
 impl Shown {
     pub fn held(&self, class: usize) -> u64 {
-        self.held
-            .get(class)
-            .map_or(0, |h| h.load(Ordering::Relaxed))
+        load(&self.held, class)
+    }
+    pub fn refills(&self, class: usize) -> u64 {
+        load(&self.refills, class)
+    }
+    pub fn refilled(&self, class: usize) -> u64 {
+        load(&self.refilled, class)
     }
 }
 
@@ -90,8 +99,8 @@ impl Cache {
             pool: AtomicU64::new(0),
             tid: unsafe { libc::gettid() } as u64,
             held: [const { AtomicU64::new(0) }; CACHED_CLASSES],
-            refills: AtomicU64::new(0),
-            refilled: AtomicU64::new(0),
+            refills: [const { AtomicU64::new(0) }; CACHED_CLASSES],
+            refilled: [const { AtomicU64::new(0) }; CACHED_CLASSES],
         });
         SHOWN
             .lock()
@@ -178,11 +187,11 @@ pub fn stock<H: Home + 'static>(
             return;
         };
         c.serve(pool, home);
-        let shown = &c.shown;
-        shown.refills.fetch_add(1, Ordering::Relaxed);
-        shown
-            .refilled
-            .fetch_add(more.len() as u64, Ordering::Relaxed);
+        // Only this thread writes its counts: a plain load and store, no locked instruction.
+        let (refills, refilled) = (&c.shown.refills[class], &c.shown.refilled[class]);
+        refills.store(refills.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let brought = refilled.load(Ordering::Relaxed) + more.len() as u64;
+        refilled.store(brought, Ordering::Relaxed);
         c.classes[class].extend(more);
         c.publish(class);
     });

@@ -135,6 +135,19 @@ impl Chunk {
     }
 }
 
+/// One thread's cache of one size class of the process pool, as `Pool::thread_caches` reports
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadCacheStats {
+    pub tid: u64,
+    pub class: usize,
+    /// The most buffers it keeps, those it holds, and its refills and the buffers they brought.
+    pub limit: u64,
+    pub held: u64,
+    pub refills: u64,
+    pub refilled: u64,
+}
+
 /// One size class as `Pool::class_stats` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClassStats {
@@ -480,6 +493,28 @@ impl Pool {
                 })
             })
             .collect()
+    }
+
+    /// The caches the threads alive keep of the process pool's classes, those each has used.
+    pub fn thread_caches(&self) -> Vec<ThreadCacheStats> {
+        let mut all = Vec::new();
+        for t in cache::caches_of(self.id) {
+            for class in 0..self.caps.len().min(cache::CACHED_CLASSES) {
+                let (held, refills) = (t.held(class), t.refills(class));
+                if held == 0 && refills == 0 {
+                    continue;
+                }
+                all.push(ThreadCacheStats {
+                    tid: t.tid,
+                    class,
+                    limit: self.cache_limit(&self.main, class) as u64,
+                    held,
+                    refills,
+                    refilled: t.refilled(class),
+                });
+            }
+        }
+        all
     }
 
     /// Tells this pool apart from others.

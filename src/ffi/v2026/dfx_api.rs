@@ -413,8 +413,9 @@ pub extern "C" fn umq_io_stats_to_str(
 /// The buffer pool's size classes that hold memory, smallest first, as this revision's pools
 /// (`SMALL`, `MEDIUM`, `BIG`, `HUGE`, then `GIGANTIC` for the rest): `umqh` 0 the process pool,
 /// a queue's handle the queue's shared pool (the process pool where it has none). The pool
-/// grows by chunks as it needs and never expands another way, so the expansion and
-/// thread-local figures are zero.
+/// grows by chunks as it needs and never expands another way, so the expansion figures are
+/// zero. The process pool's thread-local pools are its threads' caches (`buf::cache`), one
+/// entry a thread and size class it used: a fetch is a refill from the class's free list.
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_stats_qbuf_pool_get(
     umqh: u64,
@@ -443,8 +444,30 @@ pub extern "C" fn umq_stats_qbuf_pool_get(
             out.qbuf_pool_info[i] = pool_info(i, c, rt.pool.is_split(), rt.pool.default_headroom);
         }
         out.num = classes.len().min(16) as u32;
+        if umqh == 0 {
+            let caches = rt.pool.thread_caches();
+            let room = out.local_qbuf_pool_stats.len();
+            for (slot, c) in out.local_qbuf_pool_stats.iter_mut().zip(&caches) {
+                *slot = local_pool(c);
+            }
+            out.local_qbuf_pool_num = caches.len().min(room) as u32;
+        }
         UMQ_SUCCESS
     })
+}
+
+/// One thread's cache of one size class as a thread-local pool (`umq_local_qbuf_pool_stats_t`):
+/// a "fetch" is a refill from the class's free list.
+fn local_pool(c: &crate::buf::pool::ThreadCacheStats) -> umq_local_qbuf_pool_stats_t {
+    umq_local_qbuf_pool_stats_t {
+        r#type: (c.class as u32).min(UMQ_QBUF_POOL_TYPE_GIGANTIC),
+        tid: c.tid,
+        capacity_with_data: c.limit,
+        buf_cnt_with_data: c.held,
+        tls_fetch_cnt_with_data: c.refills,
+        tls_fetch_buf_cnt_with_data: c.refilled,
+        ..Default::default()
+    }
 }
 
 /// One size class as a `umq_qbuf_pool_info_t`.
@@ -503,6 +526,23 @@ pub extern "C" fn umq_qbuf_pool_stats_to_str(
             text += &format!(
                 "{}  {}  {}  {}  {}\n",
                 p.r#type, p.block_size, p.total_block_num, free, p.total_size
+            );
+        }
+        let locals = s
+            .local_qbuf_pool_num
+            .min(s.local_qbuf_pool_stats.len() as u32);
+        if locals > 0 {
+            text += "thread-local pools\ntype  tid  capacity  buffers  fetches  fetched\n";
+        }
+        for l in s.local_qbuf_pool_stats.iter().take(locals as usize) {
+            text += &format!(
+                "{}  {}  {}  {}  {}  {}\n",
+                l.r#type,
+                l.tid,
+                l.capacity_with_data,
+                l.buf_cnt_with_data,
+                l.tls_fetch_cnt_with_data,
+                l.tls_fetch_buf_cnt_with_data
             );
         }
         write_text(&text, buf, max_buf_len)
