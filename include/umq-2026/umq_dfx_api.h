@@ -95,8 +95,9 @@ int umq_io_stats_to_str(const umq_packet_stats_t *packet_stats, char *buf, int m
  * The buffer pool's size classes that hold memory, smallest first, as this revision's pools
  * (`SMALL`, `MEDIUM`, `BIG`, `HUGE`, then `GIGANTIC` for the rest): `umqh` 0 the process pool,
  * a queue's handle the queue's shared pool (the process pool where it has none). The pool
- * grows by chunks as it needs and never expands another way, so the expansion and
- * thread-local figures are zero.
+ * grows by chunks as it needs and never expands another way, so the expansion figures are
+ * zero. The process pool's thread-local pools are its threads' caches (`buf::cache`), one
+ * entry a thread and size class it used: a fetch is a refill from the class's free list.
  */
 int umq_stats_qbuf_pool_get(uint64_t umqh, umq_qbuf_pool_stats_t *qbuf_pool_stats);
 
