@@ -346,6 +346,8 @@ pub struct Pool {
     pub default_headroom: u16,
     /// Slot data capacity of each size class, smallest first.
     caps: Vec<usize>,
+    /// How many free buffers of each class a thread keeps of the process pool (`cache_limit`).
+    cache_limits: Vec<usize>,
     main: Arc<Lists>,
     registry: RwLock<Registry>,
     next_token_id: AtomicU32,
@@ -458,6 +460,7 @@ impl Pool {
             split,
             default_headroom,
             main: Arc::new(Lists::new(&caps, None)),
+            cache_limits: caps.iter().enumerate().map(cache_limit).collect(),
             caps,
             registry: RwLock::new(Registry::default()),
             next_token_id: AtomicU32::new(1),
@@ -734,13 +737,12 @@ impl Pool {
         Ok(cache::link(mine.into_iter()))
     }
 
-    /// How many free buffers of `class` a thread keeps in its cache (0: none): the process
-    /// pool's, up to `cache::CACHE_BYTES` of them, and never fewer than two.
+    /// How many free buffers of `class` of `lists` a thread keeps in its cache (0: none, as
+    /// for every class of a shared pool).
     fn cache_limit(&self, lists: &Lists, class: usize) -> usize {
-        let fit = (cache::CACHE_BYTES / self.caps[class]).min(cache::CACHE_MAX);
-        match lists.arena.is_none() && class < cache::CACHED_CLASSES && fit >= 2 {
-            true => fit,
-            false => 0,
+        match lists.arena {
+            None => self.cache_limits[class],
+            Some(_) => 0,
         }
     }
 
@@ -933,18 +935,11 @@ impl Pool {
         }
         let lists = &slot.chunk.lists;
         let buf = NonNull::new(buf).ok_or("a null buffer")?;
-        let limit = self.cache_limit(lists, slot.chunk.class);
-        if lists.arena.is_none() && limit > 0 {
-            let mut spill = cache::put(self.id, lists, slot.chunk.class, buf, limit);
-            if !spill.is_empty() {
-                lists.slots(slot.chunk.class).free.append(&mut spill);
-            }
+        if lists.arena.is_none() {
+            self.free_to_process_pool(lists, slot.chunk.class, buf);
             return Ok(());
         }
         lists.slots(slot.chunk.class).free.push(buf);
-        if lists.arena.is_none() {
-            return Ok(());
-        }
         let chunk = &slot.chunk;
         let went_idle = chunk.out.fetch_sub(1, Ordering::Relaxed) == 1;
         if went_idle && chunk.ordinal > 0 {
@@ -956,6 +951,20 @@ impl Pool {
             self.unregister(lists);
         }
         Ok(())
+    }
+
+    /// A free buffer of the process pool to this thread's cache of its class, or what the cache
+    /// cannot keep to the class's free list.
+    fn free_to_process_pool(&self, lists: &Arc<Lists>, class: usize, buf: NonNull<umq_buf_t>) {
+        let limit = self.cache_limits[class];
+        if limit == 0 {
+            lists.slots(class).free.push(buf);
+            return;
+        }
+        let mut spill = cache::put(self.id, lists, class, buf, limit);
+        if !spill.is_empty() {
+            lists.slots(class).free.append(&mut spill);
+        }
     }
 
     /// Releases the chunks of a shared pool that have been idle for `RELEASE_AFTER_MS`; returns
@@ -1059,6 +1068,16 @@ impl Drop for Pool {
                 chunk.lists.slots(class).releasable.clear();
             }
         }
+    }
+}
+
+/// How many free buffers of class `class` (of `cap` bytes) a thread keeps of the process pool:
+/// up to `cache::CACHE_BYTES` of them, and none where fewer than two fit.
+fn cache_limit((class, &cap): (usize, &usize)) -> usize {
+    let fit = (cache::CACHE_BYTES / cap).min(cache::CACHE_MAX);
+    match class < cache::CACHED_CLASSES && fit >= 2 {
+        true => fit,
+        false => 0,
     }
 }
 
