@@ -169,6 +169,9 @@ fi
 # The network provider (libfabric tcp on this host), with UCX's tcp transport as the baseline.
 if [ -e /usr/include/rdma/fabric.h ]; then
   timeout 300 "$lib/umq-perf" --provider fabric --test all --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} == {"bw", "lat"} and all(r["provider"] == "fabric" for r in rows), rows; print(len(rows), "result lines over the network provider")'
+  # The responder's critical path (docs/TRANSPORTS.md, "Latency: where the time goes"): the
+  # preloaded timer sees both processes of each ping-pong; figures printed, not judged.
+  UMQ_PERF="$lib/umq-perf" timeout 300 "$root/scripts/critical-path.sh" --iters 2000 | python3 -c 'import sys; (l,)=sys.stdin.read().split("\n")[:-1]; f=l.split(); assert f[0] == "critical_path", l; v=dict(zip(f[1::2], map(int, f[2::2]))); assert v["umq_tcp_ns"] > 0 and v["umq_ucx_ns"] > 0, v; print("receive to reply, ns:", v)'
   # A limited queue over the network never runs faster than its limit (docs/PACING.md): the
   # goal, 0.5 %, on the fast side only (the machine's stalls slow a run down), plus what the
   # receiver's longest stop can shorten the stream by where the rate is taken (a stop as the

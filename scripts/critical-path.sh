@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The responder's critical path of a 64 B network ping-pong over 127.0.0.1: from a message's
+# receive system call returning to the reply's send system call, for our library over each
+# network engine and for the engines' own ping-pongs (UCX's tag_lat over tcp, libfabric's
+# fi_pingpong over tcp's connected endpoints). tools/critical-path/recv_to_send.c, preloaded into
+# both processes of each, times it with the TSC; the kernel's TCP and the peer are outside it.
+#
+#   scripts/critical-path.sh [--iters N]      (default 50000 round trips each)
+#
+# Prints one line: `critical_path` and, per program, the median over its two processes of
+# each process's median interval in ns (a baseline that is not installed is left out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+iters=50000
+[ "${1:-}" = "--iters" ] && iters=$2
+out=target/critical-path
+mkdir -p "$out"
+gcc -O2 -Wall -Wextra -shared -fPIC -o "$out/recv_to_send.so" tools/critical-path/recv_to_send.c -ldl
+shim=$(pwd)/$out/recv_to_send.so
+perf=${UMQ_PERF:-target/release/umq-perf}
+[ -x "$perf" ] || cargo build --release --quiet --bin umq-perf
+
+# The median of the p50s that the processes of one run printed (their stderr is in $1).
+median_p50() {
+  grep '^recv_to_send ' "$1" | grep -o 'p50_ns [0-9]*' | awk '{print $2}' | sort -n |
+    awk '{v[NR]=$1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR+1)/2] : int((v[NR/2]+v[NR/2+1])/2)}'
+}
+
+# A free TCP port on 127.0.0.1 for a baseline's server.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Runs a baseline's server in the background and its client against it, both preloaded: $1 the
+# log, $2 and $3 the options that give the server and the client the port, then the command.
+pair() {
+  local log=$1 server_port=$2 client_port=$3; shift 3
+  local port; port=$(free_port)
+  LD_PRELOAD=$shim "$@" "$server_port" "$port" > "$log.server" 2>&1 &
+  local server=$!
+  sleep 0.5
+  LD_PRELOAD=$shim "$@" "$client_port" "$port" 127.0.0.1 > "$log" 2>&1 || true
+  wait "$server" || true
+  cat "$log.server" >> "$log"
+}
+
+line="critical_path"
+for engine in tcp ucx; do
+  log=$out/umq-$engine.log
+  UMQ_FABRIC_PROVIDER=$engine LD_PRELOAD=$shim "$perf" --provider fabric --test lat --size 64 \
+    --rounds 1 --iters "$iters" > "$log" 2>&1 || { echo "umq-perf over $engine failed:"; cat "$log"; exit 1; }
+  line+=" umq_${engine}_ns $(median_p50 "$log")"
+done
+if command -v fi_pingpong > /dev/null; then
+  pair "$out/fi_pingpong.log" -B -P fi_pingpong -p tcp -e msg -I "$iters" -S 64
+  p=$(median_p50 "$out/fi_pingpong.log") && line+=" fi_pingpong_msg_ns $p"
+fi
+if command -v ucx_perftest > /dev/null; then
+  UCX_TLS=tcp pair "$out/ucx.log" -p -p ucx_perftest -t tag_lat -s 64 -n "$iters"
+  p=$(median_p50 "$out/ucx.log") && line+=" ucx_tag_lat_ns $p"
+fi
+echo "$line"
