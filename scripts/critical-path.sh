@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The responder's critical path of a 64 B network ping-pong over 127.0.0.1: from a message's
 # receive system call returning to the reply's send system call, for our library over each
-# network engine and for the engines' own ping-pongs (UCX's tag_lat over tcp, libfabric's
-# fi_pingpong over tcp's connected endpoints). tools/critical-path/recv_to_send.c, preloaded into
-# both processes of each, times it with the TSC; the kernel's TCP and the peer are outside it.
+# network engine and for the engines' own ping-pongs (UCX's tag_lat over tcp and its UCT-level
+# am_lat below UCP, libfabric's fi_pingpong over tcp's connected endpoints).
+# tools/critical-path/recv_to_send.c, preloaded into both processes of each, times it with the
+# TSC; the kernel's TCP and the peer are outside it.
 #
 #   scripts/critical-path.sh [--iters N]      (default 50000 round trips each)
 #
@@ -56,5 +57,8 @@ fi
 if command -v ucx_perftest > /dev/null; then
   UCX_TLS=tcp pair "$out/ucx.log" -p -p ucx_perftest -t tag_lat -s 64 -n "$iters"
   p=$(median_p50 "$out/ucx.log") && line+=" ucx_tag_lat_ns $p"
+  # UCT's own active messages over tcp, below UCP: what an engine without UCP would start from.
+  pair "$out/uct.log" -p -p ucx_perftest -t am_lat -x tcp -d lo -s 64 -n "$iters"
+  p=$(median_p50 "$out/uct.log") && line+=" uct_am_lat_ns $p"
 fi
 echo "$line"
