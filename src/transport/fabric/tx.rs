@@ -821,10 +821,10 @@ impl Link {
             dst: self.peer_chan,
             ..wr_header(&pro, seq, len as u64)
         };
-        // No clock read (one was a twentieth of a ping-pong's reply on its critical path):
-        // the stamps below, when we last said something to the peer and when this binding last
-        // sent, only time pings and area writes, and one as old as the node's last round errs
-        // toward more of them.
+        // No clock read: one was a twentieth of a ping-pong's reply on its critical path. The
+        // stamps below (when we last said something to the peer, when this binding last sent)
+        // only tune pings, area writes and the length of RMA pieces, and the time of the
+        // node's last round is close enough for them.
         // Ahead of the message: the peer takes the grant in before it answers.
         self.ship_withheld_grant(n, w).ok()?;
         let scratch = &mut n.tx.scratch;
