@@ -30,14 +30,30 @@ median_p50() {
 # A free TCP port on 127.0.0.1 for a baseline's server.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# Waits up to 10 s for a socket listening on 127.0.0.1 port $1 (read from /proc/net/tcp: a
+# probing connection would be taken for the baseline's client).
+await_listener() {
+  python3 - "$1" <<'PY'
+import sys, time
+want = "%04X" % int(sys.argv[1])
+for _ in range(200):
+    with open("/proc/net/tcp") as f:
+        if any(l.split()[1].endswith(":" + want) and l.split()[3] == "0A" for l in f.readlines()[1:]):
+            sys.exit(0)
+    time.sleep(0.05)
+sys.exit(1)
+PY
+}
+
 # Runs a baseline's server in the background and its client against it, both preloaded: $1 the
 # log, $2 and $3 the options that give the server and the client the port, then the command.
+# A server whose client never came is stopped by its timeout.
 pair() {
   local log=$1 server_port=$2 client_port=$3; shift 3
   local port; port=$(free_port)
-  LD_PRELOAD=$shim "$@" "$server_port" "$port" > "$log.server" 2>&1 &
+  LD_PRELOAD=$shim timeout 120 "$@" "$server_port" "$port" > "$log.server" 2>&1 &
   local server=$!
-  sleep 0.5
+  await_listener "$port" || true
   LD_PRELOAD=$shim "$@" "$client_port" "$port" 127.0.0.1 > "$log" 2>&1 || true
   wait "$server" || true
   cat "$log.server" >> "$log"
