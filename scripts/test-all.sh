@@ -210,8 +210,10 @@ if [ -e /usr/include/rdma/fabric.h ]; then
   # One-sided WRITE and READ by RMA against a target that polls (as UCX's responder does), and
   # a put ping-pong with it (as ucp_put_lat): each side waits for the other's WRITE in its memory.
   # The WRITE stream goes as messages, bundled, since the polling target answers them unasked
-  # (TRANSPORTS.md, "Longer WRITEs in a stream follow the target"): four rows' WRs by RMA.
-  timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target poll --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream", "write_pingpong"] and rows[-1]["one_sided_rma_wr"] > 4 * 500 and rows[-1]["mean_ns"] > 0, rows; print("rma over the network, target polling:", rows[-1]["one_sided_rma_wr"], "WRs by libfabric RMA; put ping-pong", rows[-1]["mean_ns"], "ns one way")'
+  # (TRANSPORTS.md, "Longer WRITEs in a stream follow the target"), and so do the put
+  # ping-pong's WRITEs, their answers carried by the replies ("Answers ride on replies"): three
+  # rows' WRs by RMA.
+  timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target poll --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream", "write_pingpong"] and rows[-1]["one_sided_rma_wr"] > 3 * 500 and rows[-1]["mean_ns"] > 0, rows; print("rma over the network, target polling:", rows[-1]["one_sided_rma_wr"], "WRs by libfabric RMA (the put ping-pong goes as messages, their answers on the replies); put ping-pong", rows[-1]["mean_ns"], "ns one way")'
   if command -v ucx_perftest >/dev/null; then
     timeout 300 "$lib/umq-perf" --provider fabric --test lat --iters 2000 --compare ucx --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 1 and rows[0]["ucx_tls"] == "tcp" and rows[0]["ucx_tag_lat_mean_ns"] > 0, rows; print("ucx tcp baseline over the network provider: ok")'
     timeout 300 "$lib/umq-perf" --provider fabric --test bw --size 4096 --iters 2000 --compare ucx --json | python3 -c 'import json,sys; (r,)=[json.loads(l) for l in sys.stdin]; assert r["ucx_tls"] == "tcp" and r["ucx_tag_bw_msgs_per_s"] > 0 and r["msgs_vs_ucx"] > 0, r; print("ucx tcp stream baseline (tag_bw) over the network provider: ok")'

@@ -362,6 +362,11 @@ thread_local! {
     static ENGINE: Cell<Engine> = const { Cell::new(Engine::Elsewhere) };
 }
 
+/// Whether this is the engine's thread: a round it runs is nobody's application's.
+pub fn on_engine_thread() -> bool {
+    ENGINE.with(|e| e.get() != Engine::Elsewhere)
+}
+
 /// On the engine's thread, notes that it filed the earliest deadline (true).
 fn filed_by_engine() -> bool {
     ENGINE.with(|e| {

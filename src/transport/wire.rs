@@ -482,6 +482,9 @@ pub struct ZeroCopy {
     /// (`transport::call_bell`).
     pub calls_sent: u64,
     pub calls_answered: u64,
+    /// Network: times the answers to the peer's WRITEs went with a message of ours, having
+    /// waited for it (`fabric::tx::HeldAnswers`).
+    pub answers_carried: u64,
 }
 
 impl ZeroCopy {

@@ -234,6 +234,9 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         .collect();
     Tx {
         outgoing: VecDeque::new(),
+        answers: super::tx::HeldAnswers::default(),
+        peer_carries: false,
+        write_answered_later: false,
         flight,
         flight_base: 0,
         call_upto: 0,

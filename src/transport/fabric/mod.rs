@@ -231,6 +231,12 @@ struct Rx {
 struct Tx {
     /// Messages to send, in order; the first may be partly sent.
     outgoing: VecDeque<Outgoing>,
+    /// Answers to the peer's WRITEs that wait for a message of ours to carry them, and whether
+    /// the peer's last answer to a WRITE of ours came so (`FLAG_CARRIED`).
+    answers: tx::HeldAnswers,
+    peer_carries: bool,
+    /// The WRITE going as a message now goes so for the peer's reply to carry its answer.
+    write_answered_later: bool,
     /// Our WRs in flight, oldest first; the first has sequence number `flight_base`.
     flight: VecDeque<Flight>,
     flight_base: u64,
@@ -295,6 +301,23 @@ impl Tx {
                     (self.streamed_allowed + answered).min(STREAMED_WHILE_SERVED);
             }
         }
+    }
+
+    /// Whether a WRITE goes as a message now to look whether a peer taken for asleep runs our
+    /// messages unasked again: one at a time, while none of our RMA is in flight (a message
+    /// never overtakes RMA), and only while the peer's provider serves our RMA unrung (a
+    /// process that polls any queue progresses it; one whose RMA needs the bell has nobody to
+    /// run a message either: looking anyway cost a 5,000-WR stream to a sleeping target over
+    /// the UCX engine 2 ms at its start). A peer that stays asleep is looked at less and less
+    /// often, each look costing its WR a ring's wait (`calls::UNANSWERED`).
+    fn looks_now(&mut self, now: node::Stamp) -> bool {
+        let may_look = self.rma_calls.serving() && self.msg_calls.tries_unrung(now);
+        if now < self.look_at || self.rma_in_flight > 0 || !may_look {
+            return false;
+        }
+        self.look_at = now.after(self.look_every);
+        self.look_every = (self.look_every * 2).min(tx::LOOK_AT_LEAST_EVERY);
+        true
     }
 
     /// Completes our WRs that went by RMA as libfabric finished them (sequence number, and
@@ -402,6 +425,9 @@ impl Link {
             },
             tx: Tx {
                 outgoing: VecDeque::new(),
+                answers: tx::HeldAnswers::default(),
+                peer_carries: false,
+                write_answered_later: false,
                 flight: VecDeque::new(),
                 flight_base: 0,
                 call_upto: 0,
@@ -534,7 +560,10 @@ impl Link {
         }
         if let Err(why) = self.ship_area(n, w).and_then(|()| {
             self.transmit(n, w, &mut out);
-            self.flush(n, Some(w))
+            match self.holds_answers(n) {
+                true => Ok(()),
+                false => self.flush(n, Some(w)),
+            }
         }) {
             self.unreachable_now(n, why)?;
             return self.last_words(n, w, out, false);
@@ -546,6 +575,15 @@ impl Link {
             bell.arm_conn(self.ch.id, || n.ep.arm_watch());
         }
         Ok(out)
+    }
+
+    /// Whether the round leaves its answers in `outgoing` for a message of ours to carry
+    /// (`HeldAnswers`).
+    fn holds_answers(&mut self, n: &Shared) -> bool {
+        let t = &mut self.tx;
+        let only_answers = !t.outgoing.is_empty() && t.outgoing.iter().all(|o| o.may_wait);
+        let by_application = only_answers && !super::progress::on_engine_thread();
+        t.answers.hold(only_answers, by_application, n.now())
     }
 
     /// The provider's progress, unless another channel's round looked since ours and nothing

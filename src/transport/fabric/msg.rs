@@ -30,6 +30,12 @@ pub const KIND_CONTROL: u8 = 8;
 /// In a WRITE's or READ's `flags`: the initiator knows the chunk its token names, so the
 /// completion need not teach it (`rma`).
 pub const FLAG_KNOWS_CHUNK: u16 = 1;
+/// In a WRITE's `flags`: the initiator takes the target for answering its WRITEs with WRs of
+/// its own (a put ping-pong), so the answer may wait for the next of them (`tx::HeldAnswers`).
+pub const FLAG_ANSWER_MAY_WAIT: u16 = 2;
+/// In a `KIND_DONE` of such a WRITE: the answer waited for a WR of the sender's and came with
+/// it.
+pub const FLAG_CARRIED: u16 = 4;
 /// Several whole messages for one channel, their headers and payloads back to back as the
 /// payload: a stream of small WRs costs libfabric one message for many (`tx::bundle_of`).
 pub const KIND_BUNDLE: u8 = 9;

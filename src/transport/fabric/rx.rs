@@ -233,6 +233,7 @@ impl Run<'_> {
                     return Err(LinkError::Corrupt("a completion for a WR that has one"));
                 }
                 f.status = Some(target::peer_status(h.status));
+                self.note_carried(w, h);
                 if h.status == UMQ_BUF_SUCCESS {
                     self.learn_chunk(w, h, payload);
                 }
@@ -245,6 +246,20 @@ impl Run<'_> {
                 Ok(true)
             }
             _ => Err(LinkError::Corrupt("a fabric message of an unexpected kind")),
+        }
+    }
+
+    /// Whether the peer answers our WRITEs with WRs of its own, as the answer to our WRITE
+    /// `h.seq` says (`FLAG_CARRIED`).
+    fn note_carried(&mut self, w: &Wire, h: &Header) {
+        let Some(wr) = w.sq.in_flight_wr(h.seq) else {
+            return;
+        };
+        if unsafe { (*wr).pro().opcode } == UMQ_OPC_WRITE {
+            self.tx.peer_carries = h.flags & FLAG_CARRIED != 0;
+            if self.tx.peer_carries {
+                self.tx.look_every = calls::RETRY_UNRUNG; // a look found it
+            }
         }
     }
 
@@ -327,8 +342,15 @@ impl Run<'_> {
             {
                 keys = c.attach(&mut done);
             }
+            let may_wait = keys.is_none()
+                && opcode == UMQ_OPC_WRITE
+                && status == UMQ_BUF_SUCCESS
+                && h.flags & FLAG_ANSWER_MAY_WAIT != 0;
             let keys = keys.map_or(Body::None, Body::Owned);
-            self.tx.outgoing.push_back(Outgoing::new(done, keys));
+            self.tx.outgoing.push_back(Outgoing {
+                may_wait,
+                ..Outgoing::new(done, keys)
+            });
         }
         *self.executed = (*self.executed).max(h.seq.saturating_add(1));
         Ok(true)

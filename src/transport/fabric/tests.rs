@@ -1876,6 +1876,16 @@ fn one_wr_finish(p: &mut Pair) -> (umq_buf_status_t, *mut umq_buf_t) {
     (unsafe { (*done[0]).status() }, done[0])
 }
 
+/// From here b's binding runs no round of its own, only b's provider progresses: a takes b's
+/// library for asleep, as the ring of its first unanswered message would show it
+/// (`calls::UNANSWERED`), so that its lone WRITEs go by RMA (`answered_as_message`).
+fn b_library_asleep(p: &mut Pair) {
+    let now = p.a.ch.node.lock().now();
+    p.a.tx.msg_calls.asleep(now);
+    // Nor does a look whether it woke (`Tx::looks_now`) while the test lasts.
+    p.a.tx.look_at = now.after(Duration::from_secs(3600));
+}
+
 /// A pair whose b exposes a buffer of `len` bytes (`pair_with_exposed`) and a's binding has
 /// written into once (so its WRs go by RMA), and a second pair beside it in the same nodes
 /// that has sent nothing for `OTHERS_QUIET`: a's binding has the connection to itself.
@@ -1923,6 +1933,65 @@ fn pair_with_exposed(len: u32) -> (Pair, *mut umq_buf_t, umq_ref_sge_t) {
         rsvd0: 0,
     };
     (p, target, remote)
+}
+
+/// A lone WRITE to a peer whose process serves both our RMA and our messages unasked goes as a
+/// message (`answered_as_message`), and the answer of b's round, run for b's application,
+/// waits for b's next message (`HeldAnswers`): b's SEND carries it, and a's WRITE completes
+/// with the bytes in place. An answer that no message of b's carries goes all the same.
+#[test]
+fn a_writes_answer_rides_on_the_peers_next_message() {
+    let (mut p, target, remote) = pair_with_exposed_target();
+    let rma_wrs = |p: &Pair| p.wa.zero_copy.one_sided_rma_wr;
+    let bytes = |at: u64| unsafe { std::slice::from_raw_parts(at as *const u8, 64) }.to_vec();
+    // b's library answered a's first WRITE unrung; a takes b's provider for serving its RMA
+    // unrung too, as an RMA that completed without a ring would show it (one that completes
+    // within a's round shows nothing, and the engines differ in that).
+    write_run_by_b(&mut p, remote);
+    let now = p.a.ch.node.lock().now();
+    let rma = &mut p.a.tx.rma_calls;
+    assert!(!rma.ring_now(0, now), "a first RMA goes unrung");
+    rma.completed(0, now, false);
+    assert!(rma.serving());
+    let by_rma = rma_wrs(&p);
+    for carried in [true, false] {
+        let wr = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_WRITE, 0);
+        let fill = if carried { 0x5a } else { 0xa5 };
+        unsafe { std::ptr::write_bytes((*wr).buf_data as *mut u8, fill, 64) };
+        unsafe { (*wr).pro_mut().remote_sge = remote };
+        p.wa.sq.push(wr);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while bytes(remote.addr) != [fill; 64] {
+            assert!(Instant::now() < deadline, "not landed within 5 s");
+            p.round_a().unwrap();
+            p.round_b().unwrap();
+        }
+        assert_eq!(rma_wrs(&p), by_rma, "the WRITE went as a message");
+        if carried {
+            let rx = p.pool.alloc(64, 1, 0, 0).unwrap();
+            p.wa.rq.post(rx);
+            let send = crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 0);
+            p.wb.sq.push(send);
+        }
+        let sent = |p: &Pair| !carried || (p.wa.rq.has_completions() && p.wb.sq.completed() > 0);
+        while p.wa.sq.completed() == 0 || !sent(&p) {
+            assert!(Instant::now() < deadline, "not completed within 5 s");
+            p.round_b().unwrap();
+            p.round_a().unwrap();
+        }
+        let mut done = [std::ptr::null_mut(); 1];
+        assert_eq!(p.wa.sq.take_completed(&mut done), 1);
+        assert_eq!(unsafe { (*done[0]).status() }, UMQ_BUF_SUCCESS);
+        p.pool.free_one(wr).unwrap();
+        if carried {
+            assert_eq!(p.wa.rq.take_completions(&mut done), 1);
+            p.pool.free_one(done[0]).unwrap();
+            assert_eq!(p.wb.sq.take_completed(&mut done), 1);
+            p.pool.free_one(done[0]).unwrap();
+        }
+        assert_eq!(p.wb.zero_copy.answers_carried, 1, "carried: {carried}");
+    }
+    p.pool.free_one(target).unwrap();
 }
 
 /// Where the provider carries RMA in software (tcp), small WRITEs and READs queued behind
@@ -2177,6 +2246,7 @@ fn rma_rings_only_a_peer_that_does_not_serve_it() {
     let (mut p, target, remote) = pair_with_exposed_target();
     let calls = |p: &Pair| p.wa.zero_copy.calls_sent;
     write_run_by_b(&mut p, remote);
+    b_library_asleep(&mut p);
     let unrung = (0..3).any(|_| {
         std::thread::sleep(calls::RETRY_UNRUNG + Duration::from_millis(5));
         let before = calls(&p);
@@ -2488,6 +2558,7 @@ fn a_chunk_the_provider_refused_to_register_is_not_asked_again() {
 fn an_rma_the_peer_answered_is_word_from_it() {
     let (mut p, target, remote) = pair_with_exposed_target();
     write_run_by_b(&mut p, remote);
+    b_library_asleep(&mut p);
     for op in [UMQ_OPC_READ, UMQ_OPC_WRITE] {
         std::thread::sleep(Duration::from_millis(2));
         let (posted, rma) = (Instant::now(), p.wa.zero_copy.one_sided_rma_wr);

@@ -33,6 +33,77 @@ pub(super) struct Outgoing {
     /// Payload bytes a fragment carries at most: `FRAGMENT`, or a rate-limited queue's PMTU
     /// (each fragment is then one of its packets, sent as the pacer grants it).
     pub(super) fragment: usize,
+    /// An answer that may wait for our next message (`HeldAnswers`): a WRITE's.
+    pub(super) may_wait: bool,
+}
+
+/// Answers to the peer's WRITEs that wait for a message of ours to carry them, as TCP delays an
+/// acknowledgment for the reply that can carry it. Over tcp every send is a system call, and
+/// the receiving side's answer went before its application could see the bytes: a put
+/// ping-pong paid two sends a hop, the answer's first (`docs/TRANSPORTS.md`, "Answers ride
+/// on replies"). A WRITE whose initiator expects a WR back (`FLAG_ANSWER_MAY_WAIT`) leaves,
+/// in a round run for the application, an answer that nothing else goes with for our next
+/// message, which the application's reply usually is, bundled with it (`FLAG_CARRIED`); any
+/// later round sends it once `HOLD_AT_MOST` has passed, and a round of the progress engine at
+/// once (a target whose application went away is rung by the initiator, whose WRs wait for
+/// the answers). A WRITE still completes once its bytes are placed: only when its answer
+/// leaves moves.
+#[derive(Default)]
+pub(super) struct HeldAnswers {
+    /// When the answers waiting now were first held.
+    since: Option<Stamp>,
+}
+
+/// How long answers wait at most for a message of ours: a ping-pong's application posts its
+/// reply within a poll or two, and a host that stops it for longer than this breaks the
+/// ping-pong's stride (the answer goes alone, and the initiator's next WRITEs go by RMA until
+/// a look finds the replies carrying answers again).
+pub(super) const HOLD_AT_MOST: Duration = Duration::from_micros(50);
+
+impl HeldAnswers {
+    /// Whether the answers queued now wait: `only_answers` (nothing else is queued, which
+    /// would carry them) in a round run `by_application`.
+    pub(super) fn hold(&mut self, only_answers: bool, by_application: bool, now: Stamp) -> bool {
+        if !only_answers {
+            return false;
+        }
+        if !by_application {
+            self.since = None;
+            return false;
+        }
+        match self.since {
+            None => {
+                self.since = Some(now);
+                true
+            }
+            Some(since) if now < since.after(HOLD_AT_MOST) => true,
+            Some(_) => {
+                self.since = None;
+                false
+            }
+        }
+    }
+
+    /// Everything queued went: whether held answers went with a message of ours.
+    pub(super) fn went(&mut self) -> bool {
+        self.since.take().is_some()
+    }
+
+    /// Whether answers wait now.
+    pub(super) fn held(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// Tells the peer which of the answers waiting in `outgoing` go with a message of ours
+    /// (`FLAG_CARRIED`): all, once one is queued behind them.
+    pub(super) fn mark_carried(&self, outgoing: &mut VecDeque<Outgoing>) {
+        if outgoing.iter().all(|o| o.may_wait) {
+            return;
+        }
+        for o in outgoing.iter_mut().filter(|o| o.may_wait && !o.started) {
+            o.header.flags |= FLAG_CARRIED;
+        }
+    }
 }
 
 /// Where a rate-limited queue's newest packets stand in its connection's byte stream, until the
@@ -108,6 +179,7 @@ impl Outgoing {
             in_place: 0,
             wr_seq: None,
             fragment: FRAGMENT,
+            may_wait: false,
         }
     }
 
@@ -346,6 +418,9 @@ impl Link {
         if self.tx.outgoing.is_empty() {
             return Ok(()); // the usual round: all went in the post
         }
+        if self.tx.answers.held() {
+            self.tx.answers.mark_carried(&mut self.tx.outgoing);
+        }
         let (gate, paused) = w
             .as_ref()
             .map_or((None, false), |w| (w.packet_gate(), w.paused()));
@@ -369,6 +444,12 @@ impl Link {
                 break; // the connection takes no more now
             }
             flushed = self.flush_gated(n, gate, paused, &mut tally);
+        }
+        if self.tx.outgoing.is_empty()
+            && self.tx.answers.went()
+            && let Some(w) = w.as_mut()
+        {
+            w.zero_copy.answers_carried += 1;
         }
         if tally.packets > 0 {
             let after = n.ep.stream_at(self.peer_addr);
@@ -619,7 +700,7 @@ pub(super) const STREAMED_WHILE_SERVED: usize = 128;
 /// that first send (a 5,000-WR stream of 4 KiB lost a third of its rate).
 pub(super) const STREAMED_TO_LOOK: usize = 1;
 /// The longest time between two looks at a peer that stays asleep.
-const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
+pub(super) const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 /// How a stream's WRITE goes where the provider carries RMA in software (`Link::streamed_way`).
 enum Way {
@@ -749,6 +830,9 @@ impl Carrier for Queuer<'_> {
             && tx.chunks.knows(sge.token_id, sge.token_value)
         {
             header.flags = FLAG_KNOWS_CHUNK; // its completion need not teach the chunk again
+        }
+        if std::mem::take(&mut tx.write_answered_later) && pro.opcode == UMQ_OPC_WRITE {
+            header.flags |= FLAG_ANSWER_MAY_WAIT;
         }
         tx.outgoing.push_back(Outgoing {
             wr_seq: Some(seq),
@@ -885,19 +969,39 @@ impl Link {
         if messages > 0 {
             return Way::Wait; // a look, or the last messages before the peer fell asleep
         }
-        // A look holds the stream until it is answered, and a message never overtakes RMA: it
-        // is taken when none of ours is in flight (a stream's start, or a gap in it), not by
-        // stopping the stream, whose RMA takes 1-2 ms to drain over the UCX engine; a peer that
-        // stays asleep is looked at less and less often; and none while our RMA needs the
-        // peer's bell (a process that polls any queue progresses its provider unasked), which
-        // cost a 5,000-WR stream to a sleeping target over the UCX engine 2 ms at its start.
-        let may_look = t.rma_calls.serving() && t.msg_calls.tries_unrung(now);
-        if now >= t.look_at && t.rma_in_flight == 0 && may_look {
-            t.look_at = now.after(t.look_every);
-            t.look_every = (t.look_every * 2).min(LOOK_AT_LEAST_EVERY);
-            return Way::Message;
+        // A look holds the stream until it is answered: it is taken when none of ours is in
+        // flight (a stream's start, or a gap in it), not by stopping the stream, whose RMA
+        // takes 1-2 ms to drain over the UCX engine.
+        match t.looks_now(now) {
+            true => Way::Message,
+            false => Way::AsAnother,
         }
-        Way::AsAnother
+    }
+
+    /// Whether a WRITE of `len` bytes goes as a message whose answer the peer's reply may carry
+    /// (`HeldAnswers`), rather than by RMA, whose acknowledgment the peer's provider sends at
+    /// once, ahead of anything the peer's application does with the bytes. Over tcp both are
+    /// served by the peer's process. It goes so when it carries answers of ours that wait; when
+    /// the peer's last answer to such a WRITE came carried (it answers WRITEs with WRs of its
+    /// own) and its library runs our messages unrung; or as a look (`Tx::looks_now`), which
+    /// only a peer whose provider serves our RMA unrung gets. Otherwise by RMA: a peer asleep
+    /// has its progress thread serve RMA without our library's part, and a lone WRITE to a
+    /// polling peer that sends nothing back completes sooner by RMA (13 against 10.7 µs over
+    /// libfabric's tcp, `umq-perf --provider fabric --test rma --target poll`).
+    fn answered_as_message(&mut self, n: &Shared, w: &Wire, len: u64) -> bool {
+        let (t, now) = (&mut self.tx, n.now());
+        if !n.rma_in_software || len > BUNDLED_AT_MOST {
+            return false;
+        }
+        // What completed since the round's last look tells whether the peer served it unrung.
+        t.hear_completions(w.sq.completed_seq(), now);
+        if t.answers.held() {
+            return t.msg_calls.tries_unrung(now); // it carries them
+        }
+        if !t.rma_calls.serving() {
+            return false;
+        }
+        (t.peer_carries && t.msg_calls.serving()) || t.looks_now(now)
     }
 
     /// Starts `wr` by RMA when it is a WRITE or READ of one buffer into a data area of a chunk
@@ -926,9 +1030,14 @@ impl Link {
         if !alone {
             return None;
         }
+        if opcode == UMQ_OPC_WRITE && self.answered_as_message(n, w, len) {
+            self.tx.write_answered_later = true;
+            return None;
+        }
         // A provider that carries RMA in software sends each as a message of its own, with its
         // acknowledgment: small WRs queued behind each other go faster as our messages, bundled
-        // (`streamed_at_most`). A lone one goes by RMA.
+        // (`streamed_at_most`). A lone one goes by RMA (unless a reply carries its answer,
+        // above).
         if n.rma_in_software && len <= streamed_at_most(opcode) && w.sq.unsent_len() > 1 {
             return None;
         }
