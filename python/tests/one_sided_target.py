@@ -17,10 +17,11 @@ BEFORE = b"\xaa" * SIZE
 def target(conn, shared_pool, rma=True, size=SIZE):
     """Exposes a buffer of `size` bytes (4 KiB), then blocks on its pipe, running nothing of
     ours, and answers:
-    "calls" with how many call-bell rings it answered; anything else with its buffer's bytes,
-    after freeing the buffer for "free", and for ("race", delay) after freeing it once that
-    delay passed and being told "stopped". Without `rma`, its network node exposes nothing
-    for RMA (UMQ_FABRIC_RMA=off)."""
+    "calls" with how many call-bell rings it answered; ("pingpong", rounds, remote) by playing
+    `put_ping_pong`'s other side into `remote`, then with its WRITEs' statuses; anything else
+    with its buffer's bytes, after freeing the buffer for "free", and for ("race", delay) after
+    freeing it once that delay passed and being told "stopped". Without `rma`, its network
+    node exposes nothing for RMA (UMQ_FABRIC_RMA=off)."""
     if not rma:
         os.environ["UMQ_FABRIC_RMA"] = "off"
     with umq.Umq() as ctx:
@@ -35,6 +36,10 @@ def target(conn, shared_pool, rma=True, size=SIZE):
             if ask == "calls":
                 conn.send(q.transport_stats().calls_answered)
                 continue
+            if isinstance(ask, tuple) and ask[0] == "pingpong":
+                _, rounds, theirs = ask
+                conn.send(answer_writes(q, exposed, theirs, rounds))
+                continue
             if isinstance(ask, tuple) and ask[0] == "race":
                 time.sleep(ask[1])
                 bufs.free()
@@ -42,6 +47,56 @@ def target(conn, shared_pool, rma=True, size=SIZE):
             elif ask == "free":
                 bufs.free()
             conn.send(ctypes.string_at(exposed.addr, size))
+
+
+def value_at(remote):
+    """The first eight bytes of a buffer of ours, as a number."""
+    return int.from_bytes(ctypes.string_at(remote.addr, 8), "little")
+
+
+def write_value(q, value, remote, statuses):
+    """WRITEs `value` into the first eight bytes of `remote`, taking in the completions that
+    came meanwhile."""
+    while q.write(value.to_bytes(8, "little"), remote) != 1:
+        statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
+
+
+def wait_for_value(q, value, mine, statuses):
+    """Polls (which runs the library) until the first eight bytes of `mine` hold `value`,
+    taking in the completions that come meanwhile."""
+    deadline = time.monotonic() + 30
+    while value_at(mine) != value:
+        assert time.monotonic() < deadline, f"{value} did not arrive within 30 s"
+        statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
+
+
+def answer_writes(q, mine, theirs, rounds):
+    """The answering side of a put ping-pong: waits for each number in `mine` and WRITEs it
+    back into `theirs`; returns the statuses of its WRITEs, all taken in."""
+    statuses = []
+    for i in range(1, rounds + 1):
+        wait_for_value(q, i, mine, statuses)
+        write_value(q, i, theirs, statuses)
+    while len(statuses) < rounds:
+        statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
+    return statuses
+
+
+def put_ping_pong(q, conn, remote, rounds):
+    """A put ping-pong with the target, as `ucp_put_lat` runs one: each side WRITEs the next
+    number into the other's buffer and waits for the other's WRITE of it in its own. Returns
+    both sides' WRITE statuses."""
+    with q.umq.alloc(SIZE, 1) as bufs:
+        bufs.write(0, bytes(SIZE))
+        mine = q.expose(bufs)
+        conn.send(("pingpong", rounds, mine))
+        statuses = []
+        for i in range(1, rounds + 1):
+            write_value(q, i, remote, statuses)
+            wait_for_value(q, i, mine, statuses)
+        while len(statuses) < rounds:
+            statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
+        return statuses, conn.recv()
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from one_sided_target import (
     both_refused,
     bound_to_target,
     one_completion,
+    put_ping_pong,
     write_and_read_back,
 )
 
@@ -179,3 +180,21 @@ def test_writes_racing_a_free_land_before_it_or_not_at_all(delay_ms):
         conn.send("stopped")
         landed = bytes([(first - 1) % 250 + 1]) * SIZE if first else BEFORE
         assert conn.recv() == landed, "a refused WRITE changed the freed buffer"
+
+
+@pytest.mark.parametrize("shared_pool", [False, True])
+def test_a_put_ping_pong_completes_every_write_and_a_write_no_reply_carries_too(shared_pool):
+    """Both sides WRITE numbers into each other's buffer in turn, as ucp_put_lat does: the
+    WRITEs go as messages whose answers wait for the replies to carry them (docs/TRANSPORTS.md,
+    "Answers ride on replies"), or by RMA. Every WRITE on both sides completes successfully.
+    Then the target goes back to its pipe, running nothing of ours: a WRITE it never answers
+    with one of its own still completes (its progress thread sends the answer), and the bytes
+    are there."""
+    with bound_to_target(shared_pool=shared_pool) as (q, remote, conn, _):
+        ours, theirs = put_ping_pong(q, conn, remote, 300)
+        assert ours == [umq.UMQ_BUF_SUCCESS] * 300
+        assert theirs == [umq.UMQ_BUF_SUCCESS] * 300
+        assert q.write(BEFORE, remote) == 1
+        assert one_completion(q).status == umq.UMQ_BUF_SUCCESS
+        conn.send("look")
+        assert conn.recv() == BEFORE
