@@ -38,7 +38,7 @@ def target(conn, shared_pool, rma=True, size=SIZE):
                 continue
             if isinstance(ask, tuple) and ask[0] == "pingpong":
                 _, rounds, theirs = ask
-                conn.send(answer_writes(q, exposed, theirs, rounds))
+                conn.send(ping_pong_side(q, exposed, theirs, rounds, first=False))
                 continue
             if isinstance(ask, tuple) and ask[0] == "race":
                 time.sleep(ask[1])
@@ -70,13 +70,17 @@ def wait_for_value(q, value, mine, statuses):
         statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
 
 
-def answer_writes(q, mine, theirs, rounds):
-    """The answering side of a put ping-pong: waits for each number in `mine` and WRITEs it
-    back into `theirs`; returns the statuses of its WRITEs, all taken in."""
+def ping_pong_side(q, mine, theirs, rounds, first):
+    """One side of a put ping-pong: for each number in turn, WRITEs it into `theirs` and
+    waits for the other side's WRITE of it in `mine` (`first`), or the other way round.
+    Returns the statuses of its WRITEs, all taken in."""
     statuses = []
     for i in range(1, rounds + 1):
+        if first:
+            write_value(q, i, theirs, statuses)
         wait_for_value(q, i, mine, statuses)
-        write_value(q, i, theirs, statuses)
+        if not first:
+            write_value(q, i, theirs, statuses)
     while len(statuses) < rounds:
         statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
     return statuses
@@ -90,13 +94,7 @@ def put_ping_pong(q, conn, remote, rounds):
         bufs.write(0, bytes(SIZE))
         mine = q.expose(bufs)
         conn.send(("pingpong", rounds, mine))
-        statuses = []
-        for i in range(1, rounds + 1):
-            write_value(q, i, remote, statuses)
-            wait_for_value(q, i, mine, statuses)
-        while len(statuses) < rounds:
-            statuses += [c.status for c in q.poll(umq.UMQ_IO_TX)]
-        return statuses, conn.recv()
+        return ping_pong_side(q, mine, remote, rounds, first=True), conn.recv()
 
 
 @contextlib.contextmanager
