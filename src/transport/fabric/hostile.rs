@@ -167,6 +167,8 @@ fn message(d: &mut impl Draw, ours: &[*mut umq_buf_t], pool: &Pool) -> (Header, 
             _ => n,
         },
         status: d.below(4) as u32,
+        // FLAG_KNOWS_CHUNK, FLAG_ANSWER_MAY_WAIT and FLAG_CARRIED, in any mix, and one unknown.
+        flags: d.below(16) as u16,
         ..Default::default()
     };
     if d.below(4) == 0 {
