@@ -1990,6 +1990,8 @@ fn a_writes_answer_rides_on_the_peers_next_message() {
             p.pool.free_one(done[0]).unwrap();
         }
         assert_eq!(p.wb.zero_copy.answers_carried, 1, "carried: {carried}");
+        // a learns from the answer's flag whether b answers its WRITEs with WRs of its own.
+        assert_eq!(p.a.tx.peer_carries, carried);
     }
     p.pool.free_one(target).unwrap();
 }

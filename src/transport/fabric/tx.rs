@@ -94,10 +94,10 @@ impl HeldAnswers {
         self.since.is_some()
     }
 
-    /// Tells the peer which of the answers waiting in `outgoing` go with a message of ours
-    /// (`FLAG_CARRIED`): all, once one is queued behind them.
+    /// Tells the peer which of the answers waiting in `outgoing` go with a WR of ours
+    /// (`FLAG_CARRIED`): all, once one is queued behind them (a link's frame carries none).
     pub(super) fn mark_carried(&self, outgoing: &mut VecDeque<Outgoing>) {
-        if outgoing.iter().all(|o| o.may_wait) {
+        if !outgoing.iter().any(|o| o.wr_seq.is_some()) {
             return;
         }
         for o in outgoing.iter_mut().filter(|o| o.may_wait && !o.started) {
