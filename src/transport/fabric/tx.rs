@@ -97,7 +97,7 @@ impl HeldAnswers {
     /// Tells the peer which of the answers waiting in `outgoing` go with a WR of ours
     /// (`FLAG_CARRIED`): all, once one is queued behind them (a link's frame carries none).
     pub(super) fn mark_carried(&self, outgoing: &mut VecDeque<Outgoing>) {
-        if !outgoing.iter().any(|o| o.wr_seq.is_some()) {
+        if !self.held() || !outgoing.iter().any(|o| o.wr_seq.is_some()) {
             return;
         }
         for o in outgoing.iter_mut().filter(|o| o.may_wait && !o.started) {
@@ -418,9 +418,7 @@ impl Link {
         if self.tx.outgoing.is_empty() {
             return Ok(()); // the usual round: all went in the post
         }
-        if self.tx.answers.held() {
-            self.tx.answers.mark_carried(&mut self.tx.outgoing);
-        }
+        self.tx.answers.mark_carried(&mut self.tx.outgoing);
         let (gate, paused) = w
             .as_ref()
             .map_or((None, false), |w| (w.packet_gate(), w.paused()));
