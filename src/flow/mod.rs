@@ -868,7 +868,7 @@ dispatch! {
         fn grant_known_to_peer(&mut self, shipped: u64) -> u64 = c => shipped;
         fn ctrl_arrived(&mut self) -> () = c => ();
         fn publish(&mut self, mine: &Area) -> bool = c => false;
-        #[inline]
+        #[inline(always)]
         fn piggyback(&mut self) -> Option<(u64, u64)> = c => None;
         fn commit(&mut self, mine: &Area) -> () = c => ();
         fn undo(&mut self, k: u64) -> () = c => ();
@@ -876,12 +876,14 @@ dispatch! {
         fn announce_in_area(&mut self, mine: &Area) -> () = c => ();
         fn refresh(&mut self, peer: &Area) -> () = c => ();
         fn on_announcement(&mut self, a: Announcement) -> () = c => ();
+        #[inline(always)]
         fn take_credit(&mut self, want: u64) -> u64 = c => c.take_credit(want, credit_clock_us());
         fn wants_standalone(&mut self) -> bool = c => false;
         #[inline]
         fn wants_progress(&mut self, waiting: bool) -> bool = c => waiting || c.has_outgoing();
         // The pool has the buffers as credit; true: the queue's progress step answers parked
         // requests and offers a first credit (`Queue::credit_after_rx_post`).
+        #[inline(always)]
         fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool = c => {
             c.pool.recharge(accepted);
             true

@@ -192,7 +192,12 @@ impl Queue {
         if !self.may_send_one(w) {
             return None;
         }
-        link.send_one_if(w, wr, |w, peer_area| self.admit_one(w, peer_area, wr))
+        link.send_one_if(
+            w,
+            wr,
+            #[inline(always)]
+            |w, peer_area| self.admit_one(w, peer_area, wr),
+        )
     }
 
     /// `send_one_now` for a peer here (`Binding::send_one_if`): accepted WRs and whether the
@@ -202,6 +207,7 @@ impl Queue {
         let (out, here) = peer.send_one_if(
             self,
             wr,
+            #[inline(always)]
             |w, peer_area| self.may_send_one(w) && self.admit_one(w, peer_area, wr),
             |mine| {
                 self.note_starvation(mine, false);
@@ -252,6 +258,7 @@ impl Queue {
 
     /// A post through the binding (a peer in this process, or a link still being set up):
     /// accepted WRs and whether the window limited them.
+    #[inline(always)]
     fn post_tx_to_peer(&self, batch: &TxBatch) -> UmqResult<(usize, bool)> {
         // Borrowed through the peer lock's read guard: no reference-count traffic on the send
         // path.

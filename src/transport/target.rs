@@ -423,7 +423,7 @@ unsafe fn complete_one(
 
 /// `ptr::copy` (a WR may name the very buffer it lands in), with small non-overlapping copies
 /// done inline: for a 64-byte message the call into libc costs more than the moves.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     unsafe fn ends<const N: usize>(src: *const u8, dst: *mut u8, len: usize) {
         // The first and the last N bytes (they overlap when len < 2N): covers N..=2N.

@@ -228,6 +228,7 @@ fn next_packet(
 /// the next posted receive buffer (`target::land_in`); None when it needs `execute`. A
 /// receiver that fragments (base API) takes a message that fits its next buffer the same way:
 /// `execute` would give it that one buffer and complete it alike.
+#[inline(always)]
 pub(super) fn land_inline(
     w: &mut Wire,
     e: &Entry,
