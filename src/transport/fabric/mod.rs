@@ -288,6 +288,12 @@ struct Tx {
 }
 
 impl Tx {
+    /// Whether our messages need no ring of the peer's bell: none was sent since the last
+    /// ring, all it asked for ran, and the call machine waits for nothing (`call_for_messages`).
+    fn messages_need_no_ring(&self, done: u64) -> bool {
+        self.call_upto == self.called_upto && done >= self.called_upto && self.msg_calls.idle()
+    }
+
     /// Tells the call machine for messages that our WRs completed as far as `done` (one past
     /// the last), once each.
     fn hear_completions(&mut self, done: u64, now: node::Stamp) {
@@ -558,13 +564,16 @@ impl Link {
         if self.left {
             return Err(LinkError::PeerLeft);
         }
-        if let Err(why) = self.ship_area(n, w).and_then(|()| {
-            self.transmit(n, w, &mut out);
-            match self.holds_answers(n) {
-                true => Ok(()),
-                false => self.flush(n, Some(w)),
-            }
-        }) {
+        if let Err(why) = self.ship_area(n, w).and_then(
+            #[inline(always)]
+            |()| {
+                self.transmit(n, w, &mut out);
+                match self.holds_answers(n) {
+                    true => Ok(()),
+                    false => self.flush(n, Some(w)),
+                }
+            },
+        ) {
             self.unreachable_now(n, why)?;
             return self.last_words(n, w, out, false);
         }

@@ -1056,12 +1056,19 @@ impl Shared {
 
     /// Pings every peer with channels that we have said nothing to for a while, so that it
     /// keeps hearing from this process (one ping for all its channels).
+    /// (Inline, with the pings out of line: every round asks, and they are seldom due.)
+    #[inline(always)]
     fn ping_quiet_peers(&mut self) {
         if self.ping_due.is_none_or(|due| self.now >= due) {
-            self.ping_peers();
-            self.ping_due = self.next_ping_due();
+            self.ping_due_peers();
         }
         self.plan_next_ping();
+    }
+
+    #[inline(never)]
+    fn ping_due_peers(&mut self) {
+        self.ping_peers();
+        self.ping_due = self.next_ping_due();
     }
 
     /// When the peer with channels that we said nothing to for longest needs its ping.
@@ -1096,6 +1103,7 @@ impl Shared {
     /// Has the progress thread run a round of the serving channel when the next ping falls due
     /// (see `call_bell`), unless one is planned: a plan sooner than needed (we said something
     /// since) costs a round that pings nobody and plans again.
+    #[inline(always)]
     fn plan_next_ping(&self) {
         let Some(bell) = self.call_bell.as_ref().filter(|b| !b.ping_planned()) else {
             return;
@@ -1113,7 +1121,17 @@ impl Shared {
         }
     }
 
+    /// Posts the receive buffers given back since the last call again. (The look is inline:
+    /// a round asks twice, and one of the two finds none.)
+    #[inline(always)]
     pub fn repost(&mut self) {
+        if !self.rx.repost.is_empty() {
+            self.repost_returned();
+        }
+    }
+
+    #[inline(never)]
+    fn repost_returned(&mut self) {
         while let Some(idx) = self.rx.repost.pop() {
             let posted = self
                 .ep

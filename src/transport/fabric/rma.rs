@@ -188,7 +188,16 @@ impl Exposure {
     }
 
     /// Takes in the chunks the pool made, and the shared ones that left, since the last call.
+    /// (The look is inline: every round of the node asks, and chunks come rarely.)
+    #[inline(always)]
     pub fn take_pending(&mut self, ep: &Endpoint) {
+        if self.pending.any.load(Ordering::Acquire) {
+            self.take_pending_now(ep);
+        }
+    }
+
+    #[inline(never)]
+    fn take_pending_now(&mut self, ep: &Endpoint) {
         for (span, added) in self.pending.take() {
             if !added {
                 self.forget_local(ep, &span);

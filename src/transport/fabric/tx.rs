@@ -276,7 +276,20 @@ impl Link {
     /// WR libfabric cannot take yet (only the peer's progress may free the way), and once the
     /// WRs of our last ring completed: at most one ring a round trip, however many WRs. Not
     /// while the peer runs them unasked, and again when they stop moving (`calls`).
+    ///
+    /// (The look is inline: in the usual round no RMA of ours is out and our messages need no
+    /// ring.)
+    #[inline(always)]
     pub(super) fn call_if_needed(&mut self, n: &Shared, w: &mut Wire) {
+        let t = &self.tx;
+        if t.rma_in_flight == 0 && !t.rma_call && t.messages_need_no_ring(w.sq.completed_seq()) {
+            return;
+        }
+        self.call_when_needed(n, w);
+    }
+
+    #[inline(never)]
+    fn call_when_needed(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
         // RMA runs in no WR count of the peer's: its ring asks for nothing to have run, and the
         // peer serves it a few times (`call_bell`). While RMA streams, a round rings again once
@@ -309,7 +322,7 @@ impl Link {
     fn call_for_messages(&mut self, n: &Shared, w: &mut Wire) {
         let t = &mut self.tx;
         let done = w.sq.completed_seq();
-        if t.call_upto == t.called_upto && done >= t.called_upto && t.msg_calls.idle() {
+        if t.messages_need_no_ring(done) {
             return;
         }
         let now = n.now();
@@ -392,11 +405,17 @@ impl Link {
         Ok(())
     }
 
-    /// Hands our waiting WRs to the sending step, in order, while credit lasts.
+    /// Hands our waiting WRs to the sending step, in order, while credit lasts. (The look is
+    /// inline: the usual round has nothing of ours waiting to go.)
+    #[inline(always)]
     pub(super) fn transmit(&mut self, n: &mut Shared, w: &mut Wire, out: &mut Outcome) {
-        if w.sq.next_unsent().is_none() {
-            return; // the usual round: nothing of ours waits to go
+        if w.sq.next_unsent().is_some() {
+            self.transmit_waiting(n, w, out);
         }
+    }
+
+    #[inline(never)]
+    fn transmit_waiting(&mut self, n: &mut Shared, w: &mut Wire, out: &mut Outcome) {
         let fragment = w.packet_gate().map_or(FRAGMENT, |g| g.pmtu.min(FRAGMENT));
         let mut carrier = Queuer {
             link: self,
@@ -410,14 +429,17 @@ impl Link {
     /// (Fragments are this provider's packets: the first carries the header of the WR,
     /// `KIND_MORE` the others.) `w`, the queue's wire (None once it is leaving), gives the
     /// gates and counts the packets and what went in place.
-    pub(super) fn flush(
-        &mut self,
-        n: &mut Shared,
-        mut w: Option<&mut Wire>,
-    ) -> Result<(), LinkError> {
-        if self.tx.outgoing.is_empty() {
-            return Ok(()); // the usual round: all went in the post
+    /// (The look is inline: in the usual round all went in the post.)
+    #[inline(always)]
+    pub(super) fn flush(&mut self, n: &mut Shared, w: Option<&mut Wire>) -> Result<(), LinkError> {
+        match self.tx.outgoing.is_empty() {
+            true => Ok(()),
+            false => self.flush_queued(n, w),
         }
+    }
+
+    #[inline(never)]
+    fn flush_queued(&mut self, n: &mut Shared, mut w: Option<&mut Wire>) -> Result<(), LinkError> {
         self.tx.answers.mark_carried(&mut self.tx.outgoing);
         let (gate, paused) = w
             .as_ref()
