@@ -124,6 +124,15 @@ static const char MAGIC[4] = {'U', 'C', 'X', '2'};
 #define MAX_BITES 64
 /* Arms of the event fd a watch tries while UCP reports events, progressing between them. */
 #define ARM_TRIES 4
+/* Slot `i` places after `head` of a ring of `cap` (i <= cap, head < cap). A subtraction, not
+ * `%`: the capacities are not powers of two, and a division on every completion and receive
+ * buffer stood on a message's path (tens of cycles each). */
+static inline size_t ring_at(size_t head, size_t i, size_t cap)
+{
+    size_t at = head + i;
+    return at >= cap ? at - cap : at;
+}
+
 /* Room for `cap` completions, those waiting kept in order; 0, or -1 out of memory. */
 static int make_room(struct umqu_ep *e, size_t cap)
 {
@@ -131,7 +140,7 @@ static int make_room(struct umqu_ep *e, size_t cap)
     if (!q)
         return -1;
     for (size_t i = 0; i < e->done_len; i++)
-        q[i] = e->done[(e->done_head + i) % e->done_cap];
+        q[i] = e->done[ring_at(e->done_head, i, e->done_cap)];
     free(e->done);
     e->done = q;
     e->done_head = 0;
@@ -148,7 +157,7 @@ void ucx_complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
         e->lost = 1;
         return;
     }
-    e->done[(e->done_head + e->done_len++) % e->done_cap] =
+    e->done[ring_at(e->done_head, e->done_len++, e->done_cap)] =
         (struct umqf_cqe){.ctx = ctx, .len = len, .err = ucx_code_of(s), .prov_errno = (int32_t)s};
 }
 
@@ -165,7 +174,7 @@ static void sent(void *request, ucs_status_t status, void *user_data)
 static void fill(struct umqu_ep *e, const void *data, size_t len)
 {
     struct posted b = e->posted[e->posted_head];
-    e->posted_head = (e->posted_head + 1) % e->posted_cap;
+    e->posted_head = ring_at(e->posted_head, 1, e->posted_cap);
     e->posted_len--;
     if (len > b.len) {
         ucx_complete(e, b.ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
@@ -809,7 +818,7 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
     (void)desc;
     if (e->posted_len == e->posted_cap)
         return -EAGAIN;
-    e->posted[(e->posted_head + e->posted_len++) % e->posted_cap] =
+    e->posted[ring_at(e->posted_head, e->posted_len++, e->posted_cap)] =
         (struct posted){.buf = buf, .len = len, .ctx = ctx};
     take_held(e);
     return 0;
@@ -888,7 +897,7 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
     int got = 0;
     for (; got < max && e->done_len; got++, e->done_len--) {
         out[got] = e->done[e->done_head];
-        e->done_head = (e->done_head + 1) % e->done_cap;
+        e->done_head = ring_at(e->done_head, 1, e->done_cap);
     }
     return got;
 }
