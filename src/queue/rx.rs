@@ -87,7 +87,7 @@ impl Queue {
                 self.file_grant_round(&w);
             }
         }
-        if accepted > 0 && w.rx_post_concerns_link() {
+        if accepted > 0 && w.rx_post_concerns_link() && w.round_after_rx_post() {
             self.rx_posted_on_link(w);
         }
         (accepted, announce)
@@ -101,14 +101,12 @@ impl Queue {
         !matches!(w.flow, Some(FlowState::Credit(_)))
     }
 
-    /// After a receive post through a link: the round it needs now, if any.
+    /// After a receive post through a link that needs a round now (`round_after_rx_post`).
     #[inline(never)]
     fn rx_posted_on_link(&self, mut w: SpinGuard<'_, Wired>) {
-        if w.round_after_rx_post() {
-            let out = self.link_round(&mut w);
-            drop(w);
-            self.after_round(&out);
-        }
+        let out = self.link_round(&mut w);
+        drop(w);
+        self.after_round(&out);
     }
 
     /// Through a link, a pro-API receive buffer `b` from our shared pool, about to be posted:
