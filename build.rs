@@ -69,7 +69,11 @@ fn compile(e: &Engine) -> bool {
     build
         .files(e.files)
         .warnings(true)
-        .flag_if_supported("-Wno-unused-parameter");
+        .flag_if_supported("-Wno-unused-parameter")
+        // The engines' functions are ours alone, linked into this library and never exported
+        // from it: no other object may interpose them, so the compiler may inline its small
+        // ones into their callers (a peer's lookup and a status's code, on every message).
+        .flag_if_supported("-fno-semantic-interposition");
     if let Some(dir) = headers {
         build.define(e.define, None).include(dir);
     }
