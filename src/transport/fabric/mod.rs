@@ -498,9 +498,10 @@ impl Link {
     }
 
     /// A full round: the node's completions, the peer's messages, our completions, our sends.
-    /// (Out of line, here and in `post_round`: the other providers' fast paths inline at the
-    /// dispatch.)
-    #[inline(never)]
+    /// (Inline into its one caller, the queue's round through a link, which is itself out of
+    /// line: a frame of its own cost every round an entry and exit. `post_round` stays out of
+    /// line, so the other providers' post paths stay short.)
+    #[inline(always)]
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
         self.with_node(|l, n| l.round_locked(n, w, at))
     }
