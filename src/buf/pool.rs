@@ -303,7 +303,9 @@ fn find(ranges: &[(usize, usize, Arc<Chunk>)], addr: usize) -> Option<Arc<Chunk>
 /// A chunk a thread found in the registry, held weakly: a chunk that leaves the registry goes
 /// with its memory whatever threads remember it.
 struct Seen {
-    headers: std::ops::Range<usize>,
+    /// Its headers: `len` bytes from `start` (none for an entry not filled yet).
+    start: usize,
+    len: usize,
     chunk: Weak<Chunk>,
     /// Its pool, and whether it is of the process pool's own lists (which stay in the
     /// registry as long as the pool: such a chunk is borrowed, not counted, `ChunkRef`).
@@ -312,8 +314,17 @@ struct Seen {
 }
 
 impl Seen {
+    const NONE: Seen = Seen {
+        start: 0,
+        len: 0,
+        chunk: Weak::new(),
+        pool: 0,
+        main: false,
+    };
+
+    #[inline(always)]
     fn holds(&self, addr: usize) -> bool {
-        self.headers.contains(&addr)
+        addr.wrapping_sub(self.start) < self.len
     }
 }
 
@@ -322,7 +333,7 @@ thread_local! {
     /// and frees in a few chunks over and over (its queue's shared pool, the process pool),
     /// and the registry's lock, search and reference count made a lookup cost as much as the
     /// rest of a buffer call.
-    static RECENT: RefCell<[Option<Seen>; 4]> = const { RefCell::new([const { None }; 4]) };
+    static RECENT: RefCell<[Seen; 4]> = const { RefCell::new([Seen::NONE; 4]) };
 }
 
 /// Puts `chunk` first in this thread's `RECENT`, the oldest one out.
@@ -330,12 +341,13 @@ fn remember(chunk: &Arc<Chunk>) {
     let _ = RECENT.try_with(|recent| {
         let mut recent = recent.borrow_mut();
         recent.rotate_right(1);
-        recent[0] = Some(Seen {
-            headers: chunk.hdr_base..chunk.headers_end(),
+        recent[0] = Seen {
+            start: chunk.hdr_base,
+            len: chunk.headers_end() - chunk.hdr_base,
             chunk: Arc::downgrade(chunk),
             pool: chunk.pool,
             main: chunk.lists.arena.is_none(),
-        });
+        };
     });
 }
 
@@ -370,29 +382,41 @@ pub struct Lease {
 /// A chunk found from a pointer: a reference of its own, or a borrow of a process-pool chunk
 /// from its pool (which keeps those chunks as long as it lives). Every thread's buffers of the
 /// process pool share its few chunks, and taking and dropping a reference of one were two
-/// atomic read-modify-writes of a line all of them write.
-pub enum ChunkRef<'a> {
-    Counted(Arc<Chunk>),
-    Pooled(&'a Chunk),
+/// atomic read-modify-writes of a line all of them write. Either way the chunk is reached
+/// through one pointer: a buffer call reads a dozen of its fields, and a match on the kind of
+/// reference at each read was about 50 instructions a message.
+pub struct ChunkRef<'a> {
+    chunk: NonNull<Chunk>,
+    /// The reference of its own, for a counted chunk (None: borrowed from the pool).
+    held: Option<Arc<Chunk>>,
+    _pool: std::marker::PhantomData<&'a Chunk>,
 }
 
-impl std::ops::Deref for ChunkRef<'_> {
-    type Target = Chunk;
-    fn deref(&self) -> &Chunk {
-        match self {
-            ChunkRef::Counted(c) => c,
-            ChunkRef::Pooled(c) => c,
+impl<'a> ChunkRef<'a> {
+    #[inline(always)]
+    fn counted(chunk: Arc<Chunk>) -> Self {
+        ChunkRef {
+            chunk: NonNull::from(&*chunk),
+            held: Some(chunk),
+            _pool: std::marker::PhantomData,
         }
     }
-}
 
-impl ChunkRef<'_> {
+    #[inline(always)]
+    fn pooled(chunk: &'a Chunk) -> Self {
+        ChunkRef {
+            chunk: NonNull::from(chunk),
+            held: None,
+            _pool: std::marker::PhantomData,
+        }
+    }
+
     /// A reference of its own to the chunk.
     fn into_arc(self) -> Arc<Chunk> {
-        match self {
-            ChunkRef::Counted(c) => c,
-            ChunkRef::Pooled(c) => {
-                let p: *const Chunk = c;
+        match self.held {
+            Some(c) => c,
+            None => {
+                let p: *const Chunk = self.chunk.as_ptr();
                 // SAFETY: a pooled chunk is borrowed from a live `Arc` (`Weak::as_ptr` of a
                 // chunk its pool's registry holds): one more count makes a reference of ours.
                 unsafe {
@@ -401,6 +425,16 @@ impl ChunkRef<'_> {
                 }
             }
         }
+    }
+}
+
+impl std::ops::Deref for ChunkRef<'_> {
+    type Target = Chunk;
+    #[inline(always)]
+    fn deref(&self) -> &Chunk {
+        // SAFETY: the pointer is of `held` (an `Arc` this value owns) or of a chunk borrowed
+        // for `'a` from the pool that keeps it: alive as long as this value.
+        unsafe { self.chunk.as_ref() }
     }
 }
 
@@ -822,16 +856,15 @@ impl Pool {
             // Read before the header is written over.
             let next = unsafe { (*b).qbuf_next };
             let slot = self.slot_near(last.take(), b as usize).expect("pool slot");
-            slot.meta()
-                .request_size
-                .store(request_size, Ordering::Relaxed);
-            slot.meta().headroom.store(headroom, Ordering::Relaxed);
+            let meta = slot.meta();
+            meta.request_size.store(request_size, Ordering::Relaxed);
+            meta.headroom.store(headroom, Ordering::Relaxed);
             if let (Some(t), Some(at)) = (&self.access, slot.chunk.access) {
                 // A peer's copy that pinned the slot before its last free ends first.
                 t.wait_unpinned(at, slot.index);
                 t.set_live(at, slot.index);
             }
-            slot.meta().state.store(IN_USE, Ordering::Release);
+            meta.state.store(IN_USE, Ordering::Release);
             // Only a shared pool's chunks go idle (and every thread's buffers share the
             // process pool's: a count there would be a line they all write).
             if lists.arena.is_some() && slot.chunk.out.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -873,7 +906,7 @@ impl Pool {
         let index = chunk.slot_of_header(addr)?;
         remember(&chunk);
         Some(SlotRef {
-            chunk: ChunkRef::Counted(chunk),
+            chunk: ChunkRef::counted(chunk),
             index,
         })
     }
@@ -885,14 +918,14 @@ impl Pool {
         RECENT
             .try_with(|recent| {
                 let recent = recent.borrow();
-                let seen = recent.iter().flatten().find(|r| r.holds(addr))?;
+                let seen = recent.iter().find(|r| r.holds(addr))?;
                 if seen.pool != self.id {
                     return None;
                 }
                 let chunk = match seen.main {
                     // SAFETY: a chunk of this pool's own lists stays in its registry, which
                     // holds a reference of it, until the pool drops; the slot borrows the pool.
-                    true => ChunkRef::Pooled(unsafe { &*seen.chunk.as_ptr() }),
+                    true => ChunkRef::pooled(unsafe { &*seen.chunk.as_ptr() }),
                     false => {
                         // A chunk in the registry is the only one at its addresses; once its
                         // shared pool is unregistered it is in no registry, as must be said.
@@ -900,7 +933,7 @@ impl Pool {
                         if chunk.lists.unregistered.load(Ordering::Acquire) {
                             return None;
                         }
-                        ChunkRef::Counted(chunk)
+                        ChunkRef::counted(chunk)
                     }
                 };
                 let index = chunk.slot_of_header(addr)?;
@@ -928,7 +961,7 @@ impl Pool {
         )?;
         let index = chunk.slot_of_data(addr)?;
         Some(SlotRef {
-            chunk: ChunkRef::Counted(chunk),
+            chunk: ChunkRef::counted(chunk),
             index,
         })
     }
