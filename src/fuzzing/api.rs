@@ -396,13 +396,25 @@ impl Caller {
         let mut n = 0;
         while !b.is_null() {
             let next = unsafe { (*b).qbuf_next };
-            unsafe { (*b).qbuf_next = null_mut() };
-            self.owned.push(b);
-            self.freed.retain(|&f| f != b);
+            self.handed_over(b, "umq_buf_alloc");
             b = next;
             n += 1;
         }
         assert_eq!(n, num, "umq_buf_alloc chained {n} of {num} buffers");
+    }
+
+    /// `b` came to the caller from `call` (an allocation, a completion, a received message):
+    /// it is the caller's alone now, and no longer one freed before. A receive buffer the
+    /// library took from the pool may be one the caller freed: freeing it again now is no
+    /// double free.
+    fn handed_over(&mut self, b: *mut umq_buf_t, call: &str) {
+        unsafe { (*b).qbuf_next = null_mut() };
+        assert!(
+            !self.owned.contains(&b),
+            "{call} returned a buffer the caller holds"
+        );
+        self.owned.push(b);
+        self.freed.retain(|&f| f != b);
     }
 
     /// A buffer the caller owns (taken out of `owned`), or None.
@@ -547,12 +559,7 @@ impl Caller {
         for &b in &out[..r as usize] {
             // Each WR here is one buffer; a sent one's qbuf_next is what we posted (NULL or
             // the next WR of its list, which comes back by itself).
-            unsafe { (*b).qbuf_next = null_mut() };
-            assert!(
-                !self.owned.contains(&b),
-                "umq_poll returned a buffer the caller holds"
-            );
-            self.owned.push(b);
+            self.handed_over(b, "umq_poll");
         }
     }
 
@@ -563,8 +570,7 @@ impl Caller {
             let mut b = b;
             while !b.is_null() {
                 let next = unsafe { (*b).qbuf_next };
-                unsafe { (*b).qbuf_next = null_mut() };
-                self.owned.push(b);
+                self.handed_over(b, "umq_dequeue");
                 b = next;
             }
             return;
