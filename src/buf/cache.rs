@@ -115,11 +115,18 @@ impl Cache {
     }
 
     /// Makes this the cache of `pool`: what it held of another pool goes back there if that
-    /// pool's free lists still exist, or is forgotten.
+    /// pool's free lists still exist, or is forgotten. (The look is inline: every free and
+    /// refill asks, and the cache changes pools about never.)
+    #[inline(always)]
     fn serve<H: Home + 'static>(&mut self, pool: u64, home: &Arc<H>) {
-        if self.pool == pool {
-            return;
+        if self.pool != pool {
+            self.serve_another(pool, home);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn serve_another<H: Home + 'static>(&mut self, pool: u64, home: &Arc<H>) {
         self.give_all_back();
         self.pool = pool;
         let home: Weak<dyn Home> = Arc::downgrade(home) as Weak<H>;

@@ -891,10 +891,18 @@ impl Pool {
 
     /// The slot whose header is at `addr`: asked first of the chunks this thread found last
     /// (`RECENT`), then of the registry.
+    #[inline]
     pub fn slot_of_header(&self, addr: usize) -> Option<SlotRef<'_>> {
-        if let Some(slot) = self.recent_slot_of_header(addr) {
-            return Some(slot);
+        match self.recent_slot_of_header(addr) {
+            Some(slot) => Some(slot),
+            None => self.registry_slot_of_header(addr),
         }
+    }
+
+    /// `slot_of_header` through the registry, remembering the chunk found in `RECENT`.
+    #[cold]
+    #[inline(never)]
+    fn registry_slot_of_header(&self, addr: usize) -> Option<SlotRef<'_>> {
         let chunk = find(
             &self
                 .registry
