@@ -125,16 +125,13 @@ fn free_bufs(q: &Queue, head: *mut umq_buf_t, n: usize) {
 /// Frees the buffers of completed sends: each completion is one WR, and only its own buffers
 /// go (the enqueued list was never cut, so its last buffer still points at the next WR).
 fn reap_tx(q: &Queue) {
-    // Nothing sent is still ours (a ping-pong's enqueue, after the dequeue before it reaped):
-    // a look under the lock, not a poll with its round over the link.
-    if !q.holds_sends() {
-        return;
-    }
     // A few at a time (the loop goes on while a poll fills it): an enqueue or dequeue usually
-    // reaps one, and a smaller array is cleared without a call into memset.
+    // reaps one, and a smaller array is cleared without a call into memset. When nothing sent
+    // is still ours (a ping-pong's enqueue, after the dequeue before it reaped) the poll
+    // returns at once, without its round over a link.
     let mut done = [ptr::null_mut(); 16];
     loop {
-        let n = q.poll_inner(UMQ_IO_TX, &mut done);
+        let n = q.reap_sends(&mut done);
         for &wr in &done[..n] {
             let status = unsafe { (*wr).status() };
             if status != UMQ_BUF_SUCCESS {

@@ -37,6 +37,8 @@ impl Queue {
             } else {
                 self.state.store(QUEUE_STATE_READY, Ordering::Release);
             }
+            self.peer_in_process
+                .store(peer.peer_here().is_some(), Ordering::Release);
             *slot = Some(peer);
             self.peer_umqh.store(remote.umqh, Ordering::Release);
         }
@@ -183,6 +185,7 @@ impl Queue {
         let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
+        self.peer_in_process.store(false, Ordering::Release);
         let Some(peer) = peer.peer_here() else {
             self.leave_link(rebind);
             return;

@@ -36,7 +36,7 @@ impl Queue {
         out: &mut [*mut umq_buf_t],
     ) -> usize {
         let several = out.len() > 1 && dir != UMQ_IO_TX;
-        let (mut n, progress) = self.poll_locked(dir, out, several, |_, room| room);
+        let (mut n, progress) = self.poll_locked(dir, out, several, false, |_, room| room);
         if progress {
             self.flow_progress();
         }

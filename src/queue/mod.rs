@@ -74,6 +74,9 @@ pub struct Queue {
     endpoints: Endpoints,
     /// Bound through a link (another process): posts then go without the peer lock.
     over_link: AtomicBool,
+    /// Bound to a peer in this process (`shared_pool` asks on every allocation, which the
+    /// peer lock's read made two locked instructions).
+    peer_in_process: AtomicBool,
     /// Our peer has WRs waiting for our receive buffers.
     rnr_waiting: AtomicBool,
     /// The progress engine holds an RNR deadline for our send queue.
@@ -242,6 +245,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             packet_baseline: std::sync::Mutex::new([0; 3]),
             endpoints: Endpoints::default(),
             over_link: AtomicBool::new(false),
+            peer_in_process: AtomicBool::new(false),
             rnr_waiting: AtomicBool::new(false),
             rnr_armed: AtomicBool::new(false),
             round_filed: AtomicBool::new(false),
@@ -467,8 +471,7 @@ impl Queue {
     /// Whether the peer queue lives in this process (without a reference of it: an
     /// allocation of such a queue's buffers asks, every time).
     fn bound_here(&self) -> bool {
-        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
-        peer.as_ref().is_some_and(|p| p.peer_here().is_some())
+        self.peer_in_process.load(Ordering::Acquire)
     }
 
     /// The peer queue when it lives in this process.

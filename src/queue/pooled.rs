@@ -233,7 +233,10 @@ impl Queue {
         }
         let pool = self.tp_pool()?;
         let n = match pool.holder(idx) {
-            None => self.poll_locked(UMQ_IO_TX, out, false, |_, room| room).0,
+            None => {
+                self.poll_locked(UMQ_IO_TX, out, false, false, |_, room| room)
+                    .0
+            }
             Some(None) => 0,
             Some(Some(h)) => table::get(h).map_or(0, |q| q.poll_logic_sends(out)),
         };
@@ -244,7 +247,9 @@ impl Queue {
     }
 
     fn poll_logic_sends(&self, out: &mut [*mut umq_buf_t]) -> usize {
-        let n = self.poll_locked(UMQ_IO_TX, out, false, |_, room| room).0;
+        let n = self
+            .poll_locked(UMQ_IO_TX, out, false, false, |_, room| room)
+            .0;
         self.give_back_when_drained();
         n
     }

@@ -144,7 +144,7 @@ impl Queue {
             });
         }
         let several = out.len() > 1 && dir != UMQ_IO_TX;
-        let (n, progress) = self.poll_locked(dir, out, several, |_, room| room);
+        let (n, progress) = self.poll_locked(dir, out, several, false, |_, room| room);
         if progress {
             self.flow_progress();
         }
@@ -158,8 +158,12 @@ impl Queue {
         w.flow.as_mut().is_some_and(|f| f.wants_progress(waiting))
     }
 
-    pub(crate) fn poll_inner(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> usize {
-        self.poll_locked(dir, out, false, |_, room| room).0
+    /// The base API's reaping of its sends (`base::reap_tx`): their completions, as a send
+    /// poll takes them, under one lock, where a look whether any send was still the library's
+    /// and then the poll took two.
+    pub(crate) fn reap_sends(&self, out: &mut [*mut umq_buf_t]) -> usize {
+        self.poll_locked(UMQ_IO_TX, out, false, true, |_, room| room)
+            .0
     }
 
     /// Receive completions for one `umq_dequeue`, oldest first, up to `out.len()`: the run of
@@ -169,7 +173,7 @@ impl Queue {
     /// a span of zero bytes.
     pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
         let several = out.len() > 1;
-        self.poll_locked(UMQ_IO_RX, out, several, |rq, room| {
+        self.poll_locked(UMQ_IO_RX, out, several, false, |rq, room| {
             let len = |i| {
                 rq.completion_at(i)
                     .map_or(0, |(head, _)| unsafe { (*head).total_data_size })
@@ -186,18 +190,24 @@ impl Queue {
     /// Takes completions and, under the same lock, says whether flow control wants to run.
     /// `rx_take` says how many of the receive completions waiting to take, given the room
     /// left in `out` for them; with `several` a link lands every message that has arrived, not
-    /// just the first (`link_receive_round`). Inlined into `umq_poll`:
-    /// a call boundary here cost 19 instructions a poll.
+    /// just the first (`link_receive_round`). With `reap` (the base API's reaping of its own
+    /// sends) a queue none of whose sends is still the library's returns at once, without the
+    /// round a send poll runs over a link. Inlined into `umq_poll`: a call boundary here cost
+    /// 19 instructions a poll.
     #[inline(always)]
     pub(super) fn poll_locked(
         &self,
         dir: umq_io_direction_t,
         out: &mut [*mut umq_buf_t],
         several: bool,
+        reap: bool,
         rx_take: impl FnOnce(&RecvQueue, usize) -> usize,
     ) -> (usize, bool) {
         let mut n = 0;
         let mut w = lock(&self.wire);
+        if reap && w.sq.is_empty() {
+            return (0, false);
+        }
         // Loopback queues have nothing to run here: their peer delivers on post. A poll that
         // receives, or a send poll with no completion to return, takes a lone waiting message
         // through the link's shortcut when that is all the round would do
@@ -246,12 +256,6 @@ impl Queue {
         if let Some(irq) = &self.irq {
             irq.notify(tx, rx);
         }
-    }
-
-    /// Whether any WR posted for sending is still the library's: waiting, in flight, or done
-    /// and not yet polled.
-    pub fn holds_sends(&self) -> bool {
-        !lock(&self.wire).sq.is_empty()
     }
 
     /// Whether completions are waiting in a direction (for interrupt re-arming).

@@ -210,7 +210,10 @@ impl Queue {
         let sends = |out: &mut [*mut umq_buf_t]| match dir {
             UMQ_IO_RX => 0,
             _ if self.is_tp_main() => 0,
-            _ => self.poll_locked(UMQ_IO_TX, out, false, |_, room| room).0,
+            _ => {
+                self.poll_locked(UMQ_IO_TX, out, false, false, |_, room| room)
+                    .0
+            }
         };
         if s.main.is_some() {
             let n = sends(out);
