@@ -295,8 +295,9 @@ impl<W: Word> Flow<W> {
         self.c.total_local_rx_notified.add(1);
     }
 
+    /// Control credit the peer still holds: saturating, as `peer_outstanding`.
     fn ctrl_outstanding(&self) -> u64 {
-        self.ctrl_granted - self.ctrl_arrived
+        self.ctrl_granted.saturating_sub(self.ctrl_arrived)
     }
 
     /// Posted buffers neither announced nor held for control.
@@ -320,9 +321,12 @@ impl<W: Word> Flow<W> {
         }
     }
 
-    /// Credit the peer still holds or has in flight, as far as we can tell.
+    /// Credit the peer still holds or has in flight, as far as we can tell. The arrivals are
+    /// the peer's doing: one that sent past its credit (a hostile process, or a queue bound to
+    /// this one while it was still bound to another) holds none, and the count must not wrap
+    /// to a window it never had.
     fn peer_outstanding(&self) -> u64 {
-        self.data_notified - self.data_arrived
+        self.data_notified.saturating_sub(self.data_arrived)
     }
 
     /// Publishes the initial window once enough buffers are posted, and tops up the control
@@ -669,6 +673,24 @@ mod tests {
 
     /// An area is worth shipping at once only for a grant the peer does not know: one that a
     /// SEND carried, or that the area already took there, is not waited for.
+    /// A peer that sends past its credit (hostile, or a second queue bound to ours) holds no
+    /// credit by our count, and the window goes on: nothing wraps to a window never given.
+    #[test]
+    fn a_peer_past_its_credit_holds_none() {
+        let mine = Area::default();
+        let mut f = flow(2, 1, 8);
+        assert!(f.rx_posted(2) && f.publish(&mine));
+        f.data_arrived(5);
+        assert_eq!(f.peer_outstanding(), 0);
+        assert!(f.peer_used_all_known(2));
+        assert!(f.rx_posted(3));
+        let (k, _) = f.piggyback().expect("due: the peer holds nothing");
+        assert_eq!(k, 3, "the buffers posted since go out as credit");
+        assert_eq!(f.peer_outstanding(), 0, "5 arrived against 5 granted");
+        f.data_arrived(1);
+        assert_eq!(f.peer_outstanding(), 0);
+    }
+
     #[test]
     fn the_peer_waits_only_for_a_grant_it_does_not_know() {
         let mine = Area::default();
