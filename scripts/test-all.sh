@@ -147,6 +147,15 @@ timeout 600 "$lib/umq-perf" --test pacing --queues 1000,1000000 --json | python3
 timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p0, p3 = rows[0], rows[3]; assert p3["pause_frames_sent"] >= 2 and p3["pause_frames_received"] >= 2 and p3["paused_ms"] > 500, p3; assert p0["msgs_per_s"] > 10 * p3["msgs_per_s"], rows; assert p0["lost"] == p3["lost"] == 0 and p3["watchdog_trips"] == 0, rows; print("pfc: priority 3 paused", p3["paused_ms"], "ms by", p3["pause_frames_sent"], "frames; priority 0 at", p0["msgs_per_s"], "msgs/s")'
 timeout 120 "$lib/umq-perf" --provider shm --test pfc --size 1024 --storm --json | python3 -c 'import json,sys; rows={r["priority"]: r for r in map(json.loads, sys.stdin)}; p3 = rows[3]; assert p3["watchdog_trips"] == 1 and p3["pause_frames_received"] >= 10, p3; assert rows[0]["lost"] == p3["lost"] == 0, rows; print("pfc --storm: the watchdog tripped once, after", p3["paused_ms"], "ms paused")'
 
+# Locked instructions a message (docs/PERFORMANCE.md, "Instructions"): the loopback ping-pong's
+# come from the API calls' queue locks, which callgrind's per-instruction counts find; the
+# figures are printed, the count checked to be there.
+if command -v valgrind >/dev/null && command -v objdump >/dev/null; then
+  UMQ_PERF="$lib/umq-perf" timeout 300 "$root/scripts/locked-instructions.py" --iters 300 -- --test lat --size 64 | python3 -c 'import sys; lines=sys.stdin.read().splitlines(); k, v = lines[0].split(); assert k == "locked_instructions_per_message" and float(v) > 0, lines; fns=" ".join(lines[1:]); assert "umq_post" in fns and "umq_poll" in fns, lines; print("locked instructions a message, loopback ping-pong:", v)'
+else
+  echo "SKIPPED: locked instructions a message: valgrind or objdump not found"
+fi
+
 # tcpdump shows a rate-limited queue's packets on the veth between two namespaces
 # (python/tests/test_two_hosts.py).
 if ! command -v tcpdump >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
