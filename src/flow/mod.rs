@@ -289,15 +289,17 @@ impl<W: Word> Flow<W> {
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
     /// announced and consumed.
+    /// A standalone update landed in a buffer held for control. A peer that sends more of
+    /// them than it was granted room for (a hostile one) is counted up to the grant: the
+    /// reserve's count never wraps (and the hot path reads it without a floor).
     pub fn ctrl_arrived(&mut self) {
-        self.ctrl_arrived += 1;
+        self.ctrl_arrived = (self.ctrl_arrived + 1).min(self.ctrl_granted);
         self.c.local_rx_posted.sub(1);
         self.c.total_local_rx_notified.add(1);
     }
 
-    /// Control credit the peer still holds: saturating, as `peer_outstanding`.
     fn ctrl_outstanding(&self) -> u64 {
-        self.ctrl_granted.saturating_sub(self.ctrl_arrived)
+        self.ctrl_granted - self.ctrl_arrived
     }
 
     /// Posted buffers neither announced nor held for control.
@@ -314,7 +316,7 @@ impl<W: Word> Flow<W> {
     /// to control and its peer could never send again.
     fn spare_for_control(&self) -> u64 {
         let free = self.free();
-        if self.peer_outstanding() == 0 {
+        if self.peer_drained() {
             free.saturating_sub(1)
         } else {
             free
@@ -327,6 +329,13 @@ impl<W: Word> Flow<W> {
     /// to a window it never had.
     fn peer_outstanding(&self) -> u64 {
         self.data_notified.saturating_sub(self.data_arrived)
+    }
+
+    /// Whether the peer holds no credit of ours (`peer_outstanding` is 0), as a comparison: the
+    /// data path asks on every post.
+    #[inline(always)]
+    fn peer_drained(&self) -> bool {
+        self.data_arrived >= self.data_notified
     }
 
     /// Publishes the initial window once enough buffers are posted, and tops up the control
@@ -373,11 +382,13 @@ impl<W: Word> Flow<W> {
                 standalone: false,
             };
         }
-        let outstanding = self.peer_outstanding();
+        let drained = self.peer_drained();
         let interval_built = free >= self.p.notify_interval;
+        // The peer holding at most an interval (`peer_outstanding() <= notify_interval`).
+        let low = || self.data_notified <= self.data_arrived + self.p.notify_interval;
         Due {
-            piggyback: outstanding == 0 || interval_built,
-            standalone: outstanding == 0 || interval_built && outstanding <= self.p.notify_interval,
+            piggyback: drained || interval_built,
+            standalone: drained || interval_built && low(),
         }
     }
 
