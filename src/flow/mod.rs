@@ -288,10 +288,9 @@ impl<W: Word> Flow<W> {
     }
 
     /// A standalone announcement arrived: it used one of the reserved buffers, which counts as
-    /// announced and consumed.
-    /// A standalone update landed in a buffer held for control. A peer that sends more of
-    /// them than it was granted room for (a hostile one) is counted up to the grant: the
-    /// reserve's count never wraps (and the hot path reads it without a floor).
+    /// announced and consumed. A peer that sends more of them than it was granted room for (a
+    /// hostile one) is counted up to the grant: the reserve's count never wraps (and the data
+    /// path reads it without a floor).
     pub fn ctrl_arrived(&mut self) {
         self.ctrl_arrived = (self.ctrl_arrived + 1).min(self.ctrl_granted);
         self.c.local_rx_posted.sub(1);
@@ -682,8 +681,6 @@ mod tests {
         assert!(f.peer_used_all_known(2));
     }
 
-    /// An area is worth shipping at once only for a grant the peer does not know: one that a
-    /// SEND carried, or that the area already took there, is not waited for.
     /// A peer that sends past its credit (hostile, or a second queue bound to ours) holds no
     /// credit by our count, and the window goes on: nothing wraps to a window never given.
     #[test]
@@ -702,6 +699,8 @@ mod tests {
         assert_eq!(f.peer_outstanding(), 0);
     }
 
+    /// An area is worth shipping at once only for a grant the peer does not know: one that a
+    /// SEND carried, or that the area already took there, is not waited for.
     #[test]
     fn the_peer_waits_only_for_a_grant_it_does_not_know() {
         let mine = Area::default();
