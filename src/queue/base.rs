@@ -28,14 +28,15 @@ fn require_base(q: &Queue, func: &str) -> UmqResult<()> {
 /// for a buffer (`push_rx`), as a pro-API receive post does, and a further round here would
 /// find nothing new: it cost every dequeue a lock and a look at the ring.
 pub fn post_initial_rx(q: &Queue) -> UmqResult<()> {
-    post_rx_from(q, 1)
+    post_rx_from(q, 1, usize::MAX)
 }
 
 /// What a dequeue does after taking its messages: replaces the receive buffers they came in,
 /// once `refill_batch` of them are missing. One at a time, a buffer took a trip to the pool's
 /// lock and lookup and a flow-control post of its own, on every message's critical path.
-fn replace_rx(q: &Queue) -> UmqResult<()> {
-    post_rx_from(q, refill_batch(q.cfg.rx_depth))
+/// `room` is the receive queue's room as the dequeue's poll left it (`poll_rx_run`).
+fn replace_rx(q: &Queue, room: usize) -> UmqResult<()> {
+    post_rx_from(q, refill_batch(q.cfg.rx_depth), room)
 }
 
 /// How many missing receive buffers a dequeue waits for before it posts them together: a
@@ -46,10 +47,15 @@ fn refill_batch(rx_depth: u32) -> usize {
     (rx_depth as usize / 4).clamp(1, 16)
 }
 
-/// Tops up when at least `least` receive buffers are missing.
-fn post_rx_from(q: &Queue, least: usize) -> UmqResult<()> {
+/// Tops up when at least `least` receive buffers are missing. `room`, the queue's room as a
+/// caller saw it under the queue's lock, spares a look under the lock when it is short of
+/// `least` (usize::MAX: none seen); a top-up looks again.
+fn post_rx_from(q: &Queue, least: usize, room: usize) -> UmqResult<()> {
     let mut announce = false;
-    let result = top_up_rx(q, least, &mut announce);
+    let result = match room < least {
+        true => Ok(()),
+        false => top_up_rx(q, least, &mut announce),
+    };
     if announce {
         q.flow_progress();
     }
@@ -258,7 +264,8 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
     };
     let mut got = [ptr::null_mut(); DEQUEUE_MOST];
     loop {
-        let n = q.poll_rx_run(&mut got[..most]);
+        let mut room = usize::MAX;
+        let n = q.poll_rx_run(&mut got[..most], &mut room);
         if n == 0 {
             return Ok(None);
         }
@@ -274,7 +281,7 @@ pub fn dequeue(q: &Queue) -> UmqResult<Option<*mut umq_buf_t>> {
         }
         // The messages are the caller's now: a receive buffer that cannot be replaced yet is
         // tried again on the next call, which reports the failure if it has nothing to return.
-        let topped_up = replace_rx(q);
+        let topped_up = replace_rx(q, room);
         if let Some(head) = list.head {
             if let Err(e) = topped_up {
                 crate::log_warn!(

@@ -170,19 +170,27 @@ impl Queue {
     /// messages one list can carry, taken under one lock so no other poll takes a message
     /// from the middle of it. A zero-length entry comes alone: a program that walks the list
     /// by each head's `total_data_size` (as the reference's perftest does) never advances past
-    /// a span of zero bytes.
-    pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t]) -> usize {
+    /// a span of zero bytes. `rx_room` is set to the receive queue's room once they are taken
+    /// (`Queue::rx_room`, seen under the same lock), for the dequeue's refill.
+    pub(crate) fn poll_rx_run(&self, out: &mut [*mut umq_buf_t], rx_room: &mut usize) -> usize {
         let several = out.len() > 1;
+        let depth = self.cfg.rx_depth as usize;
         self.poll_locked(UMQ_IO_RX, out, several, false, |rq, room| {
             let len = |i| {
                 rq.completion_at(i)
                     .map_or(0, |(head, _)| unsafe { (*head).total_data_size })
             };
-            match room.min(rq.completions_len()) {
+            let take = match room.min(rq.completions_len()) {
                 0 => 0,
                 _ if len(0) == 0 => 1,
                 n => 1 + (1..n).take_while(|&i| len(i) > 0).count(),
-            }
+            };
+            let bufs: usize = (0..take)
+                .filter_map(|i| rq.completion_at(i))
+                .map(|(_, n)| n as usize)
+                .sum();
+            *rx_room = depth.saturating_sub(rq.outstanding().saturating_sub(bufs));
+            take
         })
         .0
     }
