@@ -336,6 +336,9 @@ pub fn destroy(umqh: u64) -> UmqResult<()> {
     Ok(())
 }
 
+/// (Always inline: it is every call's entry, and as a call of its own it kept a post's and a
+/// poll's direction from reaching the path it runs.)
+#[inline(always)]
 pub fn with_queue<R>(
     func: &str,
     umqh: u64,

@@ -122,6 +122,7 @@ impl Queue {
         link.offer_rx(arena, w.rq.posted_len(), b);
     }
 
+    #[inline(always)]
     pub fn poll(&self, dir: umq_io_direction_t, out: &mut [*mut umq_buf_t]) -> UmqResult<usize> {
         if dir >= UMQ_IO_MAX {
             crate::dfx::count_err(UMQ_ERR_STATS_TYPE_POLL_IO_DIRECTION_INVALID);

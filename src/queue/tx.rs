@@ -19,6 +19,7 @@ impl Queue {
         }
     }
 
+    #[inline(always)]
     pub fn post(
         &self,
         head: *mut umq_buf_t,

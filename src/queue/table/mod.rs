@@ -178,6 +178,7 @@ pub fn insert(
 }
 
 /// Runs `f` on the live queue named by `umqh` (a concurrent destroy waits for it).
+#[inline(always)]
 pub fn with<R>(umqh: u64, f: impl FnOnce(&Arc<super::Queue>) -> R) -> Option<R> {
     queues().with(umqh, f)
 }
