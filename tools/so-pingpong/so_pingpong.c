@@ -4,16 +4,21 @@
  * where inlining folds its constant arguments (a direction, a count of one) into the library's
  * code; a C program's calls carry them as values.
  *
- *   so_pingpong ROUNDS [on|off]       flow control on (default) or off
+ *   so_pingpong ROUNDS [on|off] [pro|base]   flow control on (default) or off; the pro API
+ *                                            (default) or the base API
  *
- * Each side keeps 16 receive buffers posted. A round trip: A posts a SEND, B polls it and posts
- * its buffer back, A polls the send's completion; then the same from B to A. Every received
- * byte is checked; the exit status is non-zero on any failure. UMQ_PROVIDER=shm puts the two
- * queues on shared memory. */
+ * Pro API: each side keeps 16 receive buffers posted. A round trip: A posts a SEND, B polls it
+ * and posts its buffer back, A polls the send's completion; then the same from B to A.
+ * Base API, as the reference's examples run it: A allocates a buffer, enqueues it, B dequeues
+ * the message and frees it (the library posts and recycles receive buffers, and frees what it
+ * sent); then the same from B to A. Every received byte is checked; the exit status is non-zero
+ * on any failure. UMQ_PROVIDER=shm puts the two queues on shared memory. It prints the mean
+ * round trip in ns (one thread runs both sides: the sum of their work, no transit). */
 #define _DEFAULT_SOURCE 1
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "umq_api.h"
 #include "umq_pro_api.h"
 
@@ -117,13 +122,52 @@ static void one_way(uint64_t from, uint64_t to, umq_buf_t *tx, uint32_t round)
         die("send completion", 0);
 }
 
+/* The base API's message from `from` to `to`, its payload stamped with `round`. */
+static void one_way_base(uint64_t from, uint64_t to, uint32_t round)
+{
+    umq_buf_t *tx = alloc_one(from), *bad = NULL;
+    memset(tx->buf_data, (int)(round & 0xff), SIZE);
+    tx->data_size = SIZE;
+    tx->total_data_size = SIZE;
+    int rc;
+    while ((rc = umq_enqueue(from, tx, &bad)) == -UMQ_ERR_EAGAIN)
+        umq_notify(to);
+    if (rc)
+        die("umq_enqueue", rc);
+    umq_buf_t *got;
+    while (!(got = umq_dequeue(to)))
+        ;
+    if (got->total_data_size != SIZE || got->qbuf_next)
+        die("dequeued message size", (int)got->total_data_size);
+    for (int i = 0; i < SIZE; i++)
+        if ((uint8_t)got->buf_data[i] != (uint8_t)round)
+            die("dequeued bytes", i);
+    umq_buf_free(got);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void report(uint32_t rounds, int pro, int flow, uint64_t began)
+{
+    double ns = rounds ? (double)(now_ns() - began) / rounds : 0;
+    printf("so_pingpong: %u round trips, %s API, flow control %s, %.1f ns a round trip\n", rounds,
+           pro ? "pro" : "base", flow ? "on" : "off", ns);
+}
+
 int main(int argc, char **argv)
 {
     uint32_t rounds = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000;
     int flow = !(argc > 2 && strcmp(argv[2], "off") == 0);
+    int pro = !(argc > 3 && strcmp(argv[3], "base") == 0);
     umq_init_cfg_t *cfg = calloc(1, sizeof(*cfg));
     cfg->buf_mode = UMQ_BUF_COMBINE;
-    cfg->feature = UMQ_FEATURE_API_PRO | (flow ? UMQ_FEATURE_ENABLE_FLOW_CONTROL : 0);
+    cfg->feature = (pro ? UMQ_FEATURE_API_PRO : UMQ_FEATURE_API_BASE) |
+                   (flow ? UMQ_FEATURE_ENABLE_FLOW_CONTROL : 0);
     cfg->flow_control.initial_window = RX_BUFS;
     cfg->trans_info_num = 1;
     cfg->trans_info[0].trans_mode = UMQ_TRANS_MODE_UB;
@@ -135,6 +179,15 @@ int main(int argc, char **argv)
         die("umq_init", rc);
     uint64_t q[2] = {make_queue("ping"), make_queue("pong")};
     bind_pair(q[0], q[1]);
+    if (!pro) {
+        uint64_t began = now_ns();
+        for (uint32_t r = 0; r < rounds; r++) {
+            one_way_base(q[0], q[1], r);
+            one_way_base(q[1], q[0], r + 1);
+        }
+        report(rounds, pro, flow, began);
+        return 0;
+    }
     umq_buf_t *tx[2];
     for (int s = 0; s < 2; s++) {
         tx[s] = alloc_one(q[s]);
@@ -142,10 +195,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < RX_BUFS; i++)
             post_rx(q[s], alloc_one(q[s]));
     }
+    uint64_t began = now_ns();
     for (uint32_t r = 0; r < rounds; r++) {
         one_way(q[0], q[1], tx[0], r);
         one_way(q[1], q[0], tx[1], r + 1);
     }
-    printf("so_pingpong: %u round trips, flow control %s\n", rounds, flow ? "on" : "off");
+    report(rounds, pro, flow, began);
     return 0;
 }
