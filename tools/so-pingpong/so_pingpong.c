@@ -33,15 +33,15 @@ static void die(const char *what, int rc)
 
 static uint64_t make_queue(const char *name)
 {
-    umq_create_option_t o;
-    memset(&o, 0, sizeof(o));
-    o.trans_mode = UMQ_TRANS_MODE_UB;
-    o.dev_info.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4;
-    strcpy(o.dev_info.ipv4.ip_addr, "127.0.0.1");
+    /* Depth 64 each way, on the address the reference's examples name for UB mode. */
+    umq_create_option_t o = {
+        .trans_mode = UMQ_TRANS_MODE_UB,
+        .dev_info = {.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV4, .ipv4 = {.ip_addr = "127.0.0.1"}},
+        .create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH,
+        .rx_depth = 64,
+        .tx_depth = 64,
+    };
     snprintf(o.name, sizeof(o.name), "%s", name);
-    o.create_flag = UMQ_CREATE_FLAG_RX_DEPTH | UMQ_CREATE_FLAG_TX_DEPTH;
-    o.rx_depth = 64;
-    o.tx_depth = 64;
     uint64_t h = umq_create(&o);
     if (!h)
         die("umq_create", 0);
