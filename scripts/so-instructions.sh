@@ -16,8 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=10000
 [ "${1:-}" = "--rounds" ] && rounds=$2
+[ -n "${LIBUMQ_DIR:-}" ] || [ -f target/release/libumq.so ] || cargo build --release --quiet --lib
 libdir=$(realpath "${LIBUMQ_DIR:-target/release}")
-[ -f "$libdir/libumq.so" ] || cargo build --release --quiet --lib
 out=target/so-pingpong
 mkdir -p "$out"
 ln -sf "$libdir/libumq.so" "$out/libumq.so.0"
