@@ -360,16 +360,9 @@ fn message(q: u64, run: &Run) -> *mut umq_buf_t {
 pub(crate) fn poll_ping_pong(q: u64) -> (bool, Option<u8>) {
     let mut scratch = [ptr::null_mut(); 4];
     let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
-    let (mut sent, mut echo) = (false, None);
-    for &b in &scratch[..n] {
-        match api::done(b) {
-            Done::Sent => sent = true,
-            Done::Received => echo = Some(unsafe { *first_byte(b) }),
-            Done::WindowUpdate => {}
-        }
-    }
+    let seen = found(&scratch[..n]);
     repost_received(q, &scratch[..n]);
-    (sent, echo)
+    seen
 }
 
 /// The turn of an application's own loop (`--loop app`): TX completions polled first, then one
@@ -385,41 +378,113 @@ fn poll_app(q: u64) -> (bool, Option<u8>) {
     (sent, echo)
 }
 
-/// The turn of the run's loop: the benchmark's one poll of both directions, or the application's.
-fn turn(q: u64, run: &Run) -> (bool, Option<u8>) {
+/// The turn of the run's loop: the benchmark's one poll of both directions, whose received
+/// buffers wait in `held` until the side's next message is out, or the application's.
+fn turn(q: u64, run: &Run, held: &mut Held) -> (bool, Option<u8>) {
     if run.app_loop {
         poll_app(q)
     } else {
-        poll_ping_pong(q)
+        poll_holding(q, held)
     }
 }
 
-/// Ping: send one message, wait for the echo, repost its buffer. Returns half round trips (ns).
+/// Receive buffers a ping-pong side has taken and posts back once its next message is out, so
+/// that the repost is not between a message's arrival and the answer: `tag_lat`'s responder
+/// likewise posts its next receive after its send. With one receive buffer a side
+/// (`--rx-bufs 1`, as `fi_pingpong` runs) the buffer goes back at once, as `fi_pingpong`'s
+/// does: the answer carries the grant for it, and no other buffer could take the next message.
+/// The application's loop (`--loop app`) reposts at once too.
+struct Held {
+    bufs: [*mut umq_buf_t; UMQ_BATCH_SIZE as usize],
+    n: usize,
+    until_sent: bool,
+}
+
+impl Held {
+    fn new(run: &Run) -> Held {
+        Held {
+            bufs: [ptr::null_mut(); UMQ_BATCH_SIZE as usize],
+            n: 0,
+            until_sent: run.rx_bufs > 1,
+        }
+    }
+
+    /// Keeps the receive completions among `bufs`, or posts them back at once (with what is
+    /// held) where they may not wait or would not fit.
+    fn keep(&mut self, q: u64, bufs: &[*mut umq_buf_t]) {
+        if !self.until_sent || self.n + bufs.len() > self.bufs.len() {
+            self.post_back(q);
+            repost_received(q, bufs);
+            return;
+        }
+        for &b in bufs.iter().filter(|&&b| api::done(b) != Done::Sent) {
+            self.bufs[self.n] = b;
+            self.n += 1;
+        }
+    }
+
+    fn post_back(&mut self, q: u64) {
+        if self.n > 0 {
+            api::post(q, &self.bufs[..self.n], UMQ_IO_RX);
+            self.n = 0;
+        }
+    }
+}
+
+/// `poll_ping_pong`, the received buffers kept in `held` rather than posted back.
+fn poll_holding(q: u64, held: &mut Held) -> (bool, Option<u8>) {
+    let mut scratch = [ptr::null_mut(); 4];
+    let n = api::poll(q, UMQ_IO_ALL, &mut scratch);
+    let seen = found(&scratch[..n]);
+    held.keep(q, &scratch[..n]);
+    seen
+}
+
+/// Whether our send is among the completions `bufs`, and the first byte of a message among them.
+fn found(bufs: &[*mut umq_buf_t]) -> (bool, Option<u8>) {
+    let (mut sent, mut echo) = (false, None);
+    for &b in bufs {
+        match api::done(b) {
+            Done::Sent => sent = true,
+            Done::Received => echo = Some(unsafe { *first_byte(b) }),
+            Done::WindowUpdate => {}
+        }
+    }
+    (sent, echo)
+}
+
+/// Ping: send one message, wait for the echo, repost its buffer after the next message is out.
+/// Returns half round trips (ns).
 fn ping(q: u64, run: &Run, progress: &mut Progress) -> Vec<f64> {
     let tx = [message(q, run)];
+    let mut held = Held::new(run);
     let tick = |done| progress.tick(done);
-    time_round_trips(warmup(run.iters), run.iters, tick, |i| {
+    let half_round_trips = time_round_trips(warmup(run.iters), run.iters, tick, |i| {
         unsafe { *first_byte(tx[0]) = i as u8 };
         api::post_all(q, &tx, std::hint::spin_loop);
+        held.post_back(q);
         let (mut sent, mut echo) = (false, None);
         while !sent || echo.is_none() {
-            let (s, e) = turn(q, run);
+            let (s, e) = turn(q, run, &mut held);
             sent |= s;
             echo = echo.or(e);
         }
         if run.size > 0 {
             assert_eq!(echo, Some(i as u8), "echo {i} carried the wrong byte");
         }
-    })
+    });
+    held.post_back(q);
+    half_round_trips
 }
 
-/// Pong: echo every message's first byte back in a message of the same size.
+/// Pong: echo every message's first byte back in a message of the same size, then repost.
 fn pong(q: u64, run: &Run) {
     let tx = [message(q, run)];
+    let mut held = Held::new(run);
     let mut tx_free = true;
     let mut echoed = 0;
     while echoed < warmup(run.iters) + run.iters || !tx_free {
-        let (sent, echo) = turn(q, run);
+        let (sent, echo) = turn(q, run, &mut held);
         tx_free |= sent;
         if let Some(byte) = echo {
             while !tx_free {
@@ -431,6 +496,7 @@ fn pong(q: u64, run: &Run) {
             tx_free = false;
             echoed += 1;
         }
+        held.post_back(q);
     }
 }
 
