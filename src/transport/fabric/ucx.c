@@ -2,14 +2,19 @@
  * libfabric's (shim.c), so the node above runs unchanged on either (UMQ_FABRIC_PROVIDER=ucx).
  *
  * What libfabric gives as objects, UCP gives as a worker: one worker is the node's endpoint,
- * its completion queue and its address vector. Messages are UCP active messages under one id,
- * sent eagerly. The node's receive buffers wait in a FIFO of ours, and the handler UCP calls as
- * a message arrives copies it into the oldest, as fi_recv fills buffers in posting order; a
- * message that finds none waits in a backlog of ours until one is posted. Tagged messages would
- * post each buffer to UCP, match every arrival against the posted ones and free a request per
- * message: matching we do not use, paid on every receive. UCP completes sends by callback,
- * from inside ucp_worker_progress; the callbacks and the handler append to a completion list
- * that umqu_poll hands out as libfabric's completion queue would.
+ * its completion queue and its address vector. Messages are UCP tagged messages under one tag,
+ * sent eagerly; UCP keeps each arrival in its unexpected queue, and after each progress call
+ * that did something the oldest waiting message is taken into the oldest receive buffer of ours
+ * (a FIFO), as fi_recv fills buffers in posting order. A message that finds no buffer waits in
+ * UCP's queue until one is posted. Tagged rather than active messages because of how each
+ * leaves over tcp: a short tagged send is copied behind its header and goes in one send(), an
+ * active message in a sendmsg() of three pieces (UCP's header, ours, the payload), which took
+ * the kernel 450-700 cycles longer a message on 127.0.0.1 (a 64 B ping-pong's send system call,
+ * timed with the TSC); taking a message out of the unexpected queue costs about 30 ns more than
+ * an active message's handler did. UCP completes sends by callback, from inside
+ * ucp_worker_progress; the callbacks append to a completion list that umqu_poll hands out as
+ * libfabric's completion queue would. Flow-control areas and carried one-sided operations stay
+ * active messages (their handlers act on arrival).
  *
  * UCP names a peer's memory by a packed remote key rather than a 64-bit one, so a region we
  * expose is named in our address: the address is our worker's, after the packed keys of the
@@ -72,6 +77,9 @@ static void load(void)
                 FIND(ep_close_nbx, "ucp_ep_close_nbx") && FIND(request_free, "ucp_request_free") &&
                 FIND(request_check_status, "ucp_request_check_status") &&
                 FIND(am_send_nbx, "ucp_am_send_nbx") &&
+                FIND(tag_send_nbx, "ucp_tag_send_nbx") &&
+                FIND(tag_probe_nb, "ucp_tag_probe_nb") &&
+                FIND(tag_msg_recv_nbx, "ucp_tag_msg_recv_nbx") &&
                 FIND(set_am_recv_handler, "ucp_worker_set_am_recv_handler") &&
                 FIND(put_nbx, "ucp_put_nbx") && FIND(get_nbx, "ucp_get_nbx") &&
                 FIND(ep_flush_nbx, "ucp_ep_flush_nbx") && FIND(mem_map, "ucp_mem_map") &&
@@ -169,45 +177,82 @@ static void sent(void *request, ucs_status_t status, void *user_data)
     U.request_free(request);
 }
 
-/* Fills the oldest posted buffer with a message; a message longer than it completes truncated,
- * as fi_recv's would (the node posts buffers as long as any message it is sent). */
-static void fill(struct umqu_ep *e, const void *data, size_t len)
+/* The oldest posted buffer, taken off the ring. */
+static struct posted take_posted(struct umqu_ep *e)
 {
     struct posted b = e->posted[e->posted_head];
     e->posted_head = ring_at(e->posted_head, 1, e->posted_cap);
     e->posted_len--;
-    if (len > b.len) {
-        ucx_complete(e, b.ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
-        return;
-    }
-    memcpy(b.buf, data, len);
-    ucx_complete(e, b.ctx, len, UCS_OK);
+    return b;
 }
 
-/* UCP's handler for our messages, inside ucp_worker_progress: into a posted buffer, or behind
- * the messages already waiting for one (UCP's data lives only as long as the call). */
-static ucs_status_t arrived(void *arg, const void *header, size_t header_len, void *data,
-                            size_t len, const ucp_am_recv_param_t *param)
+/* UCP's callback for a receive it finished later: the buffer's completion. */
+static void received_later(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                           void *user_data)
 {
-    (void)header, (void)header_len;
-    struct umqu_ep *e = arg;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
-        return UCS_OK; /* never sent by us (every send is eager): a stranger's, dropped */
-    if (e->posted_len && !e->held) {
-        fill(e, data, len);
-        return UCS_OK;
+    struct umqu_ep *e = user_data;
+    for (size_t i = 0; i < e->n_receiving; i++) {
+        if (e->receiving[i].request != request)
+            continue;
+        ucx_complete(e, e->receiving[i].ctx, status == UCS_OK ? info->length : 0, status);
+        e->receiving[i] = e->receiving[--e->n_receiving];
+        break;
     }
-    struct held *h = malloc(sizeof(*h) + len);
-    if (!h) {
-        e->lost = 1; /* a message we cannot keep fails the queue rather than vanish */
-        return UCS_OK;
+    U.request_free(request);
+}
+
+/* Remembers a receive UCP finishes later; 0, or -1 when there is no room to. */
+static int receive_later(struct umqu_ep *e, void *request, void *ctx)
+{
+    if (e->n_receiving == e->cap_receiving) {
+        size_t cap = e->cap_receiving ? e->cap_receiving * 2 : 4;
+        struct receiving *r = realloc(e->receiving, cap * sizeof(*r));
+        if (!r)
+            return -1;
+        e->receiving = r;
+        e->cap_receiving = cap;
     }
-    h->next = NULL;
-    h->len = len;
-    memcpy(h->bytes, data, len);
-    *e->held_tail = h;
-    e->held_tail = &h->next;
-    return UCS_OK;
+    e->receiving[e->n_receiving++] = (struct receiving){.request = request, .ctx = ctx};
+    return 0;
+}
+
+/* The messages UCP keeps for us (its unexpected queue, in arrival order), into the buffers
+ * posted, oldest first. A message longer than its buffer completes truncated, as fi_recv's
+ * would (the node posts buffers as long as any message it is sent). */
+static void take_arrived(struct umqu_ep *e)
+{
+    while (e->posted_len && e->may_wait) {
+        ucp_tag_recv_info_t info;
+        ucp_tag_message_h m = U.tag_probe_nb(e->worker, MESSAGE_TAG, ~(ucp_tag_t)0, 1, &info);
+        if (!m) {
+            e->may_wait = 0;
+            return;
+        }
+        struct posted b = take_posted(e);
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb.recv = received_later,
+            .user_data = e};
+        ucs_status_ptr_t r = U.tag_msg_recv_nbx(e->worker, b.buf, b.len, m, &param);
+        if (r == NULL)
+            ucx_complete(e, b.ctx, info.length, UCS_OK);
+        else if (UCS_PTR_IS_ERR(r))
+            ucx_complete(e, b.ctx, 0, UCS_PTR_STATUS(r));
+        else if (receive_later(e, r, b.ctx))
+            e->lost = 1; /* a receive we cannot follow fails the queue rather than vanish */
+    }
+}
+
+/* UCP's progress, once; the messages it took in go into the buffers posted. Returns UCP's count
+ * of what it did (0: nothing arrived, so nothing new waits in its unexpected queue). */
+static unsigned progress_once(struct umqu_ep *e)
+{
+    unsigned did = U.worker_progress(e->worker);
+    if (did) {
+        e->may_wait = 1;
+        take_arrived(e);
+    }
+    return did;
 }
 
 /* UCP's handler for a peer's write of its flow-control area into our landing words (umqu_write):
@@ -228,19 +273,6 @@ static ucs_status_t area_arrived(void *arg, const void *header, size_t header_le
         return UCS_OK;
     memcpy((void *)(uintptr_t)h.addr, data, len);
     return UCS_OK;
-}
-
-/* Messages that waited take the buffers now posted, oldest first. */
-static void take_held(struct umqu_ep *e)
-{
-    while (e->held && e->posted_len) {
-        struct held *h = e->held;
-        e->held = h->next;
-        if (!e->held)
-            e->held_tail = &e->held;
-        fill(e, h->bytes, h->len);
-        free(h);
-    }
 }
 
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -288,13 +320,12 @@ ucp_request_param_t ucx_completing(struct op *o)
         .user_data = o};
 }
 
-/* A message's send: eagerly (every message fits a buffer the peer keeps posted), under our id. */
+/* A message's send, under our tag: eager, as every message fits a buffer the peer keeps posted
+ * and our context's rendezvous threshold is infinite (`configure`). */
 static ucs_status_ptr_t send_message(ucp_ep_h ep, const void *buf, size_t count,
                                      ucp_request_param_t *param)
 {
-    param->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    param->flags = UCP_AM_SEND_FLAG_EAGER;
-    return U.am_send_nbx(ep, MESSAGE_ID, NULL, 0, buf, count, param);
+    return U.tag_send_nbx(ep, buf, count, MESSAGE_TAG, param);
 }
 
 /* The interface whose address is `node`, for UCX's NET_DEVICES; 0 when none has it. */
@@ -432,7 +463,6 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     if (!e)
         return -ENOMEM;
     e->wait_fd = e->event_fd = -1;
-    e->held_tail = &e->held;
     /* Every posted receive ends in a completion, so the completion queue's size bounds them
      * too: both rings are made at that size here. */
     e->posted_cap = cq_size ? cq_size : 1;
@@ -465,7 +495,7 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
      * dropped (our own WRITEs and READs are carried as messages we check: `carry`). */
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
+        .features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
                     (e->ucp_rma ? UCP_FEATURE_RMA : 0)};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
@@ -481,12 +511,8 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     ucp_am_handler_param_t handler = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                       UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
-        .id = MESSAGE_ID,
         .flags = UCP_AM_FLAG_WHOLE_MSG,
-        .cb = arrived,
         .arg = e};
-    if ((s = U.set_am_recv_handler(e->worker, &handler)) != UCS_OK)
-        return fail(e, why, n, "ucp_worker_set_am_recv_handler", s);
     static const struct {
         unsigned id;
         ucp_am_recv_callback_t cb;
@@ -541,11 +567,7 @@ void umqu_close(struct umqu_ep *e)
     if (e->ctx)
         U.cleanup(e->ctx);
     ucx_rma_close(e);
-    while (e->held) {
-        struct held *h = e->held;
-        e->held = h->next;
-        free(h);
-    }
+    free(e->receiving);
     free(e->to_flush);
     free(e->peers);
     free(e->posted);
@@ -673,7 +695,7 @@ int umqu_wait_fd(const struct umqu_ep *e)
 static void progress_while(struct umqu_ep *e, size_t done_len)
 {
     for (int bites = 0; e->done_len == done_len && bites < MAX_BITES; bites++)
-        if (!U.worker_progress(e->worker))
+        if (!progress_once(e))
             break;
 }
 
@@ -811,7 +833,7 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
     return s == UCS_OK ? 0 : -ucx_code_of(s);
 }
 
-/* Posts a receive buffer: UCP is not told, our handler fills the buffers in posting order.
+/* Posts a receive buffer: UCP is not told; messages fill the buffers in posting order.
  * -EAGAIN when as many are posted as the completion queue holds, as fi_recv's full queue. */
 int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
@@ -820,7 +842,7 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
         return -EAGAIN;
     e->posted[ring_at(e->posted_head, e->posted_len++, e->posted_cap)] =
         (struct posted){.buf = buf, .len = len, .ctx = ctx};
-    take_held(e);
+    take_arrived(e);
     return 0;
 }
 

@@ -33,6 +33,12 @@ struct ucp_calls {
     ucs_status_t (*request_check_status)(void *);
     ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *,
                                     size_t, const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t,
+                                     const ucp_request_param_t *);
+    ucp_tag_message_h (*tag_probe_nb)(ucp_worker_h, ucp_tag_t, ucp_tag_t, int,
+                                      ucp_tag_recv_info_t *);
+    ucs_status_ptr_t (*tag_msg_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_message_h,
+                                         const ucp_request_param_t *);
     ucs_status_t (*set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);
@@ -77,17 +83,19 @@ struct posted {
     void *ctx;
 };
 
-/* A message that arrived while no buffer was posted: a copy, kept in order. */
-struct held {
-    struct held *next;
-    size_t len;
-    unsigned char bytes[];
+/* A receive UCP finishes later (a message sent by rendezvous, which ours never are): its
+ * request, and the context of the buffer it fills. */
+struct receiving {
+    void *request;
+    void *ctx;
 };
 
-/* The ids of our active messages: messages, writes of a flow-control area (umqu_write), and
- * without a NIC the one-sided operations we carry ourselves (umqu_rma): a WRITE, a READ, and the
- * target's answer to either. */
-#define MESSAGE_ID 0
+/* The tag of our messages, which go as UCP's tagged messages (ucx.c says why). */
+#define MESSAGE_TAG 0x756d71u /* "umq" */
+
+/* The ids of our active messages: writes of a flow-control area (umqu_write), and without a NIC
+ * the one-sided operations we carry ourselves (umqu_rma): a WRITE, a READ, and the target's
+ * answer to either. (Id 0 carried messages before they went tagged.) */
 #define AREA_ID 1
 #define CARRIED_WRITE_ID 2
 #define CARRIED_READ_ID 3
@@ -135,7 +143,10 @@ struct umqu_ep {
     size_t n_peers, cap_peers;
     struct posted *posted; /* a ring: the buffers waiting, oldest first */
     size_t posted_head, posted_len, posted_cap;
-    struct held *held, **held_tail; /* messages waiting for a buffer, oldest first */
+    int may_wait; /* UCP's unexpected queue may hold messages of ours (clear: a probe found none
+                   * since its last progress that did anything) */
+    struct receiving *receiving; /* receives UCP finishes later, in no order */
+    size_t n_receiving, cap_receiving;
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
