@@ -2,19 +2,18 @@
  * libfabric's (shim.c), so the node above runs unchanged on either (UMQ_FABRIC_PROVIDER=ucx).
  *
  * What libfabric gives as objects, UCP gives as a worker: one worker is the node's endpoint,
- * its completion queue and its address vector. Messages are UCP tagged messages under one tag,
- * sent eagerly; UCP keeps each arrival in its unexpected queue, and after each progress call
- * that did something the oldest waiting message is taken into the oldest receive buffer of ours
- * (a FIFO), as fi_recv fills buffers in posting order. A message that finds no buffer waits in
- * UCP's queue until one is posted. Tagged rather than active messages because of how each
- * leaves over tcp: a short tagged send is copied behind its header and goes in one send(), an
- * active message in a sendmsg() of three pieces (UCP's header, ours, the payload), which took
- * the kernel 450-700 cycles longer a message on 127.0.0.1 (a 64 B ping-pong's send system call,
- * timed with the TSC); taking a message out of the unexpected queue costs about 30 ns more than
- * an active message's handler did. UCP completes sends by callback, from inside
- * ucp_worker_progress; the callbacks append to a completion list that umqu_poll hands out as
- * libfabric's completion queue would. Flow-control areas and carried one-sided operations stay
- * active messages (their handlers act on arrival).
+ * its completion queue and its address vector. Messages are UCP tagged messages, sent eagerly,
+ * and each receive buffer the node posts is a UCP receive of any tag: UCP fills them in posting
+ * order, as fi_recv fills buffers, and a message that finds none posted waits in UCP's
+ * unexpected queue until the next is (taken by probe then: UCP before 1.15 does not say the
+ * length of a receive that completes at once). Tagged rather than active messages because of
+ * how each leaves over tcp: a short tagged send is copied behind its header and goes in one
+ * send(), an active message in a sendmsg() of three pieces (UCP's header, ours, the payload),
+ * whose system call took 450-700 TSC cycles longer a message on 127.0.0.1 (a 64 B ping-pong's
+ * send, timed). UCP completes sends and receives by callback, from inside ucp_worker_progress;
+ * the callbacks append to a completion list that umqu_poll hands out as libfabric's completion
+ * queue would. Flow-control areas and carried one-sided operations stay active messages: their
+ * handlers act as they arrive, whether or not a buffer is posted.
  *
  * UCP names a peer's memory by a packed remote key rather than a 64-bit one, so a region we
  * expose is named in our address: the address is our worker's, after the packed keys of the
@@ -78,8 +77,10 @@ static void load(void)
                 FIND(request_check_status, "ucp_request_check_status") &&
                 FIND(am_send_nbx, "ucp_am_send_nbx") &&
                 FIND(tag_send_nbx, "ucp_tag_send_nbx") &&
+                FIND(tag_recv_nbx, "ucp_tag_recv_nbx") &&
                 FIND(tag_probe_nb, "ucp_tag_probe_nb") &&
                 FIND(tag_msg_recv_nbx, "ucp_tag_msg_recv_nbx") &&
+                FIND(request_cancel, "ucp_request_cancel") &&
                 FIND(set_am_recv_handler, "ucp_worker_set_am_recv_handler") &&
                 FIND(put_nbx, "ucp_put_nbx") && FIND(get_nbx, "ucp_get_nbx") &&
                 FIND(ep_flush_nbx, "ucp_ep_flush_nbx") && FIND(mem_map, "ucp_mem_map") &&
@@ -177,82 +178,22 @@ static void sent(void *request, ucs_status_t status, void *user_data)
     U.request_free(request);
 }
 
-/* The oldest posted buffer, taken off the ring. */
-static struct posted take_posted(struct umqu_ep *e)
+/* UCP's callback for a receive it completed: the buffer's completion. */
+static void received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                     void *user_data)
 {
-    struct posted b = e->posted[e->posted_head];
-    e->posted_head = ring_at(e->posted_head, 1, e->posted_cap);
+    (void)user_data;
+    struct rx_req *q = request;
+    struct umqu_ep *e = q->e;
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        e->posted = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
     e->posted_len--;
-    return b;
-}
-
-/* UCP's callback for a receive it finished later: the buffer's completion. */
-static void received_later(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
-                           void *user_data)
-{
-    struct umqu_ep *e = user_data;
-    for (size_t i = 0; i < e->n_receiving; i++) {
-        if (e->receiving[i].request != request)
-            continue;
-        ucx_complete(e, e->receiving[i].ctx, status == UCS_OK ? info->length : 0, status);
-        e->receiving[i] = e->receiving[--e->n_receiving];
-        break;
-    }
+    ucx_complete(e, q->ctx, status == UCS_OK ? info->length : 0, status);
     U.request_free(request);
-}
-
-/* Remembers a receive UCP finishes later; 0, or -1 when there is no room to. */
-static int receive_later(struct umqu_ep *e, void *request, void *ctx)
-{
-    if (e->n_receiving == e->cap_receiving) {
-        size_t cap = e->cap_receiving ? e->cap_receiving * 2 : 4;
-        struct receiving *r = realloc(e->receiving, cap * sizeof(*r));
-        if (!r)
-            return -1;
-        e->receiving = r;
-        e->cap_receiving = cap;
-    }
-    e->receiving[e->n_receiving++] = (struct receiving){.request = request, .ctx = ctx};
-    return 0;
-}
-
-/* The messages UCP keeps for us (its unexpected queue, in arrival order), into the buffers
- * posted, oldest first. A message longer than its buffer completes truncated, as fi_recv's
- * would (the node posts buffers as long as any message it is sent). */
-static void take_arrived(struct umqu_ep *e)
-{
-    while (e->posted_len && e->may_wait) {
-        ucp_tag_recv_info_t info;
-        ucp_tag_message_h m = U.tag_probe_nb(e->worker, MESSAGE_TAG, ~(ucp_tag_t)0, 1, &info);
-        if (!m) {
-            e->may_wait = 0;
-            return;
-        }
-        struct posted b = take_posted(e);
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-            .cb.recv = received_later,
-            .user_data = e};
-        ucs_status_ptr_t r = U.tag_msg_recv_nbx(e->worker, b.buf, b.len, m, &param);
-        if (r == NULL)
-            ucx_complete(e, b.ctx, info.length, UCS_OK);
-        else if (UCS_PTR_IS_ERR(r))
-            ucx_complete(e, b.ctx, 0, UCS_PTR_STATUS(r));
-        else if (receive_later(e, r, b.ctx))
-            e->lost = 1; /* a receive we cannot follow fails the queue rather than vanish */
-    }
-}
-
-/* UCP's progress, once; the messages it took in go into the buffers posted. Returns UCP's count
- * of what it did (0: nothing arrived, so nothing new waits in its unexpected queue). */
-static unsigned progress_once(struct umqu_ep *e)
-{
-    unsigned did = U.worker_progress(e->worker);
-    if (did) {
-        e->may_wait = 1;
-        take_arrived(e);
-    }
-    return did;
 }
 
 /* UCP's handler for a peer's write of its flow-control area into our landing words (umqu_write):
@@ -464,11 +405,9 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         return -ENOMEM;
     e->wait_fd = e->event_fd = -1;
     /* Every posted receive ends in a completion, so the completion queue's size bounds them
-     * too: both rings are made at that size here. */
+     * too: the completion ring is made at that size here. */
     e->posted_cap = cq_size ? cq_size : 1;
-    e->posted = malloc(e->posted_cap * sizeof(*e->posted));
-    if (!e->posted || make_room(e, e->posted_cap)) {
-        free(e->posted);
+    if (make_room(e, e->posted_cap)) {
         free(e);
         return -ENOMEM;
     }
@@ -494,9 +433,10 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
      * write and read wherever a peer names, are then not installed, and a peer's put or get is
      * dropped (our own WRITEs and READs are carried as messages we check: `carry`). */
     ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES,
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE,
         .features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
-                    (e->ucp_rma ? UCP_FEATURE_RMA : 0)};
+                    (e->ucp_rma ? UCP_FEATURE_RMA : 0),
+        .request_size = sizeof(struct rx_req)};
     if (s == UCS_OK)
         s = U.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &e->ctx);
     U.config_release(cfg);
@@ -562,15 +502,23 @@ void umqu_close(struct umqu_ep *e)
         U.rkey_buffer_release(e->rkeys[i]);
         U.mem_unmap(e->ctx, e->regions[i]);
     }
+    /* The receives UCP still holds end canceled (their callback frees each) before the worker
+     * goes. */
+    for (int spins = 0; e->posted && spins < 1000; spins++) {
+        for (struct rx_req *q = e->posted, *next; q; q = next) {
+            next = q->next;
+            U.request_cancel(e->worker, q);
+        }
+        if (e->posted)
+            U.worker_progress(e->worker);
+    }
     if (e->worker)
         U.worker_destroy(e->worker);
     if (e->ctx)
         U.cleanup(e->ctx);
     ucx_rma_close(e);
-    free(e->receiving);
     free(e->to_flush);
     free(e->peers);
-    free(e->posted);
     free(e->done);
     free(e);
 }
@@ -686,6 +634,17 @@ int umqu_write(struct umqu_ep *e, const void *buf, size_t len, void *desc, uint6
 int umqu_wait_fd(const struct umqu_ep *e)
 {
     return e->wait_fd;
+}
+
+/* UCP's progress, once: how much it did. A message that arrives while no receive of ours is
+ * posted waits in UCP's unexpected queue, so one that did something with none left posted may
+ * have left one there (`starved`). */
+static unsigned progress_once(struct umqu_ep *e)
+{
+    unsigned did = U.worker_progress(e->worker);
+    if (did && !e->posted_len)
+        e->starved = 1;
+    return did;
 }
 
 /* Progresses UCP while the completions waiting stay `done_len` and a call moved something, at
@@ -833,17 +792,66 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
     return s == UCS_OK ? 0 : -ucx_code_of(s);
 }
 
-/* Posts a receive buffer: UCP is not told; messages fill the buffers in posting order.
- * -EAGAIN when as many are posted as the completion queue holds, as fi_recv's full queue. */
+/* Where a receive stands as UCP returns it: done now (its completion appended, `len` bytes when
+ * UCP's status is UCS_OK), held by UCP (filed among the posted, its callback completes it), or
+ * failed (a negative code; a message longer than the buffer completes it truncated, as fi_recv's
+ * would: the node posts buffers as long as any message it is sent). */
+static int receive_settle(struct umqu_ep *e, ucs_status_ptr_t r, void *ctx, size_t len)
+{
+    if (r == NULL) {
+        ucx_complete(e, ctx, len, UCS_OK);
+        return 0;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        if (UCS_PTR_STATUS(r) != UCS_ERR_MESSAGE_TRUNCATED)
+            return -ucx_code_of(UCS_PTR_STATUS(r));
+        ucx_complete(e, ctx, 0, UCS_ERR_MESSAGE_TRUNCATED);
+        return 0;
+    }
+    /* UCP calls `received` only from its progress, so the request is filled in before. */
+    struct rx_req *q = r;
+    *q = (struct rx_req){.e = e, .ctx = ctx, .next = e->posted};
+    if (e->posted)
+        e->posted->prev = q;
+    e->posted = q;
+    e->posted_len++;
+    return 0;
+}
+
+/* The receive of a message UCP kept while no receive of ours was posted (its unexpected queue,
+ * oldest first) into `buf`; -ENOENT when none waits. Taken by probe: a receive posted on such a
+ * message completes at once, and UCP before 1.15 does not say its length then. */
+static int take_waiting(struct umqu_ep *e, void *buf, size_t len, void *ctx)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h m = U.tag_probe_nb(e->worker, 0, 0, 1, &info);
+    if (!m) {
+        e->starved = 0;
+        return -ENOENT;
+    }
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
+                                 .cb.recv = received};
+    return receive_settle(e, U.tag_msg_recv_nbx(e->worker, buf, len, m, &param), ctx, info.length);
+}
+
+/* Posts a receive buffer as UCP's receive of any tag (ours are MESSAGE_TAG; a stranger's message
+ * lands as any bytes do, for the node to check): UCP fills the receives in posting order, as
+ * fi_recv fills buffers. -EAGAIN when as many are posted as the completion queue holds, as
+ * fi_recv's full queue. */
 int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
     (void)desc;
     if (e->posted_len == e->posted_cap)
         return -EAGAIN;
-    e->posted[ring_at(e->posted_head, e->posted_len++, e->posted_cap)] =
-        (struct posted){.buf = buf, .len = len, .ctx = ctx};
-    take_arrived(e);
-    return 0;
+    if (e->starved) {
+        int rc = take_waiting(e, buf, len, ctx);
+        if (rc != -ENOENT)
+            return rc;
+    }
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
+                                 .cb.recv = received};
+    /* No message waits (not starved), so the receive cannot complete at once. */
+    return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &param), ctx, 0);
 }
 
 /* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`. */

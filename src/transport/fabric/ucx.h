@@ -35,10 +35,13 @@ struct ucp_calls {
                                     size_t, const ucp_request_param_t *);
     ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t,
                                      const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_t, ucp_tag_t,
+                                     const ucp_request_param_t *);
     ucp_tag_message_h (*tag_probe_nb)(ucp_worker_h, ucp_tag_t, ucp_tag_t, int,
                                       ucp_tag_recv_info_t *);
     ucs_status_ptr_t (*tag_msg_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_message_h,
                                          const ucp_request_param_t *);
+    void (*request_cancel)(ucp_worker_h, void *);
     ucs_status_t (*set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);
@@ -76,18 +79,13 @@ struct peer {
     int n_unflushed;
 };
 
-/* A receive buffer the node posted, waiting for a message. */
-struct posted {
-    void *buf;
-    size_t len;
+/* A receive buffer the node posted, as UCP's receive request holds it (the space UCP keeps in
+ * every request of our context, `request_size`): what its completion names, and its place in the
+ * list of receives not yet completed. */
+struct rx_req {
+    struct umqu_ep *e;
     void *ctx;
-};
-
-/* A receive UCP finishes later (a message sent by rendezvous, which ours never are): its
- * request, and the context of the buffer it fills. */
-struct receiving {
-    void *request;
-    void *ctx;
+    struct rx_req *prev, *next;
 };
 
 /* The tag of our messages, which go as UCP's tagged messages (ucx.c says why). */
@@ -141,12 +139,10 @@ struct umqu_ep {
     int n_regions;
     struct peer *peers;
     size_t n_peers, cap_peers;
-    struct posted *posted; /* a ring: the buffers waiting, oldest first */
-    size_t posted_head, posted_len, posted_cap;
-    int may_wait; /* UCP's unexpected queue may hold messages of ours (clear: a probe found none
-                   * since its last progress that did anything) */
-    struct receiving *receiving; /* receives UCP finishes later, in no order */
-    size_t n_receiving, cap_receiving;
+    struct rx_req *posted; /* receives UCP holds, not yet completed (a list) */
+    size_t posted_len, posted_cap;
+    int starved; /* UCP's unexpected queue may hold messages: progress did something with no
+                  * receive posted, and no probe found it empty since */
     struct umqf_cqe *done; /* completions the callbacks appended, a ring */
     size_t done_head, done_len, done_cap;
     int lost; /* a completion found no room: the queue has failed, as a libfabric CQ overrun */
