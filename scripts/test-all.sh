@@ -336,6 +336,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # WRITE and READ by UCX's RMA (the keys cross in the completion that teaches a chunk),
     # against a target asleep on its pipe that the call bell wakes.
     UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 4096 --iters 500 --shared-pool off --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"] and rows[-1]["one_sided_rma_wr"] > 4 * 500, rows; print("rma over the UCX engine, target asleep:", rows[-1]["one_sided_rma_wr"], "WRs by UCX RMA; WRITE", rows[0]["mean_ns"], "ns, READ", rows[1]["mean_ns"], "ns")'
+    # A user's UCX_RNDV_THRESH does not reach the engine's messages, areas and pings: they go
+    # eagerly, as their handlers take them (with 0 a queue's peer had been taken for dead).
+    UCX_RNDV_THRESH=0 UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test lat --size 64,65536 --iters 500 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["size"] for r in rows] == [64, 65536] and all(r["mean_ns"] > 0 for r in rows), rows; print("UCX_RNDV_THRESH=0: 64 B half round trip", rows[0]["mean_ns"], "ns")'
     # With every transport UCX has (an address of about 200 bytes: past a length byte).
     UCX_TLS=all UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test lat --size 64,65536 --iters 2000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert [r["size"] for r in rows] == [64, 65536] and all(r["provider"] == "fabric" for r in rows), rows; print("UCX_TLS=all: 64 B half round trip", rows[0]["mean_ns"], "ns")'
     # Long WRITEs as messages into a sleeping target, whose thread sleeps on the worker's

@@ -328,9 +328,9 @@ static void choose_host(struct umqu_ep *e, const char *node)
     }
 }
 
-/* The transports and device UCX may use, and how it sends: UCX_TLS, UCX_RNDV_THRESH and
- * UCX_NET_DEVICES when the user set them, else tcp, always eagerly, on the interface that
- * carries the node's address (`choose_host`). */
+/* The transports and device UCX may use, and how it sends: UCX_TLS and UCX_NET_DEVICES when
+ * the user set them, else tcp on the interface that carries the node's address
+ * (`choose_host`); always eagerly, whatever UCX_RNDV_THRESH says. */
 static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
 {
     ucs_status_t s = UCS_OK;
@@ -339,8 +339,11 @@ static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
         s = U.config_modify(cfg, "TLS", "tcp");
     /* Every message fits a receive buffer the node keeps posted (at most a bounce buffer):
      * eagerly is one trip, where a rendezvous (UCX's choice from a few KiB) is three, which
-     * halved a stream of 64 KiB messages. */
-    if (s == UCS_OK && !getenv("UCX_RNDV_THRESH"))
+     * halved a stream of 64 KiB messages. And the handlers of areas and carried operations
+     * take eager messages only (a rendezvous would leave UCP's data to be fetched later): with
+     * the user's UCX_RNDV_THRESH=0 a queue's pings and areas never landed, and its peer was
+     * taken for dead. */
+    if (s == UCS_OK)
         s = U.config_modify(cfg, "RNDV_THRESH", "inf");
     if (s == UCS_OK && !getenv("UCX_NET_DEVICES") && e->host_len &&
         device_of((struct sockaddr *)&e->host, dev, sizeof(dev)))
