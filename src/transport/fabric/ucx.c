@@ -5,7 +5,7 @@
  * its completion queue and its address vector. Messages are UCP tagged messages, sent eagerly,
  * and each receive buffer the node posts is a UCP receive of any tag: UCP fills them in posting
  * order, as fi_recv fills buffers, and a message that finds none posted waits in UCP's
- * unexpected queue until the next is (taken by probe then: UCP before 1.15 does not say the
+ * unexpected queue until the next is (taken by probe then: UCP before 1.16 does not say the
  * length of a receive that completes at once). Tagged rather than active messages because of
  * how each leaves over tcp: a short tagged send is copied behind its header and goes in one
  * send(), an active message in a sendmsg() of three pieces (UCP's header, ours, the payload),
@@ -823,7 +823,7 @@ static int receive_settle(struct umqu_ep *e, ucs_status_ptr_t r, void *ctx, size
 
 /* The receive of a message UCP kept while no receive of ours was posted (its unexpected queue,
  * oldest first) into `buf`; -ENOENT when none waits. Taken by probe: a receive posted on such a
- * message completes at once, and UCP before 1.15 does not say its length then. */
+ * message completes at once, and UCP before 1.16 does not say its length then. */
 static int take_waiting(struct umqu_ep *e, void *buf, size_t len, void *ctx)
 {
     ucp_tag_recv_info_t info;
