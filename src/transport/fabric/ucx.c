@@ -795,6 +795,10 @@ int umqu_connect(struct umqu_ep *e, const void *addr, size_t len, uint64_t *peer
     return s == UCS_OK ? 0 : -ucx_code_of(s);
 }
 
+/* A receive's parameters: UCP completes it by `received`. */
+static const ucp_request_param_t RECEIVING = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
+                                              .cb.recv = received};
+
 /* Where a receive stands as UCP returns it: done now (its completion appended, `len` bytes when
  * UCP's status is UCS_OK), held by UCP (filed among the posted, its callback completes it), or
  * failed (a negative code; a message longer than the buffer completes it truncated, as fi_recv's
@@ -832,9 +836,8 @@ static int take_waiting(struct umqu_ep *e, void *buf, size_t len, void *ctx)
         e->starved = 0;
         return -ENOENT;
     }
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
-                                 .cb.recv = received};
-    return receive_settle(e, U.tag_msg_recv_nbx(e->worker, buf, len, m, &param), ctx, info.length);
+    return receive_settle(e, U.tag_msg_recv_nbx(e->worker, buf, len, m, &RECEIVING), ctx,
+                          info.length);
 }
 
 /* Posts a receive buffer as UCP's receive of any tag (ours are MESSAGE_TAG; a stranger's message
@@ -851,10 +854,8 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
         if (rc != -ENOENT)
             return rc;
     }
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
-                                 .cb.recv = received};
     /* No message waits (not starved), so the receive cannot complete at once. */
-    return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &param), ctx, 0);
+    return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &RECEIVING), ctx, 0);
 }
 
 /* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`. */
