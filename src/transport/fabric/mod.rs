@@ -580,7 +580,7 @@ impl Link {
         }
         self.complete(w, &mut out);
         self.call_if_needed(n, w);
-        n.repost();
+        n.repost_unless_delivered(out.rx_done > 0);
         if let Some(bell) = n.call_bell.as_ref().filter(|b| b.rung()) {
             bell.arm_conn(self.ch.id, || n.ep.arm_watch());
         }

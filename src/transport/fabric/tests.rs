@@ -1070,6 +1070,57 @@ fn bindings_share_a_node_and_each_message_reaches_its_own() {
     );
 }
 
+/// A round that gives the application a message leaves its bounce buffer for the next look
+/// at the provider to post, before that look receives: the reply a ping-pong sends next does
+/// not wait for the provider's receive post. A round that gives nothing posts at once.
+#[test]
+fn a_delivering_round_leaves_its_repost_to_the_next_look() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.connect();
+    let node_b = p.b.ch.node.clone();
+    assert_eq!(
+        node_b.lock().posted(),
+        node::RX_BOUNCES,
+        "all posted when quiet"
+    );
+    let rx = p.pool.alloc(64, 1, 0, 0).unwrap();
+    p.wb.rq.post(rx);
+    p.wa.sq
+        .push(crate::transport::test_wr(&p.pool, 64, UMQ_OPC_SEND, 7));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let delivered = loop {
+        assert!(Instant::now() < deadline, "not within 5 s");
+        p.round_a().unwrap();
+        let out = p.round_b().unwrap();
+        if out.rx_done > 0 {
+            break out;
+        }
+        assert_eq!(
+            node_b.lock().posted(),
+            node::RX_BOUNCES,
+            "a round gave nothing"
+        );
+    };
+    assert_eq!(delivered.rx_done, 1);
+    assert_eq!(
+        p.wb.rq.completions_len(),
+        1,
+        "the message is the application's"
+    );
+    assert_eq!(node_b.lock().lent(), 0, "its bounce buffer is back");
+    assert_eq!(
+        node_b.lock().posted(),
+        node::RX_BOUNCES - 1,
+        "and waits for the next look"
+    );
+    p.round_b().unwrap();
+    assert_eq!(
+        node_b.lock().posted(),
+        node::RX_BOUNCES,
+        "the next look posted it"
+    );
+}
+
 /// A WR of `sizes` buffers of a's (the test pattern running on across them), SENT to a
 /// receive buffer of b's; both rounds until it completed on both sides. The receive buffer.
 fn send_across(p: &mut Pair, sizes: &[u32]) -> *mut umq_buf_t {
