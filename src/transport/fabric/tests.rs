@@ -1070,6 +1070,40 @@ fn bindings_share_a_node_and_each_message_reaches_its_own() {
     );
 }
 
+/// A lone SEND that goes in its post (`Link::send_one_if`) carries its bytes, its immediate
+/// and its length, an empty one too, and completes on the sender at once.
+#[test]
+fn lone_sends_go_in_their_post_with_their_bytes() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.connect();
+    let sizes = [64u32, 0, 33];
+    for _ in sizes {
+        p.wb.rq.post(p.pool.alloc(64, 1, 0, 0).unwrap());
+    }
+    for (i, &size) in sizes.iter().enumerate() {
+        let wr = crate::transport::test_wr(&p.pool, size, UMQ_OPC_SEND_IMM, 10 + i as u64);
+        let out = p.a.send_one_if(&mut p.wa, wr, |w, _| {
+            w.sq.push(wr);
+            true
+        });
+        assert!(out.is_some(), "the SEND of {size} bytes went in its post");
+        assert_eq!(p.wa.sq.completed(), i + 1, "and completed there");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.wb.rq.completions_len() < 3 {
+        assert!(Instant::now() < deadline, "not within 5 s");
+        p.round_a().unwrap();
+        p.round_b().unwrap();
+    }
+    let mut done = [std::ptr::null_mut(); 3];
+    assert_eq!(p.wb.rq.take_completions(&mut done), 3);
+    for (i, (&b, &size)) in done.iter().zip(&sizes).enumerate() {
+        let h = unsafe { &*b };
+        assert_eq!((h.total_data_size, h.pro().imm_data), (size, 10 + i as u64));
+        assert!(crate::transport::test_bytes_intact(b, size as usize));
+    }
+}
+
 /// A round that gives the application a message leaves its bounce buffer for the next look
 /// at the provider to post, before that look receives: the reply a ping-pong sends next does
 /// not wait for the provider's receive post. A round that gives nothing posts at once.
