@@ -892,15 +892,20 @@ impl Link {
     /// came before it is taken first). Whether the node had anything for us, messages included;
     /// the clock is read first for that unless it was this round (`ticked`).
     fn take_news(&mut self, n: &mut Shared, ticked: bool) -> Result<bool, LinkError> {
-        // Only a round that did not look asks twice: the usual one finds its inbox once.
-        if !ticked && !n.inbox_mut(self.ch.id).is_none_or(|i| i.is_empty()) {
+        let inbox = n
+            .inbox_mut(self.ch.id)
+            .ok_or(lost("the binding's network channel is gone"))?;
+        inbox.room_back = false; // this round's flush takes the room
+        if inbox.is_empty() {
+            return Ok(false); // the usual idle poll's round
+        }
+        if !ticked {
             n.tick();
         }
         let now = n.now();
         let inbox = n
             .inbox_mut(self.ch.id)
             .ok_or(lost("the binding's network channel is gone"))?;
-        let any = !inbox.is_empty();
         for seq in inbox.sent.drain(..) {
             if let Some(f) = flight_of(&mut self.tx.flight, self.tx.flight_base, Some(seq)) {
                 f.unfinished -= 1;
@@ -909,12 +914,11 @@ impl Link {
         if std::mem::take(&mut inbox.area_written) {
             self.area_in_flight = false;
         }
-        inbox.room_back = false; // this round's flush takes the room
         self.tx.rma_finished(inbox.rma_done.drain(..), now);
         if let Some(why) = inbox.broken {
             self.unreachable.get_or_insert((why, now));
         }
-        Ok(any)
+        Ok(true)
     }
 
     /// Takes what the peer last wrote into our landing words (its flow-control area) as its
