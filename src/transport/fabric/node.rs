@@ -741,10 +741,8 @@ impl Shared {
     /// What the peer last wrote into channel `id`'s landing words, when it wrote them for this
     /// channel (a write for an earlier binding of the slot names another generation).
     pub fn landed(&self, id: ChannelId) -> Option<[u64; 3]> {
-        let at = slot_of(id) * SLOT_BYTES;
-        let ours = generation_of(id) as u64;
-        let words = std::array::from_fn(|i| self.landing.word(at + 8 + 8 * i));
-        (self.landing.word(at) == ours).then_some(words)
+        let [generation, words @ ..] = self.landing.words::<4>(slot_of(id) * SLOT_BYTES);
+        (generation == generation_of(id) as u64).then_some(words)
     }
 
     /// Binds channel `id` to the peer process named `name`: its address handle, reached once

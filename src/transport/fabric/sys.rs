@@ -292,10 +292,18 @@ impl Buffers {
     /// The aligned 8-byte word at `at` as it is now: memory a peer writes into (RMA, by our
     /// own progress over tcp and by the NIC over verbs), each word whole.
     pub fn word(&self, at: usize) -> u64 {
-        let p = self.mem[at..at + 8].as_ptr() as *const u64;
+        let [v] = self.words(at);
+        v
+    }
+
+    /// The `N` aligned 8-byte words from `at` as they are now, each read whole as `word`
+    /// reads it: one check of bounds and alignment for all (a channel's landing words are
+    /// read at every round).
+    pub fn words<const N: usize>(&self, at: usize) -> [u64; N] {
+        let p = self.mem[at..at + 8 * N].as_ptr() as *const u64;
         assert!(p.is_aligned(), "a landing word off its alignment");
         // SAFETY: in bounds and aligned; volatile, since the writer is not this program.
-        let v = unsafe { std::ptr::read_volatile(p) };
+        let v = std::array::from_fn(|i| unsafe { std::ptr::read_volatile(p.add(i)) });
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         v
     }

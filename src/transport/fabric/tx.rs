@@ -369,9 +369,19 @@ impl Link {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
         }
         let now = self.our_area.get().snapshot();
+        let shipped = self.area_sent[1];
+        // A grant our SENDs carried is on its way to the peer once all of them went (none waits
+        // here, for credit, room or a pause): only the rest needs shipping.
+        let carried = self.tx.outgoing.is_empty() && w.sq.unsent_len() == 0;
+        let known = match w.flow.as_mut() {
+            Some(f) if carried => f.grant_known_to_peer(shipped),
+            _ => shipped,
+        };
+        if now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2] {
+            return Ok(()); // the peer knows it all: what an idle poll's round finds
+        }
         // The peer has used all the credit it knows of: it may be waiting for this grant, and
         // no reply of ours is carrying it.
-        let shipped = self.area_sent[1];
         let starved = w
             .flow
             .as_mut()
@@ -383,16 +393,7 @@ impl Link {
         } else {
             AREA_WHILE_RECEIVING
         };
-        // A grant our SENDs carried is on its way to the peer once all of them went (none waits
-        // here, for credit, room or a pause): only the rest needs shipping.
-        let carried = self.tx.outgoing.is_empty() && w.sq.unsent_len() == 0;
-        let known = match w.flow.as_mut() {
-            Some(f) if carried => f.grant_known_to_peer(shipped),
-            _ => shipped,
-        };
-        let known_all =
-            now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2];
-        if known_all || (now[0] == self.area_sent[0] && n.now() < self.area_sent_at.after(pause)) {
+        if now[0] == self.area_sent[0] && n.now() < self.area_sent_at.after(pause) {
             return Ok(());
         }
         let (to, to_channel) = (self.peer_landing, self.peer_chan);
