@@ -8,6 +8,7 @@ mod beside;
 mod cli;
 mod clock;
 mod floor;
+mod latency;
 mod libfabric;
 mod loopback;
 mod pacing;
@@ -182,61 +183,6 @@ fn shm_flow_control_cost(run: &Run, rounds: u32) -> Row {
 fn middle(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
-}
-
-/// Adds fi_pingpong's figures (median of `rounds`) and our ratio to a latency row; over a
-/// network provider also those of its connected endpoints (`-e msg`): what libfabric's
-/// reliable-datagram layer (`ofi_rxm`) adds to the kernel's TCP.
-fn compare_latency(row: Row, run: &Run, rounds: u32) -> Row {
-    let mut half = Vec::new();
-    let mut rate = Vec::new();
-    for _ in 0..rounds {
-        match libfabric::pingpong(run.size, run.iters, "rdm") {
-            Ok(p) => {
-                half.push(p.half_rtt_ns);
-                rate.push(p.xfers_per_s);
-            }
-            Err(e) => return row.text("fi_pingpong", e),
-        }
-    }
-    let fi = middle(half);
-    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
-    let row = row
-        .num("fi_pingpong_half_rtt_ns", fi)
-        .num("fi_pingpong_xfers_per_s", middle(rate).round())
-        .num("mean_vs_fi_pingpong", ours / fi);
-    if !libfabric::over_network() {
-        return row;
-    }
-    match median_of(rounds, || {
-        libfabric::pingpong(run.size, run.iters, "msg").map(|p| p.half_rtt_ns)
-    }) {
-        Ok(msg) => row
-            .num("fi_pingpong_msg_half_rtt_ns", msg)
-            .num("mean_vs_fi_pingpong_msg", ours / msg),
-        Err(e) => row.text("fi_pingpong_msg", e),
-    }
-}
-
-/// Adds ucx_perftest tag_lat's figures (medians of `rounds`) and our ratio to a latency row.
-fn compare_latency_ucx(row: Row, run: &Run, rounds: u32) -> Row {
-    let mut p50 = Vec::new();
-    let mut mean = Vec::new();
-    for _ in 0..rounds {
-        match ucx::tag_lat(run.size, run.iters) {
-            Ok(t) => {
-                p50.push(t.p50_ns);
-                mean.push(t.mean_ns);
-            }
-            Err(e) => return row.text("ucx_perftest", e),
-        }
-    }
-    let ucx = middle(mean);
-    let ours = row.get("mean_ns").unwrap_or(f64::NAN);
-    row.text("ucx_tls", ucx::transports())
-        .num("ucx_tag_lat_p50_ns", middle(p50).round())
-        .num("ucx_tag_lat_mean_ns", ucx.round())
-        .num("mean_vs_ucx", ours / ucx)
 }
 
 /// Adds ucx_perftest tag_bw's message rate (median of `rounds`) and our ratio to a stream row.
@@ -555,25 +501,28 @@ fn main() {
     for &size in &args.sizes {
         let run = Run { size, ..run };
         for &kind in kinds {
-            let rounds = (0..args.rounds)
-                .map(|_| measure(&args.provider, kind, &run))
-                .collect();
-            let mut row = report::median(rounds);
+            let baselines = latency::Baselines {
+                libfabric: args.compare,
+                ucx: args.compare_ucx,
+            };
+            let mut row = match kind {
+                Kind::Lat if args.compare || args.compare_ucx => {
+                    latency::compared(&args.provider, &run, args.rounds, baselines)
+                }
+                _ => report::median(
+                    (0..args.rounds)
+                        .map(|_| measure(&args.provider, kind, &run))
+                        .collect(),
+                ),
+            };
             if args.provider == "shm" && kind == Kind::Lat {
                 row = with_floor(row, &run, args.rounds);
             }
-            if args.compare {
-                row = match kind {
-                    Kind::Lat => compare_latency(row, &run, args.rounds),
-                    Kind::Bw | Kind::Qps => compare_bandwidth(row, &run, args.rounds),
-                };
+            if args.compare && kind != Kind::Lat {
+                row = compare_bandwidth(row, &run, args.rounds);
             }
-            if args.compare_ucx {
-                row = match kind {
-                    Kind::Lat => compare_latency_ucx(row, &run, args.rounds),
-                    Kind::Bw => compare_bandwidth_ucx(row, &run, args.rounds),
-                    Kind::Qps => row,
-                };
+            if args.compare_ucx && kind == Kind::Bw {
+                row = compare_bandwidth_ucx(row, &run, args.rounds);
             }
             emit(&row, args.json);
             rows.push(row);
