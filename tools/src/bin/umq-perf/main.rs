@@ -4,11 +4,11 @@
 
 mod api;
 mod base;
+mod baselines;
 mod beside;
 mod cli;
 mod clock;
 mod floor;
-mod latency;
 mod libfabric;
 mod loopback;
 mod pacing;
@@ -185,19 +185,6 @@ fn middle(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Adds ucx_perftest tag_bw's message rate (median of `rounds`) and our ratio to a stream row.
-fn compare_bandwidth_ucx(row: Row, run: &Run, rounds: u32) -> Row {
-    match median_of(rounds, || ucx::tag_bw(run.size, run.iters)) {
-        Ok(ucx) => {
-            let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
-            row.text("ucx_tls", ucx::transports())
-                .num("ucx_tag_bw_msgs_per_s", ucx.round())
-                .num("msgs_vs_ucx", ours / ucx)
-        }
-        Err(e) => row.text("ucx_perftest", e),
-    }
-}
-
 /// The median of `rounds` runs of a baseline, or its first error.
 fn median_of(
     rounds: u32,
@@ -228,18 +215,6 @@ fn with_floor(row: Row, run: &Run, rounds: u32) -> Row {
     }) {
         Ok(cma) => row.num("cma_floor_half_rtt_ns", cma.round()),
         Err(e) => row.text("cma_floor", e),
-    }
-}
-
-/// Adds the libfabric streaming baseline (median of `rounds`) and our ratio to a bandwidth row.
-fn compare_bandwidth(row: Row, run: &Run, rounds: u32) -> Row {
-    match median_of(rounds, || libfabric::stream(run.size, run.iters)) {
-        Ok(fi) => {
-            let ours = row.get("msgs_per_s").unwrap_or(f64::NAN);
-            row.num("fi_stream_msgs_per_s", fi.round())
-                .num("msgs_vs_fi_stream", ours / fi)
-        }
-        Err(e) => row.text("fi_stream", e),
     }
 }
 
@@ -501,15 +476,13 @@ fn main() {
     for &size in &args.sizes {
         let run = Run { size, ..run };
         for &kind in kinds {
-            let baselines = latency::Baselines {
+            let with = baselines::Baselines {
                 libfabric: args.compare,
                 ucx: args.compare_ucx,
             };
-            let mut row = match kind {
-                Kind::Lat if args.compare || args.compare_ucx => {
-                    latency::compared(&args.provider, &run, args.rounds, baselines)
-                }
-                _ => report::median(
+            let mut row = match with.libfabric || with.ucx {
+                true => baselines::compared(&args.provider, kind, &run, args.rounds, with),
+                false => report::median(
                     (0..args.rounds)
                         .map(|_| measure(&args.provider, kind, &run))
                         .collect(),
@@ -517,12 +490,6 @@ fn main() {
             };
             if args.provider == "shm" && kind == Kind::Lat {
                 row = with_floor(row, &run, args.rounds);
-            }
-            if args.compare && kind != Kind::Lat {
-                row = compare_bandwidth(row, &run, args.rounds);
-            }
-            if args.compare_ucx && kind == Kind::Bw {
-                row = compare_bandwidth_ucx(row, &run, args.rounds);
             }
             emit(&row, args.json);
             rows.push(row);

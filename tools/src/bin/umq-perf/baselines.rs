@@ -1,10 +1,11 @@
-//! `--test lat` beside its baselines, round by round: each round runs our ping-pong and then
-//! each baseline asked for once (`fi_pingpong` over libfabric's provider, over a network also
-//! its connected endpoints, and UCX's `tag_lat`). A ratio is the median of the rounds' own
-//! ratios. This guest's host moves between regimes whose half round trips differ by up to
+//! A test beside its baselines, round by round: each round runs ours and then each baseline
+//! asked for once, and a ratio is the median of the rounds' own ratios. For `--test lat`:
+//! `fi_pingpong` over libfabric's provider (over a network also its connected endpoints) and
+//! UCX's `tag_lat`; for `bw` (and `qps`, libfabric's only) the windowed `fi_stream` and UCX's
+//! `tag_bw`. This guest's host moves between regimes whose half round trips differ by up to
 //! 1.4×, often within an invocation: with all our rounds first and each baseline's after them,
-//! one switch put one side of a ratio in each regime (the same build's 64 B ratio against
-//! `tag_lat` swung from 0.79 to 1.14 between two invocations a minute apart); in one round the
+//! one switch put one side of a ratio in each regime (the same build's 64 B network ratio
+//! against `tag_lat` read 0.79 and 1.14 in two invocations a minute apart); in one round the
 //! two sides run seconds apart and a switch moves both.
 
 use crate::report::{self, Row};
@@ -18,10 +19,11 @@ pub struct Baselines {
 }
 
 /// One baseline's figures over the rounds: its own medians go in the row, and our ratio to it
-/// is the median of the rounds' ratios. The first error ends it (the row then says why).
+/// (ours over its figure) is the median of the rounds' ratios. The first error ends it (the
+/// row then says why).
 #[derive(Default)]
 struct Series {
-    /// Each round's: (its half round trip, a second figure, our mean over its half round trip).
+    /// Each round's: (its figure, a second one, ours over its figure).
     rounds: Vec<(f64, f64, f64)>,
     error: Option<String>,
 }
@@ -33,7 +35,7 @@ impl Series {
             return;
         }
         match baseline() {
-            Ok((half, other)) => self.rounds.push((half, other, ours / half)),
+            Ok((figure, other)) => self.rounds.push((figure, other, ours / figure)),
             Err(e) => self.error = Some(e),
         }
     }
@@ -42,14 +44,14 @@ impl Series {
         crate::middle(self.rounds.iter().map(pick).collect())
     }
 
-    /// The row with this baseline's half round trip as `half`, its second figure as `other`
-    /// (none when empty) and the median ratio as `ratio`; or its error under `failed`.
+    /// The row with the median of this baseline's figure as `figure`, of its second one as
+    /// `other` (none when empty) and of the ratios as `ratio`; or its error under `failed`.
     fn into_row(self, row: Row, failed: &'static str, names: [&'static str; 3]) -> Row {
-        let [half, other, ratio] = names;
+        let [figure, other, ratio] = names;
         if let Some(e) = &self.error {
             return row.text(failed, e.clone());
         }
-        let row = row.num(half, self.median(|r| r.0));
+        let row = row.num(figure, self.median(|r| r.0));
         let row = match other {
             "" => row,
             _ => row.num(other, self.median(|r| r.1).round()),
@@ -58,9 +60,16 @@ impl Series {
     }
 }
 
-/// `rounds` rounds of our 64 B (or `run.size`) ping-pong on `provider` and of the baselines;
-/// the row of ours is the median of its rounds (`report::median`), as without baselines.
-pub fn compared(provider: &str, run: &Run, rounds: u32, with: Baselines) -> Row {
+/// `rounds` rounds of ours (`kind` on `provider`) and of the baselines `with` names; the row
+/// of ours is the median of its rounds (`report::median`), as without baselines.
+pub fn compared(provider: &str, kind: Kind, run: &Run, rounds: u32, with: Baselines) -> Row {
+    match kind {
+        Kind::Lat => latency(provider, run, rounds, with),
+        Kind::Bw | Kind::Qps => stream(provider, kind, run, rounds, with),
+    }
+}
+
+fn latency(provider: &str, run: &Run, rounds: u32, with: Baselines) -> Row {
     let (mut ours, mut fi, mut fi_msg, mut tag) = (
         Vec::new(),
         Series::default(),
@@ -105,6 +114,39 @@ pub fn compared(provider: &str, run: &Run, rounds: u32, with: Baselines) -> Row 
     if with.ucx {
         row = row.text("ucx_tls", ucx::transports());
         let names = ["ucx_tag_lat_mean_ns", "ucx_tag_lat_p50_ns", "mean_vs_ucx"];
+        row = tag.into_row(row, "ucx_perftest", names);
+    }
+    row
+}
+
+/// Message rates: a ratio is ours over the baseline's, so above 1.0 is faster. UCX's `tag_bw`
+/// is the `bw` test's baseline only.
+fn stream(provider: &str, kind: Kind, run: &Run, rounds: u32, with: Baselines) -> Row {
+    let (mut ours, mut fi, mut tag) = (Vec::new(), Series::default(), Series::default());
+    let ucx = with.ucx && kind == Kind::Bw;
+    for _ in 0..rounds.max(1) {
+        let row = crate::measure(provider, kind, run);
+        let rate = row.get("msgs_per_s").unwrap_or(f64::NAN);
+        ours.push(row);
+        if with.libfabric {
+            fi.run(rate, || {
+                libfabric::stream(run.size, run.iters).map(|r| (r.round(), 0.0))
+            });
+        }
+        if ucx {
+            tag.run(rate, || {
+                ucx::tag_bw(run.size, run.iters).map(|r| (r.round(), 0.0))
+            });
+        }
+    }
+    let mut row = report::median(ours);
+    if with.libfabric {
+        let names = ["fi_stream_msgs_per_s", "", "msgs_vs_fi_stream"];
+        row = fi.into_row(row, "fi_stream", names);
+    }
+    if ucx {
+        row = row.text("ucx_tls", ucx::transports());
+        let names = ["ucx_tag_bw_msgs_per_s", "", "msgs_vs_ucx"];
         row = tag.into_row(row, "ucx_perftest", names);
     }
     row
