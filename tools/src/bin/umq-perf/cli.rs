@@ -113,8 +113,8 @@ pub struct Cli {
     /// buffers only. off: neither; every message is copied through the ring.
     #[arg(long, value_name = "BUFFERS", default_value = "on", value_parser = ["on", "send", "recv", "off"])]
     pub shared_pool: String,
-    /// Repeat each measurement and report the median. With --compare, each round runs ours
-    /// and then each baseline, and a ratio is the median of the rounds' own.
+    /// Repeat each measurement and report the median. With --compare, each round of lat, bw
+    /// or qps runs ours and then each baseline, and a ratio is the median of the rounds' own.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: u32,
     /// Also run a baseline in the same invocation: libfabric, ucx or both
