@@ -156,6 +156,11 @@ if command -v valgrind >/dev/null && command -v objdump >/dev/null; then
   # The same ping-pong's instructions through libumq.so, as a C program links it, by either API
   # (the program checks every byte it receives); flow control's work must show.
   LIBUMQ_DIR="$lib" timeout 300 "$root/scripts/so-instructions.sh" --rounds 500 | python3 -c 'import sys; rows=[l.split() for l in sys.stdin.read().splitlines()]; v={(r[2], r[4], r[6]): int(r[8]) for r in rows}; assert sorted(v) == sorted((a, p, f) for p in ("loopback", "shm") for a, f in (("pro", "on"), ("pro", "off"), ("base", "on"))), rows; assert all(v[("pro", p, "on")] > v[("pro", p, "off")] > 0 and v[("base", p, "on")] > 0 for p in ("loopback", "shm")), v; print("instructions a round trip through libumq.so:", v)'
+  # Its idle mode: receive polls of a queue to which nothing comes, after its round trips
+  # (docs/TRANSPORTS.md, "Latency": a poll that finds nothing). Every one must find nothing.
+  for p in loopback shm; do
+    UMQ_PROVIDER=$p timeout 60 "$root/target/so-pingpong/so_pingpong" 20000 on pro idle | grep -E '^so_pingpong: 20000 idle receive polls, flow control on, [0-9.]+ ns a poll$'
+  done
 else
   echo "SKIPPED: locked instructions a message and instructions through libumq.so: valgrind or objdump not found"
 fi

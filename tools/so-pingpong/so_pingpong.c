@@ -4,8 +4,10 @@
  * where inlining folds its constant arguments (a direction, a count of one) into the library's
  * code; a C program's calls carry them as values.
  *
- *   so_pingpong ROUNDS [on|off] [pro|base]   flow control on (default) or off; the pro API
- *                                            (default) or the base API
+ *   so_pingpong ROUNDS [on|off] [pro|base] [idle]
+ *       flow control on (default) or off; the pro API (default) or the base API; with idle,
+ *       after 100 round trips, ROUNDS receive polls of a queue to which nothing comes (what a
+ *       waiting application's loop spins on), and the mean poll in ns
  *
  * Pro API: each side keeps 16 receive buffers posted. A round trip: A posts a SEND, B polls it
  * and posts its buffer back, A polls the send's completion; then the same from B to A.
@@ -195,11 +197,24 @@ int main(int argc, char **argv)
         for (int i = 0; i < RX_BUFS; i++)
             post_rx(q[s], alloc_one(q[s]));
     }
+    int idle = argc > 4 && strcmp(argv[4], "idle") == 0;
+    uint32_t pingpongs = idle ? 100 : rounds;
     uint64_t began = now_ns();
-    for (uint32_t r = 0; r < rounds; r++) {
+    for (uint32_t r = 0; r < pingpongs; r++) {
         one_way(q[0], q[1], tx[0], r);
         one_way(q[1], q[0], tx[1], r + 1);
     }
-    report(rounds, pro, flow, began);
+    if (!idle) {
+        report(rounds, pro, flow, began);
+        return 0;
+    }
+    umq_buf_t *got = NULL;
+    began = now_ns();
+    for (uint32_t r = 0; r < rounds; r++)
+        if (umq_poll(q[1], UMQ_IO_RX, &got, 1) != 0)
+            die("idle poll", (int)r);
+    double ns = rounds ? (double)(now_ns() - began) / rounds : 0;
+    printf("so_pingpong: %u idle receive polls, flow control %s, %.1f ns a poll\n", rounds,
+           flow ? "on" : "off", ns);
     return 0;
 }
