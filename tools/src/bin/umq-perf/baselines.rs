@@ -123,7 +123,7 @@ fn latency(provider: &str, run: &Run, rounds: u32, with: Baselines) -> Row {
 /// is the `bw` test's baseline only.
 fn stream(provider: &str, kind: Kind, run: &Run, rounds: u32, with: Baselines) -> Row {
     let (mut ours, mut fi, mut tag) = (Vec::new(), Series::default(), Series::default());
-    let ucx = with.ucx && kind == Kind::Bw;
+    let tag_bw = with.ucx && kind == Kind::Bw;
     for _ in 0..rounds.max(1) {
         let row = crate::measure(provider, kind, run);
         let rate = row.get("msgs_per_s").unwrap_or(f64::NAN);
@@ -133,7 +133,7 @@ fn stream(provider: &str, kind: Kind, run: &Run, rounds: u32, with: Baselines) -
                 libfabric::stream(run.size, run.iters).map(|r| (r.round(), 0.0))
             });
         }
-        if ucx {
+        if tag_bw {
             tag.run(rate, || {
                 ucx::tag_bw(run.size, run.iters).map(|r| (r.round(), 0.0))
             });
@@ -144,7 +144,7 @@ fn stream(provider: &str, kind: Kind, run: &Run, rounds: u32, with: Baselines) -
         let names = ["fi_stream_msgs_per_s", "", "msgs_vs_fi_stream"];
         row = fi.into_row(row, "fi_stream", names);
     }
-    if ucx {
+    if tag_bw {
         row = row.text("ucx_tls", ucx::transports());
         let names = ["ucx_tag_bw_msgs_per_s", "", "msgs_vs_ucx"];
         row = tag.into_row(row, "ucx_perftest", names);
