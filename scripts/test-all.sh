@@ -305,12 +305,18 @@ python3 -m pip wheel --quiet --no-deps --no-build-isolation -w target/python-whe
 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
 stage "Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+# The flow-control soak (tests/flow_soak.rs, run on loopback above) over shared memory: a short
+# run of docs/RELIABILITY.md's long one.
+UMQ_PROVIDER=shm UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
 stage "with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives and its credit reaches the sender, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
 no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py python/tests/test_flow.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
 if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >/dev/null; then
   stage "Python tests again, every bind forced onto the network provider (libfabric ${UMQ_FABRIC_PROVIDER:-tcp})"
   UMQ_PROVIDER=fabric UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+  # The flow-control soak over the network: its progress engine runs flow-control steps beside
+  # the test's own thread (docs/RELIABILITY.md, "The soak over the network").
+  UMQ_PROVIDER=fabric UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
   # The whole suite again with the sweep at an hour: over the network nothing may wait for it
   # (credit, pings, a receiver away, what libfabric moves only when called), so every test
   # that passes with it passes without.
@@ -350,6 +356,7 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # event fd as the ring asks (docs/TRANSPORTS.md, "Watching the connection for long WRs").
     UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 1048576 --iters 50 --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 4 and all(r["one_sided_rma_wr"] == 0 for r in rows), rows; fig={r["op"]: r.get("mean_ns", r.get("msgs_per_s")) for r in rows}; print("1 MiB WRITEs as messages into a sleeping target over the UCX engine: WRITE", fig["write"], "ns, stream", fig["write_stream"], "WRs/s")'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+    UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
   else
     echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"
   fi

@@ -303,8 +303,18 @@ pub fn quiescent(threads: usize) -> (Held, Vec<String>) {
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
-        .and_then(|v| v.parse().ok())
+        .map(|v| parse_u64(&v).unwrap_or_else(|| panic!("{name}={v} is not a number")))
         .unwrap_or(default)
+}
+
+/// A number in decimal or, with `0x`, in hex: the tests print their seeds in hex, and a seed
+/// copied from a failure must reproduce it rather than be ignored.
+fn parse_u64(v: &str) -> Option<u64> {
+    let v = v.trim().replace('_', "");
+    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
 }
 
 /// The fault tests' seed: `UMQ_FAULT_SEED`, else a fixed one.
