@@ -69,22 +69,6 @@ fn reap_sends(p: &Peer) {
     free_all(&tx);
 }
 
-/// Brings the pair to a quiescent point. Loopback delivers synchronously, so it is one already;
-/// over shared memory (`UMQ_PROVIDER=shm`) an announcement can still be in a ring, over the
-/// network (`UMQ_PROVIDER=fabric`) on its way, and rounds on both sides (send-completion polls,
-/// which take no receive) bring it in.
-fn settle(peers: &mut [Peer; 2]) {
-    for _ in 0..100_000 {
-        let (sa, sb) = (stats(peers[0].h), stats(peers[1].h));
-        if sa.total_local_rx_notified == sb.total_remote_rx_received
-            && sb.total_local_rx_notified == sa.total_remote_rx_received
-        {
-            return;
-        }
-        peers.iter().for_each(reap_sends);
-    }
-}
-
 /// Every credit `p`'s queue consumed went to one of its sends or standalone updates. The
 /// standalone count comes from the extended statistics, whose query first runs a flow-control
 /// step, and the consumed count from the plain ones: between the two reads the queue's step (the
@@ -179,7 +163,7 @@ fn soak() {
         }
         if steps.is_multiple_of(5_000) {
             quiescent_checks += 1;
-            settle(&mut peers);
+            settle_pair(a, b);
             assert_identities(a, b);
         }
     }
@@ -188,7 +172,7 @@ fn soak() {
         assert_eq!(ext_stats(p.h).rx_without_buffer, 0);
     }
     // The last messages' announcements may still be on their way, as at any quiescent point.
-    settle(&mut peers);
+    settle_pair(a, b);
     assert_identities(a, b);
     let (ea, eb) = (ext_stats(a), ext_stats(b));
     eprintln!(

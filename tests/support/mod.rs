@@ -96,6 +96,30 @@ pub fn queued_mode(h: u64, on: bool) {
     assert_eq!(umq_user_ctl(h, &mut i, &mut o), 0, "queued mode {on}");
 }
 
+/// Brings the bound pair `a`, `b` to a quiescent point: every credit announced has been
+/// received. Loopback delivers synchronously, so it is one already; over shared memory
+/// (`UMQ_PROVIDER=shm`) an announcement can still be in a ring, over the network
+/// (`UMQ_PROVIDER=fabric`) on its way, and rounds on both sides (send-completion polls, which
+/// take no receive; what they find must be successes) bring it in. Gives up after 100,000
+/// turns, leaving the identities to show what did not come.
+pub fn settle_pair(a: u64, b: u64) {
+    for _ in 0..100_000 {
+        let (sa, sb) = (stats(a), stats(b));
+        if sa.total_local_rx_notified == sb.total_remote_rx_received
+            && sb.total_local_rx_notified == sa.total_remote_rx_received
+        {
+            return;
+        }
+        for h in [a, b] {
+            let done = poll(h, UMQ_IO_TX, 64);
+            for &t in &done {
+                assert_eq!(unsafe { (*t).status() }, UMQ_BUF_SUCCESS);
+            }
+            free_all(&done);
+        }
+    }
+}
+
 /// The spec's three identities for a quiescent pair.
 pub fn assert_identities(a: u64, b: u64) {
     let (sa, sb) = (stats(a), stats(b));
