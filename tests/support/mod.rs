@@ -110,14 +110,18 @@ pub fn settle_pair(a: u64, b: u64) {
         {
             return;
         }
-        for h in [a, b] {
-            let done = poll(h, UMQ_IO_TX, 64);
-            for &t in &done {
-                assert_eq!(unsafe { (*t).status() }, UMQ_BUF_SUCCESS);
-            }
-            free_all(&done);
-        }
+        reap_sends(a);
+        reap_sends(b);
     }
+}
+
+/// Takes up to 64 of `h`'s send completions, each a success, and frees their buffers.
+pub fn reap_sends(h: u64) {
+    let done = poll(h, UMQ_IO_TX, 64);
+    for &t in &done {
+        assert_eq!(unsafe { (*t).status() }, UMQ_BUF_SUCCESS);
+    }
+    free_all(&done);
 }
 
 /// The spec's three identities for a quiescent pair.
