@@ -5,6 +5,7 @@
  *   test_dropin TRANSPORT EVENTS FC API [ROUNDS]
  *     TRANSPORT  loopback (client and server are two threads of one process)
  *                shm      (client and server are two processes; the client forks the server)
+ *                fabric   (as shm, every bind forced onto the network provider: UMQ_PROVIDER)
  *     EVENTS     poll | irq
  *     FC         fc (flow control on, a small initial window) | nofc
  *     API        pro:  the client posts the SAME 64-buffer list head every round (umq_post must
@@ -33,7 +34,7 @@
 #define DEQUEUE_MOST 64 /* the most messages one umq_dequeue returns */
 
 static struct {
-    int shm, irq, fc, pro;
+    int shm, fabric, irq, fc, pro;
     long rounds;
 } cfg;
 
@@ -99,7 +100,10 @@ static uint64_t connect_queue(int s, const char *name)
     umq_user_ctl_out_t out = {.addr = (uint64_t)(uintptr_t)&st, .len = sizeof(st)};
     if (umq_user_ctl(q, &in, &out) != 0)
         die(name, "transport stats");
-    if (st.transport != (cfg.shm ? UMQ_EXT_TRANSPORT_SHM : UMQ_EXT_TRANSPORT_LOOPBACK))
+    uint32_t want = cfg.fabric ? UMQ_EXT_TRANSPORT_FABRIC
+                    : cfg.shm  ? UMQ_EXT_TRANSPORT_SHM
+                               : UMQ_EXT_TRANSPORT_LOOPBACK;
+    if (st.transport != want)
         die(name, "the binding is not on the transport this run is for");
     return q;
 }
@@ -428,7 +432,10 @@ int main(int argc, char **argv)
     (void)test_checks; /* util.h's counters: this program stops at the first failure */
     (void)test_failures;
     setenv("UMQ_LOG_LEVEL", "crit", 1);
-    cfg.shm = strcmp(argv[1], "shm") == 0;
+    cfg.fabric = strcmp(argv[1], "fabric") == 0;
+    cfg.shm = cfg.fabric || strcmp(argv[1], "shm") == 0; /* two processes either way */
+    if (cfg.fabric)
+        setenv("UMQ_PROVIDER", "fabric", 1);
     cfg.irq = strcmp(argv[2], "irq") == 0;
     cfg.fc = strcmp(argv[3], "fc") == 0;
     cfg.pro = strcmp(argv[4], "pro") == 0;

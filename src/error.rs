@@ -30,3 +30,16 @@ pub fn ebusy(func: &str, why: std::fmt::Arguments<'_>) -> Errno {
 pub fn set_errno(negative_code: Errno) {
     unsafe { *libc::__errno_location() = -negative_code };
 }
+
+/// The calling thread's errno as it is now (for `restore_errno`).
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns the calling thread's errno, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Puts back an errno read by `errno`: for a call whose contract leaves errno as the caller
+/// had it, after system calls on its way may have set it.
+pub fn restore_errno(value: i32) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}

@@ -86,6 +86,21 @@ def test_base_api_large_message_is_reassembled(base):
     assert dequeue_all(b, 1) == [big]
 
 
+def test_an_empty_dequeue_leaves_errno_as_the_caller_had_it(base):
+    # Base-API loops test errno after a NULL dequeue. Right after the bind, a dequeue's round
+    # may bring the pair's connection up (over the network, with system calls that fail on the
+    # way and set errno): the caller's errno must come back all the same.
+    a, b = base.pair(depth=8)
+    lib = umq.lib()
+    for sentinel in [0, 4242] * 100:
+        for q in (a, b):
+            C.set_errno(sentinel)
+            assert not lib.umq_dequeue(q.handle)
+            assert C.get_errno() == sentinel
+    a.enqueue(b"after")
+    assert dequeue_all(b, 1) == [b"after"]
+
+
 def test_enqueue_bad_input(base):
     a, _ = base.pair(depth=8)
     lib = umq.lib()

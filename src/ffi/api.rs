@@ -252,6 +252,11 @@ pub extern "C" fn umq_enqueue(
 #[unsafe(no_mangle)]
 pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
     ffi_guard!("umq_dequeue", {
+        // The round a dequeue runs makes system calls that may set errno on the way (over the
+        // network, libfabric's and a connection's set-up: its socket, looked for among the
+        // process's fds, asks `getsockname` of fds that are not sockets), so a NULL for nothing
+        // yet puts back the errno the caller had.
+        let callers = crate::error::errno();
         let got = with_queue("umq_dequeue", umqh, |q| {
             let t = crate::dfx::perf_start();
             let r = crate::queue::base::dequeue(q)?;
@@ -267,6 +272,9 @@ pub extern "C" fn umq_dequeue(umqh: u64) -> *mut umq_buf_t {
             );
             Ok(r)
         });
+        if matches!(got, Ok(None)) {
+            crate::error::restore_errno(callers);
+        }
         or_errno(got).unwrap_or(std::ptr::null_mut())
     })
 }
