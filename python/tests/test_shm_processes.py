@@ -453,3 +453,69 @@ def test_an_idle_receiver_s_credit_reaches_the_sender_while_it_is_away():
 
     flow = umq.FlowControl(initial_window=8, is_limited=True)
     while_the_receiver_is_away(send_all, flow_control=flow, size=64)
+
+
+FLOOD_COUNT = 1024
+FLOOD_SIZE = 64 << 10
+
+
+def flood_payload(i):
+    return i.to_bytes(4, "little") * (FLOOD_SIZE // 4)
+
+
+def flooding_sender(conn):
+    """Sends FLOOD_COUNT messages of 64 KiB, without flow control, to a receiver that posts no
+    buffer until told: reports how many had completed when nothing moved for a while, then
+    sends the rest."""
+    with umq.Umq() as ctx:
+        q = ctx.queue("child", depth=256, trans_mode=umq.UMQ_TRANS_MODE_IPC)
+        conn.send(q.bind_info())
+        q.bind(conn.recv())
+        sent = done = 0
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 0.5 and done < FLOOD_COUNT:
+            took = q.send([flood_payload(i) for i in range(sent, min(sent + 8, FLOOD_COUNT))])
+            came = len(q.poll(umq.UMQ_IO_TX))
+            sent, done = sent + took, done + came
+            if took or came:
+                quiet_since = time.monotonic()
+        conn.send(done)
+        conn.recv()  # the receiver posts its buffers now
+        while done < FLOOD_COUNT:
+            sent += q.send([flood_payload(i) for i in range(sent, min(sent + 8, FLOOD_COUNT))])
+            done += len(q.poll(umq.UMQ_IO_TX))
+        conn.recv()
+
+
+def test_a_receiver_without_buffers_holds_up_its_sender_and_not_its_memory():
+    """Flow control off, a receiver that posts no receive buffer holds up its sender: over
+    shared memory the ring fills, over the network the receiver's inbox reaches the allowance
+    its sender keeps to (`transport/fabric/allowance.rs`). The sender's SENDs stop completing
+    after a few MiB of the 64 MiB it has to send, where over the network they had all gone
+    into the receiver's memory. Once the receiver posts buffers, every message arrives, whole
+    and in order."""
+    parent_end, child_end = mp.Pipe()
+    child = mp.get_context("spawn").Process(target=flooding_sender, args=(child_end,))
+    child.start()
+    try:
+        with umq.Umq() as ctx:
+            q = queue_bound_through(ctx, "parent", parent_end, depth=256)
+            completed = parent_end.recv()
+            assert completed * FLOOD_SIZE <= 16 << 20, f"{completed} SENDs of 64 KiB went"
+            parent_end.send("posting")
+            q.post_recv(256, size=FLOOD_SIZE)
+            got = 0
+            for _ in range(20_000_000):
+                if got == FLOOD_COUNT:
+                    break
+                rx = q.poll(umq.UMQ_IO_RX)
+                for c in rx:
+                    assert c.status == umq.UMQ_BUF_SUCCESS
+                    assert c.data == flood_payload(got), f"message {got} differs"
+                    got += 1
+                q.post_recv(len(rx), size=FLOOD_SIZE)
+            assert got == FLOOD_COUNT
+            parent_end.send("done")
+    finally:
+        child.join(30)
+    assert child.exitcode == 0

@@ -25,8 +25,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 /// connections refuse a peer whose eager limit differs); 8 when small network messages began to
 /// travel bundled, a kind of message earlier peers take for corruption; 9 when a network WR's
 /// completion that teaches a chunk stopped carrying a chunk stride's worth of padding (earlier
-/// peers wait for the rest of it); 10 when the network address's length grew to 16 bits.
-pub const VERSION: u16 = 10;
+/// peers wait for the rest of it); 10 when the network address's length grew to 16 bits; 11
+/// when a channel's landing words grew a fifth, the bytes of our messages the peer took (an
+/// earlier peer never writes it, and our sender would wait on its allowance for good).
+pub const VERSION: u16 = 11;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.

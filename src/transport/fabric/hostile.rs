@@ -47,8 +47,11 @@ pub fn case(d: &mut impl Draw) -> Case {
         _ => (super::sys::Addressing::Virtual, true),
     };
     let mut exposed = super::rma::Exposure::new(addressing, packed, false);
+    let total_bytes: u64 = queue.iter().map(|a| a.bytes() as u64).sum();
+    let mut pending = total_bytes;
     let mut arrived = Arrived {
         queue: &mut queue,
+        pending: &mut pending,
         bounces: &bounces,
         released: &mut released,
     };
@@ -71,6 +74,16 @@ pub fn case(d: &mut impl Draw) -> Case {
     assert_completions_fit(&w);
     assert_unwritten(&canaries);
     assert_bounces_accounted(&lent, &queue, &released);
+    let left_bytes: u64 = queue.iter().map(|a| a.bytes() as u64).sum();
+    assert_eq!(
+        pending, left_bytes,
+        "the inbox's count of its bytes went astray"
+    );
+    assert_eq!(
+        rx.taken.now() + left_bytes,
+        total_bytes,
+        "a message taken out of the inbox was not counted as taken"
+    );
     landing_areas(d);
     for b in ours.into_iter().chain(canaries) {
         pool.free_one(b).unwrap();
@@ -85,6 +98,7 @@ fn idle_rx(d: &mut impl Draw) -> Rx {
         held: None,
         executed: d.below(3),
         bundle_at: 0,
+        taken: Default::default(),
     }
 }
 
@@ -236,6 +250,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         .collect();
     Tx {
         outgoing: VecDeque::new(),
+        allowance: Default::default(),
         answers: super::tx::HeldAnswers::default(),
         peer_carries: false,
         write_answered_later: false,

@@ -13,6 +13,7 @@
 //! flow-control area into the landing words the peer's node keeps for the channel (RMA,
 //! `ship_area`) whenever it changed, and the peer reads credit from there.
 
+mod allowance;
 mod calls;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod hostile;
@@ -226,11 +227,15 @@ struct Rx {
     executed: u64,
     /// Where the next message of the bundle at the front of what arrived starts.
     bundle_at: usize,
+    /// Bytes of the peer's messages our rounds took out of the inbox (`allowance`).
+    taken: allowance::Taken,
 }
 
 struct Tx {
     /// Messages to send, in order; the first may be partly sent.
     outgoing: VecDeque<Outgoing>,
+    /// How much of the peer's inbox our messages may fill (`allowance`).
+    allowance: allowance::Allowance,
     /// Answers to the peer's WRITEs that wait for a message of ours to carry them, and whether
     /// the peer's last answer to a WRITE of ours came so (`FLAG_CARRIED`).
     answers: tx::HeldAnswers,
@@ -428,9 +433,11 @@ impl Link {
                 held: None,
                 executed: 0,
                 bundle_at: 0,
+                taken: Default::default(),
             },
             tx: Tx {
                 outgoing: VecDeque::new(),
+                allowance: Default::default(),
                 answers: tx::HeldAnswers::default(),
                 peer_carries: false,
                 write_answered_later: false,
@@ -491,10 +498,13 @@ impl Link {
         &self.peer_area
     }
 
-    /// Our flow-control area changed since it last went to the peer (or is on its way): a
-    /// round must ship it, the peer may be waiting for the credit.
+    /// Our flow-control area changed since it last went to the peer (or is on its way), or
+    /// the bytes we took of its messages are due (`allowance`): a round must ship it, the peer
+    /// may be waiting for the credit or the room.
     pub fn area_unshipped(&self) -> bool {
-        self.area_in_flight || self.our_area.get().snapshot() != self.area_sent
+        self.area_in_flight
+            || self.our_area.get().snapshot() != self.area_sent
+            || self.rx.taken.due()
     }
 
     /// A full round: the node's completions, the peer's messages, our completions, our sends.
@@ -925,9 +935,10 @@ impl Link {
     /// area: each word only grows within a binding, so a stale or hostile write lowers nothing.
     /// A change is also word from the peer (it is alive).
     fn take_landed(&mut self, n: &mut Shared) {
-        let Some(landed) = n.landed(self.ch.id) else {
+        let Some((landed, taken)) = n.landed(self.ch.id) else {
             return;
         };
+        self.tx.allowance.peer_took(taken);
         if landed != self.peer_area.snapshot() {
             self.peer_area.raise_to(landed);
             n.peers[self.peer].heard = n.now();

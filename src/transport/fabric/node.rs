@@ -18,7 +18,7 @@ use super::msg::*;
 use super::pieces::{LONE_PIECE, PIECE, Piece, Pieces};
 use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
 use super::{LinkError, watch};
-use super::{registered, rma};
+use super::{allowance, registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::process::PerProcess;
 use crate::transport::call_bell::CallBell;
@@ -67,8 +67,9 @@ pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + AREA_WRITES + 16;
 /// Channels a node can hold (a process binding ten thousand pairs to itself holds twenty
 /// thousand). Their landing words are reserved up front and cost memory as they are used.
 pub const MAX_CHANNELS: usize = 1 << 16;
-/// A channel's landing words: its generation, then the peer's flow-control area (three words).
-pub const SLOT_BYTES: usize = 32;
+/// A channel's landing words: its generation, then the peer's flow-control area (three words)
+/// and the bytes of our messages it took (`allowance`).
+pub const SLOT_BYTES: usize = 40;
 /// Bounce buffers a node lends its channels' inboxes at most; past it, arrivals are copied out
 /// and their buffers posted again, so a queue whose application does not call in never holds
 /// up the others.
@@ -99,16 +100,31 @@ fn generation_of(id: ChannelId) -> u32 {
     (id >> 32) as u32
 }
 
+/// Why a binding whose peer ignored its allowance broke.
+const OVER_ALLOWANCE: &str = "the peer sent more than its allowance";
+
 /// A message the node handed to a channel: still in its bounce buffer, or copied out.
 pub enum Arrival {
     Bounce { idx: usize, len: usize },
     Owned(Vec<u8>),
 }
 
+impl Arrival {
+    /// The message's bytes, its header included.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Arrival::Bounce { len, .. } => *len,
+            Arrival::Owned(v) => v.len(),
+        }
+    }
+}
+
 /// What the node keeps for a channel until its binding takes it.
 pub struct Inbox {
     id: ChannelId,
     pub arrivals: VecDeque<Arrival>,
+    /// Their bytes (`allowance::INBOX_AT_MOST`).
+    pub pending: u64,
     /// Sequence numbers of the channel's WRs one of whose fragments libfabric finished sending.
     pub sent: Vec<u64>,
     /// The channel's flow-control area write completed.
@@ -668,6 +684,7 @@ impl Shared {
         self.inboxes[slot] = Some(Inbox {
             id,
             arrivals: VecDeque::new(),
+            pending: 0,
             sent: Vec::new(),
             area_written: false,
             broken: None,
@@ -740,9 +757,9 @@ impl Shared {
 
     /// What the peer last wrote into channel `id`'s landing words, when it wrote them for this
     /// channel (a write for an earlier binding of the slot names another generation).
-    pub fn landed(&self, id: ChannelId) -> Option<[u64; 3]> {
-        let [generation, words @ ..] = self.landing.words::<4>(slot_of(id) * SLOT_BYTES);
-        (generation == generation_of(id) as u64).then_some(words)
+    pub fn landed(&self, id: ChannelId) -> Option<([u64; 3], u64)> {
+        let [generation, a, b, c, taken] = self.landing.words::<5>(slot_of(id) * SLOT_BYTES);
+        (generation == generation_of(id) as u64).then_some(([a, b, c], taken))
     }
 
     /// Binds channel `id` to the peer process named `name`: its address handle, reached once
@@ -1017,6 +1034,10 @@ impl Shared {
             if control && id != self.serving {
                 self.call_here(id);
             }
+            if self.exceeds_allowance(id, len) {
+                self.rx.repost.push(idx);
+                continue;
+            }
             let arrival = if self.rx.lent < LEND_AT_MOST {
                 self.rx.lent += 1;
                 Arrival::Bounce { idx, len }
@@ -1029,8 +1050,35 @@ impl Shared {
                 self.peers[p].heard = self.now;
                 self.peers[p].heard_any = true;
             }
-            self.tell(id, |i| i.arrivals.push_back(arrival));
+            self.tell(id, |i| {
+                i.pending += len as u64;
+                i.arrivals.push_back(arrival);
+            });
         }
+    }
+
+    /// Whether a message of `len` bytes for channel `id` would take its inbox past what a peer
+    /// that keeps to its allowance can fill (`allowance`): the peer ignores it, the message is
+    /// dropped and the binding breaks.
+    fn exceeds_allowance(&mut self, id: ChannelId, len: usize) -> bool {
+        let Some(inbox) = self.inbox_mut(id) else {
+            return false;
+        };
+        if inbox.pending + len as u64 <= allowance::INBOX_AT_MOST {
+            return false;
+        }
+        if inbox.broken == Some(OVER_ALLOWANCE) {
+            return true; // said once
+        }
+        crate::log_warn!(
+            "umq_fabric",
+            "a peer's messages fill {} bytes of a queue's inbox, past the {} its allowance \
+             lets it fill: the binding breaks",
+            inbox.pending + len as u64,
+            allowance::INBOX_AT_MOST
+        );
+        self.tell(id, |i| i.broken = Some(OVER_ALLOWANCE));
+        true
     }
 
     /// Calls our progress thread to channel `id` (`CallBell::ring_here`).
@@ -1166,7 +1214,7 @@ impl Shared {
         peer: u64,
         to: RemoteKey,
         to_channel: ChannelId,
-        words: [u64; 3],
+        (words, taken): ([u64; 3], u64),
     ) -> Result<bool, LinkError> {
         if self.areas_in_flight >= AREA_WRITES {
             return Ok(false);
@@ -1178,6 +1226,7 @@ impl Shared {
             words[0],
             words[1],
             words[2],
+            taken,
         ];
         for (chunk, w) in out.chunks_exact_mut(8).zip(all) {
             chunk.copy_from_slice(&w.to_ne_bytes());

@@ -18,6 +18,7 @@ impl Link {
             .ok_or(lost("the binding's network channel is gone"))?;
         let mut arrived = Arrived {
             queue: &mut inbox.arrivals,
+            pending: &mut inbox.pending,
             bounces,
             released: &mut self.released,
         };
@@ -41,6 +42,8 @@ impl Link {
 /// copied out. Bounce buffers of the messages that ran are `released`.
 pub(super) struct Arrived<'a> {
     pub(super) queue: &'a mut VecDeque<node::Arrival>,
+    /// The bytes in `queue` (`Inbox::pending`).
+    pub(super) pending: &'a mut u64,
     pub(super) bounces: &'a sys::Buffers,
     pub(super) released: &'a mut Vec<usize>,
 }
@@ -53,11 +56,17 @@ impl Arrived<'_> {
         })
     }
 
-    /// The front message ran.
-    fn pop(&mut self) {
-        if let Some(node::Arrival::Bounce { idx, .. }) = self.queue.pop_front() {
+    /// The front message ran; its length.
+    fn pop(&mut self) -> usize {
+        let Some(a) = self.queue.pop_front() else {
+            return 0;
+        };
+        let len = a.bytes();
+        *self.pending -= len as u64;
+        if let node::Arrival::Bounce { idx, .. } = a {
             self.released.push(idx);
         }
+        len
     }
 }
 
@@ -149,7 +158,8 @@ pub(super) fn receive_messages(
             Some(at) => rx.bundle_at = at,
             None => {
                 rx.bundle_at = 0;
-                arrived.pop();
+                let len = arrived.pop();
+                rx.taken.took(len);
             }
         }
     }

@@ -149,7 +149,7 @@ impl Pair {
         let (id, peer, node) = (self.a.ch.id, self.a.peer_addr, self.a.ch.node.clone());
         while !node
             .lock()
-            .write_area(id, peer, to, to_channel, words)
+            .write_area(id, peer, to, to_channel, (words, 0))
             .unwrap()
         {
             node.lock().progress(id).unwrap();
@@ -1726,7 +1726,7 @@ fn the_area_lands_by_rma_write_and_never_goes_down() {
     }
     p.area_a.raise_to([16, 41, 3]);
     p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 41, 3]);
-    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id).map(|(area, _)| area);
     let (earlier, to) = (p.b.ch.id - (1 << 32), p.a.peer_landing);
     p.write_area_of_a(to, earlier, [99, 99, 99]);
     assert_eq!(landed(&p.b), None, "a write for another generation");
@@ -1796,9 +1796,9 @@ fn an_area_write_lands_after_its_writer_has_gone() {
     let _ =
         b.ch.node
             .lock()
-            .write_area(id, peer, to, to_channel, [1, 2, 3]);
+            .write_area(id, peer, to, to_channel, ([1, 2, 3], 0));
     std::thread::sleep(Duration::from_millis(20));
-    let landed = || b.ch.node.lock().landed(b.ch.id);
+    let landed = || b.ch.node.lock().landed(b.ch.id).map(|(area, _)| area);
     while landed() != Some([16, 41, 3]) {
         assert!(Instant::now() < deadline, "the write never landed");
         let _ = b.ch.node.lock().progress(b.ch.id);
@@ -1836,7 +1836,7 @@ fn a_ucx_area_write_outside_the_landing_words_is_dropped() {
     for bad in hostile {
         p.write_area_of_a(bad, to_channel, [99, 99, 99]);
     }
-    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id).map(|(area, _)| area);
     assert_eq!(landed(&p.b), Some([16, 40, 3]), "a hostile write landed");
     p.area_a.raise_to([16, 42, 3]);
     p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
@@ -3090,4 +3090,89 @@ fn threads_open_their_channels_in_nodes_of_their_own() {
         "another thread's channel is in another node when there are lanes for it ({})",
         node::lanes()
     );
+}
+
+/// The bytes of b's messages that wait in b's inbox, not yet taken by its rounds.
+fn inbox_bytes(p: &Pair) -> u64 {
+    p.b.ch.node.lock().inbox_mut(p.b.ch.id).unwrap().pending
+}
+
+/// Flow control off, a receiver that posts no buffer: the sender's messages stop once the
+/// peer's inbox holds its allowance, the rest waiting uncompleted in its send queue (they had
+/// all gone into the receiver's memory). Once the receiver posts buffers, its rounds take them
+/// and say so, and every message arrives, whole and in order.
+#[test]
+fn a_sender_keeps_to_the_peer_s_allowance_until_the_peer_takes_its_messages() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.connect();
+    (p.wa, p.wb) = (Wire::new(256, 256), Wire::new(256, 256));
+    let size = 64 << 10;
+    let count = 2 * (allowance::ALLOWANCE / size as u64) as usize;
+    p.wrs(count, size)
+        .into_iter()
+        .for_each(|wr| p.wa.sq.push(wr));
+    let (mut completed, mut since) = (0, Instant::now());
+    while since.elapsed() < Duration::from_millis(100) {
+        p.round_a().unwrap();
+        p.round_b().unwrap();
+        assert!(
+            inbox_bytes(&p) <= allowance::ALLOWANCE,
+            "past the allowance"
+        );
+        if p.wa.sq.completed() > completed {
+            (completed, since) = (p.wa.sq.completed(), Instant::now());
+        }
+    }
+    assert!(
+        completed > 0 && completed < count / 2 + 1,
+        "{completed} of {count} went"
+    );
+    assert!(p.a.tx.allowance.waiting() <= allowance::ALLOWANCE);
+    assert!(inbox_bytes(&p) > 0, "the inbox holds what went");
+    p.rx_bufs(count, size)
+        .into_iter()
+        .for_each(|b| p.wb.rq.post(b));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.wb.rq.completions_len() < count {
+        assert!(Instant::now() < deadline, "not within 10 s");
+        p.round_a().unwrap();
+        p.round_b().unwrap();
+    }
+    let mut done = vec![std::ptr::null_mut(); count];
+    assert_eq!(p.wb.rq.take_completions(&mut done), count);
+    for (i, &b) in done.iter().enumerate() {
+        let h = unsafe { &*b };
+        assert_eq!((h.total_data_size, h.pro().imm_data), (size, i as u64));
+        assert!(crate::transport::test_bytes_intact(b, size as usize));
+    }
+    assert_eq!(p.wa.sq.completed(), count);
+}
+
+/// A peer whose messages fill a queue's inbox past twice the allowance ignores it: what it
+/// sends beyond is dropped, and the binding breaks, saying why.
+#[test]
+fn a_peer_that_ignores_the_allowance_breaks_its_binding_and_fills_no_more() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.connect();
+    (p.wa, p.wb) = (Wire::new(1024, 1024), Wire::new(8, 8));
+    // a believes every message taken at once: nothing holds it back.
+    p.a.tx.allowance.peer_took(u64::MAX / 2);
+    let size = 64 << 10;
+    let count = 3 * (allowance::INBOX_AT_MOST / size as u64) as usize;
+    p.wrs(count, size)
+        .into_iter()
+        .for_each(|wr| p.wa.sq.push(wr));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let why = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the binding did not break within 10 s"
+        );
+        let _ = p.round_a();
+        if let Err(e) = p.round_b() {
+            break e.to_string();
+        }
+        assert!(inbox_bytes(&p) <= allowance::INBOX_AT_MOST);
+    };
+    assert!(why.contains("allowance"), "{why}");
 }

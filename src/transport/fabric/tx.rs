@@ -369,6 +369,7 @@ impl Link {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
         }
         let now = self.our_area.get().snapshot();
+        let taken_due = self.rx.taken.due();
         let shipped = self.area_sent[1];
         // A grant our SENDs carried is on its way to the peer once all of them went (none waits
         // here, for credit, room or a pause): only the rest needs shipping.
@@ -377,15 +378,17 @@ impl Link {
             Some(f) if carried => f.grant_known_to_peer(shipped),
             _ => shipped,
         };
-        if now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2] {
+        let known_all =
+            now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2];
+        if known_all && !taken_due {
             return Ok(()); // the peer knows it all: what an idle poll's round finds
         }
         // The peer has used all the credit it knows of: it may be waiting for this grant, and
-        // no reply of ours is carrying it.
-        let starved = w
-            .flow
-            .as_mut()
-            .is_some_and(|f| f.peer_waits_for(now[1], shipped));
+        // no reply of ours is carrying it; or it may be waiting for room in our inbox.
+        let starved = taken_due
+            || w.flow
+                .as_mut()
+                .is_some_and(|f| f.peer_waits_for(now[1], shipped));
         let pause = if starved {
             Duration::ZERO
         } else if n.now() < self.wr_sent_at.after(AREA_WHILE_SENDING) {
@@ -397,11 +400,13 @@ impl Link {
             return Ok(());
         }
         let (to, to_channel) = (self.peer_landing, self.peer_chan);
-        if !n.write_area(self.ch.id, self.peer_addr, to, to_channel, now)? {
+        let taken = self.rx.taken.now();
+        if !n.write_area(self.ch.id, self.peer_addr, to, to_channel, (now, taken))? {
             return Ok(()); // no room now: the next round tries again
         }
         self.area_in_flight = true;
         self.area_sent = now;
+        self.rx.taken.shipped(taken);
         self.area_sent_at = n.now();
         Ok(())
     }
@@ -498,6 +503,7 @@ impl Link {
         let now = n.now();
         let Tx {
             outgoing,
+            allowance,
             flight,
             flight_base,
             call_upto,
@@ -510,6 +516,9 @@ impl Link {
                 Some(_) => (0, 0), // a paced queue's fragments are its packets
             };
             if count > 0 {
+                if !allowance.room_for(bytes) {
+                    return Ok(()); // the peer's inbox is full: its rounds' taking makes room
+                }
                 // Without room in the peer's share of libfabric, or a send buffer free, the
                 // bundle waits.
                 let room = room_or_wait(n, (to.0, id), bytes, tally);
@@ -528,6 +537,7 @@ impl Link {
                     Some(Ok(())) => {}
                     Some(Err(code)) => return sending_failed(code, &outgoing[0], call_upto),
                 }
+                allowance.sent(bytes);
                 n.said(self.peer, id);
                 *held_since = None;
                 for o in outgoing.drain(..count) {
@@ -546,6 +556,10 @@ impl Link {
                 && (paused || o.done + len as u64 > g.allowed(*wr, o.total()))
             {
                 return Ok(()); // packets go as granted, and not while our priority is paused
+            }
+            let frame = o.header.kind == KIND_CONTROL;
+            if !frame && !allowance.room_for(HEADER + len) {
+                return Ok(()); // the peer's inbox is full (a link's frame goes all the same)
             }
             let mut h = o.header;
             if o.started {
@@ -567,6 +581,7 @@ impl Link {
                 Ok(sent) => sent,
                 Err(code) => return sending_failed(code, o, call_upto),
             };
+            allowance.sent(HEADER + len);
             if sent != Sent::Injected
                 && let Some(f) = flight_of(flight, *flight_base, o.wr_seq)
             {
@@ -905,6 +920,10 @@ impl Link {
             && self.tx.outgoing.is_empty()
             && self.tx.flight.is_empty()
             && self.tx.rma_in_flight == 0
+            && self
+                .tx
+                .allowance
+                .room_for(HEADER + h.total_data_size as usize)
     }
 
     /// Injects the admitted `wr` (the next unsent WR of `w`, none ahead of it) and completes
@@ -943,6 +962,7 @@ impl Link {
             _ => unsafe { std::slice::from_raw_parts((*wr).buf_data as *const u8, len as usize) },
         });
         n.ep.inject(&n.tx.scratch, self.peer_addr).ok()?;
+        self.tx.allowance.sent(n.tx.scratch.len());
         n.said(self.peer, self.ch.id);
         self.wr_sent_at = n.now();
         // The WR's sequence number passes as if it had flown: the next one's flight is first.
