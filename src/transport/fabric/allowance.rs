@@ -13,7 +13,9 @@
 //! The link's control frames (PFC) go whatever the allowance says: they must overtake.
 //!
 //! A receiver trusts nothing of this: a peer whose messages in one inbox exceed
-//! `INBOX_AT_MOST` ignores the allowance, and its binding breaks.
+//! `INBOX_AT_MOST` ignores the allowance, and its binding breaks. Nor does a peer's READ
+//! stream make us copy without bound: while `ANSWERS_AT_MOST` of our answers wait to go, its
+//! READs wait in the inbox.
 
 /// Bytes of a binding's messages that may wait in the peer's inbox, not yet taken: 128
 /// fragments of 64 KiB. With flow control on, a peer's window keeps its inbox far below it.
@@ -28,6 +30,13 @@ pub const SHIP_TAKEN_AFTER: u64 = ALLOWANCE / 4;
 /// Bytes one inbox may hold before its peer counts as ignoring the allowance: twice the
 /// allowance, room for the control frames that go whatever it says.
 pub const INBOX_AT_MOST: u64 = 2 * ALLOWANCE;
+
+/// Bytes of our answers to a peer's READs (each a copy of the bytes read) that may wait to go
+/// before the binding runs no more of its READs: the rest wait in our inbox, where the peer's
+/// allowance holds up what it sends next. A READ asks for up to a buffer in a message of a
+/// header's length, so a peer that reads and does not take our answers made us copy without
+/// bound.
+pub const ANSWERS_AT_MOST: u64 = ALLOWANCE;
 
 /// The sender's count: what it handed to the provider for the peer's channel, and what the
 /// peer said it took.

@@ -251,6 +251,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
     Tx {
         outgoing: VecDeque::new(),
         allowance: Default::default(),
+        answers_queued: 0,
         answers: super::tx::HeldAnswers::default(),
         peer_carries: false,
         write_answered_later: false,

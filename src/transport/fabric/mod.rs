@@ -236,6 +236,8 @@ struct Tx {
     outgoing: VecDeque<Outgoing>,
     /// How much of the peer's inbox our messages may fill (`allowance`).
     allowance: allowance::Allowance,
+    /// Bytes of our answers to the peer's READs in `outgoing` (`allowance::ANSWERS_AT_MOST`).
+    answers_queued: u64,
     /// Answers to the peer's WRITEs that wait for a message of ours to carry them, and whether
     /// the peer's last answer to a WRITE of ours came so (`FLAG_CARRIED`).
     answers: tx::HeldAnswers,
@@ -438,6 +440,7 @@ impl Link {
             tx: Tx {
                 outgoing: VecDeque::new(),
                 allowance: Default::default(),
+                answers_queued: 0,
                 answers: tx::HeldAnswers::default(),
                 peer_carries: false,
                 write_answered_later: false,

@@ -110,6 +110,11 @@ pub(super) fn receive_messages(
             KIND_BUNDLE => msg::bundled(&bytes[HEADER..], rx.bundle_at)?,
             _ => (outer, &bytes[HEADER..], None),
         };
+        if is_read(&h) && tx.answers_queued >= allowance::ANSWERS_AT_MOST {
+            // Our answers to its READs wait to go: this one waits in the inbox, which holds up
+            // the peer by its allowance, until they went.
+            return Ok(());
+        }
         if h.kind == KIND_CONTROL {
             // Anywhere, also between a message's fragments: the link's frames overtake.
             target::receive_control(w, payload)?;
@@ -191,9 +196,16 @@ struct Run<'a> {
     ep: Option<&'a sys::Endpoint>,
 }
 
+/// Whether the peer's message asks us to READ.
+fn is_read(h: &Header) -> bool {
+    h.kind == KIND_WR && h.opcode as umq_opcode_t == UMQ_OPC_READ
+}
+
 /// The peer as the initiator of its WR: a READ's data goes back as a message.
 struct Reply<'a> {
     outgoing: &'a mut VecDeque<Outgoing>,
+    /// `Tx::answers_queued`.
+    queued: &'a mut u64,
     seq: u64,
 }
 
@@ -207,6 +219,7 @@ impl target::Initiator for Reply<'_> {
             total: len as u64,
             ..Default::default()
         };
+        *self.queued += len as u64;
         self.outgoing
             .push_back(Outgoing::new(header, Body::Owned(data)));
         Some(UMQ_BUF_SUCCESS)
@@ -323,6 +336,7 @@ impl Run<'_> {
         // by RMA took numbers too, and never came here.
         let mut reply = Reply {
             outgoing: &mut self.tx.outgoing,
+            queued: &mut self.tx.answers_queued,
             seq: h.seq,
         };
         let mut dst = Side::new(at.umqh, w, at.fragments);

@@ -3176,3 +3176,83 @@ fn a_peer_that_ignores_the_allowance_breaks_its_binding_and_fills_no_more() {
     };
     assert!(why.contains("allowance"), "{why}");
 }
+
+/// A peer that READs and does not take our answers makes us copy at most about
+/// `ANSWERS_AT_MOST` of them: its further READs wait in our inbox, where its allowance then
+/// holds it up (they had all been copied into our outgoing queue). Once the answers go, the
+/// READs run on.
+#[test]
+fn a_peer_s_reads_wait_in_our_inbox_while_our_answers_wait_to_go() {
+    let len = 4u32 << 20;
+    let (mut p, target, remote) = pair_with_exposed(len);
+    let count = 3 * (allowance::ANSWERS_AT_MOST / len as u64);
+    for seq in 0..count {
+        let header = Header {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_READ as u8,
+            addr: remote.addr,
+            token_id: remote.token_id,
+            token_value: remote.token_value,
+            rlen: len,
+            seq,
+            ..Default::default()
+        };
+        p.a.tx.outgoing.push_back(Outgoing::new(header, Body::None));
+    }
+    let node_a = p.a.ch.node.clone();
+    let id_a = p.a.ch.id;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.a.tx.outgoing.is_empty() {
+        assert!(Instant::now() < deadline, "a's READs did not go");
+        let n = &mut *node_a.lock();
+        p.a.flush(n, None).unwrap();
+        n.progress(id_a).unwrap();
+    }
+    // b runs what arrives and sends its answers while a reads none: the socket fills.
+    let (mut queued, mut since) = (0, Instant::now());
+    while since.elapsed() < Duration::from_millis(200) {
+        assert!(Instant::now() < deadline, "b's answers never stopped");
+        p.round_b().unwrap();
+        let q = p.b.tx.answers_queued;
+        assert!(
+            q <= allowance::ANSWERS_AT_MOST + len as u64,
+            "{q} bytes of answers"
+        );
+        if q > queued {
+            (queued, since) = (q, Instant::now());
+        }
+    }
+    assert!(
+        inbox_bytes(&p) > 0,
+        "the READs beyond the answers' bound wait in b's inbox"
+    );
+    // a reads again: its node takes what arrives, and the test drops it as a's round would
+    // take it, telling b so. Every READ is answered.
+    let mut got = 0;
+    while got < count * len as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "the READs did not run on: {got} bytes arrived, {} wait in b's inbox, {} queued",
+            inbox_bytes(&p),
+            p.b.tx.answers_queued
+        );
+        p.round_b().unwrap();
+        let n = &mut *node_a.lock();
+        n.progress(id_a).unwrap();
+        let inbox = n.inbox_mut(id_a).unwrap();
+        let took = std::mem::take(&mut inbox.pending);
+        inbox.arrivals.clear();
+        if std::mem::take(&mut inbox.area_written) {
+            p.a.area_in_flight = false;
+        }
+        got += took;
+        p.a.rx.taken.took(took as usize);
+        p.a.ship_area(n, &mut p.wa).unwrap();
+    }
+    assert_eq!(
+        (inbox_bytes(&p), p.b.tx.answers_queued),
+        (0, 0),
+        "every READ ran"
+    );
+    p.pool.free_one(target).unwrap();
+}

@@ -504,6 +504,7 @@ impl Link {
         let Tx {
             outgoing,
             allowance,
+            answers_queued,
             flight,
             flight_base,
             call_upto,
@@ -541,6 +542,7 @@ impl Link {
                 n.said(self.peer, id);
                 *held_since = None;
                 for o in outgoing.drain(..count) {
+                    went(&o, answers_queued);
                     if let Some(f) = flight_of(flight, *flight_base, o.wr_seq) {
                         f.unfinished += 1;
                     }
@@ -601,9 +603,18 @@ impl Link {
             if o.done == o.total() {
                 tally.in_place_wr += (o.in_place > 0) as u64;
                 all_sent(o, flight, *flight_base, call_upto);
+                went(o, answers_queued);
                 outgoing.pop_front();
             }
         }
+    }
+}
+
+/// All of `o` went to libfabric: an answer to the peer's READ no longer waits
+/// (`Tx::answers_queued`).
+fn went(o: &Outgoing, answers_queued: &mut u64) {
+    if o.header.kind == KIND_READ_RESP {
+        *answers_queued = answers_queued.saturating_sub(o.total());
     }
 }
 
