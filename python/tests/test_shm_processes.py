@@ -494,28 +494,20 @@ def test_a_receiver_without_buffers_holds_up_its_sender_and_not_its_memory():
     after a few MiB of the 64 MiB it has to send, where over the network they had all gone
     into the receiver's memory. Once the receiver posts buffers, every message arrives, whole
     and in order."""
-    parent_end, child_end = mp.Pipe()
-    child = mp.get_context("spawn").Process(target=flooding_sender, args=(child_end,))
-    child.start()
-    try:
-        with umq.Umq() as ctx:
-            q = queue_bound_through(ctx, "parent", parent_end, depth=256)
-            completed = parent_end.recv()
-            assert completed * FLOOD_SIZE <= 16 << 20, f"{completed} SENDs of 64 KiB went"
-            parent_end.send("posting")
-            q.post_recv(256, size=FLOOD_SIZE)
-            got = 0
-            for _ in range(20_000_000):
-                if got == FLOOD_COUNT:
-                    break
-                rx = q.poll(umq.UMQ_IO_RX)
-                for c in rx:
-                    assert c.status == umq.UMQ_BUF_SUCCESS
-                    assert c.data == flood_payload(got), f"message {got} differs"
-                    got += 1
-                q.post_recv(len(rx), size=FLOOD_SIZE)
-            assert got == FLOOD_COUNT
-            parent_end.send("done")
-    finally:
-        child.join(30)
-    assert child.exitcode == 0
+    with peer_process(flooding_sender, depth=256) as (_, q, conn):
+        completed = conn.recv()
+        assert completed * FLOOD_SIZE <= 16 << 20, f"{completed} SENDs of 64 KiB went"
+        conn.send("posting")
+        q.post_recv(256, size=FLOOD_SIZE)
+        got = 0
+        for _ in range(20_000_000):
+            if got == FLOOD_COUNT:
+                break
+            rx = q.poll(umq.UMQ_IO_RX)
+            for c in rx:
+                assert c.status == umq.UMQ_BUF_SUCCESS
+                assert c.data == flood_payload(got), f"message {got} differs"
+                got += 1
+            q.post_recv(len(rx), size=FLOOD_SIZE)
+        assert got == FLOOD_COUNT
+        conn.send("done")

@@ -168,6 +168,26 @@ impl Pair {
         }
     }
 
+    /// Both sides' rounds until b's queue completed `count` receives and a's its sends (within
+    /// `secs`); b's receives, each `size` bytes intact with its index as immediate, in order.
+    fn delivered_in_order(&mut self, count: usize, size: u32, secs: u64) -> Vec<*mut umq_buf_t> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while self.wb.rq.completions_len() < count || self.wa.sq.completed() < count {
+            assert!(Instant::now() < deadline, "not within {secs} s");
+            self.round_a().unwrap();
+            self.round_b().unwrap();
+        }
+        let mut done = vec![std::ptr::null_mut(); count];
+        assert_eq!(self.wb.rq.take_completions(&mut done), count);
+        for (i, &head) in done.iter().enumerate() {
+            let h = unsafe { &*head };
+            assert_eq!(h.total_data_size, size);
+            assert_eq!(h.pro().imm_data, i as u64, "in order");
+            assert!(crate::transport::test_bytes_intact(head, size as usize));
+        }
+        done
+    }
+
     /// A 5000-byte WR of a's (opcode `op`, immediate `imm`), its queue rate limited at PMTU
     /// 1024 with two packets granted, and the 8 KiB receive buffer b posted for it.
     fn paced_wr_half_granted(
@@ -1588,20 +1608,8 @@ fn lone_sends_go_in_their_post_until_the_provider_is_full_then_queue_in_order() 
         queued > 0,
         "the provider never ran out of room ({in_post} in their posts)"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while p.wb.rq.completions_len() < N || p.wa.sq.completed() < N {
-        assert!(Instant::now() < deadline, "not within 20 s");
-        p.round_a().unwrap();
-        p.round_b().unwrap();
-    }
-    let mut done = vec![std::ptr::null_mut(); N];
-    assert_eq!(p.wb.rq.take_completions(&mut done), N);
-    for (i, &head) in done.iter().enumerate() {
-        let h = unsafe { &*head };
-        assert_eq!((head, h.total_data_size), (rxs[i], SIZE));
-        assert_eq!(h.pro().imm_data, i as u64, "in order");
-        assert!(crate::transport::test_bytes_intact(head, SIZE as usize));
-    }
+    let mut done = p.delivered_in_order(N, SIZE, 20);
+    assert_eq!(done, rxs, "each in its own buffer");
     assert_eq!(p.wa.sq.take_completed(&mut done), N);
     assert_eq!(done, wrs, "each completes once, in order");
     for b in wrs.into_iter().chain(rxs) {
@@ -3132,20 +3140,7 @@ fn a_sender_keeps_to_the_peer_s_allowance_until_the_peer_takes_its_messages() {
     p.rx_bufs(count, size)
         .into_iter()
         .for_each(|b| p.wb.rq.post(b));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while p.wb.rq.completions_len() < count {
-        assert!(Instant::now() < deadline, "not within 10 s");
-        p.round_a().unwrap();
-        p.round_b().unwrap();
-    }
-    let mut done = vec![std::ptr::null_mut(); count];
-    assert_eq!(p.wb.rq.take_completions(&mut done), count);
-    for (i, &b) in done.iter().enumerate() {
-        let h = unsafe { &*b };
-        assert_eq!((h.total_data_size, h.pro().imm_data), (size, i as u64));
-        assert!(crate::transport::test_bytes_intact(b, size as usize));
-    }
-    assert_eq!(p.wa.sq.completed(), count);
+    p.delivered_in_order(count, size, 10);
 }
 
 /// A peer whose messages fill a queue's inbox past twice the allowance ignores it: what it
