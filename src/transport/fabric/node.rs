@@ -1021,7 +1021,14 @@ impl Shared {
                     self.rx.repost.push(idx);
                     continue;
                 }
-                Some(id) if self.inbox_mut(id).is_some() => id,
+                Some(id) if let Some(inbox) = self.inbox_mut(id) => {
+                    if inbox.pending + len as u64 > allowance::INBOX_AT_MOST {
+                        self.over_allowance(id, len);
+                        self.rx.repost.push(idx);
+                        continue;
+                    }
+                    id
+                }
                 _ => {
                     // For a channel that is gone, or for none: dropped.
                     self.rx.repost.push(idx);
@@ -1033,10 +1040,6 @@ impl Shared {
             let control = self.rx.bufs.get(idx * BOUNCE, len).first() == Some(&KIND_CONTROL);
             if control && id != self.serving {
                 self.call_here(id);
-            }
-            if self.exceeds_allowance(id, len) {
-                self.rx.repost.push(idx);
-                continue;
             }
             let arrival = if self.rx.lent < LEND_AT_MOST {
                 self.rx.lent += 1;
@@ -1057,18 +1060,17 @@ impl Shared {
         }
     }
 
-    /// Whether a message of `len` bytes for channel `id` would take its inbox past what a peer
-    /// that keeps to its allowance can fill (`allowance`): the peer ignores it, the message is
-    /// dropped and the binding breaks.
-    fn exceeds_allowance(&mut self, id: ChannelId, len: usize) -> bool {
+    /// A message of `len` bytes for channel `id` would take its inbox past what a peer that
+    /// keeps to its allowance can fill (`allowance`): the peer ignores it, the message is
+    /// dropped (by the caller) and the binding breaks.
+    #[cold]
+    #[inline(never)]
+    fn over_allowance(&mut self, id: ChannelId, len: usize) {
         let Some(inbox) = self.inbox_mut(id) else {
-            return false;
+            return;
         };
-        if inbox.pending + len as u64 <= allowance::INBOX_AT_MOST {
-            return false;
-        }
         if inbox.broken == Some(OVER_ALLOWANCE) {
-            return true; // said once
+            return; // said once
         }
         crate::log_warn!(
             "umq_fabric",
@@ -1078,7 +1080,6 @@ impl Shared {
             allowance::INBOX_AT_MOST
         );
         self.tell(id, |i| i.broken = Some(OVER_ALLOWANCE));
-        true
     }
 
     /// Calls our progress thread to channel `id` (`CallBell::ring_here`).

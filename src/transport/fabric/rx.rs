@@ -110,7 +110,7 @@ pub(super) fn receive_messages(
             KIND_BUNDLE => msg::bundled(&bytes[HEADER..], rx.bundle_at)?,
             _ => (outer, &bytes[HEADER..], None),
         };
-        if is_read(&h) && tx.answers_queued >= allowance::ANSWERS_AT_MOST {
+        if tx.answers_queued >= allowance::ANSWERS_AT_MOST && is_read(&h) {
             // Our answers to its READs wait to go: this one waits in the inbox, which holds up
             // the peer by its allowance, until they went.
             return Ok(());

@@ -369,7 +369,6 @@ impl Link {
             return Ok(()); // its completion frees the buffer; a later round ships what is new
         }
         let now = self.our_area.get().snapshot();
-        let taken_due = self.rx.taken.due();
         let shipped = self.area_sent[1];
         // A grant our SENDs carried is on its way to the peer once all of them went (none waits
         // here, for credit, room or a pause): only the rest needs shipping.
@@ -380,6 +379,7 @@ impl Link {
         };
         let known_all =
             now[0] == self.area_sent[0] && now[1] <= known && now[2] == self.area_sent[2];
+        let taken_due = self.rx.taken.due();
         if known_all && !taken_due {
             return Ok(()); // the peer knows it all: what an idle poll's round finds
         }
@@ -919,6 +919,7 @@ impl Link {
         Some(out.unwrap_or_default())
     }
 
+    #[inline(always)]
     fn can_send_at_once(&self, w: &Wire, wr: *mut umq_buf_t) -> bool {
         let h = unsafe { &*wr };
         let op = h.pro().opcode;
