@@ -962,6 +962,12 @@ impl Pool {
         })
     }
 
+    /// The most bytes any buffer of this pool holds: its largest class's. No receive buffer
+    /// the application posts and no memory it exposes for WRITEs is longer.
+    pub fn largest_buffer(&self) -> u64 {
+        self.caps.last().map_or(0, |&c| c as u64)
+    }
+
     pub fn slot_of_data(&self, addr: usize) -> Option<SlotRef<'_>> {
         let chunk = find(
             &self.registry.read().unwrap_or_else(|p| p.into_inner()).data,

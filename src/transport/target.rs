@@ -121,8 +121,14 @@ pub(crate) fn rx_buffers_needed(dst: &mut Side, len: u64, opcode: umq_opcode_t) 
     if !dst.fragments || opcode == UMQ_OPC_WRITE_IMM {
         return (dst.wire.rq.has_posted()).then_some(1);
     }
+    posted_buffers_holding(dst.wire, len)
+}
+
+/// How many of the posted receive buffers, from the next, hold `len` bytes together; None
+/// when all of them do not.
+pub(crate) fn posted_buffers_holding(w: &Wire, len: u64) -> Option<usize> {
     let mut room = 0u64;
-    for (i, b) in dst.wire.rq.posted().enumerate() {
+    for (i, b) in w.rq.posted().enumerate() {
         room += unsafe { (*b).buf_size } as u64;
         if room >= len {
             return Some(i + 1);
@@ -366,6 +372,22 @@ pub(crate) unsafe fn land_placed(
     dst.wire.rq.take_posted();
     prefetch_rx(dst.wire, 16);
     unsafe { complete_one(dst, rx, len, op, imm) };
+    landed(dst, out);
+}
+
+/// A SEND or SEND_IMM of `len` bytes written in place across the first `n` posted receive
+/// buffers, which hold it (`assembly::Otherwise::Across`): it completes there, as one the
+/// executor spread over them does.
+pub(crate) unsafe fn land_placed_across(
+    dst: &mut Side,
+    n: usize,
+    len: u64,
+    op: umq_opcode_t,
+    imm: u64,
+    out: &mut Outcome,
+) {
+    let head = take_rx(dst, n);
+    unsafe { complete_rx(dst, head, n, len, op, imm, UMQ_BUF_SUCCESS) };
     landed(dst, out);
 }
 

@@ -312,3 +312,228 @@ fn landing_areas(d: &mut impl Draw) {
         before = now;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::draw::Tape;
+
+    /// A link's receiving parts with one receive buffer of 1,000 bytes posted, fed a peer's
+    /// messages one at a time.
+    struct Receiving {
+        pool: Pool,
+        w: Wire,
+        rx: Rx,
+        tx: Tx,
+        fragments: bool,
+    }
+
+    impl Receiving {
+        fn new(fragments: bool) -> Receiving {
+            let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+            let mut w = Wire::new(16, 16);
+            w.rq.post(pool.alloc(1000, 1, 0, 0).unwrap());
+            let mut zeros = Tape::new(&[]);
+            let (rx, tx) = (idle_rx(&mut zeros), tx_in_flight(&mut zeros));
+            Receiving {
+                pool,
+                w,
+                rx,
+                tx,
+                fragments,
+            }
+        }
+
+        /// Runs the peer's message `h` with `payload`; the binding's error, if it broke.
+        fn run(&mut self, h: Header, payload: &[u8]) -> Result<(), LinkError> {
+            let ran = self.offer(h, payload)?;
+            assert!(ran, "the message ran");
+            Ok(())
+        }
+
+        /// Offers the peer's message `h` with `payload`: whether it ran (else it waits in the
+        /// inbox), or the binding's error.
+        fn offer(&mut self, h: Header, payload: &[u8]) -> Result<bool, LinkError> {
+            let mut bytes = h.to_bytes().to_vec();
+            bytes.extend_from_slice(payload);
+            let mut queue = VecDeque::from([Arrival::Owned(bytes)]);
+            let mut pending = queue[0].bytes() as u64;
+            let bounces = sys::Buffers::unregistered(BOUNCE);
+            let mut released = Vec::new();
+            let mut arrived = Arrived {
+                queue: &mut queue,
+                pending: &mut pending,
+                bounces: &bounces,
+                released: &mut released,
+            };
+            let at = Receiver {
+                umqh: 0,
+                fragments: self.fragments,
+                pool: &self.pool,
+            };
+            let (mut left, mut out) = (false, Outcome::default());
+            let r = receive_messages(
+                &mut self.rx,
+                &mut arrived,
+                &mut self.tx,
+                &mut left,
+                None,
+                None,
+                &mut self.w,
+                &at,
+                &mut out,
+            );
+            r.map(|()| queue.is_empty())
+        }
+
+        /// The bytes the message being put together keeps aside.
+        fn aside(&self) -> usize {
+            self.rx
+                .assembling
+                .as_ref()
+                .map_or(0, |(_, a)| a.aside().len())
+        }
+
+        /// A SEND of `total` bytes in fragments of FRAGMENT bytes: the most it kept aside.
+        fn send_in_fragments(&mut self, total: u64) -> usize {
+            let piece = vec![0x5a; FRAGMENT];
+            let mut h = Header {
+                kind: KIND_WR,
+                opcode: UMQ_OPC_SEND as u8,
+                len: FRAGMENT as u32,
+                total,
+                ..Default::default()
+            };
+            let (mut sent, mut most) = (0u64, 0);
+            while sent < total {
+                let n = (total - sent).min(FRAGMENT as u64) as usize;
+                h.len = n as u32;
+                self.run(h, &piece[..n]).unwrap();
+                (h.kind, h.total) = (KIND_MORE, n as u64);
+                sent += n as u64;
+                most = most.max(self.aside());
+            }
+            most
+        }
+    }
+
+    /// A peer's SEND in fragments longer than any buffer of our pool, to a receiver that takes
+    /// a message in one buffer (pro API), can only fail: none of its bytes are kept, and at its
+    /// end the posted buffer completes LOC_LEN_ERR, as it did after all of it was put together
+    /// aside. A base-API receiver, which spreads a message over its buffers, keeps it.
+    #[test]
+    fn a_send_no_buffer_can_take_costs_the_receiver_no_memory() {
+        let mut pro = Receiving::new(false);
+        let total = pro.pool.largest_buffer() + 1;
+        assert_eq!(pro.send_in_fragments(total), 0, "bytes kept aside");
+        let (b, status) = pro.w.rq.completion_at(0).expect("the buffer completed");
+        assert_eq!((status, unsafe { (*b).status() }), (1, UMQ_BUF_LOC_LEN_ERR));
+        assert_eq!(pro.rx.executed, 1);
+        pro.w
+            .rq
+            .drain_completions()
+            .for_each(|(b, _)| pro.pool.free_one(b).unwrap());
+
+        let mut base = Receiving::new(true);
+        let kept = base.send_in_fragments(8 << 20);
+        assert_eq!(kept, (8 << 20) - FRAGMENT, "kept until its last fragment");
+        assert!(base.rx.held.is_some(), "waits for buffers to hold it");
+        base.w.rq.flush();
+    }
+
+    /// A base-API receiver's SEND longer than any buffer of our pool is kept nowhere aside: its
+    /// first fragment waits in the inbox until the posted buffers hold it together, and its
+    /// fragments are then written across them in place, byte for byte.
+    #[test]
+    fn a_base_api_send_longer_than_a_buffer_lands_across_the_buffers_in_place() {
+        let mut r = Receiving::new(true);
+        let total = r.pool.largest_buffer() + 3;
+        let byte = |at: u64| (at % 251) as u8;
+        let fragment = |at: u64| {
+            let n = (total - at).min(FRAGMENT as u64);
+            let h = Header {
+                kind: if at == 0 { KIND_WR } else { KIND_MORE },
+                opcode: UMQ_OPC_SEND as u8,
+                len: n as u32,
+                total: if at == 0 { total } else { n },
+                imm: 7,
+                ..Default::default()
+            };
+            (h, (at..at + n).map(byte).collect::<Vec<u8>>())
+        };
+        let (h, first) = fragment(0);
+        assert!(!r.offer(h, &first).unwrap(), "waits for buffers");
+        assert!(r.rx.assembling.is_none() && r.rx.blocked);
+        let bufs: Vec<_> = (0..3)
+            .map(|_| r.pool.alloc(8 << 20, 1, 0, 0).unwrap())
+            .collect();
+        bufs.iter().for_each(|&b| r.w.rq.post(b));
+        let mut at = 0;
+        while at < total {
+            let (h, piece) = fragment(at);
+            r.run(h, &piece).unwrap();
+            assert_eq!(r.aside(), 0, "bytes kept aside");
+            at += piece.len() as u64;
+        }
+        let mut landed = Vec::new();
+        let (head, n) =
+            r.w.rq
+                .drain_completions()
+                .next()
+                .expect("the SEND completed");
+        for b in crate::buf::iter(head) {
+            let b = unsafe { &*b };
+            assert_eq!(b.status(), UMQ_BUF_SUCCESS);
+            landed.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(b.buf_data as *const u8, b.data_size as usize)
+            });
+        }
+        assert_eq!(n, 3, "across the first buffers that hold it");
+        assert_eq!(unsafe { (*head).total_data_size } as u64, total);
+        assert!(landed.iter().enumerate().all(|(i, &v)| v == byte(i as u64)));
+        assert_eq!(landed.len() as u64, total);
+        for b in crate::buf::iter(head).collect::<Vec<_>>() {
+            r.pool.free_one(b).unwrap();
+        }
+        r.w.rq.flush();
+    }
+
+    /// An answer to a READ is kept only as long as the READ in flight asked for: one for no
+    /// READ, or longer than it, breaks the binding at its first fragment.
+    #[test]
+    fn a_read_answer_is_kept_no_longer_than_the_read_asked() {
+        let mut r = Receiving::new(false);
+        let answer = |total| Header {
+            kind: KIND_READ_RESP,
+            len: 100,
+            total,
+            ..Default::default()
+        };
+        let e = r.run(answer(1 << 30), &[1; 100]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            LinkError::Corrupt("READ response for no READ in flight").to_string()
+        );
+
+        let read = r.pool.alloc(4096, 1, 0, 0).unwrap();
+        unsafe {
+            (*read).pro_mut().opcode = UMQ_OPC_READ;
+            (*read).pro_mut().remote_sge.length = 4096;
+        }
+        r.w.sq.push(read);
+        r.w.sq.hand_over(true);
+        let e = r.run(answer(4097), &[1; 100]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            LinkError::Corrupt("a READ answer longer than the READ").to_string()
+        );
+        assert!(r.rx.assembling.is_none());
+        r.run(answer(4096), &[1; 100]).unwrap();
+        assert_eq!(
+            r.rx.assembling.as_ref().map(|(_, a)| a.received()),
+            Some(100)
+        );
+        r.pool.free_one(read).unwrap();
+        r.w.rq.flush();
+    }
+}

@@ -2,7 +2,7 @@
 //! run in order, each checked before use.
 
 use super::*;
-use crate::transport::assembly::Assembly;
+use crate::transport::assembly::{Assembly, Otherwise, may_land};
 
 impl Link {
     /// Runs the peer's messages in order until one must wait for a receive buffer.
@@ -128,20 +128,27 @@ pub(super) fn receive_messages(
             w.note_arrival(payload.len() as u64);
             if assembly.is_whole() {
                 let (first, assembly) = rx.assembling.take().expect("just looked");
-                match assembly.in_buffer() {
-                    Some(buf) => land_assembled(w, at, &first, buf, &mut rx.executed, out),
-                    None => rx.held = Some((first, assembly.into_aside())),
+                match (assembly.in_buffer(), assembly.across()) {
+                    (Some(buf), _) => land_assembled(w, at, &first, buf, &mut rx.executed, out),
+                    (None, Some(n)) => land_across(w, at, &first, n, &mut rx.executed, out),
+                    (None, None) => rx.held = Some((first, assembly.into_aside())),
                 }
             }
         } else if h.kind == KIND_MORE {
             return Err(LinkError::Corrupt("a fabric fragment without its message"));
         } else if matches!(h.kind, KIND_WR | KIND_READ_RESP) && h.total > h.len as u64 {
-            let op = if h.kind == KIND_WR {
-                h.opcode as u32
-            } else {
-                UMQ_OPC_READ
+            let (op, otherwise) = match h.kind {
+                KIND_WR => (h.opcode as u32, where_pieces_go(w, at, &h)),
+                _ => (UMQ_OPC_READ, read_answer_goes(w, &h)?),
             };
-            let assembly = Assembly::begin(w, op, h.total, payload)
+            let Some(otherwise) = otherwise else {
+                // Longer than any one buffer, it waits in the inbox (which holds up the peer
+                // by its allowance) until the posted buffers hold it together.
+                out.blocked |= !std::mem::replace(&mut rx.blocked, true);
+                return Ok(());
+            };
+            rx.blocked = false;
+            let assembly = Assembly::begin(w, op, h.total, payload, otherwise)
                 .map_err(|_| LinkError::Corrupt("a malformed first fabric fragment"))?;
             w.note_arrival(payload.len() as u64);
             rx.assembling = Some((h, assembly));
@@ -184,6 +191,56 @@ fn land_assembled(
     let (len, op) = (h.total as u32, h.opcode as umq_opcode_t);
     // SAFETY: every byte of the message is in `buf`, still the next posted buffer.
     unsafe { target::land_placed(&mut dst, buf, len, op, h.imm, out) };
+    *executed = (*executed).max(h.seq.saturating_add(1));
+}
+
+/// Where the fragments of the peer's WR whose first fragment is `h` go when the next posted
+/// buffer does not hold it whole; None while they must wait in the inbox. A peer's claimed
+/// length is not taken on its word: what is kept aside is never longer than a buffer of our
+/// pool. One longer can only fail (`may_land`) and is kept nowhere, but for a SEND to a
+/// receiver that spreads messages over buffers (base API), which lands in place across the
+/// posted buffers that hold it together, once they do.
+fn where_pieces_go(w: &Wire, at: &Receiver, h: &Header) -> Option<Otherwise> {
+    let (op, largest) = (h.opcode as u32, at.pool.largest_buffer());
+    if h.total <= largest {
+        return Some(Otherwise::Aside);
+    }
+    if !may_land(op, h.total, at.fragments, largest) {
+        return Some(Otherwise::Nowhere);
+    }
+    target::posted_buffers_holding(w, h.total).map(Otherwise::Across)
+}
+
+/// Where the fragments of an answer to our READ go, its first fragment `h`: aside, when that
+/// READ is in flight and asked for at least the answer's length; Err otherwise (a peer's
+/// claim of a longer answer is not kept aside on its word).
+fn read_answer_goes(w: &Wire, h: &Header) -> Result<Option<Otherwise>, LinkError> {
+    let asked =
+        w.sq.in_flight_wr(h.seq)
+            .map(|wr| unsafe { *(*wr).pro() })
+            .filter(|pro| pro.opcode == UMQ_OPC_READ)
+            .map(|pro| pro.remote_sge.length as u64);
+    match asked {
+        Some(asked) if h.total <= asked => Ok(Some(Otherwise::Aside)),
+        Some(_) => Err(LinkError::Corrupt("a READ answer longer than the READ")),
+        None => Err(LinkError::Corrupt("READ response for no READ in flight")),
+    }
+}
+
+/// A SEND whose fragments were written across the first `n` posted receive buffers, which
+/// hold it together (`Otherwise::Across`): it completes there.
+fn land_across(
+    w: &mut Wire,
+    at: &Receiver,
+    h: &Header,
+    n: usize,
+    executed: &mut u64,
+    out: &mut Outcome,
+) {
+    let mut dst = Side::new(at.umqh, w, at.fragments);
+    let op = h.opcode as umq_opcode_t;
+    // SAFETY: every byte of the message is in the first `n` posted buffers, still posted.
+    unsafe { target::land_placed_across(&mut dst, n, h.total, op, h.imm, out) };
     *executed = (*executed).max(h.seq.saturating_add(1));
 }
 
@@ -309,7 +366,11 @@ impl Run<'_> {
         out: &mut Outcome,
     ) -> Result<bool, LinkError> {
         let opcode = h.opcode as umq_opcode_t;
-        if let Ok(len) = u32::try_from(payload.len())
+        // A WR's length is its header's: its payload, or none for one whose fragments were
+        // kept nowhere (`may_land`), which can only fail and whose bytes are never read.
+        let kept = payload.len() as u64 == h.total;
+        if kept
+            && let Ok(len) = u32::try_from(payload.len())
             && let Some(rx) = target::whole_in_next(w, opcode, len)
         {
             // The common case in one pass, as over shared memory: a SEND that lands whole in
@@ -322,7 +383,7 @@ impl Run<'_> {
         let req = target::Request {
             opcode,
             imm: h.imm,
-            len: payload.len() as u64,
+            len: h.total,
             src: std::iter::once((payload.as_ptr() as *mut u8, payload.len())),
             remote: umq_ref_sge_t {
                 addr: h.addr,

@@ -5,7 +5,7 @@
 //! wait, in order, for receive buffers at the peer (the RNR wait of RDMA), and completions are
 //! FIFO per queue pair by construction.
 
-use super::assembly::Assembly;
+use super::assembly::{Assembly, Otherwise};
 use super::binding::{Station, lock_pair, side};
 use super::target::*;
 use super::transmit::{Carrier, Handed, transmit};
@@ -406,7 +406,8 @@ fn assemble(arriving: &mut LocalPackets, dst: &mut Wire, wr: *mut umq_buf_t, at:
         let piece = unsafe { std::slice::from_raw_parts(p, take) };
         let joined = match &mut arriving.assembly {
             Some(a) => a.add(dst, piece),
-            None => Assembly::begin(dst, op, total, piece).map(|a| arriving.assembly = Some(a)),
+            None => Assembly::begin(dst, op, total, piece, Otherwise::Aside)
+                .map(|a| arriving.assembly = Some(a)),
         };
         // A packet is shorter than its message, and the pieces are the message's own, in order
         // and still in its buffer (`land_packets`).

@@ -976,6 +976,66 @@ mod tests {
         }
     }
 
+    /// The packets of a SEND longer than any buffer of our pool are counted and not kept by
+    /// a receiver that takes a message in one buffer (pro API): it can only fail. A base-API
+    /// receiver, which spreads a message over its buffers, keeps them.
+    #[test]
+    fn packets_of_a_send_no_buffer_can_take_are_not_kept() {
+        let me = std::process::id();
+        let pool = Pool::new(false, 0, 0);
+        let total = pool.largest_buffer() + 1;
+        let first = Entry {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND as u8,
+            flags: FLAG_FIRST_PACKET,
+            len: 4096,
+            total,
+            ..Default::default()
+        };
+        let more = |seq: u64| Entry {
+            kind: KIND_MORE_PACKET,
+            len: 4096,
+            total,
+            seq,
+            ..Default::default()
+        };
+        for fragments in [false, true] {
+            let mine = Segment::create(62, false).unwrap();
+            let writer = Segment::open_peer(me, mine.fd() as u32, 62).unwrap();
+            let (_other, peer, _) = sender_with_pool();
+            let mut at = write_raw(&writer, 0, &first, &[7; 4096]).unwrap();
+            for i in 1..64 {
+                at = write_raw(&writer, at, &more(i * 4096), &[7; 4096]).unwrap();
+            }
+            let mut w = Wire::new(8, 8);
+            w.rq.post(pool.alloc(1000, 1, 0, 0).unwrap());
+            let receiver = Receiver {
+                umqh: 0,
+                fragments,
+                pool: &pool,
+            };
+            let mut pair = Pair::default();
+            let r = rx::receive(
+                &mut w,
+                &mut pair,
+                &mine,
+                &peer,
+                &receiver,
+                &mut Outcome::default(),
+            );
+            assert_eq!(r, Ok(()));
+            let (_, a) = pair.assembly.as_ref().expect("the message is arriving");
+            let kept = if fragments { 64 * 4096 } else { 0 };
+            assert_eq!(
+                (a.received(), a.aside().len()),
+                (64 * 4096, kept),
+                "base API: {fragments}"
+            );
+            assert!(!w.rq.has_completions());
+            pool.free_one(w.rq.take_posted().unwrap()).unwrap();
+        }
+    }
+
     #[test]
     fn a_renewed_inbox_leaves_the_old_peer_writing_into_nothing() {
         let me = std::process::id();

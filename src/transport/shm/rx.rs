@@ -2,7 +2,7 @@
 //! with the checks that bytes from a peer need.
 
 use super::*;
-use crate::transport::assembly::Assembly;
+use crate::transport::assembly::{Assembly, Otherwise, may_land};
 
 /// Executes the peer's entries against our receive buffers and memory, in order, until the ring
 /// is empty or an entry must wait (no receive buffer, or no room for a READ response).
@@ -22,7 +22,7 @@ pub(super) fn receive(
                 // It takes the next posted buffer, which a message arriving in packets may be
                 // landing in.
                 if let Some((_, a)) = pair.assembly.as_mut() {
-                    a.set_aside();
+                    a.set_aside(w);
                 }
                 let mut dst = Side::new(umqh, w, fragments);
                 if !target::receive_standalone(&mut dst, e.imm, out)? {
@@ -138,7 +138,7 @@ fn packet(
     // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
     let piece = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
     let last = if e.kind == KIND_WR {
-        first_packet(w, pair, e, piece)?;
+        first_packet(w, pair, e, piece, at)?;
         None
     } else {
         next_packet(w, pair, e, piece)?
@@ -170,7 +170,9 @@ fn packet(
     let takes_rx = crate::transport::wire::needs_rx_buffer(first.opcode as u32);
     let data = assembly.aside();
     let src = [(data.as_ptr() as *mut u8, data.len()), last];
-    let Some(status) = execute(w, peer, first, &src, &here, at.pool, out)? else {
+    // The message's length is its first packet's: what was kept and the Last, or, for one
+    // kept nowhere (`may_land`), which can only fail, the length it claimed.
+    let Some(status) = execute(w, peer, first, &src, first.total, &here, at.pool, out)? else {
         if takes_rx {
             note_blocked(pair, out);
         }
@@ -182,7 +184,13 @@ fn packet(
 }
 
 /// The First packet of a message cut into packets: its message is put together from here.
-fn first_packet(w: &mut Wire, pair: &mut Pair, e: &Entry, piece: &[u8]) -> Result<(), LinkError> {
+fn first_packet(
+    w: &mut Wire,
+    pair: &mut Pair,
+    e: &Entry,
+    piece: &[u8],
+    at: &Receiver,
+) -> Result<(), LinkError> {
     let carries_payload = matches!(
         e.opcode as u32,
         UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
@@ -190,7 +198,12 @@ fn first_packet(w: &mut Wire, pair: &mut Pair, e: &Entry, piece: &[u8]) -> Resul
     if e.kind != KIND_WR || !carries_payload || e.total > crate::limits::MAX_MESSAGE {
         return Err(LinkError::Corrupt("malformed first packet"));
     }
-    let assembly = Assembly::begin(w, e.opcode as u32, e.total, piece)
+    let op = e.opcode as u32;
+    let otherwise = match may_land(op, e.total, at.fragments, at.pool.largest_buffer()) {
+        true => Otherwise::Aside,
+        false => Otherwise::Nowhere,
+    };
+    let assembly = Assembly::begin(w, op, e.total, piece, otherwise)
         .map_err(|_| LinkError::Corrupt("malformed first packet"))?;
     pair.assembly = Some((*e, assembly));
     Ok(())
@@ -388,7 +401,8 @@ pub(super) fn execute_general(
         }
         _ => source(e, payload, peer, &mut pieces[..crate::limits::MAX_SGE])?,
     };
-    execute(w, peer, e, src, at, pool, out)
+    let len = src.iter().map(|&(_, n)| n as u64).sum();
+    execute(w, peer, e, src, len, at, pool, out)
 }
 
 /// Where a WR's payload is: right behind its entry, or (by reference) in the sender's shared
@@ -487,11 +501,13 @@ impl target::Initiator for RingPeer<'_> {
 
 /// Runs one of the peer's WRs here with the shared target executor, its payload in `src`;
 /// None when it must wait; Err when the pair broke under it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn execute(
     w: &mut Wire,
     peer: &Segment,
     e: &Entry,
     src: &[(*mut u8, usize)],
+    len: u64,
     at: &Here,
     pool: &Pool,
     out: &mut Outcome,
@@ -499,7 +515,7 @@ pub(super) fn execute(
     let req = target::Request {
         opcode: e.opcode as u32,
         imm: e.imm,
-        len: src.iter().map(|&(_, n)| n as u64).sum(),
+        len,
         src: src.iter().copied(),
         remote: umq_ref_sge_t {
             addr: e.addr,
