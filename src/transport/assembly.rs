@@ -14,8 +14,10 @@
 //! that a peer's claimed length costs the receiver no memory (`may_land`).
 
 use super::LinkError;
-use super::target::{copy_bytes, whole_in_next};
-use super::wire::Wire;
+use super::target::{
+    copy_bytes, land_placed, land_placed_across, posted_buffers_holding, whole_in_next,
+};
+use super::wire::{Outcome, Side, Wire};
 use crate::abi::pro_types::umq_opcode_t;
 use crate::abi::pro_types::{UMQ_OPC_SEND, UMQ_OPC_SEND_IMM};
 use crate::abi::types::umq_buf_t;
@@ -69,6 +71,29 @@ pub(crate) enum Otherwise {
 /// payload is never read.
 pub(crate) fn may_land(op: umq_opcode_t, total: u64, fragments: bool, largest: u64) -> bool {
     total <= largest || (fragments && (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM))
+}
+
+/// Where the pieces of a message of opcode `op` and `total` bytes go when the next posted
+/// receive buffer does not hold it whole, at a receiver whose pool's buffers hold at most
+/// `largest` bytes; None while its first piece must wait where it is. A peer's claimed length
+/// is not taken on its word: what is kept aside is never longer than a buffer of the pool. One
+/// longer can only fail (`may_land`) and is kept nowhere, but for a SEND to a receiver that
+/// spreads messages over buffers (base API), which lands in place across the posted buffers
+/// that hold it together, once they do.
+pub(crate) fn otherwise(
+    w: &Wire,
+    op: umq_opcode_t,
+    total: u64,
+    fragments: bool,
+    largest: u64,
+) -> Option<Otherwise> {
+    if total <= largest {
+        return Some(Otherwise::Aside);
+    }
+    if !may_land(op, total, fragments, largest) {
+        return Some(Otherwise::Nowhere);
+    }
+    posted_buffers_holding(w, total).map(Otherwise::Across)
 }
 
 impl Assembly {
@@ -226,13 +251,35 @@ impl Assembly {
         }
     }
 
-    /// How many posted receive buffers the message lands in, when it lands in place across
-    /// several (`Otherwise::Across`).
-    pub(crate) fn across(&self) -> Option<usize> {
+    /// Whether the message is being written in place: in the next posted receive buffer, or
+    /// across the first several (`Otherwise::Across`).
+    pub(crate) fn in_place(&self) -> bool {
+        matches!(self.into, Into::Buffer(_) | Into::Across { .. })
+    }
+
+    /// Completes the whole message `op` (a SEND or SEND_IMM, its immediate `imm`) where it
+    /// was written in place, as one that came whole does; false, touching nothing, for one
+    /// kept aside or nowhere, which the executor runs.
+    ///
+    /// # Safety
+    /// Every byte of the message arrived (`is_whole`), and `dst` is the wire it arrived on.
+    pub(crate) unsafe fn land_in_place(
+        &self,
+        dst: &mut Side,
+        op: umq_opcode_t,
+        imm: u64,
+        out: &mut Outcome,
+    ) -> bool {
+        // SAFETY: the buffers it was written to are still the next posted (`add` checks it
+        // at every piece, and nothing else takes them while its pieces arrive), and hold it.
         match self.into {
-            Into::Across { n, .. } => Some(n),
-            _ => None,
+            Into::Buffer(rx) => unsafe { land_placed(dst, rx, self.total as u32, op, imm, out) },
+            Into::Across { n, .. } => unsafe {
+                land_placed_across(dst, n, self.total, op, imm, out)
+            },
+            Into::Aside(_) | Into::Nowhere => return false,
         }
+        true
     }
 
     /// The message's bytes, for one put together aside (none for one that lands in place or

@@ -2,7 +2,7 @@
 //! run in order, each checked before use.
 
 use super::*;
-use crate::transport::assembly::{Assembly, Otherwise, may_land};
+use crate::transport::assembly::{Assembly, Otherwise, otherwise};
 
 impl Link {
     /// Runs the peer's messages in order until one must wait for a receive buffer.
@@ -128,17 +128,18 @@ pub(super) fn receive_messages(
             w.note_arrival(payload.len() as u64);
             if assembly.is_whole() {
                 let (first, assembly) = rx.assembling.take().expect("just looked");
-                match (assembly.in_buffer(), assembly.across()) {
-                    (Some(buf), _) => land_assembled(w, at, &first, buf, &mut rx.executed, out),
-                    (None, Some(n)) => land_across(w, at, &first, n, &mut rx.executed, out),
-                    (None, None) => rx.held = Some((first, assembly.into_aside())),
+                if !land_assembled(w, at, &first, &assembly, &mut rx.executed, out) {
+                    rx.held = Some((first, assembly.into_aside()));
                 }
             }
         } else if h.kind == KIND_MORE {
             return Err(LinkError::Corrupt("a fabric fragment without its message"));
         } else if matches!(h.kind, KIND_WR | KIND_READ_RESP) && h.total > h.len as u64 {
             let (op, otherwise) = match h.kind {
-                KIND_WR => (h.opcode as u32, where_pieces_go(w, at, &h)),
+                KIND_WR => {
+                    let (op, largest) = (h.opcode as u32, at.pool.largest_buffer());
+                    (op, otherwise(w, op, h.total, at.fragments, largest))
+                }
                 _ => (UMQ_OPC_READ, read_answer_goes(w, &h)?),
             };
             let Some(otherwise) = otherwise else {
@@ -177,38 +178,25 @@ pub(super) fn receive_messages(
     }
 }
 
-/// A SEND whose fragments were put together in `buf`, the next posted receive buffer: it
-/// completes there, as one that came whole does (`Run::wr`).
+/// A SEND whose fragments, all arrived, were written in place in the posted receive buffers
+/// (`Assembly::in_place`): it completes there, as one that came whole does (`Run::wr`). False
+/// for one kept aside or nowhere, which the executor runs.
 fn land_assembled(
     w: &mut Wire,
     at: &Receiver,
     h: &Header,
-    buf: *mut umq_buf_t,
+    assembly: &Assembly,
     executed: &mut u64,
     out: &mut Outcome,
-) {
+) -> bool {
+    if !assembly.in_place() {
+        return false;
+    }
     let mut dst = Side::new(at.umqh, w, at.fragments);
-    let (len, op) = (h.total as u32, h.opcode as umq_opcode_t);
-    // SAFETY: every byte of the message is in `buf`, still the next posted buffer.
-    unsafe { target::land_placed(&mut dst, buf, len, op, h.imm, out) };
+    // SAFETY: the message is whole, and arrived on this wire.
+    unsafe { assembly.land_in_place(&mut dst, h.opcode as umq_opcode_t, h.imm, out) };
     *executed = (*executed).max(h.seq.saturating_add(1));
-}
-
-/// Where the fragments of the peer's WR whose first fragment is `h` go when the next posted
-/// buffer does not hold it whole; None while they must wait in the inbox. A peer's claimed
-/// length is not taken on its word: what is kept aside is never longer than a buffer of our
-/// pool. One longer can only fail (`may_land`) and is kept nowhere, but for a SEND to a
-/// receiver that spreads messages over buffers (base API), which lands in place across the
-/// posted buffers that hold it together, once they do.
-fn where_pieces_go(w: &Wire, at: &Receiver, h: &Header) -> Option<Otherwise> {
-    let (op, largest) = (h.opcode as u32, at.pool.largest_buffer());
-    if h.total <= largest {
-        return Some(Otherwise::Aside);
-    }
-    if !may_land(op, h.total, at.fragments, largest) {
-        return Some(Otherwise::Nowhere);
-    }
-    target::posted_buffers_holding(w, h.total).map(Otherwise::Across)
+    true
 }
 
 /// Where the fragments of an answer to our READ go, its first fragment `h`: aside, when that
@@ -225,23 +213,6 @@ fn read_answer_goes(w: &Wire, h: &Header) -> Result<Option<Otherwise>, LinkError
         Some(_) => Err(LinkError::Corrupt("a READ answer longer than the READ")),
         None => Err(LinkError::Corrupt("READ response for no READ in flight")),
     }
-}
-
-/// A SEND whose fragments were written across the first `n` posted receive buffers, which
-/// hold it together (`Otherwise::Across`): it completes there.
-fn land_across(
-    w: &mut Wire,
-    at: &Receiver,
-    h: &Header,
-    n: usize,
-    executed: &mut u64,
-    out: &mut Outcome,
-) {
-    let mut dst = Side::new(at.umqh, w, at.fragments);
-    let op = h.opcode as umq_opcode_t;
-    // SAFETY: every byte of the message is in the first `n` posted buffers, still posted.
-    unsafe { target::land_placed_across(&mut dst, n, h.total, op, h.imm, out) };
-    *executed = (*executed).max(h.seq.saturating_add(1));
 }
 
 /// What running one of the peer's messages touches of the link.

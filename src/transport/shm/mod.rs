@@ -978,34 +978,34 @@ mod tests {
 
     /// The packets of a SEND longer than any buffer of our pool are counted and not kept by
     /// a receiver that takes a message in one buffer (pro API): it can only fail. A base-API
-    /// receiver, which spreads a message over its buffers, keeps them.
+    /// receiver, which spreads a message over its buffers, keeps its First in the ring until the
+    /// posted buffers hold the message together, then writes the packets across them in place.
     #[test]
-    fn packets_of_a_send_no_buffer_can_take_are_not_kept() {
+    fn packets_of_a_send_longer_than_a_buffer_are_not_kept_aside() {
         let me = std::process::id();
         let pool = Pool::new(false, 0, 0);
         let total = pool.largest_buffer() + 1;
-        let first = Entry {
-            kind: KIND_WR,
-            opcode: UMQ_OPC_SEND as u8,
-            flags: FLAG_FIRST_PACKET,
-            len: 4096,
-            total,
-            ..Default::default()
-        };
-        let more = |seq: u64| Entry {
-            kind: KIND_MORE_PACKET,
-            len: 4096,
-            total,
-            seq,
-            ..Default::default()
+        let byte = |at: u64| (at % 251) as u8;
+        let packet = |seq: u64| {
+            let e = Entry {
+                kind: if seq == 0 { KIND_WR } else { KIND_MORE_PACKET },
+                opcode: UMQ_OPC_SEND as u8,
+                flags: if seq == 0 { FLAG_FIRST_PACKET } else { 0 },
+                len: 4096,
+                total,
+                seq,
+                ..Default::default()
+            };
+            (e, (seq..seq + 4096).map(byte).collect::<Vec<u8>>())
         };
         for fragments in [false, true] {
             let mine = Segment::create(62, false).unwrap();
             let writer = Segment::open_peer(me, mine.fd() as u32, 62).unwrap();
             let (_other, peer, _) = sender_with_pool();
-            let mut at = write_raw(&writer, 0, &first, &[7; 4096]).unwrap();
-            for i in 1..64 {
-                at = write_raw(&writer, at, &more(i * 4096), &[7; 4096]).unwrap();
+            let mut at = 0;
+            for i in 0..64 {
+                let (e, bytes) = packet(i * 4096);
+                at = write_raw(&writer, at, &e, &bytes).unwrap();
             }
             let mut w = Wire::new(8, 8);
             w.rq.post(pool.alloc(1000, 1, 0, 0).unwrap());
@@ -1015,24 +1015,41 @@ mod tests {
                 pool: &pool,
             };
             let mut pair = Pair::default();
-            let r = rx::receive(
-                &mut w,
-                &mut pair,
-                &mine,
-                &peer,
-                &receiver,
-                &mut Outcome::default(),
-            );
-            assert_eq!(r, Ok(()));
+            let receive = |w: &mut Wire, pair: &mut Pair| {
+                let mut out = Outcome::default();
+                let r = rx::receive(w, pair, &mine, &peer, &receiver, &mut out);
+                assert_eq!(r, Ok(()));
+                out
+            };
+            if fragments {
+                assert!(receive(&mut w, &mut pair).blocked, "waits for buffers");
+                assert!(pair.assembly.is_none());
+                (0..2).for_each(|_| w.rq.post(pool.alloc(8 << 20, 1, 0, 0).unwrap()));
+            }
+            receive(&mut w, &mut pair);
             let (_, a) = pair.assembly.as_ref().expect("the message is arriving");
-            let kept = if fragments { 64 * 4096 } else { 0 };
             assert_eq!(
                 (a.received(), a.aside().len()),
-                (64 * 4096, kept),
+                (64 * 4096, 0),
                 "base API: {fragments}"
             );
+            assert_eq!(a.in_place(), fragments);
+            if fragments {
+                let first = w.rq.posted_at(0).unwrap();
+                let second = w.rq.posted_at(1).unwrap();
+                let data = |b: *mut umq_buf_t, n| unsafe {
+                    std::slice::from_raw_parts((*b).buf_data as *const u8, n)
+                };
+                // The first buffer filled to its size, the rest in the second.
+                let n = unsafe { (*first).buf_size } as usize;
+                let mut in_first = data(first, n).iter().enumerate();
+                assert!(in_first.all(|(i, &v)| v == byte(i as u64)));
+                let mut in_second = data(second, 64 * 4096 - n).iter().enumerate();
+                assert!(in_second.all(|(i, &v)| v == byte((n + i) as u64)));
+            }
             assert!(!w.rq.has_completions());
-            pool.free_one(w.rq.take_posted().unwrap()).unwrap();
+            pair.assembly = None;
+            w.rq.flush();
         }
     }
 

@@ -2,7 +2,7 @@
 //! with the checks that bytes from a peer need.
 
 use super::*;
-use crate::transport::assembly::{Assembly, Otherwise, may_land};
+use crate::transport::assembly::{Assembly, otherwise};
 
 /// Executes the peer's entries against our receive buffers and memory, in order, until the ring
 /// is empty or an entry must wait (no receive buffer, or no room for a READ response).
@@ -138,7 +138,11 @@ fn packet(
     // SAFETY: `peek` checked that the payload's `e.len` bytes lie inside the ring.
     let piece = unsafe { std::slice::from_raw_parts(payload, e.len as usize) };
     let last = if e.kind == KIND_WR {
-        first_packet(w, pair, e, piece, at)?;
+        if !first_packet(w, pair, e, piece, at)? {
+            note_blocked(pair, out);
+            return Ok(false);
+        }
+        pair.rx_blocked = false;
         None
     } else {
         next_packet(w, pair, e, piece)?
@@ -152,11 +156,10 @@ fn packet(
         return Ok(true);
     };
     let (first, assembly) = pair.assembly.as_ref().expect("next_packet checked");
-    if let Some(rx) = assembly.in_buffer() {
+    if assembly.in_place() {
         let mut dst = Side::new(at.umqh, w, at.fragments);
-        let (op, len) = (first.opcode as u32, first.total as u32);
-        // SAFETY: every byte of the message is in `rx`, still the next posted buffer.
-        unsafe { target::land_placed(&mut dst, rx, len, op, first.imm, out) };
+        // SAFETY: every byte of the message arrived (the Last joined it), on this wire.
+        unsafe { assembly.land_in_place(&mut dst, first.opcode as u32, first.imm, out) };
         drop(dst);
         pair.assembly = None;
         entry_done(pair, mine, e, true, UMQ_BUF_SUCCESS);
@@ -184,13 +187,15 @@ fn packet(
 }
 
 /// The First packet of a message cut into packets: its message is put together from here.
+/// False when it waits in the ring until the posted buffers hold the message together (a
+/// base-API SEND longer than any one buffer, `assembly::otherwise`).
 fn first_packet(
     w: &mut Wire,
     pair: &mut Pair,
     e: &Entry,
     piece: &[u8],
     at: &Receiver,
-) -> Result<(), LinkError> {
+) -> Result<bool, LinkError> {
     let carries_payload = matches!(
         e.opcode as u32,
         UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_WRITE | UMQ_OPC_WRITE_IMM
@@ -199,14 +204,13 @@ fn first_packet(
         return Err(LinkError::Corrupt("malformed first packet"));
     }
     let op = e.opcode as u32;
-    let otherwise = match may_land(op, e.total, at.fragments, at.pool.largest_buffer()) {
-        true => Otherwise::Aside,
-        false => Otherwise::Nowhere,
+    let Some(goes) = otherwise(w, op, e.total, at.fragments, at.pool.largest_buffer()) else {
+        return Ok(false);
     };
-    let assembly = Assembly::begin(w, op, e.total, piece, otherwise)
+    let assembly = Assembly::begin(w, op, e.total, piece, goes)
         .map_err(|_| LinkError::Corrupt("malformed first packet"))?;
     pair.assembly = Some((*e, assembly));
-    Ok(())
+    Ok(true)
 }
 
 /// A Middle packet joins its message (None). The Last is returned as the message's final
@@ -230,7 +234,7 @@ fn next_packet(
         assembly.add(w, piece)?;
         return Ok(None);
     }
-    if assembly.in_buffer().is_some() {
+    if assembly.in_place() {
         assembly.add(w, piece)?;
         return Ok(Some((std::ptr::null_mut(), 0)));
     }
