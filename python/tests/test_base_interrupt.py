@@ -86,6 +86,40 @@ def test_base_api_large_message_is_reassembled(base):
     assert dequeue_all(b, 1) == [big]
 
 
+def test_a_base_api_message_of_the_largest_size_arrives_whole(base):
+    """A message of UMQ_MAX_BUF_REQUEST_SIZE (10 MiB, the most the base API enqueues), of
+    two buffers, arrives whole across ten of the receiver's 1 MiB buffers; one byte more is
+    refused. Over the network it travels as 160 fragments, put together aside (at most the
+    longest buffer of the pool, docs/RELIABILITY.md, "A peer's claimed length")."""
+    a, b = base.pair(depth=32, rx_buf_size=1 << 20)
+    n = umq.UMQ_MAX_BUF_REQUEST_SIZE
+    data = (bytes(range(251)) * (n // 251 + 1))[: n + 1]
+    bad = umq.core.BUF()
+    for size in (n + 1, n):
+        bufs = umq.core.Buffers.alloc(base, 6 << 20, 2)
+        bufs.messages = [sum(bufs.messages, [])]  # one message of the two buffers
+        bufs.write(0, data[:size])
+        rc = base.lib.umq_enqueue(a.handle, bufs.chain(), C.byref(bad))
+        if size > n:
+            assert rc == -umq.UMQ_ERR_EINVAL
+            bufs.free()
+            continue
+        assert rc == 0
+        bufs.detach()
+    got = []
+
+    def arrived():
+        a.dequeue()  # the sender's side of the base API: its sent buffers freed
+        m = b.dequeue()
+        if m is not None:
+            got.append(m)
+        return got
+
+    eventually(arrived, seconds=30)
+    assert len(got[0]) == n and got[0] == data[:n]
+    assert b.dequeue() is None
+
+
 def test_an_empty_dequeue_leaves_errno_as_the_caller_had_it(base):
     # Base-API loops test errno after a NULL dequeue. Right after the bind, a dequeue's round
     # may bring the pair's connection up (over the network, with system calls that fail on the
