@@ -4,7 +4,8 @@
 //! and opcodes at and past their edges), and flow-control areas landing in any order. What must
 //! hold whatever the peer sends: no panic, every receive buffer of ours either still posted or
 //! completed within its size, no write outside our buffers, every bounce buffer accounted for
-//! once, and the peer's area never going down.
+//! once, nothing kept aside past the longest buffer of our pool whatever a header claims, and
+//! the peer's area never going down.
 
 use super::node::Arrival;
 use super::rx::{Arrived, receive_messages};
@@ -84,11 +85,29 @@ pub fn case(d: &mut impl Draw) -> Case {
         total_bytes,
         "a message taken out of the inbox was not counted as taken"
     );
+    assert_claims_not_kept(&rx, pool.largest_buffer());
     landing_areas(d);
     for b in ours.into_iter().chain(canaries) {
         pool.free_one(b).unwrap();
     }
     case
+}
+
+/// Nothing a message's header claims past the longest buffer of our pool is kept aside: a
+/// message being put together that claims more keeps none of its bytes, and none held whole
+/// is longer (`assembly::otherwise`).
+fn assert_claims_not_kept(rx: &Rx, largest: u64) {
+    if let Some((h, a)) = rx.assembling.as_ref() {
+        assert!(
+            h.total <= largest || a.aside().is_empty(),
+            "{} bytes kept aside of a message that claims {}",
+            a.aside().len(),
+            h.total
+        );
+    }
+    if let Some((_, data)) = rx.held.as_ref() {
+        assert!(data.len() as u64 <= largest, "{} bytes held", data.len());
+    }
 }
 
 fn idle_rx(d: &mut impl Draw) -> Rx {
