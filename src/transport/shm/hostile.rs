@@ -2,8 +2,9 @@
 //! inbox a "peer" (this code, through its own mapping) fills with entries of every shape the
 //! sender makes, often with a field or two changed to anything, or with raw bytes. Each case runs
 //! one round of the receive path over them and checks what must hold whatever the peer wrote:
-//! no panic, no receive buffer lost, none completed with more bytes than it holds, and no write
-//! outside our buffers (the pool slots around them keep their canary bytes).
+//! no panic, no receive buffer lost, none completed with more bytes than it holds, no write
+//! outside our buffers (the pool slots around them keep their canary bytes), and nothing kept
+//! aside of a message whose First claims more than the longest buffer of our pool.
 
 use super::*;
 use crate::draw::Draw;
@@ -243,9 +244,21 @@ impl Bench {
         };
         let mut out = Outcome::default();
         let fragments = d.next().is_multiple_of(4);
-        let r = receive_fresh(
-            &mut w, &self.mine, &self.peer, &self.pool, fragments, &mut out,
-        );
+        let at = Receiver {
+            umqh: 0,
+            fragments,
+            pool: &self.pool,
+        };
+        let mut pair = Pair::default();
+        let r = receive(&mut w, &mut pair, &self.mine, &self.peer, &at, &mut out);
+        // Nothing a First claims past the longest buffer of our pool is kept aside.
+        if let Some((e, a)) = pair.assembly.as_ref() {
+            let largest = self.pool.largest_buffer();
+            assert!(
+                e.total <= largest || a.aside().is_empty(),
+                "kept aside: {e:?}"
+            );
+        }
         let case = Case {
             broke: r.err().map(|e| e.to_string()),
             completed: out.rx_done as u64,
