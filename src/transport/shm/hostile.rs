@@ -36,6 +36,7 @@ pub(super) fn write_raw(view: &Segment, pos: u64, e: &Entry, payload: &[u8]) -> 
 }
 
 /// The entries in `mine` run by a binding that has seen none before.
+#[cfg(test)]
 pub(super) fn receive_fresh(
     w: &mut Wire,
     mine: &Segment,
