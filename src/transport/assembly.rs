@@ -8,10 +8,10 @@
 //! that copy (and of the allocation's page faults): 0.3-1 ms for 64 KiB to 1 MiB here, and the
 //! packets behind it, paced a packet time apart, were then taken together. Any other message
 //! (no buffer posted yet, a WRITE or WRITE_IMM, a base-API message over several buffers) is put
-//! together aside for the executor, as before, unless it can only fail: a message longer than
-//! any buffer of the receiver's pool, which no receive buffer of a receiver that does not
-//! fragment (pro API) and no exposed memory can take, has its pieces counted and not kept, so
-//! that a peer's claimed length costs the receiver no memory (`may_land`).
+//! together aside for the executor, as before, but never past the longest buffer of the
+//! receiver's pool, whatever its first piece claims (`otherwise`): a longer message that can
+//! only fail there is counted and not kept (`may_land`), and a longer SEND to a receiver that
+//! spreads messages over buffers (base API) is written across the posted buffers that hold it.
 
 use super::LinkError;
 use super::target::{
@@ -69,7 +69,7 @@ pub(crate) enum Otherwise {
 /// whatever its bytes: a SEND or SEND_IMM no single buffer holds completes `LOC_LEN_ERR`, a
 /// WRITE or WRITE_IMM past any registered buffer `REM_ACCESS_ABORT`, and a READ's or NOP's
 /// payload is never read.
-pub(crate) fn may_land(op: umq_opcode_t, total: u64, fragments: bool, largest: u64) -> bool {
+fn may_land(op: umq_opcode_t, total: u64, fragments: bool, largest: u64) -> bool {
     total <= largest || (fragments && (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM))
 }
 
@@ -258,18 +258,19 @@ impl Assembly {
     }
 
     /// Completes the whole message `op` (a SEND or SEND_IMM, its immediate `imm`) where it
-    /// was written in place, as one that came whole does; false, touching nothing, for one
-    /// kept aside or nowhere, which the executor runs.
+    /// was written in place (`in_place`), as one that came whole does.
     ///
     /// # Safety
-    /// Every byte of the message arrived (`is_whole`), and `dst` is the wire it arrived on.
+    /// Every byte of the message arrived (`is_whole`), in place, and `dst` is the wire it
+    /// arrived on.
     pub(crate) unsafe fn land_in_place(
         &self,
         dst: &mut Side,
         op: umq_opcode_t,
         imm: u64,
         out: &mut Outcome,
-    ) -> bool {
+    ) {
+        debug_assert!(self.is_whole() && self.in_place());
         // SAFETY: the buffers it was written to are still the next posted (`add` checks it
         // at every piece, and nothing else takes them while its pieces arrive), and hold it.
         match self.into {
@@ -277,9 +278,8 @@ impl Assembly {
             Into::Across { n, .. } => unsafe {
                 land_placed_across(dst, n, self.total, op, imm, out)
             },
-            Into::Aside(_) | Into::Nowhere => return false,
+            Into::Aside(_) | Into::Nowhere => {}
         }
-        true
     }
 
     /// The message's bytes, for one put together aside (none for one that lands in place or

@@ -301,6 +301,14 @@ pub(crate) fn receive_control(w: &mut Wire, frame: &[u8]) -> Result<(), LinkErro
 /// Lands the data of a READ response in our READ WR with sequence number `seq` (how many of
 /// our WRs completed before it), which must be in flight; Err for anything else a peer says.
 pub(crate) fn land_read_response(w: &mut Wire, seq: u64, data: &[u8]) -> Result<(), LinkError> {
+    let wr = read_in_flight(w, seq)?;
+    land_read(wr, data.as_ptr(), data.len());
+    Ok(())
+}
+
+/// Our READ in flight numbered `seq`, which a peer's response answers; Err when no WR of ours
+/// is in flight under that number, or it is not a READ.
+pub(crate) fn read_in_flight(w: &Wire, seq: u64) -> Result<*mut umq_buf_t, LinkError> {
     let wr =
         w.sq.in_flight_wr(seq)
             .ok_or(LinkError::Corrupt("READ response for no READ in flight"))?;
@@ -309,8 +317,7 @@ pub(crate) fn land_read_response(w: &mut Wire, seq: u64, data: &[u8]) -> Result<
             "READ response for a WR that is not a READ",
         ));
     }
-    land_read(wr, data.as_ptr(), data.len());
-    Ok(())
+    Ok(wr)
 }
 
 /// A completion status the peer reported for one of our WRs, checked: a value no status has

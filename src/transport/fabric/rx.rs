@@ -140,7 +140,10 @@ pub(super) fn receive_messages(
                     let (op, largest) = (h.opcode as u32, at.pool.largest_buffer());
                     (op, otherwise(w, op, h.total, at.fragments, largest))
                 }
-                _ => (UMQ_OPC_READ, read_answer_goes(w, &h)?),
+                _ => {
+                    read_answer_as_asked(w, &h)?;
+                    (UMQ_OPC_READ, Some(Otherwise::Aside))
+                }
             };
             let Some(otherwise) = otherwise else {
                 // Longer than any one buffer, it waits in the inbox (which holds up the peer
@@ -193,25 +196,20 @@ fn land_assembled(
         return false;
     }
     let mut dst = Side::new(at.umqh, w, at.fragments);
-    // SAFETY: the message is whole, and arrived on this wire.
+    // SAFETY: the message is whole, in place, and arrived on this wire.
     unsafe { assembly.land_in_place(&mut dst, h.opcode as umq_opcode_t, h.imm, out) };
     *executed = (*executed).max(h.seq.saturating_add(1));
     true
 }
 
-/// Where the fragments of an answer to our READ go, its first fragment `h`: aside, when that
-/// READ is in flight and asked for at least the answer's length; Err otherwise (a peer's
-/// claim of a longer answer is not kept aside on its word).
-fn read_answer_goes(w: &Wire, h: &Header) -> Result<Option<Otherwise>, LinkError> {
-    let asked =
-        w.sq.in_flight_wr(h.seq)
-            .map(|wr| unsafe { *(*wr).pro() })
-            .filter(|pro| pro.opcode == UMQ_OPC_READ)
-            .map(|pro| pro.remote_sge.length as u64);
-    match asked {
-        Some(asked) if h.total <= asked => Ok(Some(Otherwise::Aside)),
-        Some(_) => Err(LinkError::Corrupt("a READ answer longer than the READ")),
-        None => Err(LinkError::Corrupt("READ response for no READ in flight")),
+/// The first fragment `h` of an answer to our READ: Ok when that READ is in flight and asked
+/// for at least the answer's length (a peer's claim of a longer answer is not kept aside on
+/// its word).
+fn read_answer_as_asked(w: &Wire, h: &Header) -> Result<(), LinkError> {
+    let wr = target::read_in_flight(w, h.seq)?;
+    match h.total <= unsafe { (*wr).pro().remote_sge.length } as u64 {
+        true => Ok(()),
+        false => Err(LinkError::Corrupt("a READ answer longer than the READ")),
     }
 }
 

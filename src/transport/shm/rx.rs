@@ -158,7 +158,7 @@ fn packet(
     let (first, assembly) = pair.assembly.as_ref().expect("next_packet checked");
     if assembly.in_place() {
         let mut dst = Side::new(at.umqh, w, at.fragments);
-        // SAFETY: every byte of the message arrived (the Last joined it), on this wire.
+        // SAFETY: every byte of the message arrived in place (the Last joined it), on this wire.
         unsafe { assembly.land_in_place(&mut dst, first.opcode as u32, first.imm, out) };
         drop(dst);
         pair.assembly = None;
