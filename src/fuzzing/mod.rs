@@ -43,6 +43,18 @@ pub const TARGETS: &[Target] = &[
     },
 ];
 
+/// Sets what the network provider's endpoints of this process do that otherwise happens only
+/// as timing has it, for the tests of what follows: with `refuse_sends` every send is refused
+/// (`FI_EAGAIN`), as one to a peer whose connection is still being made is; with
+/// `no_ping_rounds` no node has the progress engine run a round for its liveness pings (such a
+/// round runs some channel of the node every half second).
+pub fn network_faults(refuse_sends: bool, no_ping_rounds: bool) {
+    use crate::transport::fabric::{node, sys};
+    use std::sync::atomic::Ordering::Relaxed;
+    sys::REFUSE_SENDS.store(refuse_sends, Relaxed);
+    node::NO_PING_ROUNDS.store(no_ping_rounds, Relaxed);
+}
+
 /// The target called `name`.
 pub fn target(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)

@@ -162,6 +162,9 @@ impl Queue {
     /// step, the wire lock released, then wake-ups and counters.
     #[inline(always)]
     fn done_in_one_pass(&self, mut mine: SpinGuard<'_, Wired>, out: &Outcome) {
+        if out.left_for_round {
+            self.file_round_if_needed(&mine);
+        }
         self.note_starvation(&mut mine, false);
         self.credit_after_round(&mut mine);
         drop(mine);

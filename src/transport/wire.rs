@@ -559,6 +559,9 @@ pub struct Outcome {
     pub blocked: bool,
     /// Stopped at a WR that waits for flow-control credit (queued mode).
     pub credit_wait: bool,
+    /// A post meant to go in one pass left its WR for a later round (the provider did not
+    /// take it yet): the queue files one with the progress engine, as after any post round.
+    pub left_for_round: bool,
 }
 
 impl Outcome {
@@ -580,6 +583,7 @@ impl Outcome {
         self.reads += later.reads;
         self.blocked |= later.blocked;
         self.credit_wait = later.credit_wait;
+        self.left_for_round |= later.left_for_round;
     }
 }
 

@@ -459,6 +459,13 @@ pub struct Node {
 /// made by `fork()` starts with none: the parent's endpoints and connections are the parent's.
 static NODES: PerProcess<Mutex<Vec<Weak<Node>>>> = PerProcess::new(|| Mutex::new(Vec::new()));
 
+/// Set by tests (`umq::fuzzing::network_faults`): no node plans rounds for its pings. Such a
+/// round runs whichever channel the node last served, every half second, and so hides a
+/// channel whose work nothing else would run.
+#[cfg(feature = "fuzzing")]
+pub static NO_PING_ROUNDS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Provider, address, whether it has a wait fd, and its lane.
 type NodeKey = (String, Option<String>, bool, usize);
 
@@ -1155,6 +1162,10 @@ impl Shared {
     /// since) costs a round that pings nobody and plans again.
     #[inline(always)]
     fn plan_next_ping(&self) {
+        #[cfg(feature = "fuzzing")]
+        if NO_PING_ROUNDS.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let Some(bell) = self.call_bell.as_ref().filter(|b| !b.ping_planned()) else {
             return;
         };

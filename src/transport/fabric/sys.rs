@@ -25,6 +25,22 @@ pub struct Cqe {
 
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
 pub const FI_EAGAIN: c_int = 11;
+
+/// What tests make this process's endpoints do that otherwise happens only as timing has it
+/// (`umq::fuzzing::network_faults`): refuse every send with `FI_EAGAIN`, as one to a peer whose
+/// connection is still being made is refused.
+#[cfg(feature = "fuzzing")]
+pub static REFUSE_SENDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `FI_EAGAIN` when a test has sends refused (`REFUSE_SENDS`); nothing in other builds.
+#[inline(always)]
+fn refused_by_test() -> Result<(), c_int> {
+    #[cfg(feature = "fuzzing")]
+    if REFUSE_SENDS.load(Ordering::Relaxed) {
+        return Err(FI_EAGAIN);
+    }
+    Ok(())
+}
 /// `how` a one-sided operation moves bytes (shim.h): a READ; a WRITE that completes once sent.
 const RMA_READ: c_int = 1;
 const RMA_SENT: c_int = 2;
@@ -877,6 +893,7 @@ impl Endpoint {
         peer: u64,
         ctx: usize,
     ) -> Result<(), c_int> {
+        refused_by_test()?;
         let head = &bufs.mem[at..at + head];
         let rc = unsafe {
             (self.ops.send2)(
@@ -904,6 +921,7 @@ impl Endpoint {
         peer: u64,
         ctx: *mut c_void,
     ) -> Result<(), c_int> {
+        refused_by_test()?;
         let rc = unsafe {
             (self.ops.send)(
                 self.raw.as_ptr(),

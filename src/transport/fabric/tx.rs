@@ -914,9 +914,17 @@ impl Link {
             return None;
         }
         // Admitted, it is queued: from here it goes one way or another (a link that fails
-        // meanwhile fails it with the rest at its next round).
-        let out = self.send_admitted(w, wr).or_else(|| self.post_round(w));
-        Some(out.unwrap_or_default())
+        // meanwhile fails it with the rest at its next round). Not taken at once (a
+        // connection still being made refuses it), it goes by the rounds: this post's, then
+        // the progress engine's, as the application may only poll the peer now.
+        if let Some(out) = self.send_admitted(w, wr) {
+            return Some(out);
+        }
+        let out = self.post_round(w).unwrap_or_default();
+        Some(Outcome {
+            left_for_round: true,
+            ..out
+        })
     }
 
     #[inline(always)]
