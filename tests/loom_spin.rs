@@ -17,6 +17,15 @@ mod spin_sync {
     pub fn sleep(_: std::time::Duration) {
         loom::thread::yield_now();
     }
+
+    loom::thread_local! {
+        /// Set on the thread that stands for the progress engine.
+        pub static POLITE: std::cell::Cell<bool> = std::cell::Cell::new(false);
+    }
+
+    pub fn waits_politely() -> bool {
+        POLITE.with(|p| p.get())
+    }
 }
 
 #[allow(dead_code)]
@@ -71,5 +80,37 @@ fn a_looping_holder_and_a_wanting_waiter_both_get_in() {
         t.join().unwrap();
         assert_eq!(count.load(Ordering::Relaxed), 3);
         assert!(m.no_one_wants(), "a waiter's mark was left behind");
+    });
+}
+
+/// A waiter that waits politely (the progress engine's thread) and an application thread that
+/// takes the lock again and again: both get in, one holder at a time, and whenever the
+/// application holds the lock no one has asked for its next turn: the polite waiter never
+/// does, so it never holds up the application's next lock.
+#[test]
+fn a_polite_waiter_never_asks_for_the_next_turn() {
+    loom::model(|| {
+        let m = Arc::new(SpinMutex::new(()));
+        let count = Arc::new(AtomicU64::new(0));
+        let t = {
+            let (m, count) = (m.clone(), count.clone());
+            thread::spawn(move || {
+                spin_sync::POLITE.with(|p| p.set(true));
+                let _g = m.lock();
+                let v = count.load(Ordering::Relaxed);
+                count.store(v + 1, Ordering::Relaxed);
+            })
+        };
+        for _ in 0..2 {
+            let _g = m.lock();
+            assert!(
+                m.no_one_wants(),
+                "the polite waiter asked for the next turn"
+            );
+            let v = count.load(Ordering::Relaxed);
+            count.store(v + 1, Ordering::Relaxed);
+        }
+        t.join().unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 3);
     });
 }

@@ -30,6 +30,10 @@ mod spin_sync {
     /// Looks after which a waiter asks for the lock's next turn (a fraction of the spin phase:
     /// well past any section, well before a nap).
     pub const WANT_AFTER: u32 = 64;
+
+    /// Whether the calling thread waits for a lock without ever asking for its next turn
+    /// (the progress engine's, outside its timed work).
+    pub use super::progress::waits_politely;
 }
 pub mod target;
 pub mod timer;

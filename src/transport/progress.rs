@@ -367,6 +367,27 @@ pub fn on_engine_thread() -> bool {
     ENGINE.with(|e| e.get() != Engine::Elsewhere)
 }
 
+thread_local! {
+    /// The engine's thread runs timed work (`urgently`).
+    static URGENT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, timed work that must not wait behind an application's calls (a pacing tick, a
+/// link's pause timer): its waits for a queue's lock ask for the next turn, as any thread's do.
+fn urgently<R>(f: impl FnOnce() -> R) -> R {
+    URGENT.with(|u| u.set(true));
+    let r = f();
+    URGENT.with(|u| u.set(false));
+    r
+}
+
+/// Whether a wait of this thread for a queue's lock lets the application's calls go first
+/// (`spin.rs`): the engine's rounds, bell serves and deadlines can wait while the application
+/// drives the queue; its timed work (`urgently`) cannot.
+pub fn waits_politely() -> bool {
+    on_engine_thread() && !URGENT.with(|u| u.get())
+}
+
 /// On the engine's thread, notes that it filed the earliest deadline (true).
 fn filed_by_engine() -> bool {
     ENGINE.with(|e| {
@@ -571,12 +592,12 @@ fn serve_timers(timers: &mut TimerTable, look: &Look, paced: Option<&dyn Paced>,
     let now = clock_ns();
     match paced {
         Some(p) if woke || timers.get(Timer::Pacing).is_none_or(|at| at <= now) => {
-            timers.set(Timer::Pacing, p.serve(now));
+            timers.set(Timer::Pacing, urgently(|| p.serve(now)));
         }
         Some(_) => {}
         None => timers.set(Timer::Pacing, None),
     }
-    timers.set(Timer::LinkPause, serve_link_timers());
+    timers.set(Timer::LinkPause, urgently(serve_link_timers));
     timers.set(Timer::CallBell, serve_call_bells(&look.call_bells));
     // A new deadline rings the wake fd, or was filed on this thread.
     let filed_here = take_filed_by_engine();
