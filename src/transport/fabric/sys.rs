@@ -41,6 +41,7 @@ fn refused_by_test() -> Result<(), c_int> {
     }
     Ok(())
 }
+
 /// `how` a one-sided operation moves bytes (shim.h): a READ; a WRITE that completes once sent.
 const RMA_READ: c_int = 1;
 const RMA_SENT: c_int = 2;
