@@ -22,13 +22,14 @@ use super::{allowance, registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::process::PerProcess;
 use crate::transport::call_bell::CallBell;
+use crate::transport::spin::{SpinGuard, SpinMutex};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Receive bounce buffers of a node, shared by its channels.
@@ -452,7 +453,11 @@ pub struct Node {
     beacon: Option<watch::Beacon>,
     /// The pools whose chunks it exposes (`use_pool`), by id.
     exposed_pools: Mutex<Vec<u64>>,
-    shared: Mutex<Shared>,
+    /// Taken by every round, post round and lone SEND: the queue's own lock (`transport::spin`),
+    /// whose release is a plain store. std's mutex swaps its word to release, and its two
+    /// locked instructions a post and a poll made a network ping-pong's reply about 35 ns
+    /// slower (`scripts/critical-path.sh`: over the UCX engine 224-235 ns against 189-201).
+    shared: SpinMutex<Shared>,
 }
 
 /// The nodes of this process, as long as a binding or an offered channel holds them. A child
@@ -613,7 +618,7 @@ impl Node {
             inject: shared.ep.inject_size(),
             beacon: shared.ep.host().and_then(watch::Beacon::open),
             exposed_pools: Mutex::new(Vec::new()),
-            shared: Mutex::new(shared),
+            shared: SpinMutex::new(shared),
         };
         crate::log_info!(
             "umq_bind_info_get",
@@ -625,8 +630,8 @@ impl Node {
         Ok(Arc::new(node))
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn lock(&self) -> SpinGuard<'_, Shared> {
+        self.shared.lock()
     }
 
     /// Our address, for peers (`fi_getname`).
