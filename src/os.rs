@@ -309,3 +309,37 @@ pub fn tcp_queues(fd: std::os::fd::RawFd) -> Option<TcpQueues> {
         handed: (info.tcpi_bytes_sent - info.tcpi_bytes_retrans) + info.tcpi_notsent_bytes as u64,
     })
 }
+
+/// Sleeps while `word` holds `expected`, at most `at_most`, until a `futex_wake_all` on it (or
+/// a spurious wake-up: the caller looks again). Process-private.
+pub fn futex_wait(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    at_most: std::time::Duration,
+) {
+    let ts = libc::timespec {
+        tv_sec: at_most.as_secs() as libc::time_t,
+        tv_nsec: at_most.subsec_nanos() as libc::c_long,
+    };
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// Wakes every thread sleeping in `futex_wait` on `word`.
+pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
+    }
+}

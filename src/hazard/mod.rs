@@ -54,6 +54,18 @@ mod word_sync {
     }
 }
 
+/// The cheap side of the asymmetric fence, for other Dekker pairs of the library (a store,
+/// this fence, a load), paired with `heavy_fence` on the side that runs rarely.
+#[inline(always)]
+pub fn light_fence() {
+    word_sync::light_fence();
+}
+
+/// The expensive side of the asymmetric fence (a system call where the kernel offers it).
+pub fn heavy_fence() {
+    word_sync::heavy_fence();
+}
+
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 

@@ -18,6 +18,21 @@ pub mod recv_queue;
 pub mod send_queue;
 pub mod shared_rq;
 pub mod shm;
+pub mod sleep_lock;
+#[cfg(test)]
+mod sleep_lock_tests;
+/// What the node lock (`sleep_lock.rs`) is written against: std and the process's futexes and
+/// asymmetric fence here; `tests/loom_sleep_lock.rs` compiles the same file against loom.
+mod sleep_lock_sync {
+    pub use crate::hazard::{heavy_fence, light_fence};
+    pub use crate::os::{futex_wait, futex_wake_all};
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic::{AtomicU32, Ordering};
+    /// Looks a waiter spins before it sleeps, and again after each wake-up: a holder's section
+    /// is a few hundred instructions, and a waiter woken by a release finds the lock free again
+    /// at the holder's next release.
+    pub const SPINS: u32 = 100;
+}
 pub mod spin;
 #[cfg(test)]
 mod spin_tests;

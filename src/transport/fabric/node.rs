@@ -22,7 +22,7 @@ use super::{allowance, registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
 use crate::process::PerProcess;
 use crate::transport::call_bell::CallBell;
-use crate::transport::spin::{SpinGuard, SpinMutex};
+use crate::transport::sleep_lock::{SleepGuard, SleepMutex};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
@@ -453,11 +453,8 @@ pub struct Node {
     beacon: Option<watch::Beacon>,
     /// The pools whose chunks it exposes (`use_pool`), by id.
     exposed_pools: Mutex<Vec<u64>>,
-    /// Taken by every round, post round and lone SEND: the queue's own lock (`transport::spin`),
-    /// whose release is a plain store. std's mutex swaps its word to release, and its two
-    /// locked instructions a post and a poll made a network ping-pong's reply about 35 ns
-    /// slower (`scripts/critical-path.sh`: over the UCX engine 224-235 ns against 189-201).
-    shared: SpinMutex<Shared>,
+    /// Taken by every round, post round and lone SEND (`transport::sleep_lock`: why not std's).
+    shared: SleepMutex<Shared>,
 }
 
 /// The nodes of this process, as long as a binding or an offered channel holds them. A child
@@ -618,7 +615,7 @@ impl Node {
             inject: shared.ep.inject_size(),
             beacon: shared.ep.host().and_then(watch::Beacon::open),
             exposed_pools: Mutex::new(Vec::new()),
-            shared: SpinMutex::new(shared),
+            shared: SleepMutex::new(shared),
         };
         crate::log_info!(
             "umq_bind_info_get",
@@ -630,7 +627,7 @@ impl Node {
         Ok(Arc::new(node))
     }
 
-    pub fn lock(&self) -> SpinGuard<'_, Shared> {
+    pub fn lock(&self) -> SleepGuard<'_, Shared> {
         self.shared.lock()
     }
 
