@@ -60,13 +60,6 @@ impl<T> SleepMutex<T> {
         SleepGuard { mutex: self }
     }
 
-    /// The lock if it is free now, without waiting.
-    #[inline]
-    pub fn try_lock(&self) -> Option<SleepGuard<'_, T>> {
-        // `then`, not `then_some`: a guard made and dropped would release a lock held by another.
-        self.take().then(|| SleepGuard { mutex: self })
-    }
-
     #[inline]
     fn take(&self) -> bool {
         self.locked
