@@ -8,12 +8,12 @@
 //! progress engine waiting for it behind an application that polls its queues in turn spun
 //! and yielded through the sweep, and could take its turn only by chance.
 //!
-//! Here waiters spin briefly, then sleep, and a release wakes them, as std's mutex does. The
-//! release learns whether anyone sleeps by a plain load after its store: a waiter counts
-//! itself among the sleepers and then runs the heavy side of the process's asymmetric fence
-//! (`hazard`, membarrier) before it looks at the lock a last time, so either the release sees
-//! the count or the waiter sees the lock free (the Dekker pattern, the release's side of the
-//! fence costing nothing). The release that wakes clears the count and moves the wake-up
+//! Here waiters spin a while (`SPINS`), then sleep, and a release wakes them, as std's mutex
+//! does. The release learns whether anyone sleeps by a plain load after its store: a waiter
+//! counts itself among the sleepers and then runs the heavy side of the process's asymmetric
+//! fence (`hazard`, membarrier) before it looks at the lock a last time, so either the release
+//! sees the count or the waiter sees the lock free (the Dekker pattern, the release's side of
+//! the fence costing nothing). The release that wakes clears the count and moves the wake-up
 //! count (`wakes`) on, on which the sleepers sleep: a waiter reads it before it counts itself,
 //! so a wake-up that comes between its count and its sleep (another holder may have the lock
 //! by then) ends the sleep before it begins, and the waiter counts itself again (an
