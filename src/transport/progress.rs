@@ -375,10 +375,16 @@ thread_local! {
 /// Runs `f`, timed work that must not wait behind an application's calls (a pacing tick, a
 /// link's pause timer): its waits for a queue's lock ask for the next turn, as any thread's do.
 fn urgently<R>(f: impl FnOnce() -> R) -> R {
+    /// Ends the timed work however `f` ends, a panic included.
+    struct Urgent;
+    impl Drop for Urgent {
+        fn drop(&mut self) {
+            URGENT.with(|u| u.set(false));
+        }
+    }
     URGENT.with(|u| u.set(true));
-    let r = f();
-    URGENT.with(|u| u.set(false));
-    r
+    let _urgent = Urgent;
+    f()
 }
 
 /// Whether a wait of this thread for a queue's lock lets the application's calls go first

@@ -88,12 +88,14 @@ impl<T> SleepMutex<T> {
         }
     }
 
-    /// Waiters counted as sleepers now (for the tests).
+    /// Waiters counted as sleepers now.
+    #[cfg(test)]
     pub fn sleepers(&self) -> u32 {
         self.sleepers.load(Ordering::Relaxed)
     }
 
-    /// Wake-ups so far (for the tests).
+    /// Wake-ups so far.
+    #[cfg(test)]
     pub fn wakes(&self) -> u32 {
         self.wakes.load(Ordering::Relaxed)
     }
