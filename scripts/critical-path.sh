@@ -9,7 +9,9 @@
 #   scripts/critical-path.sh [--iters N]      (default 50000 round trips each)
 #
 # Prints one line: `critical_path` and, per program, the median over its two processes of
-# each process's median interval in ns (a baseline that is not installed is left out).
+# each process's median interval in ns, then, as `<program>_send_ns`, the same median of the
+# send system call's own time, the kernel's share (a baseline that is not installed is left
+# out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iters=50000
@@ -21,10 +23,18 @@ shim=$(pwd)/$out/recv_to_send.so
 perf=${UMQ_PERF:-target/release/umq-perf}
 [ -x "$perf" ] || cargo build --release --quiet --bin umq-perf
 
-# The median of the p50s that the processes of one run printed (their stderr is in $1).
-median_p50() {
-  grep '^recv_to_send ' "$1" | grep -o 'p50_ns [0-9]*' | awk '{print $2}' | sort -n |
+# The median of field $2's values that the processes of one run printed (their stderr is in
+# $1): `p50_ns`, the receive to reply, or `send_median_ns`, the send system call.
+median_of() {
+  grep '^recv_to_send ' "$1" | grep -o " $2 [0-9]*" | awk '{print $2}' | sort -n |
     awk '{v[NR]=$1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR+1)/2] : int((v[NR/2]+v[NR/2+1])/2)}'
+}
+
+# Adds program $2's two medians from log $1 to the line (the sends' to `sends`).
+note() {
+  local p
+  p=$(median_of "$1" p50_ns) && line+=" $2_ns $p"
+  p=$(median_of "$1" send_median_ns) && sends+=" $2_send_ns $p"
 }
 
 # A free TCP port on 127.0.0.1 for a baseline's server.
@@ -60,21 +70,23 @@ pair() {
 }
 
 line="critical_path"
+sends=""
 for engine in tcp ucx; do
   log=$out/umq-$engine.log
   UMQ_FABRIC_PROVIDER=$engine LD_PRELOAD=$shim "$perf" --provider fabric --test lat --size 64 \
     --rounds 1 --iters "$iters" > "$log" 2>&1 || { echo "umq-perf over $engine failed:"; cat "$log"; exit 1; }
-  line+=" umq_${engine}_ns $(median_p50 "$log")"
+  median_of "$log" p50_ns > /dev/null || { echo "no timings from umq-perf over $engine:"; cat "$log"; exit 1; }
+  note "$log" "umq_${engine}" || true
 done
 if command -v fi_pingpong > /dev/null; then
   pair "$out/fi_pingpong.log" -B -P fi_pingpong -p tcp -e msg -I "$iters" -S 64
-  p=$(median_p50 "$out/fi_pingpong.log") && line+=" fi_pingpong_msg_ns $p"
+  note "$out/fi_pingpong.log" fi_pingpong_msg || true
 fi
 if command -v ucx_perftest > /dev/null; then
   UCX_TLS=tcp pair "$out/ucx.log" -p -p ucx_perftest -t tag_lat -s 64 -n "$iters"
-  p=$(median_p50 "$out/ucx.log") && line+=" ucx_tag_lat_ns $p"
+  note "$out/ucx.log" ucx_tag_lat || true
   # UCT's own active messages over tcp, below UCP: what an engine without UCP would start from.
   pair "$out/uct.log" -p -p ucx_perftest -t am_lat -x tcp -d lo -s 64 -n "$iters"
-  p=$(median_p50 "$out/uct.log") && line+=" uct_am_lat_ns $p"
+  note "$out/uct.log" uct_am_lat || true
 fi
-echo "$line"
+echo "$line$sends"

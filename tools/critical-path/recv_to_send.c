@@ -1,4 +1,5 @@
-/* recv_to_send.so: how long a process takes from a message's arrival to its reply.
+/* recv_to_send.so: how long a process takes from a message's arrival to its reply, and how long
+ * the kernel takes to send it.
  *
  * Loaded with LD_PRELOAD into both sides of a network ping-pong (umq-perf's, or ucx_perftest's
  * tag_lat), it notes the TSC when a receive from a socket returns bytes and, at the next send
@@ -7,8 +8,12 @@
  * reply), with neither the kernel's TCP nor the other process in it. A ping-pong's half round
  * trip is that interval, the kernel's path and the wait for the poll loop to notice the arrival.
  *
+ * It also times every send system call on a socket: over 127.0.0.1 the sender's call runs the
+ * receiving side's TCP too, the kernel's share of a half round trip, which the state of the
+ * caches the process leaves it changes (docs/TRANSPORTS.md, "Latency").
+ *
  * At exit it prints one line to stderr:
- *     recv_to_send pid P samples N p25_ns A p50_ns B p75_ns C
+ *     recv_to_send pid P samples N p25_ns A p50_ns B p75_ns C sends M send_median_ns S
  * Nanoseconds come from the TSC, calibrated against CLOCK_MONOTONIC over the process's life.
  * scripts/critical-path.sh runs both programs with it. */
 #define _GNU_SOURCE
@@ -26,8 +31,8 @@
 #define MAX_SAMPLES (1u << 22)
 #define MAX_FD 4096
 
-static uint64_t *samples;
-static uint32_t n_samples;
+static uint64_t *samples, *send_samples;
+static uint32_t n_samples, n_send_samples;
 static uint64_t tsc_start, ns_start;
 /* Per fd: 0 unknown, 1 a socket, 2 something else (pipes and eventfds are not messages). */
 static unsigned char fd_kind[MAX_FD];
@@ -68,6 +73,17 @@ static void sending(int fd)
     if (samples && i < MAX_SAMPLES)
         samples[i] = now - arrived_at;
     arrived_at = 0;
+}
+
+/* Keeps the cycles a send system call on a socket took (`began` read before it). */
+static void sent(int fd, uint64_t began)
+{
+    uint64_t now = __rdtsc();
+    if (!is_socket(fd))
+        return;
+    uint32_t i = __atomic_fetch_add(&n_send_samples, 1, __ATOMIC_RELAXED);
+    if (send_samples && i < MAX_SAMPLES)
+        send_samples[i] = now - began;
 }
 
 /* The C library's `name`, looked up once. */
@@ -112,33 +128,46 @@ ssize_t send(int fd, const void *b, size_t n, int f)
 {
     REAL(send);
     sending(fd);
-    return real_send(fd, b, n, f);
+    uint64_t began = __rdtsc();
+    ssize_t r = real_send(fd, b, n, f);
+    sent(fd, began);
+    return r;
 }
 
 ssize_t sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l)
 {
     REAL(sendto);
     sending(fd);
-    return real_sendto(fd, b, n, f, a, l);
+    uint64_t began = __rdtsc();
+    ssize_t r = real_sendto(fd, b, n, f, a, l);
+    sent(fd, began);
+    return r;
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int f)
 {
     REAL(sendmsg);
     sending(fd);
-    return real_sendmsg(fd, m, f);
+    uint64_t began = __rdtsc();
+    ssize_t r = real_sendmsg(fd, m, f);
+    sent(fd, began);
+    return r;
 }
 
 ssize_t writev(int fd, const struct iovec *v, int c)
 {
     REAL(writev);
     sending(fd);
-    return real_writev(fd, v, c);
+    uint64_t began = __rdtsc();
+    ssize_t r = real_writev(fd, v, c);
+    sent(fd, began);
+    return r;
 }
 
 __attribute__((constructor)) static void start(void)
 {
     samples = malloc(MAX_SAMPLES * sizeof(*samples));
+    send_samples = malloc(MAX_SAMPLES * sizeof(*send_samples));
     ns_start = mono_ns();
     tsc_start = __rdtsc();
 }
@@ -157,7 +186,15 @@ __attribute__((destructor)) static void report(void)
         return;
     double ns_per_cycle = (double)ns / (double)cycles;
     qsort(samples, n, sizeof(*samples), by_value);
-    fprintf(stderr, "recv_to_send pid %d samples %u p25_ns %.0f p50_ns %.0f p75_ns %.0f\n",
+    uint32_t sends = n_send_samples < MAX_SAMPLES ? n_send_samples : MAX_SAMPLES;
+    double send_median = 0;
+    if (send_samples && sends) {
+        qsort(send_samples, sends, sizeof(*send_samples), by_value);
+        send_median = send_samples[sends / 2] * ns_per_cycle;
+    }
+    fprintf(stderr,
+            "recv_to_send pid %d samples %u p25_ns %.0f p50_ns %.0f p75_ns %.0f sends %u "
+            "send_median_ns %.0f\n",
             (int)getpid(), n, samples[n / 4] * ns_per_cycle, samples[n / 2] * ns_per_cycle,
-            samples[3 * (uint64_t)n / 4] * ns_per_cycle);
+            samples[3 * (uint64_t)n / 4] * ns_per_cycle, sends, send_median);
 }
