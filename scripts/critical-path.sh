@@ -9,9 +9,9 @@
 #   scripts/critical-path.sh [--iters N]      (default 50000 round trips each)
 #
 # Prints one line: `critical_path` and, per program, the median over its two processes of
-# each process's median interval in ns, then, as `<program>_send_ns`, the same median of the
-# send system call's own time, the kernel's share (a baseline that is not installed is left
-# out).
+# each process's median interval in ns, then, as `<program>_send_ns` and `<program>_recv_ns`,
+# the same medians of the send system call's own time and of a receive's that returned bytes,
+# the kernel's share (a baseline that is not installed is left out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iters=50000
@@ -24,17 +24,18 @@ perf=${UMQ_PERF:-target/release/umq-perf}
 [ -x "$perf" ] || cargo build --release --quiet --bin umq-perf
 
 # The median of field $2's values that the processes of one run printed (their stderr is in
-# $1): `p50_ns`, the receive to reply, or `send_median_ns`, the send system call.
+# $1): `p50_ns`, the receive to reply, `send_median_ns` or `receive_median_ns`, the calls'.
 median_of() {
   grep '^recv_to_send ' "$1" | grep -o " $2 [0-9]*" | awk '{print $2}' | sort -n |
     awk '{v[NR]=$1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR+1)/2] : int((v[NR/2]+v[NR/2+1])/2)}'
 }
 
-# Adds program $2's two medians from log $1 to the line (the sends' to `sends`).
+# Adds program $2's medians from log $1 to the line (the system calls' to `calls`).
 note() {
   local p
   p=$(median_of "$1" p50_ns) && line+=" $2_ns $p"
-  p=$(median_of "$1" send_median_ns) && sends+=" $2_send_ns $p"
+  p=$(median_of "$1" send_median_ns) && calls+=" $2_send_ns $p"
+  p=$(median_of "$1" receive_median_ns) && calls+=" $2_recv_ns $p"
 }
 
 # A free TCP port on 127.0.0.1 for a baseline's server.
@@ -70,7 +71,7 @@ pair() {
 }
 
 line="critical_path"
-sends=""
+calls=""
 for engine in tcp ucx; do
   log=$out/umq-$engine.log
   UMQ_FABRIC_PROVIDER=$engine LD_PRELOAD=$shim "$perf" --provider fabric --test lat --size 64 \
@@ -89,4 +90,4 @@ if command -v ucx_perftest > /dev/null; then
   pair "$out/uct.log" -p -p ucx_perftest -t am_lat -x tcp -d lo -s 64 -n "$iters"
   note "$out/uct.log" uct_am_lat || true
 fi
-echo "$line$sends"
+echo "$line$calls"

@@ -1,5 +1,5 @@
 /* recv_to_send.so: how long a process takes from a message's arrival to its reply, and how long
- * the kernel takes to send it.
+ * the kernel takes to send and receive it.
  *
  * Loaded with LD_PRELOAD into both sides of a network ping-pong (umq-perf's, or ucx_perftest's
  * tag_lat), it notes the TSC when a receive from a socket returns bytes and, at the next send
@@ -8,12 +8,13 @@
  * reply), with neither the kernel's TCP nor the other process in it. A ping-pong's half round
  * trip is that interval, the kernel's path and the wait for the poll loop to notice the arrival.
  *
- * It also times every send system call on a socket: over 127.0.0.1 the sender's call runs the
- * receiving side's TCP too, the kernel's share of a half round trip, which the state of the
- * caches the process leaves it changes (docs/TRANSPORTS.md, "Latency").
+ * It also times the system calls themselves, the kernel's share of a half round trip: every
+ * send on a socket (over 127.0.0.1 the sender's call runs the receiving side's TCP too) and
+ * every receive that returned bytes (docs/TRANSPORTS.md, "Latency").
  *
  * At exit it prints one line to stderr:
  *     recv_to_send pid P samples N p25_ns A p50_ns B p75_ns C sends M send_median_ns S
+ *         receives R receive_median_ns T
  * Nanoseconds come from the TSC, calibrated against CLOCK_MONOTONIC over the process's life.
  * scripts/critical-path.sh runs both programs with it. */
 #define _GNU_SOURCE
@@ -31,8 +32,8 @@
 #define MAX_SAMPLES (1u << 22)
 #define MAX_FD 4096
 
-static uint64_t *samples, *send_samples;
-static uint32_t n_samples, n_send_samples;
+static uint64_t *samples, *send_samples, *recv_samples;
+static uint32_t n_samples, n_send_samples, n_recv_samples;
 static uint64_t tsc_start, ns_start;
 /* Per fd: 0 unknown, 1 a socket, 2 something else (pipes and eventfds are not messages). */
 static unsigned char fd_kind[MAX_FD];
@@ -56,12 +57,16 @@ static int is_socket(int fd)
     return fd_kind[fd] == 1;
 }
 
-/* A receive returned `got` bytes from `fd`: the clock is read first, so that the look at the fd
- * (a system call the first time) falls outside the interval. */
-static void received(int fd, ssize_t got, uint64_t now)
+/* A receive that began at `began` returned `got` bytes from `fd`: the clock is read first, so
+ * that the look at the fd (a system call the first time) falls outside the interval. */
+static void received(int fd, ssize_t got, uint64_t now, uint64_t began)
 {
-    if (got > 0 && is_socket(fd))
+    if (got > 0 && is_socket(fd)) {
         arrived_at = now;
+        uint32_t i = __atomic_fetch_add(&n_recv_samples, 1, __ATOMIC_RELAXED);
+        if (recv_samples && i < MAX_SAMPLES)
+            recv_samples[i] = now - began;
+    }
 }
 
 static void sending(int fd)
@@ -95,32 +100,36 @@ static void sent(int fd, uint64_t began)
 ssize_t recv(int fd, void *b, size_t n, int f)
 {
     REAL(recv);
+    uint64_t began = __rdtsc();
     ssize_t r = real_recv(fd, b, n, f);
-    received(fd, r, __rdtsc());
+    received(fd, r, __rdtsc(), began);
     return r;
 }
 
 ssize_t recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
 {
     REAL(recvfrom);
+    uint64_t began = __rdtsc();
     ssize_t r = real_recvfrom(fd, b, n, f, a, l);
-    received(fd, r, __rdtsc());
+    received(fd, r, __rdtsc(), began);
     return r;
 }
 
 ssize_t recvmsg(int fd, struct msghdr *m, int f)
 {
     REAL(recvmsg);
+    uint64_t began = __rdtsc();
     ssize_t r = real_recvmsg(fd, m, f);
-    received(fd, r, __rdtsc());
+    received(fd, r, __rdtsc(), began);
     return r;
 }
 
 ssize_t readv(int fd, const struct iovec *v, int c)
 {
     REAL(readv);
+    uint64_t began = __rdtsc();
     ssize_t r = real_readv(fd, v, c);
-    received(fd, r, __rdtsc());
+    received(fd, r, __rdtsc(), began);
     return r;
 }
 
@@ -168,6 +177,7 @@ __attribute__((constructor)) static void start(void)
 {
     samples = malloc(MAX_SAMPLES * sizeof(*samples));
     send_samples = malloc(MAX_SAMPLES * sizeof(*send_samples));
+    recv_samples = malloc(MAX_SAMPLES * sizeof(*recv_samples));
     ns_start = mono_ns();
     tsc_start = __rdtsc();
 }
@@ -192,9 +202,15 @@ __attribute__((destructor)) static void report(void)
         qsort(send_samples, sends, sizeof(*send_samples), by_value);
         send_median = send_samples[sends / 2] * ns_per_cycle;
     }
+    uint32_t recvs = n_recv_samples < MAX_SAMPLES ? n_recv_samples : MAX_SAMPLES;
+    double recv_median = 0;
+    if (recv_samples && recvs) {
+        qsort(recv_samples, recvs, sizeof(*recv_samples), by_value);
+        recv_median = recv_samples[recvs / 2] * ns_per_cycle;
+    }
     fprintf(stderr,
             "recv_to_send pid %d samples %u p25_ns %.0f p50_ns %.0f p75_ns %.0f sends %u "
-            "send_median_ns %.0f\n",
+            "send_median_ns %.0f receives %u receive_median_ns %.0f\n",
             (int)getpid(), n, samples[n / 4] * ns_per_cycle, samples[n / 2] * ns_per_cycle,
-            samples[3 * (uint64_t)n / 4] * ns_per_cycle, sends, send_median);
+            samples[3 * (uint64_t)n / 4] * ns_per_cycle, sends, send_median, recvs, recv_median);
 }
