@@ -65,6 +65,11 @@ impl Allowance {
         self.peer_took = self.peer_took.max(taken);
     }
 
+    /// Whether `taken`, the peer's count, tells more than it said so far.
+    pub fn news(&self, taken: u64) -> bool {
+        taken > self.peer_took
+    }
+
     /// Bytes sent that the peer has not said it took.
     #[cfg(test)]
     pub fn waiting(&self) -> u64 {

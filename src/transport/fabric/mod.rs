@@ -938,7 +938,9 @@ impl Link {
     /// area: each word only grows within a binding, so a stale or hostile write lowers nothing.
     /// A change is also word from the peer (it is alive).
     fn take_landed(&mut self, n: &mut Shared) {
-        let Some((landed, taken)) = n.landed(self.ch.id) else {
+        let (known, allowance) = (self.peer_area.snapshot(), &self.tx.allowance);
+        let news = |area, taken| area != known || allowance.news(taken);
+        let Some((landed, taken)) = n.landed_if(self.ch.id, news) else {
             return;
         };
         self.tx.allowance.peer_took(taken);

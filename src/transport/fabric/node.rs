@@ -68,9 +68,10 @@ pub const CQ_SIZE: usize = RX_BOUNCES + TX_SLOTS + AREA_WRITES + 16;
 /// Channels a node can hold (a process binding ten thousand pairs to itself holds twenty
 /// thousand). Their landing words are reserved up front and cost memory as they are used.
 pub const MAX_CHANNELS: usize = 1 << 16;
-/// A channel's landing words: its generation, then the peer's flow-control area (three words)
-/// and the bytes of our messages it took (`allowance`).
-pub const SLOT_BYTES: usize = 40;
+/// A channel's landing words: its generation, then the peer's flow-control area (three words),
+/// the bytes of our messages it took (`allowance`), and their seal under the generation
+/// (`seal`).
+pub const SLOT_BYTES: usize = 48;
 /// Bounce buffers a node lends its channels' inboxes at most; past it, arrivals are copied out
 /// and their buffers posted again, so a queue whose application does not call in never holds
 /// up the others.
@@ -99,6 +100,24 @@ fn slot_of(id: ChannelId) -> usize {
 
 fn generation_of(id: ChannelId) -> u32 {
     (id >> 32) as u32
+}
+
+/// The seal of a landing slot's `words` (the area and the bytes taken) for the channel of
+/// `generation`. Peers write the landing words by RMA, which libfabric's provider carries out
+/// itself, and a peer bound to one channel knows where every other channel's slot lies (they
+/// are one region). The generation word alone would not tell such a peer's write apart: one
+/// that leaves it as it is and writes the words after it would pass for the channel's own
+/// peer, and a grant it made up, counted cumulatively, would stop the real ones. Only the
+/// channel's peer knows its generation (random, and no peer may read the region), so only
+/// its writes come sealed.
+fn seal(generation: u32, words: [u64; 4]) -> u64 {
+    const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (generation as u64 * 0x1_0000_0001) ^ MIX;
+    for w in words {
+        h = (h ^ w).wrapping_mul(MIX);
+        h ^= h >> 32;
+    }
+    h
 }
 
 /// Why a binding whose peer ignored its allowance broke.
@@ -765,10 +784,28 @@ impl Shared {
     }
 
     /// What the peer last wrote into channel `id`'s landing words, when it wrote them for this
-    /// channel (a write for an earlier binding of the slot names another generation).
+    /// channel, sealed (a write for an earlier binding of the slot names another generation;
+    /// one of another peer's, or torn, does not carry the seal).
     pub fn landed(&self, id: ChannelId) -> Option<([u64; 3], u64)> {
-        let [generation, a, b, c, taken] = self.landing.words::<5>(slot_of(id) * SLOT_BYTES);
-        (generation == generation_of(id) as u64).then_some(([a, b, c], taken))
+        self.landed_if(id, |_, _| true)
+    }
+
+    /// `landed`, when `news` says the words tell the channel something it does not know: a
+    /// round reads them every time, and checking their seal only then keeps them as cheap as
+    /// they were when nothing changed.
+    #[inline]
+    pub fn landed_if(
+        &self,
+        id: ChannelId,
+        news: impl FnOnce([u64; 3], u64) -> bool,
+    ) -> Option<([u64; 3], u64)> {
+        let [generation, a, b, c, taken, sealed] =
+            self.landing.words::<6>(slot_of(id) * SLOT_BYTES);
+        let ours = generation_of(id);
+        (generation == ours as u64
+            && news([a, b, c], taken)
+            && sealed == seal(ours, [a, b, c, taken]))
+        .then_some(([a, b, c], taken))
     }
 
     /// Binds channel `id` to the peer process named `name`: its address handle, reached once
@@ -1221,7 +1258,7 @@ impl Shared {
     }
 
     /// Writes channel `id`'s flow-control area `words` into the peer's landing words at `to`
-    /// (`to_channel`'s generation first). Ok(false) when there is no room now.
+    /// (`to_channel`'s generation first, their seal last). Ok(false) when there is no room now.
     pub fn write_area(
         &mut self,
         id: ChannelId,
@@ -1230,23 +1267,39 @@ impl Shared {
         to_channel: ChannelId,
         (words, taken): ([u64; 3], u64),
     ) -> Result<bool, LinkError> {
-        if self.areas_in_flight >= AREA_WRITES {
-            return Ok(false);
-        }
-        let at = slot_of(id) * SLOT_BYTES;
-        let out = self.area_out.get_mut(at, SLOT_BYTES);
-        let all = [
-            generation_of(to_channel) as u64,
+        let generation = generation_of(to_channel);
+        let slot = [
+            generation as u64,
             words[0],
             words[1],
             words[2],
             taken,
+            seal(generation, [words[0], words[1], words[2], taken]),
         ];
-        for (chunk, w) in out.chunks_exact_mut(8).zip(all) {
+        self.write_words(id, peer, to, &slot)
+    }
+
+    /// Writes `words` (a slot's worth at most) at `to` in the peer's memory, by way of channel
+    /// `id`'s outgoing slot; its completion is the channel's area write's. Ok(false) when there
+    /// is no room now. (Public for the tests, whose peer writes what it should not.)
+    pub fn write_words(
+        &mut self,
+        id: ChannelId,
+        peer: u64,
+        to: RemoteKey,
+        words: &[u64],
+    ) -> Result<bool, LinkError> {
+        if self.areas_in_flight >= AREA_WRITES {
+            return Ok(false);
+        }
+        let (at, len) = (slot_of(id) * SLOT_BYTES, 8 * words.len());
+        debug_assert!(len <= SLOT_BYTES, "more than a slot");
+        let out = self.area_out.get_mut(at, len);
+        for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
             chunk.copy_from_slice(&w.to_ne_bytes());
         }
         let ctx = AREA_TAG | slot_of(id);
-        match self.ep.write(&self.area_out, at, SLOT_BYTES, peer, to, ctx) {
+        match self.ep.write(&self.area_out, at, len, peer, to, ctx) {
             Ok(()) => {
                 self.areas_in_flight += 1;
                 self.sent_since_look = true;

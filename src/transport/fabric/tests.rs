@@ -145,13 +145,23 @@ impl Pair {
     /// Writes `words` into `to` for channel `to_channel` as a's own area write, and runs
     /// both sides' rounds until its completion came back.
     fn write_area_of_a(&mut self, to: RemoteKey, to_channel: ChannelId, words: [u64; 3]) {
+        self.write_of_a(|n, id, peer| n.write_area(id, peer, to, to_channel, (words, 0)));
+    }
+
+    /// a writes `words` at `to` in b's memory as it writes its area, and waits until they went.
+    fn write_words_of_a(&mut self, to: RemoteKey, words: &[u64]) {
+        self.write_of_a(|n, id, peer| n.write_words(id, peer, to, words));
+    }
+
+    /// Makes a's area write `write` (the node, a's channel, its peer) once there is room, and
+    /// waits until it went.
+    fn write_of_a(
+        &mut self,
+        write: impl Fn(&mut Shared, ChannelId, u64) -> Result<bool, LinkError>,
+    ) {
         self.rounds_until(|a, _| !a.area_in_flight);
         let (id, peer, node) = (self.a.ch.id, self.a.peer_addr, self.a.ch.node.clone());
-        while !node
-            .lock()
-            .write_area(id, peer, to, to_channel, (words, 0))
-            .unwrap()
-        {
+        while !write(&mut node.lock(), id, peer).unwrap() {
             node.lock().progress(id).unwrap();
         }
         self.a.area_in_flight = true;
@@ -1811,6 +1821,51 @@ fn an_area_write_lands_after_its_writer_has_gone() {
         assert!(Instant::now() < deadline, "the write never landed");
         let _ = b.ch.node.lock().progress(b.ch.id);
     }
+}
+
+/// A write into a channel's landing words that does not carry their seal changes nothing the
+/// channel reads. One that leaves the generation as it is and writes the words after it, as a
+/// peer bound to another channel of the node could (the slots are one region, and it knows
+/// where its own lies), would otherwise have passed for the channel's own peer; so would one
+/// whose generation a peer guessed. The channel's own peer's next write lands.
+#[test]
+fn landing_words_without_their_seal_are_not_believed() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.area_a.raise_to([16, 40, 3]);
+    p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
+    let (to, to_channel) = (p.a.peer_landing, p.a.peer_chan);
+    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+    assert_eq!(landed(&p.b), Some(([16, 40, 3], 0)));
+    let made_up = [99, 1 << 40, 99, 1 << 40];
+    let after_generation = RemoteKey {
+        addr: to.addr + 8,
+        ..to
+    };
+    p.write_words_of_a(after_generation, &made_up);
+    assert_eq!(
+        landed(&p.b),
+        None,
+        "words after the generation passed for the peer's"
+    );
+    let generation = to_channel >> 32;
+    let guessed = [generation, 99, 1 << 40, 99, 1 << 40, 0x5ea1];
+    p.write_words_of_a(to, &guessed);
+    assert_eq!(
+        landed(&p.b),
+        None,
+        "a slot with a wrong seal passed for the peer's"
+    );
+    for _ in 0..10 {
+        p.round_b().unwrap();
+    }
+    assert_eq!(
+        p.b.peer_area().snapshot(),
+        [16, 40, 3],
+        "b took a made-up area"
+    );
+    p.area_a.raise_to([16, 42, 3]);
+    p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
+    assert_eq!(landed(&p.b), Some(([16, 42, 3], 0)));
 }
 
 /// Over UCX's tcp a peer's area write is a message of ours, whose bytes are hostile: one

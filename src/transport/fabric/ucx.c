@@ -558,10 +558,15 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
 {
     if (e->n_regions == MAX_REGIONS)
         return -ENOSPC;
+    /* Peers write here, never read: a peer that could read the landing words could learn the
+     * generations of channels not its own, and seal writes into them (node.rs, `seal`). */
     ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_PROT,
         .address = buf,
-        .length = len};
+        .length = len,
+        .prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+                UCP_MEM_MAP_PROT_REMOTE_WRITE};
     ucp_mem_h m;
     ucs_status_t s = U.mem_map(e->ctx, &mp, &m);
     if (s != UCS_OK)
