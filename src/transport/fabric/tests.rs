@@ -1842,6 +1842,8 @@ fn landing_words_without_their_seal_are_not_believed() {
         ..to
     };
     p.write_words_of_a(after_generation, &made_up);
+    // Until the write is in b's memory (it changes what b's landing words say).
+    p.rounds_until(|_, b| landed(b) != Some(([16, 40, 3], 0)));
     assert_eq!(
         landed(&p.b),
         None,
