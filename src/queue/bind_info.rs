@@ -8,8 +8,8 @@
 //! our packed keys), a length byte and the socket address
 //! of the queue's death watch (0, 6 bytes for IPv4 or 18 for IPv6: address, then port, big
 //! endian), and a length byte and where the peer writes its flow-control area with the queue's
-//! channel in its node and the port of the node's call bell (0, or 26 bytes: address, key,
-//! channel, port, 0 for none); last, an FNV-1a checksum of
+//! channel in its node, the port of the node's call bell and the secret its pings carry (0, or
+//! 34 bytes: address, key, channel, port (0 for none), secret); last, an FNV-1a checksum of
 //! everything before it.
 
 use super::Queue;
@@ -38,7 +38,7 @@ pub const LEN_MIN: usize = FIXED + 2 + 1 + 1 + 4;
 /// device it may use (204 bytes with `UCX_TLS=all`, its shared-memory transports included,
 /// more with RDMA devices); at this limit a whole bind info, death watch and area key included, still
 /// fits the 512 bytes the reference's programs give `umq_bind_info_get`.
-pub const MAX_FABRIC_ADDR: usize = 384;
+pub const MAX_FABRIC_ADDR: usize = 376;
 /// Transports a bind info offers, as bits.
 pub const TRANSPORT_LOOPBACK: u8 = 1;
 pub const TRANSPORT_SHM: u8 = 2;
@@ -86,22 +86,27 @@ fn encode_key(c: &Contact) -> Vec<u8> {
         .concat()
         .into_iter()
         .chain(c.call_bell.to_le_bytes())
+        .chain(c.secret.to_le_bytes())
         .collect()
     })
 }
 
-/// The area key, the channel and the call bell's port; None for an empty field; Err for a
-/// length that is no key.
-fn decode_key(b: &[u8]) -> Result<Option<(RemoteKey, u64, u16)>, ()> {
+/// What `decode_key` reads: the area key, the channel, the call bell's port, the node's secret.
+type KeyField = (RemoteKey, u64, u16, u64);
+
+/// The area key, the channel, the call bell's port and the node's secret; None for an empty
+/// field; Err for a length that is no key.
+fn decode_key(b: &[u8]) -> Result<Option<KeyField>, ()> {
     match b.len() {
         0 => Ok(None),
-        26 => Ok(Some((
+        34 => Ok(Some((
             RemoteKey {
                 addr: u64_at(b, 0),
                 key: u64_at(b, 8),
             },
             u64_at(b, 16),
             u16::from_le_bytes([b[24], b[25]]),
+            u64_at(b, 26),
         ))),
         _ => Err(()),
     }
@@ -295,9 +300,10 @@ pub fn parse(func: &str, b: &[u8]) -> UmqResult<BindInfo> {
         fabric: Contact {
             name: b[FIXED + 2..watch_at].to_vec(),
             watch,
-            area: area.map(|(k, _, _)| k),
-            channel: area.map_or(0, |(_, c, _)| c),
-            call_bell: area.map_or(0, |(_, _, p)| p),
+            area: area.map(|(k, ..)| k),
+            channel: area.map_or(0, |(_, c, ..)| c),
+            call_bell: area.map_or(0, |(_, _, p, _)| p),
+            secret: area.map_or(0, |(.., secret)| secret),
         },
     })
 }
@@ -394,6 +400,7 @@ mod tests {
                 }),
                 channel: 0x0000_0007_0000_0003,
                 call_bell: 40002,
+                secret: 0x51ec_7e75_0000_0009,
             },
         }
     }
@@ -501,6 +508,7 @@ mod tests {
                 area: None,
                 channel: 0,
                 call_bell: 0,
+                secret: 0,
                 ..sample().fabric
             },
             ..sample()

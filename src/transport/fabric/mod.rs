@@ -116,6 +116,8 @@ pub struct Contact {
     pub channel: ChannelId,
     /// The port of the node's call bell (`call_bell`), on the beacon's address; 0: none.
     pub call_bell: u16,
+    /// What the node's pings carry (`node::Peer::secret`).
+    pub secret: u64,
 }
 
 /// Where the peer's process runs, as its bind info says.
@@ -169,6 +171,7 @@ impl Channel {
             area: Some(n.landing_key(self.id)),
             channel: self.id,
             call_bell: n.call_bell.as_ref().map_or(0, |b| b.port()),
+            secret: n.secret(),
         }
     }
 }
@@ -413,7 +416,7 @@ impl Link {
         };
         let (peer, peer_addr, opened, inject_size) = {
             let mut n = ch.node.lock();
-            let p = n.attach_peer(ch.id, &to.name, PING_AFTER.min(liveness / 4))?;
+            let p = n.attach_peer(ch.id, &to.name, to.secret, PING_AFTER.min(liveness / 4))?;
             n.repost();
             n.greet_new_peers();
             (p, n.peers[p].addr, n.now(), n.ep.inject_size())

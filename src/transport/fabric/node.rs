@@ -198,6 +198,10 @@ impl Stamp {
 /// A peer process, as every channel bound to it sees it.
 pub struct Peer {
     name: Vec<u8>,
+    /// What its pings carry: its node's secret, from its bind info. Anyone who reaches our
+    /// endpoint can send a ping in a peer's name (names are addresses); one without the
+    /// secret would keep a host that vanished alive past the liveness timeout.
+    secret: u64,
     /// Its address handle.
     pub addr: u64,
     pub heard: Stamp,
@@ -239,6 +243,8 @@ pub struct Shared {
     /// Free slots, oldest first: a slot is reused as late as possible.
     free_slots: VecDeque<usize>,
     pub peers: Vec<Peer>,
+    /// What our pings carry (`Peer::secret`): random, and given only in our bind info.
+    secret: u64,
     bell: Option<Bell>,
     /// Where peers call our progress thread to their WRs (`call_bell`); we ring theirs with it.
     pub call_bell: Option<Arc<CallBell>>,
@@ -604,6 +610,7 @@ impl Node {
             // Slot 0 is never a channel's: `NODE` names the node.
             free_slots: VecDeque::new(),
             peers: Vec::new(),
+            secret: crate::os::random_u64(),
             bell,
             call_bell,
             watches: HashMap::new(),
@@ -814,6 +821,7 @@ impl Shared {
         &mut self,
         id: ChannelId,
         name: &[u8],
+        secret: u64,
         ping_after: Duration,
     ) -> Result<usize, String> {
         self.tick();
@@ -823,6 +831,7 @@ impl Shared {
                 let addr = self.ep.connect(name)?;
                 self.peers.push(Peer {
                     name: name.to_vec(),
+                    secret,
                     addr,
                     heard: self.now,
                     heard_any: false,
@@ -847,6 +856,8 @@ impl Shared {
             peer.ping_after = ping_after;
         }
         peer.ping_after = peer.ping_after.min(ping_after);
+        // The newest bind info's: a process that reopened at the same address has a new one.
+        peer.secret = secret;
         peer.users += 1;
         let inbox = self.inbox_mut(id).ok_or("the channel is gone")?;
         inbox.peer = Some(p);
@@ -899,6 +910,11 @@ impl Shared {
         self.ping_quiet_peers();
         self.repost();
         Ok(())
+    }
+
+    /// What our pings carry, for our bind info (`Peer::secret`).
+    pub fn secret(&self) -> u64 {
+        self.secret
     }
 
     /// Reads the clock for the round that begins.
@@ -1135,7 +1151,8 @@ impl Shared {
         }
     }
 
-    /// A message for the node: a peer's ping, its name as the payload.
+    /// A message for the node: a peer's ping, its name as the payload and its node's secret
+    /// as the immediate.
     fn node_message(&mut self, idx: usize, len: usize) {
         let bytes = self.rx.bufs.get(idx * BOUNCE, len);
         let Ok(h) = Header::read(bytes) else {
@@ -1144,6 +1161,7 @@ impl Shared {
         let name = &bytes[HEADER..];
         if h.kind == KIND_PING
             && let Some(p) = self.peers.iter_mut().find(|p| p.name == name)
+            && p.secret == h.imm
         {
             p.heard = self.now;
             p.heard_any = true;
@@ -1177,7 +1195,7 @@ impl Shared {
     }
 
     fn ping_peers(&mut self) {
-        let (ep, now) = (&self.ep, self.now);
+        let (ep, now, secret) = (&self.ep, self.now, self.secret);
         for p in self.peers.iter_mut() {
             if p.users == 0 || (p.greeted && now < p.said.after(p.ping_after)) {
                 continue;
@@ -1185,6 +1203,7 @@ impl Shared {
             let h = Header {
                 kind: KIND_PING,
                 len: ep.name().len() as u32,
+                imm: secret,
                 dst: NODE,
                 ..Default::default()
             };

@@ -398,10 +398,10 @@ fn the_engines_refuse_each_others_addresses_and_ucx_refuses_broken_ones() {
         fabric.name().to_vec(),
         rxm.name().to_vec(),
     );
-    // Bind info carries at most 384 bytes of a node's address (`MAX_FABRIC_ADDR`, in the
+    // Bind info carries at most 376 bytes of a node's address (`MAX_FABRIC_ADDR`, in the
     // queue layer above); more transports in `UCX_TLS` make it longer (`all`: about 200).
     assert!(
-        u.starts_with(b"UCX2") && u.len() <= 384,
+        u.starts_with(b"UCX2") && u.len() <= 376,
         "{} bytes",
         u.len()
     );
@@ -1820,6 +1820,51 @@ fn an_area_write_lands_after_its_writer_has_gone() {
     while landed() != Some([16, 41, 3]) {
         assert!(Instant::now() < deadline, "the write never landed");
         let _ = b.ch.node.lock().progress(b.ch.id);
+    }
+}
+
+/// A node hears a peer's ping only with the secret the peer's bind info gave it. Anyone who
+/// reaches the node can send a ping in the peer's name (names are addresses), which would
+/// otherwise keep a host that vanished alive past the liveness timeout.
+#[test]
+fn a_ping_without_the_peer_nodes_secret_is_not_heard() {
+    let mut p = Pair::new(false, Duration::from_secs(60));
+    p.connect();
+    let (a_node, b_node, a_in_b) = (p.a.ch.node.clone(), p.b.ch.node.clone(), p.b.peer);
+    let ping = |secret: u64| {
+        let n = a_node.lock();
+        let name = n.ep.name().to_vec();
+        let h = Header {
+            kind: KIND_PING,
+            len: name.len() as u32,
+            imm: secret,
+            dst: NODE,
+            ..Default::default()
+        };
+        n.ep.inject(&[&h.to_bytes()[..], &name].concat(), p.a.peer_addr)
+            .expect("a ping to b's node");
+    };
+    let heard = || b_node.lock().peers[a_in_b].heard;
+    b_node.lock().peers[a_in_b].heard = Stamp::default();
+    let secret = a_node.lock().secret();
+    ping(secret ^ 1);
+    for _ in 0..50 {
+        b_node.lock().progress(p.b.ch.id).unwrap();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        heard(),
+        Stamp::default(),
+        "a ping without the secret was heard"
+    );
+    ping(secret);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while heard() == Stamp::default() {
+        assert!(
+            Instant::now() < deadline,
+            "the peer's own ping was not heard"
+        );
+        b_node.lock().progress(p.b.ch.id).unwrap();
     }
 }
 
