@@ -32,8 +32,13 @@
 #define MAX_SAMPLES (1u << 22)
 #define MAX_FD 4096
 
-static uint64_t *samples, *send_samples, *recv_samples;
-static uint32_t n_samples, n_send_samples, n_recv_samples;
+/* Intervals in TSC cycles, kept by any thread. */
+struct series {
+    uint64_t *v;
+    uint32_t n;
+};
+/* Receive to reply; send system calls; receives that returned bytes. */
+static struct series replies, sends, receives;
 static uint64_t tsc_start, ns_start;
 /* Per fd: 0 unknown, 1 a socket, 2 something else (pipes and eventfds are not messages). */
 static unsigned char fd_kind[MAX_FD];
@@ -44,6 +49,29 @@ static uint64_t mono_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void keep(struct series *s, uint64_t cycles)
+{
+    uint32_t i = __atomic_fetch_add(&s->n, 1, __ATOMIC_RELAXED);
+    if (s->v && i < MAX_SAMPLES)
+        s->v[i] = cycles;
+}
+
+/* Sorts what `s` kept; how many that is. */
+static uint32_t sorted(struct series *s)
+{
+    uint32_t n = s->n < MAX_SAMPLES ? s->n : MAX_SAMPLES;
+    if (!s->v)
+        return 0;
+    qsort(s->v, n, sizeof(*s->v), by_value);
+    return n;
 }
 
 static int is_socket(int fd)
@@ -63,9 +91,7 @@ static void received(int fd, ssize_t got, uint64_t now, uint64_t began)
 {
     if (got > 0 && is_socket(fd)) {
         arrived_at = now;
-        uint32_t i = __atomic_fetch_add(&n_recv_samples, 1, __ATOMIC_RELAXED);
-        if (recv_samples && i < MAX_SAMPLES)
-            recv_samples[i] = now - began;
+        keep(&receives, now - began);
     }
 }
 
@@ -74,9 +100,7 @@ static void sending(int fd)
     uint64_t now = __rdtsc();
     if (!arrived_at || !is_socket(fd))
         return;
-    uint32_t i = __atomic_fetch_add(&n_samples, 1, __ATOMIC_RELAXED);
-    if (samples && i < MAX_SAMPLES)
-        samples[i] = now - arrived_at;
+    keep(&replies, now - arrived_at);
     arrived_at = 0;
 }
 
@@ -84,11 +108,8 @@ static void sending(int fd)
 static void sent(int fd, uint64_t began)
 {
     uint64_t now = __rdtsc();
-    if (!is_socket(fd))
-        return;
-    uint32_t i = __atomic_fetch_add(&n_send_samples, 1, __ATOMIC_RELAXED);
-    if (send_samples && i < MAX_SAMPLES)
-        send_samples[i] = now - began;
+    if (is_socket(fd))
+        keep(&sends, now - began);
 }
 
 /* The C library's `name`, looked up once. */
@@ -175,42 +196,25 @@ ssize_t writev(int fd, const struct iovec *v, int c)
 
 __attribute__((constructor)) static void start(void)
 {
-    samples = malloc(MAX_SAMPLES * sizeof(*samples));
-    send_samples = malloc(MAX_SAMPLES * sizeof(*send_samples));
-    recv_samples = malloc(MAX_SAMPLES * sizeof(*recv_samples));
+    replies.v = malloc(MAX_SAMPLES * sizeof(uint64_t));
+    sends.v = malloc(MAX_SAMPLES * sizeof(uint64_t));
+    receives.v = malloc(MAX_SAMPLES * sizeof(uint64_t));
     ns_start = mono_ns();
     tsc_start = __rdtsc();
 }
 
-static int by_value(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 __attribute__((destructor)) static void report(void)
 {
-    uint32_t n = n_samples < MAX_SAMPLES ? n_samples : MAX_SAMPLES;
     uint64_t ns = mono_ns() - ns_start, cycles = __rdtsc() - tsc_start;
-    if (!samples || n < 100 || !cycles)
+    uint32_t n = sorted(&replies), n_sends = sorted(&sends), n_receives = sorted(&receives);
+    if (n < 100 || !cycles)
         return;
-    double ns_per_cycle = (double)ns / (double)cycles;
-    qsort(samples, n, sizeof(*samples), by_value);
-    uint32_t sends = n_send_samples < MAX_SAMPLES ? n_send_samples : MAX_SAMPLES;
-    double send_median = 0;
-    if (send_samples && sends) {
-        qsort(send_samples, sends, sizeof(*send_samples), by_value);
-        send_median = send_samples[sends / 2] * ns_per_cycle;
-    }
-    uint32_t recvs = n_recv_samples < MAX_SAMPLES ? n_recv_samples : MAX_SAMPLES;
-    double recv_median = 0;
-    if (recv_samples && recvs) {
-        qsort(recv_samples, recvs, sizeof(*recv_samples), by_value);
-        recv_median = recv_samples[recvs / 2] * ns_per_cycle;
-    }
+    double per = (double)ns / (double)cycles;
+    const uint64_t *r = replies.v;
     fprintf(stderr,
             "recv_to_send pid %d samples %u p25_ns %.0f p50_ns %.0f p75_ns %.0f sends %u "
             "send_median_ns %.0f receives %u receive_median_ns %.0f\n",
-            (int)getpid(), n, samples[n / 4] * ns_per_cycle, samples[n / 2] * ns_per_cycle,
-            samples[3 * (uint64_t)n / 4] * ns_per_cycle, sends, send_median, recvs, recv_median);
+            (int)getpid(), n, r[n / 4] * per, r[n / 2] * per, r[3 * (uint64_t)n / 4] * per,
+            n_sends, n_sends ? sends.v[n_sends / 2] * per : 0.0, n_receives,
+            n_receives ? receives.v[n_receives / 2] * per : 0.0);
 }
