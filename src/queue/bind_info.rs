@@ -28,8 +28,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"UMQB");
 /// peers wait for the rest of it); 10 when the network address's length grew to 16 bits; 11
 /// when a channel's landing words grew a fifth, the bytes of our messages the peer took (an
 /// earlier peer never writes it, and our sender would wait on its allowance for good); 12 when
-/// they grew a sixth, their seal (an earlier peer's writes would never be believed).
-pub const VERSION: u16 = 12;
+/// they grew a sixth, their seal (an earlier peer's writes would never be believed); 13 when
+/// every network message began to carry its sender's node secret beside its bytes (an earlier
+/// peer's carry none, and would all be dropped as a stranger's).
+pub const VERSION: u16 = 13;
 /// The fixed part, before the network address.
 const FIXED: usize = 72;
 /// The shortest bind info: no network address, no death watch, no area key.

@@ -162,6 +162,9 @@ pub struct Inbox {
     wants_room: bool,
     /// Its peer process (`Shared::peers`), once bound.
     pub peer: Option<usize>,
+    /// Until then, the word each of its arrivals carried (`Cqe::from`), in their order: whether
+    /// it was the peer's is known once the peer is (`Shared::attach_peer`).
+    words_before_peer: VecDeque<u64>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
     interrupt: bool,
     /// Its WRs by RMA in flight, as pieces (`fabric::pieces`).
@@ -198,9 +201,11 @@ impl Stamp {
 /// A peer process, as every channel bound to it sees it.
 pub struct Peer {
     name: Vec<u8>,
-    /// What its pings carry: its node's secret, from its bind info. Anyone who reaches our
-    /// endpoint can send a ping in a peer's name (names are addresses); one without the
-    /// secret would keep a host that vanished alive past the liveness timeout.
+    /// What its messages (beside their bytes) and its pings carry: its node's secret, from its
+    /// bind info. Anyone who reaches our endpoint can send a message to a channel or a ping in
+    /// a peer's name (names are addresses): one without the secret is not the peer's
+    /// (`Shared::dropped_from_stranger`), and a ping without it would keep a host that
+    /// vanished alive past the liveness timeout.
     secret: u64,
     /// Its address handle.
     pub addr: u64,
@@ -243,8 +248,12 @@ pub struct Shared {
     /// Free slots, oldest first: a slot is reused as late as possible.
     free_slots: VecDeque<usize>,
     pub peers: Vec<Peer>,
-    /// What our pings carry (`Peer::secret`): random, and given only in our bind info.
+    /// What our pings and, beside their bytes, all our messages carry (`Peer::secret`):
+    /// random, and given only in our bind info.
     secret: u64,
+    /// Messages dropped because they did not carry their channel's peer's word
+    /// (`dropped_from_stranger`).
+    pub strangers: u64,
     bell: Option<Bell>,
     /// Where peers call our progress thread to their WRs (`call_bell`); we ring theirs with it.
     pub call_bell: Option<Arc<CallBell>>,
@@ -300,7 +309,9 @@ pub struct RxPool {
     /// completions can come in another order (a large message's rendezvous completes after a
     /// small one behind it).
     posted: VecDeque<usize>,
-    filled: Vec<Option<usize>>,
+    /// The length of each filled buffer's message, and the word it carried beside its bytes
+    /// (`Cqe::from`).
+    filled: Vec<Option<(usize, u64)>>,
     repost: Vec<usize>,
     /// Buffers in channels' inboxes.
     lent: usize,
@@ -581,6 +592,8 @@ impl Node {
     ) -> Result<Arc<Node>, String> {
         let config = (CQ_SIZE, wakeable, BOUNCE);
         let mut ep = Endpoint::open_as(prov, addr, config, verbs_mr)?;
+        let secret = crate::os::random_u64();
+        ep.sign(secret);
         let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
         let bell = match ep.wait_fd() {
             Some(fd) => Some(Bell::new(fd)?),
@@ -610,7 +623,8 @@ impl Node {
             // Slot 0 is never a channel's: `NODE` names the node.
             free_slots: VecDeque::new(),
             peers: Vec::new(),
-            secret: crate::os::random_u64(),
+            secret,
+            strangers: 0,
             bell,
             call_bell,
             watches: HashMap::new(),
@@ -728,6 +742,7 @@ impl Shared {
             queued: 0,
             wants_room: false,
             peer: None,
+            words_before_peer: VecDeque::new(),
             interrupt,
             pieces: Pieces::default(),
         });
@@ -861,6 +876,7 @@ impl Shared {
         peer.users += 1;
         let inbox = self.inbox_mut(id).ok_or("the channel is gone")?;
         inbox.peer = Some(p);
+        self.drop_strangers_before_peer(id, secret);
         Ok(p)
     }
 
@@ -912,7 +928,7 @@ impl Shared {
         Ok(())
     }
 
-    /// What our pings carry, for our bind info (`Peer::secret`).
+    /// What our messages and pings carry, for our bind info (`Peer::secret`).
     pub fn secret(&self) -> u64 {
         self.secret
     }
@@ -1001,7 +1017,7 @@ impl Shared {
                 } else {
                     (c.len as usize).min(BOUNCE)
                 };
-                self.rx.filled[idx] = Some(len);
+                self.rx.filled[idx] = Some((len, c.from));
             }
             SEND_TAG if idx < TX_SLOTS => {
                 self.tx.free.push(idx);
@@ -1074,22 +1090,27 @@ impl Shared {
 
     /// Hands arrived messages to their channels, in the order their buffers were posted.
     fn dispatch(&mut self) {
-        while let Some((idx, len)) = self.rx.next_filled() {
+        while let Some((idx, len, from)) = self.rx.next_filled() {
             self.rx.posted.pop_front();
             self.rx.filled[idx] = None;
-            let id = match destination(self.rx.bufs.get(idx * BOUNCE, len)) {
+            let (id, peer) = match destination(self.rx.bufs.get(idx * BOUNCE, len)) {
                 Some(NODE) => {
                     self.node_message(idx, len);
                     self.rx.repost.push(idx);
                     continue;
                 }
                 Some(id) if let Some(inbox) = self.inbox_mut(id) => {
-                    if inbox.pending + len as u64 > allowance::INBOX_AT_MOST {
+                    let (peer, pending) = (inbox.peer, inbox.pending);
+                    if peer.is_some_and(|p| self.peers[p].secret != from) {
+                        self.dropped_from_stranger(idx);
+                        continue;
+                    }
+                    if pending + len as u64 > allowance::INBOX_AT_MOST {
                         self.over_allowance(id, len);
                         self.rx.repost.push(idx);
                         continue;
                     }
-                    id
+                    (id, peer)
                 }
                 _ => {
                     // For a channel that is gone, or for none: dropped.
@@ -1111,14 +1132,61 @@ impl Shared {
                 self.rx.repost.push(idx);
                 Arrival::Owned(copy)
             };
-            if let Some(p) = self.inbox_mut(id).and_then(|i| i.peer) {
+            if let Some(p) = peer {
                 self.peers[p].heard = self.now;
                 self.peers[p].heard_any = true;
             }
             self.tell(id, |i| {
                 i.pending += len as u64;
                 i.arrivals.push_back(arrival);
+                if peer.is_none() {
+                    i.words_before_peer.push_back(from);
+                }
             });
+        }
+    }
+
+    /// A message in bounce buffer `idx` that named one of our channels without carrying the
+    /// channel's peer's word is dropped. Every message carries its sender's node secret beside
+    /// its bytes (libfabric's remote CQ data, UCP's tag), which only the peer's bind info gave
+    /// us: a stranger that reaches our endpoint (or a peer bound to another of our channels)
+    /// and names the channel would otherwise have its messages taken for the peer's. What
+    /// arrives before the channel has its peer waits with its word (`Inbox::words_before_peer`)
+    /// for `attach_peer` to judge.
+    #[cold]
+    #[inline(never)]
+    fn dropped_from_stranger(&mut self, idx: usize) {
+        self.strangers += 1;
+        self.rx.repost.push(idx);
+    }
+
+    /// Drops what arrived for channel `id` before it had its peer, `secret`, and did not carry
+    /// the peer's word (`dropped_from_stranger`).
+    fn drop_strangers_before_peer(&mut self, id: ChannelId, secret: u64) {
+        let Some(inbox) = self
+            .inbox_mut(id)
+            .filter(|i| !i.words_before_peer.is_empty())
+        else {
+            return;
+        };
+        let words = std::mem::take(&mut inbox.words_before_peer);
+        let arrivals = std::mem::take(&mut inbox.arrivals);
+        debug_assert_eq!(words.len(), arrivals.len(), "a word for every arrival");
+        let (mut words, mut bounces, mut dropped) = (words.into_iter(), Vec::new(), 0);
+        for a in arrivals {
+            if words.next().is_none_or(|word| word == secret) {
+                inbox.arrivals.push_back(a);
+                continue;
+            }
+            inbox.pending -= a.bytes() as u64;
+            if let Arrival::Bounce { idx, .. } = a {
+                bounces.push(idx);
+            }
+            dropped += 1;
+        }
+        self.strangers += dropped;
+        for idx in bounces {
+            self.rx.give_back(idx);
         }
     }
 
@@ -1764,9 +1832,9 @@ impl Shared {
 
 impl RxPool {
     /// The oldest posted buffer, when its message has arrived: (buffer, bytes).
-    fn next_filled(&self) -> Option<(usize, usize)> {
+    fn next_filled(&self) -> Option<(usize, usize, u64)> {
         let &idx = self.posted.front()?;
-        self.filled[idx].map(|len| (idx, len))
+        self.filled[idx].map(|(len, from)| (idx, len, from))
     }
 
     fn give_back(&mut self, idx: usize) {

@@ -165,6 +165,9 @@ struct umqf_ep {
     /* Keys of our choosing for registrations that need one unique in the domain (no
      * FI_MR_PROV_KEY): above the small ones next_key hands out and below the chunk keys. */
     uint64_t keys;
+    /* What every message of ours carries beside its bytes, as remote CQ data: our node's
+     * secret (umqf_sign), by which a receiver tells its peer's messages from a stranger's. */
+    uint64_t word;
 };
 
 static void fail(char *why, size_t n, const char *what, int rc)
@@ -242,6 +245,8 @@ static struct fi_info *our_hints(const char *prov, int conns)
      * own endpoints offer 128 bytes, and refuse to be asked for more). */
     hints->tx_attr->inject_size = conns ? 0 : 512;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    /* Every message carries our node's secret as its remote CQ data (umqf_sign): 8 bytes. */
+    hints->domain_attr->cq_data_size = sizeof(uint64_t);
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     if (prov)
         hints->fabric_attr->prov_name = strdup(prov);
@@ -891,7 +896,7 @@ static int inject_copied(struct umqf_ep *e, struct fid_ep *ep, const void *buf, 
         return -FI_EAGAIN;
     uint16_t slot = c->free_injects[--c->n_free_injects];
     memcpy(c->injects[slot], buf, len);
-    int rc = (int)fi_send(ep, c->injects[slot], len, NULL, 0, c->injects[slot]);
+    int rc = (int)fi_senddata(ep, c->injects[slot], len, NULL, e->word, 0, c->injects[slot]);
     if (rc)
         c->free_injects[c->n_free_injects++] = slot;
     return rc;
@@ -1225,7 +1230,9 @@ int umqf_send2(struct umqf_ep *e, const void *head, size_t head_len, void *desc,
     struct fid_ep *ep = route(e, &peer, &rc);
     if (!ep)
         return rc;
-    return (int)fi_sendv(ep, iov, descs, 2, peer, ctx);
+    struct fi_msg msg = {.msg_iov = iov, .desc = descs, .iov_count = 2, .addr = peer,
+                         .context = ctx, .data = e->word};
+    return (int)fi_sendmsg(ep, &msg, FI_COMPLETION | FI_REMOTE_CQ_DATA);
 }
 
 int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64_t peer,
@@ -1238,8 +1245,15 @@ int umqf_send(struct umqf_ep *e, const void *buf, size_t len, void *desc, uint64
     if (!ctx && len > e->inject_size)
         return inject_copied(e, ep, buf, len);
     if (!ctx)
-        return (int)fi_inject(ep, buf, len, peer);
-    return (int)fi_send(ep, buf, len, desc, peer, ctx);
+        return (int)fi_injectdata(ep, buf, len, e->word, peer);
+    return (int)fi_senddata(ep, buf, len, desc, e->word, peer, ctx);
+}
+
+/* Sets the word every message we send from now carries beside its bytes (remote CQ data): the
+ * node's secret, which its peers learned from its bind info. */
+void umqf_sign(struct umqf_ep *e, uint64_t word)
+{
+    e->word = word;
 }
 
 /* How far the stream of the connection to `peer` has got, as its socket counts it: in *handed
@@ -1315,7 +1329,9 @@ int umqf_poll(struct umqf_ep *e, struct umqf_cqe *out, int max)
         if (injected_copy(e, c[i].op_context))
             injected_done(e, c[i].op_context);
         else
-            out[n++] = (struct umqf_cqe){.ctx = c[i].op_context, .len = c[i].len};
+            out[n++] = (struct umqf_cqe){
+                .ctx = c[i].op_context, .len = c[i].len,
+                .from = (c[i].flags & FI_REMOTE_CQ_DATA) ? c[i].data : 0};
     }
     return n;
 }
@@ -1379,6 +1395,7 @@ int umqf_connect(struct umqf_ep *e, const void *a, size_t l, uint64_t *p) { (voi
 int umqf_register(struct umqf_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -38; }
 int umqf_recv(struct umqf_ep *e, void *b, size_t l, void *d, void *c) { (void)e, (void)b, (void)l, (void)d, (void)c; return -38; }
 int umqf_send(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -38; }
+void umqf_sign(struct umqf_ep *e, uint64_t w) { (void)e, (void)w; }
 int umqf_poll(struct umqf_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -38; }
 int umqf_stream_at(struct umqf_ep *e, uint64_t p, uint64_t *h, uint64_t *s) { (void)e, (void)p, (void)h, (void)s; return -38; }
 int umqf_conn_sockets(struct umqf_ep *e, uint64_t p, int *f) { (void)e, (void)p, (void)f; return 0; }

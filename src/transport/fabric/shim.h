@@ -10,6 +10,7 @@ struct umqf_cqe {
     uint64_t len;
     int32_t err;    /* 0, or a positive FI_E* code (errno values below 256) */
     int32_t prov_errno;
+    uint64_t from; /* a received message's sender's word (umqf_sign), 0 when it carried none */
 };
 
 /* How umqf_rma and umqu_rma move bytes: a READ (else a WRITE), and for a WRITE whether it may

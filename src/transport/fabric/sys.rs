@@ -21,6 +21,8 @@ pub struct Cqe {
     /// 0, or a positive `FI_E*` code.
     pub err: i32,
     pub prov_errno: i32,
+    /// A received message's sender's word (`Endpoint::sign`), 0 when it carried none.
+    pub from: u64,
 }
 
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
@@ -113,6 +115,7 @@ engine_calls! {
     send: umqf_send, umqu_send(e: *mut RawEp, buf: *const c_void, len: usize,
         desc: *mut c_void, peer: u64, ctx: *mut c_void) -> c_int;
     poll: umqf_poll, umqu_poll(e: *mut RawEp, out: *mut Cqe, max: c_int) -> c_int;
+    sign: umqf_sign, umqu_sign(e: *mut RawEp, word: u64);
     stream_at: umqf_stream_at, umqu_stream_at(e: *mut RawEp, peer: u64, handed: *mut u64,
         sent: *mut u64) -> c_int;
     conn_sockets: umqf_conn_sockets, umqu_conn_sockets(e: *mut RawEp, peer: u64,
@@ -857,6 +860,13 @@ impl Endpoint {
             0 => Ok(()),
             rc => Err(-rc),
         }
+    }
+
+    /// Sets the word every message sent from now carries beside its bytes (a receiver's
+    /// `Cqe::from`): libfabric's remote CQ data, UCP's tag.
+    pub fn sign(&mut self, word: u64) {
+        // SAFETY: the endpoint is open; the call only stores the word.
+        unsafe { (self.ops.sign)(self.raw.as_ptr(), word) };
     }
 
     /// Sends `bytes` to `peer`, copied out now (at most `inject_size`, no completion).

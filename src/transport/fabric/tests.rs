@@ -71,6 +71,11 @@ impl Pair {
     ) -> Pair {
         let ca = Channel::in_node(node_a, false).unwrap();
         let cb = Channel::in_node(node_b, b_wakeable).unwrap();
+        Pair::of_channels([ca, cb], liveness, pool)
+    }
+
+    /// The bindings of channels `ca` and `cb` to each other.
+    fn of_channels([ca, cb]: [Channel; 2], liveness: Duration, pool: Arc<Pool>) -> Pair {
         let (na, nb) = (ca.contact(), cb.contact());
         // Leaked: an area must outlive its binding.
         let (area_a, area_b): (&'static Area, &'static Area) =
@@ -1865,6 +1870,98 @@ fn a_ping_without_the_peer_nodes_secret_is_not_heard() {
             "the peer's own ping was not heard"
         );
         b_node.lock().progress(p.b.ch.id).unwrap();
+    }
+}
+
+/// A message for a channel is taken from the channel's peer only: every message carries its
+/// sender's node secret beside its bytes (libfabric's remote CQ data, UCP's tag), and one
+/// without the peer's is dropped. A stranger that reaches b's node and names b's channel (a
+/// WR of its own, as the peer's are) has nothing delivered, whether it arrives before the
+/// channel has its peer or after; a's message is delivered.
+#[test]
+fn a_strangers_message_to_a_channel_is_not_taken_for_the_peers() {
+    let engine = engine();
+    let node = || Node::open(&engine, Some("127.0.0.1"), false).expect("a node");
+    let (node_a, node_b, stranger) = (node(), node(), node());
+    let ca = Channel::in_node(node_a, false).unwrap();
+    let cb = Channel::in_node(node_b.clone(), false).unwrap();
+    let b_id = cb.id;
+    let to_b = stranger
+        .lock()
+        .ep
+        .connect(node_b.name())
+        .expect("the stranger reaches b");
+    // Both nodes' providers (connections are set up by both sides' progress).
+    let serve_both = || {
+        serve_node(Arc::as_ptr(&stranger) as *mut std::ffi::c_void);
+        node_b.lock().progress(b_id).unwrap();
+    };
+    // Runs both nodes until `done` says so of b's node.
+    let until = |done: &dyn Fn(&mut Shared) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done(&mut node_b.lock()) {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            serve_both();
+        }
+    };
+    let forge = |imm: u64| {
+        let h = Header {
+            kind: KIND_WR,
+            opcode: UMQ_OPC_SEND_IMM as u8,
+            len: 8,
+            imm,
+            total: 8,
+            dst: b_id,
+            ..Default::default()
+        };
+        let message = [&h.to_bytes()[..], &[0xa5; 8]].concat();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while stranger.lock().ep.inject(&message, to_b) == Err(sys::FI_EAGAIN) {
+            assert!(
+                Instant::now() < deadline,
+                "the stranger could not send within 5 s"
+            );
+            serve_both();
+        }
+    };
+    forge(1);
+    until(&|n| n.inbox_mut(b_id).is_some_and(|i| i.arrivals.len() == 1));
+    assert_eq!(
+        node_b.lock().strangers,
+        0,
+        "judged before b's channel had its peer"
+    );
+
+    let pool = Arc::new(Pool::new(false, 0, 0));
+    let mut p = Pair::of_channels([ca, cb], Duration::from_secs(60), pool);
+    let n = node_b.lock().inbox_mut(b_id).map(|i| i.arrivals.len());
+    assert_eq!(
+        n,
+        Some(0),
+        "the stranger's message outlived the channel's binding"
+    );
+    assert_eq!(node_b.lock().strangers, 1);
+    forge(2);
+    // Until b's node took it: dropped, or (were it taken for the peer's) in the inbox.
+    until(&|n| n.strangers == 2 || n.inbox_mut(b_id).is_some_and(|i| !i.arrivals.is_empty()));
+
+    p.wb.rq.post(p.pool.alloc(64, 1, 0, 0).unwrap());
+    p.wb.rq.post(p.pool.alloc(64, 1, 0, 0).unwrap());
+    p.wa.sq.push(p.wrs(1, 8)[0]);
+    let got = p.delivered_in_order(1, 8, 5);
+    for _ in 0..20 {
+        p.round_b().unwrap();
+    }
+    assert_eq!(
+        p.wb.rq.completions_len(),
+        0,
+        "a second message was delivered"
+    );
+    assert_eq!(node_b.lock().strangers, 2);
+    let mut sent = [std::ptr::null_mut(); 1];
+    assert_eq!(p.wa.sq.take_completed(&mut sent), 1);
+    for b in got.into_iter().chain(sent) {
+        p.pool.free_one(b).unwrap();
     }
 }
 

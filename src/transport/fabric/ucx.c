@@ -157,17 +157,25 @@ static int make_room(struct umqu_ep *e, size_t cap)
     return 0;
 }
 
-/* Appends a completion. The ring holds the node's completion queue size from the start, which
- * bounds what can be in flight; past it the ring grows, and a completion that still finds no
- * room fails the queue (umqu_poll), as an overrun libfabric queue does, rather than vanish. */
-void ucx_complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
+/* Appends a receive's completion, whose message carried the word `from` as its tag. The ring
+ * holds the node's completion queue size from the start, which bounds what can be in flight;
+ * past it the ring grows, and a completion that still finds no room fails the queue (umqu_poll),
+ * as an overrun libfabric queue does, rather than vanish. */
+static inline void ucx_complete_from(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s,
+                              uint64_t from)
 {
     if (e->done_len == e->done_cap && make_room(e, e->done_cap * 2)) {
         e->lost = 1;
         return;
     }
-    e->done[ring_at(e->done_head, e->done_len++, e->done_cap)] =
-        (struct umqf_cqe){.ctx = ctx, .len = len, .err = ucx_code_of(s), .prov_errno = (int32_t)s};
+    e->done[ring_at(e->done_head, e->done_len++, e->done_cap)] = (struct umqf_cqe){
+        .ctx = ctx, .len = len, .err = ucx_code_of(s), .prov_errno = (int32_t)s, .from = from};
+}
+
+/* Appends a completion (`ucx_complete_from` of one that carries no word). */
+void ucx_complete(struct umqu_ep *e, void *ctx, uint64_t len, ucs_status_t s)
+{
+    ucx_complete_from(e, ctx, len, s, 0);
 }
 
 static void sent(void *request, ucs_status_t status, void *user_data)
@@ -192,7 +200,10 @@ static void received(void *request, ucs_status_t status, const ucp_tag_recv_info
     if (q->next)
         q->next->prev = q->prev;
     e->posted_len--;
-    ucx_complete(e, q->ctx, status == UCS_OK ? info->length : 0, status);
+    if (status == UCS_OK)
+        ucx_complete_from(e, q->ctx, info->length, status, info->sender_tag);
+    else
+        ucx_complete(e, q->ctx, 0, status);
     U.request_free(request);
 }
 
@@ -261,12 +272,20 @@ ucp_request_param_t ucx_completing(struct op *o)
         .user_data = o};
 }
 
-/* A message's send, under our tag: eager, as every message fits a buffer the peer keeps posted
- * and our context's rendezvous threshold is infinite (`configure`). */
-static ucs_status_ptr_t send_message(ucp_ep_h ep, const void *buf, size_t count,
-                                     ucp_request_param_t *param)
+/* A message's send, tagged with our word (`umqu_sign`): eager, as every message fits a buffer
+ * the peer keeps posted and our context's rendezvous threshold is infinite (`configure`). */
+static ucs_status_ptr_t send_message(struct umqu_ep *e, ucp_ep_h ep, const void *buf,
+                                     size_t count, ucp_request_param_t *param)
 {
-    return U.tag_send_nbx(ep, buf, count, MESSAGE_TAG, param);
+    return U.tag_send_nbx(ep, buf, count, e->word, param);
+}
+
+/* Sets the tag every message we send from now carries: the node's secret, which its peers
+ * learned from its bind info (UCP's tag is the one word a receiver learns of a message besides
+ * its bytes, and tells it apart from a stranger's). */
+void umqu_sign(struct umqu_ep *e, uint64_t word)
+{
+    e->word = word;
 }
 
 /* The interface whose address is `node`, for UCX's NET_DEVICES; 0 when none has it. */
@@ -808,10 +827,11 @@ static const ucp_request_param_t RECEIVING = {.op_attr_mask = UCP_OP_ATTR_FIELD_
  * UCP's status is UCS_OK), held by UCP (filed among the posted, its callback completes it), or
  * failed (a negative code; a message longer than the buffer completes it truncated, as fi_recv's
  * would: the node posts buffers as long as any message it is sent). */
-static int receive_settle(struct umqu_ep *e, ucs_status_ptr_t r, void *ctx, size_t len)
+static int receive_settle(struct umqu_ep *e, ucs_status_ptr_t r, void *ctx, size_t len,
+                          uint64_t from)
 {
     if (r == NULL) {
-        ucx_complete(e, ctx, len, UCS_OK);
+        ucx_complete_from(e, ctx, len, UCS_OK, from);
         return 0;
     }
     if (UCS_PTR_IS_ERR(r)) {
@@ -842,13 +862,13 @@ static int take_waiting(struct umqu_ep *e, void *buf, size_t len, void *ctx)
         return -ENOENT;
     }
     return receive_settle(e, U.tag_msg_recv_nbx(e->worker, buf, len, m, &RECEIVING), ctx,
-                          info.length);
+                          info.length, info.sender_tag);
 }
 
-/* Posts a receive buffer as UCP's receive of any tag (ours are MESSAGE_TAG; a stranger's message
- * lands as any bytes do, for the node to check): UCP fills the receives in posting order, as
- * fi_recv fills buffers. -EAGAIN when as many are posted as the completion queue holds, as
- * fi_recv's full queue. */
+/* Posts a receive buffer as UCP's receive of any tag (ours carry our node's word; a stranger's
+ * message lands as any bytes do, its tag beside it, for the node to check): UCP fills the
+ * receives in posting order, as fi_recv fills buffers. -EAGAIN when as many are posted as the
+ * completion queue holds, as fi_recv's full queue. */
 int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
 {
     (void)desc;
@@ -860,7 +880,7 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
             return rc;
     }
     /* No message waits (not starved), so the receive cannot complete at once. */
-    return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &RECEIVING), ctx, 0);
+    return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &RECEIVING), ctx, 0, 0);
 }
 
 /* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`. */
@@ -887,7 +907,7 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
         buf = o->iov;
         n = count;
     }
-    return ucx_settle(e, send_message(ep, buf, n, &param), o);
+    return ucx_settle(e, send_message(e, ep, buf, n, &param), o);
 }
 
 /* Sends `len` bytes at `buf` to `peer` now or not at all (-EAGAIN), with no completion, as
@@ -899,7 +919,7 @@ static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
     if (!ep)
         return rc;
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
-    ucs_status_ptr_t r = send_message(ep, buf, len, &param);
+    ucs_status_ptr_t r = send_message(e, ep, buf, len, &param);
     if (UCS_PTR_IS_ERR(r))
         return -ucx_code_of(UCS_PTR_STATUS(r));
     if (r != NULL)
@@ -1078,6 +1098,7 @@ int umqu_recv(struct umqu_ep *e, void *b, size_t l, void *d, void *c) { (void)e,
 int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, void *bd, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)bd, (void)p, (void)c; return -ENOSYS; }
 int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -ENOSYS; }
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
+void umqu_sign(struct umqu_ep *e, uint64_t w) { (void)e, (void)w; }
 int umqu_stranger_rma(const void *n, size_t nl, uint64_t a, void *b, size_t l, void (*s)(void *), void *arg, int sp) { (void)n, (void)nl, (void)a, (void)b, (void)l, (void)s, (void)arg, (void)sp; return -ENOSYS; }
 
 #endif

@@ -89,7 +89,6 @@ struct rx_req {
 };
 
 /* The tag of our messages, which go as UCP's tagged messages (ucx.c says why). */
-#define MESSAGE_TAG 0x756d71u /* "umq" */
 
 /* The ids of our active messages: writes of a flow-control area (umqu_write), and without a NIC
  * the one-sided operations we carry ourselves (umqu_rma): a WRITE, a READ, and the target's
@@ -155,6 +154,7 @@ struct umqu_ep {
     struct slots awaiting; /* carried operations waiting for their answer (struct op) */
     uint32_t op_generation; /* the high half of the next carried operation's handle */
     size_t answer_copies;   /* bytes of answers copied for UCP to send (ANSWER_COPIES_MAX) */
+    uint64_t word; /* every message's tag: our node's secret (umqu_sign) */
     char provider[64];
 };
 
