@@ -1156,8 +1156,20 @@ impl Shared {
     #[cold]
     #[inline(never)]
     fn dropped_from_stranger(&mut self, idx: usize) {
-        self.strangers += 1;
+        self.count_strangers(1);
         self.rx.repost.push(idx);
+    }
+
+    /// Counts `n` messages dropped as a stranger's; the first is logged.
+    fn count_strangers(&mut self, n: u64) {
+        if self.strangers == 0 && n > 0 {
+            crate::log_warn!(
+                "umq_fabric",
+                "a message named one of this process's network queues without its peer's \
+                 secret and was dropped (others like it are only counted)"
+            );
+        }
+        self.strangers += n;
     }
 
     /// Drops what arrived for channel `id` before it had its peer, `secret`, and did not carry
@@ -1184,7 +1196,7 @@ impl Shared {
             }
             dropped += 1;
         }
-        self.strangers += dropped;
+        self.count_strangers(dropped);
         for idx in bounces {
             self.rx.give_back(idx);
         }
