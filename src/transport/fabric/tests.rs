@@ -2464,10 +2464,13 @@ fn a_long_message_held_back_for_room_calls_the_peer_to_watch() {
         Bell::due(&*bell, Instant::now());
     }
     p.round_b().unwrap();
+    // rxm (libfabric's reliable datagrams, as over verbs) shows neither its sockets nor an
+    // event fd: b's thread cannot watch, and a's rings are what move the WR.
+    let watchable = p.b.ch.node.lock().ep.conn_watch(p.b.peer_addr).is_some();
     // UCX's engine names no sockets: b's thread sleeps on its worker's event fd once b's
     // round armed it. A round that found more to do has b served again first, which b's
     // thread does here until what arrived is taken.
-    for _ in 0..1000 {
+    for _ in 0..1000 * watchable as usize {
         if !Bell::sockets(&*bell).is_empty() {
             break;
         }
@@ -2477,9 +2480,10 @@ fn a_long_message_held_back_for_room_calls_the_peer_to_watch() {
         }
         Bell::after_serve(&*bell, &due);
     }
-    assert!(
+    assert_eq!(
         !Bell::sockets(&*bell).is_empty(),
-        "b's thread watches the connection"
+        watchable,
+        "b's thread watches the connection where it can"
     );
     while p.wa.sq.completed() == 0 {
         assert!(
