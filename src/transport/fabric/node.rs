@@ -1843,7 +1843,8 @@ impl Shared {
 }
 
 impl RxPool {
-    /// The oldest posted buffer, when its message has arrived: (buffer, bytes).
+    /// The oldest posted buffer, when its message has arrived: (buffer, bytes, the word the
+    /// message carried).
     fn next_filled(&self) -> Option<(usize, usize, u64)> {
         let &idx = self.posted.front()?;
         self.filled[idx].map(|(len, from)| (idx, len, from))
