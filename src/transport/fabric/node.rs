@@ -16,7 +16,7 @@
 
 use super::msg::*;
 use super::pieces::{LONE_PIECE, PIECE, Piece, Pieces};
-use super::sys::{self, Buffers, Cqe, Endpoint, RemoteKey};
+use super::sys::{self, Buffers, Cqe, Endpoint, Registration, RemoteKey};
 use super::{LinkError, watch};
 use super::{allowance, registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
@@ -103,13 +103,14 @@ fn generation_of(id: ChannelId) -> u32 {
 }
 
 /// The seal of a landing slot's `words` (the area and the bytes taken) for the channel of
-/// `generation`. Peers write the landing words by RMA, which libfabric's provider carries out
-/// itself, and a peer bound to one channel knows where every other channel's slot lies (they
-/// are one region). The generation word alone would not tell such a peer's write apart: one
-/// that leaves it as it is and writes the words after it would pass for the channel's own
-/// peer, and a grant it made up, counted cumulatively, would stop the real ones. Only the
-/// channel's peer knows its generation (random, and no peer may read the region), so only
-/// its writes come sealed.
+/// `generation`. Peers write the landing words by RMA, which the provider carries out itself.
+/// Each slot has a key of its own over libfabric (`Shared::expose_slot`) and UCX's handler
+/// takes whole slots that begin with their generation, but where UCP's own RMA puts them the
+/// slots are one region, and a peer bound to one channel knows where the others lie. The
+/// generation word alone would not tell such a peer's write apart: one that leaves it as it
+/// is and writes the words after it would pass for the channel's own peer, and a grant it
+/// made up, counted cumulatively, would stop the real ones. Only the channel's peer knows its
+/// generation (random, and no peer may read the region), so only its writes come sealed.
 fn seal(generation: u32, words: [u64; 4]) -> u64 {
     const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = (generation as u64 * 0x1_0000_0001) ^ MIX;
@@ -165,6 +166,9 @@ pub struct Inbox {
     /// Until then, the word each of its arrivals carried (`Cqe::from`), in their order: whether
     /// it was the peer's is known once the peer is (`Shared::attach_peer`).
     words_before_peer: VecDeque<u64>,
+    /// Its landing words' own registration and where the peer names them, where the engine
+    /// registers a slot at a time (libfabric: `Shared::expose_slot`).
+    landing: Option<(RemoteKey, Registration)>,
     /// Its queue sleeps in interrupt mode: what arrives for it rings the node's bell.
     interrupt: bool,
     /// Its WRs by RMA in flight, as pieces (`fabric::pieces`).
@@ -594,7 +598,7 @@ impl Node {
         let mut ep = Endpoint::open_as(prov, addr, config, verbs_mr)?;
         let secret = crate::os::random_u64();
         ep.sign(secret);
-        let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES)?;
+        let (landing, landing_key) = ep.exposed(MAX_CHANNELS * SLOT_BYTES, SLOT_BYTES)?;
         let bell = match ep.wait_fd() {
             Some(fd) => Some(Bell::new(fd)?),
             None => None,
@@ -730,6 +734,15 @@ impl Shared {
         // earlier binding of the slot land in this one.
         let generation = (crate::os::random_u64() as u32).max(1);
         let id = (generation as u64) << 32 | slot as u64;
+        // The landing words start over: the generation first, so that what an earlier binding
+        // of this slot's peer still writes is told apart.
+        let words = self.landing.get_mut(slot * SLOT_BYTES, SLOT_BYTES);
+        words.fill(0);
+        words[..8].copy_from_slice(&(generation as u64).to_ne_bytes());
+        let Ok(landing) = self.expose_slot(slot) else {
+            self.free_slots.push_front(slot);
+            return None;
+        };
         self.inboxes[slot] = Some(Inbox {
             id,
             arrivals: VecDeque::new(),
@@ -743,15 +756,41 @@ impl Shared {
             wants_room: false,
             peer: None,
             words_before_peer: VecDeque::new(),
+            landing,
             interrupt,
             pieces: Pieces::default(),
         });
-        // The landing words start over: the generation first, so that what an earlier binding
-        // of this slot's peer still writes is told apart.
-        let words = self.landing.get_mut(slot * SLOT_BYTES, SLOT_BYTES);
-        words.fill(0);
-        words[..8].copy_from_slice(&(generation as u64).to_ne_bytes());
         Some(id)
+    }
+
+    /// Registers slot `slot`'s landing words for its peer's writes alone, under a random key
+    /// only that peer learns (from our bind info): the landing words of all channels are one
+    /// region, and under one key a peer bound to one channel could write another's, spoiling
+    /// (never forging: `seal`) its grants until their own peer wrote them again. None where
+    /// the engine registers the region whole and checks each write itself (UCX); Err when the
+    /// provider refuses.
+    fn expose_slot(&mut self, slot: usize) -> Result<Option<(RemoteKey, Registration)>, ()> {
+        let at = self
+            .landing
+            .get_mut(slot * SLOT_BYTES, SLOT_BYTES)
+            .as_mut_ptr();
+        for _ in 0..8 {
+            // SAFETY: the landing words live as long as the node, past every registration.
+            match unsafe { self.ep.expose_one(at, SLOT_BYTES, crate::os::random_u64()) } {
+                Ok(exposed) => return Ok(Some(exposed)),
+                Err(rc) if rc == -sys::FI_ENOKEY => continue, // that key is taken: another
+                Err(rc) if rc == -libc::ENOSYS => return Ok(None),
+                Err(rc) => {
+                    crate::log_warn!(
+                        "umq_fabric",
+                        "a channel's landing words could not be registered: {}",
+                        sys::strerror(-rc)
+                    );
+                    return Err(());
+                }
+            }
+        }
+        Err(())
     }
 
     /// Ends channel `id`: its lent buffers are posted again, its peer has one user fewer.
@@ -769,6 +808,9 @@ impl Shared {
         }
         if let Some(p) = inbox.peer {
             self.peers[p].users -= 1;
+        }
+        if let Some((_, registration)) = inbox.landing {
+            self.ep.unexpose(registration);
         }
         self.free_slots.push_back(slot_of(id));
         // The planned ping runs on another channel's round now.
@@ -799,6 +841,9 @@ impl Shared {
 
     /// Where a peer writes channel `id`'s flow-control area.
     pub fn landing_key(&self, id: ChannelId) -> RemoteKey {
+        if let Some((key, _)) = self.inbox(id).and_then(|i| i.landing.as_ref()) {
+            return *key;
+        }
         RemoteKey {
             addr: self.landing_key.addr + (slot_of(id) * SLOT_BYTES) as u64,
             key: self.landing_key.key,

@@ -936,20 +936,39 @@ int umqf_register(struct umqf_ep *e, void *buf, size_t len, void **desc)
     return 0;
 }
 
-/* Registers `len` bytes at `buf` for the peer to write (FI_REMOTE_WRITE); *addr is the address
- * the peer names in its writes (the virtual address, or 0 where the provider counts from the
- * region's start) and *key the region's key. 0, or a negative FI_E* code. */
-int umqf_expose(struct umqf_ep *e, void *buf, size_t len, uint64_t *addr, uint64_t *key)
+/* Makes `len` bytes at `buf`, slots of `slot` bytes, the peers' landing words. Registered
+ * here as nothing: each channel's slot is registered on its own (umqf_expose_one), under a key
+ * only its peer learns, so that a peer bound to one channel cannot write another's. *addr and
+ * *key are 0. */
+int umqf_expose(struct umqf_ep *e, void *buf, size_t len, size_t slot, uint64_t *addr,
+                uint64_t *key)
 {
-    if (e->n_mrs == (int)(sizeof(e->mrs) / sizeof(e->mrs[0])))
-        return -FI_ENOSPC;
-    struct fid_mr *mr;
-    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_WRITE, 0, next_key(e), 0, &mr, NULL);
+    (void)e, (void)buf, (void)len, (void)slot;
+    *addr = 0;
+    *key = 0;
+    return 0;
+}
+
+/* Registers `len` bytes at `buf` for a peer's writes (FI_REMOTE_WRITE) under a key of their
+ * own: `want` where the provider takes ours (-FI_ENOKEY when the domain has it already), else
+ * the provider's (FI_MR_PROV_KEY). *addr is what the peer names in its writes (the virtual
+ * address, or 0 where the provider counts from the registration's start), *key the key, *mr
+ * the registration (umqf_unexpose ends it). 0, or a negative FI_E* code. */
+int umqf_expose_one(struct umqf_ep *e, void *buf, size_t len, uint64_t want, uint64_t *addr,
+                    uint64_t *key, void **mr)
+{
+    struct fid_mr *m;
+    int rc = fi_mr_reg(e->domain, buf, len, FI_REMOTE_WRITE, 0, want, 0, &m, NULL);
     if (rc)
         return rc;
-    e->mrs[e->n_mrs++] = mr;
+    uint64_t k = fi_mr_key(m);
+    if (k == FI_KEY_NOTAVAIL) {
+        fi_close(&m->fid);
+        return -FI_ENOSYS;
+    }
     *addr = (e->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
-    *key = fi_mr_key(mr);
+    *key = k;
+    *mr = m;
     return 0;
 }
 
@@ -1375,7 +1394,8 @@ size_t umqf_inject_size(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_sends_in_place(const struct umqf_ep *e) { (void)e; return 0; }
 int umqf_send2(struct umqf_ep *e, const void *h, size_t hl, void *d, const void *b, size_t bl, void *bd, uint64_t p, void *c) { (void)e, (void)h, (void)hl, (void)d, (void)b, (void)bl, (void)bd, (void)p, (void)c; return -38; }
 int umqf_wait_fd(const struct umqf_ep *e) { (void)e; return -1; }
-int umqf_expose(struct umqf_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -38; }
+int umqf_expose(struct umqf_ep *e, void *b, size_t l, size_t sl, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)sl, (void)a, (void)k; return -38; }
+int umqf_expose_one(struct umqf_ep *e, void *b, size_t l, uint64_t w, uint64_t *a, uint64_t *k, void **m) { (void)e, (void)b, (void)l, (void)w, (void)a, (void)k, (void)m; return -38; }
 int umqf_write(struct umqf_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -38; }
 int umqf_trywait(struct umqf_ep *e) { (void)e; return -38; }
 int umqf_event_fd(const struct umqf_ep *e) { (void)e; return -1; }

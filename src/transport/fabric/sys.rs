@@ -27,6 +27,8 @@ pub struct Cqe {
 
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
 pub const FI_EAGAIN: c_int = 11;
+/// `FI_ENOKEY`: a registration's requested key is taken in the domain.
+pub const FI_ENOKEY: c_int = 266;
 
 /// What tests make this process's endpoints do that otherwise happens only as timing has it
 /// (`umq::fuzzing::network_faults`): refuse every send with `FI_EAGAIN`, as one to a peer whose
@@ -82,8 +84,10 @@ engine_calls! {
     inject_size: umqf_inject_size, umqu_inject_size(e: *const RawEp) -> usize;
     sends_in_place: umqf_sends_in_place, umqu_sends_in_place(e: *const RawEp) -> c_int;
     wait_fd: umqf_wait_fd, umqu_wait_fd(e: *const RawEp) -> c_int;
-    expose: umqf_expose, umqu_expose(e: *mut RawEp, buf: *mut c_void, len: usize,
+    expose: umqf_expose, umqu_expose(e: *mut RawEp, buf: *mut c_void, len: usize, slot: usize,
         addr: *mut u64, key: *mut u64) -> c_int;
+    expose_one: umqf_expose_one, umqu_expose_one(e: *mut RawEp, buf: *mut c_void, len: usize,
+        want: u64, addr: *mut u64, key: *mut u64, mr: *mut *mut c_void) -> c_int;
     write: umqf_write, umqu_write(e: *mut RawEp, buf: *const c_void, len: usize,
         desc: *mut c_void, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> c_int;
     trywait: umqf_trywait, umqu_trywait(e: *mut RawEp) -> c_int;
@@ -534,11 +538,14 @@ impl Endpoint {
         }
     }
 
-    /// `len` bytes of zeroed memory the peers write into (RMA), registered with this endpoint,
-    /// and where they name it in their writes. Untouched pages stay unallocated (zeroed
-    /// allocations of this size are fresh mappings), so a large region costs what is used.
-    /// Our address is read again: UCX's names the regions exposed.
-    pub fn exposed(&mut self, len: usize) -> Result<(Buffers, RemoteKey), String> {
+    /// `len` bytes of zeroed memory the peers write into (RMA), slots of `slot` bytes, and where
+    /// they name it in their writes: UCX registers it as one region, and its handler takes a
+    /// write of one whole slot only, which begins with the slot's own first word; libfabric
+    /// registers each slot on its own (`expose_one`) and this region not at all (key 0).
+    /// Untouched pages stay unallocated (zeroed allocations of this size are fresh mappings),
+    /// so a large region costs what is used. Our address is read again: UCX's names the
+    /// regions exposed.
+    pub fn exposed(&mut self, len: usize, slot: usize) -> Result<(Buffers, RemoteKey), String> {
         let mut mem = vec![0u8; len].into_boxed_slice();
         let mut key = RemoteKey { addr: 0, key: 0 };
         let rc = unsafe {
@@ -546,6 +553,7 @@ impl Endpoint {
                 self.raw.as_ptr(),
                 mem.as_mut_ptr() as *mut c_void,
                 len,
+                slot,
                 &mut key.addr,
                 &mut key.key,
             )
@@ -686,6 +694,39 @@ impl Endpoint {
     }
 
     /// Ends a registration: a peer's operation under its key fails from now on.
+    /// Registers `len` bytes at `at` for a peer's RMA writes under a key of their own (`want`
+    /// where the provider takes ours), and where the peer names them. Err(-ENOSYS) where the
+    /// engine names our memory by region (UCX: `exposed`), Err(-FI_ENOKEY) when `want` is
+    /// taken.
+    ///
+    /// # Safety
+    /// The bytes must stay allocated until the registration ends (`unexpose`).
+    pub unsafe fn expose_one(
+        &self,
+        at: *mut u8,
+        len: usize,
+        want: u64,
+    ) -> Result<(RemoteKey, Registration), c_int> {
+        let mut key = RemoteKey { addr: 0, key: 0 };
+        let mut mr = std::ptr::null_mut();
+        let rc = unsafe {
+            (self.ops.expose_one)(
+                self.raw.as_ptr(),
+                at as *mut c_void,
+                len,
+                want,
+                &mut key.addr,
+                &mut key.key,
+                &mut mr,
+            )
+        };
+        match (rc, NonNull::new(mr)) {
+            (0, Some(mr)) => Ok((key, Registration(mr))),
+            (0, None) => Err(-libc::EINVAL),
+            (rc, _) => Err(rc),
+        }
+    }
+
     pub fn unexpose(&self, r: Registration) {
         unsafe { (self.ops.unexpose)(r.0.as_ptr()) };
     }

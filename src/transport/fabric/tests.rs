@@ -1733,6 +1733,13 @@ fn a_control_frame_overtakes_a_message_between_its_packets() {
     p.pool.free_one(rx).unwrap();
 }
 
+/// Whether b's node takes a's area writes as messages its handler checks (UCX without UCP's
+/// RMA: whole slots that begin with the slot's generation), rather than as RMA its provider
+/// places.
+fn areas_checked_on_arrival(p: &Pair) -> bool {
+    engine() == "ucx" && !ucp_runs_rma(&p.b.ch.node.lock().ep)
+}
+
 /// The flow-control area crosses as an RMA write into the landing words the peer's node
 /// keeps for the channel: the peer sees it without a message (no receive buffer taken); a
 /// write of lower words (stale, or hostile) lowers nothing, and a write for another
@@ -1752,7 +1759,12 @@ fn the_area_lands_by_rma_write_and_never_goes_down() {
     let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id).map(|(area, _)| area);
     let (earlier, to) = (p.b.ch.id - (1 << 32), p.a.peer_landing);
     p.write_area_of_a(to, earlier, [99, 99, 99]);
-    assert_eq!(landed(&p.b), None, "a write for another generation");
+    for _ in 0..20 {
+        p.round_b().unwrap();
+    }
+    // Landed and not taken (libfabric), or not let in (UCX's handler: not the slot's generation).
+    let kept = areas_checked_on_arrival(&p).then_some([16, 41, 3]);
+    assert_eq!(landed(&p.b), kept, "a write for another generation");
     assert_eq!(p.b.peer_area().snapshot(), [16, 41, 3]);
     let current = p.b.ch.id;
     p.write_area_of_a(to, current, [1, 2, 3]);
@@ -1984,11 +1996,14 @@ fn landing_words_without_their_seal_are_not_believed() {
         ..to
     };
     p.write_words_of_a(after_generation, &made_up);
-    // Until the write is in b's memory (it changes what b's landing words say).
-    p.rounds_until(|_, b| landed(b) != Some(([16, 40, 3], 0)));
+    for _ in 0..20 {
+        p.round_b().unwrap();
+    }
+    // Landed and not believed (libfabric), or not let in (UCX's handler takes whole slots).
+    let kept = areas_checked_on_arrival(&p).then_some(([16, 40, 3], 0));
     assert_eq!(
         landed(&p.b),
-        None,
+        kept,
         "words after the generation passed for the peer's"
     );
     let generation = to_channel >> 32;
@@ -2007,6 +2022,68 @@ fn landing_words_without_their_seal_are_not_believed() {
         [16, 40, 3],
         "b took a made-up area"
     );
+    p.area_a.raise_to([16, 42, 3]);
+    p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
+    assert_eq!(landed(&p.b), Some(([16, 42, 3], 0)));
+}
+
+/// A peer bound to one channel of b's node cannot write another channel's landing words: over
+/// libfabric each slot is registered under a key of its own, which only its peer learns, and
+/// over UCX's tcp the handler takes only a whole slot that begins with the slot's own
+/// generation. c, bound to b beside a, writes a whole slot (sealed under a made-up generation)
+/// where a's area lands, under its own key; b's words from a stay as a wrote them, believed,
+/// and a's next write lands. (Where UCP's own RMA puts the area, the region is one rkey: the
+/// write lands, and its seal has it not believed.)
+#[test]
+fn a_peer_cannot_write_another_channels_landing_words() {
+    let engine = engine();
+    let node = || Node::open(&engine, Some("127.0.0.1"), false).expect("a node");
+    let (node_a, node_b, node_c) = (node(), node(), node());
+    let pool = Arc::new(Pool::new(false, 0, 0));
+    let liveness = Duration::from_secs(60);
+    let mut p = Pair::in_nodes([node_a, node_b.clone()], false, liveness, pool.clone());
+    let mut q = Pair::in_nodes([node_c, node_b], false, liveness, pool);
+    p.area_a.raise_to([16, 40, 3]);
+    p.rounds_until(|a, b| b.peer_area().snapshot() == [16, 40, 3] && !a.area_in_flight);
+    q.connect();
+    let landed = |b: &Link| b.ch.node.lock().landed(b.ch.id);
+    assert_eq!(landed(&p.b), Some(([16, 40, 3], 0)));
+
+    let to = RemoteKey {
+        addr: p.a.peer_landing.addr,
+        key: q.a.peer_landing.key,
+    };
+    let made_up = 0x5eed_u64 << 32 | 1;
+    let words = [made_up >> 32, 99, 1 << 40, 99, 1 << 40, 0];
+    let (c, c_id, c_peer) = (q.a.ch.node.clone(), q.a.ch.id, q.a.peer_addr);
+    while !c.lock().write_words(c_id, c_peer, to, &words).unwrap() {
+        c.lock().progress(c_id).unwrap();
+    }
+    // Until c's write completed (or failed: libfabric's tcp ends a connection whose peer
+    // names memory it may not write), b's node running meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let _ = c.lock().progress(c_id);
+        let _ = p.round_b();
+        let i = |n: &mut Shared| {
+            n.inbox_mut(c_id)
+                .map(|i| i.area_written || i.broken.is_some())
+        };
+        if i(&mut c.lock()) != Some(false) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "c's write did not end within 5 s"
+        );
+    }
+    for _ in 0..20 {
+        p.round_b().unwrap();
+    }
+    let puts = engine == "ucx" && ucp_runs_rma(&p.b.ch.node.lock().ep);
+    let kept = (!puts).then_some(([16, 40, 3], 0));
+    assert_eq!(landed(&p.b), kept, "c wrote a's landing words");
+    assert_eq!(p.b.peer_area().snapshot(), [16, 40, 3]);
     p.area_a.raise_to([16, 42, 3]);
     p.rounds_until(|_, b| b.peer_area().snapshot() == [16, 42, 3]);
     assert_eq!(landed(&p.b), Some(([16, 42, 3], 0)));

@@ -208,8 +208,10 @@ static void received(void *request, ucs_status_t status, const ucp_tag_recv_info
 }
 
 /* UCP's handler for a peer's write of its flow-control area into our landing words (umqu_write):
- * copied where it names, if that lies inside the region its key names; else dropped, as a
- * stranger's or a stale peer's write to memory we never exposed. */
+ * copied where it names, if that is one whole slot of the region its key names and the write
+ * begins with the slot's own first word (its channel's generation, which only the channel's
+ * peer was given); else dropped, as a stranger's, a stale peer's, or a peer's write into a
+ * channel not its own, whose words it would spoil until their peer wrote them again. */
 static ucs_status_t area_arrived(void *arg, const void *header, size_t header_len, void *data,
                                  size_t len, const ucp_am_recv_param_t *param)
 {
@@ -221,7 +223,11 @@ static ucs_status_t area_arrived(void *arg, const void *header, size_t header_le
     if (h.key >= (uint64_t)e->n_regions)
         return UCS_OK;
     uint64_t base = e->region_base[h.key], size = e->region_len[h.key];
+    size_t slot = e->region_slot[h.key];
     if (h.addr < base || len > size || h.addr - base > size - len)
+        return UCS_OK;
+    if (slot && ((h.addr - base) % slot || len != slot || len < sizeof(uint64_t) ||
+                 memcmp(data, (const void *)(uintptr_t)h.addr, sizeof(uint64_t))))
         return UCS_OK;
     memcpy((void *)(uintptr_t)h.addr, data, len);
     return UCS_OK;
@@ -573,7 +579,8 @@ int umqu_register(struct umqu_ep *e, void *buf, size_t len, void **desc)
 
 /* Maps `len` bytes at `buf` for the peers' writes; *key is its index in our address, which
  * grows by its packed key (read the address again after this). */
-int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64_t *key)
+int umqu_expose(struct umqu_ep *e, void *buf, size_t len, size_t slot, uint64_t *addr,
+                uint64_t *key)
 {
     if (e->n_regions == MAX_REGIONS)
         return -ENOSPC;
@@ -606,9 +613,19 @@ int umqu_expose(struct umqu_ep *e, void *buf, size_t len, uint64_t *addr, uint64
     e->region_len[e->n_regions] = len;
     e->rkeys[e->n_regions] = packed;
     e->rkey_lens[e->n_regions] = packed_len;
+    e->region_slot[e->n_regions] = slot;
     *addr = (uint64_t)(uintptr_t)buf;
     *key = (uint64_t)e->n_regions++;
     return 0;
+}
+
+/* UCP names our memory by the regions in our address (umqu_expose), not by a registration a
+ * slot: a peer's area writes are our own messages, which `area_arrived` checks slot by slot. */
+int umqu_expose_one(struct umqu_ep *e, void *buf, size_t len, uint64_t want, uint64_t *addr,
+                    uint64_t *key, void **mr)
+{
+    (void)e, (void)buf, (void)len, (void)want, (void)addr, (void)key, (void)mr;
+    return -ENOSYS;
 }
 
 struct peer *ucx_peer_of(struct umqu_ep *e, uint64_t peer)
@@ -1075,7 +1092,8 @@ const char *umqu_provider(const struct umqu_ep *e) { (void)e; return ""; }
 size_t umqu_inject_size(const struct umqu_ep *e) { (void)e; return 0; }
 int umqu_sends_in_place(const struct umqu_ep *e) { (void)e; return 0; }
 int umqu_register(struct umqu_ep *e, void *b, size_t l, void **d) { (void)e, (void)b, (void)l, (void)d; return -ENOSYS; }
-int umqu_expose(struct umqu_ep *e, void *b, size_t l, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)a, (void)k; return -ENOSYS; }
+int umqu_expose(struct umqu_ep *e, void *b, size_t l, size_t sl, uint64_t *a, uint64_t *k) { (void)e, (void)b, (void)l, (void)sl, (void)a, (void)k; return -ENOSYS; }
+int umqu_expose_one(struct umqu_ep *e, void *b, size_t l, uint64_t w, uint64_t *a, uint64_t *k, void **m) { (void)e, (void)b, (void)l, (void)w, (void)a, (void)k, (void)m; return -ENOSYS; }
 int umqu_write(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, uint64_t a, uint64_t k, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)a, (void)k, (void)c; return -ENOSYS; }
 int umqu_rma_keyed(const struct umqu_ep *e) { (void)e; return 0; }
 int umqu_expose_keyed(struct umqu_ep *e, void *b, size_t l, uint64_t k, void **m) { (void)e, (void)b, (void)l, (void)k, (void)m; return -ENOSYS; }

@@ -133,6 +133,7 @@ struct umqu_ep {
     socklen_t host_len;
     ucp_mem_h regions[MAX_REGIONS];
     uint64_t region_base[MAX_REGIONS], region_len[MAX_REGIONS]; /* where each lies */
+    size_t region_slot[MAX_REGIONS]; /* its writes' one length and alignment (landing slots) */
     void *rkeys[MAX_REGIONS]; /* packed, for our address */
     size_t rkey_lens[MAX_REGIONS];
     int n_regions;
