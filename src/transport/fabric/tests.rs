@@ -1979,9 +1979,10 @@ fn a_strangers_message_to_a_channel_is_not_taken_for_the_peers() {
 
 /// A write into a channel's landing words that does not carry their seal changes nothing the
 /// channel reads. One that leaves the generation as it is and writes the words after it, as a
-/// peer bound to another channel of the node could (the slots are one region, and it knows
-/// where its own lies), would otherwise have passed for the channel's own peer; so would one
-/// whose generation a peer guessed. The channel's own peer's next write lands.
+/// peer could where UCP's RMA puts into one region (a's own slot stands in for another's
+/// here), would otherwise have passed for the channel's own peer; so would one whose
+/// generation a peer guessed. Over UCX without UCP's RMA neither is let in at all. The
+/// channel's own peer's next write lands.
 #[test]
 fn landing_words_without_their_seal_are_not_believed() {
     let mut p = Pair::new(false, Duration::from_secs(60));

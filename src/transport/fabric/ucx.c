@@ -577,8 +577,9 @@ int umqu_register(struct umqu_ep *e, void *buf, size_t len, void **desc)
     return 0;
 }
 
-/* Maps `len` bytes at `buf` for the peers' writes; *key is its index in our address, which
- * grows by its packed key (read the address again after this). */
+/* Maps `len` bytes at `buf` for the peers' writes, which `area_arrived` takes `slot` bytes at a
+ * time (0: any); *key is its index in our address, which grows by its packed key (read the
+ * address again after this). */
 int umqu_expose(struct umqu_ep *e, void *buf, size_t len, size_t slot, uint64_t *addr,
                 uint64_t *key)
 {
