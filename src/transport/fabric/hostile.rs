@@ -151,8 +151,8 @@ fn filled_bounces(
         };
         // The node copies a message out when it has lent too many buffers.
         queue.push_back(match d.below(8) {
-            0 => Arrival::Owned(bufs.get(idx * BOUNCE, len).to_vec()),
-            _ => Arrival::Bounce { idx, len },
+            0 => Arrival::Owned(bufs.get(idx * BOUNCE, len).to_vec(), 0),
+            _ => Arrival::Bounce { idx, len, from: 0 },
         });
     }
     (bufs, queue)
@@ -301,7 +301,7 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
 fn bounces_in(queue: &VecDeque<Arrival>) -> Vec<usize> {
     let idx = |a: &Arrival| match a {
         Arrival::Bounce { idx, .. } => Some(*idx),
-        Arrival::Owned(_) => None,
+        Arrival::Owned(..) => None,
     };
     queue.iter().filter_map(idx).collect()
 }
@@ -375,7 +375,7 @@ mod tests {
         fn offer(&mut self, h: Header, payload: &[u8]) -> Result<bool, LinkError> {
             let mut bytes = h.to_bytes().to_vec();
             bytes.extend_from_slice(payload);
-            let mut queue = VecDeque::from([Arrival::Owned(bytes)]);
+            let mut queue = VecDeque::from([Arrival::Owned(bytes, 0)]);
             let mut pending = queue[0].bytes() as u64;
             let bounces = sys::Buffers::unregistered(BOUNCE);
             let mut released = Vec::new();

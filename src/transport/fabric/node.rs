@@ -124,10 +124,11 @@ fn seal(generation: u32, words: [u64; 4]) -> u64 {
 /// Why a binding whose peer ignored its allowance broke.
 const OVER_ALLOWANCE: &str = "the peer sent more than its allowance";
 
-/// A message the node handed to a channel: still in its bounce buffer, or copied out.
+/// A message the node handed to a channel: still in its bounce buffer, or copied out; with
+/// the word its sender put beside it (`Cqe::from`).
 pub enum Arrival {
-    Bounce { idx: usize, len: usize },
-    Owned(Vec<u8>),
+    Bounce { idx: usize, len: usize, from: u64 },
+    Owned(Vec<u8>, u64),
 }
 
 impl Arrival {
@@ -135,7 +136,14 @@ impl Arrival {
     pub fn bytes(&self) -> usize {
         match self {
             Arrival::Bounce { len, .. } => *len,
-            Arrival::Owned(v) => v.len(),
+            Arrival::Owned(v, _) => v.len(),
+        }
+    }
+
+    /// The word its sender put beside it.
+    fn from(&self) -> u64 {
+        match self {
+            Arrival::Bounce { from, .. } | Arrival::Owned(_, from) => *from,
         }
     }
 }
@@ -163,9 +171,6 @@ pub struct Inbox {
     wants_room: bool,
     /// Its peer process (`Shared::peers`), once bound.
     pub peer: Option<usize>,
-    /// Until then, the word each of its arrivals carried (`Cqe::from`), in their order: whether
-    /// it was the peer's is known once the peer is (`Shared::attach_peer`).
-    words_before_peer: VecDeque<u64>,
     /// Its landing words' own registration and where the peer names them, where the engine
     /// registers a slot at a time (libfabric: `Shared::expose_slot`).
     landing: Option<(RemoteKey, Registration)>,
@@ -755,7 +760,6 @@ impl Shared {
             queued: 0,
             wants_room: false,
             peer: None,
-            words_before_peer: VecDeque::new(),
             landing,
             interrupt,
             pieces: Pieces::default(),
@@ -1171,11 +1175,11 @@ impl Shared {
             }
             let arrival = if self.rx.lent < LEND_AT_MOST {
                 self.rx.lent += 1;
-                Arrival::Bounce { idx, len }
+                Arrival::Bounce { idx, len, from }
             } else {
                 let copy = self.rx.bufs.get(idx * BOUNCE, len).to_vec();
                 self.rx.repost.push(idx);
-                Arrival::Owned(copy)
+                Arrival::Owned(copy, from)
             };
             if let Some(p) = peer {
                 self.peers[p].heard = self.now;
@@ -1184,9 +1188,6 @@ impl Shared {
             self.tell(id, |i| {
                 i.pending += len as u64;
                 i.arrivals.push_back(arrival);
-                if peer.is_none() {
-                    i.words_before_peer.push_back(from);
-                }
             });
         }
     }
@@ -1196,7 +1197,7 @@ impl Shared {
     /// its bytes (libfabric's remote CQ data, UCP's tag), which only the peer's bind info gave
     /// us: a stranger that reaches our endpoint (or a peer bound to another of our channels)
     /// and names the channel would otherwise have its messages taken for the peer's. What
-    /// arrives before the channel has its peer waits with its word (`Inbox::words_before_peer`)
+    /// arrives before the channel has its peer waits with its word (`Arrival::from`)
     /// for `attach_peer` to judge.
     #[cold]
     #[inline(never)]
@@ -1220,27 +1221,22 @@ impl Shared {
     /// Drops what arrived for channel `id` before it had its peer, `secret`, and did not carry
     /// the peer's word (`dropped_from_stranger`).
     fn drop_strangers_before_peer(&mut self, id: ChannelId, secret: u64) {
-        let Some(inbox) = self
-            .inbox_mut(id)
-            .filter(|i| !i.words_before_peer.is_empty())
-        else {
+        let Some(inbox) = self.inbox_mut(id) else {
             return;
         };
-        let words = std::mem::take(&mut inbox.words_before_peer);
-        let arrivals = std::mem::take(&mut inbox.arrivals);
-        debug_assert_eq!(words.len(), arrivals.len(), "a word for every arrival");
-        let (mut words, mut bounces, mut dropped) = (words.into_iter(), Vec::new(), 0);
-        for a in arrivals {
-            if words.next().is_none_or(|word| word == secret) {
-                inbox.arrivals.push_back(a);
-                continue;
+        let (mut bounces, mut dropped, mut pending) = (Vec::new(), 0, inbox.pending);
+        inbox.arrivals.retain(|a| {
+            if a.from() == secret {
+                return true;
             }
-            inbox.pending -= a.bytes() as u64;
+            pending -= a.bytes() as u64;
             if let Arrival::Bounce { idx, .. } = a {
-                bounces.push(idx);
+                bounces.push(*idx);
             }
             dropped += 1;
-        }
+            false
+        });
+        inbox.pending = pending;
         self.count_strangers(dropped);
         for idx in bounces {
             self.rx.give_back(idx);

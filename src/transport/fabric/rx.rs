@@ -51,8 +51,8 @@ pub(super) struct Arrived<'a> {
 impl Arrived<'_> {
     fn front(&self) -> Option<&[u8]> {
         Some(match self.queue.front()? {
-            node::Arrival::Bounce { idx, len } => self.bounces.get(idx * BOUNCE, *len),
-            node::Arrival::Owned(v) => v,
+            node::Arrival::Bounce { idx, len, .. } => self.bounces.get(idx * BOUNCE, *len),
+            node::Arrival::Owned(v, _) => v,
         })
     }
 
