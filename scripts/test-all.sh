@@ -391,4 +391,23 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
 else
   echo "SKIPPED: the July 2026 credit requests and transport pools over the network provider: libfabric-dev is not installed"
 fi
+stage "the build with profile-guided optimization (scripts/build-pgo.sh --quick): its umq-perf, the C ping-pong through its libumq.so, the Python suite"
+# The compiler lays that build out by its training run's counts: it must behave as the plain one.
+pgo_rc=0
+scripts/build-pgo.sh --quick > target/build-pgo.log 2>&1 || pgo_rc=$?
+if [ "$pgo_rc" = 2 ]; then
+  echo "SKIPPED: the PGO build: $(tail -1 target/build-pgo.log)"
+elif [ "$pgo_rc" != 0 ]; then
+  cat target/build-pgo.log
+  exit "$pgo_rc"
+else
+  grep -E '^build-pgo: left out' target/build-pgo.log || true
+  pgo=$root/target/pgo/release
+  timeout 300 "$pgo/umq-perf" --test all --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"lat", "bw"}, rows; print(len(rows), "result lines from the PGO build of umq-perf")'
+  if command -v valgrind >/dev/null; then
+    # so_pingpong checks every byte; the counts are printed beside the plain build's above.
+    LIBUMQ_DIR="$pgo" timeout 300 scripts/so-instructions.sh --rounds 500 | sed 's/^/PGO build: /'
+  fi
+  UMQ_LIB="$pgo/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+fi
 stage "all tests passed"
