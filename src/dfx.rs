@@ -136,6 +136,8 @@ pub fn stats_on() -> bool {
     STATS_ON.load(Ordering::Relaxed)
 }
 
+/// (Cold: it is called only on the way to an error.)
+#[cold]
 pub fn count_err(kind: umq_err_stats_type_t) {
     ERR_STATS[kind as usize % 24].fetch_add(1, Ordering::Relaxed);
 }

@@ -154,6 +154,9 @@ fn admit(sink: &mut Sink) -> bool {
     sink.in_window <= sink.rate.num
 }
 
+/// (Cold: a line written is rare beside the calls around it, so the branches that lead here
+/// are laid out aside from the paths messages take.)
+#[cold]
 pub fn write(level_: u32, func: &str, args: std::fmt::Arguments<'_>) {
     if !enabled(level_) {
         return;
