@@ -72,12 +72,12 @@ gcc -O2 -I include/umq -o "$so/reference_pingpong" c-tests/reference_pingpong.c 
 ln -sf libumq.so.0 "$so/libumq_buf.so.0"
 pair() {
   local ports=$so/ports port
-  "$so/reference_pingpong" -s -p 0 "$@" > "$ports" 2>/dev/null &
+  timeout 120 "$so/reference_pingpong" -s -p 0 "$@" > "$ports" 2>/dev/null &
   for _ in $(seq 100); do
     port=$(sed -n 's/^port //p' "$ports") && [ -n "$port" ] && break
     sleep 0.05
   done
-  run "$so/reference_pingpong" -c 127.0.0.1 -p "${port:-0}" "$@"
+  run timeout 120 "$so/reference_pingpong" -c 127.0.0.1 -p "${port:-0}" "$@"
   wait $! || true
 }
 for mode in ipc ub; do
