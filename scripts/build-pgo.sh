@@ -4,7 +4,7 @@
 # build runs a training workload, and the release build is compiled again with the counts it
 # wrote. The compiler then inlines and lays out code by what runs: the blocks a message takes sit
 # together and the rest moves aside, so a round trip runs fewer instructions from fewer cache
-# lines (docs/PERFORMANCE.md, "The PGO build", has the figures).
+# lines (docs/PERFORMANCE.md, "Instructions", has the figures).
 #
 #   scripts/build-pgo.sh [--quick]      -> target/pgo/release/
 #
