@@ -88,5 +88,6 @@ done
 
 echo "== build-pgo: the optimized build"
 "$profdata" merge -o "$profiles/merged.profdata" "$profiles"/*.profraw
-with_flags "-Cprofile-use=$profiles/merged.profdata" target/pgo
+# UMQ_PGO_BUILD: umq-info says which build it is (src/info.rs).
+UMQ_PGO_BUILD=1 with_flags "-Cprofile-use=$profiles/merged.profdata" target/pgo
 echo "built with profile-guided optimization: target/pgo/release (libumq.so, libumq.a, umq-perf, umq-info)"

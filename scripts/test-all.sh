@@ -403,6 +403,9 @@ elif [ "$pgo_rc" != 0 ]; then
 else
   grep -E '^build-pgo: left out' target/build-pgo.log || true
   pgo=$root/target/pgo/release
+  # umq-info tells the builds apart.
+  "$pgo/umq-info" --json | python3 -c 'import json,sys; b=json.load(sys.stdin)["build"]; assert b == "release, profile-guided", b'
+  "$lib/umq-info" --json | python3 -c 'import json,sys; b=json.load(sys.stdin)["build"]; assert b == "release", b; print("umq-info tells the plain build from the PGO build")'
   timeout 300 "$pgo/umq-perf" --test all --iters 20000 --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert {r["test"] for r in rows} >= {"lat", "bw"}, rows; print(len(rows), "result lines from the PGO build of umq-perf")'
   if command -v valgrind >/dev/null; then
     # so_pingpong checks every byte; the counts are printed beside the plain build's above.

@@ -62,6 +62,9 @@ pub const ABI_REVISION: &str = "openEuler UMDK UMQ, the revision with window flo
 #[derive(Debug, Clone)]
 pub struct Info {
     pub version: &'static str,
+    /// How this build was made: `release`, `release, profile-guided` (`scripts/build-pgo.sh`),
+    /// or `with debug assertions`.
+    pub build: &'static str,
     pub abi_revision: &'static str,
     pub providers: Vec<Provider>,
     pub limits: Vec<Item>,
@@ -186,11 +189,23 @@ pub fn variables() -> Vec<Variable> {
 pub fn gather() -> Info {
     Info {
         version: env!("CARGO_PKG_VERSION"),
+        build: build(),
         abi_revision: ABI_REVISION,
         providers: vec![loopback(), shm(), network()],
         limits: limits(),
         environment: variables(),
         flow_control: flow_control_defaults(),
+    }
+}
+
+/// How this build was made. `scripts/build-pgo.sh` sets `UMQ_PGO_BUILD` for the compiler in its
+/// optimized build (not the instrumented one), so two builds of one version tell themselves apart
+/// in a comparison's record.
+fn build() -> &'static str {
+    match (option_env!("UMQ_PGO_BUILD"), cfg!(debug_assertions)) {
+        (_, true) => "with debug assertions",
+        (Some(_), false) => "release, profile-guided",
+        (None, false) => "release",
     }
 }
 
@@ -595,5 +610,14 @@ mod tests {
         let fabric = &info.providers[2];
         assert_eq!(fabric.usable, fabric.why_not.is_none());
         assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+        let plain = if cfg!(debug_assertions) {
+            "with debug assertions"
+        } else {
+            "release"
+        };
+        assert_eq!(
+            info.build, plain,
+            "the tests are not built by scripts/build-pgo.sh"
+        );
     }
 }

@@ -55,6 +55,13 @@ fn package_version() -> String {
 fn version_abi_and_limits_are_the_library_s() {
     let v = json(&[]);
     assert_eq!(v["version"], package_version());
+    // This test's build, as cargo makes it (scripts/build-pgo.sh's says "release, profile-guided").
+    let build = if cfg!(debug_assertions) {
+        "with debug assertions"
+    } else {
+        "release"
+    };
+    assert_eq!(v["build"], build);
     assert_eq!(v["abi_revision"], umq::info::ABI_REVISION);
     assert_eq!(v["functions"].as_array().unwrap().len(), 34);
     assert!(
@@ -230,7 +237,12 @@ fn one_provider_text_output_and_usage_errors() {
     ] {
         assert!(text.contains(heading), "{heading} missing:\n{text}");
     }
-    assert!(text.starts_with(&format!("# libumq {}\n", package_version())));
+    let build = if cfg!(debug_assertions) {
+        "with debug assertions"
+    } else {
+        "release"
+    };
+    assert!(text.starts_with(&format!("# libumq {} ({build} build)\n", package_version())));
     assert!(
         text.lines()
             .any(|l| l.trim_start().starts_with("shm") && l.contains(" usable "))

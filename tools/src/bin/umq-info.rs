@@ -38,6 +38,7 @@ fn to_json(info: &Info) -> Value {
     };
     json!({
         "version": info.version,
+        "build": info.build,
         "abi_revision": info.abi_revision,
         "functions": info::UMQ_FUNCTIONS.as_slice(),
         "extensions": info::EXTENSION_FUNCTIONS.as_slice(),
@@ -65,7 +66,7 @@ fn to_json(info: &Info) -> Value {
 }
 
 fn print_text(r: &Info) {
-    println!("# libumq {}", r.version);
+    println!("# libumq {} ({} build)", r.version, r.build);
     println!(
         "# ABI: {} ({} functions; extensions: {})",
         r.abi_revision,
