@@ -693,7 +693,6 @@ impl Endpoint {
         }
     }
 
-    /// Ends a registration: a peer's operation under its key fails from now on.
     /// Registers `len` bytes at `at` for a peer's RMA writes under a key of their own (`want`
     /// where the provider takes ours), and where the peer names them. Err(-ENOSYS) where the
     /// engine names our memory by region (UCX: `exposed`), Err(-FI_ENOKEY) when `want` is
@@ -727,6 +726,7 @@ impl Endpoint {
         }
     }
 
+    /// Ends a registration: a peer's operation under its key fails from now on.
     pub fn unexpose(&self, r: Registration) {
         unsafe { (self.ops.unexpose)(r.0.as_ptr()) };
     }
