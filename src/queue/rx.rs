@@ -3,6 +3,7 @@
 use super::*;
 
 impl Queue {
+    #[inline(always)]
     pub(crate) fn post_rx(&self, head: *mut umq_buf_t, bad: &mut *mut umq_buf_t) -> UmqResult<()> {
         // One buffer (every repost of a ping-pong) needs no list walk.
         if unsafe { (*head).qbuf_next.is_null() } {
