@@ -11,6 +11,7 @@ mod pin_sync {
     pub use std::sync::atomic::{AtomicU32, Ordering};
 }
 pub mod pool;
+mod stride;
 
 use crate::abi::types::umq_buf_t;
 use std::mem::MaybeUninit;

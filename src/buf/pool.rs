@@ -27,6 +27,7 @@
 use super::access::{AccessTable, ChunkLayout, EntryIndex};
 use super::arena::Arena;
 use super::cache;
+use super::stride::Stride;
 use crate::abi::types::*;
 use crate::app_sync::AppRwLock;
 use std::alloc::Layout;
@@ -64,6 +65,8 @@ pub struct Chunk {
     data_cap: usize,
     hdr_base: usize,
     hdr_stride: usize,
+    /// `hdr_stride`, to find a header's slot by (`slot_of_header`).
+    hdr_slots: Stride,
     data_base: usize,
     data_stride: usize,
     pub token_id: u32,
@@ -124,9 +127,8 @@ impl Chunk {
         self.hdr_base + self.hdr_stride * (self.count - 1) + HEADER_SIZE
     }
     fn slot_of_header(&self, addr: usize) -> Option<usize> {
-        let off = addr.checked_sub(self.hdr_base)?;
-        (off % self.hdr_stride == 0 && off / self.hdr_stride < self.count)
-            .then(|| off / self.hdr_stride)
+        self.hdr_slots
+            .index_of(addr.checked_sub(self.hdr_base)?, self.count)
     }
     fn slot_of_data(&self, addr: usize) -> Option<usize> {
         let off = addr.checked_sub(self.data_base)?;
@@ -700,6 +702,7 @@ impl Pool {
             data_cap,
             hdr_base,
             hdr_stride,
+            hdr_slots: Stride::new(hdr_stride),
             data_base,
             data_stride,
             token_id,
