@@ -309,6 +309,7 @@ impl Link {
 
     /// A full round: takes what the peer sent, completes our WRs it has executed, sends our
     /// waiting WRs. Err when the pair broke (the peer left, or sent something corrupt).
+    #[inline(always)]
     pub fn round(&mut self, w: &mut Wire, at: &Receiver) -> Result<Outcome, LinkError> {
         let t = tp_perf_start();
         let out = match self {
