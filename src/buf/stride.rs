@@ -1,10 +1,10 @@
 //! Which slot of a chunk an address names, without a division.
 //!
-//! Every buffer call of the base API finds its buffer's slot from the header's address (an
-//! enqueue, a dequeue's repost, a free): whether the offset from the chunk's first header is a
-//! whole number of strides, and which. A stride is a chunk's own (the header, or the header and
-//! its data area), so the compiler knows no constant: `%` and `/` were two 64-bit divisions a
-//! lookup, tens of cycles each and about a fifth of the lookup's instructions.
+//! A buffer's allocation and free (the application's, and the library's of what the base API
+//! sent) find its slot from the header's address: whether the offset from the chunk's first
+//! header is a whole number of strides, and which. A stride is a chunk's own (the header, or the
+//! header and its data area), so the compiler knows no constant: `%` and `/` were two 64-bit
+//! divisions a lookup, tens of cycles each.
 //!
 //! A stride is `2^shift * odd`. An offset that is a multiple of it has its low `shift` bits
 //! clear, and what remains, times the inverse of `odd` modulo 2^64, is its quotient; for any
