@@ -64,9 +64,7 @@ pub struct Chunk {
     count: usize,
     data_cap: usize,
     hdr_base: usize,
-    hdr_stride: usize,
-    /// `hdr_stride`, to find a header's slot by (`slot_of_header`).
-    hdr_slots: Stride,
+    hdr_stride: Stride,
     data_base: usize,
     data_stride: usize,
     pub token_id: u32,
@@ -117,17 +115,17 @@ impl Chunk {
     }
 
     fn header(&self, i: usize) -> *mut umq_buf_t {
-        (self.hdr_base + i * self.hdr_stride) as *mut umq_buf_t
+        (self.hdr_base + i * self.hdr_stride.get()) as *mut umq_buf_t
     }
     fn data(&self, i: usize) -> *mut u8 {
         (self.data_base + i * self.data_stride) as *mut u8
     }
     /// One past the last byte of its last header.
     fn headers_end(&self) -> usize {
-        self.hdr_base + self.hdr_stride * (self.count - 1) + HEADER_SIZE
+        self.hdr_base + self.hdr_stride.get() * (self.count - 1) + HEADER_SIZE
     }
     fn slot_of_header(&self, addr: usize) -> Option<usize> {
-        self.hdr_slots
+        self.hdr_stride
             .index_of(addr.checked_sub(self.hdr_base)?, self.count)
     }
     fn slot_of_data(&self, addr: usize) -> Option<usize> {
@@ -701,8 +699,7 @@ impl Pool {
             count,
             data_cap,
             hdr_base,
-            hdr_stride,
-            hdr_slots: Stride::new(hdr_stride),
+            hdr_stride: Stride::new(hdr_stride),
             data_base,
             data_stride,
             token_id,

@@ -15,6 +15,7 @@
 /// A chunk's slot stride, ready to divide offsets by.
 #[derive(Clone, Copy, Debug)]
 pub struct Stride {
+    stride: usize,
     shift: u32,
     /// The inverse of the stride's odd part modulo 2^64.
     inverse: u64,
@@ -33,7 +34,15 @@ impl Stride {
             inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
         }
         debug_assert_eq!(odd.wrapping_mul(inverse), 1);
-        Stride { shift, inverse }
+        Stride {
+            stride,
+            shift,
+            inverse,
+        }
+    }
+
+    pub fn get(self) -> usize {
+        self.stride
     }
 
     /// `off / stride` when `off` is a whole number of strides and fewer than `count`; None
