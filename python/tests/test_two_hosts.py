@@ -541,7 +541,10 @@ with umq.Umq(flow_control=True, ip=ip) as ctx:
         beside = (streamed - streamed_before) * BULK * 8 / (times[-1] - times[0])
         print("limited %d %.0f bulk %.0f stop %.6f span %.6f" % (len(times), bits / span, beside,
                                                                  stop, span), flush=True)
+        # Done; then stay until the client has stopped posting: leaving takes these queues
+        # down, and a post the client made after that would fail on a queue in error.
         sock.sendall(b"d")
+        sock.recv(1)
     else:
         lim.set_rate(limit)
         lim.set_pmtu(4096)
@@ -567,6 +570,8 @@ with umq.Umq(flow_control=True, ip=ip) as ctx:
                     break
             except BlockingIOError:
                 pass
+        sock.setblocking(True)
+        sock.sendall(b"k")
         print("stop %.6f" % stop, flush=True)
 """
 
