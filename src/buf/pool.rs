@@ -33,9 +33,7 @@ use crate::app_sync::AppRwLock;
 use std::alloc::Layout;
 use std::cell::RefCell;
 use std::ptr::NonNull;
-use std::sync::atomic::{
-    AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 pub const HEADER_SIZE: usize = 128;
@@ -77,8 +75,9 @@ pub struct Chunk {
     lists: Arc<Lists>,
     /// Carved as its class's how-manyth chunk of these lists (the first one is never released).
     ordinal: u32,
-    /// Slots handed out (a hint for noticing the chunk going idle; `release_idle` counts its
-    /// free slots to be sure).
+    /// A shared pool's slots handed out and not freed: when the chunk goes idle (a hint:
+    /// `release_idle` counts its free slots to be sure), and when a retired pool's last buffer
+    /// comes back (`Pool::none_out`).
     out: AtomicU32,
     /// When the chunk last went idle (ms on the pool clock); 0 while in use or released.
     idle_since_ms: AtomicU64,
@@ -181,8 +180,7 @@ unsafe impl Sync for Class {}
 pub struct Lists {
     classes: Vec<Class>,
     arena: Option<Arc<Arena>>,
-    /// Shared pools: buffers handed out and not yet freed, and whether the queue is gone.
-    in_use: AtomicUsize,
+    /// Shared pools: whether the queue is gone. Its buffers still out are its chunks' `out`.
     retired: AtomicBool,
     unregistered: AtomicBool,
     /// Some chunk went idle since `release_idle` last found none waiting.
@@ -203,7 +201,6 @@ impl Lists {
                 })
                 .collect(),
             arena,
-            in_use: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             unregistered: AtomicBool::new(false),
             idle_hint: AtomicBool::new(false),
@@ -613,9 +610,22 @@ impl Pool {
     /// unmapped) once the last of its buffers has been freed, now if none is out.
     pub fn retire(&self, lists: &Arc<Lists>) {
         lists.retired.store(true, Ordering::SeqCst);
-        if lists.in_use.load(Ordering::SeqCst) == 0 {
+        if self.none_out(lists) {
             self.unregister(lists);
         }
+    }
+
+    /// Whether no buffer of `lists` is out: every chunk's count is 0. A retired pool's last
+    /// free and its retirement each store (the count, the flag) and then load the other's, all
+    /// SeqCst: whichever comes second sees both, so one of them unregisters it (a second call
+    /// does nothing). The counts, not one count for the pool: a buffer's allocation and free
+    /// already write its chunk's, and a second locked operation on each was a tenth of the
+    /// locked instructions of a base-API message over shared memory.
+    fn none_out(&self, lists: &Arc<Lists>) -> bool {
+        let reg = self.registry.read().unwrap_or_else(|p| p.into_inner());
+        (reg.headers.iter())
+            .filter(|(_, _, c)| Arc::ptr_eq(&c.lists, lists))
+            .all(|(_, _, c)| c.out.load(Ordering::SeqCst) == 0)
     }
 
     fn unregister(&self, lists: &Arc<Lists>) {
@@ -847,9 +857,6 @@ impl Pool {
             .class_for(headroom as usize + request_size as usize)
             .ok_or(-crate::abi::errno::UMQ_ERR_EINVAL)?;
         let head = self.take(lists, class, num as usize)?;
-        if lists.arena.is_some() {
-            lists.in_use.fetch_add(num as usize, Ordering::SeqCst);
-        }
         let mut b = head;
         let mut last: Option<SlotRef> = None;
         while !b.is_null() {
@@ -1009,13 +1016,12 @@ impl Pool {
         }
         lists.slots(slot.chunk.class).free.push(buf);
         let chunk = &slot.chunk;
-        let went_idle = chunk.out.fetch_sub(1, Ordering::Relaxed) == 1;
+        let went_idle = chunk.out.fetch_sub(1, Ordering::SeqCst) == 1;
         if went_idle && chunk.ordinal > 0 {
             chunk.idle_since_ms.store(clock_ms(), Ordering::Relaxed);
             lists.note_idle();
         }
-        if lists.in_use.fetch_sub(1, Ordering::SeqCst) == 1 && lists.retired.load(Ordering::SeqCst)
-        {
+        if went_idle && lists.retired.load(Ordering::SeqCst) && self.none_out(lists) {
             self.unregister(lists);
         }
         Ok(())
@@ -1192,6 +1198,7 @@ unsafe fn init_header(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn slots_are_reused_and_double_free_is_refused() {
@@ -1685,6 +1692,91 @@ mod tests {
                 .is_none(),
             "the process pool never hands out arena memory"
         );
+    }
+
+    /// Buffers of a shared pool taken one at a time until two chunks hold them: the first
+    /// chunk's buffers, and the first of the second's.
+    fn out_of_two_chunks(
+        pool: &Pool,
+        shared: &Arc<Lists>,
+    ) -> (Vec<*mut umq_buf_t>, *mut umq_buf_t) {
+        let base = |b: *mut umq_buf_t| pool.slot_of_header(b as usize).unwrap().chunk.span().base;
+        let mut first = vec![pool.alloc_in(shared, 100, 1, 0, 7).unwrap()];
+        loop {
+            let b = pool.alloc_in(shared, 100, 1, 0, 7).unwrap();
+            if base(b) != base(first[0]) {
+                return (first, b);
+            }
+            first.push(b);
+        }
+    }
+
+    /// A retired pool whose buffers lie in two chunks stays registered until the last buffer
+    /// of either comes back, in whichever order they do.
+    #[test]
+    fn a_retired_shared_pool_counts_the_buffers_of_every_chunk() {
+        for second_last in [false, true] {
+            let pool = Pool::new(false, BLOCK_SIZE_8K, 0);
+            let shared = pool.new_shared(3).unwrap();
+            let (first, other) = out_of_two_chunks(&pool, &shared);
+            pool.retire(&shared);
+            let (early, last): (Vec<_>, _) = match second_last {
+                true => (first.clone(), other),
+                false => (
+                    first[1..].iter().copied().chain([other]).collect(),
+                    first[0],
+                ),
+            };
+            for b in early {
+                pool.free_one(b).unwrap();
+                assert!(
+                    pool.slot_of_header(last as usize).is_some(),
+                    "a buffer is still out"
+                );
+            }
+            pool.free_one(last).unwrap();
+            assert!(
+                pool.slot_of_header(last as usize).is_none(),
+                "unregistered with the last one"
+            );
+        }
+    }
+
+    /// The last buffers of two chunks coming back on two threads while a third retires the
+    /// pool: whatever the interleaving, the pool leaves the registry (the buffers' free and the
+    /// retirement each see the other's store, `Pool::none_out`).
+    #[test]
+    fn a_retired_shared_pool_leaves_however_its_last_frees_and_retirement_interleave() {
+        struct Sent(*mut umq_buf_t);
+        unsafe impl Send for Sent {}
+        for _ in 0..300 {
+            let pool = Arc::new(Pool::new(false, BLOCK_SIZE_8K, 0));
+            let shared = pool.new_shared(3).unwrap();
+            let (first, other) = out_of_two_chunks(&pool, &shared);
+            for &b in &first[1..] {
+                pool.free_one(b).unwrap();
+            }
+            let start = Arc::new(std::sync::Barrier::new(3));
+            let frees: Vec<_> = [first[0], other]
+                .into_iter()
+                .map(|b| {
+                    let (pool, start, b) = (pool.clone(), start.clone(), Sent(b));
+                    std::thread::spawn(move || {
+                        let b = b;
+                        start.wait();
+                        pool.free_one(b.0).unwrap();
+                    })
+                })
+                .collect();
+            start.wait();
+            pool.retire(&shared);
+            frees.into_iter().for_each(|t| t.join().unwrap());
+            assert!(
+                pool.slot_of_header(other as usize).is_none(),
+                "still registered"
+            );
+            assert!(shared.unregistered.load(Ordering::SeqCst));
+        }
     }
 
     /// A queue that goes with its buffers still out keeps its shared pool (the application may
