@@ -838,12 +838,31 @@ mod tests {
 
 /// The flow state of a bound queue: the December window protocol in the flavour
 /// `use_atomic_window` chose, or the July 2026 credit requests (`credit`), whose counters live
-/// under the queue's lock.
+/// under the queue's lock. Only the July 2026 build makes the last (`CreditBuild`).
 #[derive(Debug)]
 pub enum FlowState {
     Plain(Flow<word::Plain>),
     Atomic(Flow<AtomicU64>),
-    Credit(Box<credit::Credit>),
+    Credit(Box<credit::Credit>, CreditBuild),
+}
+
+/// What a `FlowState::Credit` carries to say the build speaks the credit requests: nothing in
+/// the July 2026 build, and in the December build a type without values, so that the variant
+/// cannot be made there and every match on a flow state compiles without its arm. Each call of
+/// the window protocol's (`dispatch!`) had carried a test for it: 22 instructions of a loopback
+/// ping-pong's round trip, 33 over shared memory.
+#[cfg(feature = "abi-2026")]
+pub type CreditBuild = ();
+#[cfg(not(feature = "abi-2026"))]
+#[derive(Debug)]
+pub enum CreditBuild {}
+
+/// The marker of `FlowState::Credit` in this build: None where there is none.
+pub fn credit_build() -> Option<CreditBuild> {
+    #[cfg(feature = "abi-2026")]
+    return Some(());
+    #[cfg(not(feature = "abi-2026"))]
+    None
 }
 
 macro_rules! dispatch {
@@ -859,7 +878,7 @@ macro_rules! dispatch {
                 match self {
                     FlowState::Plain(f) => f.$name($($arg),*),
                     FlowState::Atomic(f) => f.$name($($arg),*),
-                    FlowState::Credit(c) => off_the_window_path(move || c.win.$name($($arg),*)),
+                    FlowState::Credit(c, _) => off_the_window_path(move || c.win.$name($($arg),*)),
                 }
             } )*
             $( $(#[$cm])* #[allow(unused_variables)]
@@ -867,7 +886,7 @@ macro_rules! dispatch {
                 match self {
                     FlowState::Plain(f) => f.$cname($($carg),*),
                     FlowState::Atomic(f) => f.$cname($($carg),*),
-                    FlowState::Credit($c) => off_the_window_path(move || $body),
+                    FlowState::Credit($c, _) => off_the_window_path(move || $body),
                 }
             } )*
         }
@@ -941,7 +960,7 @@ impl FlowState {
     #[inline(always)]
     pub fn credit(&mut self) -> Option<&mut credit::Credit> {
         match self {
-            FlowState::Credit(c) => Some(c),
+            FlowState::Credit(c, _) => Some(c),
             _ => None,
         }
     }

@@ -139,26 +139,30 @@ impl Queue {
             remote.rx_depth,
         );
         let mut w = lock(&self.wire);
-        w.flow = Some(match (fc.credit, &self.credit_pool) {
-            (Some(knobs), Some(pool)) => {
-                let p =
-                    crate::flow::credit::Params::new(&knobs, self.cfg.rx_depth, remote.rx_depth);
-                let now = crate::flow::credit_clock_us();
-                self.credit_offer_settled.store(false, Ordering::Release);
-                FlowState::Credit(Box::new(crate::flow::credit::Credit::new(
-                    p,
-                    pool.clone(),
-                    self.handle,
-                    now,
-                )))
-            }
-            _ => {
-                let mut f = FlowState::new(p, fc.use_atomic_window);
-                f.rx_posted(w.rq.posted_len() as u64);
-                f.publish(self.area());
-                f
-            }
-        });
+        // (Credit knobs come only from the July 2026 build's `umq_init`, the one build with a
+        // `CreditBuild`.)
+        w.flow = Some(
+            match (fc.credit, &self.credit_pool, crate::flow::credit_build()) {
+                (Some(knobs), Some(pool), Some(build)) => {
+                    let p = crate::flow::credit::Params::new(
+                        &knobs,
+                        self.cfg.rx_depth,
+                        remote.rx_depth,
+                    );
+                    let now = crate::flow::credit_clock_us();
+                    self.credit_offer_settled.store(false, Ordering::Release);
+                    let credit =
+                        crate::flow::credit::Credit::new(p, pool.clone(), self.handle, now);
+                    FlowState::Credit(Box::new(credit), build)
+                }
+                _ => {
+                    let mut f = FlowState::new(p, fc.use_atomic_window);
+                    f.rx_posted(w.rq.posted_len() as u64);
+                    f.publish(self.area());
+                    f
+                }
+            },
+        );
         w.clear_credit();
         w.stall.credit_back();
         self.state.store(QUEUE_STATE_IDLE, Ordering::Release);

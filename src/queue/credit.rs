@@ -92,7 +92,7 @@ impl Queue {
     /// queues without the protocol.
     #[inline(always)]
     pub(super) fn credit_after_round(&self, w: &mut Wired) {
-        if matches!(w.flow, Some(FlowState::Credit(_))) {
+        if matches!(w.flow, Some(FlowState::Credit(..))) {
             self.credit_after_round_cold(w);
         }
     }

@@ -99,7 +99,7 @@ impl Queue {
     #[cold]
     #[inline(never)]
     fn may_withhold(&self, w: &Wired) -> bool {
-        !matches!(w.flow, Some(FlowState::Credit(_)))
+        !matches!(w.flow, Some(FlowState::Credit(..)))
     }
 
     /// After a receive post through a link that needs a round now (`round_after_rx_post`).

@@ -113,7 +113,7 @@ impl<S: Station> Binding<S> {
         match self {
             Binding::Here(peer) => {
                 let (mut mine, mut theirs) = lock_pair(me, &**peer);
-                let credit = matches!(mine.flow, Some(FlowState::Credit(_)));
+                let credit = matches!(mine.flow, Some(FlowState::Credit(..)));
                 if credit {
                     loopback::exchange_credit(&mut mine, &mut theirs);
                 }
@@ -153,7 +153,7 @@ impl<S: Station> Binding<S> {
             return None;
         };
         let (mut mine, mut theirs) = lock_pair(me, &**peer);
-        if matches!(mine.flow, Some(FlowState::Credit(_))) {
+        if matches!(mine.flow, Some(FlowState::Credit(..))) {
             return None;
         }
         let out = loopback::send_one_if(&mut mine, &mut theirs, &**peer, wr, admit)?;
@@ -199,7 +199,7 @@ impl<S: Station> Binding<S> {
     /// Whether the peer's initial window can be read yet (`w` is our locked wire).
     pub fn window_known(&self, w: &Wired) -> bool {
         // Credit requests start from nothing: there is no initial window to wait for.
-        if matches!(w.flow, Some(FlowState::Credit(_))) {
+        if matches!(w.flow, Some(FlowState::Credit(..))) {
             return true;
         }
         match self {
