@@ -1,5 +1,6 @@
-//! `use_atomic_window = true`: the tx and rx paths of each queue run on different threads at
-//! once (four threads for a pair), both directions streaming. Every message arrives, in order,
+//! The tx and rx paths of each queue run on different threads at once (four threads for a
+//! pair), both directions streaming, with `use_atomic_window = true` (which changes nothing but
+//! what the statistics report: the counters live under the queue's lock either way). Every message arrives, in order,
 //! never without a posted buffer, and the identities hold once everything is quiet.
 
 mod support;

@@ -35,7 +35,7 @@ typedef struct umq_ext_flow_control_stats {
     uint32_t initial_window;  /* after clamping */
     uint32_t notify_interval; /* after clamping */
     uint32_t queued_mode;
-    uint32_t atomic_window;   /* 1: the window is the atomic flavour (use_atomic_window) */
+    uint32_t atomic_window;   /* 1: umq_init set use_atomic_window (nothing else changes) */
     uint64_t rx_without_buffer; /* messages that found no posted receive buffer here (RNR) */
 } umq_ext_flow_control_stats_t;
 

@@ -90,10 +90,11 @@ def pair(ctx):
 
 @pytest.fixture(params=[False, True], ids=["plain-window", "atomic-window"])
 def fc(request):
-    """Flow control on (initial window 4, notify interval 2), in both window modes. (The July
-    2026 credit requests keep their counters under the queue's lock: one mode.)"""
+    """Flow control on (initial window 4, notify interval 2), with `use_atomic_window` off and
+    on: a program may set either, and the library reports which (its counters live under the
+    queue's lock either way). (The July 2026 credit requests report it off: one mode.)"""
     if JULY_2026 and request.param:
-        pytest.skip("the July 2026 credit requests have no atomic flavour")
+        pytest.skip("the July 2026 credit requests report no atomic window")
     cfg = umq.FlowControl(initial_window=4, notify_interval=2, use_atomic_window=request.param)
     with umq.Umq(flow_control=cfg) as c:
         probe = c.pair(depth=16)

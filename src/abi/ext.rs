@@ -25,7 +25,7 @@ pub struct umq_ext_flow_control_stats_t {
     pub initial_window: u32,
     pub notify_interval: u32,
     pub queued_mode: u32,
-    /// 1 when the window is the atomic flavour (`use_atomic_window`), 0 when plain.
+    /// 1 when `umq_init` set `use_atomic_window` (a window-protocol queue; nothing else changes).
     pub atomic_window: u32,
     pub rx_without_buffer: u64,
 }

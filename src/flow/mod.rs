@@ -836,13 +836,18 @@ mod tests {
     }
 }
 
-/// The flow state of a bound queue: the December window protocol in the flavour
-/// `use_atomic_window` chose, or the July 2026 credit requests (`credit`), whose counters live
-/// under the queue's lock. Only the July 2026 build makes the last (`CreditBuild`).
+/// The flow state of a bound queue: the December window protocol, or the July 2026 credit
+/// requests (`credit`); only the July 2026 build makes the second (`CreditBuild`). Both keep
+/// their counters under the queue's lock, which the send and receive paths take whichever
+/// threads run them. So `use_atomic_window` changes nothing here but what the statistics
+/// report: counters of atomic words, a flavour of the window the lock made pointless, had cost
+/// every call of the window protocol's a test for it (about 40 instructions of a 64 B loopback
+/// ping-pong's round trip).
+// The window's state inline, not boxed: the data path reads it at every step.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum FlowState {
-    Plain(Flow<word::Plain>),
-    Atomic(Flow<AtomicU64>),
+    Window(Flow<word::Plain>),
     Credit(Box<credit::Credit>, CreditBuild),
 }
 
@@ -871,21 +876,19 @@ macro_rules! dispatch {
         credit: { $( $(#[$cm:meta])* fn $cname:ident(&mut self $(, $carg:ident: $cty:ty)*) -> $cret:ty = $c:ident => $body:expr; )* }
     ) => {
         impl FlowState {
-            pub fn new(p: Params, atomic: bool) -> Self {
-                if atomic { FlowState::Atomic(Flow::new(p)) } else { FlowState::Plain(Flow::new(p)) }
+            pub fn new(p: Params) -> Self {
+                FlowState::Window(Flow::new(p))
             }
             $( $(#[$m])* pub fn $name(&mut self $(, $arg: $ty)*) -> $ret {
                 match self {
-                    FlowState::Plain(f) => f.$name($($arg),*),
-                    FlowState::Atomic(f) => f.$name($($arg),*),
+                    FlowState::Window(f) => f.$name($($arg),*),
                     FlowState::Credit(c, _) => off_the_window_path(move || c.win.$name($($arg),*)),
                 }
             } )*
             $( $(#[$cm])* #[allow(unused_variables)]
             pub fn $cname(&mut self $(, $carg: $cty)*) -> $cret {
                 match self {
-                    FlowState::Plain(f) => f.$cname($($carg),*),
-                    FlowState::Atomic(f) => f.$cname($($carg),*),
+                    FlowState::Window(f) => f.$cname($($carg),*),
                     FlowState::Credit($c, _) => off_the_window_path(move || $body),
                 }
             } )*
@@ -947,8 +950,8 @@ dispatch! {
     }
 }
 
-/// The credit protocol's arm of a `FlowState` call, kept out of line: the window protocol's
-/// arms inline into the data path as they did before there was a third.
+/// The credit protocol's arm of a `FlowState` call in the July 2026 build, kept out of line: the
+/// window protocol's arm inlines into the data path.
 #[cold]
 #[inline(never)]
 fn off_the_window_path<R>(f: impl FnOnce() -> R) -> R {

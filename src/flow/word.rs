@@ -1,13 +1,8 @@
-//! The counter cell behind the flow-control statistics, in two flavours.
-//!
-//! `use_atomic_window = false` gives [`Plain`]: ordinary loads and stores, for a queue driven by
-//! one thread at a time. `true` gives `AtomicU64`, whose read-modify-write operations let the tx
-//! and rx paths of one queue (and lock-free readers such as the stats query) touch the counters at
-//! once. The algorithms are written once, against [`Word`], and `tests/loom_window.rs` checks the
-//! atomic flavour under every interleaving loom can produce.
+//! The counter cell behind the flow-control statistics: a plain integer, since every counter
+//! lives under its queue's lock (`FlowState`). The counters' algorithms (`take_upto`,
+//! `add_bounded`, `take_all`) are written once, on top of [`Word::update`].
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pub trait Word: Default {
     fn get(&self) -> u64;
@@ -69,28 +64,6 @@ impl Word for Plain {
     }
 }
 
-impl Word for AtomicU64 {
-    fn get(&self) -> u64 {
-        self.load(Ordering::Acquire)
-    }
-    fn set(&self, v: u64) {
-        self.store(v, Ordering::Release)
-    }
-    fn update(&self, f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
-        self.fetch_update(Ordering::AcqRel, Ordering::Acquire, f)
-            .ok()
-    }
-    fn add(&self, n: u64) {
-        self.fetch_add(n, Ordering::AcqRel);
-    }
-    fn sub(&self, n: u64) {
-        self.fetch_sub(n, Ordering::AcqRel);
-    }
-    fn take_all(&self) -> u64 {
-        self.swap(0, Ordering::AcqRel)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,8 +82,7 @@ mod tests {
     }
 
     #[test]
-    fn both_flavours_agree() {
+    fn the_counters_algorithms() {
         assert_eq!(exercise::<Plain>(), vec![3, 2, 1, 0, 4, 0]);
-        assert_eq!(exercise::<AtomicU64>(), exercise::<Plain>());
     }
 }

@@ -156,7 +156,7 @@ impl Queue {
                     FlowState::Credit(Box::new(credit), build)
                 }
                 _ => {
-                    let mut f = FlowState::new(p, fc.use_atomic_window);
+                    let mut f = FlowState::new(p);
                     f.rx_posted(w.rq.posted_len() as u64);
                     f.publish(self.area());
                     f

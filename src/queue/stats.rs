@@ -83,7 +83,9 @@ impl Queue {
             initial_window: p.initial_window as u32,
             notify_interval: p.notify_interval as u32,
             queued_mode: self.queued_mode.load(Ordering::Relaxed) as u32,
-            atomic_window: matches!(f, FlowState::Atomic(_)) as u32,
+            // As asked in `umq_init` (`FlowState` says why it changes nothing else).
+            atomic_window: (matches!(f, FlowState::Window(_))
+                && self.rt.flow_control.use_atomic_window) as u32,
             rx_without_buffer: self.stats.rx_without_buffer.load(Ordering::Relaxed),
         }
     }

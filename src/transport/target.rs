@@ -600,7 +600,7 @@ mod tests {
     #[test]
     fn a_side_tells_flow_control_its_landings_as_it_goes() {
         let mut w = Wire::new(4, 4);
-        w.flow = Some(FlowState::new(Params::new(4, 0, 8, 8), false));
+        w.flow = Some(FlowState::new(Params::new(4, 0, 8, 8)));
         let mut data = [[0u8; 16]; 3];
         let mut bufs: Vec<umq_buf_t> = (0..3).map(|_| unsafe { std::mem::zeroed() }).collect();
         for (b, d) in bufs.iter_mut().zip(&mut data) {

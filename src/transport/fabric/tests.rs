@@ -1780,7 +1780,7 @@ fn a_grant_a_send_carried_is_not_shipped_again_in_the_area() {
     use crate::flow::{FlowState, Params};
     let mut p = Pair::new(false, Duration::from_secs(60));
     p.connect();
-    let mut f = FlowState::new(Params::new(4, 1, 8, 8), false);
+    let mut f = FlowState::new(Params::new(4, 1, 8, 8));
     assert!(f.rx_posted(4) && f.publish(p.area_a));
     p.wa.flow = Some(f);
     p.rounds_until(|_, b| b.peer_area().snapshot() == [4, 4, 0]);

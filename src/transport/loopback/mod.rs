@@ -501,7 +501,7 @@ mod tests {
             true
         };
         let mut dst = rx.wired.lock();
-        dst.flow = Some(FlowState::new(Params::new(4, 0, 8, 8), false));
+        dst.flow = Some(FlowState::new(Params::new(4, 0, 8, 8)));
         // No receive buffer posted: nothing happens, not even the admission.
         assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
         // A buffer too short for the message: the general path says what happens.
@@ -553,10 +553,10 @@ mod tests {
     #[test]
     fn credit_gate_spends_held_credit_before_the_window() {
         let area = Area::default();
-        let mut peer = FlowState::new(Params::new(4, 0, 8, 8), false);
+        let mut peer = FlowState::new(Params::new(4, 0, 8, 8));
         peer.rx_posted(4);
         peer.publish(&area);
-        let mut f = FlowState::new(Params::new(0, 0, 8, 8), false);
+        let mut f = FlowState::new(Params::new(0, 0, 8, 8));
         f.refresh(&area);
         assert_eq!(f.window(), 4);
         let mut w = Wire::new(8, 8);

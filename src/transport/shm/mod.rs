@@ -778,7 +778,7 @@ mod tests {
         } = PacedPair::new(&pool, 53, UMQ_OPC_SEND, 0);
         let (mut wr_rx, mut receiver) = (Wire::new(8, 8), Pair::default());
         let params = crate::flow::Params::new(4, 0, 8, 8);
-        wr_rx.flow = Some(crate::flow::FlowState::new(params, false));
+        wr_rx.flow = Some(crate::flow::FlowState::new(params));
         let (first, second) = (
             pool.alloc(8192, 1, 0, 0).unwrap(),
             pool.alloc(8192, 1, 0, 0).unwrap(),

@@ -100,7 +100,8 @@ pub struct Cli {
     /// Receive-window flow control.
     #[arg(long, value_name = "ON_OFF", default_value = "on", value_parser = ["on", "off"])]
     pub flow_control: String,
-    /// The window as one atomic counter instead of the lock-protected one.
+    /// Sets use_atomic_window, which the library reports and which changes nothing else (its
+    /// counters live under the queue's lock).
     #[arg(long)]
     pub atomic_window: bool,
     /// shm: which buffers come from the queue's shared pool
