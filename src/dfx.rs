@@ -151,6 +151,12 @@ pub fn clear_perf() {
     PERF.clear();
 }
 
+/// Whether perf collection is on.
+#[inline(always)]
+pub fn perf_on() -> bool {
+    PERF_ON.load(Ordering::Relaxed)
+}
+
 /// Starts a latency sample when perf collection is on.
 pub fn perf_start() -> Option<Instant> {
     PERF_ON.load(Ordering::Relaxed).then(Instant::now)
