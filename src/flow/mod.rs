@@ -841,8 +841,8 @@ mod tests {
 /// their counters under the queue's lock, which the send and receive paths take whichever
 /// threads run them. So `use_atomic_window` changes nothing here but what the statistics
 /// report: counters of atomic words, a flavour of the window the lock made pointless, had cost
-/// every call of the window protocol's a test for it (about 40 instructions of a 64 B loopback
-/// ping-pong's round trip).
+/// every call of the window protocol's a test for it (48 instructions of a 64 B loopback
+/// ping-pong's round trip, 49 over shared memory).
 // The window's state inline, not boxed: the data path reads it at every step.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
@@ -854,8 +854,8 @@ pub enum FlowState {
 /// What a `FlowState::Credit` carries to say the build speaks the credit requests: nothing in
 /// the July 2026 build, and in the December build a type without values, so that the variant
 /// cannot be made there and every match on a flow state compiles without its arm. Each call of
-/// the window protocol's (`dispatch!`) had carried a test for it: 22 instructions of a loopback
-/// ping-pong's round trip, 33 over shared memory.
+/// the window protocol's (`dispatch!`) had carried a test for it: 38 instructions of a loopback
+/// ping-pong's round trip, 30 over shared memory.
 #[cfg(feature = "abi-2026")]
 pub type CreditBuild = ();
 #[cfg(not(feature = "abi-2026"))]
