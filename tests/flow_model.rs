@@ -22,7 +22,6 @@
 //! - a sender that never polls or posts anything still gets all its messages out.
 
 use std::collections::{HashMap, VecDeque};
-use umq::flow::word::Plain;
 use umq::flow::{Area, Flow, Params, decode_imm};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -33,7 +32,7 @@ enum Msg {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Side {
-    flow: Flow<Plain>,
+    flow: Flow,
     area: [u64; 3],
     held: u8,
     posted: u8,

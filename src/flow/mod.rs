@@ -26,7 +26,7 @@ pub mod word;
 
 use crate::abi::types::umq_flowcontrol_stats_t;
 use std::sync::atomic::{AtomicU64, Ordering};
-use word::Word;
+use word::Plain;
 
 /// Version of the protocol below, exchanged in bind info.
 pub const PROTOCOL_VERSION: u8 = 1;
@@ -173,16 +173,16 @@ impl Area {
 
 /// The nine counters of `umq_flowcontrol_stats_t`.
 #[derive(Default, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Counters<W> {
-    pub local_rx_posted: W,
-    pub remote_rx_window: W,
-    pub total_local_rx_posted: W,
-    pub total_local_rx_notified: W,
-    pub total_local_rx_posted_error: W,
-    pub total_remote_rx_received: W,
-    pub total_remote_rx_consumed: W,
-    pub total_remote_rx_received_error: W,
-    pub total_flow_controlled_wr: W,
+pub struct Counters {
+    pub local_rx_posted: Plain,
+    pub remote_rx_window: Plain,
+    pub total_local_rx_posted: Plain,
+    pub total_local_rx_notified: Plain,
+    pub total_local_rx_posted_error: Plain,
+    pub total_remote_rx_received: Plain,
+    pub total_remote_rx_consumed: Plain,
+    pub total_remote_rx_received_error: Plain,
+    pub total_flow_controlled_wr: Plain,
 }
 
 /// Counters beyond the standard nine (our extension stats).
@@ -205,9 +205,9 @@ struct Due {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Flow<W> {
+pub struct Flow {
     pub p: Params,
-    pub c: Counters<W>,
+    pub c: Counters,
     pub extra: Extra,
     // Receive side.
     initial_published: bool,
@@ -224,7 +224,7 @@ pub struct Flow<W> {
     ctrl_used: u64,
 }
 
-impl<W: Word> Flow<W> {
+impl Flow {
     pub fn new(p: Params) -> Self {
         Flow {
             p,
@@ -638,10 +638,9 @@ impl<W: Word> Flow<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::word::Plain;
     use super::*;
 
-    fn flow(iw: u16, ni: u16, depth: u32) -> Flow<Plain> {
+    fn flow(iw: u16, ni: u16, depth: u32) -> Flow {
         Flow::new(Params::new(iw, ni, depth, depth))
     }
 
@@ -847,7 +846,7 @@ mod tests {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum FlowState {
-    Window(Flow<word::Plain>),
+    Window(Flow),
     Credit(Box<credit::Credit>, CreditBuild),
 }
 

@@ -1,37 +1,8 @@
 //! The counter cell behind the flow-control statistics: a plain integer, since every counter
 //! lives under its queue's lock (`FlowState`). The counters' algorithms (`take_upto`,
-//! `add_bounded`, `take_all`) are written once, on top of [`Word::update`].
+//! `add_bounded`, `take_all`) are written once, on top of [`Plain::update`].
 
 use std::cell::Cell;
-
-pub trait Word: Default {
-    fn get(&self) -> u64;
-    fn set(&self, v: u64);
-    /// Replaces the value with `f(current)` unless `f` returns None; returns the old value
-    /// when the update happened.
-    fn update(&self, f: impl FnMut(u64) -> Option<u64>) -> Option<u64>;
-
-    fn add(&self, n: u64) {
-        self.update(|v| Some(v.wrapping_add(n)));
-    }
-    fn sub(&self, n: u64) {
-        self.update(|v| Some(v.wrapping_sub(n)));
-    }
-    /// Takes up to `want` units; returns how many were taken.
-    fn take_upto(&self, want: u64) -> u64 {
-        let old = self.update(|v| Some(v - v.min(want))).unwrap_or(0);
-        old.min(want)
-    }
-    /// Adds `n` unless the sum would pass `max`; false (and nothing changed) when refused.
-    fn add_bounded(&self, n: u64, max: u64) -> bool {
-        self.update(|v| v.checked_add(n).filter(|&s| s <= max))
-            .is_some()
-    }
-    /// Takes everything, leaving zero.
-    fn take_all(&self) -> u64 {
-        self.update(|_| Some(0)).unwrap_or(0)
-    }
-}
 
 /// A plain counter: no atomic instruction anywhere.
 #[derive(Default, Clone, PartialEq, Eq)]
@@ -49,18 +20,40 @@ impl std::fmt::Debug for Plain {
     }
 }
 
-impl Word for Plain {
-    fn get(&self) -> u64 {
+impl Plain {
+    pub fn get(&self) -> u64 {
         self.0.get()
     }
-    fn set(&self, v: u64) {
+    pub fn set(&self, v: u64) {
         self.0.set(v)
     }
-    fn update(&self, mut f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+    /// Replaces the value with `f(current)` unless `f` returns None; returns the old value
+    /// when the update happened.
+    pub fn update(&self, f: impl FnOnce(u64) -> Option<u64>) -> Option<u64> {
         let old = self.0.get();
         let new = f(old)?;
         self.0.set(new);
         Some(old)
+    }
+    pub fn add(&self, n: u64) {
+        self.update(|v| Some(v.wrapping_add(n)));
+    }
+    pub fn sub(&self, n: u64) {
+        self.update(|v| Some(v.wrapping_sub(n)));
+    }
+    /// Takes up to `want` units; returns how many were taken.
+    pub fn take_upto(&self, want: u64) -> u64 {
+        let old = self.update(|v| Some(v - v.min(want))).unwrap_or(0);
+        old.min(want)
+    }
+    /// Adds `n` unless the sum would pass `max`; false (and nothing changed) when refused.
+    pub fn add_bounded(&self, n: u64, max: u64) -> bool {
+        self.update(|v| v.checked_add(n).filter(|&s| s <= max))
+            .is_some()
+    }
+    /// Takes everything, leaving zero.
+    pub fn take_all(&self) -> u64 {
+        self.update(|_| Some(0)).unwrap_or(0)
     }
 }
 
@@ -68,8 +61,9 @@ impl Word for Plain {
 mod tests {
     use super::*;
 
-    fn exercise<W: Word>() -> Vec<u64> {
-        let w = W::default();
+    #[test]
+    fn the_counters_algorithms() {
+        let w = Plain::default();
         let mut seen = vec![];
         w.add(5);
         seen.push(w.take_upto(3));
@@ -78,11 +72,6 @@ mod tests {
         seen.push(w.add_bounded(1, 4) as u64);
         seen.push(w.take_all());
         seen.push(w.get());
-        seen
-    }
-
-    #[test]
-    fn the_counters_algorithms() {
-        assert_eq!(exercise::<Plain>(), vec![3, 2, 1, 0, 4, 0]);
+        assert_eq!(seen, vec![3, 2, 1, 0, 4, 0]);
     }
 }

@@ -26,7 +26,6 @@
 //! The machine never touches a buffer, a lock or a clock: callers pass the time in
 //! microseconds and carry [`Credit::take_outgoing`]'s messages.
 
-use super::word::Plain;
 use super::{Flow, Params as WindowParams};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -443,7 +442,7 @@ impl Granting {
 #[derive(Debug)]
 pub struct Credit {
     pub p: Params,
-    pub win: Flow<Plain>,
+    pub win: Flow,
     pub pool: std::sync::Arc<Pool>,
     pub umqh: u64,
     credits_per_request: u16,
