@@ -39,6 +39,8 @@ impl Queue {
             }
             self.peer_in_process
                 .store(peer.peer_here().is_some(), Ordering::Release);
+            let none_before = self.replace_here(&mut lock(&self.wire), peer.peer_here().cloned());
+            debug_assert!(none_before.is_none());
             *slot = Some(peer);
             self.peer_umqh.store(remote.umqh, Ordering::Release);
         }
@@ -186,7 +188,13 @@ impl Queue {
     /// bound to us, goes to the error state: its sends have nowhere to land. With `rebind`, a
     /// shared-memory inbox is made ready for a next binding (a queue being destroyed skips it).
     pub(super) fn disconnect(&self, rebind: bool) {
-        let Some(peer) = self.peer.write().unwrap_or_else(|p| p.into_inner()).take() else {
+        // The peer here goes with the peer lock held, so that no post reaches the peer either
+        // way once the binding is gone; the queue it names is dropped after our wire lock.
+        let (peer, _here) = {
+            let mut slot = self.peer.write().unwrap_or_else(|p| p.into_inner());
+            (slot.take(), self.replace_here(&mut lock(&self.wire), None))
+        };
+        let Some(peer) = peer else {
             return;
         };
         self.peer_in_process.store(false, Ordering::Release);

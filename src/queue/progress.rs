@@ -245,15 +245,21 @@ impl Queue {
                 .fetch_add(1, Ordering::Relaxed);
         }
         if crate::dfx::stats_on() {
-            sender.stats.send.fetch_add(out.sends, Ordering::Relaxed);
-            sender.stats.read.fetch_add(out.reads, Ordering::Relaxed);
-            receiver
-                .stats
-                .receive
-                .fetch_add(out.rx_done as u64, Ordering::Relaxed);
+            Queue::count_delivery(sender, receiver, out);
         }
         sender.notify(out.tx_done > 0, false);
         receiver.notify(false, out.rx_done > 0);
+    }
+
+    /// The statistics' counts of a delivery from `sender` to `receiver`.
+    #[cold]
+    pub(super) fn count_delivery(sender: &Queue, receiver: &Queue, out: &Outcome) {
+        sender.stats.send.fetch_add(out.sends, Ordering::Relaxed);
+        sender.stats.read.fetch_add(out.reads, Ordering::Relaxed);
+        receiver
+            .stats
+            .receive
+            .fetch_add(out.rx_done as u64, Ordering::Relaxed);
     }
 
     /// Delivers the peer's WRs that were waiting for our receive buffers.

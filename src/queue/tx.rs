@@ -87,11 +87,14 @@ impl Queue {
         let head = batch.head(0);
         // The flag is looked at here, not in `post_tx_link`: a loopback post would pay that
         // call's entry and exit (about 20 instructions) to learn it has no link.
-        let linked = match self.over_link.load(Ordering::Relaxed) {
+        let at_once = match self.over_link.load(Ordering::Relaxed) {
             true => self.post_tx_link(batch),
+            false if batch.n == 1 && !batch.front_is_one_sided() => {
+                self.send_one_here(head).then_some((1, false))
+            }
             false => None,
         };
-        let (accepted, window_limited) = match linked {
+        let (accepted, window_limited) = match at_once {
             Some(admitted) => admitted,
             None => match self.post_tx_to_peer(batch) {
                 Ok(admitted) => admitted,
@@ -202,6 +205,46 @@ impl Queue {
             #[inline(always)]
             |w, peer_area| self.admit_one(w, peer_area, wr),
         )
+    }
+
+    /// The usual post to a peer in this process: a single WR that lands whole in the peer's
+    /// receive buffer now, under our wire lock and the peer's, the peer found beside our wire
+    /// (`here_while_locked`) rather than through the peer lock. False, with nothing changed,
+    /// where the general path decides: no peer here, its wire busy, an interrupt-mode end (its
+    /// wake-ups would run under our lock), the error state, or a WR that cannot go so
+    /// (`Binding::send_one_beside`).
+    #[inline(always)]
+    fn send_one_here(&self, wr: *mut umq_buf_t) -> bool {
+        let mut mine = lock(&self.wire);
+        // SAFETY: `peer` is used only while `mine` is held: it is dropped at the end.
+        let Some(peer) = (unsafe { self.here_while_locked(&mine) }) else {
+            return false;
+        };
+        if self.irq.is_some() || peer.irq.is_some() || !self.may_send_one(&mine) {
+            return false;
+        }
+        if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
+            return false;
+        }
+        let Some(out) = Binding::send_one_beside(
+            &mut mine,
+            peer,
+            wr,
+            #[inline(always)]
+            |w, peer_area| self.admit_one(w, peer_area, wr),
+        ) else {
+            return false;
+        };
+        self.note_starvation(&mut mine, false);
+        self.credit_after_round(&mut mine);
+        // Of `after_delivery`, only the counters: the message landed whole (no receiver-not-
+        // ready deadline to arm, which takes our wire lock), and neither end has an interrupt.
+        debug_assert!(!out.blocked);
+        if crate::dfx::stats_on() {
+            Queue::count_delivery(self, peer, &out);
+        }
+        drop(mine);
+        true
     }
 
     /// `send_one_now` for a peer here (`Binding::send_one_if`): accepted WRs and whether the

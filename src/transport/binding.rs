@@ -161,6 +161,25 @@ impl<S: Station> Binding<S> {
         Some((out, &**peer))
     }
 
+    /// `send_one_if` for a caller that holds `mine`, our wire, already and found `peer`, the
+    /// peer here, beside it: the peer's wire is only tried, as waiting for it while holding
+    /// ours could deadlock against the peer sending to us. Returns the round's outcome, the
+    /// peer's lock released; None, with nothing changed, when the peer's wire is busy, under
+    /// the credit protocol, or when the WR cannot go so.
+    #[inline(always)]
+    pub fn send_one_beside(
+        mine: &mut Wired,
+        peer: &S,
+        wr: *mut umq_buf_t,
+        admit: impl FnOnce(&mut Wire, &Area) -> bool,
+    ) -> Option<Outcome> {
+        let mut theirs = peer.wired().try_lock()?;
+        if matches!(mine.flow, Some(FlowState::Credit(..))) {
+            return None;
+        }
+        loopback::send_one_if(mine, &mut theirs, peer, wr, admit)
+    }
+
     /// Carries out the WRITEs and READs at the front of `wrs`, `me`'s WRs, against a peer in
     /// this process and completes them, under both wire locks (`loopback::run_one_sided`); how
     /// many ran. A peer through a link: none (the post's link path has its own,

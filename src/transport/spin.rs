@@ -124,6 +124,13 @@ pub struct SpinGuard<'a, T> {
     mutex: &'a SpinMutex<T>,
 }
 
+impl<T> SpinGuard<'_, T> {
+    /// Whether this guard holds `m` (for the checks of state kept under a given lock).
+    pub fn holds(&self, m: &SpinMutex<T>) -> bool {
+        std::ptr::eq(self.mutex, m)
+    }
+}
+
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
