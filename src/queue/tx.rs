@@ -28,6 +28,8 @@ impl Queue {
     ) -> UmqResult<()> {
         self.require_pro("umq_post").inspect_err(|_| *bad = head)?;
         match dir {
+            // A ping-pong's post, in the caller's frame: one SEND in one buffer to a peer here.
+            UMQ_IO_TX if self.sends_here_at_once(head) => Ok(()),
             UMQ_IO_TX => self.post_tx(head, bad),
             UMQ_IO_RX => self.post_rx(head, bad),
             _ => {
@@ -205,6 +207,17 @@ impl Queue {
             #[inline(always)]
             |w, peer_area| self.admit_one(w, peer_area, wr),
         )
+    }
+
+    /// `send_one_here` for a post that is one SEND in one buffer (`is_lone_send`), as
+    /// `post_tx` would run it: not over a link (looked at first: a link's post pays one load
+    /// for this) nor for a logic queue, whose WRs go through the resource it borrows.
+    #[inline(always)]
+    fn sends_here_at_once(&self, wr: *mut umq_buf_t) -> bool {
+        !self.over_link.load(Ordering::Relaxed)
+            && is_lone_send(wr)
+            && !self.is_logic()
+            && self.send_one_here(wr)
     }
 
     /// The usual post to a peer in this process: a single WR that lands whole in the peer's
