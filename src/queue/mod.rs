@@ -213,18 +213,29 @@ fn watched(umqh: u64) -> Option<Arc<dyn crate::transport::progress::Watched>> {
     table::get(umqh).map(|q| q as Arc<dyn crate::transport::progress::Watched>)
 }
 
-/// A queue's peer in this process, read and written only under the queue's own wire lock. A
-/// post that holds that lock uses the peer through it, where the peer lock's read had cost
-/// two locked instructions, two of a loopback message's seven, and about 15 ns a send
-/// (`so_pingpong`, one more read added: 193 -> 224 ns a round trip).
+/// A queue's peer in this process for the posts that reach it without the peer lock, read and
+/// written only under the queue's own wire lock: the peer lock's read had cost two locked
+/// instructions, two of a loopback message's seven, and about 15 ns a send (`so_pingpong`, one
+/// more read added: 193 -> 224 ns a round trip). Kept only while neither end has interrupts,
+/// whose wake-ups run after the locks (`send_one_here` settles under ours); `kept` says so
+/// without the lock, so that other posts do not take it to find nothing.
 #[derive(Default)]
-struct HerePeer(std::cell::UnsafeCell<Option<Arc<Queue>>>);
+struct HerePeer {
+    peer: std::cell::UnsafeCell<Option<Arc<Queue>>>,
+    kept: AtomicBool,
+}
 
-// SAFETY: the cell is only reached through `Queue::here_while_locked` and `Queue::replace_here`,
+// SAFETY: `peer` is only reached through `Queue::here_while_locked` and `Queue::replace_here`,
 // whose callers hold the owning queue's wire lock: one thread at a time.
 unsafe impl Sync for HerePeer {}
 
 impl Queue {
+    /// Whether a peer here may be kept (a hint: it is confirmed under the lock).
+    #[inline(always)]
+    fn may_have_here(&self) -> bool {
+        self.here.kept.load(Ordering::Relaxed)
+    }
+
     /// The peer here, for a caller that holds `mine`, our wire's guard.
     ///
     /// # Safety
@@ -234,11 +245,12 @@ impl Queue {
     unsafe fn here_while_locked(&self, mine: &SpinGuard<'_, Wired>) -> Option<&Queue> {
         debug_assert!(mine.holds(&self.wire));
         // SAFETY: written only under our wire lock, which `mine` holds.
-        unsafe { (*self.here.0.get()).as_deref() }
+        unsafe { (*self.here.peer.get()).as_deref() }
     }
 
-    /// Sets the peer here (None: no peer in this process) under `mine`, our wire's guard;
-    /// returns the one before, for the caller to drop once the lock is released.
+    /// Keeps `peer`, the binding's peer here (None: none, or the binding goes), when neither
+    /// end has interrupts, under `mine`, our wire's guard; returns the one before, for the
+    /// caller to drop once the lock is released.
     fn replace_here(
         &self,
         mine: &mut SpinGuard<'_, Wired>,
@@ -248,8 +260,10 @@ impl Queue {
             mine.holds(&self.wire),
             "the peer here changes under its own queue's wire lock"
         );
+        let peer = peer.filter(|p| self.irq.is_none() && p.irq.is_none());
+        self.here.kept.store(peer.is_some(), Ordering::Relaxed);
         // SAFETY: `mine` holds our wire lock, under which alone the cell is read or written.
-        unsafe { std::mem::replace(&mut *self.here.0.get(), peer) }
+        unsafe { std::mem::replace(&mut *self.here.peer.get(), peer) }
     }
 }
 

@@ -53,6 +53,9 @@ impl Queue {
         head: *mut umq_buf_t,
         bad: &mut *mut umq_buf_t,
     ) -> UmqResult<()> {
+        if self.sends_here_at_once(head) {
+            return Ok(());
+        }
         self.post_tx_batch(head, bad, true)
     }
 
@@ -89,14 +92,11 @@ impl Queue {
         let head = batch.head(0);
         // The flag is looked at here, not in `post_tx_link`: a loopback post would pay that
         // call's entry and exit (about 20 instructions) to learn it has no link.
-        let at_once = match self.over_link.load(Ordering::Relaxed) {
+        let linked = match self.over_link.load(Ordering::Relaxed) {
             true => self.post_tx_link(batch),
-            false if batch.n == 1 && !batch.front_is_one_sided() => {
-                self.send_one_here(head).then_some((1, false))
-            }
             false => None,
         };
-        let (accepted, window_limited) = match at_once {
+        let (accepted, window_limited) = match linked {
             Some(admitted) => admitted,
             None => match self.post_tx_to_peer(batch) {
                 Ok(admitted) => admitted,
@@ -209,12 +209,14 @@ impl Queue {
         )
     }
 
-    /// `send_one_here` for a post that is one SEND in one buffer (`is_lone_send`), as
-    /// `post_tx` would run it: not over a link (looked at first: a link's post pays one load
-    /// for this) nor for a logic queue, whose WRs go through the resource it borrows.
+    /// `send_one_here` for a post that is one SEND in one buffer (`is_lone_send`), tried before
+    /// the general post parses it (`umq_post`, `umq_enqueue`), which then does not try again:
+    /// not over a link (looked at first: a link's post pays one load for this), nor without a
+    /// peer here kept, nor for a logic queue, whose WRs go through the resource it borrows.
     #[inline(always)]
     fn sends_here_at_once(&self, wr: *mut umq_buf_t) -> bool {
         !self.over_link.load(Ordering::Relaxed)
+            && self.may_have_here()
             && is_lone_send(wr)
             && !self.is_logic()
             && self.send_one_here(wr)
@@ -223,9 +225,9 @@ impl Queue {
     /// The usual post to a peer in this process: a single WR that lands whole in the peer's
     /// receive buffer now, under our wire lock and the peer's, the peer found beside our wire
     /// (`here_while_locked`) rather than through the peer lock. False, with nothing changed,
-    /// where the general path decides: no peer here, its wire busy, an interrupt-mode end (its
-    /// wake-ups would run under our lock), the error state, or a WR that cannot go so
-    /// (`Binding::send_one_beside`).
+    /// where the general path decides: no peer here kept (none, or an end with interrupts,
+    /// whose wake-ups would run under our lock: `replace_here`), its wire busy, the error
+    /// state, or a WR that cannot go so (`Binding::send_one_beside`).
     #[inline(always)]
     fn send_one_here(&self, wr: *mut umq_buf_t) -> bool {
         let mut mine = lock(&self.wire);
@@ -233,7 +235,7 @@ impl Queue {
         let Some(peer) = (unsafe { self.here_while_locked(&mine) }) else {
             return false;
         };
-        if self.irq.is_some() || peer.irq.is_some() || !self.may_send_one(&mine) {
+        if !self.may_send_one(&mine) {
             return false;
         }
         if self.state.load(Ordering::Acquire) == QUEUE_STATE_ERR {
@@ -252,7 +254,7 @@ impl Queue {
         self.credit_after_round(&mut mine);
         // Of `after_delivery`, only the counters: the message landed whole (no receiver-not-
         // ready deadline to arm, which takes our wire lock), and neither end has an interrupt.
-        debug_assert!(!out.blocked);
+        debug_assert!(!out.blocked && self.irq.is_none() && peer.irq.is_none());
         if crate::dfx::stats_on() {
             Queue::count_delivery(self, peer, &out);
         }
