@@ -138,8 +138,12 @@ impl<T: Named> Table<T> {
     /// Runs `f` on the live entry named by `umqh`; a concurrent removal waits for it to return.
     #[inline(always)]
     pub fn with<R>(&self, umqh: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
-        // Every API call comes through here: one range check, one slot reference.
-        self.slots.get(self.index_of(umqh)?)?.with(umqh, f)
+        // Every API call comes through here: one range check, one slot reference. The tag is
+        // not looked at: the slot's occupant must have the whole handle (`Slot::with`), and
+        // every occupant's carries this table's tag, so a handle of another tag (a parent's,
+        // forged) reaches no entry all the same, four instructions a call cheaper.
+        let low = (umqh & 0xffff_ffff) as usize;
+        self.slots.get(low.wrapping_sub(1))?.with(umqh, f)
     }
 
     /// Takes the entry out of the table, once no other thread is inside a call on it; its
@@ -237,6 +241,8 @@ mod tests {
         assert_eq!(t.with(h, |q| q.handle), Some(h));
         assert_eq!(t.with(0, |_| ()), None);
         assert_eq!(t.with(h ^ 1 << 32, |_| ()), None, "other generation");
+        assert_eq!(t.with(h ^ 1 << 48, |_| ()), None, "other tag (a parent's)");
+        assert_eq!(t.with(h & 0xffff_ffff, |_| ()), None, "no tag");
         assert_eq!(t.with(t.encode(3, 1), |_| ()), None, "empty slot");
         assert_eq!(t.with(t.encode(9, 1), |_| ()), None, "out of range");
         let q = t.remove(h).unwrap();
