@@ -297,7 +297,7 @@ impl Queue {
             if f.window() == 0 {
                 f.refresh(peer_area);
             }
-            if f.take_credit(1) == 0 {
+            if !f.take_one_credit() {
                 return false;
             }
             let pro = unsafe { (*wr).pro_mut() };

@@ -616,7 +616,7 @@ impl CreditGate {
             self.credited -= 1;
             return true;
         }
-        let got = w.flow.as_mut().is_some_and(|f| f.take_credit(1) == 1);
+        let got = w.flow.as_mut().is_some_and(|f| f.take_one_credit());
         self.uncovered -= got as usize;
         got
     }
