@@ -60,13 +60,20 @@ impl Queue {
         let accepted = bufs
             .len()
             .min(self.cfg.rx_depth as usize - w.rq.outstanding());
-        for &b in &bufs[..accepted] {
+        let mut post = |b: *mut umq_buf_t| {
             unsafe {
                 (*b).qbuf_next = ptr::null_mut();
                 (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
             }
             self.offer_for_placement(&w, b);
             w.rq.post(b);
+        };
+        // A lone buffer (every repost of a ping-pong) without the loop: its length is known
+        // where this inlines, and the loop's counter and its buffer kept on the stack had cost
+        // the repost more than its one post.
+        match bufs {
+            [b] if accepted == 1 => post(*b),
+            _ => bufs[..accepted].iter().for_each(|&b| post(b)),
         }
         let mut announce = match w.flow.as_mut() {
             Some(f) => {
