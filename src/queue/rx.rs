@@ -60,20 +60,14 @@ impl Queue {
         let accepted = bufs
             .len()
             .min(self.cfg.rx_depth as usize - w.rq.outstanding());
-        let mut post = |b: *mut umq_buf_t| {
-            unsafe {
-                (*b).qbuf_next = ptr::null_mut();
-                (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
-            }
-            self.offer_for_placement(&w, b);
-            w.rq.post(b);
-        };
         // A lone buffer (every repost of a ping-pong) without the loop: its length is known
         // where this inlines, and the loop's counter and its buffer kept on the stack had cost
         // the repost more than its one post.
         match bufs {
-            [b] if accepted == 1 => post(*b),
-            _ => bufs[..accepted].iter().for_each(|&b| post(b)),
+            [b] if accepted == 1 => self.post_one_rx(&mut w, *b),
+            _ => bufs[..accepted]
+                .iter()
+                .for_each(|&b| self.post_one_rx(&mut w, b)),
         }
         let mut announce = match w.flow.as_mut() {
             Some(f) => {
@@ -99,6 +93,17 @@ impl Queue {
             self.rx_posted_on_link(w);
         }
         (accepted, announce)
+    }
+
+    /// Posts one receive buffer `b` under `w`, our locked wire, which has room for it.
+    #[inline(always)]
+    fn post_one_rx(&self, w: &mut Wired, b: *mut umq_buf_t) {
+        unsafe {
+            (*b).qbuf_next = ptr::null_mut();
+            (*b).set_status_and_direction(UMQ_BUF_SUCCESS, UMQ_IO_RX);
+        }
+        self.offer_for_placement(w, b);
+        w.rq.post(b);
     }
 
     /// Whether a receive post may leave its due announcement to the application's answer: the
