@@ -488,6 +488,15 @@ impl Flow {
         self.announcement_due().standalone
     }
 
+    /// `rx_batch_posted(1, 0, mine)`, inline: the one buffer of a lone receive post (every
+    /// repost of a ping-pong), its counts known where it inlines.
+    #[inline(always)]
+    pub fn rx_one_posted(&mut self, mine: &Area) -> bool {
+        self.rx_posted(1);
+        self.publish(mine);
+        self.announcement_due().standalone
+    }
+
     pub fn extra(&self) -> Extra {
         self.extra
     }
@@ -827,6 +836,50 @@ mod tests {
         );
     }
 
+    /// A lone receive post (`rx_one_posted`) is `rx_batch_posted(1, 0)`: two receivers, one
+    /// posting each way, through a long mixed run of posts, arrivals, piggybacked and standalone
+    /// announcements and control arrivals (a fixed pseudo-random order), stay equal in every
+    /// state and answer, the depth reached and passed included.
+    #[test]
+    fn a_lone_receive_post_is_a_batch_of_one() {
+        let (mine_a, mine_b) = (Area::default(), Area::default());
+        let (mut a, mut b) = (flow(4, 2, 8), flow(4, 2, 8));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match x % 6 {
+                0 | 1 => assert_eq!(
+                    a.rx_one_posted(&mine_a),
+                    b.rx_batch_posted(1, 0, &mine_b),
+                    "step {step}"
+                ),
+                2 => [&mut a, &mut b].iter_mut().for_each(|f| f.data_arrived(1)),
+                3 => {
+                    let (pa, pb) = (a.piggyback(), b.piggyback());
+                    assert_eq!(pa, pb, "step {step}");
+                    if pa.is_some() {
+                        a.commit(&mine_a);
+                        b.commit(&mine_b);
+                    }
+                }
+                4 => {
+                    let (peer_a, peer_b) = (Area::default(), Area::default());
+                    assert_eq!(
+                        a.standalone(&mine_a, &peer_a, true),
+                        b.standalone(&mine_b, &peer_b, true),
+                        "step {step}"
+                    );
+                }
+                _ => [&mut a, &mut b].iter_mut().for_each(|f| f.ctrl_arrived()),
+            }
+            assert_eq!(a, b, "step {step}");
+            assert_eq!(mine_a.snapshot(), mine_b.snapshot(), "step {step}");
+        }
+        assert!(a.stats().total_local_rx_posted > 0 && a.stats().total_local_rx_posted_error > 0);
+    }
+
     /// A lone WR's credit: one while the window lasts, counted as consumed; none after.
     #[test]
     fn one_credit_at_a_time() {
@@ -970,6 +1023,11 @@ dispatch! {
         #[inline(always)]
         fn rx_batch_posted(&mut self, accepted: u64, refused: u64, mine: &Area) -> bool = c => {
             c.pool.recharge(accepted);
+            true
+        };
+        #[inline(always)]
+        fn rx_one_posted(&mut self, mine: &Area) -> bool = c => {
+            c.pool.recharge(1);
             true
         };
         fn peer_ready(&mut self) -> bool = c => true;

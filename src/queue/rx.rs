@@ -63,13 +63,15 @@ impl Queue {
         // A lone buffer (every repost of a ping-pong) without the loop: its length is known
         // where this inlines, and the loop's counter and its buffer kept on the stack had cost
         // the repost more than its one post.
+        let lone = matches!(bufs, [_] if accepted == 1);
         match bufs {
-            [b] if accepted == 1 => self.post_one_rx(&mut w, *b),
+            [b] if lone => self.post_one_rx(&mut w, *b),
             _ => bufs[..accepted]
                 .iter()
                 .for_each(|&b| self.post_one_rx(&mut w, b)),
         }
         let mut announce = match w.flow.as_mut() {
+            Some(f) if lone => f.rx_one_posted(self.area()),
             Some(f) => {
                 let refused = bufs.len() - accepted;
                 f.rx_batch_posted(accepted as u64, refused as u64, self.area())
