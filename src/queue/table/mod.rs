@@ -1,10 +1,11 @@
 //! Queue handles: generation-tagged indices into a fixed slot table (quinn's handle slab idea).
 //!
 //! A `umqh` is `tag << 48 | generation << 32 | (index + 1)`. A zero, forged or destroyed handle
-//! fails the tag, range, presence or handle check and is reported as an error instead of being
-//! dereferenced. The tag names the process too: a child made by `fork()` has a table of its own
-//! (`process`), whose tag is the parent's plus one, so the parent's handles are refused there
-//! rather than taken for the child's own queues.
+//! fails the range, presence or handle check (the whole handle against its slot's occupant's)
+//! and is reported as an error instead of being dereferenced. The tag names the process too: a
+//! child made by `fork()` has a table of its own (`process`), whose tag is the parent's plus
+//! one, so the parent's handles match no occupant there rather than being taken for the
+//! child's own queues.
 //!
 //! Every API call looks its queue up, three times per message in a ping-pong, so a lookup takes
 //! no lock (a read lock costs two atomic read-modify-writes, about 11 ns on the benchmark
