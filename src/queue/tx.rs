@@ -28,7 +28,8 @@ impl Queue {
     ) -> UmqResult<()> {
         self.require_pro("umq_post").inspect_err(|_| *bad = head)?;
         match dir {
-            // A ping-pong's post, in the caller's frame: one SEND in one buffer to a peer here.
+            // A ping-pong's post, one SEND in one buffer, in one pass before any parse: to a
+            // peer here in the caller's frame, through a link in a call of its own.
             UMQ_IO_TX if self.sends_here_at_once(head) || self.sends_linked_at_once(head) => {
                 Ok(())
             }
@@ -209,6 +210,8 @@ impl Queue {
             && self.send_one_linked(wr)
     }
 
+    /// `sends_linked_at_once`'s pass under our wire lock. A call of its own: the general
+    /// post's link path inlined into `umq_post` had made the shm send dearer, not cheaper.
     #[inline(never)]
     fn send_one_linked(&self, wr: *mut umq_buf_t) -> bool {
         let mut mine = lock(&self.wire);
@@ -242,9 +245,10 @@ impl Queue {
     }
 
     /// `send_one_here` for a post that is one SEND in one buffer (`is_lone_send`), tried before
-    /// the general post parses it (`umq_post`, `umq_enqueue`), which then does not try again:
-    /// not over a link (looked at first: a link's post pays one load for this), nor without a
-    /// peer here kept, nor for a logic queue, whose WRs go through the resource it borrows.
+    /// the general post parses it (`umq_post`, `umq_enqueue`; the general post's own lone post
+    /// to a peer here goes through the peer lock, `send_one_to_peer`). Not tried over a link
+    /// (looked at first: a link's post pays one load for this), without a peer here kept, or
+    /// for a logic queue, whose WRs go through the resource it borrows.
     #[inline(always)]
     fn sends_here_at_once(&self, wr: *mut umq_buf_t) -> bool {
         !self.over_link.load(Ordering::Relaxed)
