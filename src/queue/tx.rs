@@ -30,9 +30,7 @@ impl Queue {
         match dir {
             // A ping-pong's post, one SEND in one buffer, in one pass before any parse: to a
             // peer here in the caller's frame, through a link in a call of its own.
-            UMQ_IO_TX if self.sends_here_at_once(head) || self.sends_linked_at_once(head) => {
-                Ok(())
-            }
+            UMQ_IO_TX if self.sends_here_at_once(head) || self.sends_linked_at_once(head) => Ok(()),
             UMQ_IO_TX => self.post_tx(head, bad),
             UMQ_IO_RX => self.post_rx(head, bad),
             _ => {
