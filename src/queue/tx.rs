@@ -30,7 +30,7 @@ impl Queue {
         match dir {
             // A ping-pong's post, one SEND in one buffer, in one pass before any parse: to a
             // peer here in the caller's frame, through a link in a call of its own.
-            UMQ_IO_TX if self.sends_here_at_once(head) || self.sends_linked_at_once(head) => Ok(()),
+            UMQ_IO_TX if self.sends_lone_at_once(head) => Ok(()),
             UMQ_IO_TX => self.post_tx(head, bad),
             UMQ_IO_RX => self.post_rx(head, bad),
             _ => {
@@ -54,7 +54,7 @@ impl Queue {
         head: *mut umq_buf_t,
         bad: &mut *mut umq_buf_t,
     ) -> UmqResult<()> {
-        if self.sends_here_at_once(head) || self.sends_linked_at_once(head) {
+        if self.sends_lone_at_once(head) {
             return Ok(());
         }
         self.post_tx_batch(head, bad, true)
@@ -195,20 +195,28 @@ impl Queue {
         link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
     }
 
-    /// The usual post of a queue bound through a link (shared memory, the network), tried
-    /// before the general post parses it: one SEND in one buffer that the provider sends at
-    /// once (`send_one_now`). False, with nothing changed, where the general path decides
-    /// (and tries the one pass again, for any lone WR). The batch's parse, and the general
-    /// post's frame around it, had been about a tenth of an shm send.
+    /// The usual post, one SEND in one buffer (`is_lone_send`), in one pass before the general
+    /// post parses it (`umq_post`, `umq_enqueue`): through a link (shared memory, the network)
+    /// in a call of its own (`send_one_linked`), to a peer here in the caller's frame
+    /// (`send_one_here`). False, with nothing changed, where the general path decides: a queue
+    /// with neither (no peer here kept), a logic queue, whose WRs go through the resource it
+    /// borrows, or a WR that cannot go so. The flags are read before the WR and any lock. The
+    /// batch's parse and the general post's frame around it had been about a tenth of an shm
+    /// send; the general post tries a link's one pass again for any lone WR, and posts its own
+    /// lone WR to a peer here through the peer lock (`send_one_to_peer`).
     #[inline(always)]
-    fn sends_linked_at_once(&self, wr: *mut umq_buf_t) -> bool {
-        self.over_link.load(Ordering::Relaxed)
+    fn sends_lone_at_once(&self, wr: *mut umq_buf_t) -> bool {
+        let linked = self.over_link.load(Ordering::Relaxed);
+        (linked || self.may_have_here())
             && is_lone_send(wr)
             && !self.is_logic()
-            && self.send_one_linked(wr)
+            && match linked {
+                true => self.send_one_linked(wr),
+                false => self.send_one_here(wr),
+            }
     }
 
-    /// `sends_linked_at_once`'s pass under our wire lock. A call of its own: the general
+    /// `sends_lone_at_once`'s pass through a link, under our wire lock. A call of its own: the general
     /// post's link path inlined into `umq_post` had made the shm send dearer, not cheaper.
     #[inline(never)]
     fn send_one_linked(&self, wr: *mut umq_buf_t) -> bool {
@@ -240,20 +248,6 @@ impl Queue {
             #[inline(always)]
             |w, peer_area| self.admit_one(w, peer_area, wr),
         )
-    }
-
-    /// `send_one_here` for a post that is one SEND in one buffer (`is_lone_send`), tried before
-    /// the general post parses it (`umq_post`, `umq_enqueue`; the general post's own lone post
-    /// to a peer here goes through the peer lock, `send_one_to_peer`). Not tried over a link
-    /// (looked at first: a link's post pays one load for this), without a peer here kept, or
-    /// for a logic queue, whose WRs go through the resource it borrows.
-    #[inline(always)]
-    fn sends_here_at_once(&self, wr: *mut umq_buf_t) -> bool {
-        !self.over_link.load(Ordering::Relaxed)
-            && self.may_have_here()
-            && is_lone_send(wr)
-            && !self.is_logic()
-            && self.send_one_here(wr)
     }
 
     /// The usual post to a peer in this process: a single WR that lands whole in the peer's
