@@ -125,35 +125,52 @@ impl Drop for Claim {
     fn drop(&mut self) {
         // Lookups from later destructors of this thread find no block (and fail) instead of
         // one the next thread may have claimed.
-        let _ = WORDS.try_with(|w| w.set(None));
+        let _ = WORDS.try_with(|w| w.set(&NONE_FREE));
         self.0.words.clear();
         self.0.claimed.store(false, Ordering::Release);
     }
 }
 
 thread_local! {
-    /// This thread's block, once claimed (read on every lookup: a const-initialised,
-    /// destructor-free thread local is one load).
-    static WORDS: std::cell::Cell<Option<&'static Words>> = const { std::cell::Cell::new(None) };
+    /// The words a lookup publishes in with a compiler fence (read on every lookup: a
+    /// const-initialised, destructor-free thread local is one load). `NONE_FREE` until the
+    /// thread's first lookup finds the kernel's barrier behind the heavy fence, and again once
+    /// the thread exits; the thread's own block from that first lookup on.
+    static WORDS: std::cell::Cell<&'static Words> = const { std::cell::Cell::new(&NONE_FREE) };
     /// The claim itself, which gives the block back when the thread exits.
     static MINE: Claim = Claim::new();
 }
 
-/// This thread's hazard words; None while the thread is exiting.
-#[inline(always)]
-fn words() -> Option<&'static Words> {
-    match WORDS.get() {
-        Some(w) => Some(w),
-        None => claim_words(),
-    }
+/// Words of which none is ever free, and in which nothing is ever published: a lookup that
+/// finds them in `WORDS` takes `publish_slow`. So the lookup's fast path tests neither whether
+/// the thread has claimed its block nor whether the fence may be a compiler fence (five
+/// instructions a call, forty a 64 B round trip's eight calls).
+static NONE_FREE: Words = Words {
+    held: [const { std::sync::atomic::AtomicUsize::new(usize::MAX) }; word::NEST],
+};
+
+/// This thread's own block; None while the thread is exiting.
+fn own_words() -> Option<&'static Words> {
+    MINE.try_with(|c| &c.0.words).ok()
 }
 
+/// A lookup that found no free word in `WORDS`: the thread's first, one on a host whose kernel
+/// refuses the expedited barrier (each of those publishes with a full fence), one nested deeper
+/// than `word::NEST` (None), or one while the thread exits (None).
 #[cold]
 #[inline(never)]
-fn claim_words() -> Option<&'static Words> {
-    let w = MINE.try_with(|c| &c.0.words).ok()?;
-    WORDS.set(Some(w));
-    Some(w)
+fn publish_slow(id: usize) -> Option<Published<'static>> {
+    let own = own_words()?;
+    if !expedited() {
+        return own.publish(id);
+    }
+    WORDS.set(own);
+    own.publish_then(id, compiler_fence)
+}
+
+#[inline(always)]
+fn compiler_fence() {
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
 /// Whether the kernel runs the heavy side of the fence for us (decided once per process).
@@ -192,17 +209,83 @@ fn membarrier(cmd: libc::c_long) -> bool {
 /// than `word::NEST` or the thread is exiting.
 #[inline(always)]
 pub fn publish(id: usize) -> Option<Published<'static>> {
-    words()?.publish(id)
+    // Only a block whose thread found the kernel's barrier is ever in `WORDS`.
+    match WORDS.get().publish_then(id, compiler_fence) {
+        Some(published) => Some(published),
+        None => publish_slow(id),
+    }
 }
 
 /// Whether this thread itself has `id` published (a removal from inside a lookup of the same
 /// slot would wait for itself forever).
 pub fn held_here(id: usize) -> bool {
-    words().is_some_and(|w| w.holds(id))
+    own_words().is_some_and(|w| w.holds(id))
 }
 
 /// Waits until no thread has `id` published. Call after making the slot unreachable: every
 /// lookup that could still reach it has published `id` by the time the fence returns.
 pub fn wait_until_unused(id: usize) {
     word::wait_until_unused(|| blocks().map(|b| &b.words), id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a thread of its own, so its thread locals start as a new thread's do.
+    fn on_new_thread<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+        std::thread::spawn(f).join().unwrap()
+    }
+
+    fn none_free_untouched() -> bool {
+        NONE_FREE
+            .held
+            .iter()
+            .all(|w| w.load(Ordering::Relaxed) == usize::MAX)
+    }
+
+    #[test]
+    fn a_thread_s_first_lookup_takes_its_own_block_for_the_fast_path() {
+        let (before, after, held, withdrawn) = on_new_thread(|| {
+            let before = std::ptr::eq(WORDS.get(), &NONE_FREE);
+            let published = publish(0x40).unwrap();
+            let own = own_words().unwrap();
+            let after = if expedited() {
+                std::ptr::eq(WORDS.get(), own)
+            } else {
+                std::ptr::eq(WORDS.get(), &NONE_FREE)
+            };
+            let held = held_here(0x40) && own.holds(0x40);
+            drop(published);
+            (before, after, held, !held_here(0x40))
+        });
+        assert!(before, "a new thread's lookups start on the slow path");
+        assert!(
+            after,
+            "the fast path names the thread's own block only behind the barrier"
+        );
+        assert!(held && withdrawn);
+        assert!(none_free_untouched());
+    }
+
+    #[test]
+    fn lookups_nest_as_deep_as_the_words_and_no_deeper() {
+        let (depths, again) = on_new_thread(|| {
+            let mut held = Vec::new();
+            let mut depths = Vec::new();
+            for id in 1..=word::NEST + 1 {
+                let p = publish(id * 8);
+                depths.push(p.is_some());
+                held.extend(p);
+            }
+            held.pop();
+            let again = publish(0x1000).is_some();
+            (depths, again)
+        });
+        let mut want = vec![true; word::NEST];
+        want.push(false);
+        assert_eq!(depths, want);
+        assert!(again, "a word withdrawn is free again");
+        assert!(none_free_untouched());
+    }
 }

@@ -16,7 +16,7 @@ pub const NEST: usize = 8;
 /// One thread's hazard words (0: free).
 #[derive(Default)]
 pub struct Words {
-    held: [AtomicUsize; NEST],
+    pub(super) held: [AtomicUsize; NEST],
 }
 
 /// A published id; dropping it withdraws the id.
@@ -34,10 +34,17 @@ impl Words {
     /// every word is taken (lookups nested deeper than `NEST`).
     #[inline(always)]
     pub fn publish(&self, id: usize) -> Option<Published<'_>> {
+        self.publish_then(id, light_fence)
+    }
+
+    /// `publish` with `fence` in place of the light fence: a compiler fence, where the caller
+    /// knows that the remover's heavy fence is the kernel's barrier (`hazard/mod.rs`).
+    #[inline(always)]
+    pub fn publish_then(&self, id: usize, fence: impl FnOnce()) -> Option<Published<'_>> {
         debug_assert_ne!(id, 0);
         let word = self.held.iter().find(|w| w.load(Ordering::Relaxed) == 0)?;
         word.store(id, Ordering::Relaxed);
-        light_fence();
+        fence();
         Some(Published(word))
     }
 
