@@ -3,6 +3,7 @@
 
 use super::wr_mask::WrMask;
 use super::*;
+use crate::transport::target::LoneSend;
 
 impl Queue {
     fn require_pro(&self, func: &str) -> UmqResult<()> {
@@ -195,7 +196,7 @@ impl Queue {
         link.run_one_sided(w, batch.heads(), self.cfg.tx_depth as usize, out)
     }
 
-    /// The usual post, one SEND in one buffer (`is_lone_send`), in one pass before the general
+    /// The usual post, one SEND in one buffer (`LoneSend`), in one pass before the general
     /// post parses it (`umq_post`, `umq_enqueue`): through a link (shared memory, the network)
     /// in a call of its own (`send_one_linked`), to a peer here in the caller's frame
     /// (`send_one_here`). False, with nothing changed, where the general path decides: a queue
@@ -207,13 +208,16 @@ impl Queue {
     #[inline(always)]
     fn sends_lone_at_once(&self, wr: *mut umq_buf_t) -> bool {
         let linked = self.over_link.load(Ordering::Relaxed);
-        (linked || self.may_have_here())
-            && is_lone_send(wr)
+        if (linked || self.may_have_here())
+            && let Some(lone) = LoneSend::of(wr)
             && !self.is_logic()
-            && match linked {
+        {
+            return match linked {
                 true => self.send_one_linked(wr),
-                false => self.send_one_here(wr),
-            }
+                false => self.send_one_here(lone),
+            };
+        }
+        false
     }
 
     /// `sends_lone_at_once`'s pass through a link, under our wire lock. A call of its own: the general
@@ -257,7 +261,7 @@ impl Queue {
     /// whose wake-ups would run under our lock: `replace_here`), its wire busy, the error
     /// state, or a WR that cannot go so (`Binding::send_one_beside`).
     #[inline(always)]
-    fn send_one_here(&self, wr: *mut umq_buf_t) -> bool {
+    fn send_one_here(&self, lone: LoneSend) -> bool {
         let mut mine = lock(&self.wire);
         // SAFETY: `peer` is used only while `mine` is held: it is dropped at the end.
         let Some(peer) = (unsafe { self.here_while_locked(&mine) }) else {
@@ -272,9 +276,9 @@ impl Queue {
         let Some(out) = Binding::send_one_beside(
             &mut mine,
             peer,
-            wr,
+            lone,
             #[inline(always)]
-            |w, peer_area| self.admit_one(w, peer_area, wr),
+            |w, peer_area| self.admit_one(w, peer_area, lone.wr()),
         ) else {
             return false;
         };
@@ -659,18 +663,6 @@ fn check_wr(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
     check_wr_walk(head)
 }
 
-/// A WR list that is one SEND or SEND_IMM in one buffer (`check_wr` accepts it as it is).
-#[inline(always)]
-fn is_lone_send(head: *mut umq_buf_t) -> bool {
-    let h = unsafe { &*head };
-    let op = h.pro().opcode;
-    (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
-        && h.qbuf_next.is_null()
-        && h.data_size == h.total_data_size
-        && h.data_size <= h.buf_size
-        && !h.buf_data.is_null()
-}
-
 fn is_known_opcode(op: umq_opcode_t) -> bool {
     matches!(
         op,
@@ -743,7 +735,7 @@ fn check_wr_walk(head: *mut umq_buf_t) -> Result<*mut umq_buf_t, i32> {
 #[inline(always)]
 fn parse_tx(head: *mut umq_buf_t, b: &mut TxBatch) -> UmqResult<()> {
     // The usual post of a ping-pong, one SEND in one buffer, needs no walk.
-    if is_lone_send(head) {
+    if LoneSend::of(head).is_some() {
         b.push(head);
         return Ok(());
     }

@@ -8,6 +8,7 @@
 use super::link::Provider;
 use super::loopback;
 use super::spin::{SpinGuard, SpinMutex};
+use super::target::LoneSend;
 use super::wire::{Outcome, Side, Wire};
 use super::wired::Wired;
 use crate::abi::types::umq_buf_t;
@@ -152,11 +153,12 @@ impl<S: Station> Binding<S> {
         let Binding::Here(peer) = self else {
             return None;
         };
+        let lone = LoneSend::of(wr)?;
         let (mut mine, mut theirs) = lock_pair(me, &**peer);
         if matches!(mine.flow, Some(FlowState::Credit(..))) {
             return None;
         }
-        let out = loopback::send_one_if(&mut mine, &mut theirs, &**peer, wr, admit)?;
+        let out = loopback::send_one_if(&mut mine, &mut theirs, &**peer, lone, admit)?;
         settle(&mut mine);
         Some((out, &**peer))
     }
@@ -170,14 +172,14 @@ impl<S: Station> Binding<S> {
     pub fn send_one_beside(
         mine: &mut Wired,
         peer: &S,
-        wr: *mut umq_buf_t,
+        lone: LoneSend,
         admit: impl FnOnce(&mut Wire, &Area) -> bool,
     ) -> Option<Outcome> {
         let mut theirs = peer.wired().try_lock()?;
         if matches!(mine.flow, Some(FlowState::Credit(..))) {
             return None;
         }
-        loopback::send_one_if(mine, &mut theirs, peer, wr, admit)
+        loopback::send_one_if(mine, &mut theirs, peer, lone, admit)
     }
 
     /// Carries out the WRITEs and READs at the front of `wrs`, `me`'s WRs, against a peer in

@@ -340,8 +340,44 @@ pub(crate) fn whole_in_next(w: &mut Wire, op: umq_opcode_t, len: u32) -> Option<
     if op != UMQ_OPC_SEND && op != UMQ_OPC_SEND_IMM {
         return None;
     }
+    next_holding(w, len)
+}
+
+/// The next posted receive buffer, when it holds `len` bytes.
+#[inline(always)]
+pub(crate) fn next_holding(w: &mut Wire, len: u32) -> Option<*mut umq_buf_t> {
     let rx = w.rq.next_posted()?;
     (len <= unsafe { (*rx).buf_size }).then_some(rx)
+}
+
+/// A WR that is one SEND or SEND_IMM in one buffer, all its bytes in it (`check_wr` accepts it
+/// as it is): the usual post of a ping-pong. Checked once, where the post begins
+/// (`LoneSend::of`), so the one-pass landing does not test the WR again.
+#[derive(Clone, Copy)]
+pub struct LoneSend(*mut umq_buf_t);
+
+impl LoneSend {
+    /// `wr`, not NULL, if it is such a WR.
+    #[inline(always)]
+    pub fn of(wr: *mut umq_buf_t) -> Option<LoneSend> {
+        let h = unsafe { &*wr };
+        let op = h.pro().opcode;
+        let lone = (op == UMQ_OPC_SEND || op == UMQ_OPC_SEND_IMM)
+            && h.qbuf_next.is_null()
+            && h.data_size == h.total_data_size
+            && h.data_size <= h.buf_size
+            && !h.buf_data.is_null();
+        lone.then_some(LoneSend(wr))
+    }
+
+    pub fn wr(self) -> *mut umq_buf_t {
+        self.0
+    }
+
+    /// Its bytes, all in its one buffer.
+    pub fn bytes(self) -> u32 {
+        unsafe { (*self.0).total_data_size }
+    }
 }
 
 /// The second half of every provider's one-pass landing: a SEND or SEND_IMM of `len` contiguous
@@ -593,6 +629,41 @@ where
 mod tests {
     use super::*;
     use crate::flow::{FlowState, Params};
+
+    /// Only one SEND or SEND_IMM in one buffer holding all its bytes is a `LoneSend`: any other
+    /// WR takes the checks of the general post.
+    #[test]
+    fn a_lone_send_is_one_send_in_one_buffer() {
+        let mut data = [0u8; 64];
+        let data = data.as_mut_ptr();
+        let mut next: umq_buf_t = unsafe { std::mem::zeroed() };
+        let lone = |change: &dyn Fn(&mut umq_buf_t)| {
+            let mut b: umq_buf_t = unsafe { std::mem::zeroed() };
+            b.buf_data = data as *mut _;
+            (b.buf_size, b.data_size, b.total_data_size) = (64, 48, 48);
+            b.pro_mut().opcode = UMQ_OPC_SEND;
+            change(&mut b);
+            LoneSend::of(&mut b).map(LoneSend::bytes)
+        };
+        assert_eq!(lone(&|_| {}), Some(48));
+        assert_eq!(lone(&|b| b.pro_mut().opcode = UMQ_OPC_SEND_IMM), Some(48));
+        for op in [UMQ_OPC_WRITE, UMQ_OPC_WRITE_IMM, UMQ_OPC_READ, 0xff] {
+            assert_eq!(lone(&|b| b.pro_mut().opcode = op), None, "opcode {op}");
+        }
+        let next = &mut next as *mut umq_buf_t;
+        assert_eq!(lone(&|b| b.qbuf_next = next), None, "a second buffer or WR");
+        assert_eq!(
+            lone(&|b| b.total_data_size = 96),
+            None,
+            "bytes in another buffer"
+        );
+        assert_eq!(
+            lone(&|b| b.data_size = 65),
+            None,
+            "more than the buffer holds"
+        );
+        assert_eq!(lone(&|b| b.buf_data = ptr::null_mut()), None, "no data");
+    }
 
     /// Every message that lands through a side counts as an arrival for flow control, told
     /// once as the side goes: none before, all after, and a side that landed nothing tells

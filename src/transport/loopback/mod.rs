@@ -92,7 +92,7 @@ unsafe fn land_whole(wr: *mut umq_buf_t, rx: *mut umq_buf_t, dst: &mut Side, out
 }
 
 /// A post's only WR in one pass, as a link's provider sends one (`Link::send_one_if`): a
-/// one-buffer SEND or SEND_IMM that lands whole in the receiver's next posted buffer, while
+/// one-buffer SEND or SEND_IMM (`LoneSend`) that lands whole in the receiver's next posted buffer, while
 /// nothing of the sender's waits before it and the peer has not paused it, goes through no
 /// send loop. `admit` takes its credit and queues it (false: no credit); it lands, and both
 /// completions are made. None, with nothing changed, when it cannot go so: the post then
@@ -102,14 +102,15 @@ pub fn send_one_if<S: Station>(
     src: &mut Wire,
     dst: &mut Wire,
     receiver: &S,
-    wr: *mut umq_buf_t,
+    lone: LoneSend,
     admit: impl FnOnce(&mut Wire, &crate::flow::Area) -> bool,
 ) -> Option<Outcome> {
     if !src.sq.all_completed() || src.paused() || src.local_packets.is_some() {
         return None;
     }
     let dst = &mut side(dst, receiver);
-    let rx = whole_in_one(wr, dst)?;
+    let rx = next_holding(dst.wire, lone.bytes())?;
+    let wr = lone.wr();
     if !admit(src, receiver.area()) {
         return None;
     }
@@ -496,6 +497,7 @@ mod tests {
         let short = pool.alloc(64, 1, 0, 0).unwrap();
         let len = unsafe { (*short).buf_size } + 1;
         let send = crate::transport::test_wr(&pool, len, UMQ_OPC_SEND_IMM, 0x60);
+        let lone = LoneSend::of(send).expect("one SEND_IMM in one buffer");
         let admit = |w: &mut Wire, _: &Area| {
             w.sq.push(send);
             true
@@ -503,26 +505,26 @@ mod tests {
         let mut dst = rx.wired.lock();
         dst.flow = Some(FlowState::new(Params::new(4, 0, 8, 8)));
         // No receive buffer posted: nothing happens, not even the admission.
-        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        assert!(send_one_if(&mut src, &mut dst, &rx, lone, |_, _| unreachable!()).is_none());
         // A buffer too short for the message: the general path says what happens.
         dst.rq.post(short);
-        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        assert!(send_one_if(&mut src, &mut dst, &rx, lone, |_, _| unreachable!()).is_none());
         assert_eq!(dst.rq.posted_len(), 1);
         dst.rq.take_posted();
         let big = pool.alloc(len, 1, 0, 0).unwrap();
         dst.rq.post(big);
         // An admission that refuses (no credit) leaves everything as it was.
-        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| false).is_none());
+        assert!(send_one_if(&mut src, &mut dst, &rx, lone, |_, _| false).is_none());
         assert_eq!((src.sq.len(), dst.rq.posted_len()), (0, 1));
         // A WR of ours waiting ahead of it: it must not overtake.
         let ahead = crate::transport::test_wr(&pool, 8, UMQ_OPC_SEND, 0);
         src.sq.push(ahead);
-        assert!(send_one_if(&mut src, &mut dst, &rx, send, |_, _| unreachable!()).is_none());
+        assert!(send_one_if(&mut src, &mut dst, &rx, lone, |_, _| unreachable!()).is_none());
         src.sq.complete_unsent(ahead, UMQ_BUF_SUCCESS);
         let mut got = [ptr::null_mut(); 2];
         assert_eq!(src.sq.take_completed(&mut got), 1);
         // Now it goes: both completions, the bytes and the immediate, one arrival counted.
-        let out = send_one_if(&mut src, &mut dst, &rx, send, admit).expect("one pass");
+        let out = send_one_if(&mut src, &mut dst, &rx, lone, admit).expect("one pass");
         assert_eq!((out.tx_done, out.rx_done, out.sends), (1, 1, 1));
         assert_eq!(src.sq.take_completed(&mut got), 1);
         assert_eq!(got[0], send);
