@@ -217,6 +217,13 @@ pub struct Flow {
     data_arrived: u64,
     ctrl_granted: u64,
     ctrl_arrived: u64,
+    /// `local_rx_posted` from which an announcement is due (`announcement_due`): the buffers
+    /// held for control, plus one while the peer holds none of our credit, else plus the notify
+    /// interval; never before the initial window is out. Made again by every change of what it
+    /// is made of (`due_again`), which the receive side's few events make, so the data path's
+    /// looks (a send's piggyback, a receive poll's and a repost's standalone) are each one
+    /// comparison in the usual case that nothing is due.
+    due_from: u64,
     // Send side.
     peer_initial: bool,
     data_seen: u64,
@@ -236,6 +243,7 @@ impl Flow {
             data_arrived: 0,
             ctrl_granted: 0,
             ctrl_arrived: 0,
+            due_from: u64::MAX,
             peer_initial: false,
             data_seen: 0,
             ctrl_seen: 0,
@@ -265,6 +273,7 @@ impl Flow {
     /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
     pub fn data_arrived(&mut self, n: u64) {
         self.data_arrived += n;
+        self.due_again();
     }
 
     /// Whether the peer has used all the credit it can know of: the grants carried by our
@@ -295,6 +304,7 @@ impl Flow {
         self.ctrl_arrived = (self.ctrl_arrived + 1).min(self.ctrl_granted);
         self.c.local_rx_posted.sub(1);
         self.c.total_local_rx_notified.add(1);
+        self.due_again();
     }
 
     fn ctrl_outstanding(&self) -> u64 {
@@ -348,6 +358,7 @@ impl Flow {
             self.c.total_local_rx_notified.add(k);
             self.data_notified += k;
             self.initial_published = true;
+            self.due_again();
             mine.data_granted
                 .store(self.data_notified, Ordering::Release);
             mine.initial.store(k, Ordering::Release);
@@ -362,6 +373,7 @@ impl Flow {
         let spare = self.spare_for_control();
         if spare > 0 {
             self.ctrl_granted += deficit.min(spare);
+            self.due_again();
             self.extra.ctrl_grants += 1;
             mine.ctrl_granted
                 .store(self.ctrl_granted, Ordering::Release);
@@ -374,21 +386,30 @@ impl Flow {
     /// traffic rarely needs one. Either goes at once when the peer has no credit left.
     #[inline(always)]
     fn announcement_due(&self) -> Due {
-        let free = self.free();
-        if !self.initial_published || free == 0 {
+        // Free buffers: posted, less those held for control. Due are those that reach
+        // `due_from`: some while the peer is drained, else an interval.
+        if self.c.local_rx_posted.get() < self.due_from {
             return Due {
                 piggyback: false,
                 standalone: false,
             };
         }
-        let drained = self.peer_drained();
-        let interval_built = free >= self.p.notify_interval;
-        // The peer holding at most an interval (`peer_outstanding() <= notify_interval`).
-        let low = || self.data_notified <= self.data_arrived + self.p.notify_interval;
+        // A standalone also once the interval is built, if the peer holds at most an interval
+        // (`peer_outstanding() <= notify_interval`).
+        let low = self.data_notified <= self.data_arrived + self.p.notify_interval;
         Due {
-            piggyback: drained || interval_built,
-            standalone: drained || interval_built && low(),
+            piggyback: true,
+            standalone: self.peer_drained() || low,
         }
+    }
+
+    /// Makes `due_from` again from what it is made of (`Flow::due_from`).
+    fn due_again(&mut self) {
+        self.due_from = match self.initial_published {
+            false => u64::MAX,
+            true if self.peer_drained() => self.ctrl_outstanding() + 1,
+            true => self.ctrl_outstanding() + self.p.notify_interval.max(1),
+        };
     }
 
     #[inline(never)]
@@ -397,6 +418,7 @@ impl Flow {
         self.c.local_rx_posted.sub(k);
         self.c.total_local_rx_notified.add(k);
         self.data_notified += k;
+        self.due_again();
         let imm = encode_imm(Announcement {
             increment: k.min(u16::MAX as u64) as u16,
             cumulative: self.data_notified as u32,
@@ -427,6 +449,7 @@ impl Flow {
         self.c.local_rx_posted.add(k);
         self.c.total_local_rx_notified.sub(k);
         self.data_notified -= k;
+        self.due_again();
         self.data_piggybacked = self.data_piggybacked.min(self.data_notified);
     }
 
@@ -885,6 +908,72 @@ mod tests {
         let s = a.stats();
         assert!(s.total_local_rx_posted > 0 && s.total_local_rx_posted_error > 0);
         assert!(a.ctrl_received() > 0, "no control arrival was taken");
+    }
+
+    /// What is due, from the counts themselves: the rule `announcement_due` keeps in
+    /// `due_from` between the receive side's events.
+    fn due_by_the_counts(f: &Flow) -> Due {
+        let free =
+            f.c.local_rx_posted
+                .get()
+                .saturating_sub(f.ctrl_outstanding());
+        if !f.initial_published || free == 0 {
+            return Due {
+                piggyback: false,
+                standalone: false,
+            };
+        }
+        let drained = f.data_arrived >= f.data_notified;
+        let built = free >= f.p.notify_interval;
+        let low = f.data_notified <= f.data_arrived + f.p.notify_interval;
+        Due {
+            piggyback: drained || built,
+            standalone: drained || built && low,
+        }
+    }
+
+    /// Through 20,000 receive-side events in each of several settings (posts past the depth,
+    /// arrivals, a peer's sends beyond its credit, piggybacks committed and undone, standalones,
+    /// control arrivals), what is due is always what the counts say.
+    #[test]
+    fn the_announcements_due_are_what_the_counts_say() {
+        for (iw, ni, depth) in [(4, 2, 16), (1, 1, 4), (8, 4, 64), (2, 0, 16), (32, 16, 64)] {
+            let (mine, peer) = (Area::default(), Area::default());
+            let mut f = flow(iw, ni, depth);
+            let mut x = 0x2545_f491_4f6c_dd1du64 ^ depth as u64;
+            let mut seen = [false; 3];
+            for step in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match x % 10 {
+                    0..=3 => {
+                        f.rx_one_posted(&mine);
+                    }
+                    4 | 5 => f.data_arrived(1),
+                    6 => {
+                        if let Some((k, _)) = f.piggyback() {
+                            match x & 0x100 != 0 {
+                                true => f.commit(&mine),
+                                false => f.undo(k),
+                            }
+                        }
+                    }
+                    7 => {
+                        f.standalone(&mine, &peer, true);
+                    }
+                    _ if f.ctrl_outstanding() > 0 => f.ctrl_arrived(),
+                    _ => {}
+                }
+                let (due, want) = (f.announcement_due(), due_by_the_counts(&f));
+                assert_eq!(due, want, "settings {iw}/{ni}/{depth}, step {step}");
+                seen[due.piggyback as usize + due.standalone as usize] = true;
+            }
+            assert_eq!(
+                seen, [true; 3],
+                "settings {iw}/{ni}/{depth}: not every answer came"
+            );
+        }
     }
 
     /// A lone WR's credit: one while the window lasts, counted as consumed; none after.
