@@ -237,8 +237,11 @@ fn poll_out<'a>(
             format_args!("buf is NULL or max_buf_count is 0"),
         ));
     }
-    // SAFETY: the caller gave room for max_buf_count buffers.
-    Ok(unsafe { std::slice::from_raw_parts_mut(buf, max_buf_count.min(i32::MAX as u32) as usize) })
+    // SAFETY: the caller gave room for max_buf_count buffers. A poll returns at most what its
+    // queue holds (depths are at most `MAX_DEPTH`), so its count fits the int it returns
+    // whatever the room.
+    const { assert!(2 * crate::limits::MAX_DEPTH as u64 <= i32::MAX as u64) };
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf, max_buf_count as usize) })
 }
 
 /// `umq_poll` of either revision; each direction its own copy of the path, as for `post`.

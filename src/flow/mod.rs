@@ -278,7 +278,10 @@ impl Flow {
     /// `n` credit-consuming messages (SEND, SEND_IMM, WRITE_IMM) arrived.
     pub fn data_arrived(&mut self, n: u64) {
         self.data_arrived += n;
-        self.due_again();
+        // Arrivals change what is due only by draining the peer's credit.
+        if self.peer_drained() {
+            self.due_again();
+        }
     }
 
     /// Whether the peer has used all the credit it can know of: the grants carried by our
