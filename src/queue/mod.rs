@@ -110,6 +110,8 @@ pub struct Queue {
     share: Option<share::Share>,
     /// A pro-API queue with a receive queue of its own: `poll`'s common case.
     plain_polls: bool,
+    /// `rt.pro_api`, kept here too: every post asks it, one load instead of two.
+    pro_api: bool,
     /// With the July 2026 credit flow control: the credit of the receive queue the queue
     /// receives into (a shared receive queue's members share the main queue's).
     credit_pool: Option<Arc<crate::flow::credit::Pool>>,
@@ -288,6 +290,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
     let credit_pool = credit_pool_for(&rt, &cfg, share.as_ref());
     // The July 2026 credit requests add update buffers to receive polls: not the common case.
     let plain_polls = rt.pro_api && share.is_none() && credit_pool.is_none();
+    let pro_api = rt.pro_api;
     let stall_ms = rt.credit_stall.as_millis() as u64;
     let q = table::insert(|handle, index| {
         Ok(Queue {
@@ -318,6 +321,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             pacing: pacing::QueuePacing::default(),
             pfc_priority: std::sync::atomic::AtomicU8::new(0),
             plain_polls,
+            pro_api,
             share,
             credit_pool,
             credit_return_filed: AtomicBool::new(false),

@@ -7,7 +7,7 @@ use crate::transport::target::LoneSend;
 
 impl Queue {
     fn require_pro(&self, func: &str) -> UmqResult<()> {
-        if self.rt.pro_api {
+        if self.pro_api {
             Ok(())
         } else {
             Err(eperm(
