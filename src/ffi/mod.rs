@@ -145,9 +145,9 @@ pub fn fd_or_errno(r: UmqResult<i32>) -> i32 {
     })
 }
 
-/// Stores into an optional `bad_qbuf` out-parameter (NULL: none). The store does not need the
-/// pointer aligned, as a C compiler's store there would not: testing its alignment first cost
-/// every post five instructions.
+/// Stores into an optional `bad_qbuf` out-parameter (NULL: none). The store is unaligned, so
+/// any pointer the caller gives works: testing its alignment first, and writing nothing through
+/// a misaligned one, cost every post five instructions.
 pub fn set_bad(bad: *mut *mut crate::abi::types::umq_buf_t, v: *mut crate::abi::types::umq_buf_t) {
     if !bad.is_null() {
         // SAFETY: the caller gave this place for the answer.
