@@ -23,13 +23,6 @@ use umq::fuzzing::network_faults;
 
 const MESSAGES: usize = 3;
 
-fn init_pro() {
-    let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
-    cfg.buf_mode = UMQ_BUF_SPLIT;
-    cfg.feature = UMQ_FEATURE_API_PRO;
-    assert_eq!(umq_init(&mut cfg), 0);
-}
-
 fn message(text: &[u8]) -> *mut umq_buf_t {
     let b = umq_buf_alloc(text.len() as u32, 1, 0, ptr::null_mut());
     assert!(!b.is_null());

@@ -57,7 +57,7 @@ impl Queue {
             w.pause = link.as_ref().map(|_| self.pause_gate(provider, &remote));
             w.link = link;
         }
-        self.over_link.store(watch.is_some(), Ordering::Release);
+        self.set_over_link(watch.is_some());
         self.linked_on_line(watch.is_some());
         if let Some(what) = watch {
             crate::transport::progress::watch(self.handle, watched, what);
@@ -218,7 +218,7 @@ impl Queue {
     /// `disconnect` for a binding through a link: the peer is told first, then everything of
     /// this binding is flushed, and our endpoint made ready for the next one.
     fn leave_link(&self, rebind: bool) {
-        self.over_link.store(false, Ordering::Release);
+        self.set_over_link(false);
         self.linked_on_line(false);
         let Some(mut link) = ({
             let mut w = lock(&self.wire);

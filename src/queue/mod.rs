@@ -39,11 +39,12 @@ use config::QueueConfig;
 use interrupt::Interrupts;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 const BATCH: usize = crate::limits::BATCH as usize;
 pub use crate::limits::MAX_SGE;
+pub use rx::Quick;
 
 #[derive(Default)]
 pub struct QueueStats {
@@ -407,6 +408,32 @@ pub fn with_queue<R>(
     f: impl FnOnce(&Arc<Queue>) -> UmqResult<R>,
 ) -> UmqResult<R> {
     table::with(umqh, f).unwrap_or_else(|| Err(not_a_queue(func, umqh)))
+}
+
+/// How many of the process's queues are bound through a link. A hint for `umq_poll`: the quick
+/// look at a receive poll (`Queue::poll_quick`) answers only queues through none, and a process
+/// with none skips it. The look checks its queue itself, so a count that is stale (a racing
+/// bind, a child of `fork()` that has none of its parent's queues) costs a poll the look or the
+/// skip, never its answer.
+static LINKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any queue of this process is bound through a link (`LINKED`).
+#[inline(always)]
+pub fn any_linked() -> bool {
+    LINKED.load(Ordering::Relaxed) > 0
+}
+
+impl Queue {
+    /// Records whether the queue is bound through a link, and counts it in `LINKED`.
+    fn set_over_link(&self, on: bool) {
+        if self.over_link.swap(on, Ordering::AcqRel) == on {
+            return;
+        }
+        match on {
+            true => LINKED.fetch_add(1, Ordering::Relaxed),
+            false => LINKED.fetch_sub(1, Ordering::Relaxed),
+        };
+    }
 }
 
 /// The refusal of a handle that names no queue of this process.

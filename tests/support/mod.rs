@@ -14,6 +14,14 @@ mod draw;
 #[allow(unused_imports)] // not every test uses it
 pub use draw::{Draw, Rng};
 
+/// The pro API without flow control.
+pub fn init_pro() {
+    let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
+    cfg.buf_mode = UMQ_BUF_SPLIT;
+    cfg.feature = UMQ_FEATURE_API_PRO;
+    assert_eq!(umq_init(&mut cfg), 0);
+}
+
 pub fn init_flow_control(iw: u16, ni: u16, atomic: bool) {
     let mut cfg: umq_init_cfg_t = unsafe { std::mem::zeroed() };
     cfg.buf_mode = UMQ_BUF_SPLIT;
