@@ -345,9 +345,9 @@ extern "C" fn poll_observed_entry(
 ) -> c_int {
     ffi_guard!("umq_poll", {
         match io_direction {
-            UMQ_IO_TX => poll_observed::<UMQ_IO_TX>(umqh, io_direction, buf, max_buf_count),
-            UMQ_IO_RX => poll_observed::<UMQ_IO_RX>(umqh, io_direction, buf, max_buf_count),
-            _ => poll_observed::<ANY_DIRECTION>(umqh, io_direction, buf, max_buf_count),
+            UMQ_IO_TX => poll_as::<UMQ_IO_TX, true>(umqh, io_direction, buf, max_buf_count),
+            UMQ_IO_RX => poll_as::<UMQ_IO_RX, true>(umqh, io_direction, buf, max_buf_count),
+            _ => poll_as::<ANY_DIRECTION, true>(umqh, io_direction, buf, max_buf_count),
         }
     })
 }
@@ -374,17 +374,6 @@ fn poll_on_queue<const DIR: umq_io_direction_t>(
     max_buf_count: u32,
 ) -> c_int {
     poll_queue::<false>(q, umqh, DIR, buf, max_buf_count).unwrap_or_else(|e| e)
-}
-
-#[cold]
-#[inline(never)]
-fn poll_observed<const DIR: umq_io_direction_t>(
-    umqh: u64,
-    io_direction: umq_io_direction_t,
-    buf: *mut *mut umq_buf_t,
-    max_buf_count: u32,
-) -> c_int {
-    poll_as::<DIR, true>(umqh, io_direction, buf, max_buf_count)
 }
 
 /// A poll, timed and traced when `OBSERVED` (and the perf statistics or the trace are on).
