@@ -55,6 +55,21 @@ pub fn network_faults(refuse_sends: bool, no_ping_rounds: bool) {
     node::NO_PING_ROUNDS.store(no_ping_rounds, Relaxed);
 }
 
+/// Serves queue `umqh` on this thread as the progress engine does when a peer rings for it or
+/// its sweep comes (`Watched::service`); None when no queue has that handle. For the tests of
+/// what the engine does to a queue whose application is in a call.
+pub fn serve_as_engine(umqh: u64) -> Option<crate::transport::progress::Serviced> {
+    use crate::transport::progress::{Watched, as_engine};
+    let q = crate::queue::table::get(umqh)?;
+    Some(as_engine(|| q.service()))
+}
+
+/// Whether the progress engine owes queue `umqh` a round it left to the queue's application
+/// (`Serviced::Busy`) and has not run yet; None when no queue has that handle.
+pub fn round_owed(umqh: u64) -> Option<bool> {
+    Some(crate::queue::table::get(umqh)?.round_owed())
+}
+
 /// The target called `name`.
 pub fn target(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)

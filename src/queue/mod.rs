@@ -89,6 +89,9 @@ pub struct Queue {
     /// completed when it was filed or last ran.
     round_filed: AtomicBool,
     round_seen: AtomicU64,
+    /// A round of the engine's found the queue busy with its application and left it
+    /// (`Serviced::Busy`): the filed round runs one whether or not the queue moved.
+    round_owed: AtomicBool,
     /// How long after its filing the engine's round looks (µs): it doubles while nothing moves.
     round_after_us: AtomicU32,
     pub irq: Option<Interrupts>,
@@ -128,8 +131,8 @@ pub struct Queue {
 
 /// The progress thread's view of a queue bound through a link.
 impl crate::transport::progress::Watched for Queue {
-    fn service(&self) {
-        self.background_round();
+    fn service(&self) -> crate::transport::progress::Serviced {
+        self.background_round()
     }
 
     fn peer_lost(&self, why: &str) {
@@ -160,7 +163,9 @@ impl crate::transport::progress::Watched for Queue {
             match arm {
                 Arm::NoFd => return None,
                 Arm::Armed(bell) => return Some(bell),
-                Arm::Pending => self.background_round(),
+                Arm::Pending => {
+                    self.background_round();
+                }
             }
         }
         None
@@ -311,6 +316,7 @@ pub fn create_with(option: &umq_create_option_t, extras: config::CreateExtras) -
             rnr_waiting: AtomicBool::new(false),
             rnr_armed: AtomicBool::new(false),
             round_filed: AtomicBool::new(false),
+            round_owed: AtomicBool::new(false),
             round_seen: AtomicU64::new(0),
             round_after_us: AtomicU32::new(0),
             irq,

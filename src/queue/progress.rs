@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::transport::binding::Held;
+use crate::transport::progress::{Serviced, waits_politely};
 use std::time::Duration;
 
 /// How long after a round that left work needing this process the engine looks whether
@@ -140,7 +141,18 @@ impl Queue {
 
     #[inline(never)]
     pub(super) fn service_link_now(&self) -> Outcome {
-        let mut w = lock(&self.wire);
+        // The engine, as at the start of its round (`background_round`): an application that
+        // took the lock since has the round owed, not waited for.
+        let mut w = match waits_politely() {
+            false => lock(&self.wire),
+            true => match self.wire.try_lock() {
+                Some(w) => w,
+                None => {
+                    self.owe_round();
+                    return Outcome::default();
+                }
+            },
+        };
         let out = self.link_round(&mut w);
         self.file_round_if_needed(&w);
         drop(w);
@@ -151,7 +163,18 @@ impl Queue {
     /// The progress thread's round for a queue bound through a link: the round, and with flow
     /// control the sends that wait for credit, so they go out even when the application does
     /// not call in (a base-API sender that enqueued and waits elsewhere).
-    pub(crate) fn background_round(&self) {
+    ///
+    /// Busy, and nothing done but the round owed, when the thread would wait for a queue its
+    /// application is in (`waits_politely`): the queue's deadline brings the thread back for
+    /// the round (`owe_round`), whatever had it come (a ring, the node's ping, its sweep).
+    /// Waiting, the thread lost the lock to a polling application look after look: a network
+    /// ping-pong's engine yielded and napped for 50-100 ms at a time, twice a second, each
+    /// wake taking a core from the application.
+    pub(crate) fn background_round(&self) -> Serviced {
+        if waits_politely() && self.wire.is_locked() {
+            self.owe_round();
+            return Serviced::Busy;
+        }
         // An idle binding's link still has timers and frames: the polls of an idle queue skip
         // them (they are the latency path), this thread does not. (A busy round below serves
         // them itself.)
@@ -167,6 +190,7 @@ impl Queue {
         if self.rt.flow_control.enabled && Self::flow_wants_progress(&mut lock(&self.wire)) {
             self.flow_progress();
         }
+        Serviced::Ran
     }
 
     /// Moves flow control along outside the send path: reads the peer's area, announces our
@@ -359,6 +383,20 @@ impl Queue {
         (self.round_after() * 2).clamp(ROUND_AFTER, ROUND_ACTIVE_MOST)
     }
 
+    /// Whether the engine owes the queue a round (`owe_round`) it has not run yet.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn round_owed(&self) -> bool {
+        self.round_owed.load(Ordering::Acquire)
+    }
+
+    /// Has the engine run a round soon, whether or not the queue moved meanwhile: one of its
+    /// rounds left the queue to its application.
+    fn owe_round(&self) {
+        self.round_owed.store(true, Ordering::Release);
+        let seen = self.round_seen.load(Ordering::Relaxed);
+        self.file_round(seen, ROUND_AFTER);
+    }
+
     #[cold]
     #[inline(never)]
     fn file_round(&self, completed: u64, after: Duration) {
@@ -389,14 +427,16 @@ impl Queue {
             self.file_round(seen, self.next_while_active());
             return;
         };
-        let stuck = w.wire.sq.completed_seq() == seen;
+        let owed = self.round_owed.swap(false, Ordering::AcqRel);
+        let stuck = owed || w.wire.sq.completed_seq() == seen;
         // A grant left to an answer that has not come (`Answering`), in a queue whose sends
         // moved since the round was filed.
         let announce = !stuck && self.rt.flow_control.enabled && Self::flow_wants_progress(&mut w);
         drop(w);
-        if stuck {
-            self.background_round();
-        } else if announce {
+        if stuck && self.background_round() == Serviced::Busy {
+            return; // its application took the lock since the look above: owed, filed again
+        }
+        if !stuck && announce {
             self.flow_progress();
         }
         // While nothing moves (a receiver away for long, no credit), the looks thin out, so

@@ -61,8 +61,9 @@ use std::time::{Duration, Instant};
 /// What the progress thread does to a watched queue; the queue layer implements it, so this
 /// thread never reaches into the layer above.
 pub trait Watched: Send + Sync {
-    /// One round of the queue's link (and of sends waiting for credit).
-    fn service(&self);
+    /// One round of the queue's link (and of sends waiting for credit), unless the queue's
+    /// application is in it now.
+    fn service(&self) -> Serviced;
     /// The peer process has exited.
     fn peer_lost(&self, why: &str);
     /// A deadline it set (`deadline`) has come.
@@ -70,6 +71,17 @@ pub trait Watched: Send + Sync {
     /// Arms the fd the queue is woken through before the thread's last look (None: the queue
     /// has none).
     fn arm_wakeup(&self) -> Option<Wakeup>;
+}
+
+/// What a service of a watched queue came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serviced {
+    /// Its round ran.
+    Ran,
+    /// Its application was in one of its calls (held its lock), so the thread left the queue
+    /// to that call rather than wait, and the queue owes a round: the thread comes back for
+    /// it a millisecond on, by a deadline of the queue's (`Due::Round`), until it runs.
+    Busy,
 }
 
 /// What a queue's deadline is for: a queue has at most one of each kind at a time.
@@ -392,6 +404,16 @@ fn urgently<R>(f: impl FnOnce() -> R) -> R {
 /// drives the queue; its timed work (`urgently`) cannot.
 pub fn waits_politely() -> bool {
     on_engine_thread() && !URGENT.with(|u| u.get())
+}
+
+/// Runs `f` on this thread as the engine's thread runs its rounds (`waits_politely`), for the
+/// tests of what they do to a queue whose application is in a call.
+#[cfg(feature = "fuzzing")]
+pub fn as_engine<R>(f: impl FnOnce() -> R) -> R {
+    ENGINE.with(|e| e.set(Engine::Here));
+    let out = f();
+    ENGINE.with(|e| e.set(Engine::Elsewhere));
+    out
 }
 
 /// On the engine's thread, notes that it filed the earliest deadline (true).
@@ -773,24 +795,35 @@ fn serve_due(d: &Arc<dyn CallBell>) -> bool {
     if tags.is_empty() {
         return false;
     }
-    let found: Vec<(u64, Lookup)> = {
+    let found: Vec<(u64, Lookup, u64)> = {
         let w = state();
         w.entries
             .iter()
-            .filter(|e| {
-                e.call_bell
-                    .as_ref()
-                    .is_some_and(|(x, tag)| same(x, d) && tags.contains(tag))
+            .filter_map(|e| match &e.call_bell {
+                Some((x, tag)) if same(x, d) && tags.contains(tag) => {
+                    Some((e.umqh, e.lookup, *tag))
+                }
+                _ => None,
             })
-            .map(|e| (e.umqh, e.lookup))
             .collect()
     };
-    for (umqh, lookup) in found {
-        if let Some(q) = lookup(umqh) {
-            q.service();
+    let mut busy = Vec::new();
+    for (umqh, lookup, tag) in found {
+        if lookup(umqh).is_some_and(|q| q.service() == Serviced::Busy) {
+            busy.push(tag);
         }
     }
-    d.after_serve(&tags);
+    // A queue left busy owes a round (`Serviced::Busy`); its ring stays until that round.
+    if busy.is_empty() {
+        d.after_serve(&tags);
+    } else {
+        d.after_serve(
+            &tags
+                .into_iter()
+                .filter(|t| !busy.contains(t))
+                .collect::<Vec<_>>(),
+        );
+    }
     true
 }
 

@@ -19,8 +19,10 @@
 //! (`waits_politely`): that work on a queue can wait while the application drives the queue.
 //! Its mark held up every call of the application's as long as the engine waited, and on a
 //! busy host the engine waits descheduled, for milliseconds: a network ping-pong's polls each
-//! spun through `WANT_AFTER` looks then, up to thousands of times a run, 5-6 us each. Its
-//! timed work (a pacing tick, a link's pause timer) still asks.
+//! spun through `WANT_AFTER` looks then, up to thousands of times a run, 5-6 us each. Nor does
+//! it wait without the mark where it can help it: a round of its finds a held lock busy and
+//! leaves the queue to its application (`Queue::background_round`). Its timed work (a pacing
+//! tick, a link's pause timer) still asks.
 
 use super::spin_sync::{
     AtomicBool, AtomicU32, Ordering, WANT_AFTER, sleep, spin_loop, waits_politely, yield_now,
@@ -69,6 +71,12 @@ impl<T> SpinMutex<T> {
     pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
         // `then`, not `then_some`: a guard made and dropped would release a lock held by another.
         self.try_acquire().then(|| SpinGuard { mutex: self })
+    }
+
+    /// Whether some thread holds the lock now: a hint, which may change at once.
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
     }
 
     /// No waiter has marked the lock as wanted (for the model checks).
