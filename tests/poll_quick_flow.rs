@@ -1,12 +1,18 @@
 //! A send waiting for credit goes out as soon as the credit is there, whichever of the sender's
 //! polls comes next: one that the queue's quick look answers (`Queue::poll_quick`, which
 //! leaves a poll with flow control to step to the whole poll) or the whole poll. Over loopback
-//! the receiver's post of a buffer sends it (`kick_waiting_sender`); the sender's next poll,
-//! of either direction, must not hold it back.
+//! the receiver's post of a buffer sends it (`kick_waiting_sender`), and the sender's next poll,
+//! of either direction, must not hold it back. Over shared memory only the sender's own round
+//! sends it: the look's flow-control condition on a send poll is what makes that poll run
+//! whole. And a receiver whose grant waits for the answer it owes announces it at its next
+//! receive poll, though that poll finds nothing: the look's condition on a receive poll makes
+//! that poll run whole over loopback. The test runs over both providers, one after the other.
 
 mod support;
 use support::*;
+use umq::abi::ext::{UMQ_EXT_TRANSPORT_LOOPBACK, UMQ_EXT_TRANSPORT_SHM};
 use umq::abi::types::*;
+use umq::ffi::api::{umq_destroy, umq_unbind, umq_uninit};
 
 /// `a`'s two sends under a window of one (queued mode: the second waits for credit); `b`
 /// takes the first and posts its buffer again, which grants `a` the credit.
@@ -32,6 +38,11 @@ fn pair(name: &str) -> (u64, u64) {
         create(&format!("{name}b"), 8),
     );
     bind_pair(a, b);
+    let over = match std::env::var("UMQ_PROVIDER").as_deref() {
+        Ok("shm") => UMQ_EXT_TRANSPORT_SHM,
+        _ => UMQ_EXT_TRANSPORT_LOOPBACK,
+    };
+    assert_eq!(transport_stats(a).transport, over);
     queued_mode(a, true);
     for h in [a, b] {
         assert_eq!(post(h, UMQ_IO_RX, &alloc(1, 64)), Ok(1));
@@ -41,20 +52,58 @@ fn pair(name: &str) -> (u64, u64) {
 
 #[test]
 fn a_send_waiting_for_credit_goes_at_the_poll_that_finds_it() {
-    init_flow_control(1, 0, false);
+    for provider in ["loopback", "shm"] {
+        // SAFETY: set before each umq_init reads it, in this binary's only test.
+        unsafe { std::env::set_var("UMQ_PROVIDER", provider) };
+        init_flow_control(1, 0, false);
+        let mut pairs = Vec::new();
 
-    // A send poll that takes a completion while a send waits for credit.
-    let (a, b) = pair("qt");
-    second_send_waits(a, b, 0);
-    let done = poll(a, UMQ_IO_TX, 1);
-    assert_eq!(done.len(), 1);
-    b_finds(b, 1, "send poll");
+        // A send poll that takes a completion while a send waits for credit.
+        let (a, b) = pair(&format!("{provider}qt"));
+        second_send_waits(a, b, 0);
+        let done = poll(a, UMQ_IO_TX, 1);
+        assert_eq!(done.len(), 1, "{provider}");
+        b_finds(b, 1, &format!("send poll, {provider}"));
+        pairs.push((a, b));
 
-    // A receive poll that takes a message while a send waits for credit: `b`'s answer.
-    let (a, b) = pair("qr");
-    second_send_waits(a, b, 0);
-    assert_eq!(post(b, UMQ_IO_TX, &sends(5, 1)), Ok(1));
-    let answer = poll(a, UMQ_IO_RX, 1);
-    assert_eq!(answer.iter().map(|&m| seq_of(m)).collect::<Vec<_>>(), [5]);
-    b_finds(b, 1, "receive poll");
+        // A receive poll that takes a message while a send waits for credit: `b`'s answer.
+        let (a, b) = pair(&format!("{provider}qr"));
+        second_send_waits(a, b, 0);
+        assert_eq!(post(b, UMQ_IO_TX, &sends(5, 1)), Ok(1));
+        let answer = poll(a, UMQ_IO_RX, 1);
+        assert_eq!(answer.iter().map(|&m| seq_of(m)).collect::<Vec<_>>(), [5]);
+        b_finds(b, 1, &format!("receive poll, {provider}"));
+        pairs.push((a, b));
+
+        // A receive poll of the receiver that finds nothing, while the grant of its last
+        // receive post waits for the answer it owes (`Answering`) and no answer comes: that
+        // poll announces the grant, so the sender's next poll sends what waits for it.
+        let (a, b) = pair(&format!("{provider}qa"));
+        assert_eq!(post(b, UMQ_IO_TX, &sends(7, 1)), Ok(1));
+        let question = poll(a, UMQ_IO_RX, 1);
+        assert_eq!(question.iter().map(|&m| seq_of(m)).collect::<Vec<_>>(), [7]);
+        assert_eq!(post(a, UMQ_IO_RX, &question), Ok(1));
+        assert_eq!(post(a, UMQ_IO_TX, &sends(0, 1)), Ok(1));
+        let got = poll(b, UMQ_IO_RX, 1);
+        assert_eq!(got.iter().map(|&m| seq_of(m)).collect::<Vec<_>>(), [0]);
+        assert_eq!(post(b, UMQ_IO_RX, &got), Ok(1)); // its grant waits for b's answer
+        assert_eq!(post(a, UMQ_IO_TX, &sends(1, 1)), Ok(1)); // waits for that grant
+        assert!(
+            poll(b, UMQ_IO_RX, 1).is_empty(),
+            "{provider}: nothing came yet"
+        );
+        reap_sends(a);
+        b_finds(b, 1, &format!("poll after b's empty one, {provider}"));
+        pairs.push((a, b));
+
+        for (a, b) in pairs {
+            for h in [a, b] {
+                assert_eq!(umq_unbind(h), 0);
+            }
+            for h in [a, b] {
+                assert_eq!(umq_destroy(h), 0);
+            }
+        }
+        umq_uninit();
+    }
 }
