@@ -80,7 +80,8 @@ pub enum Serviced {
     Ran,
     /// Its application was in one of its calls (held its lock), so the thread left the queue
     /// to that call rather than wait, and the queue owes a round: the thread comes back for
-    /// it a millisecond on, by a deadline of the queue's (`Due::Round`), until it runs.
+    /// it by a deadline of the queue's (`Due::Round`), a millisecond on unless one is filed
+    /// already (at most 100 ms on), until it runs.
     Busy,
 }
 

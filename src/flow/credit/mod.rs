@@ -11,7 +11,7 @@
 //!
 //! The four problems the reference's history fixed are built in:
 //! - **Starvation between senders sharing a receive queue.** A request that finds the pool
-//!   empty is parked in order ([`Pool::park`]) and answered as buffers come back
+//!   empty is parked in order ([`Pool::request`]) and answered as buffers come back
 //!   ([`Pool::serve_parked`]), not refused; so a newcomer is not starved by members that keep
 //!   asking.
 //! - **A request outstanding forever when the peer stalls.** The sender times its request;
