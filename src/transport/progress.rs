@@ -792,7 +792,7 @@ fn serve_call_bells(call_bells: &[Arc<dyn CallBell>]) -> Option<u64> {
 
 /// Serves the queues call bell `d` names as due now; false when it names none.
 fn serve_due(d: &Arc<dyn CallBell>) -> bool {
-    let tags = d.due(Instant::now());
+    let mut tags = d.due(Instant::now());
     if tags.is_empty() {
         return false;
     }
@@ -815,16 +815,8 @@ fn serve_due(d: &Arc<dyn CallBell>) -> bool {
         }
     }
     // A queue left busy owes a round (`Serviced::Busy`); its ring stays until that round.
-    if busy.is_empty() {
-        d.after_serve(&tags);
-    } else {
-        d.after_serve(
-            &tags
-                .into_iter()
-                .filter(|t| !busy.contains(t))
-                .collect::<Vec<_>>(),
-        );
-    }
+    tags.retain(|t| !busy.contains(t));
+    d.after_serve(&tags);
     true
 }
 
