@@ -17,7 +17,7 @@ impl EventFd {
         let flags = libc::EFD_NONBLOCK
             | libc::EFD_CLOEXEC
             | if semaphore { libc::EFD_SEMAPHORE } else { 0 };
-        let fd = unsafe { libc::eventfd(0, flags) };
+        let fd = crate::os::new_fd(|| unsafe { libc::eventfd(0, flags) }.into()) as RawFd;
         if fd < 0 {
             return Err(-UMQ_ERR_ENOMEM);
         }

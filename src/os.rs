@@ -4,11 +4,51 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// Makes a file descriptor with `make` (a system call's result: the fd, or -1 with errno set).
+/// When the process is out of descriptors (EMFILE) and its soft limit on open files is below
+/// the hard one, doubles the soft limit (at most to the hard one) and makes it again. A queue
+/// over shared memory holds its inbox's memfd for its peer to open, so ten thousand such
+/// queues need ten thousand descriptors, where most distributions start a process with a soft
+/// limit of 1,024 (and a hard one of 524,288 or more). Raised only when a call would fail
+/// otherwise: a process that never needs more keeps its limit, and with it the promise that
+/// its descriptors fit select()'s 1,024. On failure errno is the call's own.
+pub fn new_fd(mut make: impl FnMut() -> i64) -> i64 {
+    loop {
+        let fd = make();
+        if fd >= 0 {
+            return fd;
+        }
+        let err = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if err != libc::EMFILE || !raise_fd_limit() {
+            // SAFETY: errno is this thread's; put back what the call said.
+            unsafe { *libc::__errno_location() = err };
+            return fd;
+        }
+    }
+}
+
+/// Doubles the soft limit on open files, at most to the hard limit; false when it is there
+/// already (or the limits cannot be read or set).
+fn raise_fd_limit() -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
+        || limit.rlim_cur >= limit.rlim_max
+    {
+        return false;
+    }
+    limit.rlim_cur = limit.rlim_cur.saturating_mul(2).max(64).min(limit.rlim_max);
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 }
+}
+
 /// A memfd of `len` bytes, mode 0600, sealed with `seals` (`F_SEAL_*`): a peer that maps it can
 /// never have it shrink under its mapping (SIGBUS). `name` shows in /proc/PID/fd.
 pub fn sealed_memfd(name: &std::ffi::CStr, len: usize, seals: i32) -> std::io::Result<OwnedFd> {
-    let raw =
-        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let raw = new_fd(|| unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING).into()
+    }) as i32;
     if raw < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -38,12 +78,13 @@ pub fn open_peer_memfd(
     what: &str,
 ) -> Result<(OwnedFd, usize), String> {
     let path = format!("/proc/{pid}/fd/{fd}\0");
-    let opened = unsafe {
+    let opened = new_fd(|| unsafe {
         libc::open(
             path.as_ptr() as *const libc::c_char,
             flags | libc::O_CLOEXEC,
         )
-    };
+        .into()
+    }) as i32;
     if opened < 0 {
         return Err(format!(
             "cannot open the peer's {what} {}: {}",
@@ -133,7 +174,7 @@ pub fn random_u64() -> u64 {
 }
 
 pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = new_fd(|| unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) });
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
@@ -141,7 +182,8 @@ pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 /// ptrace rules).
 pub fn pidfd_getfd(pid: u32, fd: u32) -> std::io::Result<OwnedFd> {
     let pidfd = pidfd_open(pid).ok_or_else(std::io::Error::last_os_error)?;
-    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd as i32, 0) };
+    let dup =
+        new_fd(|| unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd as i32, 0) });
     if dup < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -341,5 +383,63 @@ pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             i32::MAX,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_errno(e: i32) {
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    fn soft_and_hard() -> (u64, u64) {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+        (r.rlim_cur, r.rlim_max)
+    }
+
+    fn errno() -> i32 {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+
+    #[test]
+    fn a_failure_other_than_running_out_keeps_its_errno_and_the_limit() {
+        let before = soft_and_hard();
+        let mut calls = 0;
+        let fd = new_fd(|| {
+            calls += 1;
+            set_errno(libc::EBADF);
+            -1
+        });
+        assert_eq!((fd, errno(), calls), (-1, libc::EBADF, 1));
+        assert_eq!(soft_and_hard(), before);
+    }
+
+    /// The limit is the process's: this raises it (other tests only gain room), or, where the
+    /// soft limit is the hard one already, finds it cannot.
+    #[test]
+    fn running_out_raises_the_soft_limit_and_makes_the_fd_again() {
+        let (soft, hard) = soft_and_hard();
+        let mut calls = 0;
+        let fd = new_fd(|| {
+            calls += 1;
+            if calls == 1 {
+                set_errno(libc::EMFILE);
+                -1
+            } else {
+                7
+            }
+        });
+        if soft < hard {
+            assert_eq!((fd, calls), (7, 2));
+            assert_eq!(soft_and_hard(), ((soft * 2).max(64).min(hard), hard));
+        } else {
+            assert_eq!((fd, errno(), calls), (-1, libc::EMFILE, 1));
+        }
     }
 }

@@ -19,11 +19,17 @@ impl Drop for Segment {
 
 pub(super) fn os_err() -> i32 {
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-    crate::log_err!("umq_shm", "{}", std::io::Error::from_raw_os_error(e));
-    if e == libc::ENOMEM {
-        -UMQ_ERR_ENOMEM
+    let hint = if e == libc::EMFILE {
+        // `os::new_fd` has raised the soft limit as far as the hard one lets it.
+        ": every queue over shared memory holds a descriptor, and the hard limit on open \
+         files (`ulimit -Hn`) is reached"
     } else {
-        -UMQ_ERR_EINVAL
+        ""
+    };
+    crate::log_err!("umq_shm", "{}{hint}", std::io::Error::from_raw_os_error(e));
+    match e {
+        libc::ENOMEM | libc::EMFILE | libc::ENFILE => -UMQ_ERR_ENOMEM,
+        _ => -UMQ_ERR_EINVAL,
     }
 }
 
