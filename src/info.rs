@@ -460,6 +460,14 @@ fn limits() -> Vec<Item> {
             crate::transport::shm::RING_BYTES,
             "a shared-memory inbox ring",
         ),
+        item(
+            "open_files",
+            crate::os::fd_limits()
+                .map_or("unknown".into(), |(soft, hard)| format!("{soft}/{hard}")),
+            "this process's soft/hard limit on descriptors (RLIMIT_NOFILE): a queue over \
+             shared memory holds one (three in interrupt mode), and the library raises the \
+             soft limit toward the hard one when it runs out",
+        ),
     ]
 }
 

@@ -27,19 +27,26 @@ pub fn new_fd(mut make: impl FnMut() -> i64) -> i64 {
     }
 }
 
-/// Doubles the soft limit on open files, at most to the hard limit; false when it is there
-/// already (or the limits cannot be read or set).
-fn raise_fd_limit() -> bool {
+/// The process's limits on open files (`RLIMIT_NOFILE`): soft, hard.
+pub fn fd_limits() -> Option<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
-        || limit.rlim_cur >= limit.rlim_max
-    {
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0)
+        .then_some((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Doubles the soft limit on open files, at most to the hard limit; false when it is there
+/// already (or the limits cannot be read or set).
+fn raise_fd_limit() -> bool {
+    let Some((soft, hard)) = fd_limits().filter(|&(soft, hard)| soft < hard) else {
         return false;
-    }
-    limit.rlim_cur = limit.rlim_cur.saturating_mul(2).max(64).min(limit.rlim_max);
+    };
+    let limit = libc::rlimit {
+        rlim_cur: soft.saturating_mul(2).max(64).min(hard),
+        rlim_max: hard,
+    };
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 }
 }
 
@@ -395,12 +402,7 @@ mod tests {
     }
 
     fn soft_and_hard() -> (u64, u64) {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
-        (r.rlim_cur, r.rlim_max)
+        fd_limits().unwrap()
     }
 
     fn errno() -> i32 {

@@ -84,6 +84,12 @@ fn version_abi_and_limits_are_the_library_s() {
     for (name, value) in want {
         assert_eq!(named(limits, name)["value"], value, "{name}");
     }
+    // umq-info inherits this process's limits.
+    let (soft, hard) = umq::os::fd_limits().unwrap();
+    assert_eq!(
+        named(limits, "open_files")["value"],
+        format!("{soft}/{hard}")
+    );
     let fc = &v["flow_control"];
     assert_eq!(named(fc, "enabled")["value"], "no");
     assert_eq!(named(fc, "at_rx_depth_1024")["value"], "512/64/4");
