@@ -27,6 +27,37 @@ pub fn new_fd(mut make: impl FnMut() -> i64) -> i64 {
     }
 }
 
+/// Makes room for `want` more descriptors that others make for us (libfabric's and UCX's
+/// sockets, epoll sets and eventfds, a peer process's connection), which `new_fd` never sees:
+/// while the `want` numbers just below the soft limit are all taken, raises the soft limit as
+/// `new_fd` does. Descriptors go to the lowest free number, so a full top means a nearly full
+/// table; a table with room keeps its limit.
+pub fn fd_headroom(want: u64) {
+    let probe = new_fd(|| unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) }.into());
+    if probe < 0 {
+        return;
+    }
+    // SAFETY: made just above, owned here alone.
+    let probe = unsafe { OwnedFd::from_raw_fd(probe as i32) };
+    while let Some((soft, _)) = fd_limits() {
+        // A table smaller than `want` has no such room at all.
+        let full = match soft.checked_sub(want) {
+            None => true,
+            Some(from) => {
+                let from = from.min(i32::MAX as u64) as i32;
+                let dup = unsafe { libc::fcntl(probe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, from) };
+                if dup >= 0 {
+                    unsafe { libc::close(dup) };
+                }
+                dup < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EMFILE)
+            }
+        };
+        if !full || !raise_fd_limit() {
+            return;
+        }
+    }
+}
+
 /// The process's limits on open files (`RLIMIT_NOFILE`): soft, hard.
 pub fn fd_limits() -> Option<(u64, u64)> {
     let mut limit = libc::rlimit {
@@ -419,6 +450,13 @@ mod tests {
             -1
         });
         assert_eq!((fd, errno(), calls), (-1, libc::EBADF, 1));
+        assert_eq!(soft_and_hard(), before);
+    }
+
+    #[test]
+    fn a_table_with_room_keeps_its_limit() {
+        let before = soft_and_hard();
+        fd_headroom(16);
         assert_eq!(soft_and_hard(), before);
     }
 

@@ -360,12 +360,19 @@ fn quick(opcode: umq_opcode_t) -> bool {
     matches!(opcode, UMQ_OPC_SEND | UMQ_OPC_SEND_IMM | UMQ_OPC_NOP)
 }
 
+/// Descriptors a new peer process costs at most: our watch of it and the engine's connections
+/// to it.
+const PEER_FDS: u64 = 16;
+
 /// The socket watching the peer process whose beacon is at `at`: the one our node has for it,
 /// or a new one. Without one, a killed peer is noticed only by the liveness timeout.
 fn watch_or_log(node: &Node, at: SocketAddr) -> Option<Arc<OwnedFd>> {
     if let Some(fd) = node.lock().watching(at) {
         return Some(fd);
     }
+    // A new peer process: this watch, and the engine's connections to it (libfabric's
+    // sockets, which `os::new_fd` never sees), need room.
+    crate::os::fd_headroom(PEER_FDS);
     // Connected outside the node's lock: an unreachable beacon takes a second.
     let fd = watch::watch(at)
         .inspect_err(|why| {

@@ -47,6 +47,9 @@ pub const QUEUED_PER_PEER: usize = 128 << 10;
 /// How long other channels must not have sent a peer anything for a channel to count as having
 /// the connection to itself (`Shared::alone_to`).
 pub const OTHERS_QUIET: Duration = Duration::from_millis(10);
+/// Descriptors an engine's endpoint may open for itself (UCX's worker over tcp takes about
+/// twenty: epoll sets, eventfds, listening sockets, its async thread's pipes).
+const ENGINE_FDS: u64 = 64;
 /// Bytes of RMA libfabric may hold for one peer while a channel has the connection to itself,
 /// in pieces of up to `pieces::LONE_PIECE`: a channel that starts sending after a quiet while
 /// waits behind at most this, not behind a 64 MiB WR that started meanwhile. (A piece larger
@@ -600,6 +603,9 @@ impl Node {
         lane: usize,
     ) -> Result<Arc<Node>, String> {
         let config = (CQ_SIZE, wakeable, BOUNCE);
+        // The engine's own descriptors (UCX's take about twenty), which `os::new_fd` never
+        // sees: a process near its limit would fail to open it.
+        crate::os::fd_headroom(ENGINE_FDS);
         let mut ep = Endpoint::open_as(prov, addr, config, verbs_mr)?;
         let secret = crate::os::random_u64();
         ep.sign(secret);
