@@ -92,18 +92,7 @@ fn shm_pairs_past_the_soft_limit() -> bool {
         } else {
             UMQ_MODE_POLLING
         };
-        let (a, b) = (
-            create_in_mode(&format!("fa{i}"), 8, mode),
-            create_in_mode(&format!("fb{i}"), 8, mode),
-        );
-        bind_pair(a, b);
-        assert_eq!(
-            transport_stats(a).transport,
-            UMQ_EXT_TRANSPORT_SHM,
-            "pair {i}"
-        );
-        assert_eq!(post(b, UMQ_IO_RX, &alloc(2, 64)), Ok(2));
-        pairs.push((a, b));
+        pairs.push(bound_pair(&format!("f{i}"), mode, UMQ_EXT_TRANSPORT_SHM));
     }
     let raised = nofile().rlim_cur;
     assert!(
@@ -120,6 +109,19 @@ fn shm_pairs_past_the_soft_limit() -> bool {
     }
     end(pairs);
     true
+}
+
+/// Two queues named after `name`, in `mode`, bound to each other `over` a transport, the
+/// second with two receive buffers.
+fn bound_pair(name: &str, mode: umq_queue_mode_t, over: u32) -> (u64, u64) {
+    let (a, b) = (
+        create_in_mode(&format!("{name}a"), 8, mode),
+        create_in_mode(&format!("{name}b"), 8, mode),
+    );
+    bind_pair(a, b);
+    assert_eq!(transport_stats(a).transport, over, "pair {name}");
+    assert_eq!(post(b, UMQ_IO_RX, &alloc(2, 64)), Ok(2));
+    (a, b)
 }
 
 fn end(pairs: Vec<(u64, u64)>) {
@@ -142,15 +144,11 @@ fn network_pairs_with_almost_no_descriptor_to_spare() {
     init_pro();
     let mut pairs = Vec::new();
     for i in 0..4 {
-        let (a, b) = (create(&format!("na{i}"), 8), create(&format!("nb{i}"), 8));
-        bind_pair(a, b);
-        assert_eq!(
-            transport_stats(a).transport,
+        pairs.push(bound_pair(
+            &format!("n{i}"),
+            UMQ_MODE_POLLING,
             UMQ_EXT_TRANSPORT_FABRIC,
-            "pair {i}"
-        );
-        assert_eq!(post(b, UMQ_IO_RX, &alloc(2, 64)), Ok(2));
-        pairs.push((a, b));
+        ));
     }
     assert!(nofile().rlim_cur > soft, "the soft limit stayed at {soft}");
     for (i, &(a, b)) in pairs.iter().enumerate() {
