@@ -221,7 +221,7 @@ fn loopback() -> Provider {
 }
 
 /// Shared memory needs sealed memfds and opening a peer's memfd through /proc; interrupt-mode
-/// doorbells also need `pidfd_getfd` (without it they fall back to a 1 ms tick).
+/// doorbells use `pidfd_getfd` (without it a peer rings them through the call bell).
 fn shm() -> Provider {
     let memfd = crate::os::sealed_memfd(c"umq-info", 4096, libc::F_SEAL_SHRINK);
     let memfd_check = Check {
@@ -259,7 +259,9 @@ fn shm() -> Provider {
             Ok(_) => {
                 "interrupt-mode doorbells (eventfds shared with pidfd_getfd, Linux 5.6)".into()
             }
-            Err(e) => format!("{e}: interrupt-mode queues fall back to a 1 ms tick"),
+            Err(e) => {
+                format!("{e}: a peer rings interrupt-mode queues through their process's call bell")
+            }
         },
     };
     let why_not = [&memfd_check, &proc_check]

@@ -71,7 +71,9 @@ typedef struct umq_ext_transport_stats {
                                      target queue's shared pool, which this process maps, */
     uint64_t one_sided_kernel_wr; /* and moved by the kernel (cross-memory attach) */
     uint64_t calls_sent;        /* network: rings of the peer's call bell for WRITEs, READs and
-                                   WRITE_IMMs its library must carry out (one a round trip) */
+                                   WRITE_IMMs its library must carry out (one a round trip);
+                                   shm: rings in place of an interrupt-mode peer's doorbell
+                                   that could not be duplicated (pidfd_getfd refused) */
     uint64_t calls_answered;    /* network: such rings from the peer answered here (its WRs
                                    ran), by the progress thread when the application did not
                                    call in */

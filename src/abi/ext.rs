@@ -65,9 +65,11 @@ pub struct umq_ext_transport_stats_t {
     /// this process maps, and through the kernel (cross-memory attach).
     pub one_sided_mapped_wr: u64,
     pub one_sided_kernel_wr: u64,
-    /// Network only: rings of the peer's call bell for WRs its library must carry out
-    /// (WRITE, READ, WRITE_IMM; one a round trip at most), and rings of ours from the peer
-    /// answered here (the WRs they called for ran: see `transport::call_bell`).
+    /// Rings of the peer's call bell: over the network for WRs its library must carry out
+    /// (WRITE, READ, WRITE_IMM; one a round trip at most), over shared memory in place of an
+    /// interrupt-mode peer's doorbell that could not be duplicated (`pidfd_getfd` refused).
+    /// And, over the network, rings of ours from the peer answered here (the WRs they called
+    /// for ran: see `transport::call_bell`).
     pub calls_sent: u64,
     pub calls_answered: u64,
     /// Network only: one-sided WRITEs and READs that went by libfabric RMA, the target's

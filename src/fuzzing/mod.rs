@@ -55,6 +55,14 @@ pub fn network_faults(refuse_sends: bool, no_ping_rounds: bool) {
     node::NO_PING_ROUNDS.store(no_ping_rounds, Relaxed);
 }
 
+/// With `refuse`, no bind over shared memory duplicates its peer's doorbell, as where the
+/// kernel refuses `pidfd_getfd` (Yama's `ptrace_scope` 1 before the peer named us): our call
+/// bell then rings the peer's interrupt-mode queue.
+pub fn refuse_doorbells(refuse: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    crate::transport::shm::REFUSE_DOORBELLS.store(refuse, Relaxed);
+}
+
 /// Serves queue `umqh` on this thread as the progress engine does when a peer rings for it or
 /// its sweep comes (`Watched::service`); None when no queue has that handle. For the tests of
 /// what the engine does to a queue whose application is in a call.

@@ -3,6 +3,7 @@
 
 use super::segment::raw;
 use super::*;
+use crate::transport::call_bell::CallBell;
 
 /// How the peer wakes an interrupt-mode owner that has nothing to do: the owner's progress
 /// thread sleeps on an eventfd, which the peer duplicated at bind (`pidfd_getfd`).
@@ -18,16 +19,45 @@ pub(super) struct Doorbell {
 
 pub(super) const NO_DOORBELL: u32 = u32::MAX;
 
-/// Duplicates the peer's doorbell eventfd into this process. None (the peer then falls back to
-/// a 1 ms tick) when the kernel refuses (no pidfd_getfd before Linux 5.6, or ptrace rules), or
-/// when the fd is not a non-blocking eventfd: a write to it must never block or reach anything
-/// else of the peer's.
+/// How a queue's inbox is rung (`Segment::doorbell`).
+pub(super) enum Bell {
+    /// An eventfd: ours, which our progress thread sleeps on, or our duplicate of the peer's.
+    Event(EventFd),
+    /// The peer's doorbell could not be duplicated: our process's call bell rings the peer's
+    /// process's instead (`ring_by_call`).
+    Call(std::sync::Arc<CallBell>),
+}
+
+impl Bell {
+    pub(super) fn event(&self) -> Option<&EventFd> {
+        match self {
+            Bell::Event(e) => Some(e),
+            Bell::Call(_) => None,
+        }
+    }
+}
+
+/// The tests' stand-in for a kernel that refuses `pidfd_getfd` (Yama's `ptrace_scope` 1 to a
+/// peer that has not named us yet, a seccomp filter): while set, no doorbell is duplicated.
+#[cfg(feature = "fuzzing")]
+pub static REFUSE_DOORBELLS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Duplicates the peer's doorbell eventfd into this process. None when the kernel refuses (no
+/// pidfd_getfd before Linux 5.6, or ptrace rules: our call bell then rings the peer's,
+/// `Segment::ring_owner_by_call`), or when the fd is not a non-blocking eventfd: a write to it
+/// must never block or reach anything else of the peer's.
 pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
+    #[cfg(feature = "fuzzing")]
+    if REFUSE_DOORBELLS.load(Ordering::Relaxed) {
+        return None;
+    }
     let dup = crate::os::pidfd_getfd(pid, fd)
         .inspect_err(|e| {
             crate::log_info!(
                 "umq_bind",
-                "cannot take the peer's doorbell ({e}): its interrupt-mode queue polls every 1 ms"
+                "cannot take the peer's doorbell ({e}): our call bell rings its interrupt-mode \
+                 queue instead"
             )
         })
         .ok()?;
@@ -40,11 +70,16 @@ pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
 /// Rings an interrupt-mode peer that sleeps when we changed what it waits for since we last
 /// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
 /// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
-/// sleeping progress threads cannot wake each other forever.
-pub(super) fn ring_if_changed(mine: &Segment, peer: &Segment) {
-    let Some(bell) = peer.doorbell.as_ref() else {
-        return;
-    };
+/// sleeping progress threads cannot wake each other forever. True when it rang the peer's
+/// call bell (`ring_by_call`), which the round counts. (A polling-mode peer, the datapath's,
+/// costs the one look inline.)
+#[inline(always)]
+pub(super) fn ring_if_changed(mine: &Segment, peer: &Segment) -> bool {
+    peer.doorbell.is_some() && ring_if_changed_now(mine, peer)
+}
+
+#[inline(never)]
+fn ring_if_changed_now(mine: &Segment, peer: &Segment) -> bool {
     let now = [
         peer.inbox().prod.0.load(Ordering::Relaxed),
         mine.inbox().cons.0.load(Ordering::Relaxed),
@@ -52,15 +87,43 @@ pub(super) fn ring_if_changed(mine: &Segment, peer: &Segment) {
     if now[0] == peer.rung_at[0].load(Ordering::Relaxed)
         && now[1] == peer.rung_at[1].load(Ordering::Relaxed)
     {
-        return;
+        return false;
     }
     peer.rung_at[0].store(now[0], Ordering::Relaxed);
     peer.rung_at[1].store(now[1], Ordering::Relaxed);
     std::sync::atomic::fence(Ordering::SeqCst);
     let armed = &peer.inbox().doorbell.0.armed;
-    if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
-        bell.signal();
+    if armed.load(Ordering::Relaxed) == 0 {
+        return false;
     }
+    match &peer.doorbell {
+        Some(Bell::Event(bell)) => {
+            if armed.swap(0, Ordering::AcqRel) != 0 {
+                bell.signal();
+            }
+            false
+        }
+        Some(Bell::Call(bell)) => ring_by_call(bell, peer, armed),
+        None => false,
+    }
+}
+
+/// Rings the peer's call bell for its queue (tag: its inbox's secret) in place of a doorbell
+/// we could not duplicate: its thread serves the queue at once, and again until it has taken
+/// what we wrote (the ring's `upto`). Nothing while the peer has published no call bell (it
+/// has not bound yet, and then does not sleep on this queue): the flag stays set for the next
+/// change.
+fn ring_by_call(bell: &CallBell, peer: &Segment, armed: &AtomicU32) -> bool {
+    let Some(port) = peer.call_port() else {
+        return false;
+    };
+    if armed.swap(0, Ordering::AcqRel) == 0 {
+        return false;
+    }
+    let (written, _) = peer.produced_and_released();
+    let at = std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
+    bell.ring(at, peer.secret(), written);
+    true
 }
 
 impl Segment {
@@ -75,7 +138,7 @@ impl Segment {
 
     /// Ours: the eventfd to sleep on (readable once rung), and whether the peer can ring it.
     pub fn doorbell(&self) -> Option<(i32, bool)> {
-        let fd = self.doorbell.as_ref()?.fd();
+        let fd = self.doorbell.as_ref()?.event()?.fd();
         let heard = self.inbox().doorbell.0.peer_rings.load(Ordering::Acquire) != 0;
         Some((fd, heard))
     }

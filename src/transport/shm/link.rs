@@ -52,11 +52,12 @@ impl Link {
     /// Maps the inbox `fd` of the queue-owner `pid` and checks it against `secret` (see
     /// `Segment::open_peer`); `mine` is our own inbox, the one our bind info offered.
     pub fn open(mine: Arc<Segment>, pid: u32, fd: u32, secret: u64) -> Result<Link, String> {
-        let peer = Segment::open_peer(pid, fd, secret)?;
+        let mut peer = Segment::open_peer(pid, fd, secret)?;
         direct::let_peer_attach(pid);
         let bell = CallBell::local();
         if let Some(b) = &bell {
             mine.publish_call_port(b.port());
+            peer.ring_owner_by_call(b);
         }
         Ok(Link {
             peer,

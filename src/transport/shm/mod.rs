@@ -231,6 +231,8 @@ mod rx;
 mod segment;
 pub mod sync;
 mod tx;
+#[cfg(feature = "fuzzing")]
+pub use doorbell::REFUSE_DOORBELLS;
 use doorbell::*;
 pub use link::Link;
 use link::Pair;
@@ -278,8 +280,9 @@ pub struct Segment {
     fd: Option<std::os::fd::OwnedFd>,
     /// Producer side (the peer's inbox): the consumer index as last read, private to us.
     cons_seen: AtomicU64,
-    /// Ours: the eventfd our progress thread sleeps on. The peer's: our duplicate of theirs.
-    doorbell: Option<EventFd>,
+    /// Ours: the eventfd our progress thread sleeps on. The peer's: how we ring its owner, our
+    /// duplicate of its eventfd or, where that was refused, our process's call bell.
+    doorbell: Option<Bell>,
     /// The peer's: the indices (ours into their ring, theirs into ours) when we last looked
     /// at their doorbell, so a round that changed nothing does not ring.
     rung_at: [AtomicU64; 2],
@@ -336,7 +339,9 @@ fn progress(
     if ours {
         transmit(w, pair, peer, &mut out);
     }
-    ring_if_changed(mine, peer);
+    if ring_if_changed(mine, peer) {
+        w.zero_copy.calls_sent += 1;
+    }
     Ok(out)
 }
 
@@ -356,7 +361,9 @@ fn transmit_round(
     }
     let mut out = Outcome::default();
     transmit(w, pair, peer, &mut out);
-    ring_if_changed(mine, peer);
+    if ring_if_changed(mine, peer) {
+        w.zero_copy.calls_sent += 1;
+    }
     Some(out)
 }
 

@@ -160,7 +160,7 @@ impl Offered {
             len,
             fd: Some(self.fd),
             cons_seen: AtomicU64::new(0),
-            doorbell: self.doorbell,
+            doorbell: self.doorbell.map(Bell::Event),
             rung_at: Default::default(),
             peer_pool: Default::default(),
             peer_access: Default::default(),
@@ -222,7 +222,8 @@ impl Segment {
         let fresh = inbox_memfd()?;
         // The header goes in first, so our view of the inbox is never one without it.
         let secret = crate::os::random_u64();
-        if !write_inbox_header_to(raw(&fresh), secret, self.doorbell.as_ref(), self.hot) {
+        let bell = self.doorbell.as_ref().and_then(Bell::event);
+        if !write_inbox_header_to(raw(&fresh), secret, bell, self.hot) {
             return Err(os_err());
         }
         if !map_at(self.base, self.len, raw(&fresh)) {
@@ -291,16 +292,35 @@ impl Segment {
         seg.joined = joined;
         seg.populate();
         if bell != NO_DOORBELL {
-            seg.doorbell = peer_doorbell(pid, bell);
+            seg.doorbell = peer_doorbell(pid, bell).map(Bell::Event);
             if seg.doorbell.is_some() {
-                seg.inbox()
-                    .doorbell
-                    .0
-                    .peer_rings
-                    .store(1, Ordering::Release);
+                seg.tell_owner_we_ring();
             }
         }
         Ok(seg)
+    }
+
+    /// The peer's, with its owner's doorbell not duplicated (`peer_doorbell` refused): `bell`,
+    /// our process's call bell, rings the owner's call bell instead, so its progress thread need
+    /// not look every millisecond. A polling-mode owner has no doorbell and is not rung.
+    pub fn ring_owner_by_call(
+        &mut self,
+        bell: &std::sync::Arc<crate::transport::call_bell::CallBell>,
+    ) {
+        let has_doorbell = self.inbox().doorbell.0.fd.load(Ordering::Acquire) != NO_DOORBELL;
+        if has_doorbell && self.doorbell.is_none() {
+            self.doorbell = Some(Bell::Call(bell.clone()));
+            self.tell_owner_we_ring();
+        }
+    }
+
+    /// The peer's: tells its owner that our changes ring it (`Segment::doorbell`).
+    fn tell_owner_we_ring(&self) {
+        self.inbox()
+            .doorbell
+            .0
+            .peer_rings
+            .store(1, Ordering::Release);
     }
 
     pub fn inbox(&self) -> &Inbox {

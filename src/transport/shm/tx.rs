@@ -355,7 +355,9 @@ pub(super) fn transmit_one(
     }
     w.finish_unsent(wr, UMQ_BUF_SUCCESS, &mut out);
     out.sends = 1;
-    ring_if_changed(mine, peer);
+    if ring_if_changed(mine, peer) {
+        w.zero_copy.calls_sent += 1;
+    }
     out
 }
 
