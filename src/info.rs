@@ -273,8 +273,45 @@ fn shm() -> Provider {
         what: "another process of this host, over shared memory",
         usable: why_not.is_none(),
         why_not,
-        checks: vec![memfd_check, proc_check, getfd_check],
+        checks: vec![memfd_check, proc_check, getfd_check, ptrace_check()],
         libfabric: None,
+    }
+}
+
+/// Yama's `ptrace_scope`, which decides whether a peer process may duplicate a queue's doorbell
+/// and attach for one-sided operations: the test above runs in one process, which Yama never
+/// refuses.
+fn ptrace_check() -> Check {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope");
+    let (ok, detail) = match scope.as_deref().map(str::trim) {
+        Err(_) => (
+            true,
+            "no Yama: peers duplicate doorbells and attach".to_string(),
+        ),
+        Ok("0") => (
+            true,
+            "Yama ptrace_scope 0: peers duplicate doorbells and attach".into(),
+        ),
+        Ok("1") => (
+            false,
+            "Yama ptrace_scope 1: a process lets only the peer it named at its latest bind \
+             attach, so the first of two processes to bind rings the other's interrupt-mode \
+             queues through the call bell, and one-sided WRITEs and READs to any but a \
+             process's latest peer go through the target's ring"
+                .into(),
+        ),
+        Ok(n) => (
+            false,
+            format!(
+                "Yama ptrace_scope {n}: no peer may attach: interrupt-mode queues are rung \
+                 through the call bell, one-sided WRITEs and READs go through the target's ring"
+            ),
+        ),
+    };
+    Check {
+        name: "ptrace_scope",
+        ok,
+        detail,
     }
 }
 

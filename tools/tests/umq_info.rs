@@ -113,6 +113,19 @@ fn loopback_and_shared_memory_are_usable_with_every_check_passed() {
     for check in ["memfd", "proc_fd", "pidfd_getfd"] {
         assert_eq!(named(&shm["checks"], check)["ok"], true, "{check}");
     }
+    // Yama's rule as this host has it: passed without Yama or with scope 0.
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope");
+    let open = scope.as_deref().map_or(true, |s| s.trim() == "0");
+    let yama = named(&shm["checks"], "ptrace_scope");
+    assert_eq!(yama["ok"], open, "{yama}");
+    let detail = yama["detail"].as_str().unwrap();
+    match scope {
+        Err(_) => assert!(detail.starts_with("no Yama"), "{detail}"),
+        Ok(s) => assert!(
+            detail.starts_with(&format!("Yama ptrace_scope {}", s.trim())),
+            "{detail}"
+        ),
+    }
 }
 
 /// The environment the library would read, as this process gave it.
