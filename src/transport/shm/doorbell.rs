@@ -71,15 +71,12 @@ pub(super) fn peer_doorbell(pid: u32, fd: u32) -> Option<EventFd> {
 /// looked: an entry in its ring (a WR, a window update, a READ response), or our progress on
 /// its entries (ring room, executed WRs). A round that changed nothing never rings, so two
 /// sleeping progress threads cannot wake each other forever. True when it rang the peer's
-/// call bell (`ring_by_call`), which the round counts. (A polling-mode peer, the datapath's,
-/// costs the one look inline.)
+/// call bell (`ring_by_call`), which the round counts.
 #[inline(always)]
 pub(super) fn ring_if_changed(mine: &Segment, peer: &Segment) -> bool {
-    peer.doorbell.is_some() && ring_if_changed_now(mine, peer)
-}
-
-#[inline(never)]
-fn ring_if_changed_now(mine: &Segment, peer: &Segment) -> bool {
+    let Some(bell) = peer.doorbell.as_ref() else {
+        return false;
+    };
     let now = [
         peer.inbox().prod.0.load(Ordering::Relaxed),
         mine.inbox().cons.0.load(Ordering::Relaxed),
@@ -93,33 +90,32 @@ fn ring_if_changed_now(mine: &Segment, peer: &Segment) -> bool {
     peer.rung_at[1].store(now[1], Ordering::Relaxed);
     std::sync::atomic::fence(Ordering::SeqCst);
     let armed = &peer.inbox().doorbell.0.armed;
-    if armed.load(Ordering::Relaxed) == 0 {
+    // The call bell rings only a peer that published one: till then the flag stays set.
+    let port = match bell {
+        Bell::Event(_) => None,
+        Bell::Call(_) => match peer.call_port() {
+            None => return false,
+            port => port,
+        },
+    };
+    if armed.load(Ordering::Relaxed) == 0 || armed.swap(0, Ordering::AcqRel) == 0 {
         return false;
     }
-    match &peer.doorbell {
-        Some(Bell::Event(bell)) => {
-            if armed.swap(0, Ordering::AcqRel) != 0 {
-                bell.signal();
-            }
+    match bell {
+        Bell::Event(e) => {
+            e.signal();
             false
         }
-        Some(Bell::Call(bell)) => ring_by_call(bell, peer, armed),
-        None => false,
+        Bell::Call(c) => port.is_some_and(|port| ring_by_call(c, peer, port)),
     }
 }
 
-/// Rings the peer's call bell for its queue (tag: its inbox's secret) in place of a doorbell
-/// we could not duplicate: its thread serves the queue at once, and again until it has taken
-/// what we wrote (the ring's `upto`). Nothing while the peer has published no call bell (it
-/// has not bound yet, and then does not sleep on this queue): the flag stays set for the next
-/// change.
-fn ring_by_call(bell: &CallBell, peer: &Segment, armed: &AtomicU32) -> bool {
-    let Some(port) = peer.call_port() else {
-        return false;
-    };
-    if armed.swap(0, Ordering::AcqRel) == 0 {
-        return false;
-    }
+/// Rings the peer's call bell at `port` for its queue (tag: its inbox's secret) in place of a
+/// doorbell we could not duplicate: its thread serves the queue at once, and again until it has
+/// taken what we wrote (the ring's `upto`).
+#[cold]
+#[inline(never)]
+fn ring_by_call(bell: &CallBell, peer: &Segment, port: u16) -> bool {
     let (written, _) = peer.produced_and_released();
     let at = std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
     bell.ring(at, peer.secret(), written);
