@@ -4,7 +4,8 @@
 //! bell instead: the peer's rounds that change what it waits for send the ring, and the queue's
 //! progress thread need not look every millisecond. `umq::fuzzing::refuse_doorbells` stands in
 //! for the kernel's refusal. Each message wakes the sleeping receiver, and some of the wakes
-//! come by the call bell (the sender's `calls_sent`).
+//! come by the call bell (the sender's `calls_sent`). Where no ring can reach the receiver, its
+//! progress thread keeps looking every millisecond: it is told it is rung only by a ring.
 #![cfg(feature = "fuzzing")]
 
 mod support;
@@ -37,14 +38,12 @@ fn wake_and_take(q: u64) -> u64 {
     }
 }
 
-#[test]
-fn a_peer_without_the_doorbell_rings_the_call_bell() {
-    umq::fuzzing::refuse_doorbells(true);
-    // SAFETY: set before umq_init reads it, in this binary's only test.
-    unsafe { std::env::set_var("UMQ_PROVIDER", "shm") };
-    init_pro();
-    let sender = create("rs", 16);
-    let receiver = create_in_mode("rr", 16, UMQ_MODE_INTERRUPT);
+/// Binds an interrupt-mode receiver to a sender over shared memory, wakes it for `MESSAGES`
+/// messages sent 20 ms apart (each must arrive, in order), and returns the sender's
+/// `calls_sent` and whether the receiver's progress thread counted on being rung.
+fn wake_receiver_for_each_message(name: &str) -> (u64, Option<bool>) {
+    let sender = create(&format!("{name}s"), 16);
+    let receiver = create_in_mode(&format!("{name}r"), 16, UMQ_MODE_INTERRUPT);
     bind_pair(sender, receiver);
     assert_eq!(transport_stats(sender).transport, UMQ_EXT_TRANSPORT_SHM);
     assert_eq!(post(receiver, UMQ_IO_RX, &alloc(4, 64)), Ok(4));
@@ -58,13 +57,40 @@ fn a_peer_without_the_doorbell_rings_the_call_bell() {
     }
     let taken: Vec<u64> = taker.join().unwrap();
     assert_eq!(taken, (0..MESSAGES).collect::<Vec<_>>());
-    assert!(
-        transport_stats(sender).calls_sent > 0,
-        "no wake came by the call bell"
+    let out = (
+        transport_stats(sender).calls_sent,
+        umq::fuzzing::rung_by_peer(receiver),
     );
     for h in [sender, receiver] {
         assert_eq!(umq_unbind(h), 0);
         assert_eq!(umq_destroy(h), 0);
     }
+    out
+}
+
+#[test]
+fn a_peer_without_the_doorbell_rings_the_call_bell() {
+    umq::fuzzing::refuse_doorbells(true);
+    // SAFETY: set before umq_init reads it, in this binary's only test.
+    unsafe { std::env::set_var("UMQ_PROVIDER", "shm") };
+    init_pro();
+    let (calls, rung) = wake_receiver_for_each_message("r");
+    assert!(calls > 0, "no wake came by the call bell");
+    assert_eq!(
+        rung,
+        Some(true),
+        "rings arrived: the receiver's thread counts on them"
+    );
+    // Where the rings cannot reach the receiver's call bell (none published: no call bell in
+    // its process, or its 127.0.0.1 another network namespace's), its thread keeps its 1 ms
+    // look rather than sleeping for the backstop's second on rings that never come.
+    umq::fuzzing::hide_call_ports(true);
+    let (calls, rung) = wake_receiver_for_each_message("h");
+    assert_eq!(calls, 0, "nowhere to ring");
+    assert_eq!(
+        rung,
+        Some(false),
+        "never rung, the receiver must not count on it"
+    );
     umq_uninit();
 }

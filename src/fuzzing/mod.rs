@@ -63,6 +63,21 @@ pub fn refuse_doorbells(refuse: bool) {
     crate::transport::shm::REFUSE_DOORBELLS.store(refuse, Relaxed);
 }
 
+/// With `hide`, a bind over shared memory publishes no call bell for its peer to ring (as where
+/// its process has none, or where the peer's datagrams to 127.0.0.1 cannot reach it: another
+/// network namespace), so a peer without its doorbell has nowhere to ring it.
+pub fn hide_call_ports(hide: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    crate::transport::shm::HIDE_CALL_PORTS.store(hide, Relaxed);
+}
+
+/// Whether queue `umqh`'s progress thread may count on its peer to wake it (over shared memory:
+/// the peer holds its doorbell, or a ring of the peer's reached its call bell); None when no
+/// queue has that handle or it has no doorbell.
+pub fn rung_by_peer(umqh: u64) -> Option<bool> {
+    crate::queue::table::get(umqh)?.rung_by_peer()
+}
+
 /// Serves queue `umqh` on this thread as the progress engine does when a peer rings for it or
 /// its sweep comes (`Watched::service`); None when no queue has that handle. For the tests of
 /// what the engine does to a queue whose application is in a call.

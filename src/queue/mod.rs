@@ -149,6 +149,10 @@ impl crate::transport::progress::Watched for Queue {
         }
     }
 
+    fn rung_by_call(&self) {
+        self.endpoints.rung_by_call();
+    }
+
     fn arm_wakeup(&self) -> Option<crate::transport::progress::Wakeup> {
         if let Some(bell) = self.endpoints.arm_wakeup() {
             return Some(bell);

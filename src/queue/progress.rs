@@ -389,6 +389,12 @@ impl Queue {
         self.round_owed.load(Ordering::Acquire)
     }
 
+    /// Whether the queue's peer can wake its progress thread (`Endpoints::rung_by_peer`).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn rung_by_peer(&self) -> Option<bool> {
+        self.endpoints.rung_by_peer()
+    }
+
     /// Has the engine run a round soon, whether or not the queue moved meanwhile: one of its
     /// rounds left the queue to its application.
     fn owe_round(&self) {

@@ -741,6 +741,20 @@ impl Endpoints {
         })
     }
 
+    /// Whether the peer can wake the queue's progress thread (`Wakeup::rung_by_peer`); None
+    /// without a shared-memory doorbell.
+    #[cfg(feature = "fuzzing")]
+    pub fn rung_by_peer(&self) -> Option<bool> {
+        Some(self.shm_inbox()?.doorbell()?.1)
+    }
+
+    /// For the progress thread: a peer's ring for this queue reached our call bell.
+    pub fn rung_by_call(&self) {
+        if let Some(seg) = self.shm_inbox() {
+            seg.heard_by_call();
+        }
+    }
+
     #[inline]
     fn shm_inbox(&self) -> Option<&Arc<shm::Segment>> {
         self.shm.get()

@@ -71,6 +71,8 @@ pub trait Watched: Send + Sync {
     /// Arms the fd the queue is woken through before the thread's last look (None: the queue
     /// has none).
     fn arm_wakeup(&self) -> Option<Wakeup>;
+    /// A peer's ring for the queue reached its call bell: the peer can wake it that way.
+    fn rung_by_call(&self);
 }
 
 /// What a service of a watched queue came to.
@@ -810,7 +812,11 @@ fn serve_due(d: &Arc<dyn CallBell>) -> bool {
     };
     let mut busy = Vec::new();
     for (umqh, lookup, tag) in found {
-        if lookup(umqh).is_some_and(|q| q.service() == Serviced::Busy) {
+        let Some(q) = lookup(umqh) else {
+            continue;
+        };
+        q.rung_by_call();
+        if q.service() == Serviced::Busy {
             busy.push(tag);
         }
     }

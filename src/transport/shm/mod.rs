@@ -237,6 +237,8 @@ use doorbell::*;
 pub use link::Link;
 use link::Pair;
 use rx::*;
+#[cfg(feature = "fuzzing")]
+pub use segment::HIDE_CALL_PORTS;
 pub use segment::Offered;
 #[cfg(test)]
 use segment::*;
@@ -1108,6 +1110,54 @@ mod tests {
             old.is_closed(),
             "descheduled across the unbind, the old peer would write into the new binding"
         );
+    }
+
+    /// The peer's view of an interrupt-mode owner as where `pidfd_getfd` was refused: no
+    /// duplicate of its doorbell, and nothing told to the owner.
+    fn refused(owner: &Segment, view: &mut Segment) {
+        view.doorbell = None;
+        owner
+            .inbox()
+            .doorbell
+            .0
+            .peer_rings
+            .store(0, Ordering::Release);
+    }
+
+    /// Unlike a peer that holds the owner's eventfd, one that rings its call bell does not tell
+    /// the owner so: its datagram may never arrive (no call bell there, or another network
+    /// namespace's 127.0.0.1), and a told owner's thread sleeps for the backstop's second. The
+    /// owner tells itself once a ring has arrived (`heard_by_call`, by the progress engine).
+    #[test]
+    fn only_a_ring_that_arrived_tells_the_owner_it_is_rung() {
+        let (owner, mut view, peers_inbox) = pair();
+        refused(&owner, &mut view);
+        let ours = std::sync::Arc::new(
+            crate::transport::call_bell::CallBell::open(std::net::Ipv4Addr::LOCALHOST.into())
+                .unwrap(),
+        );
+        view.ring_owner_by_call(&ours);
+        let heard = || owner.doorbell().unwrap().1;
+        assert!(!heard(), "nothing rang yet: the owner keeps its 1 ms look");
+        owner.arm_doorbell();
+        assert!(push_standalone(&view, 1));
+        assert!(
+            !ring_if_changed(&peers_inbox, &view),
+            "no call bell to ring"
+        );
+        let owners = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        owner.publish_call_port(owners.local_addr().unwrap().port());
+        assert!(push_standalone(&view, 2));
+        assert!(ring_if_changed(&peers_inbox, &view), "the call bell rings");
+        assert!(!heard(), "a datagram sent is not a datagram taken");
+        let mut d = [0u8; 32];
+        owners
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let n = owners.recv(&mut d).unwrap();
+        assert_eq!((n, &d[..8]), (16, &view.secret().to_le_bytes()[..]));
+        owner.heard_by_call();
+        assert!(heard());
     }
 
     #[test]

@@ -17,6 +17,12 @@ impl Drop for Segment {
     }
 }
 
+/// The tests' stand-in for a process whose call bell its peers cannot reach
+/// (`umq::fuzzing::hide_call_ports`): while set, an inbox publishes no call port.
+#[cfg(feature = "fuzzing")]
+pub static HIDE_CALL_PORTS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 pub(super) fn os_err() -> i32 {
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
     let hint = if e == libc::EMFILE {
@@ -302,7 +308,11 @@ impl Segment {
 
     /// The peer's, with its owner's doorbell not duplicated (`peer_doorbell` refused): `bell`,
     /// our process's call bell, rings the owner's call bell instead, so its progress thread need
-    /// not look every millisecond. A polling-mode owner has no doorbell and is not rung.
+    /// not look every millisecond. A polling-mode owner has no doorbell and is not rung. The
+    /// owner is not told that we ring it, as it is when we hold its eventfd: a datagram may
+    /// never reach it (its process has no call bell, or listens in another network namespace,
+    /// where our 127.0.0.1 is not its own), and a told owner's thread sleeps for the backstop's
+    /// second. It tells itself when a ring arrives (`heard_by_call`).
     pub fn ring_owner_by_call(
         &mut self,
         bell: &std::sync::Arc<crate::transport::call_bell::CallBell>,
@@ -310,7 +320,16 @@ impl Segment {
         let has_doorbell = self.inbox().doorbell.0.fd.load(Ordering::Acquire) != NO_DOORBELL;
         if has_doorbell && self.doorbell.is_none() {
             self.doorbell = Some(Bell::Call(bell.clone()));
-            self.tell_owner_we_ring();
+        }
+    }
+
+    /// Ours: a ring for this inbox reached our call bell, so the peer's changes ring us (as
+    /// `tell_owner_we_ring` says of a peer that holds our eventfd), and our progress thread
+    /// need not look every millisecond.
+    pub fn heard_by_call(&self) {
+        let rings = &self.inbox().doorbell.0.peer_rings;
+        if rings.load(Ordering::Relaxed) == 0 {
+            rings.store(1, Ordering::Release);
         }
     }
 
@@ -344,6 +363,12 @@ impl Segment {
 
     /// Ours: tells the peer where our process's call bell listens (`call_port`).
     pub fn publish_call_port(&self, port: u16) {
+        #[cfg(feature = "fuzzing")]
+        let port = if HIDE_CALL_PORTS.load(Ordering::Relaxed) {
+            0
+        } else {
+            port
+        };
         self.inbox().call_port.store(port as u32, Ordering::Release);
     }
 
