@@ -330,6 +330,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # Again with UCP's own RMA (put and flush, get), which the engine runs only on an RDMA NIC
     # unless UMQ_UCX_RMA asks for it.
     UMQ_UCX_RMA=ucp UMQ_FABRIC_PROVIDER=ucx cargo test --profile release-tests -p umq --lib transport::fabric 2>&1 | grep -E '^test .*FAILED|panicked|^test result|^error'
+    # A killed sender loses nothing it saw complete over this engine too, whose sends complete
+    # once UCX handed them to the kernel (tests/fault_kill.rs, its network runs: about 30 s).
+    UMQ_FABRIC_PROVIDER=ucx UMQ_FAULT_PROVIDERS=fabric UMQ_FAULT_RUNS=150 cargo test --profile release-tests -p umq --test fault_kill -- --nocapture 2>&1 | grep -E '^test .*FAILED|panicked|^test result|^error|^fabric: '
     # A target and an initiator whose UMQ_UCX_RMA differ work together: a target with UCP's
     # keys gets our WRs as messages (we run no UCP RMA), one with the table's gets them carried.
     for pair in "ucp carried 0" "carried ucp 1"; do

@@ -1497,7 +1497,7 @@ impl Shared {
     /// to libfabric for peer `p` now: while libfabric holds less than `QUEUED_PER_PEER` for it, and always when
     /// it holds nothing for the peer or nothing of the channel's.
     pub fn has_room(&mut self, p: usize, id: ChannelId, len: usize) -> bool {
-        let queued = self.peers.get(p).map_or(0, |peer| peer.queued);
+        let queued = self.queued_for(p);
         queued == 0
             || queued + len <= QUEUED_PER_PEER
             || self.inbox_mut(id).is_some_and(|i| i.queued == 0)
@@ -1865,9 +1865,15 @@ impl Shared {
         peer.said_by[0] = (id, now);
     }
 
-    /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`).
+    /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`): what we handed it and it has not
+    /// completed, less what it has handed on already (`Endpoint::settled`).
     pub fn queued_for(&self, p: usize) -> usize {
-        self.peers.get(p).map_or(0, |peer| peer.queued)
+        self.peers.get(p).map_or(0, |peer| {
+            peer.queued.saturating_sub(match peer.queued {
+                0 => 0,
+                _ => self.ep.settled(peer.addr),
+            })
+        })
     }
 
     /// Lent bounce buffers, for tests.

@@ -27,6 +27,10 @@ pub struct Cqe {
 
 /// `FI_EAGAIN`: the provider has no room now; progress and retry.
 pub const FI_EAGAIN: c_int = 11;
+/// `EBUSY` from an inject: the engine takes no message without a completion now (the UCX
+/// engine's while messages sent with one wait for UCX to hand them to the kernel: `ucx.c`,
+/// `inject`); send it with a completion.
+pub const INJECT_LATER: c_int = libc::EBUSY;
 /// `FI_ENOKEY`: a registration's requested key is taken in the domain.
 pub const FI_ENOKEY: c_int = 266;
 
@@ -82,6 +86,7 @@ engine_calls! {
     close: umqf_close, umqu_close(e: *mut RawEp);
     provider: umqf_provider, umqu_provider(e: *const RawEp) -> *const c_char;
     inject_size: umqf_inject_size, umqu_inject_size(e: *const RawEp) -> usize;
+    settled: umqf_settled, umqu_settled(e: *const RawEp, peer: u64) -> usize;
     sends_in_place: umqf_sends_in_place, umqu_sends_in_place(e: *const RawEp) -> c_int;
     wait_fd: umqf_wait_fd, umqu_wait_fd(e: *const RawEp) -> c_int;
     expose: umqf_expose, umqu_expose(e: *mut RawEp, buf: *mut c_void, len: usize, slot: usize,
@@ -835,6 +840,15 @@ impl Endpoint {
     /// The largest message `send` copies out at once without a completion.
     pub fn inject_size(&self) -> usize {
         self.inject
+    }
+
+    /// Bytes of our messages to `peer` that the engine has handed on (to the kernel, or to its
+    /// own transport's buffer) though their completions have not come: the UCX engine
+    /// completes a message only once a flush has followed it (`ucx.c`, `send_pieces`);
+    /// libfabric never holds a completion back so (0).
+    pub fn settled(&self, peer: u64) -> usize {
+        // SAFETY: the endpoint is open; the call reads a counter.
+        unsafe { (self.ops.settled)(self.raw.as_ptr(), peer) }
     }
 
     /// Whether `send_gathered` may read a payload from memory we did not register.

@@ -1203,7 +1203,8 @@ enum Sent {
 }
 
 /// Hands the next fragment of `o` (its header `h`) to libfabric for peer `to` (its index and
-/// address): copied out at once when it fits the inject size, else with its header in one of
+/// address): copied out at once when it fits the inject size and the engine takes it so
+/// (`sys::INJECT_LATER`), else with its header in one of
 /// the node's send buffers, whose completion tells channel `id` that a fragment of its WR went,
 /// and its payload read in place from the WR's buffer (`in_place`) or copied behind the header.
 /// None when no send buffer is free. (The caller asks whether the peer's share of libfabric has
@@ -1222,7 +1223,10 @@ fn send_fragment(
         scratch.extend_from_slice(&h.to_bytes());
         scratch.resize(len, 0);
         o.copy_out(&mut scratch[HEADER..]);
-        return Some(n.ep.inject(&n.tx.scratch, to.1).map(|()| Sent::Injected));
+        match n.ep.inject(&n.tx.scratch, to.1) {
+            Err(sys::INJECT_LATER) => {} // with a completion, below
+            sent => return Some(sent.map(|()| Sent::Injected)),
+        }
     }
     let slot = n.tx.free.pop()?;
     let wr = o.wr_seq.map(|seq| seq..seq + 1);

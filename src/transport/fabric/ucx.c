@@ -269,6 +269,131 @@ struct op *ucx_op_new(struct umqu_ep *e, void *ctx, uint64_t len)
     return o;
 }
 
+/* Operations that end only once a flush of their peer has followed them: a WRITE put by UCP's
+ * RMA (placed at the peer, ucx_rma.c) and a message (its bytes handed to the kernel). `parts`
+ * counts the operation's request and that flush; the last to end completes it. */
+
+/* Operations to a peer one flush serves at most: the first of a long stream does not wait for
+ * the last to be handed over before it completes. */
+#define FLUSH_BATCH 16
+
+void ucx_part_done(struct op *o, ucs_status_t status)
+{
+    if (status != UCS_OK && o->status == UCS_OK)
+        o->status = status;
+    if (--o->parts == 0) {
+        if (o->settled)
+            ucx_peer_of(o->e, o->peer)->settled -= o->len;
+        ucx_complete(o->e, o->ctx, o->len, o->status);
+        free(o);
+    }
+}
+
+/* A message's send is over at UCP: its bytes are UCT's or the kernel's, and count no more in
+ * what we hold for the peer (`umqu_settled`), though the message completes only at its flush. */
+static void message_settled(struct op *o, ucs_status_t status)
+{
+    if (status == UCS_OK && o->parts > 1) {
+        o->settled = 1;
+        ucx_peer_of(o->e, o->peer)->settled += o->len;
+    }
+    ucx_part_done(o, status);
+}
+
+static void message_sent(void *request, ucs_status_t status, void *user_data)
+{
+    U.request_free(request);
+    message_settled(user_data, status);
+}
+
+static void part_done(void *request, ucs_status_t status, void *user_data)
+{
+    U.request_free(request);
+    ucx_part_done(user_data, status);
+}
+
+/* The parameters of an operation in parts: its request's end is one part of `o`. */
+ucp_request_param_t ucx_in_parts(struct op *o)
+{
+    return (ucp_request_param_t){
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = part_done,
+        .user_data = o};
+}
+
+/* A flush is over: each operation that waited for it has its flush part done. */
+static void flushed(struct op *batch, ucs_status_t status)
+{
+    while (batch) {
+        struct op *next = batch->next;
+        ucx_part_done(batch, status);
+        batch = next;
+    }
+}
+
+static void flush_done(void *request, ucs_status_t status, void *user_data)
+{
+    U.request_free(request);
+    struct op *batch = user_data;
+    batch->e->flushing--;
+    flushed(batch, status);
+}
+
+/* Flushes `p` for the operations issued to it since its last flush. */
+static void flush_peer(struct peer *p)
+{
+    struct op *batch = p->unflushed;
+    if (!batch)
+        return;
+    p->unflushed = NULL;
+    p->n_unflushed = 0;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .cb.send = flush_done,
+                                 .user_data = batch};
+    ucs_status_ptr_t r = U.ep_flush_nbx(p->ep, &param);
+    if (r == NULL || UCS_PTR_IS_ERR(r))
+        flushed(batch, UCS_PTR_STATUS(r));
+    else
+        batch->e->flushing++;
+}
+
+/* Room to file an operation for `p`'s next flush (`ucx_await_flush`); -ENOMEM without. Asked
+ * before the operation is issued, so that filing it cannot fail. */
+int ucx_flush_room(struct umqu_ep *e, const struct peer *p)
+{
+    if (p->unflushed || e->n_to_flush < e->cap_to_flush)
+        return 0;
+    size_t cap = e->cap_to_flush ? e->cap_to_flush * 2 : 16;
+    uint64_t *q = realloc(e->to_flush, cap * sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    e->to_flush = q;
+    e->cap_to_flush = cap;
+    return 0;
+}
+
+/* Files `o`, issued to `peer`, for the peer's next flush: the next poll's (ucx_flush_all), or
+ * now when FLUSH_BATCH wait for it. */
+void ucx_await_flush(struct umqu_ep *e, uint64_t peer, struct op *o)
+{
+    struct peer *p = ucx_peer_of(e, peer);
+    if (!p->unflushed)
+        e->to_flush[e->n_to_flush++] = peer;
+    o->next = p->unflushed;
+    p->unflushed = o;
+    if (++p->n_unflushed >= FLUSH_BATCH)
+        flush_peer(p);
+}
+
+/* Flushes each peer that operations were issued to since its last flush. */
+static void ucx_flush_all(struct umqu_ep *e)
+{
+    for (size_t i = 0; i < e->n_to_flush; i++)
+        flush_peer(&e->peers[e->to_flush[i]]);
+    e->n_to_flush = 0;
+}
+
 /* A send's or write's parameters: its completion, by callback, carries `o`. */
 ucp_request_param_t ucx_completing(struct op *o)
 {
@@ -510,7 +635,7 @@ void umqu_close(struct umqu_ep *e)
 {
     if (!e)
         return;
-    ucx_flush_writes(e); /* the closes below end these flushes too, and free their WRITEs */
+    ucx_flush_all(e); /* the closes below end these flushes too, and free their operations */
     for (size_t i = 0; i < e->n_peers; i++) {
         struct peer *p = &e->peers[i];
         for (int k = 0; k < p->n_rkeys; k++)
@@ -731,8 +856,8 @@ int umqu_arm_watch(struct umqu_ep *e)
     return 1;
 }
 
-/* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait, or WRITEs wait for the
- * flush a poll starts (poll first). */
+/* 0 when sleeping on the wait fd is safe; -EAGAIN when completions wait, or operations wait for
+ * the flush a poll starts (poll first). */
 int umqu_trywait(struct umqu_ep *e)
 {
     if (e->done_len || e->n_to_flush)
@@ -901,7 +1026,13 @@ int umqu_recv(struct umqu_ep *e, void *buf, size_t len, void *desc, void *ctx)
     return receive_settle(e, U.tag_recv_nbx(e->worker, buf, len, 0, 0, &RECEIVING), ctx, 0, 0);
 }
 
-/* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`. */
+/* Sends `count` pieces (`iov`) to `peer` as one message; its completion carries `ctx`, once
+ * UCP has completed the send and a flush of the peer has followed it. UCP completes a send once
+ * UCT has its bytes, and over tcp UCT keeps in its own buffer what the socket does not take at
+ * once (the tail of a message sent while the socket is full, `uct_tcp_ep_am_bcopy`): a sender
+ * killed then lost messages it had seen complete (tests/fault_kill.rs over this engine: 3428
+ * completed at the killed sender, 3425 received). The flush ends once UCT's buffer is empty, so
+ * a completed message is the kernel's, as libfabric's tcp completes a send. */
 static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count, uint64_t peer,
                        void *ctx)
 {
@@ -915,7 +1046,16 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
     struct op *o = ucx_op_new(e, ctx, total);
     if (!o)
         return -ENOMEM;
-    ucp_request_param_t param = ucx_completing(o);
+    if (ucx_flush_room(e, ucx_peer_of(e, peer))) {
+        free(o);
+        return -ENOMEM;
+    }
+    o->peer = peer;
+    o->parts = 2; /* its send, its flush */
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .cb.send = message_sent,
+                                 .user_data = o};
     const void *buf = iov[0].buffer;
     size_t n = iov[0].length;
     if (count > 1) {
@@ -925,17 +1065,42 @@ static int send_pieces(struct umqu_ep *e, const ucp_dt_iov_t *iov, size_t count,
         buf = o->iov;
         n = count;
     }
-    return ucx_settle(e, send_message(e, ep, buf, n, &param), o);
+    ucs_status_ptr_t r = send_message(e, ep, buf, n, &param);
+    if (UCS_PTR_IS_ERR(r)) {
+        free(o);
+        return -ucx_code_of(UCS_PTR_STATUS(r));
+    }
+    if (r == NULL)
+        message_settled(o, UCS_OK);
+    ucx_await_flush(e, peer, o);
+    return 0;
+}
+
+/* Bytes of messages to `peer` whose sends UCP completed and whose flush is still out: the node
+ * counts what the engine holds for a peer until a completion, and these are UCT's or the
+ * kernel's already, as a libfabric send's bytes are once it completes. */
+size_t umqu_settled(const struct umqu_ep *e, uint64_t peer)
+{
+    return peer < e->n_peers ? e->peers[peer].settled : 0;
 }
 
 /* Sends `len` bytes at `buf` to `peer` now or not at all (-EAGAIN), with no completion, as
- * fi_inject: nothing outlives the call, so nothing is allocated for it. */
+ * fi_inject: nothing outlives the call, so nothing is allocated for it. Not while messages sent
+ * with a completion wait for their flush (`send_pieces`), -EBUSY then: those are what fills a
+ * connection's socket, and into a full one UCT takes a message whole into its own buffer and
+ * says it went, where an injected one is done as its call returns. The node then sends it with
+ * a completion, as a larger message (sys.rs, `INJECT_LATER`). A flush after each injected
+ * message would close the rest of that gap (a socket filled by messages that completed, then
+ * an injected one) at 3,000 instructions a ping-pong's round trip, where the whole is 6,700:
+ * UCP's flush of an endpoint runs its progress. */
 static int inject(struct umqu_ep *e, const void *buf, size_t len, uint64_t peer)
 {
     int rc = 0;
     ucp_ep_h ep = ucx_reach(e, peer, &rc);
     if (!ep)
         return rc;
+    if (e->n_to_flush || e->flushing)
+        return -EBUSY;
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
     ucs_status_ptr_t r = send_message(e, ep, buf, len, &param);
     if (UCS_PTR_IS_ERR(r))
@@ -969,7 +1134,7 @@ int umqu_poll(struct umqu_ep *e, struct umqf_cqe *out, int max)
     if (e->lost)
         return -ENOSPC;
     if (e->n_to_flush)
-        ucx_flush_writes(e);
+        ucx_flush_all(e);
     progress_while(e, 0);
     int got = 0;
     for (; got < max && e->done_len; got++, e->done_len--) {
@@ -1118,6 +1283,7 @@ int umqu_send2(struct umqu_ep *e, const void *h, size_t hl, void *d, const void 
 int umqu_send(struct umqu_ep *e, const void *b, size_t l, void *d, uint64_t p, void *c) { (void)e, (void)b, (void)l, (void)d, (void)p, (void)c; return -ENOSYS; }
 int umqu_poll(struct umqu_ep *e, struct umqf_cqe *o, int m) { (void)e, (void)o, (void)m; return -ENOSYS; }
 void umqu_sign(struct umqu_ep *e, uint64_t w) { (void)e, (void)w; }
+size_t umqu_settled(const struct umqu_ep *e, uint64_t p) { (void)e, (void)p; return 0; }
 int umqu_stranger_rma(const void *n, size_t nl, uint64_t a, void *b, size_t l, void (*s)(void *), void *arg, int sp) { (void)n, (void)nl, (void)a, (void)b, (void)l, (void)s, (void)arg, (void)sp; return -ENOSYS; }
 
 #endif

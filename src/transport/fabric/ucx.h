@@ -75,8 +75,9 @@ struct peer {
     int n_rkeys;
     int takes_puts; /* its address says its UCP runs our puts (TAKES_PUTS) */
     ucs_status_t failed; /* UCS_OK while the connection lives */
-    struct op *unflushed; /* WRITEs put since the last flush, newest first */
+    struct op *unflushed; /* operations waiting for the next flush, newest first */
     int n_unflushed;
+    size_t settled; /* bytes of messages whose send UCP completed, waiting for a flush */
 };
 
 /* A receive buffer the node posted, as UCP's receive request holds it (the space UCP keeps in
@@ -149,8 +150,9 @@ struct umqu_ep {
     int ucp_rma;         /* the context runs UCP's RMA (on a NIC, or UMQ_UCX_RMA=ucp); else
                           * ours are carried operations (ucx_rma.c, `carry`) */
     int rma_in_software; /* RMA runs in the target's progress: not UCP's on a NIC */
-    uint64_t *to_flush; /* peers with WRITEs put since their last flush (`unflushed`) */
+    uint64_t *to_flush; /* peers with operations waiting for their next flush (`unflushed`) */
     size_t n_to_flush, cap_to_flush;
+    size_t flushing; /* flushes UCP has not ended yet */
     struct slots table;    /* memory exposed to carried operations (struct exposed) */
     struct slots awaiting; /* carried operations waiting for their answer (struct op) */
     uint32_t op_generation; /* the high half of the next carried operation's handle */
@@ -169,13 +171,16 @@ struct op {
         struct area_hdr hdr;        /* an area write's, which UCP reads until completion */
         struct carried_hdr carried; /* a carried WRITE's or READ's, likewise */
     };
-    int parts;           /* a WRITE's requests still out (its put and its flush), or a carried
-                          * operation's parts (its send, its answer) */
+    int parts;           /* a message's or WRITE's requests still out (its send or put, its
+                          * flush), or a carried operation's parts (its send, its answer) */
     ucs_status_t status; /* the first failure among them */
-    struct op *next;     /* the next older WRITE waiting for the same flush */
+    struct op *next;     /* the next older operation waiting for the same flush */
     ucp_ep_h to;         /* a carried operation's: the peer that answers */
     void *read_into;     /* a carried READ's buffer; NULL for a WRITE */
     uint32_t slot;       /* a carried operation's in `awaiting`, while it waits */
+    uint64_t peer;       /* a message's: the peer it went to */
+    int settled;         /* a message's: UCP completed its send, its flush is still out (its
+                          * bytes count in its peer's `settled`) */
 };
 
 /* ucx.c's, for ucx_rma.c: */
@@ -187,8 +192,12 @@ ucp_request_param_t ucx_completing(struct op *o);
 struct peer *ucx_peer_of(struct umqu_ep *e, uint64_t peer);
 ucp_ep_h ucx_reach(struct umqu_ep *e, uint64_t peer, int *rc);
 
+void ucx_part_done(struct op *o, ucs_status_t status);
+ucp_request_param_t ucx_in_parts(struct op *o);
+int ucx_flush_room(struct umqu_ep *e, const struct peer *p);
+void ucx_await_flush(struct umqu_ep *e, uint64_t peer, struct op *o);
+
 /* ucx_rma.c's, for ucx.c: */
-void ucx_flush_writes(struct umqu_ep *e);
 void ucx_fail_awaiting(struct umqu_ep *e, ucp_ep_h ep, ucs_status_t status);
 void ucx_rma_close(struct umqu_ep *e);
 ucs_status_t ucx_carried_write_arrived(void *, const void *, size_t, void *, size_t,

@@ -12,10 +12,6 @@
 
 #include "ucx.h"
 
-/* WRITEs to a peer one flush serves at most: the first of a long stream does not wait for the
- * last to be placed before it completes. */
-#define FLUSH_BATCH 16
-
 static int slots_take(struct slots *t, void *p, uint32_t *slot)
 {
     if (!t->n_free && t->len == t->cap) {
@@ -222,102 +218,26 @@ void umqu_drop_key(uint64_t key)
     free(k);
 }
 
-static void flush_peer(struct peer *p);
-
-/* One part of a WRITE (its put, its flush) is over: the last completes it. */
-static void ucx_part_done(struct op *o, ucs_status_t status)
-{
-    if (status != UCS_OK && o->status == UCS_OK)
-        o->status = status;
-    if (--o->parts == 0) {
-        ucx_complete(o->e, o->ctx, o->len, o->status);
-        free(o);
-    }
-}
-
-static void put_done(void *request, ucs_status_t status, void *user_data)
-{
-    U.request_free(request);
-    ucx_part_done(user_data, status);
-}
-
-/* A flush is over: each WRITE that waited for it has its flush part done. */
-static void flushed(struct op *batch, ucs_status_t status)
-{
-    while (batch) {
-        struct op *next = batch->next;
-        ucx_part_done(batch, status);
-        batch = next;
-    }
-}
-
-static void flush_done(void *request, ucs_status_t status, void *user_data)
-{
-    U.request_free(request);
-    flushed(user_data, status);
-}
-
 /* A WRITE completes once its bytes are placed at the peer, as libfabric's FI_DELIVERY_COMPLETE:
  * a put's own completion means only that our buffer is free again, so a flush of the endpoint
- * follows, and the later of the two completes the WRITE. One flush serves the WRITEs put to the
- * peer before the next poll (flush_writes), up to FLUSH_BATCH: a stream of WRITEs pays one
- * flush a batch. */
+ * follows, and the later of the two completes the WRITE (`ucx_await_flush`). */
 static int write_placed(struct umqu_ep *e, uint64_t peer, const void *buf, size_t len,
                         uint64_t addr, ucp_rkey_h k, struct op *o)
 {
     struct peer *p = ucx_peer_of(e, peer);
-    if (!p->unflushed && e->n_to_flush == e->cap_to_flush) {
-        size_t cap = e->cap_to_flush ? e->cap_to_flush * 2 : 16;
-        uint64_t *q = realloc(e->to_flush, cap * sizeof(*q));
-        if (!q) {
-            free(o);
-            return -ENOMEM;
-        }
-        e->to_flush = q;
-        e->cap_to_flush = cap;
+    if (ucx_flush_room(e, p)) {
+        free(o);
+        return -ENOMEM;
     }
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .cb.send = put_done,
-                                 .user_data = o};
+    ucp_request_param_t param = ucx_in_parts(o);
     ucs_status_ptr_t put = U.put_nbx(p->ep, buf, len, addr, k, &param);
     if (UCS_PTR_IS_ERR(put)) {
         free(o);
         return -ucx_code_of(UCS_PTR_STATUS(put));
     }
     o->parts = 1 + (put != NULL);
-    if (!p->unflushed)
-        e->to_flush[e->n_to_flush++] = peer;
-    o->next = p->unflushed;
-    p->unflushed = o;
-    if (++p->n_unflushed >= FLUSH_BATCH)
-        flush_peer(p);
+    ucx_await_flush(e, peer, o);
     return 0;
-}
-
-/* Flushes `p` for the WRITEs put to it since its last flush. */
-static void flush_peer(struct peer *p)
-{
-    struct op *batch = p->unflushed;
-    if (!batch)
-        return;
-    p->unflushed = NULL;
-    p->n_unflushed = 0;
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .cb.send = flush_done,
-                                 .user_data = batch};
-    ucs_status_ptr_t r = U.ep_flush_nbx(p->ep, &param);
-    if (r == NULL || UCS_PTR_IS_ERR(r))
-        flushed(batch, UCS_PTR_STATUS(r));
-}
-
-/* Flushes each peer that WRITEs were put to since its last flush, for all of them at once. */
-void ucx_flush_writes(struct umqu_ep *e)
-{
-    for (size_t i = 0; i < e->n_to_flush; i++)
-        flush_peer(&e->peers[e->to_flush[i]]);
-    e->n_to_flush = 0;
 }
 
 /* Carried operations. Without a NIC UCP's own RMA is software too: a message the target's UCP
