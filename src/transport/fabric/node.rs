@@ -1868,12 +1868,10 @@ impl Shared {
     /// Bytes libfabric holds for peer `p` (`QUEUED_PER_PEER`): what we handed it and it has not
     /// completed, less what it has handed on already (`Endpoint::settled`).
     pub fn queued_for(&self, p: usize) -> usize {
-        self.peers.get(p).map_or(0, |peer| {
-            peer.queued.saturating_sub(match peer.queued {
-                0 => 0,
-                _ => self.ep.settled(peer.addr),
-            })
-        })
+        match self.peers.get(p) {
+            Some(peer) if peer.queued > 0 => peer.queued.saturating_sub(self.ep.settled(peer.addr)),
+            _ => 0,
+        }
     }
 
     /// Lent bounce buffers, for tests.
