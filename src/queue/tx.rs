@@ -158,11 +158,67 @@ impl Queue {
             self.done_in_one_pass(mine, &out);
             return Some((ran, false));
         }
+        if ran == 0 && link.grants_travel() && self.no_credit_for(wire, link.peer_area(), batch) {
+            return Some(self.post_after_round(mine, batch, out));
+        }
         let (accepted, limited) = match ran {
             0 => self.queue_tx(wire, link.peer_area(), batch),
             _ => self.queue_tx(wire, link.peer_area(), &batch.after(ran)),
         };
         Some(self.transmit_admitted(mine, (ran + accepted, limited), out))
+    }
+
+    /// Whether flow control would refuse all of `batch` for want of credit, the peer's area
+    /// looked at first (as admission does); never for a post that queues what lacks credit.
+    #[inline]
+    fn no_credit_for(&self, w: &mut Wire, peer_area: &Area, batch: &TxBatch) -> bool {
+        if batch.whole
+            || batch.credit_wrs_before(1) == 0
+            || self.queued_mode.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        w.flow.as_mut().is_some_and(|f| {
+            if f.window() == 0 {
+                f.refresh(peer_area);
+            }
+            f.window() == 0
+        })
+    }
+
+    /// A post through a link whose peer's grants travel (the network) that has no credit: the
+    /// grant may have arrived and wait for a round to take it in, so the round that follows a
+    /// post runs before its admission here. (After it, the post was refused with the credit at
+    /// hand, and only the caller's next try went.) What it admits goes in a second round; a
+    /// post still refused costs what it did.
+    #[cold]
+    #[inline(never)]
+    fn post_after_round(
+        &self,
+        mut mine: SpinGuard<'_, Wired>,
+        batch: &TxBatch,
+        before: Outcome,
+    ) -> (usize, bool) {
+        let mut out = before;
+        out.absorb(self.link_post_round(&mut mine));
+        let admitted = match &mut *mine {
+            Wired {
+                wire,
+                link: Some(link),
+                ..
+            } if self.state.load(Ordering::Acquire) != QUEUE_STATE_ERR => {
+                self.queue_tx(wire, link.peer_area(), batch)
+            }
+            _ => (0, false),
+        };
+        if admitted.0 > 0 {
+            return self.transmit_admitted(mine, admitted, out);
+        }
+        self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
+        self.credit_after_round(&mut mine);
+        drop(mine);
+        self.after_round(&out);
+        admitted
     }
 
     /// After a post that went whole in one pass (nothing left waiting): no stall, credit's
