@@ -308,6 +308,9 @@ UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly py
 # The flow-control soak (tests/flow_soak.rs, run on loopback above) over shared memory: a short
 # run of docs/RELIABILITY.md's long one.
 UMQ_PROVIDER=shm UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
+# Two in-process tests of loopback's again over shared memory: a window of one that ping-pongs
+# on the grants the answers carry, and lone sends to a peer whose lock another thread holds.
+UMQ_PROVIDER=shm cargo test --profile release-tests --test flow_pingpong --test lone_send_busy_peer 2>&1 | grep -E '^test result|panicked'
 stage "with the progress engine's sweep set to an hour: a killed peer is noticed through its pidfd, a receiver whose application is away is called to take in what arrives and its credit reaches the sender, PFC frames and timers on links the application does not poll, the shared pool's idle release, network pings from an idle process"
 no_sweep=(python/tests/test_pfc.py python/tests/test_shm_processes.py python/tests/test_flow.py -k "killed or idle or pfc or pause or priority")
 UMQ_PROGRESS_SWEEP_MS=3600000 UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly "${no_sweep[@]}"
@@ -318,6 +321,7 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
   # flow-control steps beside the tests' own threads, and announcements take their time
   # (docs/RELIABILITY.md, "Long soaks over shared memory and the network").
   UMQ_PROVIDER=fabric UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak --test flow_threads -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
+  UMQ_PROVIDER=fabric cargo test --profile release-tests --test flow_pingpong --test lone_send_busy_peer 2>&1 | grep -E '^test result|panicked'
   # The whole suite again with the sweep at an hour: over the network nothing may wait for it
   # (credit, pings, a receiver away, what libfabric moves only when called), so every test
   # that passes with it passes without.
@@ -333,6 +337,9 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # A killed sender loses nothing it saw complete over this engine too, whose sends complete
     # once UCX handed them to the kernel (tests/fault_kill.rs, its network runs: about 30 s).
     UMQ_FABRIC_PROVIDER=ucx UMQ_FAULT_PROVIDERS=fabric UMQ_FAULT_RUNS=150 cargo test --profile release-tests -p umq --test fault_kill -- --nocapture 2>&1 | grep -E '^test .*FAILED|panicked|^test result|^error|^fabric: '
+    # A queue destroyed, unbound or rebound under its sender loses nothing it completed, its
+    # peer's node and connection shared with the next run's queues (tests/fault_race.rs).
+    UMQ_FABRIC_PROVIDER=ucx UMQ_RACE_PROVIDERS=fabric cargo test --profile release-tests -p umq --test fault_race -- --nocapture 2>&1 | grep -E '^test .*FAILED|panicked|^test result|^error|^fabric: '
     # A target and an initiator whose UMQ_UCX_RMA differ work together: a target with UCP's
     # keys gets our WRs as messages (we run no UCP RMA), one with the table's gets them carried.
     for pair in "ucp carried 0" "carried ucp 1"; do
@@ -361,6 +368,7 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 1048576 --iters 50 --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 4 and all(r["one_sided_rma_wr"] == 0 for r in rows), rows; fig={r["op"]: r.get("mean_ns", r.get("msgs_per_s")) for r in rows}; print("1 MiB WRITEs as messages into a sleeping target over the UCX engine: WRITE", fig["write"], "ns, stream", fig["write_stream"], "WRs/s")'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak --test flow_threads -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
+    UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx cargo test --profile release-tests --test flow_pingpong --test lone_send_busy_peer --test grant_at_hand 2>&1 | grep -E '^test result|panicked'
   else
     echo "SKIPPED: the network provider over UCX: libucx-dev (headers and libucp.so.0) is not installed"
   fi

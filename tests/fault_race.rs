@@ -1,8 +1,10 @@
 //! Fault injection inside one process: a sender thread streams flow-controlled SENDs on queue
 //! `a` while the main thread, receiving on `b`, destroys `a`, unbinds it, or unbinds it and
 //! binds it to a new queue `c` at a random point of the stream (one run in three each). Runs on
-//! the loopback transport and over shared memory (forced with `UMQ_PROVIDER=shm`),
-//! `UMQ_RACE_RUNS` times each (default 300; `UMQ_FAULT_SEED` picks the points).
+//! the loopback transport, over shared memory and over the network provider (forced with
+//! `UMQ_PROVIDER`; the network's queues of one process share its node, one endpoint and one
+//! connection), `UMQ_RACE_RUNS` times each (default 300; `UMQ_FAULT_SEED` picks the points;
+//! `UMQ_RACE_PROVIDERS` names the providers to run).
 //!
 //! Each run must end with:
 //! - no crash, and the sender's calls on the gone or unbound queue refused with
@@ -254,9 +256,16 @@ fn race_runs(provider: &str) {
     assert!(raced > 0, "{provider}: no run raced the sender");
 }
 
-/// The providers one after the other: one library instance per process.
+/// The providers one after the other (`UMQ_RACE_PROVIDERS`, default `loopback,shm,fabric`:
+/// the test command runs the network's again over the UCX engine), one library instance each.
 #[test]
 fn destroying_unbinding_or_rebinding_a_queue_under_its_sender_loses_nothing_it_completed() {
-    race_runs("loopback");
-    race_runs("shm");
+    let providers = std::env::var("UMQ_RACE_PROVIDERS").unwrap_or("loopback,shm,fabric".into());
+    for p in providers.split(',').map(str::trim) {
+        if p == "fabric" && !std::path::Path::new("/usr/include/rdma/fabric.h").exists() {
+            eprintln!("SKIPPED: the network provider's runs (libfabric-dev is not installed)");
+            continue;
+        }
+        race_runs(p);
+    }
 }

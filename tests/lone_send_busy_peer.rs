@@ -4,13 +4,16 @@
 //! refuse, lose, duplicate or reorder a message. A thread here takes and holds the receiver's
 //! wire lock in a loop while the main thread ping-pongs single messages; every message must
 //! arrive once, in order, with its send completed, and the flow-control identities hold after.
+//! The test command runs it again over shared memory and the network (`UMQ_PROVIDER`), where
+//! the hog holds the lock the receiver's polls take to land what the link brings.
 
 mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use support::*;
-use umq::abi::errno::*;
+use umq::abi::errno::UMQ_BUF_SUCCESS;
+use umq::abi::ext::UMQ_EXT_TRANSPORT_FABRIC;
 use umq::abi::types::*;
 
 const DEPTH: u32 = 64;
@@ -74,6 +77,7 @@ fn lone_sends_to_a_peer_whose_lock_another_thread_holds_arrive_once_in_order() {
     bind_pair(a, b);
     let rx = alloc(16, 64);
     assert_eq!(post(b, UMQ_IO_RX, &rx).unwrap(), 16);
+    let over_network = forced_transport(a) == UMQ_EXT_TRANSPORT_FABRIC;
     let stop = Arc::new(AtomicBool::new(false));
     let held = Arc::new(AtomicU64::new(0));
     let hogger = {
@@ -93,10 +97,12 @@ fn lone_sends_to_a_peer_whose_lock_another_thread_holds_arrive_once_in_order() {
         let tx = sends(seq, 1);
         let mut tries = 0;
         loop {
+            // `post` reports a refusal for credit (-UMQ_ERR_EAGAIN) as none taken: only the
+            // first message over the network may meet one, before b's first grant arrives.
             match post(a, UMQ_IO_TX, &tx) {
                 Ok(1) => break,
-                Err(e) => assert_eq!(e, -UMQ_ERR_EAGAIN, "a lone send refused"),
-                Ok(n) => panic!("a post of one took {n}"),
+                Ok(0) if seq == 0 && over_network => {}
+                other => panic!("a lone send of message {seq}: {other:?}"),
             }
             tries += 1;
             assert!(tries < POLLS, "no credit for message {seq}");

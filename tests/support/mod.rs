@@ -93,6 +93,19 @@ pub fn transport_stats(h: u64) -> umq_ext_transport_stats_t {
     query(h, UMQ_EXT_OPCODE_TRANSPORT_STATS)
 }
 
+/// The transport `h` is bound through, checked to be the one `UMQ_PROVIDER` forces (loopback
+/// when it forces none): a test run again over another provider must not pass on loopback.
+pub fn forced_transport(h: u64) -> u32 {
+    let want = match std::env::var("UMQ_PROVIDER").as_deref() {
+        Ok("shm") => umq::abi::ext::UMQ_EXT_TRANSPORT_SHM,
+        Ok("fabric") => umq::abi::ext::UMQ_EXT_TRANSPORT_FABRIC,
+        _ => umq::abi::ext::UMQ_EXT_TRANSPORT_LOOPBACK,
+    };
+    let got = transport_stats(h).transport;
+    assert_eq!(got, want, "the transport UMQ_PROVIDER asked for");
+    got
+}
+
 /// Switches queued-send mode (our extension) on or off.
 pub fn queued_mode(h: u64, on: bool) {
     let mut i = umq_user_ctl_in_t {
