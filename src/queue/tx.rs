@@ -211,14 +211,10 @@ impl Queue {
             }
             _ => (0, false),
         };
-        if admitted.0 > 0 {
-            return self.transmit_admitted(mine, admitted, out);
+        match admitted.0 {
+            0 => self.end_post(mine, admitted, out),
+            _ => self.transmit_admitted(mine, admitted, out),
         }
-        self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
-        self.credit_after_round(&mut mine);
-        drop(mine);
-        self.after_round(&out);
-        admitted
     }
 
     /// After a post that went whole in one pass (nothing left waiting): no stall, credit's
@@ -490,6 +486,18 @@ impl Queue {
     ) -> (usize, bool) {
         let mut out = before;
         out.absorb(self.link_post_round(&mut mine));
+        self.end_post(mine, admitted, out)
+    }
+
+    /// The end of a post through a link after its round: the stall report, credit's step, the
+    /// wire lock released, then wake-ups and counters.
+    #[inline(always)]
+    fn end_post(
+        &self,
+        mut mine: SpinGuard<'_, Wired>,
+        admitted: (usize, bool),
+        out: Outcome,
+    ) -> (usize, bool) {
         self.note_starvation(&mut mine, admitted.1 || out.credit_wait);
         self.credit_after_round(&mut mine);
         drop(mine);
