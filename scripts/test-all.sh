@@ -306,8 +306,9 @@ UMQ_LIB="$lib/libumq.so" python3 -m pytest -q python/tests
 stage "Python tests again, every bind forced onto the shared-memory engine"
 UMQ_PROVIDER=shm UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
 # The flow-control soak (tests/flow_soak.rs, run on loopback above) over shared memory: a short
-# run of docs/RELIABILITY.md's long one.
-UMQ_PROVIDER=shm UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
+# run of docs/RELIABILITY.md's long one; and the four-thread stream, each queue's sends and
+# receives on threads of their own, over the shared-memory rings.
+UMQ_PROVIDER=shm UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak --test flow_threads -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
 # Two in-process tests of loopback's again over shared memory: a window of one that ping-pongs
 # on the grants the answers carry, and lone sends to a peer whose lock another thread holds.
 UMQ_PROVIDER=shm cargo test --profile release-tests --test flow_pingpong --test lone_send_busy_peer 2>&1 | grep -E '^test result|panicked'

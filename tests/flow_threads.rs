@@ -1,7 +1,9 @@
 //! The tx and rx paths of each queue run on different threads at once (four threads for a
 //! pair), both directions streaming, with `use_atomic_window = true` (which changes nothing but
 //! what the statistics report: the counters live under the queue's lock either way). Every message arrives, in order,
-//! never without a posted buffer, and the identities hold once everything is quiet.
+//! never without a posted buffer, and the identities hold once everything is quiet. With
+//! `UMQ_PROVIDER=shm` the pair binds over shared memory, with `UMQ_PROVIDER=fabric` over the
+//! network.
 
 mod support;
 use std::thread;
@@ -66,6 +68,8 @@ fn tx_and_rx_of_one_queue_on_different_threads() {
     init_flow_control(0, 0, true);
     let (a, b) = (create("thr-a", DEPTH), create("thr-b", DEPTH));
     bind_pair(a, b);
+    // A run asked to go over shared memory or the network cannot pass on loopback.
+    forced_transport(a);
     let threads = [
         thread::spawn(move || sender(a)),
         thread::spawn(move || receiver(a)),
