@@ -268,33 +268,8 @@ fn tx_in_flight(d: &mut impl Draw) -> Tx {
         })
         .collect();
     Tx {
-        outgoing: VecDeque::new(),
-        allowance: Default::default(),
-        answers_queued: 0,
-        answers: super::tx::HeldAnswers::default(),
-        peer_carries: false,
-        write_answered_later: false,
         flight,
-        flight_base: 0,
-        call_upto: 0,
-        called_upto: 0,
-        rung_upto: 0,
-        msg_calls: Default::default(),
-        msg_done_seen: 0,
-        streamed_allowed: tx::STREAMED_TO_LOOK,
-        look_at: Default::default(),
-        look_every: calls::RETRY_UNRUNG,
-        chunks: Default::default(),
-        rma_in_flight: 0,
-        rma_call: false,
-        rma_upto: 0,
-        rma_rung: 0,
-        rma_calls: Default::default(),
-        rma_long_upto: 0,
-        msg_upto: 0,
-        msg_long_upto: 0,
-        held_since: None,
-        newest_packet: Default::default(),
+        ..Tx::new()
     }
 }
 

@@ -298,6 +298,40 @@ struct Tx {
 }
 
 impl Tx {
+    /// A link's send side as it starts: nothing sent, in flight or held, the peer's RMA and
+    /// messages each taken as served unrung.
+    fn new() -> Tx {
+        Tx {
+            outgoing: VecDeque::new(),
+            allowance: Default::default(),
+            answers_queued: 0,
+            answers: tx::HeldAnswers::default(),
+            peer_carries: false,
+            write_answered_later: false,
+            flight: VecDeque::new(),
+            flight_base: 0,
+            call_upto: 0,
+            called_upto: 0,
+            rung_upto: 0,
+            msg_calls: Default::default(),
+            msg_done_seen: 0,
+            streamed_allowed: STREAMED_TO_LOOK,
+            look_at: Stamp::default(),
+            look_every: calls::RETRY_UNRUNG,
+            chunks: rma::RemoteChunks::default(),
+            rma_in_flight: 0,
+            rma_call: false,
+            rma_upto: 0,
+            rma_rung: 0,
+            rma_calls: Default::default(),
+            rma_long_upto: 0,
+            msg_upto: 0,
+            msg_long_upto: 0,
+            held_since: None,
+            newest_packet: Default::default(),
+        }
+    }
+
     /// Whether our messages need no ring of the peer's bell: none was sent since the last
     /// ring, all it asked for ran, and the call machine waits for nothing (`call_for_messages`).
     fn messages_need_no_ring(&self, done: u64) -> bool {
@@ -447,35 +481,7 @@ impl Link {
                 bundle_at: 0,
                 taken: Default::default(),
             },
-            tx: Tx {
-                outgoing: VecDeque::new(),
-                allowance: Default::default(),
-                answers_queued: 0,
-                answers: tx::HeldAnswers::default(),
-                peer_carries: false,
-                write_answered_later: false,
-                flight: VecDeque::new(),
-                flight_base: 0,
-                call_upto: 0,
-                called_upto: 0,
-                rung_upto: 0,
-                msg_calls: Default::default(),
-                msg_done_seen: 0,
-                streamed_allowed: STREAMED_TO_LOOK,
-                look_at: Stamp::default(),
-                look_every: calls::RETRY_UNRUNG,
-                chunks: rma::RemoteChunks::default(),
-                rma_in_flight: 0,
-                rma_call: false,
-                rma_upto: 0,
-                rma_rung: 0,
-                rma_calls: Default::default(),
-                rma_long_upto: 0,
-                msg_upto: 0,
-                msg_long_upto: 0,
-                held_since: None,
-                newest_packet: Default::default(),
-            },
+            tx: Tx::new(),
             peer_area: Area::default(),
             peer_landing,
             our_area,
