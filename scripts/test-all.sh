@@ -368,6 +368,10 @@ if [ -e /usr/include/rdma/fabric.h ] && ldconfig -p | grep 'libfabric\.so\.1 ' >
     # event fd as the ring asks (docs/TRANSPORTS.md, "Watching the connection for long WRs").
     UMQ_FABRIC_PROVIDER=ucx timeout 120 "$lib/umq-perf" --provider fabric --test rma --size 1048576 --iters 50 --target sleep --json | python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows) == 4 and all(r["one_sided_rma_wr"] == 0 for r in rows), rows; fig={r["op"]: r.get("mean_ns", r.get("msgs_per_s")) for r in rows}; print("1 MiB WRITEs as messages into a sleeping target over the UCX engine: WRITE", fig["write"], "ns, stream", fig["write_stream"], "WRs/s")'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests
+    # The two hosts in network namespaces, which the suite runs once above over libfabric, over
+    # this engine too: among them a queue bound by IPv6 alone, whose connection UCP would make
+    # over the device's IPv4 address unless told the family (docs/TRANSPORTS.md, "The UCX engine").
+    UMQ_FABRIC_PROVIDER=ucx UMQ_LIB="$lib/libumq.so" python3 -m pytest -q -p no:randomly python/tests/test_two_hosts.py
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx UMQ_SOAK_MESSAGES=2000000 cargo test --profile release-tests --test flow_soak --test flow_threads -- --nocapture 2>&1 | grep -E '^seed|^test result|panicked'
     UMQ_PROVIDER=fabric UMQ_FABRIC_PROVIDER=ucx cargo test --profile release-tests --test flow_pingpong --test lone_send_busy_peer --test grant_at_hand 2>&1 | grep -E '^test result|panicked'
   else

@@ -473,6 +473,9 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path, rate):
     of three packets was seen once at 1 Gbit/s (a packet time is 33 us) in a full test run. So
     up to one window in a thousand may hold three or four packets; a message sent whole holds
     sixteen in one."""
+    if rate >= 1_000_000_000 and os.environ.get("UMQ_FABRIC_PROVIDER") == "ucx":
+        pytest.skip("UCX's engine keeps its sockets to itself, so its packets go as granted and "
+                    "the kernel may hold and then send many at 1 Gbit/s (docs/PACING.md)")
     pcap = str(tmp_path / "wire.pcap")
     dump = hosts.spawn(hosts.cli, ["tcpdump", "-i", hosts.vc, "-w", pcap, "-U", "-s", "96", "-n",
                                    "tcp and src host " + CLIENT_IP + " and greater 200"],

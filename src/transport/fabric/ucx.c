@@ -498,6 +498,14 @@ static ucs_status_t configure(struct umqu_ep *e, ucp_config_t *cfg)
     if (s == UCS_OK && !getenv("UCX_NET_DEVICES") && e->host_len &&
         device_of((struct sockaddr *)&e->host, dev, sizeof(dev)))
         s = U.config_modify(cfg, "NET_DEVICES", dev);
+    /* UCP's tcp takes a device's IPv4 address before its IPv6 one (UCX_TCP_AF_PRIO): a queue
+     * whose bind info names an IPv6 address had its connection made over the device's IPv4 one,
+     * around what it named (a network or firewall of that family alone). The family named goes
+     * first. (A UCT setting goes by its name in its own table: AF_PRIO, of tcp's memory
+     * domain.) */
+    if (s == UCS_OK && !getenv("UCX_TCP_AF_PRIO") && e->host_len)
+        s = U.config_modify(cfg, "AF_PRIO",
+                            e->host.ss_family == AF_INET6 ? "inet6,inet" : "inet,inet6");
     return s;
 }
 
