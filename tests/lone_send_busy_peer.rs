@@ -97,8 +97,8 @@ fn lone_sends_to_a_peer_whose_lock_another_thread_holds_arrive_once_in_order() {
         let tx = sends(seq, 1);
         let mut tries = 0;
         loop {
-            // `post` reports a refusal for credit (-UMQ_ERR_EAGAIN) as none taken. Here b's
-            // grants are there at once, so a refusal is a failure; over the network a grant
+            // `post` reports a refusal for credit (-UMQ_ERR_EAGAIN) as none taken. Over loopback
+            // and shm b's grants are there at once, so a refusal fails; over the network a grant
             // travels, and a sends its next message as soon as its last completed: the grant
             // b sent for its reposts may still be on its way (tests/grant_at_hand.rs checks
             // that one already arrived is taken).
