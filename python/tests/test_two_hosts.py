@@ -23,6 +23,8 @@ import umq
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP, CLIENT_IP = "10.231.9.1", "10.231.9.2"
 SERVER_IP6, CLIENT_IP6 = "fd00:231:9::1", "fd00:231:9::2"
+SERVER_LINK, CLIENT_LINK = "fe80::231:1", "fe80::231:2"
+LINK = (SERVER_LINK, CLIENT_LINK)
 LIVENESS_MS = 1000
 
 # What both ends' scripts start with: the side channel (the server listens, the client
@@ -31,12 +33,17 @@ SIDE_CHANNEL = r"""
 import socket, struct, sys, time
 import umq
 role, ip, peer_ip, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# A link-local address comes with its zone (fe80::1%dev), which names its link. The server gives
+# the library the address alone, which finds the one interface that holds it; the client gives
+# it the zone too.
+umq_ip = ip.split("%")[0] if role == "server" else ip
 
 
 def side_channel():
     if role == "server":
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-        return socket.create_server((ip, port), family=family).accept()[0]
+        at = socket.getaddrinfo(ip, port, family, socket.SOCK_STREAM)[0][4]  # with its zone
+        return socket.create_server(at, family=family).accept()[0]
     for _ in range(200):
         try:
             return socket.create_connection((peer_ip, port))
@@ -63,7 +70,7 @@ def bound_queue(ctx):
 
 ROLE = SIDE_CHANNEL + r"""
 fc = umq.FlowControl(initial_window=16, notify_interval=8)
-with umq.Umq(flow_control=fc, ip=ip) as ctx:
+with umq.Umq(flow_control=fc, ip=umq_ip) as ctx:
     q, sock = bound_queue(ctx)
     assert q.transport_stats().transport == umq.UMQ_EXT_TRANSPORT_FABRIC
     moved, last, told = 0, time.monotonic(), False
@@ -102,7 +109,7 @@ total, req_timeout_ms = int(sys.argv[5]), int(sys.argv[6])
 # (fc_req_timeout_ms is the July 2026 revision's: how long its posts wait for an answer to a
 # credit request before they are refused with ETIMEDOUT. December's flow control has none.)
 fc = umq.FlowControl(initial_window=16, notify_interval=8, fc_req_timeout_ms=req_timeout_ms)
-with umq.Umq(flow_control=fc, ip=ip) as ctx:
+with umq.Umq(flow_control=fc, ip=umq_ip) as ctx:
     q, sock = bound_queue(ctx)
     moved, wrong, told, refused = 0, 0, False, 0
     while moved < total and q.state != umq.QUEUE_STATE_ERR:
@@ -159,11 +166,16 @@ class Hosts:
             ip("link", "set", dev, "netns", ns)
             ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
             ip("-n", ns, "addr", "add", f"{addr6}/64", "dev", dev, "nodad")
+            ip("-n", ns, "addr", "add", f"{LINK[ns == self.cli]}/64", "dev", dev, "nodad")
             ip("-n", ns, "link", "set", dev, "up")
             ip("-n", ns, "link", "set", "lo", "up")
 
-    def start(self, role, env, v6=False, script=ROLE, *args):
-        server, client = (SERVER_IP6, CLIENT_IP6) if v6 else (SERVER_IP, CLIENT_IP)
+    def start(self, role, env, family="inet", script=ROLE, *args):
+        """`family`: "inet", "inet6", or "link" for the veth's link-local IPv6 addresses (each
+        side's with its own veth as zone)."""
+        dev = self.vs if role == "server" else self.vc
+        server, client = {"inet": (SERVER_IP, CLIENT_IP), "inet6": (SERVER_IP6, CLIENT_IP6),
+                          "link": (f"{SERVER_LINK}%{dev}", f"{CLIENT_LINK}%{dev}")}[family]
         ns, mine, peer = ((self.srv, server, client) if role == "server"
                           else (self.cli, client, server))
         cmd = [sys.executable, "-c", script, role, mine, peer, "7431", *args]
@@ -208,9 +220,10 @@ def env(liveness_ms):
                 PYTHONPATH=os.path.join(HERE, ".."), UMQ_LOG_LEVEL="crit")
 
 
-def streaming(hosts, liveness_ms, v6=False):
-    server = hosts.start("server", env(liveness_ms), v6)
-    client = hosts.start("client", env(liveness_ms), v6)
+def streaming(hosts, liveness_ms, family="inet"):
+    server = hosts.start("server", env(liveness_ms), family)
+    client = hosts.start("client", env(liveness_ms), family)
+    v6 = family != "inet"
     said = client.stdout.readline().split()
     assert said[0] == "streaming", said
     # The side channel and libfabric's connection (with the death watch's) all in one family.
@@ -239,8 +252,8 @@ def flap(hosts, total, req_timeout_ms):
     goes down for a second (liveness timeout 5 s); returns what each side printed: done,
     messages moved, how many out of order, the queue's state, posts refused with ETIMEDOUT."""
     args = (str(total), str(req_timeout_ms))
-    server = hosts.start("server", env(5000), False, COUNTED, *args)
-    client = hosts.start("client", env(5000), False, COUNTED, *args)
+    server = hosts.start("server", env(5000), "inet", COUNTED, *args)
+    client = hosts.start("client", env(5000), "inet", COUNTED, *args)
     assert client.stdout.readline().split() == ["streaming"]
     ip("-n", hosts.cli, "link", "set", hosts.vc, "down")
     time.sleep(1.0)
@@ -283,12 +296,16 @@ def test_a_credit_request_cut_off_by_a_link_flap_refuses_posts_until_its_answer_
 
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
-@pytest.mark.parametrize("victim,v6", [("server", False), ("client", False), ("server", True)])
-def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim, v6):
-    """Also over IPv6 (the queues' addresses given as IPv6 text): the stream runs over
-    libfabric on the IPv6 addresses, and the death watch reaches the peer's IPv6 address."""
+@pytest.mark.parametrize("victim,family", [("server", "inet"), ("client", "inet"),
+                                           ("server", "inet6"), ("server", "link")])
+def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim, family):
+    """Also over IPv6 (the queues' addresses given as IPv6 text): the stream runs over the
+    engine on the IPv6 addresses, and the death watch reaches the peer's IPv6 address; and over
+    the veth's link-local addresses, whose link each side names or the library finds."""
+    if family == "link" and os.environ.get("UMQ_FABRIC_PROVIDER") == "ucx":
+        pytest.skip("UCX's tcp transport skips link-local addresses (docs/TRANSPORTS.md)")
     # A long liveness timeout: only the closed connection can explain a quick error.
-    server, client = streaming(hosts, 60000, v6)
+    server, client = streaming(hosts, 60000, family)
     killed, survivor = (server, client) if victim == "server" else (client, server)
     killed.kill()
     at = time.monotonic()
@@ -300,6 +317,40 @@ def test_a_peer_killed_on_another_host_is_noticed_at_once(hosts, victim, v6):
     # Measured here: 8-9 ms. The bound is loose on purpose (a loaded machine must not fail it);
     # it is still far below the 60 s liveness timeout, so only the death watch can meet it.
     assert took_ms < 5000, took_ms
+
+
+# Makes a queue on each address given; prints what each did.
+ON_ADDRESSES = r"""
+import sys
+import umq
+for ip in sys.argv[1:]:
+    try:
+        with umq.Umq(ip=ip) as ctx:
+            ctx.queue("q")
+        print("made", flush=True)
+    except umq.UmqError as e:
+        print(e.func, e.name, flush=True)
+"""
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_a_link_local_address_on_two_links_needs_its_zone(hosts):
+    """The address alone does not say which link is meant: the library refuses it, and takes it
+    with a zone that names one of them, by name or by index."""
+    # A second link in the server's namespace (a veth pair of its own) with the same address.
+    ip("-n", hosts.srv, "link", "add", "umqd0", "type", "veth", "peer", "name", "umqd1")
+    ip("-n", hosts.srv, "addr", "add", f"{SERVER_LINK}/64", "dev", "umqd0", "nodad")
+    ip("-n", hosts.srv, "link", "set", "umqd0", "up")
+    index = subprocess.run(["ip", "netns", "exec", hosts.srv, "cat",
+                            f"/sys/class/net/{hosts.vs}/ifindex"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    p = hosts.spawn(hosts.srv, [sys.executable, "-c", ON_ADDRESSES, SERVER_LINK,
+                                f"{SERVER_LINK}%{hosts.vs}", f"{SERVER_LINK}%{index}",
+                                f"{SERVER_LINK}%umq-none0"],
+                    stdout=subprocess.PIPE, text=True, env=env(1000))
+    out = p.communicate(timeout=60)[0].splitlines()
+    assert out == ["umq_init UMQ_ERR_EINVAL", "made", "made", "umq_init UMQ_ERR_EINVAL"], out
 
 
 PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")
@@ -340,15 +391,15 @@ def test_umq_perf_runs_between_two_hosts_as_server_and_client(hosts):
     assert bad.returncode == 2 and "cannot reach umq-perf --server" in bad.stderr, bad.stderr
 
 
-def perf_between_hosts(hosts, port, *args):
+def perf_between_hosts(hosts, port, *args, server_ip=SERVER_IP):
     """Runs `umq-perf --client` in the client's namespace against `umq-perf --server` in the
-    server's; its JSON rows."""
+    server's (at `server_ip`); its JSON rows."""
     import json
     server = hosts.spawn(hosts.srv, [PERF, "--server", "--port", str(port)], stderr=subprocess.PIPE,
                          text=True)
     assert "listening" in server.stderr.readline()
     out = subprocess.run(
-        ["ip", "netns", "exec", hosts.cli, PERF, "--client", SERVER_IP, "--port", str(port), *args,
+        ["ip", "netns", "exec", hosts.cli, PERF, "--client", server_ip, "--port", str(port), *args,
          "--json"],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -377,13 +428,19 @@ def test_two_thousand_queue_pairs_bind_between_two_hosts(hosts):
 @pytest.mark.libumq_behaviour
 @pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
 @pytest.mark.skipif(not os.path.exists(PERF), reason="umq-perf not built (cargo build --release)")
-def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts):
+@pytest.mark.parametrize("family", ["inet", "link"])
+def test_writes_and_reads_reach_a_sleeping_target_on_another_host(hosts, family):
     """`umq-perf --test rma` against a target process on the other host that exposes a buffer
     and then sleeps on its connection to the server: every WRITE and READ completes (umq-perf
     checks each status, and that the target's buffer holds the last WRITE), each one-at-a-time
-    WR having rung the target node's call bell (TRANSPORTS.md, "The call bell")."""
+    WR having rung the target node's call bell (TRANSPORTS.md, "The call bell"). Also over the
+    veth's link-local addresses: the client names the server's with its zone, and each side's
+    queues take their own address's link."""
+    if family == "link" and os.environ.get("UMQ_FABRIC_PROVIDER") == "ucx":
+        pytest.skip("UCX's tcp transport skips link-local addresses (docs/TRANSPORTS.md)")
+    server_ip = SERVER_IP if family == "inet" else f"{SERVER_LINK}%{hosts.vc}"
     rows = perf_between_hosts(hosts, 7435, "--test", "rma", "--size", "4096", "--iters", "200",
-                              "--depth", "64")
+                              "--depth", "64", server_ip=server_ip)
     assert [r["op"] for r in rows] == ["write", "read", "write_stream", "read_stream"], rows
     assert all(r["provider"] == "fabric" for r in rows), rows
     # 200 WRITEs and 200 READs one at a time ring once each; the streams ring about once a
@@ -512,7 +569,7 @@ def test_a_limited_queue_crosses_the_veth_as_packets(hosts, tmp_path, rate):
 BESIDE = SIDE_CHANNEL + r"""
 limit, COUNT = int(sys.argv[5]), int(sys.argv[6])
 SIZE, BULK = 16384, 65536
-with umq.Umq(flow_control=True, ip=ip) as ctx:
+with umq.Umq(flow_control=True, ip=umq_ip) as ctx:
     lim, bulk = ctx.queue(role + "-limited", depth=256), ctx.queue(role + "-bulk", depth=8)
     sock = side_channel()
     for q in (lim, bulk):

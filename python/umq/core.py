@@ -76,7 +76,8 @@ class Umq:
 
     Keywords: pro (pro API, default True), flow_control (a FlowControl, or True for defaults),
     buf_mode, headroom, stats, trans_mode and ip (one trans_info entry, as the reference examples
-    pass: IPv4 or IPv6 text, in the matching assign mode; ip=None for none), extra_features (raw
+    pass: IPv4 or IPv6 text, in the matching assign mode, a link-local IPv6 one with or without
+    its zone, fe80::1%eth0; ip=None for none), extra_features (raw
     feature bits)."""
 
     def __init__(

@@ -51,24 +51,32 @@ pub enum RqShare {
 /// The address `d` names, for the transport modes that run over a network device. An EID is
 /// read as a GID is: its 16 bytes an IPv6 address in network order, an IPv4-mapped one
 /// (`in4`: prefix ::ffff, then the IPv4 address) as that IPv4 address; the all-zero EID names
-/// none.
-fn network_addr(mode: umq_trans_mode_t, d: &umq_dev_assign_t) -> Option<String> {
+/// none. A link-local IPv6 address comes with its link (`devices::parse_scoped`): `fe80::1%eth0`.
+fn network_addr(mode: umq_trans_mode_t, d: &umq_dev_assign_t) -> UmqResult<Option<String>> {
+    const F: &str = "umq_create";
     let networked = matches!(
         mode,
         UMQ_TRANS_MODE_UB | UMQ_TRANS_MODE_IB | UMQ_TRANS_MODE_UB_PLUS | UMQ_TRANS_MODE_IB_PLUS
     );
-    let text: &[std::ffi::c_char] = match d.assign_mode {
-        UMQ_DEV_ASSIGN_MODE_IPV4 if networked => unsafe { &d.u.ipv4.ip_addr },
-        UMQ_DEV_ASSIGN_MODE_IPV6 if networked => unsafe { &d.u.ipv6.ip_addr },
-        UMQ_DEV_ASSIGN_MODE_EID if networked => {
-            let ip = std::net::Ipv6Addr::from(unsafe { d.u.eid.eid.raw });
-            return (!ip.is_unspecified()).then(|| ip.to_canonical().to_string());
-        }
-        _ => return None,
+    let text = match d.assign_mode {
+        _ if !networked => return Ok(None),
+        UMQ_DEV_ASSIGN_MODE_IPV4 => c_text(F, "dev_info address", unsafe { &d.u.ipv4.ip_addr })?,
+        UMQ_DEV_ASSIGN_MODE_IPV6 => c_text(F, "dev_info address", unsafe { &d.u.ipv6.ip_addr })?,
+        UMQ_DEV_ASSIGN_MODE_EID => &match eid_addr(d) {
+            Some(ip) => ip.to_string(),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
     };
-    c_text("umq_create", "dev_info address", text)
-        .ok()
-        .map(str::to_string)
+    let (ip, scope) =
+        crate::devices::parse_scoped(text).map_err(|why| einval(F, format_args!("{why}")))?;
+    Ok(Some(crate::devices::scoped_text(ip, scope)))
+}
+
+/// The address an EID assignment names; None for the all-zero EID.
+fn eid_addr(d: &umq_dev_assign_t) -> Option<std::net::IpAddr> {
+    let ip = std::net::Ipv6Addr::from(unsafe { d.u.eid.eid.raw });
+    (!ip.is_unspecified()).then(|| ip.to_canonical())
 }
 
 /// A C string that must end inside its array.
@@ -91,10 +99,18 @@ pub fn check_dev_assign(func: &str, d: &umq_dev_assign_t) -> UmqResult<()> {
         }
         UMQ_DEV_ASSIGN_MODE_IPV6 => {
             let s = c_text(func, "dev_info.ipv6.ip_addr", unsafe { &u.ipv6.ip_addr })?;
-            s.parse::<std::net::Ipv6Addr>()
-                .map_err(|_| einval(func, format_args!("'{s}' is not an IPv6 address")))?;
+            match crate::devices::parse_scoped(s) {
+                Ok((ip, _)) if ip.is_ipv6() => {}
+                Ok(_) => return Err(einval(func, format_args!("'{s}' is not an IPv6 address"))),
+                Err(why) => return Err(einval(func, format_args!("{why}"))),
+            }
         }
-        UMQ_DEV_ASSIGN_MODE_EID => {}
+        UMQ_DEV_ASSIGN_MODE_EID => {
+            if let Some(ip) = eid_addr(d) {
+                crate::devices::parse_scoped(&ip.to_string())
+                    .map_err(|why| einval(func, format_args!("{why}")))?;
+            }
+        }
         UMQ_DEV_ASSIGN_MODE_DEV => {
             if c_text(func, "dev_info.dev.dev_name", unsafe { &u.dev.dev_name })?.is_empty() {
                 return Err(einval(func, format_args!("dev_info.dev.dev_name is empty")));
@@ -212,7 +228,7 @@ pub fn from_option(o: &umq_create_option_t) -> UmqResult<QueueConfig> {
             MAX_DEPTH,
         )?,
         interrupt: mode == UMQ_MODE_INTERRUPT,
-        network_addr: network_addr(o.trans_mode, &o.dev_info),
+        network_addr: network_addr(o.trans_mode, &o.dev_info)?,
         extras: CreateExtras::default(),
     })
 }
@@ -235,9 +251,46 @@ mod tests {
         mapped[12..].copy_from_slice(&[10, 1, 2, 3]);
         let v6 = "fd00::17".parse::<std::net::Ipv6Addr>().unwrap().octets();
         let ub = UMQ_TRANS_MODE_UB;
-        assert_eq!(network_addr(ub, &eid(mapped)).as_deref(), Some("10.1.2.3"));
-        assert_eq!(network_addr(ub, &eid(v6)).as_deref(), Some("fd00::17"));
-        assert_eq!(network_addr(ub, &eid([0; 16])), None);
-        assert_eq!(network_addr(UMQ_TRANS_MODE_IPC, &eid(v6)), None);
+        let addr = |d: umq_dev_assign_t| network_addr(ub, &d).unwrap();
+        assert_eq!(addr(eid(mapped)).as_deref(), Some("10.1.2.3"));
+        assert_eq!(addr(eid(v6)).as_deref(), Some("fd00::17"));
+        assert_eq!(addr(eid([0; 16])), None);
+        assert_eq!(network_addr(UMQ_TRANS_MODE_IPC, &eid(v6)).unwrap(), None);
+    }
+
+    fn ipv6_text(text: &str) -> umq_dev_assign_t {
+        let mut d: umq_dev_assign_t = unsafe { std::mem::zeroed() };
+        d.assign_mode = UMQ_DEV_ASSIGN_MODE_IPV6;
+        for (to, b) in unsafe { d.u.ipv6.ip_addr.iter_mut() }.zip(text.bytes()) {
+            *to = b as std::ffi::c_char;
+        }
+        d
+    }
+
+    /// A link-local address keeps its link (the zone by name, whichever form named it); a zone
+    /// that names no interface, or one on an address that is not link-local, is refused.
+    #[test]
+    fn a_link_local_address_names_its_link() {
+        let ub = UMQ_TRANS_MODE_UB;
+        let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
+        let by_index = format!("fe80::7%{lo}");
+        for text in ["fe80::7%lo", &by_index] {
+            check_dev_assign("t", &ipv6_text(text)).unwrap();
+            assert_eq!(
+                network_addr(ub, &ipv6_text(text)).unwrap().as_deref(),
+                Some("fe80::7%lo")
+            );
+        }
+        for bad in ["fe80::7%no-such-if0", "fd00::7%lo", "10.1.2.3", "fe80::7%"] {
+            assert_eq!(
+                check_dev_assign("t", &ipv6_text(bad)),
+                Err(-crate::abi::errno::UMQ_ERR_EINVAL),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            network_addr(ub, &ipv6_text("fd00::7%lo")),
+            Err(-crate::abi::errno::UMQ_ERR_EINVAL)
+        );
     }
 }

@@ -510,7 +510,7 @@ impl Queue {
         let forced = self.rt.provider;
         let addr = self.cfg.network_addr.as_deref();
         let remote_reachable = addr
-            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+            .and_then(crate::devices::ip_of_text)
             .is_some_and(|ip| !ip.is_loopback());
         let (shm, fabric) = crate::transport::link::offered(forced, remote_reachable);
         let bound = self.is_bound();

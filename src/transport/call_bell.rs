@@ -28,7 +28,7 @@
 use super::progress::CallBell as Bell;
 use crate::os::{TcpQueues, tcp_queues};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -171,9 +171,9 @@ pub struct CallBell {
 }
 
 impl CallBell {
-    /// A call bell on `ip`; None when the socket cannot be made.
-    pub fn open(ip: IpAddr) -> Option<CallBell> {
-        let sock = UdpSocket::bind(SocketAddr::new(ip, 0)).ok()?;
+    /// A call bell on `host` (port 0: the kernel's choice); None when the socket cannot be made.
+    pub fn open(host: SocketAddr) -> Option<CallBell> {
+        let sock = UdpSocket::bind(host).ok()?;
         sock.set_nonblocking(true).ok()?;
         Some(CallBell {
             sock,
@@ -193,7 +193,7 @@ impl CallBell {
         if let Some(bell) = local.upgrade() {
             return Some(bell);
         }
-        let bell = Arc::new(CallBell::open(IpAddr::V4(Ipv4Addr::LOCALHOST))?);
+        let bell = Arc::new(CallBell::open((Ipv4Addr::LOCALHOST, 0).into())?);
         *local = Arc::downgrade(&bell);
         Some(bell)
     }
@@ -517,7 +517,7 @@ mod tests {
     use super::*;
 
     fn bell() -> CallBell {
-        CallBell::open("127.0.0.1".parse().unwrap()).expect("a call bell on 127.0.0.1")
+        CallBell::open("127.0.0.1:0".parse().unwrap()).expect("a call bell on 127.0.0.1")
     }
 
     fn at(b: &CallBell) -> SocketAddr {

@@ -280,7 +280,11 @@ pub extern "C" fn umq_info_get(umqh: u64, umq_info: *mut umq_info_t) -> c_int {
             out.ub.local_fc_jetty_id = umqh as u32;
             let peer = q.peer_handle().unwrap_or(0) as u32;
             (out.ub.remote_io_jetty_id, out.ub.remote_fc_jetty_id) = (peer, peer);
-            let ip = q.cfg.network_addr.as_deref().and_then(|a| a.parse().ok());
+            let ip = q
+                .cfg
+                .network_addr
+                .as_deref()
+                .and_then(crate::devices::ip_of_text);
             if let Some(ip) = ip {
                 let eid = crate::devices::eid_of(ip);
                 out.ub.eid.raw = eid;

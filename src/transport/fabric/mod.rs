@@ -453,7 +453,10 @@ impl Link {
         }
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
-            PeerProcess::Remote(at) => (None, at.and_then(|at| watch_or_log(&ch.node, at))),
+            PeerProcess::Remote(at) => {
+                let at = at.map(|at| ch.node.on_our_link(at.ip(), at.port()));
+                (None, at.and_then(|at| watch_or_log(&ch.node, at)))
+            }
         };
         let (peer, peer_addr, opened, inject_size) = {
             let mut n = ch.node.lock();
@@ -462,6 +465,10 @@ impl Link {
             n.greet_new_peers();
             (p, n.peers[p].addr, n.now(), n.ep.inject_size())
         };
+        let peer_bell = to
+            .watch
+            .filter(|_| to.call_bell != 0)
+            .map(|w| ch.node.on_our_link(w.ip(), to.call_bell));
         Ok(Link {
             ch,
             peer,
@@ -469,10 +476,7 @@ impl Link {
             peer_chan: to.channel,
             peer_pid,
             peer_socket,
-            peer_bell: to
-                .watch
-                .filter(|_| to.call_bell != 0)
-                .map(|w| SocketAddr::new(w.ip(), to.call_bell)),
+            peer_bell,
             rx: Rx {
                 assembling: None,
                 blocked: false,

@@ -20,13 +20,14 @@ use super::sys::{self, Buffers, Cqe, Endpoint, Registration, RemoteKey};
 use super::{LinkError, watch};
 use super::{allowance, registered, rma};
 use crate::buf::pool::{ChunkHook, ChunkSpan, Lease, Pool};
+use crate::devices;
 use crate::process::PerProcess;
 use crate::transport::call_bell::CallBell;
 use crate::transport::sleep_lock::{SleepGuard, SleepMutex};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
@@ -499,6 +500,8 @@ pub struct Node {
     inject: usize,
     /// Our death-watch beacon, open while the node lives.
     beacon: Option<watch::Beacon>,
+    /// The index of the interface our link-local address lies on; 0 for any other address.
+    scope: u32,
     /// The pools whose chunks it exposes (`use_pool`), by id.
     exposed_pools: Mutex<Vec<u64>>,
     /// Taken by every round, post round and lone SEND (`transport::sleep_lock`: why not std's).
@@ -614,7 +617,14 @@ impl Node {
             Some(fd) => Some(Bell::new(fd)?),
             None => None,
         };
-        let call_bell = ep.host().and_then(CallBell::open).map(Arc::new);
+        // The link our address lies on, for a link-local one (`devices::parse_scoped`): our
+        // sockets beside the endpoint listen there, and peers' link-local addresses are
+        // reached over it.
+        let scope = addr
+            .and_then(|a| devices::parse_scoped(a).ok())
+            .map_or(0, |(_, s)| s);
+        let host = ep.host().map(|ip| devices::socket_addr(ip, 0, scope));
+        let call_bell = host.and_then(CallBell::open).map(Arc::new);
         let shared = Shared {
             rx: RxPool {
                 bufs: ep.buffers(RX_BOUNCES * BOUNCE)?,
@@ -668,7 +678,8 @@ impl Node {
             name: shared.ep.name().to_vec(),
             provider: shared.ep.provider().to_string(),
             inject: shared.ep.inject_size(),
-            beacon: shared.ep.host().and_then(watch::Beacon::open),
+            beacon: host.and_then(watch::Beacon::open),
+            scope,
             exposed_pools: Mutex::new(Vec::new()),
             shared: SleepMutex::new(shared),
         };
@@ -717,6 +728,11 @@ impl Node {
 
     pub fn provider(&self) -> &str {
         &self.provider
+    }
+
+    /// A peer's socket address at `ip` and `port`: a link-local one on our link.
+    pub fn on_our_link(&self, ip: IpAddr, port: u16) -> SocketAddr {
+        devices::socket_addr(ip, port, self.scope)
     }
 
     /// Where our death-watch beacon listens, if we have one.

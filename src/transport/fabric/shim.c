@@ -604,6 +604,19 @@ static void conns_events(struct umqf_ep *e)
     }
 }
 
+/* A peer's link-local IPv6 address (fe80::/10) as its name carries it names the link by the
+ * index of the peer's own interface, which means nothing here: the peer is on the link of our
+ * listener's address, so `to` takes that one's. */
+static void on_our_link(void *to, size_t to_len, const void *ours, size_t ours_len)
+{
+    struct sockaddr_in6 *t = to;
+    const struct sockaddr_in6 *o = ours;
+    if (to_len < sizeof(*t) || !o || ours_len < sizeof(*o) || t->sin6_family != AF_INET6 ||
+        o->sin6_family != AF_INET6 || !IN6_IS_ADDR_LINKLOCAL(&t->sin6_addr))
+        return;
+    t->sin6_scope_id = o->sin6_scope_id;
+}
+
 /* Opens connection `idx` to the peer it names. */
 static int conn_start(struct umqf_ep *e, long idx)
 {
@@ -619,6 +632,7 @@ static int conn_start(struct umqf_ep *e, long idx)
     if (!info->dest_addr)
         goto out;
     memcpy(info->dest_addr, k->name + CONNS_MAGIC_LEN, info->dest_addrlen);
+    on_our_link(info->dest_addr, info->dest_addrlen, info->src_addr, info->src_addrlen);
     /* From our listener's address, on a port of the kernel's choice. */
     if (info->src_addr && info->src_addrlen >= 4)
         memset((uint8_t *)info->src_addr + 2, 0, 2);
@@ -1215,7 +1229,15 @@ int umqf_connect(struct umqf_ep *e, const void *addr, size_t len, uint64_t *peer
 {
     if (e->conns)
         return conns_connect(e, addr, len, peer);
-    (void)len; /* the provider knows its address format's length */
+    /* A socket address (tcp's, under rxm) fits; the provider knows its format's length. */
+    uint8_t to[NAME_MAX_LEN], ours[NAME_MAX_LEN];
+    size_t ours_len = sizeof(ours);
+    if (len <= sizeof(to)) {
+        memcpy(to, addr, len);
+        if (!fi_getname(&e->ep->fid, ours, &ours_len))
+            on_our_link(to, len, ours, ours_len);
+        addr = to;
+    }
     fi_addr_t a = FI_ADDR_NOTAVAIL;
     int rc = fi_av_insert(e->av, addr, 1, &a, 0, NULL);
     if (rc != 1)

@@ -552,6 +552,17 @@ static int fail(struct umqu_ep *e, char *why, size_t n, const char *what, ucs_st
     return -ucx_code_of(s);
 }
 
+/* Whether `node` names a link-local IPv6 address (with or without its zone, `fe80::1%eth0`). */
+static int link_local(const char *node)
+{
+    char text[INET6_ADDRSTRLEN];
+    struct in6_addr a;
+    if (!node)
+        return 0;
+    snprintf(text, sizeof(text), "%.*s", (int)strcspn(node, "%"), node);
+    return inet_pton(AF_INET6, text, &a) == 1 && IN6_IS_ADDR_LINKLOCAL(&a);
+}
+
 /* A UCP worker for the node on `node` (an address of this host, or NULL), with a wait fd when
  * `wakeable`, and room for `cq_size` completions. `prov` and `eager` are libfabric's (UCX picks
  * its own protocols). 0 and *out, or a negative code and `why`. */
@@ -565,6 +576,13 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
     if (!e)
         return -ENOMEM;
     e->wait_fd = e->event_fd = -1;
+    if (link_local(node)) {
+        snprintf(why, n, "%s is a link-local IPv6 address, which UCX's tcp transport does not "
+                 "use (it skips fe80::/10): libfabric's tcp, the default engine, serves it",
+                 node);
+        free(e);
+        return -EINVAL;
+    }
     /* Every posted receive ends in a completion, so the completion queue's size bounds them
      * too: the completion ring is made at that size here. */
     e->posted_cap = cq_size ? cq_size : 1;

@@ -22,10 +22,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Beacon(TcpListener);
 
 impl Beacon {
-    /// A beacon on the address our endpoint listens on (`Endpoint::host`); None when the
-    /// socket cannot be made.
-    pub fn open(ip: IpAddr) -> Option<Beacon> {
-        TcpListener::bind(SocketAddr::new(ip, 0)).ok().map(Beacon)
+    /// A beacon on the address our endpoint listens on (`Endpoint::host`, port 0); None when
+    /// the socket cannot be made.
+    pub fn open(host: SocketAddr) -> Option<Beacon> {
+        TcpListener::bind(host).ok().map(Beacon)
     }
 
     pub fn addr(&self) -> Option<SocketAddr> {
@@ -93,7 +93,7 @@ mod tests {
     /// is killed (a child process here holds the beacon: a shell that inherited it).
     #[test]
     fn a_watch_turns_readable_when_the_beacons_process_is_killed() {
-        let beacon = Beacon::open(Ipv4Addr::LOCALHOST.into()).expect("a beacon on 127.0.0.1");
+        let beacon = Beacon::open((Ipv4Addr::LOCALHOST, 0).into()).expect("a beacon on 127.0.0.1");
         let at = beacon.addr().unwrap();
         // Hand the listening socket to a child as its stdin, then close ours.
         let mut child = Command::new("sleep")

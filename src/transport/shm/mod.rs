@@ -1133,7 +1133,7 @@ mod tests {
         let (owner, mut view, peers_inbox) = pair();
         refused(&owner, &mut view);
         let ours = std::sync::Arc::new(
-            crate::transport::call_bell::CallBell::open(std::net::Ipv4Addr::LOCALHOST.into())
+            crate::transport::call_bell::CallBell::open((std::net::Ipv4Addr::LOCALHOST, 0).into())
                 .unwrap(),
         );
         view.ring_owner_by_call(&ours);
