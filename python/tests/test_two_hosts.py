@@ -353,6 +353,33 @@ def test_a_link_local_address_on_two_links_needs_its_zone(hosts):
     assert out == ["umq_init UMQ_ERR_EINVAL", "made", "made", "umq_init UMQ_ERR_EINVAL"], out
 
 
+# Binds this side's queue to the other's; prints the bind's error name, or "bound".
+BIND_ONLY = SIDE_CHANNEL + r"""
+with umq.Umq(flow_control=True, ip=umq_ip) as ctx:
+    q = ctx.queue(role, depth=64)
+    sock = side_channel()
+    try:
+        bind_over(sock, q)
+        print("bound", flush=True)
+    except umq.UmqError as e:
+        print(e.name, flush=True)
+"""
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_queues_of_two_address_families_refuse_to_bind(hosts):
+    """A queue on an IPv6 address and its peer on an IPv4 one cannot meet: both binds fail at
+    once, with EINVAL and a log line naming both addresses (before, over libfabric the IPv6
+    side's bind succeeded and its queue waited for a connection that never came)."""
+    procs = [hosts.spawn(ns, [sys.executable, "-c", BIND_ONLY, role, mine, SERVER_IP6, "7438"],
+                         stdout=subprocess.PIPE, text=True, env=env(1000))
+             for ns, role, mine in ((hosts.srv, "server", SERVER_IP6),
+                                    (hosts.cli, "client", CLIENT_IP))]
+    said = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert said == [["UMQ_ERR_EINVAL"], ["UMQ_ERR_EINVAL"]], said
+
+
 PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")
 
 

@@ -451,6 +451,19 @@ impl Link {
         if to.channel == NODE {
             return Err("the peer's bind info names no channel".into());
         }
+        // Told apart here, by the hosts' addresses the watches listen on, for either engine:
+        // UCP would print its own error first ("Destination is unreachable"), and a libfabric
+        // connection awaited from the peer would never come.
+        if let (Some(theirs), Some(ours)) = (to.watch, ch.node.beacon())
+            && theirs.ip().to_canonical().is_ipv4() != ours.ip().to_canonical().is_ipv4()
+        {
+            return Err(format!(
+                "the peer's network endpoint is on {}, ours on {}: name addresses of one \
+                 family (IPv4 or IPv6) on both sides",
+                theirs.ip(),
+                ours.ip()
+            ));
+        }
         let (peer_pid, peer_socket) = match peer_process {
             PeerProcess::Local(pid) => (Some(pid), None),
             PeerProcess::Remote(at) => {

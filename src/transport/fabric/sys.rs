@@ -889,7 +889,10 @@ impl Endpoint {
         let rc = unsafe { (self.ops.connect)(self.raw.as_ptr(), at, len, &mut peer) };
         match rc {
             0 => Ok(peer),
-            _ => Err(format!("fi_av_insert: {}", strerror(rc))),
+            _ => Err(format!(
+                "reaching the peer's network endpoint: {}",
+                strerror(rc)
+            )),
         }
     }
 
