@@ -353,8 +353,10 @@ def test_a_link_local_address_on_two_links_needs_its_zone(hosts):
     assert out == ["umq_init UMQ_ERR_EINVAL", "made", "made", "umq_init UMQ_ERR_EINVAL"], out
 
 
-# Binds this side's queue to the other's; prints the bind's error name, or "bound".
+# Binds this side's queue (on the address argv[5] names, if given) to the other's; prints the
+# bind's error name, or "bound".
 BIND_ONLY = SIDE_CHANNEL + r"""
+umq_ip = sys.argv[5] if len(sys.argv) > 5 else umq_ip
 with umq.Umq(flow_control=True, ip=umq_ip) as ctx:
     q = ctx.queue(role, depth=64)
     sock = side_channel()
@@ -378,6 +380,25 @@ def test_queues_of_two_address_families_refuse_to_bind(hosts):
                                     (hosts.cli, "client", CLIENT_IP))]
     said = [p.communicate(timeout=60)[0].split() for p in procs]
     assert said == [["UMQ_ERR_EINVAL"], ["UMQ_ERR_EINVAL"]], said
+
+
+@pytest.mark.libumq_behaviour
+@pytest.mark.skipif(bool(os.environ.get("UMQ_PROVIDER")), reason="runs once, in the suite's first run")
+def test_a_bind_whose_own_endpoint_failed_says_why(hosts):
+    """The server's queue names an address its host does not have: its endpoint cannot open,
+    and its bind says so with the reason, not as a step the program skipped; the client's bind
+    says the peer offers none."""
+    logged = dict(env(1000), UMQ_LOG_LEVEL="err")
+    procs = [hosts.spawn(ns, [sys.executable, "-c", BIND_ONLY, role, mine, SERVER_IP, "7439",
+                              *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=logged)
+             for ns, role, mine, extra in ((hosts.srv, "server", SERVER_IP, ["10.231.9.99"]),
+                                           (hosts.cli, "client", CLIENT_IP, []))]
+    (srv_out, srv_err), (cli_out, cli_err) = [p.communicate(timeout=60) for p in procs]
+    assert (srv_out.split(), cli_out.split()) == (["UMQ_ERR_EINVAL"], ["UMQ_ERR_EINVAL"])
+    assert "no network endpoint of our own: " in srv_err, srv_err
+    assert "call umq_bind_info_get first" not in srv_err, srv_err
+    assert "the peer offers no network endpoint" in cli_err, cli_err
 
 
 PERF = os.path.join(HERE, "..", "..", "target", "release", "umq-perf")

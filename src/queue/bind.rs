@@ -104,13 +104,8 @@ impl Queue {
         const F: &str = "umq_bind";
         let offer = self.offer_for_bind();
         if !offer.has(provider) {
-            return Err(einval(
-                F,
-                format_args!(
-                    "queue {:#x} has no endpoint for {provider:?} (call umq_bind_info_get first)",
-                    self.handle
-                ),
-            ));
+            let why = self.endpoints.why_none(provider);
+            return Err(einval(F, format_args!("queue {:#x}: {why}", self.handle)));
         }
         if remote.pid == std::process::id() && remote.umqh == self.handle {
             return Err(einval(

@@ -549,6 +549,8 @@ pub struct Endpoints {
 struct FabricEnd {
     unbound: Option<fabric::Channel>,
     contact: Option<fabric::Contact>,
+    /// Why the last opening failed, for a bind that then finds no channel of ours.
+    failed: Option<String>,
 }
 
 /// What a queue's bind info offers, beside what the queue itself says.
@@ -624,21 +626,31 @@ impl Endpoints {
     ) -> Option<fabric::Contact> {
         let mut end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
         if want.make && end.unbound.is_none() {
-            end.unbound = fabric::Channel::open(prov, node, want.interrupt)
-                .inspect_err(|why| {
-                    crate::log_warn!(
-                        "umq_bind_info_get",
-                        "queue {:#x}: no network endpoint (libfabric provider {prov}): {why}",
-                        want.umqh
-                    )
-                })
-                .ok();
+            let opened = fabric::Channel::open(prov, node, want.interrupt).inspect_err(|why| {
+                crate::log_warn!(
+                    "umq_bind_info_get",
+                    "queue {:#x}: no network endpoint (libfabric provider {prov}): {why}",
+                    want.umqh
+                )
+            });
+            end.failed = opened.as_ref().err().cloned();
+            end.unbound = opened.ok();
             if let Some(ch) = &end.unbound {
                 ch.use_pool(want.pool);
             }
             end.contact = end.unbound.as_ref().map(fabric::Channel::contact);
         }
         end.contact.clone()
+    }
+
+    /// Why we have no endpoint of `provider` to bind through: its opening's failure, or no
+    /// opening yet.
+    pub fn why_none(&self, provider: Provider) -> String {
+        let end = self.fabric.lock().unwrap_or_else(|p| p.into_inner());
+        match (provider, &end.failed) {
+            (Provider::Fabric, Some(why)) => format!("no network endpoint of our own: {why}"),
+            _ => format!("no endpoint of our own for {provider:?} (call umq_bind_info_get first)"),
+        }
     }
 
     /// Readies our endpoints for a peer that has not bound yet (after `offer`, while unbound).
@@ -662,7 +674,7 @@ impl Endpoints {
                     .unwrap_or_else(|p| p.into_inner())
                     .unbound
                     .take()
-                    .ok_or("no network endpoint of our own (call umq_bind_info_get first)")?;
+                    .ok_or_else(|| self.why_none(provider))?;
                 // SAFETY: the area is the connecting queue's, which owns the link made here.
                 let ours = unsafe { fabric::OurArea::new(addr.our_area) };
                 let peer = match addr.same_host {

@@ -591,6 +591,14 @@ int umqu_open(const char *prov, const char *node, size_t cq_size, int wakeable, 
         return -ENOMEM;
     }
     choose_host(e, node);
+    char dev[IF_NAMESIZE + 1];
+    if (e->host_len && !device_of((struct sockaddr *)&e->host, dev, sizeof(dev))) {
+        /* UCP would serve on the host's other addresses, around the one the queue named (a
+         * libfabric endpoint fails to listen there). */
+        snprintf(why, n, "no interface of this host has address %s", node);
+        umqu_close(e);
+        return -EADDRNOTAVAIL;
+    }
     ucp_config_t *cfg;
     ucs_status_t s = U.config_read(NULL, NULL, &cfg);
     if (s != UCS_OK)
