@@ -1230,7 +1230,7 @@ int umqf_connect(struct umqf_ep *e, const void *addr, size_t len, uint64_t *peer
     if (e->conns)
         return conns_connect(e, addr, len, peer);
     /* A socket address (tcp's, under rxm) fits; the provider knows its format's length. */
-    uint8_t to[NAME_MAX_LEN], ours[NAME_MAX_LEN];
+    uint8_t to[NAME_MAX_LEN] = {0}, ours[NAME_MAX_LEN];
     size_t ours_len = sizeof(ours);
     if (len <= sizeof(to)) {
         memcpy(to, addr, len);
