@@ -906,12 +906,16 @@ impl Link {
     }
 
     /// Tells the peer we leave (best effort: an unreachable peer learns it from its own
-    /// errors or liveness timeout).
+    /// errors or liveness timeout), unless it left first: its end is gone, and over UCX the
+    /// send then failed and was logged as a failure (the reference's example, which logs at
+    /// INFO, printed "send failed" as its client left first).
     pub fn leave(&mut self) {
-        self.tx.outgoing.push_back(Outgoing::control(Header {
-            kind: KIND_BYE,
-            ..Default::default()
-        }));
+        if !self.left {
+            self.tx.outgoing.push_back(Outgoing::control(Header {
+                kind: KIND_BYE,
+                ..Default::default()
+            }));
+        }
         // RMA of ours in flight reads from or writes into our buffers: the binding ends once
         // libfabric is done with them, which a live peer's provider answers within a round
         // trip and a dead one's connection within its reset.
