@@ -668,13 +668,14 @@ impl Endpoints {
                 shm::Link::open(mine, addr.pid, addr.inbox_fd, addr.secret).map(Link::Shm)
             }
             Provider::Fabric => {
-                let channel = self
+                // Taken under a lock released before `why_none` takes it again.
+                let unbound = self
                     .fabric
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .unbound
-                    .take()
-                    .ok_or_else(|| self.why_none(provider))?;
+                    .take();
+                let channel = unbound.ok_or_else(|| self.why_none(provider))?;
                 // SAFETY: the area is the connecting queue's, which owns the link made here.
                 let ours = unsafe { fabric::OurArea::new(addr.our_area) };
                 let peer = match addr.same_host {
